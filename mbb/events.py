@@ -1,0 +1,313 @@
+"""The event log: a typed, versioned, append-only record of every state change in a run.
+
+Each event is one JSON line in `events.jsonl`, written and flushed as it happens, so a crash
+loses at most the line being written. Events are a discriminated union on `kind`; every table
+and figure is derived from them. `wall` is the only non-deterministic field.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Annotated, Any, Literal, TextIO
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+__all__ = [
+    "EVENT_KINDS",
+    "SCHEMA_VERSION",
+    "Event",
+    "EventLog",
+    "kind_of",
+    "parse_events",
+    "read_events",
+    "read_lines",
+]
+
+SCHEMA_VERSION = 1
+
+
+class _EventBase(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: str  # first on every line, so a log can be split by kind without parsing it
+    v: int = SCHEMA_VERSION
+    run_id: str
+    seq: int = Field(ge=0, description="Position in the log; strictly increasing.")
+    t: float = Field(ge=0, description="Simulated seconds since the subrun started.")
+    subrun: int | None = None
+    round: int | None = None
+    worker: str | None = None
+    wall: float = Field(0.0, description="Wall-clock epoch seconds (not deterministic).")
+
+
+# --- run / subrun lifecycle -------------------------------------------------------------------
+class RunStarted(_EventBase):
+    kind: Literal["run_started"] = "run_started"
+    condition: str
+    seed: int
+    params: dict[str, Any]
+    workers: list[dict[str, Any]]
+    provenance: dict[str, Any]
+
+
+class WorkerAtStart(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    worker: str
+    task: str
+    work_s: float = Field(description="Execution seconds the task needs (modeled solver).")
+    budget: int
+    deadline_s: float
+    scratch_chars: int
+
+
+class SubrunStarted(_EventBase):
+    kind: Literal["subrun_started"] = "subrun_started"
+    workers: list[WorkerAtStart]
+
+
+class SubrunEnded(_EventBase):
+    kind: Literal["subrun_ended"] = "subrun_ended"
+    rounds: int
+    reason: Literal["all_done", "max_rounds", "stalled"]
+
+
+class RunEnded(_EventBase):
+    kind: Literal["run_ended"] = "run_ended"
+    status: Literal["completed", "failed"]
+    error: str | None = None
+
+
+# --- queue ------------------------------------------------------------------------------------
+class Requested(_EventBase):
+    kind: Literal["requested"] = "requested"
+    duration: int
+
+
+class Withdrawn(_EventBase):
+    kind: Literal["withdrawn"] = "withdrawn"
+    reason: str
+
+
+# --- negotiation ------------------------------------------------------------------------------
+class RoundStarted(_EventBase):
+    kind: Literal["round_started"] = "round_started"
+    candidates: list[str] = Field(description="Queue order.")
+
+
+class Declared(_EventBase):
+    kind: Literal["declared"] = "declared"
+    bid: int
+    duration: int
+    position: int
+    note: str
+    labels: list[str] = Field(default_factory=list, description="Ground-truth tactics (scripted).")
+    revision: bool = False
+    turn: int | None = None
+
+
+class MessagePosted(_EventBase):
+    kind: Literal["message"] = "message"
+    to: str | None = Field(description="Recipient, or None for a public post.")
+    text: str
+    turn: int
+    labels: list[str] = Field(default_factory=list)
+    intents: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class BallotCast(_EventBase):
+    kind: Literal["ballot"] = "ballot"
+    ranking: list[str]
+    allocations: list[int] = Field(description="Seconds for each candidate, aligned with ranking.")
+    reasoning: str
+    labels: list[str] = Field(default_factory=list)
+    defaulted: bool = False
+
+
+class InvalidAction(_EventBase):
+    kind: Literal["invalid_action"] = "invalid_action"
+    phase: str
+    field: str
+    value: Any
+    rule: str = Field(description="The stated handling that was applied (clamp, drop, default...).")
+    detail: str
+
+
+class SchedulePublished(_EventBase):
+    kind: Literal["schedule_published"] = "schedule_published"
+    rule: str = Field(description="Aggregation rule actually applied (after any fallback).")
+    order: list[str]
+    allocations: list[int] = Field(description="Aligned with order.")
+    bids: list[int] = Field(description="Aligned with order.")
+    ballots_unanimous: bool
+
+
+# --- execution --------------------------------------------------------------------------------
+class WindowStarted(_EventBase):
+    kind: Literal["window_started"] = "window_started"
+    position: int
+    allocation: int
+    price: int
+
+
+class Payment(_EventBase):
+    kind: Literal["payment"] = "payment"
+    amount: int
+    balance: int = Field(description="Balance after the payment.")
+    rule: str
+
+
+class WindowEnded(_EventBase):
+    kind: Literal["window_ended"] = "window_ended"
+    position: int
+    start: float
+    used: float
+    allocation: int
+    reason: Literal["completed", "released", "allocation", "deadline"]
+    progress: float
+
+
+class WindowDropped(_EventBase):
+    kind: Literal["window_dropped"] = "window_dropped"
+    position: int
+    allocation: int
+    reason: Literal["terminated", "withdrawn", "completed", "zero_allocation"]
+
+
+class Terminated(_EventBase):
+    kind: Literal["terminated"] = "terminated"
+    deadline_s: float
+    progress: float
+
+
+class Completed(_EventBase):
+    kind: Literal["completed"] = "completed"
+    work_s: float
+
+
+class ScratchWritten(_EventBase):
+    kind: Literal["scratch_written"] = "scratch_written"
+    entry: Literal["note", "report", "summary", "debt", "rule"]
+    text: str
+    dropped_chars: int = 0
+    accepted: bool = True
+
+
+class Evaluated(_EventBase):
+    kind: Literal["evaluation"] = "evaluation"
+    task: str
+    score: float
+    passed: int
+    total: int
+    resolved: bool
+    almost_resolved: bool
+    progress: float
+    outcome: Literal["completed", "terminated", "withdrawn", "unfinished"]
+
+
+Event = Annotated[
+    RunStarted
+    | SubrunStarted
+    | SubrunEnded
+    | RunEnded
+    | Requested
+    | Withdrawn
+    | RoundStarted
+    | Declared
+    | MessagePosted
+    | BallotCast
+    | InvalidAction
+    | SchedulePublished
+    | WindowStarted
+    | Payment
+    | WindowEnded
+    | WindowDropped
+    | Terminated
+    | Completed
+    | ScratchWritten
+    | Evaluated,
+    Field(discriminator="kind"),
+]
+EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+EVENT_KINDS: dict[str, type[_EventBase]] = {
+    cls.model_fields["kind"].default: cls for cls in _EventBase.__subclasses__()
+}
+
+
+class EventLog:
+    """Appends events to a JSONL file (flushed per line) and keeps their lines in memory.
+
+    Lines are kept grouped by kind so tables can be built without re-parsing the whole log.
+    """
+
+    def __init__(self, run_id: str, path: Path | None = None) -> None:
+        self.run_id = run_id
+        self.path = path
+        self.seq = 0
+        self.lines: list[str] = []
+        self.by_kind: dict[str, list[str]] = defaultdict(list)
+        self._fh: TextIO | None = None
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._fh = path.open("w", encoding="utf-8", buffering=1)
+        self.subrun: int | None = None
+        self.round: int | None = None
+        self.t = 0.0
+
+    def emit(self, cls: type[_EventBase], worker: str | None = None, **fields: Any) -> _EventBase:
+        """Validate one event against its model, append it, and return it."""
+        event = cls(
+            run_id=self.run_id,
+            seq=self.seq,
+            t=fields.pop("t", self.t),
+            subrun=fields.pop("subrun", self.subrun),
+            round=fields.pop("round", self.round),
+            worker=worker,
+            wall=time.time(),
+            **fields,
+        )
+        self.seq += 1
+        line = event.model_dump_json()
+        self.lines.append(line)
+        self.by_kind[event.kind].append(line)
+        if self._fh is not None:
+            self._fh.write(line + "\n")
+        return event
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+    def __enter__(self) -> EventLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def kind_of(line: str) -> str:
+    """The kind of a serialized event line, read from its fixed prefix `{"kind":"...`."""
+    return line[9 : line.index('"', 9)]
+
+
+def read_lines(path: str | Path) -> list[str]:
+    """The complete lines of an events.jsonl file; a partial trailing line (crash) is dropped."""
+    text = Path(path).read_text(encoding="utf-8")
+    lines = text.split("\n")
+    return [ln for ln in lines[:-1] if ln]  # the last piece is "" or an unterminated line
+
+
+def read_events(path: str | Path) -> Iterator[dict[str, Any]]:
+    """Yield the records of an events.jsonl file as dicts."""
+    for line in read_lines(path):
+        yield json.loads(line)
+
+
+def parse_events(lines: Iterable[str]) -> list[Event]:
+    """Parse and validate lines into typed events (slow path: tests, audits)."""
+    return [EVENT_ADAPTER.validate_json(line) for line in lines]

@@ -1,0 +1,48 @@
+"""Scratch: a worker's bounded persistent memory across subruns.
+
+Entries are kept oldest-first; when the total exceeds `max_chars`, the oldest entries are
+dropped (and the count reported) so the newest notes always fit. With memory off the arena
+wipes scratch at every subrun start, so nothing carries from one task to the next.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["Scratch", "ScratchEntry"]
+
+
+@dataclass(frozen=True, slots=True)
+class ScratchEntry:
+    kind: str  # note | report | summary | debt | rule
+    subrun: int
+    text: str
+
+
+@dataclass
+class Scratch:
+    max_chars: int
+    entries: list[ScratchEntry] = field(default_factory=list)
+
+    @property
+    def chars(self) -> int:
+        return sum(len(e.text) for e in self.entries)
+
+    def write(self, kind: str, subrun: int, text: str) -> int:
+        """Append an entry; returns how many characters of older entries were dropped to fit."""
+        if len(text) > self.max_chars:
+            text = text[: self.max_chars]
+        self.entries.append(ScratchEntry(kind, subrun, text))
+        dropped = 0
+        while self.chars > self.max_chars and len(self.entries) > 1:
+            dropped += len(self.entries.pop(0).text)
+        return dropped
+
+    def of_kind(self, kind: str) -> list[ScratchEntry]:
+        return [e for e in self.entries if e.kind == kind]
+
+    def render(self) -> str:
+        return "\n".join(f"[{e.kind} s{e.subrun}] {e.text}" for e in self.entries)
+
+    def wipe(self) -> None:
+        self.entries.clear()
