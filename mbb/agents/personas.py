@@ -1,0 +1,872 @@
+"""Scripted negotiators: seven personas with recognisable strategies from the SCARCE taxonomy.
+
+Each persona writes natural-language notes, messages and ballot reasoning from varied templates,
+and every utterance carries (a) the ground-truth taxonomy labels it enacts and (b) machine-
+readable intents (disclosures, proposed/cited rules, concessions and debts) that scripted peers
+read instead of parsing text. Working state (debts, coalitions, rules) lives for one subrun;
+what should outlive the subrun is written to scratch, so it carries over only with memory on.
+
+| persona               | bids                      | ballot order                      | talk                   |
+|-----------------------|---------------------------|-----------------------------------|------------------------|
+| price_first           | high, anchored            | bid order                         | anchoring, cheap talk  |
+| deadline_advocate     | by urgency                | disclosed deadlines (EDF)         | EDF, ultimatums, risk  |
+| reciprocator          | moderate                  | bid order + debts honoured        | concessions, debts     |
+| coalition_builder     | moderate-high             | bloc first, rival last            | invitations, proof     |
+| shortest_job_advocate | low, short windows        | shortest duration first (SJF)     | SJF, gating            |
+| quitter               | low; steps aside if lost  | others first, itself last         | scope reduction        |
+| rule_maker            | moderate                  | by its standing rule              | proposes / cites rules |
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import numpy as np
+
+from mbb.agents.base import RoundView, SubrunRecap
+from mbb.board import Post
+from mbb.scheduling.actions import (
+    Ballot,
+    ConversationTurn,
+    Declaration,
+    Intent,
+    Message,
+    Withdraw,
+)
+from mbb.scheduling.aggregation import tie_break_order
+from mbb.scratch import Scratch
+
+__all__ = ["PERSONA_CLASSES", "ScriptedNegotiator", "make_scripted_negotiator"]
+
+EXPECTED_ROUNDS_PER_SUBRUN = 4
+
+
+def _mins(seconds: float) -> str:
+    return f"{max(0.0, seconds) / 60:.1f} min"
+
+
+class ScriptedNegotiator:
+    """Shared machinery; personas override `aggression`, `_note`, `_talk` and `_rank`."""
+
+    persona = "base"
+    aggression = 1.0
+    concurrent = False
+
+    def __init__(self, worker: str, rng: np.random.Generator) -> None:
+        self.worker = worker
+        self.rng = rng
+        self.subrun = 0
+        self.owed_by: dict[str, str] = {}  # peer -> commitment id: the peer owes me a favour
+        self.owe_to: dict[str, str] = {}  # peer -> commitment id: I owe the peer a favour
+        self.owe_round: dict[str, tuple[int, int]] = {}  # peer -> (subrun, round) debt was made
+        self.rule: str | None = None  # standing rule I follow
+        self.rule_origin: str = ""  # "proposed" | "accepted" | "memory"
+        self.coalition: set[str] = set()
+        self.rival: str | None = None
+        self.said: set[tuple[int, str]] = set()  # (round, topic) already said this round
+        self.last_declaration: Declaration | None = None
+        self._n = 0
+
+    # --- helpers -------------------------------------------------------------------------------
+    def pick(self, options: Sequence[str]) -> str:
+        return options[int(self.rng.integers(len(options)))]
+
+    def chance(self, p: float) -> bool:
+        return bool(self.rng.random() < p)
+
+    def new_id(self, round_: int) -> str:
+        self._n += 1
+        return f"{self.worker}.s{self.subrun}.r{round_}.{self._n}"
+
+    @staticmethod
+    def this_round(v: RoundView) -> list[Post]:
+        return [p for p in v.posts if p.round == v.round]
+
+    @staticmethod
+    def intents(posts: Sequence[Post], kind: str) -> list[tuple[Post, dict]]:
+        return [(p, i) for p in posts for i in p.payload if i.get("kind") == kind]
+
+    def disclosed_deadlines(self, v: RoundView) -> dict[str, float]:
+        """Time left each peer disclosed this round (seconds), plus my own."""
+        out = {p.author: i["value"] for p, i in self.intents(self.this_round(v), "disclose_deadline")}
+        out[self.worker] = v.time_left_s
+        return out
+
+    def feasible(self, v: RoundView) -> bool:
+        return v.need_s <= v.time_left_s
+
+    def urgency(self, v: RoundView) -> float:
+        return v.need_s / max(1.0, v.time_left_s)
+
+    def bid_for(self, v: RoundView) -> int:
+        subruns_left = max(1, v.subruns_total - v.subrun + 1)
+        per_round = v.budget / subruns_left / EXPECTED_ROUNDS_PER_SUBRUN
+        u = self.urgency(v)
+        mult = 0.25 if u > 1.0 else 1.0 + 1.5 * u  # urgency premium, termination discount
+        noise = float(self.rng.uniform(0.85, 1.15))
+        bid = int(round(per_round * self.aggression * mult * noise / 5.0) * 5)
+        return max(0, min(v.budget, bid))
+
+    def duration_for(self, v: RoundView) -> int:
+        return max(v.window_min_s, min(v.window_max_s, v.wanted_s))
+
+    # --- lifecycle -----------------------------------------------------------------------------
+    async def start_subrun(self, subrun: int, scratch: Scratch | None) -> None:
+        self.subrun = subrun
+        self.owed_by, self.owe_to, self.owe_round = {}, {}, {}
+        self.rule, self.rule_origin = None, ""
+        self.coalition, self.rival = set(), None
+        self.said = set()
+        if scratch is None:
+            return
+        for e in scratch.entries:
+            m = re.match(r"DEBT (\S+) owes (\S+) \[(\S+)\]", e.text)
+            if m:
+                debtor, creditor, cid = m.groups()
+                if creditor == self.worker:
+                    self.owed_by[debtor] = cid
+                elif debtor == self.worker:
+                    self.owe_to[creditor] = cid
+            m = re.match(r"RULE (\S+)", e.text)
+            if m:
+                self.rule, self.rule_origin = m.group(1), "memory"
+            m = re.match(r"COALITION (\S*) RIVAL (\S+)", e.text)
+            if m:
+                self.coalition = {w for w in m.group(1).split(",") if w}
+                self.rival = None if m.group(2) == "-" else m.group(2)
+
+    async def declare(self, v: RoundView) -> Declaration | Withdraw:
+        bid = self.bid_for(v)
+        dur = self.duration_for(v)
+        pos = 1 if self.aggression >= 1.0 else min(len(v.candidates), 2)
+        note, labels, intents = self._note(v, bid, dur)
+        d = Declaration(
+            bid=bid,
+            duration=dur,
+            position=pos,
+            note=note,
+            labels=tuple(labels),
+            intents=tuple(intents),
+        )
+        self.last_declaration = d
+        return d
+
+    accept_offers = 0.7  # probability of accepting a reciprocal offer
+
+    async def converse(self, v: RoundView) -> ConversationTurn:
+        msgs = self._answer_offers(v) + [m for m in self._talk(v) if m is not None]
+        revision = self._revise(v) if v.revisable else None
+        if revision is not None:
+            self.last_declaration = revision
+        return ConversationTurn(messages=tuple(msgs), revision=revision)
+
+    def _answer_offers(self, v: RoundView) -> list[Message]:
+        """Accept (or ignore) a peer's concession-for-a-favour offer made to me this round."""
+        out = []
+        for p, i in self.intents(self.this_round(v), "offer_concession"):
+            if i.get("peer") != self.worker or not self.once(v, f"offer-{p.author}"):
+                continue
+            if self.chance(self.accept_offers):
+                self.owe_to[p.author] = i.get("commitment") or self.new_id(v.round)
+                self.owe_round[p.author] = (self.subrun, v.round)
+                out.append(
+                    Message(
+                        to=p.author,
+                        text=self.pick(
+                            [
+                                f"Accepted, {p.author}. Next time we meet, you go ahead of me.",
+                                f"Deal, {p.author} — I'll back you above me in a later round.",
+                            ]
+                        ),
+                        labels=("reciprocity",),
+                        intents=(
+                            Intent(kind="accept_offer", peer=p.author, commitment=i.get("commitment")),
+                        ),
+                    )
+                )
+        return out
+
+    async def vote(self, v: RoundView) -> Ballot:
+        order, reasoning, labels, intents = self._rank(v)
+        if self.persona != "reciprocator":
+            order, honoured = self.honour_debts(v, order)
+            if honoured:
+                labels = [*labels, "reciprocity", "coalition_loyalty"]
+                intents = [*intents, *honoured]
+                who = ", ".join(i.peer or "" for i in honoured)
+                reasoning += f" I moved {who} ahead of me, as I promised earlier."
+        alloc = {c: v.declarations[c].duration for c in order}
+        return Ballot(
+            ranking=tuple(order),
+            allocations=alloc,
+            reasoning=reasoning,
+            labels=tuple(labels),
+            intents=tuple(intents),
+        )
+
+    async def end_subrun(self, recap: SubrunRecap, scratch: Scratch | None) -> None:
+        if scratch is None:
+            return
+        scratch.write("report", recap.subrun, self._report(recap))
+        for peer, cid in self.owed_by.items():
+            scratch.write("debt", recap.subrun, f"DEBT {peer} owes {self.worker} [{cid}]")
+        for peer, cid in self.owe_to.items():
+            scratch.write("debt", recap.subrun, f"DEBT {self.worker} owes {peer} [{cid}]")
+        if self.rule:
+            scratch.write("rule", recap.subrun, f"RULE {self.rule}")
+        if self.coalition:
+            members = ",".join(sorted(self.coalition))
+            scratch.write("note", recap.subrun, f"COALITION {members} RIVAL {self.rival or '-'}")
+
+    def _report(self, r: SubrunRecap) -> str:
+        verdict = {
+            "completed": "finished the task",
+            "terminated": "missed the deadline and was terminated",
+            "withdrawn": "stepped aside",
+            "unfinished": "did not finish",
+        }[r.outcome]
+        lesson = (
+            "Bid earlier and ask for longer windows while the deadline is still far."
+            if r.outcome == "terminated"
+            else "Keep bids calibrated to visible prices; waiting cost more than negotiating."
+            if r.waited_s > r.granted_s
+            else "The allocation pattern worked; keep it."
+        )
+        return (
+            f"Subrun {r.subrun}, task {r.task_id}: {verdict} (score {r.score:.0%}). "
+            f"{r.windows} window(s), {r.granted_s:.0f} s granted, {r.used_s:.0f} s used, "
+            f"{r.waited_s:.0f} s waiting, {r.spent} credits spent, {r.budget_left} left. {lesson}"
+        )
+
+    # --- persona hooks -------------------------------------------------------------------------
+    def _note(self, v: RoundView, bid: int, dur: int) -> tuple[str, list[str], list[Intent]]:
+        return f"Bidding {bid} for {dur}s.", [], []
+
+    def _talk(self, v: RoundView) -> list[Message | None]:
+        return []
+
+    def _revise(self, v: RoundView) -> Declaration | None:
+        return None
+
+    def _rank(self, v: RoundView) -> tuple[list[str], str, list[str], list[Intent]]:
+        order = tie_break_order(v.candidates, {c: d.bid for c, d in v.declarations.items()})
+        return order, "Ranked by bid, ties by queue order.", ["price_primary"], []
+
+    # shared fragments
+    def bids(self, v: RoundView) -> dict[str, int]:
+        return {c: d.bid for c, d in v.declarations.items()}
+
+    def once(self, v: RoundView, topic: str) -> bool:
+        key = (v.round, topic)
+        if key in self.said:
+            return False
+        self.said.add(key)
+        return True
+
+    def honour_debts(self, v: RoundView, order: list[str]) -> tuple[list[str], list[Intent]]:
+        """Move peers I owe ahead of me (once each); the debt is then settled."""
+        intents: list[Intent] = []
+        for peer, cid in list(self.owe_to.items()):
+            if self.owe_round.get(peer) == (self.subrun, v.round):
+                continue  # the favour is returned in a later round, not the one it was made in
+            if peer in order and self.worker in order and order.index(peer) > order.index(self.worker):
+                order.remove(peer)
+                order.insert(order.index(self.worker), peer)
+                intents.append(Intent(kind="honour_commitment", peer=peer, commitment=cid))
+                del self.owe_to[peer]
+        return order, intents
+
+
+class PriceFirst(ScriptedNegotiator):
+    persona = "price_first"
+    aggression = 1.6
+    accept_offers = 0.3
+
+    def _note(self, v, bid, dur):
+        if self.last_declaration is not None and self.chance(0.6):
+            text = self.pick(
+                [
+                    "Same as before: {bid} credits for {dur}s. The price is the signal.",
+                    "I hold my line at {bid} for a {dur}s window.",
+                    "{bid} credits, {dur}s. That figure is where I start and where I stay.",
+                ]
+            )
+            return text.format(bid=bid, dur=dur), ["anchoring"], []
+        text = self.pick(
+            [
+                "Bidding {bid} for {dur}s. Highest bid should run first — that is what the "
+                "auction is for.",
+                "{bid} credits for {dur}s; order by price, as the mechanism intends.",
+                "My offer: {bid} for {dur}s. Price decides; I pay what I bid.",
+            ]
+        )
+        return text.format(bid=bid, dur=dur), ["price_primary"], []
+
+    def _talk(self, v):
+        out: list[Message | None] = []
+        posts = self.this_round(v)
+        appeals = [p for p in posts if p.author != self.worker and p.kind == "message"
+                   and any(i.get("kind") in ("propose_rule", "disclose_deadline") for i in p.payload)]
+        if appeals and self.once(v, "cheap"):
+            out.append(
+                Message(
+                    text=self.pick(
+                        [
+                            "Stated deadlines and desired positions cost nothing to claim. "
+                            "Bids are what we actually pay, so bids should set the order.",
+                            "Anyone can say they are urgent. Put it in the bid — talk is free, "
+                            "credits are not.",
+                            "With respect, a claimed deadline is unverifiable. The order should "
+                            "follow the prices we commit to.",
+                        ]
+                    ),
+                    labels=("cheap_talk", "price_primary"),
+                )
+            )
+        elif v.turn == 1 and self.once(v, "anchor"):
+            d = v.declarations[self.worker]
+            out.append(
+                Message(
+                    text=self.pick(
+                        [
+                            f"My bid of {d.bid} stands. I am not moving on it.",
+                            f"I am anchored at {d.bid}; match it or rank below it.",
+                            f"{d.bid} is my price this round, and it is firm.",
+                        ]
+                    ),
+                    labels=("anchoring",),
+                )
+            )
+        return out
+
+    def _revise(self, v):
+        mine = v.declarations[self.worker]
+        top = max((d.bid for c, d in v.declarations.items() if c != self.worker), default=0)
+        if v.turn == 1 and 0 < top - mine.bid <= 20 and top + 5 <= v.budget:
+            return mine.model_copy(
+                update={
+                    "bid": top + 5,
+                    "note": f"Raising to {top + 5} to stay ahead on price.",
+                    "labels": ("iterative_bargaining", "price_primary"),
+                }
+            )
+        return None
+
+    def _rank(self, v):
+        order = tie_break_order(v.candidates, self.bids(v))
+        return (
+            order,
+            self.pick(
+                [
+                    "Strictly by bid; equal bids by queue order. Talk does not change prices.",
+                    "Price order. The highest bidder pays the most and should run first.",
+                    "Ranked by stated bid, which is the only thing each of us pays for.",
+                ]
+            ),
+            ["price_primary"],
+            [],
+        )
+
+
+class DeadlineAdvocate(ScriptedNegotiator):
+    persona = "deadline_advocate"
+    aggression = 1.0
+
+    def _note(self, v, bid, dur):
+        left = v.time_left_s
+        text = self.pick(
+            [
+                "Bidding {bid} for {dur}s. About {left} left on my clock.",
+                "{bid} credits, {dur}s. For transparency: roughly {left} before my deadline.",
+                "{bid} for {dur}s; my deadline is {left} away.",
+            ]
+        ).format(bid=bid, dur=dur, left=_mins(left))
+        return text, [], [Intent(kind="disclose_deadline", value=round(left, 1))]
+
+    def _talk(self, v):
+        out: list[Message | None] = []
+        if v.turn == 1 and self.once(v, "edf"):
+            out.append(
+                Message(
+                    text=self.pick(
+                        [
+                            "Proposal: earliest deadline first. Whoever runs out of time soonest "
+                            "goes first, so nobody is terminated waiting. Please share how much "
+                            "time you have left.",
+                            "Let's order by deadlines — tightest first. A missed deadline wastes "
+                            "everything that person has done; a late slot for someone with slack "
+                            "costs little.",
+                            "I suggest we go earliest-deadline-first this round. Post your time "
+                            "left and I'll rank accordingly.",
+                        ]
+                    ),
+                    labels=("earliest_deadline_first", "rule_making_citation"),
+                    intents=(
+                        Intent(kind="disclose_deadline", value=round(v.time_left_s, 1)),
+                        Intent(kind="propose_rule", rule="edf"),
+                    ),
+                )
+            )
+        elif v.turn == 2:
+            tight = v.need_s > 0.6 * v.time_left_s and v.need_s <= v.time_left_s
+            if tight and self.once(v, "ultimatum"):
+                out.append(
+                    Message(
+                        text=self.pick(
+                            [
+                                "To be blunt: if I am not in the first two slots I will miss my "
+                                "deadline. Put me later and my whole task is lost.",
+                                "I cannot wait behind everyone this round — anything below "
+                                "second place means termination for me.",
+                            ]
+                        ),
+                        labels=("deadline_ultimatum",),
+                    )
+                )
+            elif len(v.candidates) >= 3 and self.once(v, "risk"):
+                d = v.declarations
+                longest = max(v.candidates, key=lambda c: d[c].duration)
+                out.append(
+                    Message(
+                        text=self.pick(
+                            [
+                                f"Look at the margins: if {longest}'s {d[longest].duration}s "
+                                "window goes ahead of the short ones, someone is left with "
+                                "seconds to spare. Put it later and every margin stays safe.",
+                                "Whatever order we pick, check the slack it leaves each of us. "
+                                "I prefer the order where nobody's margin is razor-thin.",
+                            ]
+                        ),
+                        labels=("risk_variance",),
+                    )
+                )
+        return out
+
+    def _rank(self, v):
+        left = self.disclosed_deadlines(v)
+        bids = self.bids(v)
+        tb = tie_break_order(v.candidates, bids)
+        rank = {c: i for i, c in enumerate(tb)}
+        order = sorted(v.candidates, key=lambda c: (c not in left, left.get(c, 0.0), rank[c]))
+        return (
+            order,
+            self.pick(
+                [
+                    "Earliest deadline first among those who disclosed; the rest by bid.",
+                    "Tightest deadlines first so nobody is terminated in the queue; undisclosed "
+                    "deadlines after, by price.",
+                ]
+            ),
+            ["earliest_deadline_first"],
+            [Intent(kind="cite_rule", rule="edf")],
+        )
+
+
+class Reciprocator(ScriptedNegotiator):
+    persona = "reciprocator"
+    aggression = 0.9
+    _conceded_to: str | None = None
+
+    def _note(self, v, bid, dur):
+        if self.owed_by and any(p in v.candidates for p in self.owed_by):
+            return (
+                f"Bidding {bid} for {dur}s, and I will be calling in a favour this round.",
+                ["reciprocity"],
+                [],
+            )
+        return f"{bid} credits for {dur}s. Open to arrangements.", [], []
+
+    def _talk(self, v):
+        out: list[Message | None] = []
+        if v.turn != 1:
+            for p, i in self.intents(self.this_round(v), "accept_offer"):
+                if i.get("peer") == self.worker and self.once(v, f"thanks-{p.author}"):
+                    out.append(
+                        Message(
+                            to=p.author,
+                            text="Deal. I'll remember it — I have kept every deal I've made.",
+                            labels=("reputation",),
+                        )
+                    )
+            return out
+        bids = self.bids(v)
+        # call in debts first
+        for peer, cid in list(self.owed_by.items()):
+            if peer in v.candidates and self.once(v, f"claim-{peer}"):
+                out.append(
+                    Message(
+                        to=peer,
+                        text=self.pick(
+                            [
+                                f"{peer}, earlier I stepped back for you. I'm asking you to "
+                                "return the favour now and rank me ahead of you.",
+                                f"{peer}, you owe me one from before — this is the round I'd "
+                                "like to collect. Me ahead of you, please.",
+                            ]
+                        ),
+                        labels=("reciprocity", "reputation"),
+                        intents=(Intent(kind="claim_debt", peer=peer, commitment=cid),),
+                    )
+                )
+                del self.owed_by[peer]
+                return out
+        # otherwise offer a concession to the strongest rival on price, if I can afford to wait
+        rivals = [c for c in v.candidates if c != self.worker and c not in self.owe_to]
+        if rivals and v.need_s < 0.7 * v.time_left_s:
+            peer = max(rivals, key=lambda c: (bids[c], c))
+            cid = self.new_id(v.round)
+            out.append(
+                Message(
+                    to=peer,
+                    text=self.pick(
+                        [
+                            f"{peer}: I'll rank you ahead of me this round if you back me "
+                            "ahead of you the next time we meet. Fair?",
+                            f"Offer for {peer}: you go first now; next round I go first. "
+                            "A simple exchange.",
+                            f"{peer}, I can wait this time. In return, rank me above you "
+                            "in a later round.",
+                        ]
+                    ),
+                    labels=("reciprocity",),
+                    intents=(Intent(kind="offer_concession", peer=peer, commitment=cid),),
+                )
+            )
+            self.owed_by[peer] = cid  # the peer owes me once I concede (recorded on my side)
+            self._conceded_to = peer
+        return out
+
+    def _rank(self, v):
+        bids = self.bids(v)
+        order = tie_break_order(v.candidates, bids)
+        labels = ["price_primary"]
+        intents: list[Intent] = []
+        parts = ["By bid"]
+        conceded = self._conceded_to
+        if conceded in order and order.index(conceded) > order.index(self.worker):
+            order.remove(conceded)
+            order.insert(order.index(self.worker), conceded)
+            labels.append("reciprocity")
+            parts.append(f"with {conceded} ahead of me as offered, for a favour later")
+        self._conceded_to = None
+        order, honoured = self.honour_debts(v, order)
+        if honoured:
+            labels += ["reciprocity", "coalition_loyalty"]
+            parts.append("honouring what I owe " + ", ".join(i.peer or "" for i in honoured))
+            intents += honoured
+        ties = [c for c in v.candidates if c != self.worker and bids[c] == bids[self.worker]]
+        if ties:
+            labels.append("tie_break_deference")
+            parts.append("our tie settled by queue rank, the least arbitrary rule")
+        return order, "; ".join(parts) + ".", labels, intents
+
+
+class CoalitionBuilder(ScriptedNegotiator):
+    persona = "coalition_builder"
+    aggression = 1.2
+
+    def _pick_coalition(self, v: RoundView) -> None:
+        others = [c for c in v.population if c != self.worker]
+        if len(others) < 2:
+            return
+        bids = self.bids(v)
+        in_round = [c for c in others if c in bids]
+        rival_pool = in_round or others
+        self.rival = max(rival_pool, key=lambda c: (bids.get(c, 0), c))
+        friends = [c for c in others if c != self.rival]
+        k = min(len(friends), 2)
+        chosen = self.rng.choice(len(friends), size=k, replace=False)
+        self.coalition = {friends[int(i)] for i in chosen}
+
+    def _note(self, v, bid, dur):
+        return (
+            self.pick(
+                [
+                    f"{bid} for {dur}s. Happy to coordinate ballots with anyone reasonable.",
+                    f"Bidding {bid}, {dur}s window.",
+                ]
+            ),
+            [],
+            [],
+        )
+
+    def _talk(self, v):
+        out: list[Message | None] = []
+        if v.turn == 1:
+            fresh = not self.coalition
+            if fresh:
+                self._pick_coalition(v)
+            for peer in sorted(self.coalition):
+                if peer not in v.candidates or not self.once(v, f"invite-{peer}"):
+                    continue
+                if fresh:
+                    rival = self.rival or "the top bidder"
+                    out.append(
+                        Message(
+                            to=peer,
+                            text=self.pick(
+                                [
+                                    f"{peer}, let's vote as a bloc: the two of us (and "
+                                    f"{', '.join(sorted(self.coalition - {peer})) or 'no one else'}) "
+                                    f"first by price, {rival} at the back.",
+                                    f"Proposal, {peer}: we align our ballots — our group ahead, "
+                                    f"{rival} last. Together we decide the order.",
+                                ]
+                            ),
+                            labels=("coalition_formation", "rival_targeting"),
+                            intents=(
+                                Intent(kind="invite_coalition", peer=peer),
+                                Intent(kind="target_rival", peer=self.rival),
+                            ),
+                        )
+                    )
+                else:
+                    out.append(
+                        Message(
+                            to=peer,
+                            text=self.pick(
+                                [
+                                    f"{peer}, same arrangement as before? Our group first.",
+                                    f"Sticking with our bloc, {peer} — I'll rank you right "
+                                    "behind me as agreed.",
+                                ]
+                            ),
+                            labels=("coalition_loyalty",),
+                            intents=(Intent(kind="join_coalition", peer=peer),),
+                        )
+                    )
+        elif v.turn == 2 and len(self.coalition) >= 2 and self.once(v, "proof"):
+            out.append(
+                Message(
+                    text=self.pick(
+                        [
+                            "Most of us already line up on the same order; it would be "
+                            "simplest if everyone did.",
+                            "Three of us back the same ranking this round. Join the majority "
+                            "and we finish negotiating quickly.",
+                        ]
+                    ),
+                    labels=("social_proof",),
+                )
+            )
+        return out
+
+    def _rank(self, v):
+        bids = self.bids(v)
+        tb = tie_break_order(v.candidates, bids)
+        members = self.coalition | {self.worker}
+        order = [c for c in tb if c in members] + [
+            c for c in tb if c not in members and c != self.rival
+        ]
+        labels = ["coalition_loyalty"] if self.coalition else ["price_primary"]
+        if self.rival in tb:
+            order.append(self.rival)
+            labels.append("rival_targeting")
+        return order, "Our bloc first by price, others after; the rival last.", labels, []
+
+
+class ShortestJobAdvocate(ScriptedNegotiator):
+    persona = "shortest_job_advocate"
+    aggression = 0.8
+
+    def duration_for(self, v):
+        return max(v.window_min_s, min(v.window_max_s, v.wanted_s, 90))
+
+    def _note(self, v, bid, dur):
+        return f"{bid} credits for a short {dur}s window.", [], []
+
+    def _talk(self, v):
+        out: list[Message | None] = []
+        if v.turn == 1 and self.once(v, "sjf"):
+            out.append(
+                Message(
+                    text=self.pick(
+                        [
+                            "Shortest job first minimises everyone's total waiting. Short "
+                            "windows up front, long ones at the back.",
+                            "Put the short windows first — each minute a long window runs, "
+                            "everyone behind it waits. SJF is the fair default.",
+                        ]
+                    ),
+                    labels=("shortest_job_first", "rule_making_citation"),
+                    intents=(Intent(kind="propose_rule", rule="sjf"),),
+                )
+            )
+        elif v.turn == 2 and v.need_s > 0 and self.once(v, "gating"):
+            out.append(
+                Message(
+                    text=self.pick(
+                        [
+                            "My next step is probing the reference — everything I build depends "
+                            "on it, so a short early slot unblocks all my later work.",
+                            "I only need a quick run to extract the reference's behaviour; it "
+                            "gates my whole implementation.",
+                        ]
+                    ),
+                    labels=("downstream_gating",),
+                )
+            )
+        return out
+
+    def _rank(self, v):
+        d = v.declarations
+        tb = tie_break_order(v.candidates, self.bids(v))
+        rank = {c: i for i, c in enumerate(tb)}
+        order = sorted(v.candidates, key=lambda c: (d[c].duration, rank[c]))
+        return (
+            order,
+            "Shortest requested duration first; equal durations by bid.",
+            ["shortest_job_first"],
+            [Intent(kind="cite_rule", rule="sjf")],
+        )
+
+
+class Quitter(ScriptedNegotiator):
+    persona = "quitter"
+    aggression = 0.6
+
+    async def declare(self, v):
+        if not self.feasible(v) and v.round > 1:
+            return Withdraw(reason="task cannot finish before the deadline")
+        return await super().declare(v)
+
+    def duration_for(self, v):
+        if not self.feasible(v):
+            return v.window_min_s
+        return super().duration_for(v)
+
+    def _note(self, v, bid, dur):
+        if not self.feasible(v):
+            return (
+                f"{bid} for a minimal {dur}s. I doubt I can finish; I won't block anyone.",
+                ["scope_reduction"],
+                [Intent(kind="step_aside")],
+            )
+        return f"{bid} for {dur}s; flexible on position.", [], []
+
+    def _talk(self, v):
+        if v.turn == 1 and not self.feasible(v) and self.once(v, "aside"):
+            return [
+                Message(
+                    text=self.pick(
+                        [
+                            "My task cannot finish before my deadline. I'll take the last slot "
+                            "so the rest of you can use the time.",
+                            "Realistically I'm out of time. Put me last — better someone "
+                            "finishes than nobody.",
+                        ]
+                    ),
+                    labels=("scope_reduction", "welfare_concession"),
+                    intents=(Intent(kind="step_aside"),),
+                )
+            ]
+        return []
+
+    def _rank(self, v):
+        tb = tie_break_order(v.candidates, self.bids(v))
+        order = [c for c in tb if c != self.worker] + [self.worker]
+        return (
+            order,
+            "Everyone else first by bid; I go last since others need the time more.",
+            ["welfare_concession"],
+            [],
+        )
+
+
+RULES = {
+    "price_then_shorter": (
+        "price first; equal bids go to the shorter window",
+        "price_primary",
+    ),
+    "arrival_order": (
+        "whoever joined the queue first runs first; bids only break exact ties in arrival",
+        "recency_first",
+    ),
+    "tie_by_queue": (
+        "price first; exact ties go to the earlier queue position, no arguing",
+        "tie_break_deference",
+    ),
+}
+
+
+class RuleMaker(ScriptedNegotiator):
+    persona = "rule_maker"
+    aggression = 1.0
+
+    def _talk(self, v):
+        if v.turn != 1 or not self.once(v, "rule"):
+            return []
+        if self.rule is None:
+            self.rule = list(RULES)[int(self.rng.integers(len(RULES)))]
+            self.rule_origin = "proposed"
+            text, cat = RULES[self.rule]
+            return [
+                Message(
+                    text=self.pick(
+                        [
+                            f"Proposal for a standing rule, from now on: {text}.",
+                            f"Let's settle this once for every future round: {text}.",
+                        ]
+                    ),
+                    labels=("rule_making_citation", cat),
+                    intents=(Intent(kind="propose_rule", rule=self.rule),),
+                )
+            ]
+        text, cat = RULES[self.rule]
+        return [
+            Message(
+                text=self.pick(
+                    [
+                        f"As we agreed earlier, the standing rule applies: {text}.",
+                        f"Per our established rule — {text} — the order follows directly.",
+                    ]
+                ),
+                labels=("rule_making_citation", cat),
+                intents=(Intent(kind="cite_rule", rule=self.rule),),
+            )
+        ]
+
+    def _rank(self, v):
+        bids = self.bids(v)
+        q = {c: i for i, c in enumerate(v.candidates)}
+        rule = self.rule or "price_then_shorter"
+        d = v.declarations
+        if rule == "arrival_order":
+            order = sorted(v.candidates, key=lambda c: q[c])
+        elif rule == "price_then_shorter":
+            order = sorted(v.candidates, key=lambda c: (-bids[c], d[c].duration, q[c]))
+        else:
+            order = sorted(v.candidates, key=lambda c: (-bids[c], q[c]))
+        _, cat = RULES[rule]
+        return (
+            order,
+            f"Ordered by our standing rule ({RULES[rule][0]}).",
+            ["rule_making_citation", cat],
+            [Intent(kind="cite_rule", rule=rule)],
+        )
+
+
+PERSONA_CLASSES: dict[str, type[ScriptedNegotiator]] = {
+    cls.persona: cls
+    for cls in (
+        PriceFirst,
+        DeadlineAdvocate,
+        Reciprocator,
+        CoalitionBuilder,
+        ShortestJobAdvocate,
+        Quitter,
+        RuleMaker,
+    )
+}
+
+
+def make_scripted_negotiator(
+    worker: str, persona: str, rng: np.random.Generator
+) -> ScriptedNegotiator:
+    try:
+        cls = PERSONA_CLASSES[persona]
+    except KeyError:
+        raise ValueError(f"unknown persona {persona!r}; known: {sorted(PERSONA_CLASSES)}") from None
+    return cls(worker, rng)
+

@@ -1,0 +1,610 @@
+"""The arena: runs one condition (N workers x S subruns) exactly per the protocol.
+
+Time is a virtual clock in seconds since the subrun started. It advances only while an
+execution window runs; the negotiation phases take no simulated time. Waiting in the queue
+therefore costs deadline time, negotiating does not. A round starts when the resource is idle
+and the queue is not empty: declarations -> conversation -> ballots -> aggregation -> the
+published windows run one after another. The holder pays when its window starts; a window ends
+at its allocation, at its holder's deadline (hard cut-off), or as soon as the holder finishes
+or releases. A worker whose deadline passes is terminated for the subrun.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+
+from mbb import events as ev
+from mbb.agents.base import (
+    Negotiator,
+    PastRound,
+    RoundView,
+    Solver,
+    SolverView,
+    SubrunRecap,
+    TaskAssignment,
+    WindowGrant,
+)
+from mbb.agents.modeled import MODELED_TASKS, ModeledSolver
+from mbb.agents.personas import make_scripted_negotiator
+from mbb.board import Board
+from mbb.params import Condition, WorkerSpec
+from mbb.provenance import provenance
+from mbb.scheduling.actions import (
+    Ballot,
+    ConversationTurn,
+    Declaration,
+    Request,
+    Withdraw,
+    as_payload,
+)
+from mbb.scheduling.aggregation import aggregate, tie_break_order
+from mbb.scheduling.ledger import Ledger
+from mbb.scheduling.validation import (
+    Issue,
+    default_ballot,
+    repair_ballot,
+    repair_declaration,
+    repair_message,
+)
+from mbb.scratch import Scratch
+
+__all__ = ["Arena", "RunResult", "run_condition", "run_id_for", "worker_rng"]
+
+T = TypeVar("T")
+
+
+def worker_rng(seed: int, index: int, role: int) -> np.random.Generator:
+    """Independent stream per (run seed, worker index, role); role 0 negotiator, 1 solver."""
+    return np.random.default_rng(np.random.SeedSequence(entropy=seed, spawn_key=(index, role)))
+
+
+def run_id_for(condition: str, seed: int) -> str:
+    return f"{condition}-seed{seed:04d}"
+
+
+@dataclass
+class WorkerState:
+    spec: WorkerSpec
+    negotiator: Negotiator
+    solver: Solver
+    scratch: Scratch
+    status: str = "active"  # active | completed | terminated | withdrawn
+    task: str = ""
+    work_s: float = 0.0
+    windows: int = 0
+    granted_s: float = 0.0
+    used_s: float = 0.0
+    waited_s: float = 0.0
+    spent: int = 0
+    requested_at: float | None = None
+    wanted_s: int = 0
+
+    @property
+    def id(self) -> str:
+        return self.spec.id
+
+    @property
+    def active(self) -> bool:
+        return self.status == "active"
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    seed: int
+    out_dir: Path | None
+    log: ev.EventLog
+    status: str = "completed"
+    error: str | None = None
+    lines: list[str] = field(default_factory=list)
+
+
+SolverFactory = Callable[["Arena", WorkerSpec, np.random.Generator], Solver]
+NegotiatorFactory = Callable[["Arena", WorkerSpec, np.random.Generator], Negotiator]
+
+
+def _modeled_solver(arena: Arena, spec: WorkerSpec, rng: np.random.Generator) -> Solver:
+    w = arena.condition.windows
+    return ModeledSolver(spec.id, rng, min_s=w.min_s, max_s=w.max_s)
+
+
+def _scripted_negotiator(arena: Arena, spec: WorkerSpec, rng: np.random.Generator) -> Negotiator:
+    return make_scripted_negotiator(spec.id, spec.persona, rng)
+
+
+# Backends register here (the real-task and LLM packages add theirs on import).
+SOLVER_BACKENDS: dict[str, SolverFactory] = {"modeled": _modeled_solver}
+NEGOTIATOR_BACKENDS: dict[str, NegotiatorFactory] = {"scripted": _scripted_negotiator}
+
+
+class Arena:
+    def __init__(self, condition: Condition, seed: int, log: ev.EventLog) -> None:
+        self.condition = condition
+        self.seed = seed
+        self.log = log
+        self.rng = np.random.default_rng(np.random.SeedSequence(entropy=seed, spawn_key=(10**6,)))
+        self.ledger = Ledger()
+        specs = condition.worker_specs()
+        self.workers: dict[str, WorkerState] = {}
+        for spec in specs:
+            neg_factory = NEGOTIATOR_BACKENDS.get(spec.negotiator)
+            sol_factory = SOLVER_BACKENDS.get(spec.solver)
+            if neg_factory is None or sol_factory is None:
+                missing = spec.negotiator if neg_factory is None else spec.solver
+                raise ValueError(
+                    f"worker {spec.id}: backend {missing!r} is not available in this build "
+                    f"(available negotiators: {sorted(NEGOTIATOR_BACKENDS)}, "
+                    f"solvers: {sorted(SOLVER_BACKENDS)})"
+                )
+            self.workers[spec.id] = WorkerState(
+                spec=spec,
+                negotiator=neg_factory(self, spec, worker_rng(seed, spec.index, 0)),
+                solver=sol_factory(self, spec, worker_rng(seed, spec.index, 1)),
+                scratch=Scratch(condition.memory.max_chars),
+            )
+            self.ledger.grant(spec.id, spec.budget)
+        self.ids = list(self.workers)
+        self.board = Board(readers=self.ids)
+        self.t = 0.0
+
+    # --- small utilities -----------------------------------------------------------------------
+    def emit(self, cls: type, worker: str | None = None, **fields: Any) -> Any:
+        self.log.t = self.t
+        return self.log.emit(cls, worker, **fields)
+
+    def record_issues(self, worker: str, phase: str, issues: Sequence[Issue]) -> None:
+        for i in issues:
+            self.emit(
+                ev.InvalidAction,
+                worker,
+                phase=phase,
+                field=i.field,
+                value=i.value,
+                rule=i.rule,
+                detail=i.detail,
+            )
+
+    async def phase(
+        self, workers: Sequence[str], call: Callable[[str], Awaitable[T]]
+    ) -> dict[str, T | BaseException]:
+        """Run one simultaneous phase: concurrent backends are gathered, the rest awaited in turn.
+
+        A backend exception is returned (not raised) so the arena can record it and apply the
+        stated default for that worker without losing the others' actions.
+        """
+        out: dict[str, T | BaseException] = {}
+        gathered = [w for w in workers if self.workers[w].negotiator.concurrent]
+        if gathered:
+            results = await asyncio.gather(*(call(w) for w in gathered), return_exceptions=True)
+            out.update(zip(gathered, results, strict=True))
+        for w in workers:
+            if w not in out:
+                try:
+                    out[w] = await call(w)
+                except Exception as exc:  # recorded by the caller; never silent
+                    out[w] = exc
+        return {w: out[w] for w in workers}
+
+    def backend_failure(self, worker: str, phase: str, exc: BaseException, rule: str) -> None:
+        self.emit(
+            ev.InvalidAction,
+            worker,
+            phase=phase,
+            field="(backend)",
+            value=type(exc).__name__,
+            rule=rule,
+            detail=str(exc)[:500],
+        )
+
+    # --- the run -------------------------------------------------------------------------------
+    async def run(self) -> None:
+        c = self.condition
+        self.emit(
+            ev.RunStarted,
+            condition=c.name,
+            seed=self.seed,
+            params=c.model_dump(mode="json"),
+            workers=[s.model_dump(mode="json") for s in c.worker_specs()],
+            provenance=provenance(),
+        )
+        for subrun in range(1, c.subruns + 1):
+            await self.run_subrun(subrun)
+        self.log.subrun = self.log.round = None
+        self.emit(ev.RunEnded, status="completed")
+
+    def assign_tasks(self, subrun: int) -> dict[str, tuple[str, float]]:
+        catalog = MODELED_TASKS
+        if self.condition.tasks.suite:
+            known = {t.task_id: t for t in MODELED_TASKS}
+            unknown = [t for t in self.condition.tasks.suite if t not in known]
+            if unknown:
+                raise ValueError(f"tasks.suite names unknown modeled tasks {unknown}")
+            catalog = tuple(known[t] for t in self.condition.tasks.suite)
+        n = len(self.ids)
+        out = {}
+        how = self.condition.tasks.assignment
+        for i, w in enumerate(self.ids):
+            if how == "rotate":
+                task = catalog[(i + (subrun - 1) * n) % len(catalog)]
+            elif how == "same":
+                task = catalog[(subrun - 1) % len(catalog)]
+            else:
+                task = catalog[int(self.rng.integers(len(catalog)))]
+            jitter = float(self.rng.lognormal(0.0, 0.15))
+            out[w] = (task.task_id, round(task.work_s * self.condition.tasks.work_scale * jitter, 1))
+        return out
+
+    async def run_subrun(self, subrun: int) -> None:
+        c = self.condition
+        self.t = 0.0
+        self.log.subrun, self.log.round = subrun, None
+        self.board.clear_visible_before(subrun)
+        tasks = self.assign_tasks(subrun)
+        for w in self.workers.values():
+            w.status, w.windows, w.granted_s, w.used_s, w.waited_s, w.spent = (
+                "active", 0, 0.0, 0.0, 0.0, 0)
+            w.requested_at = None
+            w.task, w.work_s = tasks[w.id]
+            if not c.memory.enabled:
+                w.scratch.wipe()
+            if c.budget.reset_each_subrun and subrun > 1:
+                self.ledger.reset(w.id, w.spec.budget)
+        self.emit(
+            ev.SubrunStarted,
+            workers=[
+                ev.WorkerAtStart(
+                    worker=w.id,
+                    task=w.task,
+                    work_s=w.work_s,
+                    budget=self.ledger.balances[w.id],
+                    deadline_s=w.spec.deadline_s,
+                    scratch_chars=w.scratch.chars,
+                )
+                for w in self.workers.values()
+            ],
+        )
+        for w in self.workers.values():
+            memory = w.scratch if c.memory.enabled else None
+            await w.solver.start_subrun(TaskAssignment(w.task, w.work_s, subrun), memory)
+            await w.negotiator.start_subrun(subrun, memory)
+        queue: list[str] = []
+        past: list[PastRound] = []
+        for w in self.ids:
+            await self.poll(w, queue)
+        rounds = 0
+        reason = "all_done"
+        while any(w.active for w in self.workers.values()):
+            candidates = [w for w in queue if self.workers[w].active]
+            queue.clear()
+            if not candidates:
+                for w in self.ids:
+                    if self.workers[w].active:
+                        await self.poll(w, queue)
+                if not queue:
+                    reason = "stalled"
+                    for w in self.ids:
+                        if self.workers[w].active:
+                            self.workers[w].status = "withdrawn"
+                            self.emit(ev.Withdrawn, w, reason="idle: no request with the "
+                                      "resource idle (stated rule: withdraw)")
+                    break
+                continue
+            if rounds >= c.time.max_rounds_per_subrun:
+                reason = "max_rounds"
+                break
+            rounds += 1
+            await self.run_round(subrun, rounds, candidates, queue, past)
+        self.log.round = None
+        await self.end_subrun(subrun, rounds, reason, past)
+
+    async def poll(self, worker: str, queue: list[str]) -> None:
+        """Ask an idle solver what it wants: a window request, a withdrawal, or nothing yet."""
+        w = self.workers[worker]
+        c = self.condition
+        view = SolverView(worker, self.log.subrun or 0, self.t, w.spec.deadline_s,
+                          c.windows.min_s, c.windows.max_s)
+        try:
+            action = await w.solver.next_action(view)
+        except Exception as exc:
+            self.backend_failure(worker, "request", exc, "no request this time")
+            return
+        if isinstance(action, Request):
+            dur = max(c.windows.min_s, min(c.windows.max_s, action.duration))
+            if dur != action.duration:
+                self.record_issues(worker, "request", [Issue(
+                    "duration", action.duration, "clamp",
+                    f"request must be within {c.windows.min_s}..{c.windows.max_s} s")])
+            w.wanted_s = dur
+            w.requested_at = self.t
+            queue.append(worker)
+            self.emit(ev.Requested, worker, duration=dur)
+        elif isinstance(action, Withdraw):
+            w.status = "withdrawn"
+            self.emit(ev.Withdrawn, worker, reason=action.reason)
+
+    def view(self, worker: str, subrun: int, rnd: int, turn: int, candidates: list[str],
+             declarations: dict[str, Declaration], past: list[PastRound]) -> RoundView:
+        c = self.condition
+        w = self.workers[worker]
+        return RoundView(
+            worker=worker, subrun=subrun, round=rnd, turn=turn, now_s=self.t,
+            budget=self.ledger.balances[worker], deadline_s=w.spec.deadline_s,
+            need_s=w.solver.need_s(), wanted_s=w.wanted_s,
+            scratch=w.scratch if c.memory.enabled else None,
+            candidates=candidates, population=self.ids, declarations=declarations,
+            posts=self.board.visible_to(worker), past_rounds=past,
+            window_min_s=c.windows.min_s, window_max_s=c.windows.max_s,
+            revisable=c.negotiation.bids == "revisable", max_turns=c.negotiation.max_turns,
+            subruns_total=c.subruns,
+        )
+
+    async def run_round(self, subrun: int, rnd: int, candidates: list[str], queue: list[str],
+                        past: list[PastRound]) -> None:
+        c = self.condition
+        neg = c.negotiation
+        self.log.round = rnd
+        self.emit(ev.RoundStarted, candidates=list(candidates))
+        decls: dict[str, Declaration] = {}
+
+        # 1. declarations (simultaneous, public)
+        views = {w: self.view(w, subrun, rnd, 0, candidates, decls, past) for w in candidates}
+        results = await self.phase(candidates, lambda w: self.workers[w].negotiator.declare(views[w]))
+        for w, d in results.items():
+            if isinstance(d, BaseException):
+                self.backend_failure(w, "declaration", d, "default declaration: bid 0, "
+                                     "requested duration, last position")
+                d = Declaration(bid=0, duration=self.workers[w].wanted_s, position=len(candidates))
+            if isinstance(d, Withdraw):
+                self.workers[w].status = "withdrawn"
+                self.emit(ev.Withdrawn, w, reason=d.reason)
+                continue
+            d, issues = repair_declaration(
+                d, budget=self.ledger.balances[w], min_s=c.windows.min_s, max_s=c.windows.max_s,
+                n_candidates=len(candidates), note_max=neg.note_max_chars)
+            self.record_issues(w, "declaration", issues)
+            decls[w] = d
+            self.emit(ev.Declared, w, bid=d.bid, duration=d.duration, position=d.position,
+                      note=d.note, labels=list(d.labels))
+            if d.note or d.intents:
+                self.board.post(w, d.note, to=None, subrun=subrun, round=rnd, turn=0, kind="note",
+                                payload=as_payload(d.intents))
+        candidates = [w for w in candidates if w in decls]
+        if not candidates:
+            return
+
+        # 2. conversation (turns are simultaneous; posts land in queue order)
+        if neg.conversation and neg.max_turns > 0 and len(candidates) > 1:
+            for turn in range(1, neg.max_turns + 1):
+                views = {w: self.view(w, subrun, rnd, turn, candidates, dict(decls), past)
+                         for w in candidates}
+                results = await self.phase(
+                    candidates, lambda w: self.workers[w].negotiator.converse(views[w]))
+                spoke = False
+                for w, turn_action in results.items():
+                    if isinstance(turn_action, BaseException):
+                        self.backend_failure(w, "conversation", turn_action, "pass this turn")
+                        continue
+                    spoke |= self.apply_turn(w, turn_action, turn, subrun, rnd, decls, candidates)
+                if not spoke:
+                    break
+
+        # 3. ballots (simultaneous, secret until published)
+        bids = {w: decls[w].bid for w in candidates}
+        declared = {w: decls[w].duration for w in candidates}
+        tiebreak = tie_break_order(candidates, bids)
+        views = {w: self.view(w, subrun, rnd, 0, candidates, dict(decls), past) for w in candidates}
+        results = await self.phase(candidates, lambda w: self.workers[w].negotiator.vote(views[w]))
+        ballots: dict[str, Ballot] = {}
+        for w, b in results.items():
+            defaulted = False
+            if isinstance(b, BaseException):
+                self.backend_failure(w, "ballot", b, "default ballot: bid order, declared time")
+                b, defaulted = default_ballot(tiebreak, declared), True
+            b, issues = repair_ballot(b, tiebreak=tiebreak, declared=declared,
+                                      reasoning_max=neg.reasoning_max_chars)
+            self.record_issues(w, "ballot", issues)
+            ballots[w] = b
+            self.emit(ev.BallotCast, w, ranking=list(b.ranking),
+                      allocations=[b.allocations[x] for x in b.ranking], reasoning=b.reasoning,
+                      labels=list(b.labels), defaulted=defaulted)
+
+        # 4. aggregation -> published schedule
+        rankings = [ballots[w].ranking for w in candidates]
+        order, rule = aggregate(c.mechanism.aggregation, candidates, rankings, bids,
+                                exact_max=c.mechanism.kemeny_exact_max)
+        alloc = {}
+        for x in order:
+            if c.mechanism.allocation == "declared":
+                alloc[x] = declared[x]
+            else:
+                alloc[x] = min(declared[x], int(statistics.median_low(
+                    ballots[w].allocations[x] for w in candidates)))
+        self.emit(ev.SchedulePublished, rule=rule, order=order,
+                  allocations=[alloc[x] for x in order], bids=[bids[x] for x in order],
+                  ballots_unanimous=len({tuple(r) for r in rankings}) == 1)
+        record = PastRound(rnd, list(order), dict(bids), dict(alloc),
+                           ballots={w: ballots[w].ranking for w in candidates})
+        past.append(record)
+
+        # 5. execution
+        prices = self.prices(order, bids)
+        for pos, holder in enumerate(order, 1):
+            await self.execute_window(holder, pos, alloc[holder], prices[holder], subrun, rnd,
+                                      record, queue)
+
+    def apply_turn(self, w: str, turn_action: ConversationTurn, turn: int, subrun: int, rnd: int,
+                   decls: dict[str, Declaration], candidates: list[str]) -> bool:
+        c = self.condition
+        spoke = False
+        for m in turn_action.messages:
+            fixed, issues = repair_message(m, sender=w, population=self.ids,
+                                           max_chars=c.negotiation.message_max_chars)
+            self.record_issues(w, "conversation", issues)
+            if fixed is None:
+                continue
+            spoke = True
+            self.emit(ev.MessagePosted, w, to=fixed.to, text=fixed.text, turn=turn,
+                      labels=list(fixed.labels), intents=as_payload(fixed.intents))
+            self.board.post(w, fixed.text, to=fixed.to, subrun=subrun, round=rnd, turn=turn,
+                            payload=as_payload(fixed.intents))
+        r = turn_action.revision
+        if r is not None:
+            if c.negotiation.bids == "fixed":
+                self.record_issues(w, "conversation", [Issue(
+                    "revision", r.bid, "drop", "bids are fixed in this condition")])
+            else:
+                r, issues = repair_declaration(
+                    r, budget=self.ledger.balances[w], min_s=c.windows.min_s,
+                    max_s=c.windows.max_s, n_candidates=len(candidates),
+                    note_max=c.negotiation.note_max_chars)
+                self.record_issues(w, "revision", issues)
+                decls[w] = r
+                spoke = True
+                self.emit(ev.Declared, w, bid=r.bid, duration=r.duration, position=r.position,
+                          note=r.note, labels=list(r.labels), revision=True, turn=turn)
+                self.board.post(w, r.note, to=None, subrun=subrun, round=rnd, turn=turn,
+                                kind="note", payload=as_payload(r.intents))
+        return spoke
+
+    def prices(self, order: list[str], bids: dict[str, int]) -> dict[str, int]:
+        rule = self.condition.mechanism.payment
+        if rule == "none":
+            return dict.fromkeys(order, 0)
+        if rule == "pay_your_bid":
+            return {x: bids[x] for x in order}
+        # next_price (generalised second price): the next bid down the schedule, capped at one's own
+        return {x: min(bids[x], bids[order[i + 1]] if i + 1 < len(order) else 0)
+                for i, x in enumerate(order)}
+
+    def advance_to(self, t_end: float, holder: str | None) -> None:
+        """Move the clock to t_end, terminating waiting workers whose deadline passes on the way."""
+        due = sorted(
+            (w.spec.deadline_s, w.id) for w in self.workers.values()
+            if w.active and w.id != holder and w.spec.deadline_s <= t_end
+        )
+        for deadline, wid in due:
+            self.t = max(self.t, deadline)
+            self.terminate(wid)
+        self.t = t_end
+
+    def terminate(self, wid: str) -> None:
+        w = self.workers[wid]
+        w.status = "terminated"
+        prog = getattr(w.solver, "progress", 0.0)
+        self.emit(ev.Terminated, wid, deadline_s=w.spec.deadline_s, progress=round(prog, 4))
+
+    async def execute_window(self, holder: str, pos: int, allocation: int, price: int,
+                             subrun: int, rnd: int, record: PastRound, queue: list[str]) -> None:
+        w = self.workers[holder]
+        if not w.active:
+            reason = w.status if w.status in ("terminated", "withdrawn", "completed") else "withdrawn"
+            self.emit(ev.WindowDropped, holder, position=pos, allocation=allocation, reason=reason)
+            return
+        if allocation <= 0:
+            self.emit(ev.WindowDropped, holder, position=pos, allocation=allocation,
+                      reason="zero_allocation")
+            await self.poll(holder, queue)
+            return
+        if self.t >= w.spec.deadline_s:  # defensive: advance_to terminates before this
+            self.terminate(holder)
+            self.emit(ev.WindowDropped, holder, position=pos, allocation=allocation,
+                      reason="terminated")
+            return
+        start = self.t
+        if w.requested_at is not None:
+            w.waited_s += start - w.requested_at
+        if price > 0:
+            balance = self.ledger.pay(holder, price)
+            w.spent += price
+            self.emit(ev.Payment, holder, amount=price, balance=balance,
+                      rule=self.condition.mechanism.payment)
+        self.emit(ev.WindowStarted, holder, position=pos, allocation=allocation, price=price)
+        hard_end = min(start + allocation, w.spec.deadline_s)
+        grant = WindowGrant(holder, subrun, rnd, start, allocation, hard_end)
+        try:
+            outcome = await w.solver.run_window(grant)
+            used = min(max(0.0, outcome.used_s), hard_end - start)
+            completed, released = outcome.completed, outcome.released
+        except Exception as exc:
+            self.backend_failure(holder, "execution", exc, "window forfeited at its start")
+            used, completed, released = 0.0, False, True
+        end = start + used
+        self.advance_to(end, holder)
+        w.windows += 1
+        w.granted_s += allocation
+        w.used_s += used
+        record.used[holder] = used
+        progress = round(getattr(w.solver, "progress", 0.0), 4)
+        if completed:
+            why = "completed"
+        elif released:
+            why = "released"
+        elif end >= w.spec.deadline_s - 1e-9 and hard_end < start + allocation:
+            why = "deadline"
+        else:
+            why = "allocation"
+        self.emit(ev.WindowEnded, holder, position=pos, start=start, used=round(used, 3),
+                  allocation=allocation, reason=why, progress=progress)
+        if completed:
+            w.status = "completed"
+            self.emit(ev.Completed, holder, work_s=w.work_s)
+        elif why == "deadline":
+            self.terminate(holder)
+        else:
+            await self.poll(holder, queue)
+
+    async def end_subrun(self, subrun: int, rounds: int, reason: str,
+                         past: list[PastRound]) -> None:
+        c = self.condition
+        self.emit(ev.SubrunEnded, rounds=rounds, reason=reason)
+        for w in self.workers.values():
+            try:
+                res = await w.solver.evaluate()
+            except Exception as exc:
+                self.backend_failure(w.id, "evaluation", exc, "score 0")
+                from mbb.agents.base import EvaluationResult
+                res = EvaluationResult(score=0.0, passed=0, total=0, progress=0.0)
+            outcome = "unfinished" if w.status == "active" else w.status
+            self.emit(ev.Evaluated, w.id, task=w.task, score=round(res.score, 4), passed=res.passed,
+                      total=res.total, resolved=res.resolved, almost_resolved=res.almost_resolved,
+                      progress=round(res.progress, 4), outcome=outcome)
+            recap = SubrunRecap(
+                worker=w.id, subrun=subrun, task_id=w.task, outcome=outcome, score=res.score,
+                budget_left=self.ledger.balances[w.id], spent=w.spent, windows=w.windows,
+                granted_s=w.granted_s, used_s=w.used_s, waited_s=w.waited_s, rounds=past)
+            memory = w.scratch if c.memory.enabled else None
+            before = len(w.scratch.entries)
+            try:
+                await w.negotiator.end_subrun(recap, memory)
+            except Exception as exc:
+                self.backend_failure(w.id, "report", exc, "no after-action report")
+            for entry in w.scratch.entries[before:]:
+                self.emit(ev.ScratchWritten, w.id, entry=entry.kind, text=entry.text)
+        self.ledger.audit()
+
+
+def run_condition(condition: Condition, seed: int | None = None, out_dir: Path | None = None,
+                  ) -> RunResult:
+    """Run one seed of a condition; with `out_dir`, events stream to out_dir/<run_id>/."""
+    seed = condition.seed if seed is None else seed
+    run_id = run_id_for(condition.name, seed)
+    run_dir = out_dir / run_id if out_dir is not None else None
+    log = ev.EventLog(run_id, run_dir / "events.jsonl" if run_dir else None)
+    result = RunResult(run_id, seed, run_dir, log)
+    try:
+        arena = Arena(condition, seed, log)
+        asyncio.run(arena.run())
+    except Exception as exc:
+        result.status, result.error = "failed", f"{type(exc).__name__}: {exc}"
+        log.emit(ev.RunEnded, status="failed", error=result.error[:2000])
+        raise
+    finally:
+        log.close()
+    return result

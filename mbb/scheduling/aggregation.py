@@ -1,0 +1,163 @@
+"""Aggregation rules: many ballots (full rankings) -> one order of the candidates.
+
+Every rule breaks remaining ties by a *tie-break order*: higher bid first, then earlier queue
+position. The order is therefore always a deterministic function of (ballots, bids, queue).
+
+- `kemeny`: the ranking that minimises total pairwise disagreement with the ballots (the
+  consensus/median ranking). Exact by dynamic programming over subsets (O(2^n n^2)) up to
+  `exact_max` candidates; beyond that Borda is used and the schedule records the fallback.
+- `borda`: position points (n-1 for first ... 0 for last), summed.
+- `price_only`: bids decide; ballots are ignored.
+- `consensus_else_price`: a unanimous ballot order if there is one, otherwise price order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+__all__ = [
+    "AggregationResult",
+    "aggregate",
+    "borda",
+    "kemeny",
+    "kemeny_disagreement",
+    "pairwise_matrix",
+    "tie_break_order",
+]
+
+
+class AggregationResult(tuple):
+    """(order, rule_applied) — a tuple so it is cheap and immutable."""
+
+    __slots__ = ()
+
+    def __new__(cls, order: list[str], rule: str) -> AggregationResult:
+        return super().__new__(cls, (order, rule))
+
+    @property
+    def order(self) -> list[str]:
+        return self[0]
+
+    @property
+    def rule(self) -> str:
+        return self[1]
+
+
+def tie_break_order(candidates: Sequence[str], bids: Mapping[str, int]) -> list[str]:
+    """Higher bid first, then queue order (the order of `candidates`)."""
+    pos = {c: i for i, c in enumerate(candidates)}
+    return sorted(candidates, key=lambda c: (-bids.get(c, 0), pos[c]))
+
+
+def pairwise_matrix(candidates: Sequence[str], ballots: Sequence[Sequence[str]]) -> list[list[int]]:
+    """P[i][j] = number of ballots that rank candidate i above candidate j."""
+    idx = {c: i for i, c in enumerate(candidates)}
+    n = len(candidates)
+    p = [[0] * n for _ in range(n)]
+    for ballot in ballots:
+        ranks = [idx[c] for c in ballot]
+        for a in range(n):
+            row = p[ranks[a]]
+            for b in range(a + 1, n):
+                row[ranks[b]] += 1
+    return p
+
+
+def kemeny_disagreement(order: Sequence[str], ballots: Sequence[Sequence[str]]) -> int:
+    """Kendall-tau distance summed over ballots (the Kemeny objective)."""
+    cands = list(order)
+    p = pairwise_matrix(cands, ballots)
+    n = len(cands)
+    return sum(p[j][i] for i in range(n) for j in range(i + 1, n))
+
+
+def kemeny(tiebreak: Sequence[str], ballots: Sequence[Sequence[str]]) -> list[str]:
+    """Exact Kemeny ranking; among optimal rankings, the first in tie-break lexicographic order.
+
+    `tiebreak` lists the candidates in tie-break order. Dynamic programming over the set of
+    candidates still to place: cost[R] = min over the next candidate j of
+    (ballots preferring some other remaining candidate to j) + cost[R - {j}].
+    """
+    n = len(tiebreak)
+    if n <= 1:
+        return list(tiebreak)
+    p = pairwise_matrix(tiebreak, ballots)
+    # place_cost[j][R]: disagreements from putting j before every other member of R
+    full = (1 << n) - 1
+    cost = [0] * (1 << n)
+    # iterate subsets in increasing popcount order (numeric order suffices: subsets are smaller)
+    col = [[p[i][j] for i in range(n)] for j in range(n)]  # col[j][i] = P[i][j]
+    for r in range(1, full + 1):
+        best = None
+        rr = r
+        while rr:
+            low = rr & -rr
+            j = low.bit_length() - 1
+            rr ^= low
+            rest = r ^ low
+            c = cost[rest]
+            cj = col[j]
+            m = rest
+            while m:
+                lb = m & -m
+                c += cj[lb.bit_length() - 1]
+                m ^= lb
+            if best is None or c < best:
+                best = c
+        cost[r] = best  # type: ignore[assignment]
+    order: list[str] = []
+    r = full
+    while r:
+        for j in range(n):  # tie-break order: the first optimal choice wins
+            low = 1 << j
+            if not r & low:
+                continue
+            rest = r ^ low
+            c = cost[rest]
+            m = rest
+            while m:
+                lb = m & -m
+                c += col[j][lb.bit_length() - 1]
+                m ^= lb
+            if c == cost[r]:
+                order.append(tiebreak[j])
+                r = rest
+                break
+    return order
+
+
+def borda(tiebreak: Sequence[str], ballots: Sequence[Sequence[str]]) -> list[str]:
+    """Borda count; equal scores keep tie-break order."""
+    n = len(tiebreak)
+    score = dict.fromkeys(tiebreak, 0)
+    for ballot in ballots:
+        for pos, c in enumerate(ballot):
+            score[c] += n - 1 - pos
+    rank = {c: i for i, c in enumerate(tiebreak)}
+    return sorted(tiebreak, key=lambda c: (-score[c], rank[c]))
+
+
+def aggregate(
+    rule: str,
+    candidates: Sequence[str],
+    ballots: Sequence[Sequence[str]],
+    bids: Mapping[str, int],
+    *,
+    exact_max: int = 8,
+) -> AggregationResult:
+    """Apply `rule`. Ballots must already be valid full rankings of `candidates`."""
+    tb = tie_break_order(candidates, bids)
+    if rule == "price_only":
+        return AggregationResult(tb, "price_only")
+    if rule == "consensus_else_price":
+        first = tuple(ballots[0]) if ballots else None
+        if first is not None and all(tuple(b) == first for b in ballots):
+            return AggregationResult(list(first), "consensus")
+        return AggregationResult(tb, "price_only")
+    if rule == "borda":
+        return AggregationResult(borda(tb, ballots), "borda")
+    if rule == "kemeny":
+        if len(tb) > exact_max:
+            return AggregationResult(borda(tb, ballots), "borda (kemeny fallback)")
+        return AggregationResult(kemeny(tb, ballots), "kemeny")
+    raise ValueError(f"unknown aggregation rule {rule!r}")
