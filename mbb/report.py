@@ -17,7 +17,6 @@ Size: the JS bundle is ~0.9 MB, so a page with charts is ~1.2 MB (a notebook wit
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 from html.parser import HTMLParser
@@ -184,7 +183,6 @@ def export_html(notebook_path: Path, html_path: Path | None = None) -> Path:
     notebook_path = Path(notebook_path)
     html_path = Path(html_path) if html_path is not None else notebook_path.with_suffix(".html")
     nb = nbformat.read(notebook_path, as_version=4)
-    nb = copy.deepcopy(nb)
     n_charts = embed_charts(nb)
     resources: dict[str, Any] = {
         "metadata": {"name": notebook_path.stem, "path": str(notebook_path.parent)},
