@@ -590,6 +590,19 @@ class Arena:
         self.ledger.audit()
 
 
+def _run_coroutine(factory: Callable[[], Awaitable[None]]) -> None:
+    """asyncio.run, also from inside a running loop (a Jupyter kernel): then in a helper thread."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        asyncio.run(factory())  # type: ignore[arg-type]
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pool.submit(lambda: asyncio.run(factory())).result()  # type: ignore[arg-type]
+
+
 def run_condition(condition: Condition, seed: int | None = None, out_dir: Path | None = None,
                   ) -> RunResult:
     """Run one seed of a condition; with `out_dir`, events stream to out_dir/<run_id>/."""
@@ -600,7 +613,7 @@ def run_condition(condition: Condition, seed: int | None = None, out_dir: Path |
     result = RunResult(run_id, seed, run_dir, log)
     try:
         arena = Arena(condition, seed, log)
-        asyncio.run(arena.run())
+        _run_coroutine(arena.run)
     except Exception as exc:
         result.status, result.error = "failed", f"{type(exc).__name__}: {exc}"
         log.emit(ev.RunEnded, status="failed", error=result.error[:2000])

@@ -6,15 +6,15 @@ readable intents (disclosures, proposed/cited rules, concessions and debts) that
 read instead of parsing text. Working state (debts, coalitions, rules) lives for one subrun;
 what should outlive the subrun is written to scratch, so it carries over only with memory on.
 
-| persona               | bids                      | ballot order                      | talk                   |
-|-----------------------|---------------------------|-----------------------------------|------------------------|
-| price_first           | high, anchored            | bid order                         | anchoring, cheap talk  |
-| deadline_advocate     | by urgency                | disclosed deadlines (EDF)         | EDF, ultimatums, risk  |
-| reciprocator          | moderate                  | bid order + debts honoured        | concessions, debts     |
-| coalition_builder     | moderate-high             | bloc first, rival last            | invitations, proof     |
-| shortest_job_advocate | low, short windows        | shortest duration first (SJF)     | SJF, gating            |
-| quitter               | low; steps aside if lost  | others first, itself last         | scope reduction        |
-| rule_maker            | moderate                  | by its standing rule              | proposes / cites rules |
+| persona               | bids                 | ballot order                  | talk            |
+|-----------------------|----------------------|-------------------------------|-----------------|
+| price_first           | high, anchored       | bid order                     | anchoring       |
+| deadline_advocate     | by urgency           | disclosed deadlines (EDF)     | EDF, ultimatums |
+| reciprocator          | moderate             | bid order + debts honoured    | concessions     |
+| coalition_builder     | moderate-high        | bloc first, rival last        | invitations     |
+| shortest_job_advocate | low, short windows   | shortest duration first (SJF) | SJF, gating     |
+| quitter               | low; steps aside     | others first, itself last     | scope reduction |
+| rule_maker            | moderate             | by its standing rule          | rules           |
 """
 
 from __future__ import annotations
@@ -89,7 +89,9 @@ class ScriptedNegotiator:
 
     def disclosed_deadlines(self, v: RoundView) -> dict[str, float]:
         """Time left each peer disclosed this round (seconds), plus my own."""
-        out = {p.author: i["value"] for p, i in self.intents(self.this_round(v), "disclose_deadline")}
+        out = {
+            p.author: i["value"] for p, i in self.intents(self.this_round(v), "disclose_deadline")
+        }
         out[self.worker] = v.time_left_s
         return out
 
@@ -181,7 +183,9 @@ class ScriptedNegotiator:
                         ),
                         labels=("reciprocity",),
                         intents=(
-                            Intent(kind="accept_offer", peer=p.author, commitment=i.get("commitment")),
+                            Intent(
+                                kind="accept_offer", peer=p.author, commitment=i.get("commitment")
+                            ),
                         ),
                     )
                 )
@@ -270,7 +274,11 @@ class ScriptedNegotiator:
         for peer, cid in list(self.owe_to.items()):
             if self.owe_round.get(peer) == (self.subrun, v.round):
                 continue  # the favour is returned in a later round, not the one it was made in
-            if peer in order and self.worker in order and order.index(peer) > order.index(self.worker):
+            if (
+                peer in order
+                and self.worker in order
+                and order.index(peer) > order.index(self.worker)
+            ):
                 order.remove(peer)
                 order.insert(order.index(self.worker), peer)
                 intents.append(Intent(kind="honour_commitment", peer=peer, commitment=cid))
@@ -306,8 +314,13 @@ class PriceFirst(ScriptedNegotiator):
     def _talk(self, v):
         out: list[Message | None] = []
         posts = self.this_round(v)
-        appeals = [p for p in posts if p.author != self.worker and p.kind == "message"
-                   and any(i.get("kind") in ("propose_rule", "disclose_deadline") for i in p.payload)]
+        appeals = [
+            p
+            for p in posts
+            if p.author != self.worker
+            and p.kind == "message"
+            and any(i.get("kind") in ("propose_rule", "disclose_deadline") for i in p.payload)
+        ]
         if appeals and self.once(v, "cheap"):
             out.append(
                 Message(
@@ -602,14 +615,14 @@ class CoalitionBuilder(ScriptedNegotiator):
                     continue
                 if fresh:
                     rival = self.rival or "the top bidder"
+                    others = ", ".join(sorted(self.coalition - {peer})) or "no one else"
                     out.append(
                         Message(
                             to=peer,
                             text=self.pick(
                                 [
                                     f"{peer}, let's vote as a bloc: the two of us (and "
-                                    f"{', '.join(sorted(self.coalition - {peer})) or 'no one else'}) "
-                                    f"first by price, {rival} at the back.",
+                                    f"{others}) first by price, {rival} at the back.",
                                     f"Proposal, {peer}: we align our ballots — our group ahead, "
                                     f"{rival} last. Together we decide the order.",
                                 ]
@@ -869,4 +882,3 @@ def make_scripted_negotiator(
     except KeyError:
         raise ValueError(f"unknown persona {persona!r}; known: {sorted(PERSONA_CLASSES)}") from None
     return cls(worker, rng)
-

@@ -1,0 +1,3 @@
+from mbb.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,145 @@
+"""Command line: `mbb run`, `mbb tables`, `mbb notebook`, `mbb params`.
+
+Bad input (a params file, an override) prints a clear message without a traceback and exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from mbb.params import ParamsError, deep_merge, load_params, parse_set_option
+
+__all__ = ["main"]
+
+
+def _overrides(options: Sequence[str] | None) -> dict:
+    merged: dict = {}
+    for opt in options or ():
+        merged = deep_merge(merged, parse_set_option(opt))
+    return merged
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from mbb.runner import run_many
+
+    cond = load_params(args.params, _overrides(args.set))
+    out = Path(args.out) if args.out else Path("outputs") / cond.name
+    batch = run_many(
+        cond,
+        seed=args.seed,
+        runs=args.runs,
+        out_dir=out,
+        processes=args.processes,
+        progress=not args.quiet,
+    )
+    ok = len(batch.run_ids)
+    print(
+        f"{ok} run(s) of '{cond.name}' in {batch.seconds:.2f} s -> {out}/ "
+        f"(tables in {out / 'tables'})"
+    )
+    for rid, err in batch.failed.items():
+        print(f"FAILED {rid}: {err}", file=sys.stderr)
+    return 1 if batch.failed else 0
+
+
+def _cmd_tables(args: argparse.Namespace) -> int:
+    from mbb.tables import tables_from_run_dirs, write_tables
+
+    root = Path(args.run_dir)
+    if (root / "events.jsonl").is_file():
+        run_dirs = [root]
+    else:
+        run_dirs = sorted(p.parent for p in root.glob("*/events.jsonl"))
+    if not run_dirs:
+        print(f"{root}: no events.jsonl here or in its sub-folders", file=sys.stderr)
+        return 2
+    tables = tables_from_run_dirs(run_dirs)
+    out = Path(args.out) if args.out else root / "tables"
+    write_tables(tables, out)
+    for name, df in tables.items():
+        print(f"{name:16s} {df.height:8d} rows")
+    print(f"{len(run_dirs)} run(s) -> {out}/")
+    return 0
+
+
+def _cmd_notebook(args: argparse.Namespace) -> int:
+    from mbb.notebooks import execute_notebook, project_path
+
+    overrides = _overrides(args.set)
+    cond = load_params(args.params, overrides)  # fail fast, before starting a kernel
+    out = project_path(args.out or f"outputs/{cond.name}")
+    params = {
+        "params_path": str(project_path(args.params)),
+        "overrides": overrides,
+        "out_dir": str(out),
+        "runs": args.runs,
+    }
+    if args.seed is not None:
+        params["seed"] = args.seed
+    try:
+        nb, html = execute_notebook(args.notebook, out, params)
+    except Exception as exc:  # papermill keeps the failed notebook; say where it is
+        print(f"notebook failed: {type(exc).__name__}: {str(exc)[:2000]}", file=sys.stderr)
+        print(f"partial notebook: {out / Path(args.notebook).name}", file=sys.stderr)
+        return 1
+    print(f"executed notebook: {nb}")
+    print(f"HTML report:       {html}")
+    return 0
+
+
+def _cmd_params(args: argparse.Namespace) -> int:
+    cond = load_params(args.params, _overrides(args.set))
+    print(json.dumps(cond.model_dump(mode="json"), indent=2))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="mbb", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    r = sub.add_parser("run", help="run a condition for K seeds")
+    r.add_argument("params", help="params YAML file")
+    r.add_argument("--seed", type=int, default=None, help="first seed (default: params seed)")
+    r.add_argument("--runs", type=int, default=1, help="number of runs K (seeds N..N+K-1)")
+    r.add_argument("--out", default=None, help="output folder (default outputs/<condition>)")
+    r.add_argument("--processes", type=int, default=None, help="worker processes (default: auto)")
+    r.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a field")
+    r.add_argument("--quiet", action="store_true", help="no progress bar")
+    r.set_defaults(func=_cmd_run)
+
+    t = sub.add_parser("tables", help="derive parquet tables from a run (or condition) folder")
+    t.add_argument("run_dir")
+    t.add_argument("--out", default=None)
+    t.set_defaults(func=_cmd_tables)
+
+    n = sub.add_parser("notebook", help="execute a notebook with papermill and export HTML")
+    n.add_argument("notebook")
+    n.add_argument("--params", required=True)
+    n.add_argument("--out", default=None)
+    n.add_argument("--seed", type=int, default=None)
+    n.add_argument("--runs", type=int, default=4)
+    n.add_argument("--set", action="append", metavar="KEY=VALUE")
+    n.set_defaults(func=_cmd_notebook)
+
+    v = sub.add_parser("params", help="validate a params file and print the resolved condition")
+    v.add_argument("params")
+    v.add_argument("--set", action="append", metavar="KEY=VALUE")
+    v.set_defaults(func=_cmd_params)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except ParamsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

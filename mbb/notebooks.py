@@ -1,0 +1,52 @@
+"""Execute the parameterised notebooks with papermill and export them as offline HTML.
+
+Parameters are passed as absolute paths (the kernel's working directory is the caller's, and
+papermill's `cwd=` changes it for the whole process). Nested overrides are passed whole and
+deep-merged inside the notebook by `mbb.load_params`, because papermill replaces a nested
+default instead of merging it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+__all__ = ["PROJECT_ROOT", "execute_notebook", "project_path"]
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def project_path(path: str | Path) -> Path:
+    """Resolve a path given relative to the project root (or absolute) — never to the cwd."""
+    p = Path(path).expanduser()
+    return p if p.is_absolute() else (PROJECT_ROOT / p).resolve()
+
+
+def execute_notebook(
+    notebook: str | Path,
+    out_dir: str | Path,
+    parameters: dict[str, Any],
+    *,
+    html: bool = True,
+    kernel_name: str = "python3",
+) -> tuple[Path, Path | None]:
+    """Run `notebook` into `out_dir/<name>.ipynb` (+ `.html`). A failing cell raises
+    `papermill.PapermillExecutionError`; the notebook with its traceback is still written."""
+    import papermill
+
+    from mbb.report import export_html
+
+    src = project_path(notebook)
+    out = project_path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    target = out / src.name
+    papermill.execute_notebook(
+        str(src),
+        str(target),
+        parameters=parameters,
+        kernel_name=kernel_name,
+        progress_bar=False,
+        report_mode=False,
+    )
+    page = export_html(target) if html else None
+    return target, page

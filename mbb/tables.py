@@ -1,0 +1,252 @@
+"""Events -> tidy polars tables (and parquet). Every table carries `run_id`.
+
+Tables are built per event kind straight from the JSON lines (polars parses them in Rust), so
+building them never re-validates or re-parses the whole log in Python. The schemas are fixed
+here, so tables from different runs and conditions always concatenate.
+"""
+
+from __future__ import annotations
+
+import io
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+import polars as pl
+
+from mbb.events import EventLog, kind_of, read_lines
+
+__all__ = [
+    "TABLES",
+    "concat_tables",
+    "load_tables",
+    "tables_from_lines",
+    "tables_from_log",
+    "tables_from_run_dirs",
+    "write_tables",
+]
+
+_STR, _INT, _F, _B = pl.String, pl.Int64, pl.Float64, pl.Boolean
+_BASE = {"run_id": _STR, "seq": _INT, "t": _F, "subrun": _INT, "round": _INT, "worker": _STR}
+_INTENT = pl.Struct({"kind": _STR, "peer": _STR, "rule": _STR, "commitment": _STR, "value": _F})
+
+# kind -> extra columns (beyond _BASE)
+_KIND_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
+    "round_started": {"candidates": pl.List(_STR)},
+    "declared": {
+        "bid": _INT,
+        "duration": _INT,
+        "position": _INT,
+        "note": _STR,
+        "labels": pl.List(_STR),
+        "revision": _B,
+        "turn": _INT,
+    },
+    "message": {
+        "to": _STR,
+        "text": _STR,
+        "turn": _INT,
+        "labels": pl.List(_STR),
+        "intents": pl.List(_INTENT),
+    },
+    "ballot": {
+        "ranking": pl.List(_STR),
+        "allocations": pl.List(_INT),
+        "reasoning": _STR,
+        "labels": pl.List(_STR),
+        "defaulted": _B,
+    },
+    "schedule_published": {
+        "rule": _STR,
+        "order": pl.List(_STR),
+        "allocations": pl.List(_INT),
+        "bids": pl.List(_INT),
+        "ballots_unanimous": _B,
+    },
+    "window_started": {"position": _INT, "allocation": _INT, "price": _INT},
+    "window_ended": {
+        "position": _INT,
+        "start": _F,
+        "used": _F,
+        "allocation": _INT,
+        "reason": _STR,
+        "progress": _F,
+    },
+    "window_dropped": {"position": _INT, "allocation": _INT, "reason": _STR},
+    "payment": {"amount": _INT, "balance": _INT, "rule": _STR},
+    "evaluation": {
+        "task": _STR,
+        "score": _F,
+        "passed": _INT,
+        "total": _INT,
+        "resolved": _B,
+        "almost_resolved": _B,
+        "progress": _F,
+        "outcome": _STR,
+    },
+    "requested": {"duration": _INT},
+    "withdrawn": {"reason": _STR},
+    "terminated": {"deadline_s": _F, "progress": _F},
+    "completed": {"work_s": _F},
+    "invalid_action": {"phase": _STR, "field": _STR, "rule": _STR, "detail": _STR},
+    "scratch_written": {"entry": _STR, "text": _STR, "dropped_chars": _INT, "accepted": _B},
+    "subrun_started": {
+        "workers": pl.List(
+            pl.Struct(
+                {
+                    "worker": _STR,
+                    "task": _STR,
+                    "work_s": _F,
+                    "budget": _INT,
+                    "deadline_s": _F,
+                    "scratch_chars": _INT,
+                }
+            )
+        )
+    },
+    "subrun_ended": {"rounds": _INT, "reason": _STR},
+}
+
+TABLES = (
+    "rounds",
+    "declarations",
+    "messages",
+    "ballots",
+    "windows",
+    "payments",
+    "evaluations",
+    "subrun_workers",
+    "requests",
+    "withdrawals",
+    "terminations",
+    "invalid_actions",
+    "scratch",
+)
+
+
+def _frame(kind: str, lines: Sequence[str]) -> pl.DataFrame:
+    schema = {**_BASE, **_KIND_SCHEMAS[kind]}
+    if not lines:
+        return pl.DataFrame(schema=schema)
+    data = ("\n".join(lines)).encode()
+    return pl.read_ndjson(io.BytesIO(data), schema=schema)
+
+
+def tables_from_lines(by_kind: Mapping[str, Sequence[str]]) -> dict[str, pl.DataFrame]:
+    """Build every table from event lines grouped by kind."""
+    f = {k: _frame(k, by_kind.get(k, ())) for k in _KIND_SCHEMAS}
+    started = f["round_started"].select(
+        "run_id",
+        "subrun",
+        "round",
+        "candidates",
+        pl.col("candidates").list.len().alias("n_candidates"),
+    )
+    rounds = (
+        f["schedule_published"]
+        .drop("seq", "worker")
+        .join(started, on=["run_id", "subrun", "round"], how="left")
+    )
+    ended = f["window_ended"].with_columns(
+        (pl.col("start") + pl.col("used")).alias("end"), pl.lit("ran").alias("status")
+    )
+    prices = f["window_started"].select("run_id", "subrun", "round", "worker", "position", "price")
+    ran = ended.join(prices, on=["run_id", "subrun", "round", "worker", "position"], how="left")
+    dropped = f["window_dropped"].with_columns(pl.lit("dropped").alias("status"))
+    windows = pl.concat([ran.drop("seq"), dropped.drop("seq")], how="diagonal_relaxed").sort(
+        "run_id", "subrun", "round", "position"
+    )
+    workers = f["subrun_started"].select("run_id", "subrun", "workers").explode("workers")
+    workers = workers.unnest("workers")
+    return {
+        "rounds": rounds,
+        "declarations": f["declared"],
+        "messages": f["message"],
+        "ballots": f["ballot"],
+        "windows": windows,
+        "payments": f["payment"],
+        "evaluations": f["evaluation"],
+        "subrun_workers": workers,
+        "requests": f["requested"],
+        "withdrawals": f["withdrawn"],
+        "terminations": f["terminated"],
+        "invalid_actions": f["invalid_action"],
+        "scratch": f["scratch_written"],
+    }
+
+
+def tables_from_log(log: EventLog) -> dict[str, pl.DataFrame]:
+    return tables_from_lines(log.by_kind)
+
+
+def _group(lines: Iterable[str], into: dict[str, list[str]]) -> None:
+    for line in lines:
+        into[kind_of(line)].append(line)
+
+
+def tables_from_run_dirs(run_dirs: Iterable[Path]) -> dict[str, pl.DataFrame]:
+    """Tables of many runs at once (one parse per kind across all runs)."""
+    by_kind: dict[str, list[str]] = defaultdict(list)
+    for d in run_dirs:
+        _group(read_lines(Path(d) / "events.jsonl"), by_kind)
+    return tables_from_lines(by_kind)
+
+
+def concat_tables(parts: Sequence[Mapping[str, pl.DataFrame]]) -> dict[str, pl.DataFrame]:
+    return (
+        {name: pl.concat([p[name] for p in parts], how="diagonal_relaxed") for name in TABLES}
+        if parts
+        else tables_from_lines({})
+    )
+
+
+def write_tables(tables: Mapping[str, pl.DataFrame], out_dir: Path) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, df in tables.items():
+        p = out_dir / f"{name}.parquet"
+        df.write_parquet(p)
+        paths.append(p)
+    return paths
+
+
+def load_tables(tables_dir: Path, names: Iterable[str] = TABLES) -> dict[str, pl.DataFrame]:
+    return {n: pl.read_parquet(tables_dir / f"{n}.parquet") for n in names}
+
+
+def outcome_summary(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
+    """Per subrun, over all runs: completion, deadline misses, progress, bids and spend."""
+    e = (
+        tables["evaluations"]
+        .group_by("subrun")
+        .agg(
+            pl.len().alias("worker_subruns"),
+            (pl.col("outcome") == "completed").mean().round(3).alias("completion_rate"),
+            (pl.col("outcome") == "terminated").mean().round(3).alias("deadline_miss_rate"),
+            pl.col("progress").mean().round(3).alias("mean_progress"),
+            pl.col("score").mean().round(3).alias("mean_score"),
+        )
+    )
+    r = (
+        tables["rounds"]
+        .group_by("subrun")
+        .agg((pl.len() / pl.col("run_id").n_unique()).round(2).alias("rounds_per_run"))
+    )
+    d = (
+        tables["declarations"]
+        .group_by("subrun")
+        .agg(pl.col("bid").mean().round(1).alias("mean_bid"))
+    )
+    p = (
+        tables["payments"]
+        .group_by("subrun")
+        .agg(
+            (pl.col("amount").sum() / pl.col("run_id").n_unique())
+            .round(1)
+            .alias("credits_paid_per_run")
+        )
+    )
+    out = e
+    for other in (r, d, p):
+        out = out.join(other, on="subrun", how="left")
+    return out.sort("subrun")

@@ -1,0 +1,61 @@
+"""The notebook runs under papermill in the test suite, and its HTML export renders offline."""
+
+from __future__ import annotations
+
+import json
+
+import nbformat
+import pytest
+
+from mbb.notebooks import execute_notebook
+from mbb.render import MIMETYPE
+from mbb.report import external_urls
+
+
+@pytest.mark.notebook
+def test_run_condition_notebook_executes(root, tmp_path):
+    out = tmp_path / "base"
+    nb_path, html = execute_notebook(
+        root / "notebooks" / "run_condition.ipynb",
+        out,
+        {
+            "params_path": str(root / "params" / "base.yaml"),
+            "overrides": {"subruns": 2},
+            "out_dir": str(out),
+            "runs": 2,
+        },
+    )
+    nb = nbformat.read(nb_path, as_version=4)
+    charts = [
+        o
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.get("outputs", [])
+        if MIMETYPE in o.get("data", {})
+    ]
+    assert len(charts) == 4
+    for o in charts:
+        assert {"image/png", "image/svg+xml"} <= set(o["data"])
+    errors = [
+        o
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.get("outputs", [])
+        if o.get("output_type") == "error"
+    ]
+    assert not errors
+    page = html.read_text()
+    assert page.count("vegaEmbed(") >= 4
+    assert external_urls(page, include_links=False) == []
+    assert sorted(p.name for p in out.glob("base-seed*")) == ["base-seed0000", "base-seed0001"]
+    assert (out / "tables" / "rounds.parquet").is_file()
+
+
+def test_committed_notebooks_have_no_outputs(root):
+    for path in (root / "notebooks").glob("*.ipynb"):
+        nb = json.loads(path.read_text())
+        tagged = [c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", [])]
+        assert len(tagged) == 1, f"{path.name}: exactly one 'parameters' cell"
+        for c in nb["cells"]:
+            if c["cell_type"] == "code":
+                assert not c.get("outputs") and c.get("execution_count") is None, path.name
