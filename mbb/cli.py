@@ -91,6 +91,48 @@ def _cmd_notebook(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from mbb.report import build_report
+    from mbb.sweep import parse_seeds, plan_sweep, run_sweep
+
+    try:
+        seeds = parse_seeds(args.seeds)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    jobs = plan_sweep(
+        args.params, seeds, args.out, overrides=_overrides(args.set), notebook=args.notebook
+    )
+    cluster = None
+    if args.cluster == "dask":
+        cluster = args.scheduler or "dask"
+    results = run_sweep(
+        jobs,
+        workers=args.workers,
+        cluster=cluster,
+        skip_done=not args.force,
+        progress=not args.quiet,
+    )
+    for r in results:
+        line = f"{r.status:8s} {r.condition:24s} {r.seconds:7.1f} s  {r.html or r.notebook}"
+        print(line if r.status != "failed" else f"{line}\n         {r.error}")
+    index = build_report(Path(args.out))
+    print(f"report: {index}")
+    return 1 if any(r.status == "failed" for r in results) else 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from mbb.report import build_report
+
+    root = Path(args.dir)
+    if not root.is_dir():
+        print(f"error: {root} is not a folder", file=sys.stderr)
+        return 2
+    index = build_report(root)
+    print(f"report: {index}")
+    return 0
+
+
 def _cmd_params(args: argparse.Namespace) -> int:
     cond = load_params(args.params, _overrides(args.set))
     print(json.dumps(cond.model_dump(mode="json"), indent=2))
@@ -124,6 +166,28 @@ def build_parser() -> argparse.ArgumentParser:
     n.add_argument("--runs", type=int, default=4)
     n.add_argument("--set", action="append", metavar="KEY=VALUE")
     n.set_defaults(func=_cmd_notebook)
+
+    s = sub.add_parser("sweep", help="execute notebooks for conditions x seeds (local or Dask)")
+    s.add_argument("params", nargs="+", help="params files, one condition each")
+    s.add_argument("--seeds", default="0..3", help="seed range A..B (inclusive), per condition")
+    s.add_argument("--workers", type=int, default=2, help="jobs at once (threads or Dask workers)")
+    s.add_argument("--out", default="outputs/sweep", help="sweep output folder")
+    s.add_argument("--notebook", default="notebooks/run_condition.ipynb")
+    s.add_argument(
+        "--cluster",
+        choices=["local", "dask"],
+        default="local",
+        help="local: threads here; dask: a Dask cluster (LocalCluster by default)",
+    )
+    s.add_argument("--scheduler", default=None, help="with --cluster dask: scheduler address")
+    s.add_argument("--force", action="store_true", help="re-run jobs already done")
+    s.add_argument("--set", action="append", metavar="KEY=VALUE")
+    s.add_argument("--quiet", action="store_true")
+    s.set_defaults(func=_cmd_sweep)
+
+    rep = sub.add_parser("report", help="export executed notebooks to HTML + an index page")
+    rep.add_argument("dir", help="a sweep's output folder, or outputs/")
+    rep.set_defaults(func=_cmd_report)
 
     v = sub.add_parser("params", help="validate a params file and print the resolved condition")
     v.add_argument("params")

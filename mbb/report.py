@@ -29,7 +29,7 @@ from nbconvert import HTMLExporter
 
 from mbb.render import MIMETYPE, render_svg, vl_version
 
-__all__ = ["embed_charts", "export_html", "external_urls", "vega_bundle"]
+__all__ = ["build_report", "embed_charts", "export_html", "external_urls", "vega_bundle"]
 
 # Extends nbconvert's "lab" index template: every block that would load from a CDN is emptied,
 # and the Vega bundle (if any) is inlined in the head, before the first chart.
@@ -206,3 +206,101 @@ def external_urls(html: str, include_links: bool = True) -> list[str]:
     collector.feed(html)
     collector.close()
     return collector.urls
+
+
+# --- reports over a folder of executed notebooks ---------------------------------------------
+_INDEX_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem;color:#222}
+table{border-collapse:collapse;margin-top:1rem}th,td{border:1px solid #ccc;padding:.35rem .6rem;
+text-align:right}th{background:#f3f3f3}td.l,th.l{text-align:left}.failed{color:#b00020;
+font-weight:600}.ok{color:#1b7f3b}.skipped{color:#666}code{background:#f6f6f6;padding:0 .2rem}
+"""
+
+
+def _notebook_failed(nb_path: Path) -> str | None:
+    """The first error of an executed notebook (ename: evalue), or None."""
+    nb = nbformat.read(nb_path, as_version=4)
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "error":
+                return f"{out.get('ename')}: {out.get('evalue')}"[:300]
+    return None
+
+
+def _condition_summary(folder: Path) -> dict[str, Any]:
+    import polars as pl
+
+    ev_path = folder / "tables" / "evaluations.parquet"
+    if not ev_path.is_file():
+        return {}
+    e = pl.read_parquet(ev_path)
+    if e.is_empty():
+        return {"runs": 0}
+    row: dict[str, Any] = {
+        "runs": e["run_id"].n_unique(),
+        "completion": (e["outcome"] == "completed").mean(),
+        "deadline_miss": (e["outcome"] == "terminated").mean(),
+        "progress": e["progress"].mean(),
+    }
+    d_path = folder / "tables" / "declarations.parquet"
+    if d_path.is_file():
+        row["mean_bid"] = pl.read_parquet(d_path)["bid"].mean()
+    return row
+
+
+def build_report(root: Path) -> Path:
+    """Export every executed notebook under `root` to HTML (when stale) and write
+    `root/index.html`: one row per notebook with status, a summary of its condition's tables,
+    and links. Returns the index path. Everything renders offline."""
+    import html as _html
+
+    root = Path(root).resolve()
+    status_of: dict[str, str] = {}
+    manifest = root / "sweep.json"
+    if manifest.is_file():
+        for r in json.loads(manifest.read_text()).get("results", []):
+            status_of[str(Path(r["notebook"]).resolve())] = r["status"]
+    rows = []
+    for nb_path in sorted(root.rglob("*.ipynb")):
+        if ".ipynb_checkpoints" in nb_path.parts:
+            continue
+        page = nb_path.with_suffix(".html")
+        if not page.is_file() or page.stat().st_mtime < nb_path.stat().st_mtime:
+            export_html(nb_path, page)
+        error = _notebook_failed(nb_path)
+        status = "failed" if error else status_of.get(str(nb_path.resolve()), "ok")
+        rows.append((nb_path, page, status, error, _condition_summary(nb_path.parent)))
+
+    def fmt(v: Any, pct: bool = False) -> str:
+        if v is None:
+            return ""
+        return f"{v:.1%}" if pct else (f"{v:.1f}" if isinstance(v, float) else str(v))
+
+    body = []
+    for nb_path, page, status, error, s in rows:
+        rel = page.relative_to(root).as_posix()
+        cond = nb_path.parent.relative_to(root).as_posix() or "."
+        body.append(
+            "<tr>"
+            f"<td class=l>{_html.escape(cond)}</td>"
+            f"<td class=l><a href=\"{_html.escape(rel)}\">{_html.escape(nb_path.stem)}</a></td>"
+            f"<td class='l {status}'>{status}</td>"
+            f"<td>{fmt(s.get('runs'))}</td><td>{fmt(s.get('completion'), True)}</td>"
+            f"<td>{fmt(s.get('deadline_miss'), True)}</td><td>{fmt(s.get('progress'), True)}</td>"
+            f"<td>{fmt(s.get('mean_bid'))}</td>"
+            f"<td class=l>{_html.escape(error or '')}</td></tr>"
+        )
+    n_failed = sum(1 for r in rows if r[2] == "failed")
+    page_html = (
+        "<!doctype html><html><head><meta charset='utf-8'><title>mbb report</title>"
+        f"<style>{_INDEX_CSS}</style></head><body>"
+        f"<h1>mbb report</h1><p><code>{_html.escape(str(root))}</code> — {len(rows)} notebook(s),"
+        f" {n_failed} failed.</p><table><tr><th class=l>condition</th><th class=l>notebook</th>"
+        "<th class=l>status</th><th>runs</th><th>completion</th><th>deadline miss</th>"
+        "<th>mean progress</th><th>mean bid</th><th class=l>error</th></tr>"
+        + "".join(body)
+        + "</table></body></html>"
+    )
+    index = root / "index.html"
+    index.write_text(page_html, encoding="utf-8")
+    return index

@@ -1,0 +1,241 @@
+"""Sweeps: execute notebooks for many conditions x seeds, on this machine or on Dask.
+
+One *job* = one condition's notebook run over a seed range (the notebook runs seeds A..B and
+writes `<out>/<condition>/`). Jobs run in in-process worker threads (each papermill execution
+starts its own kernel; no `cwd=`, which would `chdir` the whole process), or on a Dask cluster:
+a LocalCluster, an existing scheduler address, or a dask-jobqueue cluster object for SLURM/PBS.
+
+Failure isolation: a failing job keeps its notebook (with the traceback), is listed as failed in
+`sweep.json` and the report index, and does not stop the others. Skip-if-done: a job whose
+`.done` stamp matches its fingerprint (resolved params, seeds, notebook source) is not re-run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from mbb.notebooks import execute_notebook, project_path
+from mbb.params import load_params
+
+__all__ = ["Job", "JobResult", "parse_seeds", "plan_sweep", "run_job", "run_sweep"]
+
+DEFAULT_NOTEBOOK = "notebooks/run_condition.ipynb"
+
+
+def parse_seeds(text: str) -> tuple[int, int]:
+    """'A..B' (inclusive) or 'A' -> (A, B)."""
+    try:
+        if ".." in text:
+            a, b = (int(x) for x in text.split("..", 1))
+        else:
+            a = b = int(text)
+    except ValueError:
+        raise ValueError(f"--seeds expects A..B or A (integers), got {text!r}") from None
+    if b < a or a < 0:
+        raise ValueError(f"--seeds {text!r}: need 0 <= A <= B")
+    return a, b
+
+
+@dataclass(frozen=True)
+class Job:
+    condition: str
+    params_path: str  # absolute
+    overrides: dict[str, Any]
+    seed_from: int
+    seed_to: int
+    notebook: str  # absolute
+    out_dir: str  # absolute: <sweep out>/<condition>
+
+    @property
+    def runs(self) -> int:
+        return self.seed_to - self.seed_from + 1
+
+    def fingerprint(self) -> str:
+        cond = load_params(self.params_path, self.overrides)
+        blob = json.dumps(
+            {
+                "params": cond.model_dump(mode="json"),
+                "seeds": [self.seed_from, self.seed_to],
+                "notebook": hashlib.sha256(Path(self.notebook).read_bytes()).hexdigest(),
+            },
+            sort_keys=True,
+        )
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class JobResult:
+    condition: str
+    status: str  # ok | failed | skipped
+    seconds: float
+    notebook: str
+    html: str | None
+    error: str | None = None
+
+
+def plan_sweep(
+    params_paths: Iterable[str | Path],
+    seeds: tuple[int, int],
+    out_dir: str | Path,
+    *,
+    overrides: dict[str, Any] | None = None,
+    notebook: str | Path = DEFAULT_NOTEBOOK,
+) -> list[Job]:
+    """One job per params file; conditions must have distinct names (they name the folders)."""
+    out = project_path(out_dir)
+    jobs: list[Job] = []
+    seen: dict[str, str] = {}
+    for p in params_paths:
+        path = project_path(p)
+        cond = load_params(path, overrides)  # fail fast on a bad file, before any kernel starts
+        if cond.name in seen:
+            raise ValueError(f"{path} and {seen[cond.name]} both name condition {cond.name!r}")
+        seen[cond.name] = str(path)
+        jobs.append(
+            Job(
+                condition=cond.name,
+                params_path=str(path),
+                overrides=dict(overrides or {}),
+                seed_from=seeds[0],
+                seed_to=seeds[1],
+                notebook=str(project_path(notebook)),
+                out_dir=str(out / cond.name),
+            )
+        )
+    return jobs
+
+
+def run_job(job: Job, *, skip_done: bool = True) -> JobResult:
+    """Execute one job; never raises for a failing notebook (the failure is the result)."""
+    out = Path(job.out_dir)
+    stamp = out / ".done"
+    nb_out = out / Path(job.notebook).name
+    html = nb_out.with_suffix(".html")
+    fp = job.fingerprint()
+    if skip_done and stamp.is_file() and stamp.read_text().strip() == fp and nb_out.is_file():
+        return JobResult(job.condition, "skipped", 0.0, str(nb_out), str(html))
+    stamp.unlink(missing_ok=True)
+    t0 = time.perf_counter()
+    params = {
+        "params_path": job.params_path,
+        "overrides": job.overrides,
+        "seed": job.seed_from,
+        "runs": job.runs,
+        "out_dir": job.out_dir,
+    }
+    try:
+        _, page = execute_notebook(job.notebook, out, params)
+    except Exception as exc:
+        html_path = None
+        if nb_out.is_file():  # keep the failed notebook readable as a page too
+            try:
+                from mbb.report import export_html
+
+                html_path = str(export_html(nb_out))
+            except Exception:
+                html_path = None
+        return JobResult(
+            job.condition,
+            "failed",
+            time.perf_counter() - t0,
+            str(nb_out),
+            html_path,
+            f"{type(exc).__name__}: {str(exc).strip()[-1500:]}",
+        )
+    stamp.write_text(fp)
+    return JobResult(job.condition, "ok", time.perf_counter() - t0, str(nb_out), str(page))
+
+
+def _run_local(
+    jobs: Sequence[Job], workers: int, skip_done: bool, done: Callable[[JobResult], None]
+) -> list[JobResult]:
+    results: list[JobResult] = []
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        futs = {pool.submit(run_job, j, skip_done=skip_done): j for j in jobs}
+        for fut in as_completed(futs):
+            r = fut.result()
+            results.append(r)
+            done(r)
+    return results
+
+
+def _run_dask(
+    jobs: Sequence[Job],
+    workers: int,
+    skip_done: bool,
+    cluster: Any,
+    done: Callable[[JobResult], None],
+) -> list[JobResult]:
+    from distributed import Client, LocalCluster, as_completed as dask_completed
+
+    own_cluster = None
+    if cluster in (None, "local"):
+        own_cluster = LocalCluster(
+            n_workers=max(1, workers),
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+        )
+        client = Client(own_cluster)
+    elif isinstance(cluster, str):
+        client = Client(cluster)  # an existing scheduler, e.g. tcp://host:8786
+    else:
+        client = Client(cluster)  # e.g. dask_jobqueue.SLURMCluster(...) after .scale(n)
+    try:
+        futs = [client.submit(run_job, j, skip_done=skip_done, pure=False) for j in jobs]
+        results = []
+        for fut in dask_completed(futs):
+            r = fut.result()
+            results.append(r)
+            done(r)
+        return results
+    finally:
+        client.close()
+        if own_cluster is not None:
+            own_cluster.close()
+
+
+def run_sweep(
+    jobs: Sequence[Job],
+    *,
+    workers: int = 2,
+    cluster: Any = None,
+    skip_done: bool = True,
+    progress: bool = True,
+) -> list[JobResult]:
+    """Run jobs; writes `<out>/sweep.json`. `cluster`: None (threads here), "dask"/"local"
+    (a Dask LocalCluster), a scheduler address, or a Dask cluster object."""
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(jobs), desc="sweep", unit="job")
+
+    def done(r: JobResult) -> None:
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix_str(f"{r.condition}: {r.status}")
+
+    if cluster is None:
+        results = _run_local(jobs, workers, skip_done, done)
+    else:
+        results = _run_dask(jobs, workers, skip_done, None if cluster == "dask" else cluster, done)
+    if bar is not None:
+        bar.close()
+    order = {j.condition: i for i, j in enumerate(jobs)}
+    results.sort(key=lambda r: order[r.condition])
+    if jobs:
+        root = Path(jobs[0].out_dir).parent
+        manifest = {
+            "jobs": [asdict(j) for j in jobs],
+            "results": [asdict(r) for r in results],
+        }
+        (root / "sweep.json").write_text(json.dumps(manifest, indent=1))
+    return results
