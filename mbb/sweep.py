@@ -173,7 +173,8 @@ def _run_dask(
     cluster: Any,
     done: Callable[[JobResult], None],
 ) -> list[JobResult]:
-    from distributed import Client, LocalCluster, as_completed as dask_completed
+    from distributed import Client, LocalCluster
+    from distributed import as_completed as dask_completed
 
     own_cluster = None
     if cluster in (None, "local"):
