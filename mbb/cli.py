@@ -133,6 +133,24 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_figures(args: argparse.Namespace) -> int:
+    from mbb import figures, render
+    from mbb.runner import run_many
+
+    cond = load_params(args.params, _overrides(args.set))
+    batch = run_many(cond, runs=args.runs, out_dir=None, write=False).check()
+    out = Path(args.out)
+    charts = {
+        "resource_timeline": figures.resource_timeline(batch.tables),
+        "bids_by_round": figures.bids_by_round(batch.tables),
+        "outcomes_by_subrun": figures.outcomes_by_subrun(batch.tables),
+    }
+    for name, chart in charts.items():
+        paths = render.save_chart(chart, out / name)
+        print(f"{name}: {paths['png']}")
+    return 0
+
+
 def _cmd_params(args: argparse.Namespace) -> int:
     cond = load_params(args.params, _overrides(args.set))
     print(json.dumps(cond.model_dump(mode="json"), indent=2))
@@ -188,6 +206,13 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="export executed notebooks to HTML + an index page")
     rep.add_argument("dir", help="a sweep's output folder, or outputs/")
     rep.set_defaults(func=_cmd_report)
+
+    f = sub.add_parser("figures", help="save the main figures of a condition as PNG/SVG/spec")
+    f.add_argument("params")
+    f.add_argument("--runs", type=int, default=20)
+    f.add_argument("--out", default="docs/figures")
+    f.add_argument("--set", action="append", metavar="KEY=VALUE")
+    f.set_defaults(func=_cmd_figures)
 
     v = sub.add_parser("params", help="validate a params file and print the resolved condition")
     v.add_argument("params")

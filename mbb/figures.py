@@ -48,13 +48,6 @@ def _workers(tables: Mapping[str, pl.DataFrame]) -> list[str]:
     return tables["subrun_workers"]["worker"].unique().to_list()
 
 
-def _global_round(df: pl.DataFrame) -> pl.DataFrame:
-    """A round index that keeps counting across subruns (for x axes)."""
-    keys = df.select("subrun", "round").unique().sort("subrun", "round")
-    keys = keys.with_row_index("round_index", offset=1)
-    return df.join(keys, on=["subrun", "round"], how="left")
-
-
 def resource_timeline(tables: Mapping[str, pl.DataFrame], run_id: str | None = None) -> alt.Chart:
     """Gantt of execution windows per worker and subrun; deadlines marked; waiting shaded."""
     run_id = run_id or tables["windows"]["run_id"].min()
@@ -158,20 +151,19 @@ def resource_timeline(tables: Mapping[str, pl.DataFrame], run_id: str | None = N
 
 
 def bids_by_round(tables: Mapping[str, pl.DataFrame]) -> alt.Chart:
-    """Final declared bid per worker per round, mean over runs."""
+    """Final declared bid per worker per round (mean over runs), one panel per subrun."""
     d = tables["declarations"].sort("seq").group_by("run_id", "subrun", "round", "worker").last()
-    d = _global_round(d)
     agg = (
-        d.group_by("round_index", "subrun", "round", "worker")
+        d.group_by("subrun", "round", "worker")
         .agg(pl.col("bid").mean().alias("mean_bid"), pl.len().alias("n"))
-        .sort("round_index")
+        .sort("subrun", "round")
     )
     colors = worker_color(_workers(tables))
     return (
         alt.Chart(agg)
         .mark_line(point=True)
         .encode(
-            x=alt.X("round_index:Q", title="Round (counted across subruns)"),
+            x=alt.X("round:O", title="Round"),
             y=alt.Y("mean_bid:Q", title="Bid (credits)"),
             color=alt.Color("worker:N", scale=colors, title="Worker"),
             tooltip=[
@@ -179,20 +171,20 @@ def bids_by_round(tables: Mapping[str, pl.DataFrame]) -> alt.Chart:
                 "subrun:O",
                 "round:O",
                 alt.Tooltip("mean_bid:Q", format=".1f", title="mean bid"),
-                alt.Tooltip("n:Q", title="runs"),
+                alt.Tooltip("n:Q", title="runs with this round"),
             ],
         )
-        .properties(width=560, height=260, title="Bids per round")
+        .properties(width=150, height=240)
+        .facet(column=alt.Column("subrun:O", title="Subrun"))
+        .properties(title="Bids per round (mean over runs)")
     )
 
 
 def budgets_over_rounds(tables: Mapping[str, pl.DataFrame]) -> alt.Chart:
-    """Remaining credits per worker after each round's payments, mean over runs."""
+    """Credits left per worker after each round's payments (mean over runs), per subrun."""
     sw = tables["subrun_workers"].select("run_id", "subrun", "worker", "budget")
-    pay = (
-        tables["payments"]
-        .group_by("run_id", "subrun", "round", "worker")
-        .agg(pl.col("amount").sum())
+    pay = tables["payments"].group_by("run_id", "subrun", "round", "worker").agg(
+        pl.col("amount").sum()
     )
     rounds = tables["rounds"].select("run_id", "subrun", "round").unique()
     grid = rounds.join(sw.select("run_id", "worker").unique(), on="run_id")
@@ -207,18 +199,17 @@ def budgets_over_rounds(tables: Mapping[str, pl.DataFrame]) -> alt.Chart:
             "balance"
         )
     )
-    grid = _global_round(grid)
     agg = (
-        grid.group_by("round_index", "subrun", "round", "worker")
+        grid.group_by("subrun", "round", "worker")
         .agg(pl.col("balance").mean().alias("balance"))
-        .sort("round_index")
+        .sort("subrun", "round")
     )
     colors = worker_color(_workers(tables))
     return (
         alt.Chart(agg)
         .mark_line(interpolate="step-after", point=True)
         .encode(
-            x=alt.X("round_index:Q", title="Round (counted across subruns)"),
+            x=alt.X("round:O", title="Round"),
             y=alt.Y("balance:Q", title="Credits left after the round"),
             color=alt.Color("worker:N", scale=colors, title="Worker"),
             tooltip=[
@@ -228,7 +219,9 @@ def budgets_over_rounds(tables: Mapping[str, pl.DataFrame]) -> alt.Chart:
                 alt.Tooltip("balance:Q", format=".0f", title="credits left"),
             ],
         )
-        .properties(width=560, height=260, title="Budgets over time")
+        .properties(width=150, height=240)
+        .facet(column=alt.Column("subrun:O", title="Subrun"))
+        .properties(title="Budgets over time (mean over runs)")
     )
 
 

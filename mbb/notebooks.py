@@ -31,7 +31,8 @@ def execute_notebook(
     kernel_name: str = "python3",
 ) -> tuple[Path, Path | None]:
     """Run `notebook` into `out_dir/<name>.ipynb` (+ `.html`). A failing cell raises
-    `papermill.PapermillExecutionError`; the notebook with its traceback is still written."""
+    `papermill.PapermillExecutionError`; the notebook with its traceback is still written.
+    Parameters the notebook does not declare are dropped (each notebook takes its own subset)."""
     import papermill
 
     from mbb.report import export_html
@@ -40,6 +41,8 @@ def execute_notebook(
     out = project_path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     target = out / src.name
+    declared = papermill.inspect_notebook(str(src))
+    parameters = {k: v for k, v in parameters.items() if k in declared}
     papermill.execute_notebook(
         str(src),
         str(target),

@@ -44,18 +44,18 @@ class ModeledTask:
 
 # Named after the real programs of the task suite; W grows with the program's interface.
 MODELED_TASKS: tuple[ModeledTask, ...] = (
-    ModeledTask("rev", 180),
-    ModeledTask("tac", 200),
-    ModeledTask("head", 230),
-    ModeledTask("wc", 250),
-    ModeledTask("expand", 270),
-    ModeledTask("fold", 290),
-    ModeledTask("nl", 320),
-    ModeledTask("uniq", 350),
-    ModeledTask("cut", 380),
-    ModeledTask("tr", 420),
-    ModeledTask("column", 520),
-    ModeledTask("bc", 640),
+    ModeledTask("rev", 160),
+    ModeledTask("tac", 180),
+    ModeledTask("head", 200),
+    ModeledTask("wc", 220),
+    ModeledTask("expand", 240),
+    ModeledTask("fold", 260),
+    ModeledTask("nl", 280),
+    ModeledTask("uniq", 300),
+    ModeledTask("cut", 330),
+    ModeledTask("tr", 360),
+    ModeledTask("column", 450),
+    ModeledTask("bc", 560),
 )
 
 
@@ -112,10 +112,23 @@ class ModeledSolver:
             return 0.0
         return (self.work_s - self.done_s) / self.efficiency + self.setup_mean_s
 
+    def stage_need_s(self) -> float:
+        """Seconds to finish the current stage (and the next one too when it is short)."""
+        acc, left = 0.0, 0.0
+        for _, share in STAGES:
+            acc += share * self.work_s
+            if self.done_s < acc - 1e-9:
+                left = acc - self.done_s
+                if left < 0.5 * self._min_s * self.efficiency:
+                    continue  # almost through this stage: ask for the next one as well
+                break
+        return left / self.efficiency + self.setup_mean_s
+
     async def next_action(self, view: SolverView) -> Request | Withdraw | None:
+        """Ask for a window covering the current stage: observe, implement, compile, verify."""
         if self.done:
             return None
-        want = math.ceil(self.need_s())
+        want = math.ceil(self.stage_need_s())
         return Request(duration=max(self._min_s, min(self._max_s, want)))
 
     async def run_window(self, grant: WindowGrant) -> WindowOutcome:
