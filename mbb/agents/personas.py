@@ -95,8 +95,15 @@ class ScriptedNegotiator:
         out[self.worker] = v.time_left_s
         return out
 
+    @staticmethod
+    def expected_wait_s(v: RoundView) -> float:
+        """Rough wait before my window: half the peers ahead, each for a typical window."""
+        used = [u for r in v.past_rounds for u in r.used.values()]
+        typical = sum(used) / len(used) if used else v.window_max_s / 2
+        return typical * (len(v.candidates) - 1) / 2
+
     def feasible(self, v: RoundView) -> bool:
-        return v.need_s <= v.time_left_s
+        return v.need_s + self.expected_wait_s(v) <= v.time_left_s
 
     def urgency(self, v: RoundView) -> float:
         return v.need_s / max(1.0, v.time_left_s)

@@ -1,0 +1,94 @@
+"""Scripted personas: recognisable strategies, ground-truth labels, memory-dependent debts."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from mbb.params import PERSONAS, load_params
+from mbb.runner import run_many
+from mbb.taxonomy import CATEGORY_NAMES
+
+EXPECTED = {  # labels each persona must enact somewhere in a handful of runs
+    "price_first": {"price_primary", "anchoring", "cheap_talk"},
+    "deadline_advocate": {"earliest_deadline_first", "risk_variance"},
+    "reciprocator": {"reciprocity"},
+    "coalition_builder": {
+        "coalition_formation",
+        "rival_targeting",
+        "coalition_loyalty",
+        "social_proof",
+    },
+    "shortest_job_advocate": {"shortest_job_first", "downstream_gating"},
+    "quitter": {"welfare_concession", "scope_reduction"},
+    "rule_maker": {"rule_making_citation"},
+}
+
+
+@pytest.fixture(scope="module")
+def all_personas(root):
+    cond = load_params(
+        root / "params" / "base.yaml",
+        {
+            "name": "personas",
+            "workers": {"count": 7, "personas": list(PERSONAS)},
+            "deadline": {"minutes": 12},
+        },
+    )
+    return run_many(cond, runs=6, processes=1).check().tables
+
+
+def _labels_by_persona(tables) -> dict[str, set[str]]:
+    personas = dict(zip([f"W{i + 1}" for i in range(7)], PERSONAS, strict=True))
+    out: dict[str, set[str]] = {p: set() for p in PERSONAS}
+    for name in ("messages", "declarations", "ballots"):
+        df = tables[name].select("worker", "labels").explode("labels").drop_nulls()
+        for w, lab in df.iter_rows():
+            out[personas[w]].add(lab)
+    return out
+
+
+def test_every_label_is_a_taxonomy_category(all_personas):
+    seen = set().union(*_labels_by_persona(all_personas).values())
+    assert seen <= set(CATEGORY_NAMES), seen - set(CATEGORY_NAMES)
+
+
+@pytest.mark.parametrize("persona", PERSONAS)
+def test_persona_enacts_its_strategy(all_personas, persona):
+    assert EXPECTED[persona] <= _labels_by_persona(all_personas)[persona]
+
+
+def test_price_first_ballots_follow_bids(all_personas):
+    t = all_personas
+    last = t["declarations"].sort("seq").group_by("run_id", "subrun", "round", "worker").last()
+    # W1 is price_first; a ballot that returns a favour (labelled reciprocity) moves one peer
+    ballots = t["ballots"].filter(
+        (pl.col("worker") == "W1") & ~pl.col("labels").list.contains("reciprocity")
+    )
+    checked = 0
+    for row in ballots.iter_rows(named=True):
+        bids = last.filter(
+            (pl.col("run_id") == row["run_id"])
+            & (pl.col("subrun") == row["subrun"])
+            & (pl.col("round") == row["round"])
+        )
+        bid = dict(bids.select("worker", "bid").iter_rows())
+        ranked = [bid[w] for w in row["ranking"]]
+        assert ranked == sorted(ranked, reverse=True)
+        checked += 1
+    assert checked > 10
+
+
+def test_reciprocator_debts_carry_across_subruns_only_with_memory(root):
+    def claims_in_later_subruns(memory: bool) -> int:
+        cond = load_params(
+            root / "params" / "base.yaml", {"memory": {"enabled": memory}, "name": f"mem{memory}"}
+        )
+        t = run_many(cond, runs=12, processes=1).check().tables
+        m = t["messages"].filter(pl.col("worker") == "W3").explode("intents").drop_nulls("intents")
+        m = m.filter(pl.col("intents").struct.field("kind") == "claim_debt")
+        # a claim in round 1 of a subrun > 1 can only come from a debt remembered via scratch
+        return m.filter((pl.col("subrun") > 1) & (pl.col("round") == 1)).height
+
+    assert claims_in_later_subruns(True) > 0
+    assert claims_in_later_subruns(False) == 0
