@@ -273,3 +273,35 @@ class PlainNegotiator:
     async def end_subrun(self, recap: SubrunRecap, scratch: Scratch | None) -> None:
         if self._end:
             self._end(recap, scratch)
+
+
+def install_backends(monkeypatch, negotiators=None, solvers=None) -> None:
+    """Replace the "scripted"/"modeled" factories with per-worker test backends.
+
+    `negotiators` / `solvers` map a worker id to a zero-argument-free factory `f(worker_id)`;
+    workers not listed keep the real backend.
+    """
+    from mbb import arena as arena_mod
+
+    real_neg = arena_mod.NEGOTIATOR_BACKENDS["scripted"]
+    real_sol = arena_mod.SOLVER_BACKENDS["modeled"]
+
+    def neg_factory(arena, spec, rng):
+        make = (negotiators or {}).get(spec.id)
+        return make(spec.id) if make else real_neg(arena, spec, rng)
+
+    def sol_factory(arena, spec, rng):
+        make = (solvers or {}).get(spec.id)
+        return make(spec.id) if make else real_sol(arena, spec, rng)
+
+    monkeypatch.setitem(arena_mod.NEGOTIATOR_BACKENDS, "scripted", neg_factory)
+    monkeypatch.setitem(arena_mod.SOLVER_BACKENDS, "modeled", sol_factory)
+
+
+def rounds_of(events: list[dict[str, Any]]) -> dict[tuple[int, int], list[dict[str, Any]]]:
+    """(subrun, round) -> that round's events, in order."""
+    out: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
+    for e in events:
+        if e["subrun"] is not None and e["round"] is not None:
+            out[(e["subrun"], e["round"])].append(e)
+    return dict(out)
