@@ -583,13 +583,14 @@ class Arena:
                 budget_left=self.ledger.balances[w.id], spent=w.spent, windows=w.windows,
                 granted_s=w.granted_s, used_s=w.used_s, waited_s=w.waited_s, rounds=past)
             memory = w.scratch if c.memory.enabled else None
-            before = len(w.scratch.entries)
             try:
                 await w.negotiator.end_subrun(recap, memory)
             except Exception as exc:
                 self.backend_failure(w.id, "report", exc, "no after-action report")
-            for entry in w.scratch.entries[before:]:
-                self.emit(ev.ScratchWritten, w.id, entry=entry.kind, text=entry.text)
+            # from the scratch's journal: counting entries missed writes once old ones were dropped
+            for entry, dropped in w.scratch.drain():
+                self.emit(ev.ScratchWritten, w.id, entry=entry.kind, text=entry.text,
+                          dropped_chars=dropped)
         self.ledger.audit()
 
 
