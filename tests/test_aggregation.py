@@ -82,14 +82,14 @@ def elections(draw: st.DrawFn, max_n: int = 6, max_voters: int = 6):
     return candidates, ballots, bids
 
 
-@settings(FAST, max_examples=300)
+@settings(FAST, max_examples=100)
 @given(elections(max_n=7))
 def test_tie_break_order_is_bid_descending_then_queue_order(election) -> None:
     candidates, _, bids = election
     assert tie_break_order(candidates, bids) == ref_tiebreak(candidates, bids)
 
 
-@settings(FAST, max_examples=300)
+@settings(FAST, max_examples=200)
 @given(elections(max_n=6))
 def test_kemeny_matches_brute_force_over_all_permutations(election) -> None:
     candidates, ballots, bids = election
@@ -100,7 +100,7 @@ def test_kemeny_matches_brute_force_over_all_permutations(election) -> None:
     assert result.order == expected and result.rule == "kemeny"
 
 
-@settings(FAST, max_examples=15)
+@settings(FAST, max_examples=8)
 @given(elections(max_n=7, max_voters=4).filter(lambda e: len(e[0]) == 7))
 def test_kemeny_matches_brute_force_with_seven_candidates(election) -> None:
     candidates, ballots, bids = election
@@ -108,7 +108,7 @@ def test_kemeny_matches_brute_force_with_seven_candidates(election) -> None:
     assert kemeny(tb, ballots) == ref_kemeny(tb, ballots)
 
 
-@settings(FAST, max_examples=200)
+@settings(FAST, max_examples=100)
 @given(elections(max_n=6))
 def test_kemeny_disagreement_is_summed_kendall_tau(election) -> None:
     candidates, ballots, _ = election
@@ -117,7 +117,7 @@ def test_kemeny_disagreement_is_summed_kendall_tau(election) -> None:
     )
 
 
-@settings(FAST, max_examples=300)
+@settings(FAST, max_examples=150)
 @given(elections(max_n=7))
 def test_borda_matches_reference_with_ties_in_tie_break_order(election) -> None:
     candidates, ballots, bids = election
@@ -127,7 +127,7 @@ def test_borda_matches_reference_with_ties_in_tie_break_order(election) -> None:
     assert result.order == ref_borda(tb, ballots) and result.rule == "borda"
 
 
-@settings(FAST, max_examples=200)
+@settings(FAST, max_examples=100)
 @given(elections(max_n=7))
 def test_price_only_ignores_ballots(election) -> None:
     candidates, ballots, bids = election
@@ -135,7 +135,7 @@ def test_price_only_ignores_ballots(election) -> None:
     assert result.order == ref_tiebreak(candidates, bids) and result.rule == "price_only"
 
 
-@settings(FAST, max_examples=300)
+@settings(FAST, max_examples=150)
 @given(elections(max_n=6), st.booleans())
 def test_consensus_else_price(election, unanimous: bool) -> None:
     """A unanimous ballot order wins as is; any disagreement falls back to price order."""

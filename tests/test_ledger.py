@@ -67,7 +67,7 @@ ops = st.lists(
 )
 
 
-@settings(max_examples=200, deadline=None, database=None)
+@settings(max_examples=100, deadline=None, database=None)
 @given(ops)
 def test_any_sequence_of_operations_conserves_credits(seq) -> None:
     led = Ledger()
