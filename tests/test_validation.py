@@ -129,7 +129,7 @@ def _raise(*_a):
     raise Boom("backend exploded")
 
 
-def _misbehaving_backends(monkeypatch) -> None:
+def _misbehaving_backends(monkeypatch, concurrent: bool) -> None:
     revision = Declaration(bid=10**6, duration=45, position=1)
     negotiators = {
         "W1": lambda w: PlainNegotiator(
@@ -159,6 +159,16 @@ def _misbehaving_backends(monkeypatch) -> None:
         "W4": lambda w: PlainNegotiator(w, vote=_raise, end=_raise),
     }
     solvers = {w: (lambda x: FixedSolver(x, need=50, request=60)) for w in negotiators}
+
+    def concurrently(make):
+        def factory(w):
+            n = make(w)
+            n.concurrent = concurrent  # gathered within a phase (as LLM backends are)
+            return n
+
+        return factory
+
+    negotiators = {w: concurrently(make) for w, make in negotiators.items()}
     install_backends(monkeypatch, negotiators=negotiators, solvers=solvers)
 
 
@@ -170,9 +180,12 @@ def _first_round(r, kind):
     }
 
 
+@pytest.mark.parametrize("concurrent", [False, True], ids=["awaited", "gathered"])
 @pytest.mark.parametrize("bids", ["fixed", "revisable"])
-def test_every_invalid_action_is_recorded_repaired_and_the_run_continues(monkeypatch, bids):
-    _misbehaving_backends(monkeypatch)
+def test_every_invalid_action_is_recorded_repaired_and_the_run_continues(
+    monkeypatch, bids, concurrent
+):
+    _misbehaving_backends(monkeypatch, concurrent)
     cond = condition(
         {
             "workers": {"count": 4},
