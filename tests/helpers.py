@@ -144,6 +144,7 @@ def check_invariants(r: Run, cond: Condition) -> None:
         assert sorted(e["worker"] for e in evs if e["kind"] == "evaluation") == sorted(specs)
 
     check_ledger(r, cond)
+    check_rounds(r, cond)
 
 
 def check_ledger(r: Run, cond: Condition) -> None:
@@ -305,3 +306,80 @@ def rounds_of(events: list[dict[str, Any]]) -> dict[tuple[int, int], list[dict[s
         if e["subrun"] is not None and e["round"] is not None:
             out[(e["subrun"], e["round"])].append(e)
     return dict(out)
+
+
+def check_rounds(r: Run, cond: Condition) -> None:
+    """Each published schedule follows from the round's public record, and runs as published.
+
+    From the events alone: candidates (round_started minus declaration-phase withdrawals), the
+    final declarations (revisions included), the ballots and the bids give the schedule by the
+    condition's aggregation rule (validated against brute force in test_aggregation), its
+    allocations by the allocation rule; windows then run (or are dropped) in that order.
+    """
+    import statistics
+
+    from mbb.scheduling.aggregation import aggregate
+
+    mech, win = cond.mechanism, cond.windows
+    balance: dict[str, int] = {}
+    population = [s.id for s in cond.worker_specs()]
+    for e in r.events:  # balances as every declaration saw them
+        if e["kind"] == "subrun_started":
+            balance.update({w["worker"]: w["budget"] for w in e["workers"]})
+        elif e["kind"] == "payment":
+            balance[e["worker"]] = e["balance"]
+        elif e["kind"] == "declared":
+            assert 0 <= e["bid"] <= balance[e["worker"]], "bid outside 0..budget"
+            assert win.min_s <= e["duration"] <= win.max_s
+            assert e["position"] >= 1
+        elif e["kind"] == "message":
+            assert e["to"] is None or (e["to"] in population and e["to"] != e["worker"])
+
+    for key, rnd in rounds_of(r.events).items():
+        start = rnd[0]
+        assert start["kind"] == "round_started", key
+        sched_i = next((i for i, e in enumerate(rnd) if e["kind"] == "schedule_published"), None)
+        before = rnd if sched_i is None else rnd[:sched_i]
+        gone = {e["worker"] for e in before if e["kind"] == "withdrawn"}
+        cands = [w for w in start["candidates"] if w not in gone]
+        decl: dict[str, dict[str, Any]] = {}
+        for e in before:
+            if e["kind"] == "declared":
+                assert e["position"] <= len(start["candidates"])
+                decl[e["worker"]] = e
+        assert set(decl) == set(cands), key
+        if sched_i is None:
+            assert not cands and not [e for e in rnd if e["kind"].startswith("window_")]
+            continue
+        sched = rnd[sched_i]
+        ballots = {e["worker"]: e for e in before if e["kind"] == "ballot"}
+        assert list(ballots) == cands, "one ballot per candidate, in queue order"
+        for b in ballots.values():
+            assert sorted(b["ranking"]) == sorted(cands), "a ballot that is not a full ranking"
+            for x, a in zip(b["ranking"], b["allocations"], strict=True):
+                assert 0 <= a <= decl[x]["duration"]
+        bids = {w: decl[w]["bid"] for w in cands}
+        rankings = [ballots[w]["ranking"] for w in cands]
+        want = aggregate(mech.aggregation, cands, rankings, bids, exact_max=mech.kemeny_exact_max)
+        assert (sched["order"], sched["rule"]) == (want.order, want.rule), key
+        assert sched["bids"] == [bids[x] for x in want.order]
+        assert sched["ballots_unanimous"] == (len({tuple(x) for x in rankings}) == 1)
+        if mech.allocation == "declared":
+            alloc = [decl[x]["duration"] for x in want.order]
+        else:
+            alloc = [
+                min(
+                    decl[x]["duration"],
+                    int(
+                        statistics.median_low(
+                            b["allocations"][b["ranking"].index(x)] for b in ballots.values()
+                        )
+                    ),
+                )
+                for x in want.order
+            ]
+        assert sched["allocations"] == alloc
+        runs = [e for e in rnd[sched_i:] if e["kind"] in ("window_started", "window_dropped")]
+        assert [(e["position"], e["worker"], e["allocation"]) for e in runs] == [
+            (i + 1, x, a) for i, (x, a) in enumerate(zip(want.order, alloc, strict=True))
+        ], "windows did not run as published"
