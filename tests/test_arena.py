@@ -384,3 +384,67 @@ def test_declaration_with_explicit_fields_is_recorded_verbatim(monkeypatch) -> N
     assert b1["ranking"] == ["W2", "W1"] and b1["allocations"] == [40, 40]
     assert not r.of("invalid_action")
     check_invariants(r, cond)
+
+
+# --- the subrun's end conditions and other stated rules ---------------------------------------
+class IdleSolver(FixedSolver):
+    """Never asks for a window (nor withdraws)."""
+
+    async def next_action(self, view):
+        return None
+
+
+def test_idle_worker_is_withdrawn_when_the_resource_idles(monkeypatch) -> None:
+    """Stated rule: with the resource idle and nobody requesting, idle workers are withdrawn and
+    the subrun ends 'stalled'."""
+    install_backends(
+        monkeypatch,
+        negotiators={"W1": PlainNegotiator, "W2": PlainNegotiator},
+        solvers={
+            "W1": lambda w: IdleSolver(w, need=10, request=30),
+            "W2": lambda w: FixedSolver(w, need=50, request=60),
+        },
+    )
+    cond = condition({"workers": {"count": 2}, "subruns": 1})
+    r = run(cond)
+    assert [(e["worker"], e["reason"].split(":")[0]) for e in r.of("withdrawn")] == [("W1", "idle")]
+    assert r.of("subrun_ended")[0]["reason"] == "stalled"
+    assert {e["worker"]: e["outcome"] for e in r.of("evaluation")} == {
+        "W1": "withdrawn",
+        "W2": "completed",
+    }
+    check_invariants(r, cond)
+
+
+def test_max_rounds_stops_a_subrun_with_unfinished_workers() -> None:
+    cond = condition({"workers": {"count": 2}, "subruns": 2, "time": {"max_rounds_per_subrun": 1}})
+    r = run(cond)
+    assert [e["reason"] for e in r.of("subrun_ended")] == ["max_rounds", "max_rounds"]
+    assert [e["rounds"] for e in r.of("subrun_ended")] == [1, 1]
+    assert {e["outcome"] for e in r.of("evaluation")} == {"unfinished"}
+    check_invariants(r, cond)
+
+
+def test_zero_allocation_drops_the_window_and_the_worker_asks_again(monkeypatch) -> None:
+    """Ballots giving W1 no time (median 0): its window is dropped (reason zero_allocation),
+    it pays nothing for it and is back in the queue for the next round."""
+
+    def starve_w1(v):
+        alloc = {
+            c: 0 if (c == "W1" and v.round == 1) else v.declarations[c].duration
+            for c in v.candidates
+        }
+        return Ballot(ranking=tuple(v.candidates), allocations=alloc)
+
+    neg = {w: (lambda x: PlainNegotiator(x, bid=10, vote=starve_w1)) for w in ("W1", "W2")}
+    sol = {w: (lambda x: FixedSolver(x, need=40, request=60)) for w in ("W1", "W2")}
+    install_backends(monkeypatch, negotiators=neg, solvers=sol)
+    cond = condition({"workers": {"count": 2}, "subruns": 1})
+    r = run(cond)
+    dropped = r.of("window_dropped")
+    assert [(e["worker"], e["reason"], e["round"]) for e in dropped] == [
+        ("W1", "zero_allocation", 1)
+    ]
+    assert [(e["worker"], e["round"]) for e in r.of("payment")] == [("W2", 1), ("W1", 2)]
+    assert r.of("round_started")[1]["candidates"] == ["W1"]
+    check_invariants(r, cond)
