@@ -125,7 +125,12 @@ def test_worker_terminated_while_waiting_pays_nothing(monkeypatch) -> None:
 
 # --- 2. early release hands over at once ----------------------------------------------------------
 def _check_back_to_back(events) -> int:
-    """Consecutive windows of a round are back to back; returns how many early ends were seen."""
+    """Consecutive windows of a round are back to back; returns how many early ends were seen.
+
+    Reading: "at once" means the next window_started carries exactly the clock value of the
+    previous window_ended (compared with ==); start + used from the event reproduces it up to
+    float rounding of the sum (1e-9 s), since `used` is recorded unrounded.
+    """
     early = 0
     for rnd in rounds_of(events).values():
         ws = _windows_in_order(rnd)
