@@ -535,22 +535,25 @@ class Arena:
         except Exception as exc:
             self.backend_failure(holder, "execution", exc, "window forfeited at its start")
             used, completed, released = 0.0, False, True
-        end = start + used
+        # a window run to its hard end ends exactly there (no float drift past the deadline)
+        end = hard_end if used >= hard_end - start else start + used
         self.advance_to(end, holder)
         w.windows += 1
         w.granted_s += allocation
         w.used_s += used
         record.used[holder] = used
         progress = round(getattr(w.solver, "progress", 0.0), 4)
+        # reaching the deadline terminates the holder, also when its allocation ends exactly there
         if completed:
             why = "completed"
+        elif end >= w.spec.deadline_s:
+            why = "deadline"
         elif released:
             why = "released"
-        elif end >= w.spec.deadline_s - 1e-9 and hard_end < start + allocation:
-            why = "deadline"
         else:
             why = "allocation"
-        self.emit(ev.WindowEnded, holder, position=pos, start=start, used=round(used, 3),
+        # `used` unrounded: start + used must reproduce the clock (the next window's start)
+        self.emit(ev.WindowEnded, holder, position=pos, start=start, used=used,
                   allocation=allocation, reason=why, progress=progress)
         if completed:
             w.status = "completed"
@@ -580,13 +583,14 @@ class Arena:
                 budget_left=self.ledger.balances[w.id], spent=w.spent, windows=w.windows,
                 granted_s=w.granted_s, used_s=w.used_s, waited_s=w.waited_s, rounds=past)
             memory = w.scratch if c.memory.enabled else None
-            before = len(w.scratch.entries)
             try:
                 await w.negotiator.end_subrun(recap, memory)
             except Exception as exc:
                 self.backend_failure(w.id, "report", exc, "no after-action report")
-            for entry in w.scratch.entries[before:]:
-                self.emit(ev.ScratchWritten, w.id, entry=entry.kind, text=entry.text)
+            # from the scratch's journal: counting entries missed writes once old ones were dropped
+            for entry, dropped in w.scratch.drain():
+                self.emit(ev.ScratchWritten, w.id, entry=entry.kind, text=entry.text,
+                          dropped_chars=dropped)
         self.ledger.audit()
 
 

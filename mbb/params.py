@@ -314,7 +314,10 @@ def _read_yaml_with_extends(path: Path, chain: tuple[Path, ...]) -> dict[str, An
         return data
     if not isinstance(parent, str):
         raise ParamsError(f"{label}: extends: must be a file name, got {parent!r}")
-    base = _read_yaml_with_extends(path.parent / parent, (*chain, path.resolve()))
+    parent_path = path.parent / parent
+    if not parent_path.is_file():  # name the file that holds the bad `extends`, not only the target
+        raise ParamsError(f"{label}: extends: no such params file {str(parent_path)!r}")
+    base = _read_yaml_with_extends(parent_path, (*chain, path.resolve()))
     return deep_merge(base, data)
 
 

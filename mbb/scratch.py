@@ -23,6 +23,8 @@ class ScratchEntry:
 class Scratch:
     max_chars: int
     entries: list[ScratchEntry] = field(default_factory=list)
+    # every write since the last `drain`: (entry as stored, chars of older entries it dropped)
+    journal: list[tuple[ScratchEntry, int]] = field(default_factory=list, repr=False)
 
     @property
     def chars(self) -> int:
@@ -32,11 +34,18 @@ class Scratch:
         """Append an entry; returns how many characters of older entries were dropped to fit."""
         if len(text) > self.max_chars:
             text = text[: self.max_chars]
-        self.entries.append(ScratchEntry(kind, subrun, text))
+        entry = ScratchEntry(kind, subrun, text)
+        self.entries.append(entry)
         dropped = 0
         while self.chars > self.max_chars and len(self.entries) > 1:
             dropped += len(self.entries.pop(0).text)
+        self.journal.append((entry, dropped))
         return dropped
+
+    def drain(self) -> list[tuple[ScratchEntry, int]]:
+        """The writes since the last drain, oldest first (the arena records each as an event)."""
+        out, self.journal = self.journal, []
+        return out
 
     def of_kind(self, kind: str) -> list[ScratchEntry]:
         return [e for e in self.entries if e.kind == kind]

@@ -1,0 +1,125 @@
+"""The event log: schema round-trip, crash-safe reading, kinds, and the failure record."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers import condition
+from pydantic import ValidationError
+
+from mbb import events as ev
+from mbb.arena import run_condition
+
+SMALL = {"name": "ev", "workers": {"count": 3}, "subruns": 2, "deadline": {"minutes": 6}}
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("events")
+    res = run_condition(condition(SMALL), 7, out)
+    return res
+
+
+def test_events_round_trip_through_the_schema(run_dir) -> None:
+    """events.jsonl -> parse_events -> model_dump_json gives back the very same lines."""
+    lines = ev.read_lines(run_dir.out_dir / "events.jsonl")
+    assert lines == run_dir.log.lines and len(lines) > 30
+    parsed = ev.parse_events(lines)
+    assert [p.model_dump_json() for p in parsed] == lines
+    assert [type(p) for p in parsed] == [ev.EVENT_KINDS[ev.kind_of(ln)] for ln in lines]
+    assert {p.v for p in parsed} == {ev.SCHEMA_VERSION}
+    assert {p.run_id for p in parsed} == {run_dir.run_id}
+
+
+def test_kind_of_reads_the_kind_prefix(run_dir) -> None:
+    for line in run_dir.log.lines:
+        assert line.startswith('{"kind":"')
+        assert ev.kind_of(line) == json.loads(line)["kind"]
+    assert sum(len(v) for v in run_dir.log.by_kind.values()) == len(run_dir.log.lines)
+    for kind, lines in run_dir.log.by_kind.items():
+        assert {ev.kind_of(ln) for ln in lines} == {kind}
+
+
+def test_read_events_yields_dicts(run_dir) -> None:
+    records = list(ev.read_events(run_dir.out_dir / "events.jsonl"))
+    assert [r["seq"] for r in records] == list(range(len(records)))
+
+
+@pytest.mark.parametrize(
+    ("tail", "kept"),
+    [("", 3), ('{"kind":"run_en', 3), ('{"kind":"run_ended","v":1}', 3), ("\n", 3)],
+    ids=["clean", "partial", "unterminated-json", "blank-line"],
+)
+def test_read_lines_drops_a_partial_trailing_line(tmp_path, run_dir, tail, kept) -> None:
+    lines = run_dir.log.lines[:3]
+    path = tmp_path / "events.jsonl"
+    path.write_text("\n".join(lines) + "\n" + tail, encoding="utf-8")
+    assert ev.read_lines(path) == lines[:kept]
+
+
+def test_read_lines_of_an_empty_file(tmp_path) -> None:
+    (tmp_path / "e.jsonl").write_text("")
+    assert ev.read_lines(tmp_path / "e.jsonl") == []
+
+
+def test_every_event_class_has_a_unique_kind() -> None:
+    kinds = [cls.model_fields["kind"].default for cls in ev.EVENT_KINDS.values()]
+    assert len(kinds) == len(set(kinds)) == 20
+    assert all(k == cls.model_fields["kind"].default for k, cls in ev.EVENT_KINDS.items())
+
+
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        lambda d: d.update(kind="teleported"),
+        lambda d: d.update(surprise=1),
+        lambda d: d.pop("run_id"),
+        lambda d: d.update(seq=-1),
+        lambda d: d.update(t=-0.5),
+    ],
+    ids=["unknown-kind", "extra-field", "missing-field", "negative-seq", "negative-t"],
+)
+def test_schema_rejects_malformed_events(run_dir, mutate) -> None:
+    d = json.loads(run_dir.log.lines[1])
+    mutate(d)
+    with pytest.raises(ValidationError):
+        ev.parse_events([json.dumps(d)])
+
+
+def test_event_log_writes_each_line_as_it_happens(tmp_path) -> None:
+    path = tmp_path / "run" / "events.jsonl"
+    log = ev.EventLog("r", path)
+    log.t, log.subrun = 12.5, 1
+    e0 = log.emit(ev.Requested, "W1", duration=30)
+    assert ev.read_lines(path) == [e0.model_dump_json()]  # flushed before close
+    e1 = log.emit(ev.Withdrawn, "W1", reason="done", t=13.0)
+    log.close()
+    assert (e0.seq, e1.seq, e0.t, e1.t, e1.subrun) == (0, 1, 12.5, 13.0, 1)
+    assert ev.read_lines(path) == log.lines
+
+
+def test_a_crashing_run_ends_with_a_failed_run_ended(tmp_path, monkeypatch) -> None:
+    """An exception outside the stated repair rules still leaves a valid, closed log."""
+    from mbb import arena as arena_mod
+
+    real = arena_mod.SOLVER_BACKENDS["modeled"]
+
+    def broken(arena, spec, rng):
+        solver = real(arena, spec, rng)
+
+        async def start_subrun(task, scratch):
+            raise RuntimeError("sandbox missing")
+
+        solver.start_subrun = start_subrun
+        return solver
+
+    monkeypatch.setitem(arena_mod.SOLVER_BACKENDS, "modeled", broken)
+    cond = condition(SMALL)
+    with pytest.raises(RuntimeError, match="sandbox missing"):
+        run_condition(cond, 0, tmp_path)
+    lines = ev.read_lines(tmp_path / "ev-seed0000" / "events.jsonl")
+    last = ev.parse_events(lines)[-1]
+    assert last.kind == "run_ended" and last.status == "failed"
+    assert "sandbox missing" in (last.error or "")
+    assert [json.loads(ln)["seq"] for ln in lines] == list(range(len(lines)))
