@@ -136,7 +136,8 @@ def _argv(
     for etc in _ETC_FILES:
         if Path(etc).exists():
             argv += ["--ro-bind", etc, etc]
-    argv += ["--proc", "/proc", "--dev", "/dev", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"]
+    argv += ["--proc", "/proc", "--dev", "/dev"]
+    argv += ["--perms", "1777", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"]
     if workspace is not None:
         argv += ["--bind", str(workspace), WORKSPACE, "--chdir", WORKSPACE]
     else:

@@ -37,7 +37,7 @@ __all__ = [
 ]
 
 REQUIRED_DEBIAN_PACKAGES: tuple[str, ...] = ("bubblewrap", "coreutils", "util-linux", "bsdextrautils")
-SPEC_VERSION = 1  # bump when generators or screening change: every cached task is rebuilt
+SPEC_VERSION = 2  # bump when generators or screening change: every cached task is rebuilt
 MIN_TESTS = 30
 _DOCS_MAX = 20_000
 _DRIVER = r"""
