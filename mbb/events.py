@@ -226,7 +226,7 @@ class CommandRun(_EventBase):
 
 
 class HiddenTestResult(_EventBase):
-    """One hidden test of an evaluation: expected vs. actual exit code and whether stdout matched."""
+    """One hidden test of an evaluation: expected vs. actual exit code, and stdout match."""
 
     kind: Literal["test_result"] = "test_result"
     task: str

@@ -138,9 +138,13 @@ class OracleSolver:
     def _plan(self, src: Path, samples: tuple[str, ...]) -> list[_Step]:
         t = self.tools
         assert t is not None
-        steps = [_Step("observe:help", "observe", lambda: self._observe("help", "./reference --help"))]
+        steps = [
+            _Step("observe:help", "observe", lambda: self._observe("help", "./reference --help"))
+        ]
         for i, s in enumerate(samples[:2]):
-            steps.append(_Step(f"observe:{i}", "observe", lambda i=i, s=s: self._observe(str(i), s)))
+            steps.append(
+                _Step(f"observe:{i}", "observe", lambda i=i, s=s: self._observe(str(i), s))
+            )
         files = sorted(p for p in src.iterdir() if p.is_file())
         files.sort(key=lambda p: p.name == "compile.sh")  # the build script last
         for p in files:
@@ -161,7 +165,12 @@ class OracleSolver:
     def _selftest(self, key: str, command: str) -> ToolResult:
         assert self.tools is not None
         r = self.tools.bash(command.replace("./reference", "./executable"))
-        if not r.killed and not r.refused and key in self.observed and r.output != self.observed[key]:
+        if (
+            not r.killed
+            and not r.refused
+            and key in self.observed
+            and r.output != self.observed[key]
+        ):
             self.tools.memory(f"{self.task_id}: self-test {key} differs from the reference")
         return r
 

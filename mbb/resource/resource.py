@@ -173,7 +173,7 @@ class ExecutionResource:
     def run(
         self, worker: str, command: str, *, tool: str = "bash", stdin: bytes = b""
     ) -> CommandResult:
-        """Run `command` (bash) for `worker` if it holds the resource; otherwise refuse, recorded."""
+        """Run `command` (bash) for `worker` if it holds the resource; else refuse (recorded)."""
         w = self._window
         if w is None or w.grant.worker != worker:
             holder = w.grant.worker if w else None

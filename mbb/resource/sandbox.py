@@ -11,6 +11,7 @@ execute-only files stay unreadable.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import shutil
@@ -28,9 +29,9 @@ __all__ = [
     "SANDBOX_UID",
     "WORKSPACE",
     "Bind",
+    "SandboxLimits",
     "SandboxResult",
     "SandboxUnavailable",
-    "SandboxLimits",
     "bwrap_path",
     "chown_tree",
     "run_sandboxed",
@@ -68,6 +69,9 @@ class SandboxLimits:
     wall_s: float = 60.0  # wall-clock cap when the caller gives no tighter one
 
 
+DEFAULT_LIMITS = SandboxLimits()
+
+
 @dataclass(frozen=True, slots=True)
 class Bind:
     """A host path shown inside the sandbox (read-only unless `writable`)."""
@@ -100,7 +104,8 @@ def bwrap_path() -> str:
         )
     if os.geteuid() == 0 and not Path("/usr/bin/setpriv").exists():
         raise SandboxUnavailable(
-            "setpriv is missing (needed to drop root inside the sandbox): apt-get install -y util-linux"
+            "setpriv is missing (needed to drop root inside the sandbox): "
+            "apt-get install -y util-linux"
         )
     return path
 
@@ -184,10 +189,8 @@ def _drain(pipe, cap: int, out: list[bytes], counts: list[int], flags: dict[str,
     except (OSError, ValueError):
         pass
     finally:
-        try:
+        with contextlib.suppress(OSError):
             pipe.close()
-        except OSError:
-            pass
 
 
 def run_sandboxed(
@@ -197,7 +200,7 @@ def run_sandboxed(
     stdin: bytes = b"",
     binds: Sequence[Bind] = (),
     hide: Sequence[str] = (),
-    limits: SandboxLimits = SandboxLimits(),
+    limits: SandboxLimits = DEFAULT_LIMITS,
     timeout_s: float | None = None,
     env: Mapping[str, str] | None = None,
 ) -> SandboxResult:
@@ -211,15 +214,19 @@ def run_sandboxed(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,
-        preexec_fn=lambda: _preexec(limits),  # noqa: PLW1509 - rlimits must be set before exec
+        preexec_fn=lambda: _preexec(limits),
     )
     outs: list[bytes] = []
     errs: list[bytes] = []
     out_n, err_n = [0], [0]
     flags = {"truncated": False}
     readers = [
-        threading.Thread(target=_drain, args=(proc.stdout, limits.output_bytes, outs, out_n, flags)),
-        threading.Thread(target=_drain, args=(proc.stderr, limits.output_bytes, errs, err_n, flags)),
+        threading.Thread(
+            target=_drain, args=(proc.stdout, limits.output_bytes, outs, out_n, flags)
+        ),
+        threading.Thread(
+            target=_drain, args=(proc.stderr, limits.output_bytes, errs, err_n, flags)
+        ),
     ]
     for r in readers:
         r.daemon = True
@@ -265,10 +272,8 @@ def run_sandboxed(
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:
     """SIGKILL bwrap's whole group; --die-with-parent then takes the pid namespace down with it."""
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
     try:
         proc.wait(timeout=5)
     except subprocess.TimeoutExpired:

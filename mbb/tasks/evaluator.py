@@ -25,7 +25,14 @@ from typing import Any
 from mbb.agents.base import EvaluationResult
 from mbb.events import CommandRun, HiddenTestResult
 from mbb.resource.resource import hidden_paths
-from mbb.resource.sandbox import WORKSPACE, Bind, SandboxLimits, chown_tree, run_sandboxed
+from mbb.resource.sandbox import (
+    DEFAULT_LIMITS,
+    WORKSPACE,
+    Bind,
+    SandboxLimits,
+    chown_tree,
+    run_sandboxed,
+)
 from mbb.tasks.suite import BuiltTask, HiddenTest
 
 __all__ = ["Evaluation", "evaluate_reference", "evaluate_submission"]
@@ -175,7 +182,7 @@ def evaluate_submission(
     *,
     worker: str | None = None,
     emit: Emit | None = None,
-    limits: SandboxLimits = SandboxLimits(),
+    limits: SandboxLimits = DEFAULT_LIMITS,
     scratch_root: Path | None = None,
     parallel: int = 2,
 ) -> Evaluation:
@@ -198,29 +205,47 @@ def evaluate_submission(
             notes.append("no compile.sh")
             return _finish(task, failed, False, False, None, t0, notes, worker, emit)
         c = run_sandboxed(
-            ["/bin/bash", "compile.sh"], workspace=ev, hide=hide, limits=limits,
+            ["/bin/bash", "compile.sh"],
+            workspace=ev,
+            hide=hide,
+            limits=limits,
             timeout_s=COMPILE_TIMEOUT_S,
         )
         if emit is not None:
             emit(
-                CommandRun, worker=worker, tool="compile", command="bash compile.sh",
-                exit_code=c.exit_code, runtime=c.wall_s, stdout_bytes=c.stdout_bytes,
-                stderr_bytes=c.stderr_bytes, truncated=c.truncated, killed=c.killed,
+                CommandRun,
+                worker=worker,
+                tool="compile",
+                command="bash compile.sh",
+                exit_code=c.exit_code,
+                runtime=c.wall_s,
+                stdout_bytes=c.stdout_bytes,
+                stderr_bytes=c.stderr_bytes,
+                truncated=c.truncated,
+                killed=c.killed,
                 reason="evaluation",
             )
         exe_hash = _hash(ev / "executable")
         if c.exit_code != 0 or exe_hash is None:
             notes.append(
-                f"compile.sh exit {c.exit_code}; executable {'missing' if exe_hash is None else 'ok'}"
+                f"compile.sh exit {c.exit_code}; "
+                f"executable {'missing' if exe_hash is None else 'ok'}"
                 f"; stderr: {c.stderr.decode('utf-8', 'replace')[-500:]}"
             )
         if exe_hash is None:
             return _finish(task, failed, False, False, None, t0, notes, worker, emit)
         rows, tampered = _run_tests(
-            task, tests, ev, [], hide, limits, lambda: _hash(ev / "executable") == exe_hash,
+            task,
+            tests,
+            ev,
+            [],
+            hide,
+            limits,
+            lambda: _hash(ev / "executable") == exe_hash,
             parallel,
         )
-        return _finish(task, rows, tampered, True, exe_hash, t0, notes, worker, emit)
+        compiled = c.exit_code == 0
+        return _finish(task, rows, tampered, compiled, exe_hash, t0, notes, worker, emit)
     finally:
         shutil.rmtree(base, ignore_errors=True)
 

@@ -78,7 +78,9 @@ class SolverTools:
         self.released = False
 
     def read(self, path: str) -> ToolResult:
-        return ToolResult.of(self.resource.run(self.worker, f"cat -- {shlex.quote(path)}", tool="read"))
+        return ToolResult.of(
+            self.resource.run(self.worker, f"cat -- {shlex.quote(path)}", tool="read")
+        )
 
     def write(self, path: str, text: str) -> ToolResult:
         q = shlex.quote(path)
@@ -100,8 +102,14 @@ class SolverTools:
 
     def bash(self, command: str, *, tool: str = "bash") -> ToolResult:
         r = self.resource.run(self.worker, command, tool=tool)
-        return ToolResult(r.ok, r.stdout + (r.stderr if r.stderr else ""), None if r.ok else
-                          ToolResult.of(r).error, r.runtime_s, r.killed, r.refused)
+        return ToolResult(
+            r.ok,
+            r.stdout + (r.stderr if r.stderr else ""),
+            None if r.ok else ToolResult.of(r).error,
+            r.runtime_s,
+            r.killed,
+            r.refused,
+        )
 
     def memory(self, text: str) -> ToolResult:
         """Write a note to scratch: free, and allowed outside the window."""
@@ -109,8 +117,14 @@ class SolverTools:
         if self.scratch is not None:
             dropped = self.scratch.write("note", self.subrun, text)
         if self.emit is not None:
-            self.emit(ScratchWritten, worker=self.worker, entry="note", text=text,
-                      dropped_chars=dropped, accepted=accepted)
+            self.emit(
+                ScratchWritten,
+                worker=self.worker,
+                entry="note",
+                text=text,
+                dropped_chars=dropped,
+                accepted=accepted,
+            )
         return ToolResult(accepted, "", None if accepted else "scratch memory is off", 0.0)
 
     def release(self) -> float:

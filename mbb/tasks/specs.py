@@ -14,11 +14,63 @@ from dataclasses import dataclass
 
 __all__ = ["TASK_SPECS", "TaskSpec", "TestInput"]
 
-WORDS = (
-    "alpha beta gamma delta eps zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma "
-    "tau upsilon phi chi psi omega red green blue cat dog fox owl a b c x y z foo bar baz qux "
-    "one two three 42 7 1000 -3 3.14 hello world data log err ok"
-).split()
+WORDS = [
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "eps",
+    "zeta",
+    "eta",
+    "theta",
+    "iota",
+    "kappa",
+    "lambda",
+    "mu",
+    "nu",
+    "xi",
+    "omicron",
+    "pi",
+    "rho",
+    "sigma",
+    "tau",
+    "upsilon",
+    "phi",
+    "chi",
+    "psi",
+    "omega",
+    "red",
+    "green",
+    "blue",
+    "cat",
+    "dog",
+    "fox",
+    "owl",
+    "a",
+    "b",
+    "c",
+    "x",
+    "y",
+    "z",
+    "foo",
+    "bar",
+    "baz",
+    "qux",
+    "one",
+    "two",
+    "three",
+    "42",
+    "7",
+    "1000",
+    "-3",
+    "3.14",
+    "hello",
+    "world",
+    "data",
+    "log",
+    "err",
+    "ok",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +107,9 @@ def _spaced_text(rng: random.Random) -> str:
     for _ in range(rng.randint(1, 10)):
         words = [rng.choice(WORDS) for _ in range(rng.randint(0, 7))]
         seps = [rng.choice([" ", " ", "  ", "\t", "   "]) for _ in words]
-        lines.append(rng.choice(["", " ", "\t"]) + "".join(w + s for w, s in zip(words, seps)))
+        lines.append(
+            rng.choice(["", " ", "\t"]) + "".join(w + s for w, s in zip(words, seps, strict=True))
+        )
     return "\n".join(lines) + ("\n" if rng.random() < 0.85 else "")
 
 
@@ -135,13 +189,19 @@ def gen_tr(rng: random.Random) -> TestInput:
         return TestInput((_tr_set(rng, rng.randint(1, 6)), _tr_set(rng, rng.randint(1, 6))), text)
     if mode == "upper":
         pair = rng.choice([("[:lower:]", "[:upper:]"), ("[:upper:]", "[:lower:]")])
-        return TestInput(pair, text.upper() if pair[0] == "[:upper:]" and rng.random() < 0.5 else text)
+        return TestInput(
+            pair, text.upper() if pair[0] == "[:upper:]" and rng.random() < 0.5 else text
+        )
     if mode == "delete":
         return TestInput(("-d", _tr_set(rng, rng.randint(1, 5))), text)
     if mode == "squeeze":
-        return TestInput(("-s", rng.choice([" ", "a-z", "lo", "[:digit:] "])), text.replace(" ", "  "))
+        return TestInput(
+            ("-s", rng.choice([" ", "a-z", "lo", "[:digit:] "])), text.replace(" ", "  ")
+        )
     if mode == "map_squeeze":
-        return TestInput(("-s", _tr_set(rng, rng.randint(1, 4)), rng.choice(["x", "-", "ab"])), text)
+        return TestInput(
+            ("-s", _tr_set(rng, rng.randint(1, 4)), rng.choice(["x", "-", "ab"])), text
+        )
     return TestInput(("-cd", rng.choice(["a-z\n", "[:digit:]\n", "aeiou \n", "a-f"])), text)
 
 
@@ -294,30 +354,57 @@ TASK_SPECS: dict[str, TaskSpec] = {
         TaskSpec("tac", "tac", "coreutils", 1, ("-s",), gen_tac, (_echo("a\\nb\\nc\\n"),)),
         TaskSpec("head", "head", "coreutils", 1, ("-n", "-c"), gen_head, (_echo("1\\n2\\n3\\n"),)),
         TaskSpec("tail", "tail", "coreutils", 1, ("-n", "-c"), gen_tail, (_echo("1\\n2\\n3\\n"),)),
-        TaskSpec("expand", "expand", "coreutils", 1, ("-t", "-i"), gen_expand, (_echo("a\\tb\\n"),)),
+        TaskSpec(
+            "expand", "expand", "coreutils", 1, ("-t", "-i"), gen_expand, (_echo("a\\tb\\n"),)
+        ),
         TaskSpec("base64", "base64", "coreutils", 1, ("-d", "-w"), gen_base64, (_echo("hi\\n"),)),
         TaskSpec("wc", "wc", "coreutils", 2, ("-l", "-w", "-c", "-L"), gen_wc, (_echo("a b\\n"),)),
         TaskSpec(
-            "nl", "nl", "coreutils", 2, ("-b", "-n", "-w", "-s", "-v", "-i"), gen_nl,
+            "nl",
+            "nl",
+            "coreutils",
+            2,
+            ("-b", "-n", "-w", "-s", "-v", "-i"),
+            gen_nl,
             (_echo("a\\n\\nb\\n"),),
         ),
         TaskSpec("fold", "fold", "coreutils", 2, ("-w", "-s"), gen_fold, (_echo("abcdefgh\\n"),)),
         TaskSpec(
-            "uniq", "uniq", "coreutils", 2, ("-c", "-d", "-u", "-i"), gen_uniq,
+            "uniq",
+            "uniq",
+            "coreutils",
+            2,
+            ("-c", "-d", "-u", "-i"),
+            gen_uniq,
             (_echo("a\\na\\nb\\n"),),
         ),
         TaskSpec(
-            "cut", "cut", "coreutils", 2, ("-f", "-d", "-s", "-c", "-b"), gen_cut,
+            "cut",
+            "cut",
+            "coreutils",
+            2,
+            ("-f", "-d", "-s", "-c", "-b"),
+            gen_cut,
             (_echo("a:b:c\\n") + " -d: -f2",),
         ),
         TaskSpec("factor", "factor", "coreutils", 2, (), gen_factor, ("./reference 12 97",)),
         TaskSpec("seq", "seq", "coreutils", 2, ("-s", "-w"), gen_seq, ("./reference 3",)),
         TaskSpec(
-            "column", "column", "bsdextrautils", 3, ("-t", "-s", "-o"), gen_column,
+            "column",
+            "column",
+            "bsdextrautils",
+            3,
+            ("-t", "-s", "-o"),
+            gen_column,
             (_echo("a bb\\nccc d\\n") + " -t",),
         ),
         TaskSpec(
-            "tr", "tr", "coreutils", 3, ("-d", "-s", "-c"), gen_tr,
+            "tr",
+            "tr",
+            "coreutils",
+            3,
+            ("-d", "-s", "-c"),
+            gen_tr,
             (_echo("hello\\n") + " a-z A-Z",),
         ),
     ]

@@ -36,7 +36,12 @@ __all__ = [
     "default_cache_dir",
 ]
 
-REQUIRED_DEBIAN_PACKAGES: tuple[str, ...] = ("bubblewrap", "coreutils", "util-linux", "bsdextrautils")
+REQUIRED_DEBIAN_PACKAGES: tuple[str, ...] = (
+    "bubblewrap",
+    "coreutils",
+    "util-linux",
+    "bsdextrautils",
+)
 SPEC_VERSION = 2  # bump when generators or screening change: every cached task is rebuilt
 MIN_TESTS = 30
 _DOCS_MAX = 20_000
@@ -90,8 +95,10 @@ class BuiltTask:
 
     def hidden_tests(self) -> list[HiddenTest]:
         rows = json.loads(self.tests_path.read_text())
-        return [HiddenTest(r["test_id"], tuple(r["args"]), r["stdin"], r["stdout"], r["exit_code"])
-                for r in rows]
+        return [
+            HiddenTest(r["test_id"], tuple(r["args"]), r["stdin"], r["stdout"], r["exit_code"])
+            for r in rows
+        ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,7 +216,7 @@ def _build_task(spec: TaskSpec, root: Path, seed: int, n_tests: int) -> bool:
     kept: list[dict] = []
     dropped = {"flaky": 0, "stub": 0, "timeout": 0, "duplicate": dup, "surplus": 0}
     options: set[str] = set()
-    for t, a, b in zip(cands, runs[0], runs[1]):
+    for t, a, b in zip(cands, runs[0], runs[1], strict=True):
         if a[0] is None or b[0] is None:
             dropped["timeout"] += 1
         elif a != b:
@@ -223,8 +230,13 @@ def _build_task(spec: TaskSpec, root: Path, seed: int, n_tests: int) -> bool:
 
             stdout = base64.b64decode(a[0]).decode("latin-1")
             kept.append(
-                {"test_id": f"t{len(kept):03d}", "args": list(t.args), "stdin": t.stdin,
-                 "stdout": stdout, "exit_code": a[1]}
+                {
+                    "test_id": f"t{len(kept):03d}",
+                    "args": list(t.args),
+                    "stdin": t.stdin,
+                    "stdout": stdout,
+                    "exit_code": a[1],
+                }
             )
             options.update(x for x in t.args if x in spec.options or x[:2] in spec.options)
     if len(kept) < MIN_TESTS:
@@ -234,10 +246,17 @@ def _build_task(spec: TaskSpec, root: Path, seed: int, n_tests: int) -> bool:
         )
     (tmp / "tests.json").write_text(json.dumps(kept, indent=0))
     meta = {
-        "task_id": spec.task_id, "program": spec.program, "package": spec.package,
-        "original": str(original), "difficulty": spec.difficulty,
-        "interface_size": len({o[:2] for o in options}), "n_tests": len(kept),
-        "dropped": dropped, "samples": list(spec.samples), "fingerprint": fp, "seed": seed,
+        "task_id": spec.task_id,
+        "program": spec.program,
+        "package": spec.package,
+        "original": str(original),
+        "difficulty": spec.difficulty,
+        "interface_size": len({o[:2] for o in options}),
+        "n_tests": len(kept),
+        "dropped": dropped,
+        "samples": list(spec.samples),
+        "fingerprint": fp,
+        "seed": seed,
     }
     (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
     shutil.rmtree(d, ignore_errors=True)
@@ -249,10 +268,18 @@ def _load_task(root: Path, task_id: str) -> BuiltTask:
     d = root / task_id
     m = json.loads((d / "meta.json").read_text())
     return BuiltTask(
-        task_id=task_id, program=m["program"], package=m["package"], original=m["original"],
-        reference=d / "reference", docs=(d / "docs.txt").read_text(), difficulty=m["difficulty"],
-        interface_size=m["interface_size"], n_tests=m["n_tests"], dropped=m["dropped"],
-        samples=tuple(m["samples"]), tests_path=d / "tests.json",
+        task_id=task_id,
+        program=m["program"],
+        package=m["package"],
+        original=m["original"],
+        reference=d / "reference",
+        docs=(d / "docs.txt").read_text(),
+        difficulty=m["difficulty"],
+        interface_size=m["interface_size"],
+        n_tests=m["n_tests"],
+        dropped=m["dropped"],
+        samples=tuple(m["samples"]),
+        tests_path=d / "tests.json",
     )
 
 

@@ -31,7 +31,9 @@ class Env:
     def __init__(self, root: Path, time_model: str = "virtual") -> None:
         self.log = EventLog("test", root / "events.jsonl")
         self.resource = ExecutionResource(
-            root / "res", emit=self.log.emit, time_model=time_model  # type: ignore[arg-type]
+            root / "res",
+            emit=self.log.emit,
+            time_model=time_model,  # type: ignore[arg-type]
         )
 
     def events(self, kind: str) -> list[dict]:

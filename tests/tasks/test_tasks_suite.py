@@ -46,7 +46,11 @@ def test_task_shape(suite, task_id):
 def test_oracle_scores_1_stub_and_empty_score_0_reference_passes(suite, task_id, env, tmp_path):
     task = suite[task_id]
     solver = make_oracle_solver(
-        "W1", suite=suite, resource=env.resource, emit=env.log.emit, time_model="virtual",
+        "W1",
+        suite=suite,
+        resource=env.resource,
+        emit=env.log.emit,
+        time_model="virtual",
         rng=random.Random(0),
     )
 
@@ -92,8 +96,11 @@ def test_seeded_generation_is_deterministic():
 def test_missing_reference_program_names_apt_get(tmp_path, monkeypatch):
     spec = TASK_SPECS["rev"]
     monkeypatch.setitem(
-        TASK_SPECS, "rev", type(spec)(**{**{f: getattr(spec, f) for f in spec.__slots__},
-                                         "program": "no-such-program-xyz"})
+        TASK_SPECS,
+        "rev",
+        type(spec)(
+            **{**{f: getattr(spec, f) for f in spec.__slots__}, "program": "no-such-program-xyz"}
+        ),
     )
     with pytest.raises(SuiteBuildError, match=r"apt-get install -y .*bsdextrautils"):
         build_suite(tmp_path / "c", tasks=["rev"])
