@@ -218,7 +218,7 @@ def evaluate_submission(
                 tool="compile",
                 command="bash compile.sh",
                 exit_code=c.exit_code,
-                runtime=c.wall_s,
+                runtime=0.0,  # evaluation is not charged to any window (and stays deterministic)
                 stdout_bytes=c.stdout_bytes,
                 stderr_bytes=c.stderr_bytes,
                 truncated=c.truncated,
