@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import resource
 import shutil
 import signal
 import subprocess
@@ -41,6 +40,8 @@ BWRAP_INSTALL = "apt-get install -y bubblewrap"
 WORKSPACE = "/workspace"  # where the holder's workspace appears inside the sandbox
 SANDBOX_UID = 2000  # unprivileged uid commands run as when the host runs as root
 SANDBOX_GID = 2000
+_BWRAP = "/usr/bin/bwrap"
+_PRLIMIT = "/usr/bin/prlimit"
 _ETC_FILES = ("/etc/alternatives", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d")
 _ENV = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
@@ -97,11 +98,13 @@ class SandboxResult:
 
 def bwrap_path() -> str:
     """The bubblewrap binary, or a clear error with the install command."""
-    path = shutil.which("bwrap") or ("/usr/bin/bwrap" if Path("/usr/bin/bwrap").exists() else None)
+    path = shutil.which("bwrap") or (_BWRAP if Path(_BWRAP).exists() else None)
     if path is None:
         raise SandboxUnavailable(
             f"bubblewrap (bwrap) is not installed; the execution resource needs it: {BWRAP_INSTALL}"
         )
+    if not Path(_PRLIMIT).exists():
+        raise SandboxUnavailable("prlimit is missing: apt-get install -y util-linux")
     if os.geteuid() == 0 and not Path("/usr/bin/setpriv").exists():
         raise SandboxUnavailable(
             "setpriv is missing (needed to drop root inside the sandbox): "
@@ -163,12 +166,17 @@ def _argv(
     return argv + list(command)
 
 
-def _preexec(limits: SandboxLimits) -> None:
-    resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s))
-    resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
-    resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+def _prlimit(limits: SandboxLimits) -> list[str]:
+    """rlimits via prlimit(1) exec'd in front of bwrap: no preexec_fn, so Popen can vfork."""
+    return [
+        _PRLIMIT,
+        f"--cpu={limits.cpu_s}",
+        f"--as={limits.memory_bytes}",
+        f"--nproc={limits.processes}",
+        f"--fsize={limits.file_bytes}",
+        "--core=0",
+        "--",
+    ]
 
 
 def _drain(pipe, cap: int, out: list[bytes], counts: list[int], flags: dict[str, bool]) -> None:
@@ -205,7 +213,7 @@ def run_sandboxed(
     env: Mapping[str, str] | None = None,
 ) -> SandboxResult:
     """Run `command` in a fresh sandbox; kill everything in it at `timeout_s` (wall seconds)."""
-    argv = _argv(command, workspace, binds, hide, limits, env)
+    argv = _prlimit(limits) + _argv(command, workspace, binds, hide, limits, env)
     timeout = limits.wall_s if timeout_s is None else max(0.0, min(timeout_s, limits.wall_s))
     t0 = time.monotonic()
     proc = subprocess.Popen(
@@ -214,7 +222,6 @@ def run_sandboxed(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,
-        preexec_fn=lambda: _preexec(limits),
     )
     outs: list[bytes] = []
     errs: list[bytes] = []

@@ -171,3 +171,13 @@ def test_params_file_loads():
 
     c = load_params(Path(__file__).resolve().parents[2] / "params" / "real_tasks_oracle.yaml")
     assert c.tasks.kind == "real" and c.workers.solver == "oracle" and c.time.model == "virtual"
+
+
+def test_missing_bubblewrap_names_the_install_command(monkeypatch, tmp_path):
+    from mbb.resource import sandbox
+    from mbb.resource.resource import ExecutionResource
+
+    monkeypatch.setattr(sandbox.shutil, "which", lambda name: None)
+    monkeypatch.setattr(sandbox, "_BWRAP", str(tmp_path / "no-bwrap"))
+    with pytest.raises(sandbox.SandboxUnavailable, match="apt-get install -y bubblewrap"):
+        ExecutionResource(tmp_path / "r")
