@@ -71,12 +71,13 @@ class CommandResult:
         return self.exit_code == 0 and not self.killed and not self.refused
 
 
-def hidden_paths(original: str) -> list[str]:
-    """The reference's original and whatever it resolves to: never visible to its worker."""
-    paths = [original]
-    real = os.path.realpath(original)
-    if real != original:
-        paths.append(real)
+def hidden_paths(*originals: str) -> list[str]:
+    """The reference's original(s) and what they resolve to: never visible to its worker."""
+    paths: list[str] = []
+    for original in originals:
+        for p in (original, os.path.realpath(original)):
+            if p not in paths:
+                paths.append(p)
     return paths
 
 
@@ -132,7 +133,9 @@ class ExecutionResource:
         task = self._tasks.get(worker)
         if task is None:
             return [], []
-        return [Bind(task.reference, f"{WORKSPACE}/reference")], hidden_paths(task.original)
+        return [Bind(task.reference, f"{WORKSPACE}/reference")], hidden_paths(
+            task.original, *task.also_hidden
+        )
 
     # --- windows ------------------------------------------------------------------------------
     @property

@@ -190,7 +190,7 @@ def evaluate_submission(
     t0 = time.monotonic()
     tests = task.hidden_tests()
     notes: list[str] = []
-    hide = hidden_paths(task.original)
+    hide = hidden_paths(task.original, *task.also_hidden)
     base = Path(tempfile.mkdtemp(prefix="mbb-eval-", dir=scratch_root))
     try:
         os.chmod(base, 0o700)

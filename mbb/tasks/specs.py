@@ -90,6 +90,7 @@ class TaskSpec:
     options: tuple[str, ...]  # the documented options the tests exercise
     generate: Callable[[random.Random], TestInput]
     samples: tuple[str, ...]  # shell snippets an agent might run to observe (not hidden tests)
+    also_hide: tuple[str, ...] = ()  # other programs that ARE the reference under another name
 
 
 def _line(rng: random.Random, lo: int = 0, hi: int = 8, sep: str = " ") -> str:
@@ -357,7 +358,16 @@ TASK_SPECS: dict[str, TaskSpec] = {
         TaskSpec(
             "expand", "expand", "coreutils", 1, ("-t", "-i"), gen_expand, (_echo("a\\tb\\n"),)
         ),
-        TaskSpec("base64", "base64", "coreutils", 1, ("-d", "-w"), gen_base64, (_echo("hi\\n"),)),
+        TaskSpec(
+            "base64",
+            "base64",
+            "coreutils",
+            1,
+            ("-d", "-w"),
+            gen_base64,
+            (_echo("hi\\n"),),
+            also_hide=("basenc",),  # `basenc --base64` is the same coreutils code
+        ),
         TaskSpec("wc", "wc", "coreutils", 2, ("-l", "-w", "-c", "-L"), gen_wc, (_echo("a b\\n"),)),
         TaskSpec(
             "nl",

@@ -42,7 +42,7 @@ REQUIRED_DEBIAN_PACKAGES: tuple[str, ...] = (
     "util-linux",
     "bsdextrautils",
 )
-SPEC_VERSION = 2  # bump when generators or screening change: every cached task is rebuilt
+SPEC_VERSION = 3  # bump when generators or screening change: every cached task is rebuilt
 MIN_TESTS = 30
 _DOCS_MAX = 20_000
 _DRIVER = r"""
@@ -84,6 +84,7 @@ class BuiltTask:
     program: str
     package: str
     original: str  # the reference's path on the host: hidden from the worker doing this task
+    also_hidden: tuple[str, ...]  # host paths of the same program under other names (hidden too)
     reference: Path  # execute-only copy in the cache, bind-mounted as ./reference
     docs: str
     difficulty: int
@@ -121,11 +122,18 @@ def default_cache_dir() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "mbb" / "tasks"
 
 
-def _find_original(spec: TaskSpec) -> Path:
+def _find_program(name: str) -> Path | None:
     for d in ("/usr/bin", "/bin", "/usr/sbin"):
-        p = Path(d) / spec.program
+        p = Path(d) / name
         if p.is_file() and os.access(p, os.X_OK):
             return p
+    return None
+
+
+def _find_original(spec: TaskSpec) -> Path:
+    found = _find_program(spec.program)
+    if found is not None:
+        return found
     raise SuiteBuildError(
         f"task {spec.task_id!r}: reference program {spec.program!r} (Debian package "
         f"{spec.package}) is not installed; install the suite's packages with: "
@@ -250,6 +258,7 @@ def _build_task(spec: TaskSpec, root: Path, seed: int, n_tests: int) -> bool:
         "program": spec.program,
         "package": spec.package,
         "original": str(original),
+        "also_hidden": [str(x) for x in map(_find_program, spec.also_hide) if x],
         "difficulty": spec.difficulty,
         "interface_size": len({o[:2] for o in options}),
         "n_tests": len(kept),
@@ -272,6 +281,7 @@ def _load_task(root: Path, task_id: str) -> BuiltTask:
         program=m["program"],
         package=m["package"],
         original=m["original"],
+        also_hidden=tuple(m["also_hidden"]),
         reference=d / "reference",
         docs=(d / "docs.txt").read_text(),
         difficulty=m["difficulty"],

@@ -351,3 +351,14 @@ def test_missing_results_count_as_failures(env, suite, tmp_path):
     ev = evaluate_submission(suite["rev"], d)
     assert ev.result.total == suite["rev"].n_tests and ev.result.passed == 0
     assert all(not r["passed"] for r in ev.rows)
+
+
+def test_same_program_under_another_name_hidden(env, suite):
+    """base64's twin `basenc --base64` is the same code: hidden from the base64 worker."""
+    env.resource.assign("W1", suite["base64"])
+    env.grant("W1")
+    assert "/usr/bin/basenc" in suite["base64"].also_hidden
+    r, ev = run(env, "printf hi | basenc --base64")
+    blocked(r, ev)
+    r, ev = run(env, "printf hi | ./reference")
+    assert r.ok and r.stdout == "aGk=\n"
