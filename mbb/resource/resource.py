@@ -3,7 +3,9 @@
 The arena grants windows; the resource enforces them. Each worker owns a workspace (only it is
 ever mounted, read-write, at /workspace), its task's reference is bind-mounted execute-only as
 ./reference and the reference's original on the system path is hidden. Every command — run,
-cut off or refused — is a `CommandRun` event.
+cut off or refused — is a `CommandRun` event. With `reference_mode="broker"`, ./reference is
+instead a client of a `ReferenceBroker` that runs the program outside the worker's sandbox, so
+not even LD_PRELOAD tricks can read it (see mbb.resource.broker).
 
 Time: with the `virtual` model every tool call costs a fixed, configurable number of seconds, so
 the arena's clock stays deterministic; a call that would not fit in what is left of the window
@@ -23,6 +25,7 @@ from typing import Any, Literal
 
 from mbb.agents.base import WindowGrant
 from mbb.events import CommandRun
+from mbb.resource.broker import ReferenceBroker
 from mbb.resource.sandbox import (
     SANDBOX_GID,
     SANDBOX_UID,
@@ -81,6 +84,18 @@ def hidden_paths(*originals: str) -> list[str]:
     return paths
 
 
+def _ensure_placeholder(ws: Path) -> None:
+    """Keep ./reference a plain file (the mount point), whatever the worker did to it."""
+    ph = ws / "reference"
+    if ph.is_symlink() or (ph.exists() and not ph.is_file()):
+        if ph.is_dir() and not ph.is_symlink():
+            shutil.rmtree(ph)
+        else:
+            ph.unlink()
+    if not ph.exists():
+        ph.touch(mode=0o444)
+
+
 @dataclass
 class _Window:
     grant: WindowGrant
@@ -96,11 +111,15 @@ class ExecutionResource:
     time_model: TimeModel = "virtual"
     costs: ToolCosts = field(default_factory=ToolCosts)
     limits: SandboxLimits = field(default_factory=SandboxLimits)
+    reference_mode: Literal["exec_only", "broker"] = "exec_only"
     _window: _Window | None = None
+    _brokers: dict[str, ReferenceBroker] = field(default_factory=dict)
     _tasks: dict[str, Any] = field(default_factory=dict)  # worker -> BuiltTask
 
     def __post_init__(self) -> None:
         bwrap_path()  # fail early, naming the install command
+        if self.reference_mode not in ("exec_only", "broker"):
+            raise ValueError(f"reference_mode must be exec_only or broker: {self.reference_mode!r}")
         if self.time_model not in ("virtual", "measured"):
             raise ValueError(f"time_model must be 'virtual' or 'measured', got {self.time_model!r}")
         self.root = Path(self.root)
@@ -119,12 +138,28 @@ class ExecutionResource:
         shutil.rmtree(ws, ignore_errors=True)
         ws.mkdir(parents=True)
         (ws / "docs.txt").write_text(task.docs)
-        (ws / "reference").touch(mode=0o444)  # mount point of the execute-only copy
+        _ensure_placeholder(ws)  # mount point of the execute-only copy (or broker client)
         if os.geteuid() == 0:
             for p in (ws, ws / "docs.txt"):
                 os.lchown(p, SANDBOX_UID, SANDBOX_GID)
         self._tasks[worker] = task
+        if self.reference_mode == "broker":
+            old = self._brokers.pop(worker, None)
+            if old is not None:
+                old.close()
+            self._brokers[worker] = ReferenceBroker(
+                self.root / "broker" / worker,
+                task.reference,
+                ws,
+                hide=hidden_paths(task.original, *task.also_hidden),
+            )
         return ws
+
+    def close(self) -> None:
+        """Stop the reference brokers (broker mode)."""
+        for b in self._brokers.values():
+            b.close()
+        self._brokers.clear()
 
     def task_of(self, worker: str) -> Any:
         return self._tasks.get(worker)
@@ -133,9 +168,10 @@ class ExecutionResource:
         task = self._tasks.get(worker)
         if task is None:
             return [], []
-        return [Bind(task.reference, f"{WORKSPACE}/reference")], hidden_paths(
-            task.original, *task.also_hidden
-        )
+        hide = hidden_paths(task.original, *task.also_hidden)
+        if worker in self._brokers:
+            return self._brokers[worker].binds(), hide
+        return [Bind(task.reference, f"{WORKSPACE}/reference")], hide
 
     # --- windows ------------------------------------------------------------------------------
     @property
@@ -196,6 +232,7 @@ class ExecutionResource:
         ws = self.workspace(worker)
         if not ws.exists():
             return self._refuse(worker, command, tool, "no_workspace")
+        _ensure_placeholder(ws)
         sr = run_sandboxed(
             ["/bin/bash", "-c", command],
             workspace=ws,

@@ -133,6 +133,7 @@ def _argv(
     hide: Sequence[str],
     limits: SandboxLimits,
     env: Mapping[str, str] | None,
+    workspace_writable: bool = True,
 ) -> list[str]:
     argv = [bwrap_path(), "--ro-bind", "/usr", "/usr"]
     for name in ("bin", "lib", "lib64", "sbin"):
@@ -147,9 +148,11 @@ def _argv(
     argv += ["--proc", "/proc", "--dev", "/dev"]
     argv += ["--perms", "1777", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"]
     if workspace is not None:
-        argv += ["--bind", str(workspace), WORKSPACE, "--chdir", WORKSPACE]
+        mode = "--bind" if workspace_writable else "--ro-bind"
+        argv += [mode, str(workspace), WORKSPACE, "--chdir", WORKSPACE]
     else:
         argv += ["--dir", WORKSPACE, "--chdir", WORKSPACE]
+    argv += ["--perms", "0755", "--dir", "/run"]  # for the reference broker's socket
     for b in binds:
         argv += ["--bind" if b.writable else "--ro-bind", str(b.src), b.dst]
     for path in hide:  # e.g. the reference's original: an empty, unreadable file in its place
@@ -211,9 +214,11 @@ def run_sandboxed(
     limits: SandboxLimits = DEFAULT_LIMITS,
     timeout_s: float | None = None,
     env: Mapping[str, str] | None = None,
+    workspace_writable: bool = True,
 ) -> SandboxResult:
     """Run `command` in a fresh sandbox; kill everything in it at `timeout_s` (wall seconds)."""
-    argv = _prlimit(limits) + _argv(command, workspace, binds, hide, limits, env)
+    argv = _prlimit(limits)
+    argv += _argv(command, workspace, binds, hide, limits, env, workspace_writable)
     timeout = limits.wall_s if timeout_s is None else max(0.0, min(timeout_s, limits.wall_s))
     t0 = time.monotonic()
     proc = subprocess.Popen(

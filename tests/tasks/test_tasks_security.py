@@ -362,3 +362,99 @@ def test_same_program_under_another_name_hidden(env, suite):
     blocked(r, ev)
     r, ev = run(env, "printf hi | ./reference")
     assert r.ok and r.stdout == "aGk=\n"
+
+
+DUMP_C = r"""
+#include <stdio.h>
+#include <string.h>
+__attribute__((constructor)) static void dump(void) {
+  FILE *m = fopen("/proc/self/maps", "r"); char l[512];
+  FILE *o = fopen("/workspace/dump.bin", "w");
+  while (m && o && fgets(l, sizeof l, m)) {
+    unsigned long a, b; char p[5];
+    if (sscanf(l, "%lx-%lx %4s", &a, &b, p) == 3 && p[0] == 'r' && strstr(l, "reference"))
+      fwrite((void *)a, 1, b - a, o);
+  }
+  if (o) fclose(o);
+}
+"""
+LD_PRELOAD_ATTACK = (
+    f"cat > d.c <<'X'\n{DUMP_C}\nX\n"
+    "gcc -shared -fPIC -o d.so d.c && printf 'abc\\n' | LD_PRELOAD=./d.so ./reference; "
+    "test -s dump.bin"
+)
+needs_gcc = pytest.mark.skipif(not Path("/usr/bin/gcc").exists(), reason="gcc not installed")
+
+
+@needs_gcc
+def test_known_gap_ld_preload_dumps_an_exec_only_reference(two, suite):
+    """Documents why broker mode exists: a 0111 copy is still mapped into a process the worker
+    controls, so a preloaded library can copy it out of memory."""
+    r, ev = run(two, LD_PRELOAD_ATTACK)
+    dump = (two.resource.workspace("W1") / "dump.bin").read_bytes()
+    assert r.ok and ev["exit_code"] == 0
+    assert suite["rev"].reference.read_bytes()[:4096] in dump  # the ELF header page leaks
+
+
+@pytest.fixture
+def broker(tmp_path, suite):
+    from conftest import Env
+
+    e = Env(tmp_path / "b")
+    e.resource = type(e.resource)(tmp_path / "b" / "res", emit=e.log.emit, reference_mode="broker")
+    e.resource.assign("W1", suite["rev"])
+    e.grant("W1")
+    yield e
+    e.resource.close()
+    e.log.close()
+
+
+def test_broker_reference_behaves_like_the_program(broker):
+    r, ev = run(broker, "printf 'abc\\nxy\\n' | ./reference")
+    assert r.ok and r.stdout == "cba\nyx\n"
+    r, ev = run(broker, "echo hi > f; ./reference f missing")
+    assert ev["exit_code"] == 1 and r.stdout == "ih\n" and "missing" in r.stderr
+    r, ev = run(broker, "./reference --help")
+    assert r.ok and "Usage" in r.stdout
+
+
+@needs_gcc
+def test_broker_blocks_ld_preload_dump(broker, suite):
+    r, ev = run(broker, LD_PRELOAD_ATTACK)
+    blocked(r, ev)  # nothing of the reference is mapped in the worker's processes
+    dump = broker.resource.workspace("W1") / "dump.bin"
+    ref = suite["rev"].reference.read_bytes()
+    assert not dump.exists() or ref[:4096] not in dump.read_bytes()
+
+
+def test_broker_reference_bytes_unreachable(broker, suite):
+    ref = suite["rev"].reference.read_bytes()
+    r, ev = run(broker, "cat ./reference; cat /usr/bin/rev; ls /opt /run")
+    blocked(r, ev)
+    assert ref[:64] not in r.stdout.encode("utf-8", "surrogateescape")
+    assert "ELF" not in r.stdout
+
+
+def test_broker_oracle_end_to_end(broker, suite):
+    import asyncio
+
+    from mbb.agents.base import TaskAssignment
+    from mbb.agents.oracle import make_oracle_solver
+
+    broker.resource.close_window("W1")
+    solver = make_oracle_solver(
+        "W1",
+        suite=suite,
+        resource=broker.resource,
+        emit=broker.log.emit,
+        time_model="virtual",
+        rng=None,
+    )
+
+    async def go():
+        await solver.start_subrun(TaskAssignment("tac", 0.0, 0), None)
+        await solver.run_window(broker.grant("W1", 300))
+        return await solver.evaluate()
+
+    assert asyncio.run(go()).score == 1.0
+    assert "a" in solver.observed["0"]  # the sample ran through the broker
