@@ -181,3 +181,30 @@ def test_missing_bubblewrap_names_the_install_command(monkeypatch, tmp_path):
     monkeypatch.setattr(sandbox, "_BWRAP", str(tmp_path / "no-bwrap"))
     with pytest.raises(sandbox.SandboxUnavailable, match="apt-get install -y bubblewrap"):
         ExecutionResource(tmp_path / "r")
+
+
+def test_oracle_under_measured_time(measured_env, suite):
+    env = measured_env
+    solver = make_oracle_solver(
+        "W1",
+        suite=suite,
+        resource=env.resource,
+        emit=env.log.emit,
+        time_model="measured",
+        rng=None,
+    )
+
+    async def go():
+        await solver.start_subrun(TaskAssignment("wc", 0.0, 0), None)
+        out = await solver.run_window(WindowGrant("W1", 0, 0, 0.0, 120, 120.0))
+        return out, await solver.evaluate()
+
+    out, result = asyncio.run(go())
+    assert out.completed and 0 < out.used_s < 60  # real seconds, far below the allocation
+    runtimes = [
+        e["runtime"]
+        for e in env.events("command")
+        if e["tool"] != "compile" or e["reason"] != "evaluation"
+    ]
+    assert all(r > 0 for r in runtimes)
+    assert result.score == 1.0
