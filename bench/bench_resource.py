@@ -7,6 +7,7 @@ Target: median overhead of `true` in the sandbox <= 30 ms.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import subprocess
@@ -49,11 +50,13 @@ def main() -> int:
         f"{time.monotonic() - t0:.2f}s"
     )
 
+    load = os.getloadavg()[0]
     b, s, o = overhead(args.n)
     verdict = "ok" if s <= 30 else "OVER TARGET"
     print(
         f"\n`true`, median of {args.n}: bare {b:.1f} ms, sandboxed {s:.1f} ms, "
-        f"overhead {o:.1f} ms (target: sandboxed <= 30 ms: {verdict})"
+        f"overhead {o:.1f} ms (target: sandboxed <= 30 ms: {verdict}; "
+        f"load average {load:.1f} on {os.cpu_count()} cores)"
     )
 
     print(f"\n{'task':<8} {'tests':>5} {'score':>5} {'eval_s':>7} {'ms/test':>8}")
