@@ -209,6 +209,35 @@ class Evaluated(_EventBase):
     outcome: Literal["completed", "terminated", "withdrawn", "unfinished"]
 
 
+class CommandRun(_EventBase):
+    """One command on the shared resource (or refused): what ran, for how long, how it ended."""
+
+    kind: Literal["command"] = "command"
+    tool: str = Field(description="bash | read | write | edit | compile | ... (who asked and why).")
+    command: str = Field(description="The command line (cut to 2,000 characters).")
+    exit_code: int | None = Field(description="None if refused or killed before it exited.")
+    runtime: float = Field(description="Seconds charged to the window (modeled or measured).")
+    stdout_bytes: int
+    stderr_bytes: int
+    truncated: bool = Field(description="Output beyond the capture limit was dropped.")
+    killed: bool = Field(description="Cut off at the window's hard end (or the wall cap).")
+    refused: bool = Field(False, description="Not run: the worker did not hold the resource.")
+    reason: str | None = None
+
+
+class HiddenTestResult(_EventBase):
+    """One hidden test of an evaluation: expected vs. actual exit code, and stdout match."""
+
+    kind: Literal["test_result"] = "test_result"
+    task: str
+    test: str
+    passed: bool
+    exit_code: int | None
+    expected_exit: int
+    stdout_match: bool
+    reason: str | None = None
+
+
 Event = Annotated[
     RunStarted
     | SubrunStarted
@@ -229,7 +258,9 @@ Event = Annotated[
     | Terminated
     | Completed
     | ScratchWritten
-    | Evaluated,
+    | Evaluated
+    | CommandRun
+    | HiddenTestResult,
     Field(discriminator="kind"),
 ]
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)

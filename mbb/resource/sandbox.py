@@ -1,0 +1,293 @@
+"""One sandboxed command: bubblewrap, a read-only system, one writable workspace, hard limits.
+
+The sandbox is built from nothing: only /usr (read-only, with the usual /bin, /lib symlinks), a
+few files of /etc, a private /proc, /dev and /tmp, and the caller's workspace at `/workspace`.
+Everything else on the host (other workspaces, the task cache with hidden tests, the project
+sources, /root) simply does not exist inside. There is no network (own, empty net namespace) and
+no way back out (own pid namespace, setsid, no capabilities). When the host runs as root, the
+command runs as an unprivileged uid so process-count limits apply (the kernel exempts root) and
+execute-only files stay unreadable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = [
+    "BWRAP_INSTALL",
+    "SANDBOX_GID",
+    "SANDBOX_UID",
+    "WORKSPACE",
+    "Bind",
+    "SandboxLimits",
+    "SandboxResult",
+    "SandboxUnavailable",
+    "bwrap_path",
+    "chown_tree",
+    "run_sandboxed",
+]
+
+BWRAP_INSTALL = "apt-get install -y bubblewrap"
+WORKSPACE = "/workspace"  # where the holder's workspace appears inside the sandbox
+SANDBOX_UID = 2000  # unprivileged uid commands run as when the host runs as root
+SANDBOX_GID = 2000
+_BWRAP = "/usr/bin/bwrap"
+_PRLIMIT = "/usr/bin/prlimit"
+_ETC_FILES = ("/etc/alternatives", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d")
+_ENV = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "HOME": WORKSPACE,
+    "TMPDIR": "/tmp",
+    "LC_ALL": "C",
+    "LANG": "C",
+    "TERM": "dumb",
+}
+
+
+class SandboxUnavailable(RuntimeError):
+    """bubblewrap (or setpriv when running as root) is missing: name the install command."""
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxLimits:
+    """Per-command limits; the defaults suit compiling and running small CLI programs."""
+
+    cpu_s: int = 30  # RLIMIT_CPU per process
+    memory_bytes: int = 1 << 30  # RLIMIT_AS per process
+    processes: int = 64  # RLIMIT_NPROC for the sandbox uid
+    file_bytes: int = 16 << 20  # RLIMIT_FSIZE: largest file a command may write
+    output_bytes: int = 64 << 10  # captured stdout / stderr each; beyond it: truncated, pipe closed
+    tmp_bytes: int = 64 << 20  # size of the private /tmp
+    wall_s: float = 60.0  # wall-clock cap when the caller gives no tighter one
+
+
+DEFAULT_LIMITS = SandboxLimits()
+
+
+@dataclass(frozen=True, slots=True)
+class Bind:
+    """A host path shown inside the sandbox (read-only unless `writable`)."""
+
+    src: Path
+    dst: str
+    writable: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxResult:
+    exit_code: int | None  # None when killed before exiting on its own
+    stdout: bytes
+    stderr: bytes
+    stdout_bytes: int  # bytes produced (before truncation)
+    stderr_bytes: int
+    truncated: bool
+    killed: bool  # hit the wall-clock cut-off and was killed
+    wall_s: float
+    signal: int | None = None  # terminating signal (negative returncode), if any
+    extra: dict[str, object] = field(default_factory=dict)
+
+
+def bwrap_path() -> str:
+    """The bubblewrap binary, or a clear error with the install command."""
+    path = shutil.which("bwrap") or (_BWRAP if Path(_BWRAP).exists() else None)
+    if path is None:
+        raise SandboxUnavailable(
+            f"bubblewrap (bwrap) is not installed; the execution resource needs it: {BWRAP_INSTALL}"
+        )
+    if not Path(_PRLIMIT).exists():
+        raise SandboxUnavailable("prlimit is missing: apt-get install -y util-linux")
+    if os.geteuid() == 0 and not Path("/usr/bin/setpriv").exists():
+        raise SandboxUnavailable(
+            "setpriv is missing (needed to drop root inside the sandbox): "
+            "apt-get install -y util-linux"
+        )
+    return path
+
+
+def chown_tree(path: Path) -> None:
+    """Give a workspace to the sandbox uid so commands inside may write it (root host only)."""
+    if os.geteuid() != 0:
+        return
+    for root, dirs, files in os.walk(path):
+        os.lchown(root, SANDBOX_UID, SANDBOX_GID)
+        for name in dirs + files:
+            p = os.path.join(root, name)
+            if name == "reference" and root == str(path):
+                continue  # the mount point placeholder of the execute-only reference stays root's
+            os.lchown(p, SANDBOX_UID, SANDBOX_GID)
+
+
+def _argv(
+    command: Sequence[str],
+    workspace: Path | None,
+    binds: Sequence[Bind],
+    hide: Sequence[str],
+    limits: SandboxLimits,
+    env: Mapping[str, str] | None,
+    workspace_writable: bool = True,
+) -> list[str]:
+    argv = [bwrap_path(), "--ro-bind", "/usr", "/usr"]
+    for name in ("bin", "lib", "lib64", "sbin"):
+        host = Path("/") / name
+        if host.is_symlink():
+            argv += ["--symlink", os.readlink(host), f"/{name}"]
+        elif host.exists():
+            argv += ["--ro-bind", str(host), f"/{name}"]
+    for etc in _ETC_FILES:
+        if Path(etc).exists():
+            argv += ["--ro-bind", etc, etc]
+    argv += ["--proc", "/proc", "--dev", "/dev"]
+    argv += ["--perms", "1777", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"]
+    if workspace is not None:
+        mode = "--bind" if workspace_writable else "--ro-bind"
+        argv += [mode, str(workspace), WORKSPACE, "--chdir", WORKSPACE]
+    else:
+        argv += ["--dir", WORKSPACE, "--chdir", WORKSPACE]
+    argv += ["--perms", "0755", "--dir", "/run"]  # for the reference broker's socket
+    for b in binds:
+        argv += ["--bind" if b.writable else "--ro-bind", str(b.src), b.dst]
+    for path in hide:  # e.g. the reference's original: an empty, unreadable file in its place
+        argv += ["--ro-bind", "/dev/null", path]
+    argv += ["--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
+    argv += ["--unshare-cgroup-try", "--hostname", "sandbox", "--die-with-parent", "--new-session"]
+    argv += ["--clearenv"]
+    for k, v in {**_ENV, **(env or {})}.items():
+        argv += ["--setenv", k, v]
+    if os.geteuid() == 0:
+        argv += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "/usr/bin/setpriv"]
+        argv += [f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_GID}", "--clear-groups"]
+        argv += ["--inh-caps=-all", "--bounding-set=-all", "--"]
+    return argv + list(command)
+
+
+def _prlimit(limits: SandboxLimits) -> list[str]:
+    """rlimits via prlimit(1) exec'd in front of bwrap: no preexec_fn, so Popen can vfork."""
+    return [
+        _PRLIMIT,
+        f"--cpu={limits.cpu_s}",
+        f"--as={limits.memory_bytes}",
+        f"--nproc={limits.processes}",
+        f"--fsize={limits.file_bytes}",
+        "--core=0",
+        "--",
+    ]
+
+
+def _drain(pipe, cap: int, out: list[bytes], counts: list[int], flags: dict[str, bool]) -> None:
+    """Read a pipe until EOF; past `cap` bytes, close it so a flooding writer dies of SIGPIPE."""
+    kept = 0
+    try:
+        while True:
+            chunk = pipe.read1(65536) if hasattr(pipe, "read1") else pipe.read(65536)
+            if not chunk:
+                break
+            counts[0] += len(chunk)
+            if kept < cap:
+                out.append(chunk[: cap - kept])
+                kept += min(len(chunk), cap - kept)
+            if counts[0] > cap:
+                flags["truncated"] = True
+                break
+    except (OSError, ValueError):
+        pass
+    finally:
+        with contextlib.suppress(OSError):
+            pipe.close()
+
+
+def run_sandboxed(
+    command: Sequence[str],
+    *,
+    workspace: Path | None = None,
+    stdin: bytes = b"",
+    binds: Sequence[Bind] = (),
+    hide: Sequence[str] = (),
+    limits: SandboxLimits = DEFAULT_LIMITS,
+    timeout_s: float | None = None,
+    env: Mapping[str, str] | None = None,
+    workspace_writable: bool = True,
+) -> SandboxResult:
+    """Run `command` in a fresh sandbox; kill everything in it at `timeout_s` (wall seconds)."""
+    argv = _prlimit(limits)
+    argv += _argv(command, workspace, binds, hide, limits, env, workspace_writable)
+    timeout = limits.wall_s if timeout_s is None else max(0.0, min(timeout_s, limits.wall_s))
+    t0 = time.monotonic()
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    outs: list[bytes] = []
+    errs: list[bytes] = []
+    out_n, err_n = [0], [0]
+    flags = {"truncated": False}
+    readers = [
+        threading.Thread(
+            target=_drain, args=(proc.stdout, limits.output_bytes, outs, out_n, flags)
+        ),
+        threading.Thread(
+            target=_drain, args=(proc.stderr, limits.output_bytes, errs, err_n, flags)
+        ),
+    ]
+    for r in readers:
+        r.daemon = True
+        r.start()
+
+    def feed() -> None:
+        try:
+            if stdin:
+                proc.stdin.write(stdin)  # type: ignore[union-attr]
+            proc.stdin.close()  # type: ignore[union-attr]
+        except (BrokenPipeError, OSError, ValueError):
+            pass
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    killed = False
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        killed = True
+        _kill(proc)
+    wall = time.monotonic() - t0
+    for r in readers:
+        r.join(timeout=5)
+    writer.join(timeout=1)
+    rc = proc.returncode
+    sig = -rc if rc is not None and rc < 0 else None
+    # bwrap reports the child's death by signal as 128+n; surface it as the signal too
+    if rc is not None and rc > 128 and not killed:
+        sig = rc - 128
+    return SandboxResult(
+        exit_code=None if killed else rc,
+        stdout=b"".join(outs),
+        stderr=b"".join(errs),
+        stdout_bytes=out_n[0],
+        stderr_bytes=err_n[0],
+        truncated=flags["truncated"],
+        killed=killed,
+        wall_s=wall,
+        signal=signal.SIGKILL if killed else sig,
+    )
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL bwrap's whole group; --die-with-parent then takes the pid namespace down with it."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
