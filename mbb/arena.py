@@ -119,8 +119,24 @@ def _scripted_negotiator(arena: Arena, spec: WorkerSpec, rng: np.random.Generato
     return make_scripted_negotiator(spec.id, spec.persona, rng)
 
 
-# Backends register here (the real-task and LLM packages add theirs on import).
-SOLVER_BACKENDS: dict[str, SolverFactory] = {"modeled": _modeled_solver}
+def _oracle_solver(arena: Arena, spec: WorkerSpec, rng: np.random.Generator) -> Solver:
+    import random
+
+    from mbb.agents.oracle import make_oracle_solver
+
+    resource, suite = arena.real_tasks()
+    return make_oracle_solver(
+        spec.id,
+        suite=suite,
+        resource=resource,
+        emit=arena.emit,
+        time_model=arena.condition.time.model,
+        rng=random.Random(int(rng.integers(2**31))),
+    )
+
+
+# Backends register here (the LLM package adds its own when imported).
+SOLVER_BACKENDS: dict[str, SolverFactory] = {"modeled": _modeled_solver, "oracle": _oracle_solver}
 NEGOTIATOR_BACKENDS: dict[str, NegotiatorFactory] = {"scripted": _scripted_negotiator}
 
 
@@ -129,6 +145,9 @@ class Arena:
         self.condition = condition
         self.seed = seed
         self.log = log
+        self.resource: Any = None  # the shared execution resource (real tasks only)
+        self.suite: Any = None
+        self._resource_tmp: Any = None
         self.rng = np.random.default_rng(np.random.SeedSequence(entropy=seed, spawn_key=(10**6,)))
         self.ledger = Ledger()
         specs = condition.worker_specs()
@@ -147,12 +166,46 @@ class Arena:
                 spec=spec,
                 negotiator=neg_factory(self, spec, worker_rng(seed, spec.index, 0)),
                 solver=sol_factory(self, spec, worker_rng(seed, spec.index, 1)),
-                scratch=Scratch(condition.memory.max_chars),
+                scratch=Scratch(condition.memory.max_chars, on_write=self._scratch_logger(spec.id)),
             )
             self.ledger.grant(spec.id, spec.budget)
         self.ids = list(self.workers)
         self.board = Board(readers=self.ids)
         self.t = 0.0
+
+    def _scratch_logger(self, worker: str) -> Callable[[Any, int], None]:
+        def log_write(entry: Any, dropped: int) -> None:
+            self.emit(
+                ev.ScratchWritten, worker, entry=entry.kind, text=entry.text, dropped_chars=dropped
+            )
+
+        return log_write
+
+    def real_tasks(self) -> tuple[Any, Any]:
+        """The task suite (built or loaded from its cache) and the sandboxed execution resource,
+        created once per run; workspaces live in the run folder (or a temporary one)."""
+        if self.resource is None:
+            import tempfile
+
+            from mbb.resource.resource import ExecutionResource
+            from mbb.tasks.suite import build_suite
+
+            self.suite = build_suite(tasks=self.condition.tasks.suite or None)
+            if self.log.path is not None:
+                root = self.log.path.parent / "resource"
+            else:
+                self._resource_tmp = tempfile.TemporaryDirectory(prefix="mbb-resource-")
+                root = Path(self._resource_tmp.name)
+            self.resource = ExecutionResource(
+                root, emit=self.emit, time_model=self.condition.time.model
+            )
+        return self.resource, self.suite
+
+    def close(self) -> None:
+        if self.resource is not None:
+            self.resource.close()
+        if self._resource_tmp is not None:
+            self._resource_tmp.cleanup()
 
     # --- small utilities -----------------------------------------------------------------------
     def emit(self, cls: type, worker: str | None = None, **fields: Any) -> Any:
@@ -220,6 +273,21 @@ class Arena:
         self.emit(ev.RunEnded, status="completed")
 
     def assign_tasks(self, subrun: int) -> dict[str, tuple[str, float]]:
+        if self.condition.tasks.kind == "real":
+            _, suite = self.real_tasks()
+            ids = suite.task_ids
+            n = len(self.ids)
+            how = self.condition.tasks.assignment
+            out = {}
+            for i, w in enumerate(self.ids):
+                if how == "rotate":
+                    tid = ids[(i + (subrun - 1) * n) % len(ids)]
+                elif how == "same":
+                    tid = ids[(subrun - 1) % len(ids)]
+                else:
+                    tid = ids[int(self.rng.integers(len(ids)))]
+                out[w] = (tid, 0.0)  # work is unknown on a real task
+            return out
         catalog = MODELED_TASKS
         if self.condition.tasks.suite:
             known = {t.task_id: t for t in MODELED_TASKS}
@@ -238,7 +306,10 @@ class Arena:
             else:
                 task = catalog[int(self.rng.integers(len(catalog)))]
             jitter = float(self.rng.lognormal(0.0, 0.15))
-            out[w] = (task.task_id, round(task.work_s * self.condition.tasks.work_scale * jitter, 1))
+            out[w] = (
+                task.task_id,
+                round(task.work_s * self.condition.tasks.work_scale * jitter, 1),
+            )
         return out
 
     async def run_subrun(self, subrun: int) -> None:
@@ -249,7 +320,13 @@ class Arena:
         tasks = self.assign_tasks(subrun)
         for w in self.workers.values():
             w.status, w.windows, w.granted_s, w.used_s, w.waited_s, w.spent = (
-                "active", 0, 0.0, 0.0, 0.0, 0)
+                "active",
+                0,
+                0.0,
+                0.0,
+                0.0,
+                0,
+            )
             w.requested_at = None
             w.task, w.work_s = tasks[w.id]
             if not c.memory.enabled:
@@ -272,8 +349,16 @@ class Arena:
         )
         for w in self.workers.values():
             memory = w.scratch if c.memory.enabled else None
-            await w.solver.start_subrun(TaskAssignment(w.task, w.work_s, subrun), memory)
-            await w.negotiator.start_subrun(subrun, memory)
+            try:
+                await w.solver.start_subrun(TaskAssignment(w.task, w.work_s, subrun), memory)
+            except Exception as exc:
+                self.backend_failure(w.id, "subrun start", exc, "withdrawn for this subrun")
+                w.status = "withdrawn"
+                self.emit(ev.Withdrawn, w.id, reason="solver failed to start the task")
+            try:
+                await w.negotiator.start_subrun(subrun, memory)
+            except Exception as exc:
+                self.backend_failure(w.id, "subrun start", exc, "negotiator starts with no memory")
         queue: list[str] = []
         past: list[PastRound] = []
         for w in self.ids:
@@ -292,8 +377,12 @@ class Arena:
                     for w in self.ids:
                         if self.workers[w].active:
                             self.workers[w].status = "withdrawn"
-                            self.emit(ev.Withdrawn, w, reason="idle: no request with the "
-                                      "resource idle (stated rule: withdraw)")
+                            self.emit(
+                                ev.Withdrawn,
+                                w,
+                                reason="idle: no request with the "
+                                "resource idle (stated rule: withdraw)",
+                            )
                     break
                 continue
             if rounds >= c.time.max_rounds_per_subrun:
@@ -308,8 +397,14 @@ class Arena:
         """Ask an idle solver what it wants: a window request, a withdrawal, or nothing yet."""
         w = self.workers[worker]
         c = self.condition
-        view = SolverView(worker, self.log.subrun or 0, self.t, w.spec.deadline_s,
-                          c.windows.min_s, c.windows.max_s)
+        view = SolverView(
+            worker,
+            self.log.subrun or 0,
+            self.t,
+            w.spec.deadline_s,
+            c.windows.min_s,
+            c.windows.max_s,
+        )
         try:
             action = await w.solver.next_action(view)
         except Exception as exc:
@@ -318,9 +413,18 @@ class Arena:
         if isinstance(action, Request):
             dur = max(c.windows.min_s, min(c.windows.max_s, action.duration))
             if dur != action.duration:
-                self.record_issues(worker, "request", [Issue(
-                    "duration", action.duration, "clamp",
-                    f"request must be within {c.windows.min_s}..{c.windows.max_s} s")])
+                self.record_issues(
+                    worker,
+                    "request",
+                    [
+                        Issue(
+                            "duration",
+                            action.duration,
+                            "clamp",
+                            f"request must be within {c.windows.min_s}..{c.windows.max_s} s",
+                        )
+                    ],
+                )
             w.wanted_s = dur
             w.requested_at = self.t
             queue.append(worker)
@@ -329,24 +433,44 @@ class Arena:
             w.status = "withdrawn"
             self.emit(ev.Withdrawn, worker, reason=action.reason)
 
-    def view(self, worker: str, subrun: int, rnd: int, turn: int, candidates: list[str],
-             declarations: dict[str, Declaration], past: list[PastRound]) -> RoundView:
+    def view(
+        self,
+        worker: str,
+        subrun: int,
+        rnd: int,
+        turn: int,
+        candidates: list[str],
+        declarations: dict[str, Declaration],
+        past: list[PastRound],
+    ) -> RoundView:
         c = self.condition
         w = self.workers[worker]
         return RoundView(
-            worker=worker, subrun=subrun, round=rnd, turn=turn, now_s=self.t,
-            budget=self.ledger.balances[worker], deadline_s=w.spec.deadline_s,
-            need_s=w.solver.need_s(), wanted_s=w.wanted_s,
+            worker=worker,
+            subrun=subrun,
+            round=rnd,
+            turn=turn,
+            now_s=self.t,
+            budget=self.ledger.balances[worker],
+            deadline_s=w.spec.deadline_s,
+            need_s=w.solver.need_s(),
+            wanted_s=w.wanted_s,
             scratch=w.scratch if c.memory.enabled else None,
-            candidates=candidates, population=self.ids, declarations=declarations,
-            posts=self.board.visible_to(worker), past_rounds=past,
-            window_min_s=c.windows.min_s, window_max_s=c.windows.max_s,
-            revisable=c.negotiation.bids == "revisable", max_turns=c.negotiation.max_turns,
+            candidates=candidates,
+            population=self.ids,
+            declarations=declarations,
+            posts=self.board.visible_to(worker),
+            past_rounds=past,
+            window_min_s=c.windows.min_s,
+            window_max_s=c.windows.max_s,
+            revisable=c.negotiation.bids == "revisable",
+            max_turns=c.negotiation.max_turns,
             subruns_total=c.subruns,
         )
 
-    async def run_round(self, subrun: int, rnd: int, candidates: list[str], queue: list[str],
-                        past: list[PastRound]) -> None:
+    async def run_round(
+        self, subrun: int, rnd: int, candidates: list[str], queue: list[str], past: list[PastRound]
+    ) -> None:
         c = self.condition
         neg = c.negotiation
         self.log.round = rnd
@@ -355,26 +479,53 @@ class Arena:
 
         # 1. declarations (simultaneous, public)
         views = {w: self.view(w, subrun, rnd, 0, candidates, decls, past) for w in candidates}
-        results = await self.phase(candidates, lambda w: self.workers[w].negotiator.declare(views[w]))
+        results = await self.phase(
+            candidates, lambda w: self.workers[w].negotiator.declare(views[w])
+        )
         for w, d in results.items():
             if isinstance(d, BaseException):
-                self.backend_failure(w, "declaration", d, "default declaration: bid 0, "
-                                     "requested duration, last position")
+                self.backend_failure(
+                    w,
+                    "declaration",
+                    d,
+                    "default declaration: bid 0, requested duration, last position",
+                )
                 d = Declaration(bid=0, duration=self.workers[w].wanted_s, position=len(candidates))
             if isinstance(d, Withdraw):
                 self.workers[w].status = "withdrawn"
                 self.emit(ev.Withdrawn, w, reason=d.reason)
                 continue
             d, issues = repair_declaration(
-                d, budget=self.ledger.balances[w], min_s=c.windows.min_s, max_s=c.windows.max_s,
-                n_candidates=len(candidates), note_max=neg.note_max_chars)
+                d,
+                budget=self.ledger.balances[w],
+                min_s=c.windows.min_s,
+                max_s=c.windows.max_s,
+                n_candidates=len(candidates),
+                note_max=neg.note_max_chars,
+            )
             self.record_issues(w, "declaration", issues)
             decls[w] = d
-            self.emit(ev.Declared, w, bid=d.bid, duration=d.duration, position=d.position,
-                      note=d.note, labels=list(d.labels))
+            self.emit(
+                ev.Declared,
+                w,
+                bid=d.bid,
+                duration=d.duration,
+                position=d.position,
+                note=d.note,
+                labels=list(d.labels),
+                intents=as_payload(d.intents),
+            )
             if d.note or d.intents:
-                self.board.post(w, d.note, to=None, subrun=subrun, round=rnd, turn=0, kind="note",
-                                payload=as_payload(d.intents))
+                self.board.post(
+                    w,
+                    d.note,
+                    to=None,
+                    subrun=subrun,
+                    round=rnd,
+                    turn=0,
+                    kind="note",
+                    payload=as_payload(d.intents),
+                )
         candidates = [w for w in candidates if w in decls]
         if not candidates:
             return
@@ -382,10 +533,13 @@ class Arena:
         # 2. conversation (turns are simultaneous; posts land in queue order)
         if neg.conversation and neg.max_turns > 0 and len(candidates) > 1:
             for turn in range(1, neg.max_turns + 1):
-                views = {w: self.view(w, subrun, rnd, turn, candidates, dict(decls), past)
-                         for w in candidates}
+                views = {
+                    w: self.view(w, subrun, rnd, turn, candidates, dict(decls), past)
+                    for w in candidates
+                }
                 results = await self.phase(
-                    candidates, lambda w: self.workers[w].negotiator.converse(views[w]))
+                    candidates, lambda w, v=views: self.workers[w].negotiator.converse(v[w])
+                )
                 spoke = False
                 for w, turn_action in results.items():
                     if isinstance(turn_action, BaseException):
@@ -407,70 +561,144 @@ class Arena:
             if isinstance(b, BaseException):
                 self.backend_failure(w, "ballot", b, "default ballot: bid order, declared time")
                 b, defaulted = default_ballot(tiebreak, declared), True
-            b, issues = repair_ballot(b, tiebreak=tiebreak, declared=declared,
-                                      reasoning_max=neg.reasoning_max_chars)
+            b, issues = repair_ballot(
+                b, tiebreak=tiebreak, declared=declared, reasoning_max=neg.reasoning_max_chars
+            )
             self.record_issues(w, "ballot", issues)
             ballots[w] = b
-            self.emit(ev.BallotCast, w, ranking=list(b.ranking),
-                      allocations=[b.allocations[x] for x in b.ranking], reasoning=b.reasoning,
-                      labels=list(b.labels), defaulted=defaulted)
+            self.emit(
+                ev.BallotCast,
+                w,
+                ranking=list(b.ranking),
+                allocations=[b.allocations[x] for x in b.ranking],
+                reasoning=b.reasoning,
+                labels=list(b.labels),
+                intents=as_payload(b.intents),
+                defaulted=defaulted,
+            )
 
         # 4. aggregation -> published schedule
         rankings = [ballots[w].ranking for w in candidates]
-        order, rule = aggregate(c.mechanism.aggregation, candidates, rankings, bids,
-                                exact_max=c.mechanism.kemeny_exact_max)
+        order, rule = aggregate(
+            c.mechanism.aggregation,
+            candidates,
+            rankings,
+            bids,
+            exact_max=c.mechanism.kemeny_exact_max,
+        )
         alloc = {}
         for x in order:
             if c.mechanism.allocation == "declared":
                 alloc[x] = declared[x]
             else:
-                alloc[x] = min(declared[x], int(statistics.median_low(
-                    ballots[w].allocations[x] for w in candidates)))
-        self.emit(ev.SchedulePublished, rule=rule, order=order,
-                  allocations=[alloc[x] for x in order], bids=[bids[x] for x in order],
-                  ballots_unanimous=len({tuple(r) for r in rankings}) == 1)
-        record = PastRound(rnd, list(order), dict(bids), dict(alloc),
-                           ballots={w: ballots[w].ranking for w in candidates})
+                alloc[x] = min(
+                    declared[x],
+                    int(statistics.median_low(ballots[w].allocations[x] for w in candidates)),
+                )
+        self.emit(
+            ev.SchedulePublished,
+            rule=rule,
+            order=order,
+            allocations=[alloc[x] for x in order],
+            bids=[bids[x] for x in order],
+            ballots_unanimous=len({tuple(r) for r in rankings}) == 1,
+        )
+        record = PastRound(
+            rnd,
+            list(order),
+            dict(bids),
+            dict(alloc),
+            ballots={w: ballots[w].ranking for w in candidates},
+        )
         past.append(record)
 
         # 5. execution
         prices = self.prices(order, bids)
         for pos, holder in enumerate(order, 1):
-            await self.execute_window(holder, pos, alloc[holder], prices[holder], subrun, rnd,
-                                      record, queue)
+            await self.execute_window(
+                holder, pos, alloc[holder], prices[holder], subrun, rnd, record, queue
+            )
 
-    def apply_turn(self, w: str, turn_action: ConversationTurn, turn: int, subrun: int, rnd: int,
-                   decls: dict[str, Declaration], candidates: list[str]) -> bool:
+    def apply_turn(
+        self,
+        w: str,
+        turn_action: ConversationTurn,
+        turn: int,
+        subrun: int,
+        rnd: int,
+        decls: dict[str, Declaration],
+        candidates: list[str],
+    ) -> bool:
         c = self.condition
         spoke = False
         for m in turn_action.messages:
-            fixed, issues = repair_message(m, sender=w, population=self.ids,
-                                           max_chars=c.negotiation.message_max_chars)
+            fixed, issues = repair_message(
+                m, sender=w, population=self.ids, max_chars=c.negotiation.message_max_chars
+            )
             self.record_issues(w, "conversation", issues)
             if fixed is None:
                 continue
             spoke = True
-            self.emit(ev.MessagePosted, w, to=fixed.to, text=fixed.text, turn=turn,
-                      labels=list(fixed.labels), intents=as_payload(fixed.intents))
-            self.board.post(w, fixed.text, to=fixed.to, subrun=subrun, round=rnd, turn=turn,
-                            payload=as_payload(fixed.intents))
+            self.emit(
+                ev.MessagePosted,
+                w,
+                to=fixed.to,
+                text=fixed.text,
+                turn=turn,
+                labels=list(fixed.labels),
+                intents=as_payload(fixed.intents),
+            )
+            self.board.post(
+                w,
+                fixed.text,
+                to=fixed.to,
+                subrun=subrun,
+                round=rnd,
+                turn=turn,
+                payload=as_payload(fixed.intents),
+            )
         r = turn_action.revision
         if r is not None:
             if c.negotiation.bids == "fixed":
-                self.record_issues(w, "conversation", [Issue(
-                    "revision", r.bid, "drop", "bids are fixed in this condition")])
+                self.record_issues(
+                    w,
+                    "conversation",
+                    [Issue("revision", r.bid, "drop", "bids are fixed in this condition")],
+                )
             else:
                 r, issues = repair_declaration(
-                    r, budget=self.ledger.balances[w], min_s=c.windows.min_s,
-                    max_s=c.windows.max_s, n_candidates=len(candidates),
-                    note_max=c.negotiation.note_max_chars)
+                    r,
+                    budget=self.ledger.balances[w],
+                    min_s=c.windows.min_s,
+                    max_s=c.windows.max_s,
+                    n_candidates=len(candidates),
+                    note_max=c.negotiation.note_max_chars,
+                )
                 self.record_issues(w, "revision", issues)
                 decls[w] = r
                 spoke = True
-                self.emit(ev.Declared, w, bid=r.bid, duration=r.duration, position=r.position,
-                          note=r.note, labels=list(r.labels), revision=True, turn=turn)
-                self.board.post(w, r.note, to=None, subrun=subrun, round=rnd, turn=turn,
-                                kind="note", payload=as_payload(r.intents))
+                self.emit(
+                    ev.Declared,
+                    w,
+                    bid=r.bid,
+                    duration=r.duration,
+                    position=r.position,
+                    note=r.note,
+                    labels=list(r.labels),
+                    intents=as_payload(r.intents),
+                    revision=True,
+                    turn=turn,
+                )
+                self.board.post(
+                    w,
+                    r.note,
+                    to=None,
+                    subrun=subrun,
+                    round=rnd,
+                    turn=turn,
+                    kind="note",
+                    payload=as_payload(r.intents),
+                )
         return spoke
 
     def prices(self, order: list[str], bids: dict[str, int]) -> dict[str, int]:
@@ -480,13 +708,16 @@ class Arena:
         if rule == "pay_your_bid":
             return {x: bids[x] for x in order}
         # next_price (generalised second price): the next bid down the schedule, capped at one's own
-        return {x: min(bids[x], bids[order[i + 1]] if i + 1 < len(order) else 0)
-                for i, x in enumerate(order)}
+        return {
+            x: min(bids[x], bids[order[i + 1]] if i + 1 < len(order) else 0)
+            for i, x in enumerate(order)
+        }
 
     def advance_to(self, t_end: float, holder: str | None) -> None:
         """Move the clock to t_end, terminating waiting workers whose deadline passes on the way."""
         due = sorted(
-            (w.spec.deadline_s, w.id) for w in self.workers.values()
+            (w.spec.deadline_s, w.id)
+            for w in self.workers.values()
             if w.active and w.id != holder and w.spec.deadline_s <= t_end
         )
         for deadline, wid in due:
@@ -497,25 +728,42 @@ class Arena:
     def terminate(self, wid: str) -> None:
         w = self.workers[wid]
         w.status = "terminated"
-        prog = getattr(w.solver, "progress", 0.0)
+        prog = w.solver.progress
         self.emit(ev.Terminated, wid, deadline_s=w.spec.deadline_s, progress=round(prog, 4))
 
-    async def execute_window(self, holder: str, pos: int, allocation: int, price: int,
-                             subrun: int, rnd: int, record: PastRound, queue: list[str]) -> None:
+    async def execute_window(
+        self,
+        holder: str,
+        pos: int,
+        allocation: int,
+        price: int,
+        subrun: int,
+        rnd: int,
+        record: PastRound,
+        queue: list[str],
+    ) -> None:
         w = self.workers[holder]
         if not w.active:
-            reason = w.status if w.status in ("terminated", "withdrawn", "completed") else "withdrawn"
+            reason = (
+                w.status if w.status in ("terminated", "withdrawn", "completed") else "withdrawn"
+            )
             self.emit(ev.WindowDropped, holder, position=pos, allocation=allocation, reason=reason)
             return
         if allocation <= 0:
-            self.emit(ev.WindowDropped, holder, position=pos, allocation=allocation,
-                      reason="zero_allocation")
+            self.emit(
+                ev.WindowDropped,
+                holder,
+                position=pos,
+                allocation=allocation,
+                reason="zero_allocation",
+            )
             await self.poll(holder, queue)
             return
         if self.t >= w.spec.deadline_s:  # defensive: advance_to terminates before this
             self.terminate(holder)
-            self.emit(ev.WindowDropped, holder, position=pos, allocation=allocation,
-                      reason="terminated")
+            self.emit(
+                ev.WindowDropped, holder, position=pos, allocation=allocation, reason="terminated"
+            )
             return
         start = self.t
         if w.requested_at is not None:
@@ -523,8 +771,13 @@ class Arena:
         if price > 0:
             balance = self.ledger.pay(holder, price)
             w.spent += price
-            self.emit(ev.Payment, holder, amount=price, balance=balance,
-                      rule=self.condition.mechanism.payment)
+            self.emit(
+                ev.Payment,
+                holder,
+                amount=price,
+                balance=balance,
+                rule=self.condition.mechanism.payment,
+            )
         self.emit(ev.WindowStarted, holder, position=pos, allocation=allocation, price=price)
         hard_end = min(start + allocation, w.spec.deadline_s)
         grant = WindowGrant(holder, subrun, rnd, start, allocation, hard_end)
@@ -535,6 +788,9 @@ class Arena:
         except Exception as exc:
             self.backend_failure(holder, "execution", exc, "window forfeited at its start")
             used, completed, released = 0.0, False, True
+        finally:
+            if self.resource is not None:
+                self.resource.close_window(holder)  # no-op unless the solver left it open
         # a window run to its hard end ends exactly there (no float drift past the deadline)
         end = hard_end if used >= hard_end - start else start + used
         self.advance_to(end, holder)
@@ -542,7 +798,7 @@ class Arena:
         w.granted_s += allocation
         w.used_s += used
         record.used[holder] = used
-        progress = round(getattr(w.solver, "progress", 0.0), 4)
+        progress = round(w.solver.progress, 4)
         # reaching the deadline terminates the holder, also when its allocation ends exactly there
         if completed:
             why = "completed"
@@ -553,8 +809,16 @@ class Arena:
         else:
             why = "allocation"
         # `used` unrounded: start + used must reproduce the clock (the next window's start)
-        self.emit(ev.WindowEnded, holder, position=pos, start=start, used=used,
-                  allocation=allocation, reason=why, progress=progress)
+        self.emit(
+            ev.WindowEnded,
+            holder,
+            position=pos,
+            start=start,
+            used=used,
+            allocation=allocation,
+            reason=why,
+            progress=progress,
+        )
         if completed:
             w.status = "completed"
             self.emit(ev.Completed, holder, work_s=w.work_s)
@@ -563,8 +827,9 @@ class Arena:
         else:
             await self.poll(holder, queue)
 
-    async def end_subrun(self, subrun: int, rounds: int, reason: str,
-                         past: list[PastRound]) -> None:
+    async def end_subrun(
+        self, subrun: int, rounds: int, reason: str, past: list[PastRound]
+    ) -> None:
         c = self.condition
         self.emit(ev.SubrunEnded, rounds=rounds, reason=reason)
         for w in self.workers.values():
@@ -573,24 +838,40 @@ class Arena:
             except Exception as exc:
                 self.backend_failure(w.id, "evaluation", exc, "score 0")
                 from mbb.agents.base import EvaluationResult
+
                 res = EvaluationResult(score=0.0, passed=0, total=0, progress=0.0)
             outcome = "unfinished" if w.status == "active" else w.status
-            self.emit(ev.Evaluated, w.id, task=w.task, score=round(res.score, 4), passed=res.passed,
-                      total=res.total, resolved=res.resolved, almost_resolved=res.almost_resolved,
-                      progress=round(res.progress, 4), outcome=outcome)
+            self.emit(
+                ev.Evaluated,
+                w.id,
+                task=w.task,
+                score=round(res.score, 4),
+                passed=res.passed,
+                total=res.total,
+                resolved=res.resolved,
+                almost_resolved=res.almost_resolved,
+                progress=round(res.progress, 4),
+                outcome=outcome,
+            )
             recap = SubrunRecap(
-                worker=w.id, subrun=subrun, task_id=w.task, outcome=outcome, score=res.score,
-                budget_left=self.ledger.balances[w.id], spent=w.spent, windows=w.windows,
-                granted_s=w.granted_s, used_s=w.used_s, waited_s=w.waited_s, rounds=past)
+                worker=w.id,
+                subrun=subrun,
+                task_id=w.task,
+                outcome=outcome,
+                score=res.score,
+                budget_left=self.ledger.balances[w.id],
+                spent=w.spent,
+                windows=w.windows,
+                granted_s=w.granted_s,
+                used_s=w.used_s,
+                waited_s=w.waited_s,
+                rounds=past,
+            )
             memory = w.scratch if c.memory.enabled else None
             try:
                 await w.negotiator.end_subrun(recap, memory)
             except Exception as exc:
                 self.backend_failure(w.id, "report", exc, "no after-action report")
-            # from the scratch's journal: counting entries missed writes once old ones were dropped
-            for entry, dropped in w.scratch.drain():
-                self.emit(ev.ScratchWritten, w.id, entry=entry.kind, text=entry.text,
-                          dropped_chars=dropped)
         self.ledger.audit()
 
 
@@ -607,8 +888,11 @@ def _run_coroutine(factory: Callable[[], Awaitable[None]]) -> None:
         pool.submit(lambda: asyncio.run(factory())).result()  # type: ignore[arg-type]
 
 
-def run_condition(condition: Condition, seed: int | None = None, out_dir: Path | None = None,
-                  ) -> RunResult:
+def run_condition(
+    condition: Condition,
+    seed: int | None = None,
+    out_dir: Path | None = None,
+) -> RunResult:
     """Run one seed of a condition; with `out_dir`, events stream to out_dir/<run_id>/."""
     seed = condition.seed if seed is None else seed
     run_id = run_id_for(condition.name, seed)
@@ -617,7 +901,10 @@ def run_condition(condition: Condition, seed: int | None = None, out_dir: Path |
     result = RunResult(run_id, seed, run_dir, log)
     try:
         arena = Arena(condition, seed, log)
-        _run_coroutine(arena.run)
+        try:
+            _run_coroutine(arena.run)
+        finally:
+            arena.close()
     except Exception as exc:
         result.status, result.error = "failed", f"{type(exc).__name__}: {exc}"
         log.emit(ev.RunEnded, status="failed", error=result.error[:2000])

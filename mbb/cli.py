@@ -1,4 +1,4 @@
-"""Command line: `mbb run`, `mbb tables`, `mbb notebook`, `mbb params`.
+"""Command line: run, tables, notebook, sweep, report, figures, params, tasks.
 
 Bad input (a params file, an override) prints a clear message without a traceback and exits 2.
 """
@@ -213,6 +213,10 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--out", default="docs/figures")
     f.add_argument("--set", action="append", metavar="KEY=VALUE")
     f.set_defaults(func=_cmd_figures)
+
+    from mbb.tasks.cli import add_parsers as add_task_parsers
+
+    add_task_parsers(sub)
 
     v = sub.add_parser("params", help="validate a params file and print the resolved condition")
     v.add_argument("params")

@@ -39,25 +39,39 @@ def load_conditions(dirs: Iterable[str | Path]) -> dict[str, pl.DataFrame]:
 
 def condition_table(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     """One row per condition: runs, completion, deadline misses, progress, bids, spend."""
-    e = tables["evaluations"].group_by("condition").agg(
-        pl.col("run_id").n_unique().alias("runs"),
-        (pl.col("outcome") == "completed").mean().round(3).alias("completion_rate"),
-        (pl.col("outcome") == "terminated").mean().round(3).alias("deadline_miss_rate"),
-        pl.col("progress").mean().round(3).alias("mean_progress"),
+    e = (
+        tables["evaluations"]
+        .group_by("condition")
+        .agg(
+            pl.col("run_id").n_unique().alias("runs"),
+            (pl.col("outcome") == "completed").mean().round(3).alias("completion_rate"),
+            (pl.col("outcome") == "terminated").mean().round(3).alias("deadline_miss_rate"),
+            pl.col("progress").mean().round(3).alias("mean_progress"),
+        )
     )
-    d = tables["declarations"].group_by("condition").agg(
-        pl.col("bid").mean().round(1).alias("mean_bid")
+    d = (
+        tables["declarations"]
+        .group_by("condition")
+        .agg(pl.col("bid").mean().round(1).alias("mean_bid"))
     )
-    r = tables["rounds"].group_by("condition").agg(
-        (pl.len() / pl.col("run_id").n_unique()).round(2).alias("rounds_per_run")
+    r = (
+        tables["rounds"]
+        .group_by("condition")
+        .agg((pl.len() / pl.col("run_id").n_unique()).round(2).alias("rounds_per_run"))
     )
-    p = tables["payments"].group_by("condition").agg(
-        (pl.col("amount").sum() / pl.col("run_id").n_unique()).round(1).alias("paid_per_run")
+    p = (
+        tables["payments"]
+        .group_by("condition")
+        .agg((pl.col("amount").sum() / pl.col("run_id").n_unique()).round(1).alias("paid_per_run"))
     )
-    m = tables["messages"].group_by("condition").agg(
-        (pl.col("to").is_not_null().sum() / pl.col("run_id").n_unique())
-        .round(1)
-        .alias("private_msgs_per_run")
+    m = (
+        tables["messages"]
+        .group_by("condition")
+        .agg(
+            (pl.col("to").is_not_null().sum() / pl.col("run_id").n_unique())
+            .round(1)
+            .alias("private_msgs_per_run")
+        )
     )
     out = e
     for other in (d, r, p, m):
@@ -66,10 +80,14 @@ def condition_table(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
 
 
 def outcomes_by_condition(tables: Mapping[str, pl.DataFrame]) -> alt.Chart:
-    e = tables["evaluations"].group_by("condition", "subrun").agg(
-        (pl.col("outcome") == "completed").mean().alias("completion"),
-        (pl.col("outcome") == "terminated").mean().alias("deadline miss"),
-        pl.col("progress").mean().alias("mean progress"),
+    e = (
+        tables["evaluations"]
+        .group_by("condition", "subrun")
+        .agg(
+            (pl.col("outcome") == "completed").mean().alias("completion"),
+            (pl.col("outcome") == "terminated").mean().alias("deadline miss"),
+            pl.col("progress").mean().alias("mean progress"),
+        )
     )
     long = e.unpivot(
         index=["condition", "subrun"], variable_name="measure", value_name="value"

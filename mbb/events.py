@@ -106,6 +106,7 @@ class Declared(_EventBase):
     position: int
     note: str
     labels: list[str] = Field(default_factory=list, description="Ground-truth tactics (scripted).")
+    intents: list[dict[str, Any]] = Field(default_factory=list, description="Scripted meaning.")
     revision: bool = False
     turn: int | None = None
 
@@ -125,6 +126,7 @@ class BallotCast(_EventBase):
     allocations: list[int] = Field(description="Seconds for each candidate, aligned with ranking.")
     reasoning: str
     labels: list[str] = Field(default_factory=list)
+    intents: list[dict[str, Any]] = Field(default_factory=list)
     defaulted: bool = False
 
 

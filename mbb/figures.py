@@ -183,8 +183,10 @@ def bids_by_round(tables: Mapping[str, pl.DataFrame]) -> alt.Chart:
 def budgets_over_rounds(tables: Mapping[str, pl.DataFrame]) -> alt.Chart:
     """Credits left per worker after each round's payments (mean over runs), per subrun."""
     sw = tables["subrun_workers"].select("run_id", "subrun", "worker", "budget")
-    pay = tables["payments"].group_by("run_id", "subrun", "round", "worker").agg(
-        pl.col("amount").sum()
+    pay = (
+        tables["payments"]
+        .group_by("run_id", "subrun", "round", "worker")
+        .agg(pl.col("amount").sum())
     )
     rounds = tables["rounds"].select("run_id", "subrun", "round").unique()
     grid = rounds.join(sw.select("run_id", "worker").unique(), on="run_id")

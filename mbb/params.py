@@ -52,7 +52,7 @@ AllocationRule = Literal["median_ballot", "declared"]
 
 
 class ParamsError(ValueError):
-    """A params file or override is invalid; the message names the file, field and what is allowed."""
+    """A params file or override is invalid; the message names file, field and what is allowed."""
 
 
 class _Strict(BaseModel):
@@ -117,7 +117,9 @@ class DeadlineParams(_Strict):
 
 class MemoryParams(_Strict):
     enabled: bool = Field(True, description="Scratch memory persists across subruns.")
-    max_chars: int = Field(4000, ge=0, description="Scratch size bound per worker (oldest dropped).")
+    max_chars: int = Field(
+        4000, ge=0, description="Scratch size bound per worker (oldest dropped)."
+    )
 
 
 class NegotiationParams(_Strict):
@@ -154,7 +156,9 @@ class MechanismParams(_Strict):
 
 
 class TaskParams(_Strict):
-    kind: Literal["modeled", "real"] = Field("modeled", description="Modeled work or real programs.")
+    kind: Literal["modeled", "real"] = Field(
+        "modeled", description="Modeled work or real programs."
+    )
     assignment: Literal["rotate", "random", "same"] = Field(
         "rotate", description="rotate: a different program per worker and subrun."
     )
@@ -192,6 +196,29 @@ class Condition(_Strict):
         if set(v) <= {"."}:
             raise ValueError("name must not be only dots")
         return v
+
+    @model_validator(mode="after")
+    def _solvers_match_tasks(self) -> Condition:
+        kind = self.tasks.kind
+        for s in self.worker_specs():
+            if (s.solver == "modeled") != (kind == "modeled"):
+                need = "tasks.kind: modeled" if s.solver == "modeled" else "tasks.kind: real"
+                raise ValueError(f"worker {s.id}: solver {s.solver!r} needs {need} (got {kind!r})")
+        if self.tasks.suite:
+            if kind == "modeled":
+                from mbb.agents.modeled import MODELED_TASKS
+
+                known = {t.task_id for t in MODELED_TASKS}
+            else:
+                from mbb.tasks.specs import TASK_SPECS
+
+                known = set(TASK_SPECS)
+            unknown = sorted(set(self.tasks.suite) - known)
+            if unknown:
+                raise ValueError(
+                    f"tasks.suite: unknown {kind} task(s) {unknown}; known: {sorted(known)}"
+                )
+        return self
 
     def worker_specs(self) -> list[WorkerSpec]:
         """The resolved population: defaults, then per-worker overrides."""
@@ -274,7 +301,7 @@ def _format_validation_error(source: str, exc: ValidationError) -> str:
 
 
 def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
-    """The pydantic model that owns a location, so an unknown-field error can list what is allowed."""
+    """The model owning a location, so an unknown-field error can list what is allowed."""
     model: type[BaseModel] = Condition
     parts = list(loc)
     while parts:
@@ -287,7 +314,9 @@ def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
             if not parts:
                 return None
             parts.pop(0)
-        nested = [a for a in (ann, *get_args(ann)) if isinstance(a, type) and issubclass(a, BaseModel)]
+        nested = [
+            a for a in (ann, *get_args(ann)) if isinstance(a, type) and issubclass(a, BaseModel)
+        ]
         if not nested:
             return None
         model = nested[0]
@@ -332,7 +361,9 @@ def load_params(
         label, data = str(source), _read_yaml_with_extends(Path(source), ())
     if overrides:
         if not isinstance(overrides, Mapping):
-            raise ParamsError(f"{label}: overrides must be a mapping, got {type(overrides).__name__}")
+            raise ParamsError(
+                f"{label}: overrides must be a mapping, got {type(overrides).__name__}"
+            )
         data = deep_merge(data, overrides)
     try:
         return Condition.model_validate(data)

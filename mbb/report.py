@@ -283,7 +283,7 @@ def build_report(root: Path) -> Path:
         body.append(
             "<tr>"
             f"<td class=l>{_html.escape(cond)}</td>"
-            f"<td class=l><a href=\"{_html.escape(rel)}\">{_html.escape(nb_path.stem)}</a></td>"
+            f'<td class=l><a href="{_html.escape(rel)}">{_html.escape(nb_path.stem)}</a></td>'
             f"<td class='l {status}'>{status}</td>"
             f"<td>{fmt(s.get('runs'))}</td><td>{fmt(s.get('completion'), True)}</td>"
             f"<td>{fmt(s.get('deadline_miss'), True)}</td><td>{fmt(s.get('progress'), True)}</td>"

@@ -7,6 +7,7 @@ wipes scratch at every subrun start, so nothing carries from one task to the nex
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 __all__ = ["Scratch", "ScratchEntry"]
@@ -23,8 +24,11 @@ class ScratchEntry:
 class Scratch:
     max_chars: int
     entries: list[ScratchEntry] = field(default_factory=list)
-    # every write since the last `drain`: (entry as stored, chars of older entries it dropped)
-    journal: list[tuple[ScratchEntry, int]] = field(default_factory=list, repr=False)
+    # called on every write with (entry as stored, chars of older entries it dropped): the arena
+    # records each write as an event at the moment it happens
+    on_write: Callable[[ScratchEntry, int], None] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     @property
     def chars(self) -> int:
@@ -39,13 +43,9 @@ class Scratch:
         dropped = 0
         while self.chars > self.max_chars and len(self.entries) > 1:
             dropped += len(self.entries.pop(0).text)
-        self.journal.append((entry, dropped))
+        if self.on_write is not None:
+            self.on_write(entry, dropped)
         return dropped
-
-    def drain(self) -> list[tuple[ScratchEntry, int]]:
-        """The writes since the last drain, oldest first (the arena records each as an event)."""
-        out, self.journal = self.journal, []
-        return out
 
     def of_kind(self, kind: str) -> list[ScratchEntry]:
         return [e for e in self.entries if e.kind == kind]

@@ -39,6 +39,7 @@ _KIND_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "position": _INT,
         "note": _STR,
         "labels": pl.List(_STR),
+        "intents": pl.List(_INTENT),
         "revision": _B,
         "turn": _INT,
     },
@@ -54,6 +55,7 @@ _KIND_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "allocations": pl.List(_INT),
         "reasoning": _STR,
         "labels": pl.List(_STR),
+        "intents": pl.List(_INTENT),
         "defaulted": _B,
     },
     "schedule_published": {

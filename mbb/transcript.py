@@ -24,7 +24,8 @@ _CSS = (
 
 
 def _chip(worker: str, colours: Mapping[str, str]) -> str:
-    return f"<span class=w style='background:{colours.get(worker, '#777')}'>{html.escape(worker)}</span>"
+    colour = colours.get(worker, "#777")
+    return f"<span class=w style='background:{colour}'>{html.escape(worker)}</span>"
 
 
 def _labels(labels: list[str] | None) -> str:
@@ -53,7 +54,9 @@ def round_transcript_html(
 ) -> str:
     def pick(name: str) -> pl.DataFrame:
         df = tables[name].filter(
-            (pl.col("run_id") == run_id) & (pl.col("subrun") == subrun) & (pl.col("round") == round_)
+            (pl.col("run_id") == run_id)
+            & (pl.col("subrun") == subrun)
+            & (pl.col("round") == round_)
         )
         key = next((k for k in ("seq", "position") if k in df.columns), None)
         return df.sort(key) if key else df

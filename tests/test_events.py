@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import typing
 
 import pytest
 from helpers import condition
@@ -65,7 +66,9 @@ def test_read_lines_of_an_empty_file(tmp_path) -> None:
 
 def test_every_event_class_has_a_unique_kind() -> None:
     kinds = [cls.model_fields["kind"].default for cls in ev.EVENT_KINDS.values()]
-    assert len(kinds) == len(set(kinds)) == 20
+    union = typing.get_args(typing.get_args(ev.Event)[0])  # Annotated[Union[...], Field]
+    assert len(kinds) == len(set(kinds)) == len(union)
+    assert {c.model_fields["kind"].default for c in union} == set(kinds)
     assert all(k == cls.model_fields["kind"].default for k, cls in ev.EVENT_KINDS.items())
 
 
@@ -103,18 +106,10 @@ def test_a_crashing_run_ends_with_a_failed_run_ended(tmp_path, monkeypatch) -> N
     """An exception outside the stated repair rules still leaves a valid, closed log."""
     from mbb import arena as arena_mod
 
-    real = arena_mod.SOLVER_BACKENDS["modeled"]
+    def broken(self, subrun):
+        raise RuntimeError("sandbox missing")
 
-    def broken(arena, spec, rng):
-        solver = real(arena, spec, rng)
-
-        async def start_subrun(task, scratch):
-            raise RuntimeError("sandbox missing")
-
-        solver.start_subrun = start_subrun
-        return solver
-
-    monkeypatch.setitem(arena_mod.SOLVER_BACKENDS, "modeled", broken)
+    monkeypatch.setattr(arena_mod.Arena, "assign_tasks", broken)
     cond = condition(SMALL)
     with pytest.raises(RuntimeError, match="sandbox missing"):
         run_condition(cond, 0, tmp_path)
@@ -123,3 +118,28 @@ def test_a_crashing_run_ends_with_a_failed_run_ended(tmp_path, monkeypatch) -> N
     assert last.kind == "run_ended" and last.status == "failed"
     assert "sandbox missing" in (last.error or "")
     assert [json.loads(ln)["seq"] for ln in lines] == list(range(len(lines)))
+
+
+def test_a_solver_that_cannot_start_is_recorded_and_withdrawn(tmp_path, monkeypatch) -> None:
+    from mbb import arena as arena_mod
+
+    real = arena_mod.SOLVER_BACKENDS["modeled"]
+
+    def broken(arena, spec, rng):
+        solver = real(arena, spec, rng)
+        if spec.id == "W1":
+
+            async def start_subrun(task, scratch):
+                raise RuntimeError("sandbox missing")
+
+            solver.start_subrun = start_subrun
+        return solver
+
+    monkeypatch.setitem(arena_mod.SOLVER_BACKENDS, "modeled", broken)
+    result = run_condition(condition(SMALL), 0, tmp_path)
+    events = ev.parse_events(result.log.lines)
+    bad = [e for e in events if e.kind == "invalid_action" and e.worker == "W1"]
+    assert bad and all(e.phase == "subrun start" and "sandbox missing" in e.detail for e in bad)
+    withdrawn = [e for e in events if e.kind == "withdrawn" and e.worker == "W1"]
+    assert len(withdrawn) == len([e for e in events if e.kind == "subrun_started"])
+    assert events[-1].kind == "run_ended" and events[-1].status == "completed"

@@ -110,6 +110,10 @@ class Negotiator(Protocol):
     worker: str
     concurrent: bool  # True: the arena gathers its calls within a phase
 
+    async def start_subrun(self, subrun: int, scratch: Scratch | None) -> None:
+        """Reset per-subrun state; `scratch` (None with memory off) is what carries over."""
+        ...
+
     async def declare(self, view: RoundView) -> Declaration | Withdraw: ...
 
     async def converse(self, view: RoundView) -> ConversationTurn: ...
@@ -185,3 +189,8 @@ class Solver(Protocol):
 
     @property
     def done(self) -> bool: ...
+
+    @property
+    def progress(self) -> float:
+        """Share of the task done, in [0, 1] (recorded with every window)."""
+        ...

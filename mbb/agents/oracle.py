@@ -74,6 +74,7 @@ class OracleSolver:
         self.tools: SolverTools | None = None
         self.task_id: str | None = None
         self.steps: list[_Step] = []
+        self._planned = 0
         self.observed: dict[str, str] = {}
         self.last_evaluation: Evaluation | None = None
         self.windows = 0
@@ -92,6 +93,7 @@ class OracleSolver:
         self.observed = {}
         self.last_evaluation = None
         self.steps = self._plan(src, built.samples)
+        self._planned = len(self.steps)
 
     def need_s(self) -> float:
         return sum(self.resource.costs.of(s.tool) for s in self.steps)
@@ -133,6 +135,11 @@ class OracleSolver:
     @property
     def done(self) -> bool:
         return self.task_id is not None and not self.steps
+
+    @property
+    def progress(self) -> float:
+        """Share of the plan's steps completed (observe, write, compile, self-test)."""
+        return 1.0 - len(self.steps) / self._planned if self._planned else 0.0
 
     # --- the plan -----------------------------------------------------------------------------
     def _plan(self, src: Path, samples: tuple[str, ...]) -> list[_Step]:

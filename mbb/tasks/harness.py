@@ -113,18 +113,13 @@ class SolverTools:
 
     def memory(self, text: str) -> ToolResult:
         """Write a note to scratch: free, and allowed outside the window."""
-        dropped, accepted = 0, self.scratch is not None
+        accepted = self.scratch is not None
         if self.scratch is not None:
-            dropped = self.scratch.write("note", self.subrun, text)
-        if self.emit is not None:
-            self.emit(
-                ScratchWritten,
-                worker=self.worker,
-                entry="note",
-                text=text,
-                dropped_chars=dropped,
-                accepted=accepted,
-            )
+            self.scratch.write("note", self.subrun, text)  # its on_write hook records the event
+            if self.scratch.on_write is None and self.emit is not None:
+                self.emit(ScratchWritten, worker=self.worker, entry="note", text=text)
+        elif self.emit is not None:  # memory off: the refused write is still on the record
+            self.emit(ScratchWritten, worker=self.worker, entry="note", text=text, accepted=False)
         return ToolResult(accepted, "", None if accepted else "scratch memory is off", 0.0)
 
     def release(self) -> float:
