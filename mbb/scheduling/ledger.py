@@ -28,7 +28,7 @@ class Ledger:
         self.granted += credits
 
     def reset(self, worker: str, credits: int) -> None:
-        """Set a balance to `credits` (budget reset per subrun); the difference counts as granted."""
+        """Set a balance to `credits` (a per-subrun reset); the difference counts as granted."""
         delta = credits - self.balances.get(worker, 0)
         self.balances[worker] = credits
         self.granted += delta
