@@ -238,7 +238,8 @@ def _structural(tables: Mapping[str, pl.DataFrame], lexical: pl.DataFrame) -> pl
     eq = lambda a, o: pl.col(a) == pl.col(o)  # noqa: E731
     parts = [
         b.filter(eq("ranking", "bid_order") & ~eq("bid_order", "sjf_order")
-                 & ~eq("bid_order", "edf_order") & ~competing)
+                 & ~(eq("bid_order", "edf_order") & (pl.col("n_disclosed") >= 1))
+                 & ~competing)
         .with_columns(pl.lit("price_primary").alias("category"),
                       pl.format("ballot equals the bid order ({})", names).alias("evidence")),
         b.filter(eq("ranking", "sjf_order") & ~eq("sjf_order", "bid_order"))
