@@ -190,11 +190,14 @@ def import_review(path: str | Path) -> pl.DataFrame:
 
 
 def review_agreement(reviewed: pl.DataFrame) -> pl.DataFrame:
-    """Classifier vs human on the reviewed sample: per-category P/R/F1 (human = truth) + kappa."""
+    """Classifier vs human on the reviewed sample: per-category P/R/F1 (human = truth) and
+    kappa; the macro row carries the pooled kappa."""
     truth = reviewed.select(*UTT, pl.col("human_labels").alias("category")).explode("category")
     truth = truth.drop_nulls("category")
     pred = reviewed.select(*UTT, pl.col("predicted").alias("category")).explode("category")
     pred = pred.drop_nulls("category")
     prf = prf_table(truth, pred, UTT)
-    kap = kappa_table(reviewed.select(UTT), pred, truth).select("category", "kappa")
+    kap = kappa_table(reviewed.select(UTT), pred, truth).select(
+        pl.col("category").replace("pooled", "macro (enacted)"), "kappa"
+    )
     return prf.join(kap, on="category", how="left")
