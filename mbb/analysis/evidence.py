@@ -131,8 +131,14 @@ def _lexical(u: pl.DataFrame) -> pl.DataFrame:
         pl.col("text").str.extract(f"(?i)({rx})", 1).alias(f"c{i}")
         for i, (_, _, rx, _) in enumerate(CUES)
     ]
-    wide = u.select(*_KEYS, *cols)
-    long = wide.unpivot(index=_KEYS, variable_name="cue", value_name="match").drop_nulls("match")
+    # cues run once per distinct text (scripted and repeated texts are common), then join back
+    distinct = u.select("text").unique().with_columns(pl.int_range(pl.len()).alias("tid"))
+    wide = distinct.select("tid", *cols)
+    hits = wide.unpivot(index="tid", variable_name="cue", value_name="match").drop_nulls("match")
+    long = (
+        u.select(*_KEYS, "text").join(distinct, on="text").drop("text")
+        .join(hits, on="tid").drop("tid")
+    )
     meta = pl.DataFrame(
         {
             "cue": [f"c{i}" for i in range(len(CUES))],
@@ -323,7 +329,7 @@ def classify_evidence(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     u = utterances(tables)
     lex = _lexical(u)
     st = _structural(tables, lex)
-    return pl.concat([lex, st]).sort("run_id", "seq", "category")
+    return pl.concat([lex, st]).sort("run_id", "seq", "category", "basis", "evidence")
 
 
 def utterance_predictions(evidence: pl.DataFrame) -> pl.DataFrame:

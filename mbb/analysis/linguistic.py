@@ -28,65 +28,85 @@ INSTITUTIONAL = [c.name for c in CATEGORIES if c.marker != "none"]
 def worker_linguistics(
     tables: Mapping[str, pl.DataFrame], evidence: pl.DataFrame
 ) -> pl.DataFrame:
-    """The four measures per (run, worker, subrun)."""
-    u = utterances(tables).select("run_id", "seq", "subrun", "worker", "text")
+    """The four measures per (run, worker, subrun).
+
+    Words, workers and trigrams are mapped to integers first so the group-bys over millions
+    of word rows stay fast.
+    """
+    u = (
+        utterances(tables).select("run_id", "seq", "subrun", "worker", "text")
+        .with_columns(
+            pl.concat_str(["run_id", "worker"], separator="\x00").cast(pl.Categorical)
+            .to_physical().cast(pl.Int64).alias("wid"),
+            pl.int_range(pl.len()).alias("uid"),
+        )
+    )
+    wmap = u.select("wid", "run_id", "worker").unique("wid")
     words = (
-        u.with_columns(pl.col("text").str.to_lowercase().str.extract_all(r"[a-z][a-z']*")
-                       .alias("w"))
-        .select("run_id", "seq", "subrun", "worker", "w")
+        u.select("uid", "wid", "subrun",
+                 pl.col("text").str.to_lowercase().str.extract_all(r"[a-z][a-z']*").alias("w"))
         .explode("w").drop_nulls("w")
+        .with_columns(pl.col("w").cast(pl.Categorical).to_physical().cast(pl.Int64))
     )
-    counts = words.group_by(*W, "subrun", "w").agg(pl.len().alias("c"))
-    first = counts.group_by(*W, "w").agg(pl.col("subrun").min().alias("s0"))
-    vocab = counts.join(first, on=[*W, "w"]).group_by(*W, "subrun").agg(
-        pl.len().alias("types"), (pl.col("subrun") == pl.col("s0")).sum().alias("new_types"),
-        (pl.col("c") ** 2).sum().alias("sq"),
+    K = ["wid", "subrun"]
+    # sorted by (worker, word, subrun), a row's predecessor tells whether the worker used the
+    # word before (new vocabulary) and how often in the previous subrun (bag-of-words dot)
+    counts = words.group_by(*K, "w").agg(pl.len().alias("c")).sort("wid", "w", "subrun")
+    seen = (pl.col("wid").shift(1) == pl.col("wid")) & (pl.col("w").shift(1) == pl.col("w"))
+    prev_sub = seen & (pl.col("subrun").shift(1) == pl.col("subrun") - 1)
+    counts = counts.with_columns(
+        (~seen.fill_null(False)).alias("new"),
+        pl.when(prev_sub).then(pl.col("c").shift(1)).otherwise(0).alias("cp"),
+    )
+    vocab = counts.group_by(K).agg(
+        pl.len().alias("types"), pl.col("new").sum().alias("new_types"),
+        (pl.col("c") ** 2).sum().alias("sq"), (pl.col("c") * pl.col("cp")).sum().alias("dot"),
     ).with_columns((pl.col("new_types") / pl.col("types")).alias("new_vocab_share"))
-    prev = counts.with_columns((pl.col("subrun") + 1).alias("subrun")).rename({"c": "cp"})
-    dot = counts.join(prev, on=[*W, "subrun", "w"]).group_by(*W, "subrun").agg(
-        (pl.col("c") * pl.col("cp")).sum().alias("dot")
-    )
-    sq_prev = vocab.select(*W, (pl.col("subrun") + 1).alias("subrun"),
+    sq_prev = vocab.select("wid", (pl.col("subrun") + 1).alias("subrun"),
                            pl.col("sq").alias("sq_prev"))
-    bow = vocab.join(sq_prev, on=[*W, "subrun"], how="left").join(
-        dot, on=[*W, "subrun"], how="left"
-    ).with_columns(
+    bow = vocab.join(sq_prev, on=K, how="left").with_columns(
         pl.when(pl.col("sq_prev").is_not_null())
-        .then(pl.col("dot").fill_null(0) / (pl.col("sq").sqrt() * pl.col("sq_prev").sqrt()))
+        .then(pl.col("dot") / (pl.col("sq").sqrt() * pl.col("sq_prev").sqrt()))
         .alias("bow_similarity")
     )
+    # trigrams by a global shift, kept only when all three words share an utterance;
+    # encoded as one integer (word ids < 2**21)
+    same = lambda k: pl.col("uid").shift(-k) == pl.col("uid")  # noqa: E731
     tri = (
         words.with_columns(
-            pl.concat_str(
-                [pl.col("w"), pl.col("w").shift(-1).over("run_id", "seq"),
-                 pl.col("w").shift(-2).over("run_id", "seq")], separator=" ",
+            pl.when(same(1) & same(2)).then(
+                pl.col("w") * 2**42 + pl.col("w").shift(-1) * 2**21 + pl.col("w").shift(-2)
             ).alias("t")
         )
-        .drop_nulls("t").select(*W, "subrun", "t").unique()
+        .drop_nulls("t").select(*K, "t").unique().sort("wid", "t", "subrun")
     )
-    tn = tri.group_by(*W, "subrun").agg(pl.len().alias("nt"))
-    tprev = tri.with_columns((pl.col("subrun") + 1).alias("subrun"))
-    inter = tri.join(tprev, on=[*W, "subrun", "t"]).group_by(*W, "subrun").agg(
-        pl.len().alias("inter")
+    in_prev = (
+        (pl.col("wid").shift(1) == pl.col("wid")) & (pl.col("t").shift(1) == pl.col("t"))
+        & (pl.col("subrun").shift(1) == pl.col("subrun") - 1)
     )
-    tj = tn.join(tn.with_columns((pl.col("subrun") + 1).alias("subrun")).rename({"nt": "ntp"}),
-                 on=[*W, "subrun"], how="left").join(inter, on=[*W, "subrun"], how="left")
-    tj = tj.with_columns(
+    tn = tri.with_columns(in_prev.fill_null(False).alias("shared")).group_by(K).agg(
+        pl.len().alias("nt"), pl.col("shared").sum().alias("inter")
+    )
+    tj = tn.join(
+        tn.select("wid", (pl.col("subrun") + 1).alias("subrun"), pl.col("nt").alias("ntp")),
+        on=K, how="left",
+    ).with_columns(
         pl.when(pl.col("ntp").is_not_null())
-        .then(pl.col("inter").fill_null(0)
-              / (pl.col("nt") + pl.col("ntp") - pl.col("inter").fill_null(0)))
+        .then(pl.col("inter") / (pl.col("nt") + pl.col("ntp") - pl.col("inter")))
         .alias("trigram_similarity")
     )
     inst = evidence.filter(pl.col("category").is_in(INSTITUTIONAL)).select(
         "run_id", "seq"
     ).unique().with_columns(pl.lit(True).alias("inst"))
-    ish = u.join(inst, on=["run_id", "seq"], how="left").group_by(*W, "subrun").agg(
+    ish = u.join(inst, on=["run_id", "seq"], how="left").group_by(K).agg(
         pl.col("inst").fill_null(False).mean().alias("institutional_share"),
         pl.len().alias("utterances"),
     )
-    out = ish.join(bow.select(*W, "subrun", "new_vocab_share", "bow_similarity"),
-                   on=[*W, "subrun"], how="left").join(
-        tj.select(*W, "subrun", "trigram_similarity"), on=[*W, "subrun"], how="left")
+    out = (
+        ish.join(bow.select(*K, "new_vocab_share", "bow_similarity"), on=K, how="left")
+        .join(tj.select(*K, "trigram_similarity"), on=K, how="left")
+        .join(wmap, on="wid").drop("wid")
+    )
     return labels_of(condition_of(out, tables), tables).sort(*W, "subrun")
 
 
