@@ -259,6 +259,7 @@ def _structural(tables: Mapping[str, pl.DataFrame], lexical: pl.DataFrame) -> pl
                       .alias("evidence")),
     ]
     parts.append(_rival_last(tables, lexical, b))
+    parts.append(_reciprocal_deference(tables, lexical, b))
     parts.append(_rule_citations(lexical))
     out = [
         p.with_columns(pl.lit("structural").alias("basis")).select(list(EVIDENCE_SCHEMA))
@@ -295,6 +296,65 @@ def _rival_last(tables, lexical: pl.DataFrame, b: pl.DataFrame) -> pl.DataFrame:
         pl.format("ranks {} last, whom it targeted in s{}r{}", "target", "t_subrun", "t_round")
         .alias("evidence"),
     )
+
+
+def _reciprocal_deference(tables, lexical: pl.DataFrame, b: pl.DataFrame) -> pl.DataFrame:
+    """A voter ranks a lower bidder above itself — the only departure from the bid order —
+    after the two exchanged a reciprocal offer, acceptance or claim in private: a concession
+    tied to a favour (given now or repaid now)."""
+    ex = (
+        lexical.filter((pl.col("category") == "reciprocity") & (pl.col("source") == M))
+        .join(tables["messages"].filter(pl.col("to").is_not_null())
+              .select("run_id", "seq", "to"), on=["run_id", "seq"])
+        .select("run_id", "seq", "subrun", "round", "worker", "to")
+    )
+    both = pl.concat([
+        ex.select("run_id", pl.col("worker").alias("voter"), pl.col("to").alias("peer"),
+                  pl.col("seq").alias("m_seq"), pl.col("subrun").alias("m_s"),
+                  pl.col("round").alias("m_r")),
+        ex.select("run_id", pl.col("to").alias("voter"), pl.col("worker").alias("peer"),
+                  pl.col("seq").alias("m_seq"), pl.col("subrun").alias("m_s"),
+                  pl.col("round").alias("m_r")),
+    ])
+    empty = b.clear().with_columns(pl.lit("").alias("category"), pl.lit("").alias("evidence"))
+    if both.is_empty():
+        return empty
+    bids = (
+        tables["declarations"].sort("seq").group_by("run_id", "subrun", "round", "worker")
+        .agg(pl.col("bid").last())
+    )
+    cand = (
+        b.select("run_id", "seq", "subrun", "round", "worker", "source", "ranking", "bid_order")
+        .join(both, left_on=["run_id", "worker"], right_on=["run_id", "voter"])
+        .filter(pl.col("m_seq") < pl.col("seq"))
+        .sort("m_seq").group_by("run_id", "seq", "peer", maintain_order=True).agg(pl.all().last())
+        .filter(pl.col("ranking").list.contains(pl.col("peer")))
+    )
+    key = ["run_id", "subrun", "round"]
+    cand = cand.join(bids.rename({"worker": "peer", "bid": "peer_bid"}), on=[*key, "peer"]).join(
+        bids.rename({"bid": "own_bid"}), on=[*key, "worker"]
+    ).filter(pl.col("peer_bid") < pl.col("own_bid")).with_row_index("k")
+    if cand.is_empty():
+        return empty
+    pos = cand.select("k", "peer", "worker", pl.col("ranking").alias("c")).explode("c")
+    pos = pos.with_columns(pl.int_range(pl.len()).over("k").alias("pos"))
+    bpos = cand.select("k", pl.col("bid_order").alias("c")).explode("c").with_columns(
+        pl.int_range(pl.len()).over("k").alias("bpos")
+    )
+    j = pos.join(bpos, on=["k", "c"])
+    ahead = j.filter(pl.col("c") == pl.col("peer")).select("k", pl.col("pos").alias("pp")).join(
+        j.filter(pl.col("c") == pl.col("worker")).select("k", pl.col("pos").alias("vp")), on="k"
+    ).filter(pl.col("pp") < pl.col("vp"))
+    rest = j.filter(pl.col("c") != pl.col("peer")).with_columns(
+        pl.col("pos").rank("ordinal").over("k").alias("r1"),
+        pl.col("bpos").rank("ordinal").over("k").alias("r2"),
+    ).group_by("k").agg((pl.col("r1") == pl.col("r2")).all().alias("only_dev"))
+    keep = ahead.join(rest.filter(pl.col("only_dev")), on="k").select("k")
+    return cand.join(keep, on="k").with_columns(
+        pl.lit("reciprocity").alias("category"),
+        pl.format("ranks {} (bid {}) above itself (bid {}) after their reciprocal exchange in "
+                  "s{}r{}", "peer", "peer_bid", "own_bid", "m_s", "m_r").alias("evidence"),
+    ).unique(["run_id", "seq"], keep="first", maintain_order=True)
 
 
 def _rule_citations(lexical: pl.DataFrame) -> pl.DataFrame:

@@ -58,6 +58,9 @@ def test_structural_evidence(scen_ev):
         (9, "price_primary", "ballot equals the bid order (W1 > W3 > W2)"),
         (10, "earliest_deadline_first", "ballot follows the disclosed deadlines (W2 > W1 > W3)"),
         (11, "price_primary", "ballot equals the bid order (W1 > W3 > W2)"),
+        # the price-first worker repays the debt: a concession tied to the earlier favour
+        (28, "reciprocity",
+         "ranks W3 (bid 60) above itself (bid 120) after their reciprocal exchange in s2r1"),
     ]
     lex = scen_ev.filter((pl.col("seq") == 7) & (pl.col("basis") == "lexical"))
     assert lex["evidence"].to_list() == ['exchange of favours: "back me ahead"']
