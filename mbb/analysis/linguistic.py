@@ -30,14 +30,13 @@ def worker_linguistics(
 ) -> pl.DataFrame:
     """The four measures per (run, worker, subrun).
 
-    Words, workers and trigrams are mapped to integers first so the group-bys over millions
-    of word rows stay fast.
+    Words, workers and trigrams are mapped to integers (ranks and hashes) first so the
+    group-bys over millions of word rows stay fast.
     """
     u = (
         utterances(tables).select("run_id", "seq", "subrun", "worker", "text")
         .with_columns(
-            pl.concat_str(["run_id", "worker"], separator="\x00").cast(pl.Categorical)
-            .to_physical().cast(pl.Int64).alias("wid"),
+            pl.struct("run_id", "worker").rank("dense").cast(pl.Int64).alias("wid"),
             pl.int_range(pl.len()).alias("uid"),
         )
     )
@@ -46,7 +45,7 @@ def worker_linguistics(
         u.select("uid", "wid", "subrun",
                  pl.col("text").str.to_lowercase().str.extract_all(r"[a-z][a-z']*").alias("w"))
         .explode("w").drop_nulls("w")
-        .with_columns(pl.col("w").cast(pl.Categorical).to_physical().cast(pl.Int64))
+        .with_columns(pl.col("w").hash())
     )
     K = ["wid", "subrun"]
     # sorted by (worker, word, subrun), a row's predecessor tells whether the worker used the
@@ -70,12 +69,13 @@ def worker_linguistics(
         .alias("bow_similarity")
     )
     # trigrams by a global shift, kept only when all three words share an utterance;
-    # encoded as one integer (word ids < 2**21)
+    # words and trigrams are 64-bit hashes (collisions are negligible at these sizes)
     same = lambda k: pl.col("uid").shift(-k) == pl.col("uid")  # noqa: E731
     tri = (
         words.with_columns(
             pl.when(same(1) & same(2)).then(
-                pl.col("w") * 2**42 + pl.col("w").shift(-1) * 2**21 + pl.col("w").shift(-2)
+                pl.struct(pl.col("w"), pl.col("w").shift(-1).alias("w1"),
+                          pl.col("w").shift(-2).alias("w2")).hash()
             ).alias("t")
         )
         .drop_nulls("t").select(*K, "t").unique().sort("wid", "t", "subrun")
