@@ -48,10 +48,6 @@ GROUPS: dict[str, list[str]] = {
 }
 
 
-def _bids(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
-    return tables["runs"] if "runs" in tables else pl.DataFrame()
-
-
 def worker_rounds(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     """One row per worker per round it declared in: final bid and duration (after revisions),
     with condition and model."""

@@ -240,7 +240,9 @@ def rule_mentions(evidence: pl.DataFrame) -> pl.DataFrame:
 
 def rule_lifecycle(tables: Mapping[str, pl.DataFrame], evidence: pl.DataFrame) -> pl.DataFrame:
     """One row per (run, rule): who proposed it where, whether others accepted it (named or
-    followed it), how many later rounds cite it, and rounds to the first later citation."""
+    followed it), how many later rounds cite it, rounds to the first later citation, and
+    whether the proposer kept it: `honoured` when every later ballot of the proposer applies
+    it, `broken` when one does not, `open` when the proposer cast no later ballot."""
     m = rule_mentions(evidence).filter(pl.col("rule_ctx") | (pl.col("source") == "ballot"))
     proposals = m.filter(pl.col("source") == "message") if m.height else m
     first = proposals.sort("seq").group_by("run_id", "rule").agg(
@@ -261,21 +263,54 @@ def rule_lifecycle(tables: Mapping[str, pl.DataFrame], evidence: pl.DataFrame) -
         pl.col("subrun").sort_by("seq").first().alias("first_cite_subrun"),
         pl.col("round").sort_by("seq").first().alias("first_cite_round"),
     )
-    others = m.join(first.select("run_id", "rule", "proposer", "seq0"), on=["run_id", "rule"])
+    # honoured / broken: the proposer's own later ballots apply the rule, or name another
+    ballots = tables["ballots"].select("run_id", "seq", "subrun", "round", "worker")
+    own = (
+        ballots.join(first.select("run_id", "rule", pl.col("proposer").alias("worker"), "seq0",
+                                  pl.col("subrun").alias("s0"), pl.col("round").alias("r0")),
+                     on=["run_id", "worker"])
+        .filter(_RK > pl.col("s0") * 100_000 + pl.col("r0"))
+        .join(m.filter(pl.col("source") == "ballot").select("run_id", "seq", "rule")
+              .with_columns(pl.lit(True).alias("applies")), on=["run_id", "seq", "rule"],
+              how="left")
+        .group_by("run_id", "rule").agg(
+            pl.len().alias("proposer_ballots_after"),
+            pl.col("applies").fill_null(False).sum().alias("proposer_ballots_applying"),
+        )
+    )
+    # others accept a rule by naming it or by casting a ballot that follows it (structural)
+    followed = evidence.filter(
+        (pl.col("basis") == "structural") & pl.col("category").is_in(list(_RULE_OF))
+        & (pl.col("category") != "price_primary")
+    ).select("run_id", "seq", "worker", pl.col("category").replace_strict(_RULE_OF).alias("rule"))
+    named = m.select("run_id", "seq", "worker", "rule")
+    others = pl.concat([named, followed]).unique().join(
+        first.select("run_id", "rule", "proposer", "seq0"), on=["run_id", "rule"])
     others = others.filter((pl.col("worker") != pl.col("proposer"))
                            & (pl.col("seq") > pl.col("seq0")))
     acc = others.group_by("run_id", "rule").agg(pl.len().alias("uses_by_others"))
     out = (
         first.join(cites, on=["run_id", "rule"], how="left")
         .join(acc, on=["run_id", "rule"], how="left")
+        .join(own, on=["run_id", "rule"], how="left")
         .join(g, on=["run_id", "subrun", "round"], how="left")
         .join(g.rename({"subrun": "first_cite_subrun", "round": "first_cite_round", "g": "gc"}),
               on=["run_id", "first_cite_subrun", "first_cite_round"], how="left")
     )
+    out = out.with_columns(
+        pl.col("citing_rounds", "citing_subruns", "uses_by_others", "proposer_ballots_after",
+               "proposer_ballots_applying").fill_null(0),
+    )
+    status = (
+        pl.when(pl.col("proposer_ballots_after") == 0).then(pl.lit("open"))
+        .when(pl.col("proposer_ballots_applying") == pl.col("proposer_ballots_after"))
+        .then(pl.lit("honoured"))
+        .otherwise(pl.lit("broken"))
+    )
     return out.with_columns(
-        pl.col("citing_rounds", "citing_subruns", "uses_by_others").fill_null(0),
-        (pl.col("uses_by_others").fill_null(0) > 0).alias("accepted"),
+        (pl.col("uses_by_others") > 0).alias("accepted"),
         (pl.col("gc") - pl.col("g")).alias("rounds_to_first_citation"),
+        status.alias("status"),
     ).drop("g", "gc", "seq0").sort("run_id", "rule")
 
 

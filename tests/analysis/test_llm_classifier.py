@@ -107,3 +107,16 @@ def test_kappa_between_classifiers(scen, scen_ev):
     noisy = LLMClassifier(FakeLLM(miss=0.3, seed=2)).classify_sync(u)
     kn = kappa_table(u, evidence, noisy).filter(pl.col("category") == "pooled")["kappa"].item()
     assert 0.0 < kn < 1.0 and not math.isnan(kn)
+
+
+def test_classifier_spend_in_the_token_audit(scen):
+    from mbb.analysis import classifier_spend, token_audit
+
+    clf = LLMClassifier(FakeLLM(), model="judge", batch_size=10)
+    clf.classify_sync(utterances(scen))
+    usage = clf.usage_table()
+    audit = token_audit({**scen, "llm_calls": usage.drop("approximate")})
+    spend = classifier_spend(audit)
+    assert spend.select("model", "calls").rows() == [("judge", 2)]
+    assert spend["total_tokens"].item() == int(
+        usage["prompt_tokens"].sum() + usage["completion_tokens"].sum())

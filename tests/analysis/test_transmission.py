@@ -60,8 +60,46 @@ def test_rule_lifecycle(scen, scen_ev):
     assert r == [{
         "rule": "edf", "proposer": "W2", "subrun": 1, "round": 1, "citing_rounds": 0,
         "citing_subruns": 0, "first_cite_subrun": None, "first_cite_round": None,
-        "uses_by_others": 0, "accepted": False, "rounds_to_first_citation": None,
+        "uses_by_others": 0, "proposer_ballots_after": 0, "proposer_ballots_applying": 0,
+        "accepted": False, "rounds_to_first_citation": None, "status": "open",
     }]
+
+
+def _rule_run(second_reasoning: str):
+    from tests.analysis.conftest import Log, tables_of
+
+    log = Log("base-seed0004")
+    log.run_started("base", [("A", "shortest_job_advocate", 100, 100.0),
+                             ("B", "price_first", 100, 100.0),
+                             ("C", "price_first", 100, 100.0)], subruns=1)
+    log.subrun_started(1, {w: 100 for w in "ABC"}, {w: 100.0 for w in "ABC"})
+    decls = {"A": (5, 30, ""), "B": (9, 90, ""), "C": (7, 60, "")}  # bid order B C A, SJF A C B
+    log.round(1, 1, list("ABC"), decls,
+              [("A", None, "Shortest job first minimises everyone's total waiting.")],
+              {"A": (list("ACB"), "Shortest requested duration first."),
+               "B": (list("BCA"), ""), "C": (list("BCA"), "")}, list("BCA"), [9, 7, 5])
+    log.round(1, 2, list("ABC"), decls, [],
+              {"A": (list("ACB") if "Shortest" in second_reasoning else list("BCA"),
+                     second_reasoning),
+               "B": (list("ACB"), ""), "C": (list("BCA"), "")}, list("ACB"), [5, 7, 9])
+    t = tables_of(log)
+    return rule_lifecycle(t, classify_evidence(t)).row(0, named=True)
+
+
+def test_rule_honoured_and_followed_by_another():
+    r = _rule_run("Shortest requested duration first.")
+    assert (r["rule"], r["proposer"], r["citing_rounds"], r["rounds_to_first_citation"]) == (
+        "sjf", "A", 1, 1)
+    # B's round-2 ballot follows SJF without a word: accepted by behaviour
+    assert r["uses_by_others"] == 1 and r["accepted"]
+    assert (r["proposer_ballots_after"], r["proposer_ballots_applying"], r["status"]) == (
+        1, 1, "honoured")
+
+
+def test_rule_broken_by_its_proposer():
+    r = _rule_run("Strictly by bid this time.")
+    assert (r["proposer_ballots_after"], r["proposer_ballots_applying"], r["status"]) == (
+        1, 0, "broken")
 
 
 def test_transmission_rates_exact(scen, scen_ev):
