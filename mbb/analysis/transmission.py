@@ -269,7 +269,7 @@ def rule_lifecycle(tables: Mapping[str, pl.DataFrame], evidence: pl.DataFrame) -
         ballots.join(first.select("run_id", "rule", pl.col("proposer").alias("worker"), "seq0",
                                   pl.col("subrun").alias("s0"), pl.col("round").alias("r0")),
                      on=["run_id", "worker"])
-        .filter(_RK > pl.col("s0") * 100_000 + pl.col("r0"))
+        .filter(pl.col("s0") * 100_000 + pl.col("r0") < _RK)
         .join(m.filter(pl.col("source") == "ballot").select("run_id", "seq", "rule")
               .with_columns(pl.lit(True).alias("applies")), on=["run_id", "seq", "rule"],
               how="left")
