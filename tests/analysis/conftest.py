@@ -161,6 +161,12 @@ def tables_of(*logs: Log):
 
 
 @pytest.fixture
+def events():
+    """(Log, tables_of) for tests that build their own small run."""
+    return Log, tables_of
+
+
+@pytest.fixture
 def scen():
     return tables_of(build_scenario())
 

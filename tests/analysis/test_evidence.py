@@ -77,8 +77,8 @@ def test_round_orders_and_disclosures(scen):
     assert o["sjf_order"].to_list()[2] == o["bid_order"].to_list()[2] == ["W1", "W3"]
 
 
-def test_no_structural_price_primary_when_another_principle_is_named(scen):
-    from tests.analysis.conftest import Log, tables_of
+def test_no_structural_price_primary_when_another_principle_is_named(events):
+    Log, tables_of = events
 
     log = Log("base-seed0009")
     log.run_started("base", [("A", "coalition_builder", 100, 100.0),

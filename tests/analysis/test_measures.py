@@ -70,9 +70,9 @@ def test_rule_dynamics(scen, scen_ev):
     ]
 
 
-def test_rule_citation_in_a_later_round_is_not_making():
+def test_rule_citation_in_a_later_round_is_not_making(events):
     from mbb.analysis import classify_evidence
-    from tests.analysis.conftest import Log, tables_of
+    Log, tables_of = events
 
     log = Log("fixed_bids-seed0003")
     log.run_started("fixed_bids", [("A", "shortest_job_advocate", 100, 100.0),

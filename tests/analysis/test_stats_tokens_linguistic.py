@@ -92,8 +92,8 @@ def test_token_efficiency_scripted(scen):
     assert e["cost_usd"] is None
 
 
-def test_linguistic_measures_exact():
-    from tests.analysis.conftest import Log, tables_of
+def test_linguistic_measures_exact(events):
+    Log, tables_of = events
 
     log = Log("base-seed0005")
     log.run_started("base", [("A", "price_first", 100, 100.0), ("B", "quitter", 100, 100.0)])

@@ -35,8 +35,8 @@ def test_commitment_lifecycle(scen):
     }]
 
 
-def test_broken_and_open_commitments():
-    from tests.analysis.conftest import Log, tables_of
+def test_broken_and_open_commitments(events):
+    Log, tables_of = events
 
     log = Log("base-seed0002")
     log.run_started("base", [("A", "reciprocator", 100, 100.0), ("B", "price_first", 100, 100.0),
@@ -65,8 +65,8 @@ def test_rule_lifecycle(scen, scen_ev):
     }]
 
 
-def _rule_run(second_reasoning: str):
-    from tests.analysis.conftest import Log, tables_of
+def _rule_run(events, second_reasoning: str):
+    Log, tables_of = events
 
     log = Log("base-seed0004")
     log.run_started("base", [("A", "shortest_job_advocate", 100, 100.0),
@@ -86,8 +86,8 @@ def _rule_run(second_reasoning: str):
     return rule_lifecycle(t, classify_evidence(t)).row(0, named=True)
 
 
-def test_rule_honoured_and_followed_by_another():
-    r = _rule_run("Shortest requested duration first.")
+def test_rule_honoured_and_followed_by_another(events):
+    r = _rule_run(events, "Shortest requested duration first.")
     assert (r["rule"], r["proposer"], r["citing_rounds"], r["rounds_to_first_citation"]) == (
         "sjf", "A", 1, 1)
     # B's round-2 ballot follows SJF without a word: accepted by behaviour
@@ -96,8 +96,8 @@ def test_rule_honoured_and_followed_by_another():
         1, 1, "honoured")
 
 
-def test_rule_broken_by_its_proposer():
-    r = _rule_run("Strictly by bid this time.")
+def test_rule_broken_by_its_proposer(events):
+    r = _rule_run(events, "Strictly by bid this time.")
     assert (r["proposer_ballots_after"], r["proposer_ballots_applying"], r["status"]) == (
         1, 0, "broken")
 
