@@ -9,6 +9,7 @@ model and each run's condition, memory switch and bid regime. `run_info` reads t
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -111,7 +112,7 @@ def run_info_from_dirs(run_dirs: Iterable[Path]) -> tuple[pl.DataFrame, pl.DataF
     for d in run_dirs:
         with (Path(d) / "events.jsonl").open(encoding="utf-8") as fh:
             first = fh.readline()
-        if first.startswith('{"kind":"run_started"'):
+        if first.strip() and json.loads(first).get("kind") == "run_started":
             lines.append(first.rstrip("\n"))
     return run_info(lines)
 

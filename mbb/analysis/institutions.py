@@ -83,11 +83,11 @@ def _mandated(df: pl.DataFrame, tables: Mapping[str, pl.DataFrame]) -> pl.DataFr
         )
     df = df.join(w, on=["run_id", "worker"], how="left")
     df = df.join(_mandates_frame(), on=["persona", "category"], how="left")
-    llm = (pl.col("negotiator") == "llm") & pl.col("category").is_in(list(LLM_MANDATES))
-    return df.with_columns(
-        (pl.col("mandated").fill_null(False) | llm | (pl.col("category") == "price_primary"))
-        .alias("mandated")
-    )
+    # an LLM negotiator's persona field is unused: only the prompt's mandates apply to it
+    is_llm = pl.col("negotiator") == "llm"
+    persona = pl.col("mandated").fill_null(False) & ~is_llm
+    prompt = pl.col("category").is_in(list(LLM_MANDATES)) | (pl.col("category") == "price_primary")
+    return df.with_columns((persona | prompt).alias("mandated"))
 
 
 def institutions(tables: Mapping[str, pl.DataFrame], wr_pred: pl.DataFrame) -> pl.DataFrame:
