@@ -1,5 +1,19 @@
 """The 21-category taxonomy of negotiation tactics and emergent norms (SCARCE §4, Table 6).
 
+How the list was settled from the paper summary: the appendix gives one example per category
+for 20 of them (anchoring, reciprocity, cheap talk, tie-break deference, welfare concession,
+price-primary, deadline ultimatum, renegotiation, coalition formation, coalition loyalty,
+social proof, rival targeting, reputation, EDF, SJF, risk/variance, downstream gating,
+iterative bargaining, rule-making/citation, scope reduction) and the glossary adds
+recency-first queueing as the 21st. Tactics the text names without a category of their own are
+folded in: logrolling and exchanges into reciprocity, exclusionary coalitions and
+divide-and-conquer appeals into rival targeting, sunk-cost urgency into deadline ultimatum,
+standing alternations into coalition loyalty. Families follow §4.1 (negotiation and
+bargaining) and §4.2 (rules and norms: scheduling conventions and process rules). Markers
+follow §4.3 and §6: reciprocity, coalition ties and reputation are relational; tie-breaks,
+scheduling conventions, social proof and rule-making are non-relational; price-primary
+restates the operator's mechanism (the prompt mandates it) and is never an institution.
+
 Markers: `relational` (†) institutions live in a relationship between particular workers;
 `non_relational` (‡) institutions are norms that apply to whoever is in the round; `none` are
 tactics that are not institutions however often they recur. A behaviour only counts as an
@@ -12,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["CATEGORIES", "CATEGORY_NAMES", "Category"]
+__all__ = ["BY_NAME", "CATEGORIES", "CATEGORY_NAMES", "Category", "category_table"]
 
 Family = Literal["negotiation", "rules"]
 Marker = Literal["relational", "non_relational", "none"]
@@ -199,3 +213,19 @@ CATEGORIES: tuple[Category, ...] = (
 CATEGORY_NAMES: tuple[str, ...] = tuple(c.name for c in CATEGORIES)
 BY_NAME: dict[str, Category] = {c.name: c for c in CATEGORIES}
 assert len(CATEGORIES) == 21 and len(BY_NAME) == 21
+
+
+def category_table():  # -> polars.DataFrame (imported lazily: the taxonomy has no dependencies)
+    """The taxonomy as a table: name, title, family, marker, symbol, definition."""
+    import polars as pl
+
+    return pl.DataFrame(
+        {
+            "name": [c.name for c in CATEGORIES],
+            "title": [c.title for c in CATEGORIES],
+            "family": [c.family for c in CATEGORIES],
+            "marker": [c.marker for c in CATEGORIES],
+            "symbol": [c.symbol for c in CATEGORIES],
+            "definition": [c.definition for c in CATEGORIES],
+        }
+    )

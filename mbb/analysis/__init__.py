@@ -1,0 +1,121 @@
+"""The paper's analyses: classifiers, institutions, transmission, measures and token audit.
+
+Every analysis is a function from tables (the dict of polars DataFrames from `mbb.tables`,
+with `runs` and `workers` added by `with_run_info` where a measure needs the condition or each
+worker's model) to a tidy polars DataFrame. Behaviour measures take the evidence rows of
+`classify_evidence` (or an LLM classifier's, same columns) or their worker-round labels.
+
+    ev = classify_evidence(tables)
+    wr = worker_round_predictions(ev)
+    behaviour_prevalence(tables, wr); transmission_rates(tables, ev); outcomes(tables)
+"""
+
+from mbb.analysis._frames import run_info, run_info_from_dirs, utterances, with_run_info
+from mbb.analysis.evidence import (
+    CUES,
+    classify_evidence,
+    round_orders,
+    utterance_predictions,
+    worker_round_predictions,
+)
+from mbb.analysis.institutions import (
+    LLM_MANDATES,
+    PERSONA_MANDATES,
+    institution_summary,
+    institutions,
+    pair_institutions,
+)
+from mbb.analysis.linguistic import linguistic_drift, worker_linguistics
+from mbb.analysis.llm_classifier import FakeLLM, LLMClassifier, response_schema, system_prompt
+from mbb.analysis.measures import (
+    GROUPS,
+    behaviour_drift,
+    behaviour_prevalence,
+    contested_win_rates,
+    direct_message_use,
+    drift_tests,
+    mean_bid_by_subrun,
+    outcomes,
+    relational_vs_bid,
+    rich_worker,
+    rule_dynamics,
+    structural_metrics,
+    urgency_premium,
+    worker_rounds,
+)
+from mbb.analysis.stats import chi2_contingency, chi2_sf, permutation_pvalue
+from mbb.analysis.tokens import approx_tokens, classifier_spend, token_audit, token_efficiency
+from mbb.analysis.transmission import (
+    coalitions,
+    commitment_acts,
+    commitments,
+    rule_lifecycle,
+    transmission_rates,
+    validate_commitment_acts,
+)
+from mbb.analysis.validation import (
+    cohen_kappa,
+    export_review_sample,
+    ground_truth,
+    import_review,
+    kappa_table,
+    prf_table,
+    review_agreement,
+)
+
+__all__ = [
+    "CUES",
+    "GROUPS",
+    "LLM_MANDATES",
+    "PERSONA_MANDATES",
+    "FakeLLM",
+    "LLMClassifier",
+    "approx_tokens",
+    "behaviour_drift",
+    "behaviour_prevalence",
+    "chi2_contingency",
+    "chi2_sf",
+    "classifier_spend",
+    "classify_evidence",
+    "coalitions",
+    "cohen_kappa",
+    "commitment_acts",
+    "commitments",
+    "contested_win_rates",
+    "direct_message_use",
+    "drift_tests",
+    "export_review_sample",
+    "ground_truth",
+    "import_review",
+    "institution_summary",
+    "institutions",
+    "kappa_table",
+    "linguistic_drift",
+    "mean_bid_by_subrun",
+    "outcomes",
+    "pair_institutions",
+    "permutation_pvalue",
+    "prf_table",
+    "relational_vs_bid",
+    "response_schema",
+    "review_agreement",
+    "rich_worker",
+    "round_orders",
+    "rule_dynamics",
+    "rule_lifecycle",
+    "run_info",
+    "run_info_from_dirs",
+    "structural_metrics",
+    "system_prompt",
+    "token_audit",
+    "token_efficiency",
+    "transmission_rates",
+    "urgency_premium",
+    "utterance_predictions",
+    "utterances",
+    "validate_commitment_acts",
+    "with_run_info",
+    "worker_linguistics",
+    "worker_round_predictions",
+    "worker_rounds",
+]

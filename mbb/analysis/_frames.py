@@ -1,0 +1,189 @@
+"""Shared frames: run and worker information, and one table of every utterance.
+
+`mbb.tables` has no table for `run_started`, but several measures need each worker's persona or
+model and each run's condition, memory switch and bid regime. `run_info` reads them from the
+`run_started` lines (a batch's `by_kind`, or the first line of each run's events.jsonl) and
+`with_run_info` adds them to a tables dict as `runs` and `workers`.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+import polars as pl
+
+__all__ = [
+    "RUN_SCHEMA",
+    "WORKER_SCHEMA",
+    "run_info",
+    "run_info_from_dirs",
+    "utterances",
+    "with_run_info",
+]
+
+WORKER_SCHEMA = {
+    "run_id": pl.String,
+    "worker": pl.String,
+    "index": pl.Int64,
+    "persona": pl.String,
+    "negotiator": pl.String,
+    "model": pl.String,
+    "budget": pl.Int64,
+    "deadline_s": pl.Float64,
+    "label": pl.String,
+}
+RUN_SCHEMA = {
+    "run_id": pl.String,
+    "condition": pl.String,
+    "seed": pl.Int64,
+    "memory": pl.Boolean,
+    "bids": pl.String,
+    "subruns": pl.Int64,
+}
+
+_RUN_STARTED = pl.Schema(
+    {
+        "run_id": pl.String,
+        "condition": pl.String,
+        "seed": pl.Int64,
+        "params": pl.Struct(
+            {
+                "subruns": pl.Int64,
+                "memory": pl.Struct({"enabled": pl.Boolean}),
+                "negotiation": pl.Struct({"bids": pl.String}),
+            }
+        ),
+        "workers": pl.List(
+            pl.Struct(
+                {
+                    "id": pl.String,
+                    "index": pl.Int64,
+                    "persona": pl.String,
+                    "negotiator": pl.String,
+                    "model": pl.String,
+                    "budget": pl.Int64,
+                    "deadline_s": pl.Float64,
+                }
+            )
+        ),
+    }
+)
+
+
+def run_info(run_started_lines: Sequence[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(runs, workers) from `run_started` event lines.
+
+    `label` is what the paper calls the model: the LLM's model name for LLM negotiators, the
+    persona name for scripted ones.
+    """
+    if not run_started_lines:
+        return pl.DataFrame(schema=RUN_SCHEMA), pl.DataFrame(schema=WORKER_SCHEMA)
+    raw = pl.read_ndjson(io.BytesIO("\n".join(run_started_lines).encode()), schema=_RUN_STARTED)
+    runs = raw.select(
+        "run_id",
+        "condition",
+        "seed",
+        pl.col("params").struct.field("memory").struct.field("enabled").alias("memory"),
+        pl.col("params").struct.field("negotiation").struct.field("bids").alias("bids"),
+        pl.col("params").struct.field("subruns").alias("subruns"),
+    )
+    workers = (
+        raw.select("run_id", "workers")
+        .explode("workers")
+        .unnest("workers")
+        .rename({"id": "worker"})
+        .with_columns(
+            pl.when(pl.col("negotiator") == "llm")
+            .then(pl.col("model").fill_null("llm"))
+            .otherwise(pl.col("persona"))
+            .alias("label")
+        )
+        .select(list(WORKER_SCHEMA))
+    )
+    return runs, workers
+
+
+def run_info_from_dirs(run_dirs: Iterable[Path]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Read only the first line (run_started) of each run's events.jsonl."""
+    lines = []
+    for d in run_dirs:
+        with (Path(d) / "events.jsonl").open(encoding="utf-8") as fh:
+            first = fh.readline()
+        if first.strip() and json.loads(first).get("kind") == "run_started":
+            lines.append(first.rstrip("\n"))
+    return run_info(lines)
+
+
+def with_run_info(
+    tables: Mapping[str, pl.DataFrame],
+    *,
+    by_kind: Mapping[str, Sequence[str]] | None = None,
+    run_dirs: Iterable[Path] | None = None,
+) -> dict[str, pl.DataFrame]:
+    """A copy of `tables` with `runs` and `workers` added (from a batch's lines or run dirs)."""
+    if by_kind is not None:
+        runs, workers = run_info(by_kind.get("run_started", ()))
+    elif run_dirs is not None:
+        runs, workers = run_info_from_dirs(run_dirs)
+    else:
+        raise ValueError("with_run_info needs by_kind= (BatchResult.by_kind) or run_dirs=")
+    return {**tables, "runs": runs, "workers": workers}
+
+
+def require(tables: Mapping[str, pl.DataFrame], name: str) -> pl.DataFrame:
+    if name not in tables:
+        raise KeyError(
+            f"this analysis needs the {name!r} table; add it with "
+            "mbb.analysis.with_run_info(tables, by_kind=batch.by_kind) or run_dirs=..."
+        )
+    return tables[name]
+
+
+_UTTERANCE_COLS = ["run_id", "seq", "subrun", "round", "worker", "source", "turn", "to", "text"]
+
+
+def utterances(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
+    """Every piece of negotiation text: declaration notes, messages, ballot reasoning.
+
+    One row per utterance keyed by (run_id, seq); `labels` is the scripted ground truth (empty
+    for LLM workers) and is never read by the classifiers.
+    """
+    d = tables["declarations"].select(
+        "run_id", "seq", "subrun", "round", "worker",
+        pl.lit("declaration").alias("source"), pl.col("turn").fill_null(0),
+        pl.lit(None, pl.String).alias("to"), pl.col("note").alias("text"), "labels",
+    )
+    m = tables["messages"].select(
+        "run_id", "seq", "subrun", "round", "worker",
+        pl.lit("message").alias("source"), "turn", "to", "text", "labels",
+    )
+    b = tables["ballots"].select(
+        "run_id", "seq", "subrun", "round", "worker",
+        pl.lit("ballot").alias("source"), pl.lit(99, pl.Int64).alias("turn"),
+        pl.lit(None, pl.String).alias("to"), pl.col("reasoning").alias("text"), "labels",
+    )
+    return (
+        pl.concat([d, m, b], how="vertical_relaxed")
+        .with_columns(pl.col("text").fill_null(""), pl.col("labels").fill_null([]))
+        .sort("run_id", "seq")
+    )
+
+
+def condition_of(df: pl.DataFrame, tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
+    """Add `condition`: from the runs table when present, else parsed from the run id."""
+    if "runs" in tables:
+        return df.join(tables["runs"].select("run_id", "condition"), on="run_id", how="left")
+    return df.with_columns(pl.col("run_id").str.replace(r"-seed\d+$", "").alias("condition"))
+
+
+def labels_of(df: pl.DataFrame, tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
+    """Add `model` (the paper's model column): persona or LLM name, else 'scripted'."""
+    if "workers" in tables:
+        w = tables["workers"].select("run_id", "worker", pl.col("label").alias("model"))
+        return df.join(w, on=["run_id", "worker"], how="left").with_columns(
+            pl.col("model").fill_null("scripted")
+        )
+    return df.with_columns(pl.lit("scripted").alias("model"))

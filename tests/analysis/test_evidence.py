@@ -1,0 +1,133 @@
+"""The evidence classifier on the hand-made scenario (exact labels and evidence) and on
+scripted runs (agreement with the personas' ground truth)."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from mbb.analysis import (
+    classify_evidence,
+    ground_truth,
+    prf_table,
+    round_orders,
+    utterance_predictions,
+    utterances,
+    worker_round_predictions,
+)
+from mbb.analysis.evidence import deadline_disclosures
+
+
+def labels_by_seq(ev: pl.DataFrame) -> dict[int, set[str]]:
+    out: dict[int, set[str]] = {}
+    for seq, cat in ev.select("seq", "category").iter_rows():
+        out.setdefault(seq, set()).add(cat)
+    return out
+
+
+def test_utterances_cover_notes_messages_and_ballots(scen):
+    u = utterances(scen)
+    assert u.height == 18
+    assert u.group_by("source").len().sort("source").rows() == [
+        ("ballot", 7), ("declaration", 7), ("message", 4)]
+
+
+def test_exact_labels_per_utterance(scen_ev):
+    assert labels_by_seq(scen_ev) == {
+        3: {"price_primary"},
+        6: {"earliest_deadline_first", "rule_making_citation"},
+        7: {"reciprocity"},
+        8: {"reciprocity"},
+        9: {"price_primary"},
+        10: {"earliest_deadline_first"},
+        11: {"price_primary", "reciprocity"},
+        25: {"price_primary"},
+        26: {"reciprocity"},
+        27: {"reciprocity", "reputation"},
+        28: {"price_primary", "reciprocity", "coalition_loyalty"},
+        29: {"price_primary"},
+        34: {"price_primary"},
+        36: {"price_primary"},
+        37: {"price_primary"},
+    }
+
+
+def test_structural_evidence(scen_ev):
+    st = scen_ev.filter(pl.col("basis") == "structural").select("seq", "category", "evidence")
+    assert st.sort("seq", "category").rows() == [
+        (9, "price_primary", "ballot equals the bid order (W1 > W3 > W2)"),
+        (10, "earliest_deadline_first", "ballot follows the disclosed deadlines (W2 > W1 > W3)"),
+        (11, "price_primary", "ballot equals the bid order (W1 > W3 > W2)"),
+        # the price-first worker repays the debt: a concession tied to the earlier favour
+        (28, "reciprocity",
+         "ranks W3 (bid 60) above itself (bid 120) after their reciprocal exchange in s2r1"),
+    ]
+    lex = scen_ev.filter((pl.col("seq") == 7) & (pl.col("basis") == "lexical"))
+    assert lex["evidence"].to_list() == ['exchange of favours: "back me ahead"']
+
+
+def test_round_orders_and_disclosures(scen):
+    d = deadline_disclosures(scen)
+    assert d.select("worker", "left_s").rows() == [("W2", 300.0)]
+    o = round_orders(scen).sort("subrun", "round")
+    assert o["bid_order"].to_list()[0] == ["W1", "W3", "W2"]
+    assert o["sjf_order"].to_list()[0] == ["W2", "W3", "W1"]
+    assert o["edf_order"].to_list()[0] == ["W2", "W1", "W3"]
+    # s2 r2: equal durations fall back to bid order, so the structural signal is ambiguous
+    assert o["sjf_order"].to_list()[2] == o["bid_order"].to_list()[2] == ["W1", "W3"]
+
+
+def test_no_structural_price_primary_when_another_principle_is_named(events):
+    Log, tables_of = events
+
+    log = Log("base-seed0009")
+    log.run_started("base", [("A", "coalition_builder", 100, 100.0),
+                             ("B", "price_first", 100, 100.0)])
+    log.subrun_started(1, {"A": 100, "B": 100}, {"A": 100.0, "B": 100.0})
+    log.round(1, 1, ["A", "B"], {"A": (20, 90, "x"), "B": (10, 60, "y")}, [],
+              {"A": (["A", "B"], "Our bloc first by price, others after."),
+               "B": (["A", "B"], "no reason given")}, ["A", "B"], [20, 10])
+    ev = classify_evidence(tables_of(log))
+    assert labels_by_seq(ev) == {5: {"coalition_loyalty"}, 6: {"price_primary"}}
+    assert ev.filter(pl.col("seq") == 6)["basis"].to_list() == ["structural"]
+
+
+def test_worker_round_level(scen_ev):
+    wr = worker_round_predictions(scen_ev)
+    w1 = wr.filter((pl.col("worker") == "W1") & (pl.col("subrun") == 1))
+    assert sorted(w1["category"]) == ["price_primary", "reciprocity"]
+    assert w1.filter(pl.col("category") == "price_primary")["basis"].item() == "lexical+structural"
+
+
+def test_ground_truth_is_never_read(scen):
+    """Putting labels into the events does not change the predictions."""
+    before = classify_evidence(scen)
+    t = dict(scen)
+    for name in ("messages", "declarations", "ballots"):
+        t[name] = t[name].with_columns(pl.lit(["social_proof"]).alias("labels"))
+    assert classify_evidence(t).equals(before)
+
+
+@pytest.fixture(scope="module")
+def scripted(tmp_path_factory):
+    from mbb.notebooks import PROJECT_ROOT
+    from mbb.params import load_params
+    from mbb.runner import run_many
+
+    out = tmp_path_factory.mktemp("scripted")
+    b = run_many(load_params(PROJECT_ROOT / "params" / "base.yaml"), runs=10, out_dir=out,
+                 processes=1).check()
+    return b.tables
+
+
+def test_scripted_macro_f1(scripted):
+    ev = classify_evidence(scripted)
+    utt = prf_table(ground_truth(scripted), utterance_predictions(ev), ["run_id", "seq"])
+    wr = prf_table(ground_truth(scripted, "worker_round"), worker_round_predictions(ev),
+                   ["run_id", "subrun", "round", "worker"])
+    for table in (utt, wr):
+        macro = table.filter(pl.col("category") == "macro (enacted)")
+        assert macro["f1"].item() >= 0.8
+        enacted = table.filter((pl.col("support") > 0) & (pl.col("category") != "macro (enacted)"))
+        assert enacted.height >= 15
+        assert enacted["f1"].min() >= 0.6

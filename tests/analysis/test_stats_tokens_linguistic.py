@@ -1,0 +1,114 @@
+"""Significance tests, the token audit and linguistic drift, with exact values."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+
+from mbb.analysis import (
+    approx_tokens,
+    chi2_contingency,
+    chi2_sf,
+    classifier_spend,
+    classify_evidence,
+    linguistic_drift,
+    permutation_pvalue,
+    token_audit,
+    token_efficiency,
+)
+from mbb.analysis.linguistic import worker_linguistics
+
+
+@pytest.mark.parametrize(("x", "dof", "p"), [
+    (3.841458820694124, 1, 0.05), (5.991464547107979, 2, 0.05), (11.070497693516351, 5, 0.05),
+    (0.5, 3, 0.918891411654676), (100.0, 10, 2.7735209462083e-16),
+])
+def test_chi2_sf_known_values(x, dof, p):
+    assert chi2_sf(x, dof) == pytest.approx(p, rel=1e-6)
+
+
+def test_chi2_contingency_exact():
+    stat, dof, p = chi2_contingency(np.array([[10, 20], [30, 40]]))
+    assert stat == pytest.approx(0.7936507936507936) and dof == 1
+    assert p == pytest.approx(0.37299848361, rel=1e-8)
+    assert chi2_contingency(np.array([[3, 0], [4, 0]])) == (0.0, 0, 1.0)
+    with pytest.raises(ValueError, match="dof must be positive"):
+        chi2_sf(1.0, 0)
+
+
+def test_permutation_pvalue():
+    x = np.array([0.0] * 10 + [1.0] * 10)
+    g = np.array([1] * 10 + [2] * 10)
+    assert permutation_pvalue(x, g, n=500) < 0.01
+    assert permutation_pvalue(np.ones(6), np.array([1, 1, 1, 2, 2, 2]), n=100) == 1.0
+
+
+def test_approx_tokens():
+    df = pl.DataFrame({"t": ["Bidding 900 for 120s.", "I'll go — fine", ""]})
+    assert df.select(approx_tokens(pl.col("t")))["t"].to_list() == [5, 6, 0]
+
+
+def test_token_audit_scripted_is_approximate(scen):
+    a = token_audit(scen)
+    assert a["approximate"].all() and not a["classifier"].any()
+    w2 = a.filter(pl.col("worker") == "W2").sort("phase")
+    # note: 50 credits , 60s . For transparency : roughly 5 . 0 min before my deadline . = 17
+    assert w2.select("phase", "calls", "completion_tokens").rows() == [
+        ("ballot", 1, 8), ("conversation", 1, 15), ("declaration", 1, 17)]
+    assert set(a.filter(pl.col("phase") == "report")["worker"]) == {"W1", "W3"}
+
+
+def test_token_audit_with_llm_calls(scen):
+    calls = pl.DataFrame({
+        "run_id": ["base-seed0001"] * 3, "subrun": [1, 1, 2], "round": [1, 1, None],
+        "worker": ["W1", "W1", None], "role": ["negotiator", "negotiator", "classifier"],
+        "phase": ["ballot", "ballot", "classification"], "model": ["m", "m", "judge"],
+        "prompt_tokens": [100, 50, 1000], "completion_tokens": [10, 5, 100],
+        "reasoning_tokens": [0, 20, None], "cached_tokens": [0, 40, 0],
+        "cost_usd": [0.01, 0.02, 0.5], "cache_hit": [False, True, False],
+    })
+    t = {**scen, "llm_calls": calls}
+    a = token_audit(t)
+    assert not a["approximate"].any()
+    neg = a.filter(~pl.col("classifier")).row(0, named=True)
+    assert (neg["calls"], neg["total_tokens"], neg["cached_tokens"], neg["cache_hits"]) == (
+        2, 185, 40, 1)
+    assert neg["cost_usd"] == pytest.approx(0.03)
+    cs = classifier_spend(a)
+    assert cs.select("calls", "total_tokens").rows() == [(1, 1100)]
+    eff = token_efficiency(t, a).filter(pl.col("model") == "m")
+    # W1 is a scripted price_first worker in the run table; its llm rows carry model "m"
+    assert eff.height == 1 and eff["total_tokens"].item() == 185
+
+
+def test_token_efficiency_scripted(scen):
+    a = token_audit(scen)
+    e = token_efficiency(scen, a).filter(pl.col("model") == "price_first").row(0, named=True)
+    total = a.filter(pl.col("model") == "price_first")["total_tokens"].sum()
+    assert e["windows_paid"] == 3 and e["credits_paid"] == 1120 and e["tests_passed"] == 20
+    assert e["tokens_per_credit_won"] == pytest.approx(total / 1120)
+    assert e["tokens_per_test_passed"] == pytest.approx(total / 20)
+    assert e["cost_usd"] is None
+
+
+def test_linguistic_measures_exact(events):
+    Log, tables_of = events
+
+    log = Log("base-seed0005")
+    log.run_started("base", [("A", "price_first", 100, 100.0), ("B", "quitter", 100, 100.0)])
+    for s, note in ((1, "alpha beta gamma"), (2, "alpha beta delta")):
+        log.subrun_started(s, {"A": 100, "B": 100}, {"A": 100.0, "B": 100.0})
+        log.round(s, 1, ["A", "B"], {"A": (5, 60, note), "B": (1, 60, "as we agreed")}, [],
+                  {}, ["A", "B"], [5, 1])
+    t = tables_of(log)
+    ev = classify_evidence(t)
+    w = worker_linguistics(t, ev).filter(pl.col("worker") == "A")
+    assert w.select("subrun", "new_vocab_share", "bow_similarity", "trigram_similarity",
+                    "institutional_share").rows() == [
+        (1, 1.0, None, None, 0.0), (2, pytest.approx(1 / 3), pytest.approx(2 / 3), 0.0, 0.0)]
+    b = linguistic_drift(t, ev).filter(pl.col("model") == "quitter")
+    # "as we agreed" invokes a rule (institutional); identical text in both subruns
+    assert b.select("subrun", "new_vocab_share", "bow_similarity", "trigram_similarity",
+                    "institutional_share").rows() == [
+        (1, 1.0, None, None, 1.0), (2, 0.0, pytest.approx(1.0), 1.0, 1.0)]
