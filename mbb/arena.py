@@ -351,6 +351,11 @@ class Arena:
         neg = c.negotiation
         self.log.round = rnd
         self.emit(ev.RoundStarted, candidates=list(candidates))
+        if c.mechanism.kind != "negotiated":  # issue 7: a centralized scheduler replaces 1-4
+            from mbb.scheduling.centralized import run_centralized_round
+
+            await run_centralized_round(self, subrun, rnd, candidates, queue, past)
+            return
         decls: dict[str, Declaration] = {}
 
         # 1. declarations (simultaneous, public)
@@ -524,7 +529,9 @@ class Arena:
             balance = self.ledger.pay(holder, price)
             w.spent += price
             self.emit(ev.Payment, holder, amount=price, balance=balance,
-                      rule=self.condition.mechanism.payment)
+                      rule=self.condition.mechanism.payment
+                      if self.condition.mechanism.kind == "negotiated"
+                      else self.condition.mechanism.kind)  # issue 7: auction label
         self.emit(ev.WindowStarted, holder, position=pos, allocation=allocation, price=price)
         hard_end = min(start + allocation, w.spec.deadline_s)
         grant = WindowGrant(holder, subrun, rnd, start, allocation, hard_end)
