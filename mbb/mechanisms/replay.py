@@ -108,8 +108,14 @@ def recorded_demand(source: str | Path | Iterable[str]) -> RecordedDemand:
             f"run {start['run_id']}: only modeled solvers can be replayed exactly (found "
             f"{sorted(solvers)}); a real or LLM solver's work is not a function of the seed"
         )
-    return RecordedDemand(run_id=start["run_id"], seed=start["seed"], params=start["params"],
-                          tasks=tasks, deadlines=deadlines, bids=dict(bids))
+    return RecordedDemand(
+        run_id=start["run_id"],
+        seed=start["seed"],
+        params=start["params"],
+        tasks=tasks,
+        deadlines=deadlines,
+        bids=dict(bids),
+    )
 
 
 class RecordedNegotiator:
@@ -163,21 +169,30 @@ class ReplayArena(Arena):
         try:
             recorded = self.demand.tasks[subrun]
         except KeyError:
-            raise ReplayError(f"{self.demand.run_id}: no subrun_started for subrun {subrun} "
-                              "(the run ended early); replay its completed subruns only") from None
+            raise ReplayError(
+                f"{self.demand.run_id}: no subrun_started for subrun {subrun} "
+                "(the run ended early); replay its completed subruns only"
+            ) from None
         missing = sorted(set(self.ids) - set(recorded))
         if missing:
             raise ReplayError(f"{self.demand.run_id} subrun {subrun}: no task for {missing}")
         for w in self.ids:
             got = self.demand.deadlines[subrun][w]
             if abs(got - self.workers[w].spec.deadline_s) > 1e-9:
-                raise ReplayError(f"{self.demand.run_id}: {w}'s recorded deadline {got} s differs "
-                                  f"from its params ({self.workers[w].spec.deadline_s} s)")
+                raise ReplayError(
+                    f"{self.demand.run_id}: {w}'s recorded deadline {got} s differs "
+                    f"from its params ({self.workers[w].spec.deadline_s} s)"
+                )
         return {w: recorded[w] for w in self.ids}
 
 
-def replay(source: str | Path | Iterable[str] | RecordedDemand, mechanism: str,
-           out_dir: Path | None = None, *, quantum_s: int | None = None) -> RunResult:
+def replay(
+    source: str | Path | Iterable[str] | RecordedDemand,
+    mechanism: str,
+    out_dir: Path | None = None,
+    *,
+    quantum_s: int | None = None,
+) -> RunResult:
     """Re-run the recorded demand with `mechanism` (any `mechanism.kind`) deciding every round.
 
     The replay's run id is `<original run id>~<mechanism>`; with `out_dir` its events are
@@ -188,8 +203,7 @@ def replay(source: str | Path | Iterable[str] | RecordedDemand, mechanism: str,
     mech: dict[str, Any] = {"kind": mechanism}
     if quantum_s is not None:
         mech["quantum_s"] = quantum_s
-    params = deep_merge(demand.params, {"mechanism": mech,
-                                        "workers": {"negotiator": "scripted"}})
+    params = deep_merge(demand.params, {"mechanism": mech, "workers": {"negotiator": "scripted"}})
     for o in params["workers"].get("overrides", {}).values():
         o["negotiator"] = None  # the recorded bids stand in for every negotiator backend
     params["subruns"] = min(params["subruns"], max(demand.tasks, default=0)) or params["subruns"]
