@@ -83,7 +83,14 @@ def waits(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
         .select(*keys, pl.col("start"))
         .sort("start")
     )
-    served = req.join_asof(ran, left_on="requested", right_on="start", by=keys, strategy="forward")
+    served = req.join_asof(
+        ran,
+        left_on="requested",
+        right_on="start",
+        by=keys,
+        strategy="forward",
+        check_sortedness=False,  # sorted globally above; polars cannot check within groups
+    )
     stop = (
         pl.concat(
             [
