@@ -56,3 +56,18 @@ def test_compare_pairs_institutions_with_every_mechanism(tmp_path):
     assert (tmp_path / "mechanisms" / "outcomes.parquet").is_file()
     with pytest.raises(ValueError, match="unknown mechanism"):
         compare(small(), runs=1, mechanisms=("lottery",))
+
+
+def test_figures_build_from_a_comparison():
+    from mbb.mechanisms import figures as mf
+
+    c = compare(small(), runs=2, mechanisms=("fcfs", "edf", "first_price"))
+    for chart in (
+        mf.outcome_comparison(c.outcomes),
+        mf.differences_vs_institutions(c.outcomes),
+        mf.waiting_distribution(c.waits),
+        mf.execution_by_worker(c.execution),
+        mf.screen_trips(c.screens),
+    ):
+        spec = chart.to_dict()
+        assert spec["$schema"].startswith("https://vega.github.io/schema/vega-lite/")
