@@ -71,3 +71,28 @@ def test_figures_build_from_a_comparison():
     ):
         spec = chart.to_dict()
         assert spec["$schema"].startswith("https://vega.github.io/schema/vega-lite/")
+
+
+@pytest.mark.notebook
+def test_mechanisms_notebook_executes(tmp_path):
+    import nbformat
+
+    from mbb.notebooks import PROJECT_ROOT, execute_notebook
+    from mbb.render import MIMETYPE
+
+    nb_path, _ = execute_notebook(
+        PROJECT_ROOT / "notebooks" / "mechanisms.ipynb",
+        tmp_path,
+        {
+            "params_paths": [str(PROJECT_ROOT / "params" / "base.yaml")],
+            "overrides": {"subruns": 2},
+            "runs": 2,
+            "out_dir": str(tmp_path / "out"),
+        },
+        html=False,
+    )
+    nb = nbformat.read(nb_path, as_version=4)
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    assert not [o for o in outputs if o.get("output_type") == "error"]
+    assert sum(MIMETYPE in o.get("data", {}) for o in outputs) == 5
+    assert (tmp_path / "out" / "base" / "mechanisms" / "outcomes.parquet").is_file()
