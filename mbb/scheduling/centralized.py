@@ -190,8 +190,9 @@ def schedule(kind: str, jobs: Sequence[Job], *, quantum: int = 60, min_s: int = 
     raise ValueError(f"unknown centralized mechanism {kind!r}; known: {', '.join(CENTRALIZED)}")
 
 
-async def _sealed_bids(arena: Arena, subrun: int, rnd: int, candidates: list[str],
-                       past: list[PastRound]) -> dict[str, Declaration]:
+async def _sealed_bids(
+    arena: Arena, subrun: int, rnd: int, candidates: list[str], past: list[PastRound]
+) -> dict[str, Declaration]:
     """Phase 1 only: each candidate declares a sealed bid; nothing is posted to the board."""
     c = arena.condition
     views = {w: arena.view(w, subrun, rnd, 0, candidates, {}, past) for w in candidates}
@@ -199,25 +200,44 @@ async def _sealed_bids(arena: Arena, subrun: int, rnd: int, candidates: list[str
     decls: dict[str, Declaration] = {}
     for w, d in results.items():
         if isinstance(d, BaseException):
-            arena.backend_failure(w, "declaration", d, "default declaration: bid 0, "
-                                  "requested duration, last position")
+            arena.backend_failure(
+                w, "declaration", d, "default declaration: bid 0, requested duration, last position"
+            )
             d = Declaration(bid=0, duration=arena.workers[w].wanted_s, position=len(candidates))
         if isinstance(d, Withdraw):
             arena.workers[w].status = "withdrawn"
             arena.emit(ev.Withdrawn, w, reason=d.reason)
             continue
         d, issues = repair_declaration(
-            d, budget=arena.ledger.balances[w], min_s=c.windows.min_s, max_s=c.windows.max_s,
-            n_candidates=len(candidates), note_max=c.negotiation.note_max_chars)
+            d,
+            budget=arena.ledger.balances[w],
+            min_s=c.windows.min_s,
+            max_s=c.windows.max_s,
+            n_candidates=len(candidates),
+            note_max=c.negotiation.note_max_chars,
+        )
         arena.record_issues(w, "declaration", issues)
         decls[w] = d
-        arena.emit(ev.Declared, w, bid=d.bid, duration=d.duration, position=d.position,
-                   note=d.note, labels=list(d.labels))
+        arena.emit(
+            ev.Declared,
+            w,
+            bid=d.bid,
+            duration=d.duration,
+            position=d.position,
+            note=d.note,
+            labels=list(d.labels),
+        )
     return decls
 
 
-async def run_centralized_round(arena: Arena, subrun: int, rnd: int, candidates: list[str],
-                                queue: list[str], past: list[PastRound]) -> None:
+async def run_centralized_round(
+    arena: Arena,
+    subrun: int,
+    rnd: int,
+    candidates: list[str],
+    queue: list[str],
+    past: list[PastRound],
+) -> None:
     """Phases 1-4 replaced by the operator's scheduler; phase 5 (execution) is the arena's."""
     c = arena.condition
     kind = c.mechanism.kind
@@ -231,16 +251,26 @@ async def run_centralized_round(arena: Arena, subrun: int, rnd: int, candidates:
     if not candidates:
         return
     jobs = [
-        Job(id=w, requested_at=arena.workers[w].requested_at or 0.0, duration=durations[w],
-            deadline=arena.workers[w].spec.deadline_s, bid=bids[w])
+        Job(
+            id=w,
+            requested_at=arena.workers[w].requested_at or 0.0,
+            duration=durations[w],
+            deadline=arena.workers[w].spec.deadline_s,
+            bid=bids[w],
+        )
         for w in candidates
     ]
     slots = schedule(kind, jobs, quantum=c.mechanism.quantum_s, min_s=c.windows.min_s)
     order = [s.id for s in slots]
     alloc = {s.id: s.allocation for s in slots}
-    arena.emit(ev.SchedulePublished, rule=kind, order=order,
-               allocations=[alloc[x] for x in order], bids=[bids[x] for x in order],
-               ballots_unanimous=False)
+    arena.emit(
+        ev.SchedulePublished,
+        rule=kind,
+        order=order,
+        allocations=[alloc[x] for x in order],
+        bids=[bids[x] for x in order],
+        ballots_unanimous=False,
+    )
     record = PastRound(rnd, list(order), dict(bids), dict(alloc))
     past.append(record)
     # auction losers keep their place: they re-enter the queue in request order, ahead of
