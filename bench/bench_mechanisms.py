@@ -7,8 +7,10 @@ set-up drawn from the same `worker_rng` streams) — is also written as an idiom
 one process per worker and a `Resource` (FCFS) or `PriorityResource` keyed by deadline (EDF);
 a waiting request races a timeout at the deadline. The SimPy model is timed twice: bare
 (outcomes kept in a list) and emitting the same typed events through `mbb.events.EventLog`,
-which is what mbb does. Its outcomes are checked against mbb's (identical completions and
-terminations per worker and subrun).
+which is what mbb does (mbb also records rounds, schedules, dropped windows, after-action
+reports and scores, which the SimPy model does not). Its outcomes are checked against mbb's
+(identical completions and terminations per worker and subrun): SimPy's continuous FCFS equals
+mbb's round-batched FCFS, and with the base condition's equal deadlines so does its EDF.
 
 Usage: python bench/bench_mechanisms.py [--workers 100] [--subruns 4] [--repeat 7] [--seed 0]
 Needs the `bench` extra (simpy). Target (issue 7): mbb at least as fast as the SimPy model.
