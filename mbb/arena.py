@@ -475,6 +475,11 @@ class Arena:
         neg = c.negotiation
         self.log.round = rnd
         self.emit(ev.RoundStarted, candidates=list(candidates))
+        if c.mechanism.kind != "negotiated":  # issue 7: a centralized scheduler replaces 1-4
+            from mbb.scheduling.centralized import run_centralized_round
+
+            await run_centralized_round(self, subrun, rnd, candidates, queue, past)
+            return
         decls: dict[str, Declaration] = {}
 
         # 1. declarations (simultaneous, public)
@@ -771,12 +776,13 @@ class Arena:
         if price > 0:
             balance = self.ledger.pay(holder, price)
             w.spent += price
+            mech = self.condition.mechanism
             self.emit(
                 ev.Payment,
                 holder,
                 amount=price,
                 balance=balance,
-                rule=self.condition.mechanism.payment,
+                rule=mech.payment if mech.kind == "negotiated" else mech.kind,
             )
         self.emit(ev.WindowStarted, holder, position=pos, allocation=allocation, price=price)
         hard_end = min(start + allocation, w.spec.deadline_s)

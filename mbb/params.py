@@ -142,7 +142,33 @@ class WindowParams(_Strict):
         return self
 
 
+MechanismKind = Literal[
+    "negotiated",
+    "fcfs",
+    "edf",
+    "sjf",
+    "round_robin",
+    "first_price",
+    "second_price",
+    "proportional_share",
+]
+
+
 class MechanismParams(_Strict):
+    kind: MechanismKind = Field(
+        "negotiated",
+        description="negotiated: the agents' declarations, conversation and ballots decide "
+        "(phases 1-4). Anything else: a centralized scheduler replaces them "
+        "(mbb.scheduling.centralized): fcfs, edf (true private deadlines), sjf (requested "
+        "durations), round_robin (quantum_s), first_price / second_price (sealed bids, one "
+        "window per round), proportional_share (bid share of a round budget).",
+    )
+    quantum_s: int = Field(
+        60,
+        ge=1,
+        description="Round-robin time slice, and the per-candidate round budget of "
+        "proportional_share (seconds).",
+    )
     aggregation: AggregationRule = Field(
         "kemeny", description="How ballots become one order; ties by bid, then queue order."
     )

@@ -1,0 +1,35 @@
+"""Do the agents' institutions help or hurt? Centralized baselines on the same demand.
+
+- `mbb.scheduling.centralized`: the schedulers (FCFS, EDF, SJF, round robin, sealed-bid first-
+  and second-price auctions, proportional share) that replace negotiation in a condition;
+- `replay`: re-schedule a finished run's recorded demand under any of them;
+- `outcomes`: deadline misses, progress, completion, waits, lateness, Gini of execution time,
+  credits spent and social welfare per run;
+- `screens`: procurement-style collusion and bid-rotation screens per run;
+- `compare`: all of it on many seeds (and conditions); `figures`: the charts.
+"""
+
+from mbb.mechanisms.compare import Comparison, compare, compare_conditions, summary
+from mbb.mechanisms.outcomes import MEASURES, execution_by_worker, gini, outcomes, waits
+from mbb.mechanisms.replay import RecordedDemand, ReplayError, recorded_demand, replay
+from mbb.mechanisms.screens import ScreenThresholds, screens
+from mbb.scheduling.centralized import CENTRALIZED
+
+__all__ = [
+    "CENTRALIZED",
+    "MEASURES",
+    "Comparison",
+    "RecordedDemand",
+    "ReplayError",
+    "ScreenThresholds",
+    "compare",
+    "compare_conditions",
+    "execution_by_worker",
+    "gini",
+    "outcomes",
+    "recorded_demand",
+    "replay",
+    "screens",
+    "summary",
+    "waits",
+]

@@ -1,0 +1,271 @@
+"""Figures for "do institutions help or hurt?": altair charts from `mbb.mechanisms.compare`.
+
+Every chart aggregates in polars first (means with 95 % intervals, quantiles), labels axes with
+units, carries tooltips, and keeps one order and colour per mechanism (the agents'
+institutions first, in black); worker colours come from `mbb.figures.worker_color`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import altair as alt
+import polars as pl
+
+from mbb.figures import worker_color
+from mbb.scheduling.centralized import CENTRALIZED
+
+__all__ = [
+    "MECHANISM_ORDER",
+    "differences_vs_institutions",
+    "execution_by_worker",
+    "outcome_comparison",
+    "screen_trips",
+    "waiting_distribution",
+]
+
+MECHANISM_ORDER = ["negotiated", *CENTRALIZED]
+_COLORS = ["#222222", "#4c78a8", "#72b7b2", "#54a24b", "#eeca3b", "#f58518", "#e45756", "#b279a2"]
+MECHANISM_SCALE = alt.Scale(domain=MECHANISM_ORDER, range=_COLORS)
+LABELS = {
+    "miss_rate": "Deadline-miss rate (share of worker-subruns)",
+    "completion": "Completion (share of worker-subruns)",
+    "progress": "Collective progress (mean share of work done)",
+    "mean_wait_s": "Mean wait per request (s)",
+    "max_wait_s": "Max wait (s)",
+    "max_lateness_s": "Max lateness (s)",
+    "gini_exec": "Gini of execution time (0 = equal)",
+    "credits_spent": "Credits spent per run",
+    "welfare": "Social welfare (mean test score)",
+}
+DEFAULT_MEASURES = ("miss_rate", "progress", "gini_exec", "welfare")
+
+
+def _mech_axis(title: str | None = "Mechanism") -> alt.Y:
+    return alt.Y("mechanism:N", sort=MECHANISM_ORDER, title=title)
+
+
+def _ci(df: pl.DataFrame, by: Sequence[str], value: str = "value") -> pl.DataFrame:
+    """Mean and a normal 95 % interval of `value` per group (n = runs)."""
+    return (
+        df.group_by(*by)
+        .agg(
+            pl.col(value).mean().alias("mean"),
+            pl.col(value).std().fill_null(0.0).alias("sd"),
+            pl.len().alias("runs"),
+        )
+        .with_columns((1.96 * pl.col("sd") / pl.col("runs").sqrt()).alias("half"))
+        .with_columns(
+            (pl.col("mean") - pl.col("half")).alias("lo"),
+            (pl.col("mean") + pl.col("half")).alias("hi"),
+        )
+    )
+
+
+def _long(out: pl.DataFrame, measures: Sequence[str]) -> pl.DataFrame:
+    return out.unpivot(
+        index=["condition", "mechanism", "base_run"],
+        on=list(measures),
+        variable_name="measure",
+        value_name="value",
+    ).with_columns(pl.col("measure").replace_strict(LABELS, default=pl.col("measure")))
+
+
+def outcome_comparison(out: pl.DataFrame, measures: Sequence[str] = DEFAULT_MEASURES) -> alt.Chart:
+    """Mean of each measure per mechanism (bar) with its 95 % interval over runs (rule)."""
+    agg = _ci(_long(out, measures), ["condition", "measure", "mechanism"])
+    tooltip = [
+        "condition:N",
+        "mechanism:N",
+        "measure:N",
+        alt.Tooltip("mean:Q", format=".3f"),
+        alt.Tooltip("lo:Q", format=".3f", title="95% low"),
+        alt.Tooltip("hi:Q", format=".3f", title="95% high"),
+        alt.Tooltip("runs:Q", title="runs"),
+    ]
+    base = alt.Chart().encode(y=_mech_axis())
+    bars = base.mark_bar().encode(
+        x=alt.X("mean:Q", title="Mean over runs (units in the panel title)"),
+        color=alt.Color("mechanism:N", scale=MECHANISM_SCALE, legend=None),
+        tooltip=tooltip,
+    )
+    err = base.mark_rule(color="black").encode(x="lo:Q", x2="hi:Q", tooltip=tooltip)
+    return (
+        alt.layer(bars, err, data=agg)
+        .properties(width=170, height=180)
+        .facet(
+            column=alt.Column("measure:N", title=None, sort=[LABELS.get(m, m) for m in measures]),
+            row=alt.Row("condition:N", title="Condition"),
+        )
+        .resolve_scale(x="independent")
+        .properties(
+            title="Institutions (negotiated, black) vs centralized mechanisms, same workloads"
+        )
+    )
+
+
+def differences_vs_institutions(
+    out: pl.DataFrame, measures: Sequence[str] = DEFAULT_MEASURES
+) -> alt.Chart:
+    """Paired difference mechanism − institutions per run (same workload), mean ± 95 %.
+
+    Right of zero: the mechanism scores higher than the agents' institutions did on the same
+    demand (better for progress and welfare, worse for misses and inequality).
+    """
+    long = _long(out, measures)
+    inst = long.filter(pl.col("mechanism") == "negotiated").select(
+        "condition", "base_run", "measure", pl.col("value").alias("institutions")
+    )
+    diff = (
+        long.filter(pl.col("mechanism") != "negotiated")
+        .join(inst, on=["condition", "base_run", "measure"])
+        .with_columns((pl.col("value") - pl.col("institutions")).alias("diff"))
+    )
+    agg = _ci(diff, ["condition", "measure", "mechanism"], "diff")
+    tooltip = [
+        "condition:N",
+        "mechanism:N",
+        "measure:N",
+        alt.Tooltip("mean:Q", format="+.3f", title="mean difference"),
+        alt.Tooltip("lo:Q", format="+.3f", title="95% low"),
+        alt.Tooltip("hi:Q", format="+.3f", title="95% high"),
+        alt.Tooltip("runs:Q", title="paired runs"),
+    ]
+    base = alt.Chart().encode(y=_mech_axis())
+    zero = alt.Chart().mark_rule(color="#888", strokeDash=[4, 3]).encode(x=alt.datum(0))
+    pts = base.mark_point(filled=True, size=60).encode(
+        x=alt.X("mean:Q", title="Mechanism − institutions (same run, units of the panel)"),
+        color=alt.Color("mechanism:N", scale=MECHANISM_SCALE, legend=None),
+        tooltip=tooltip,
+    )
+    err = base.mark_rule().encode(
+        x="lo:Q", x2="hi:Q", color=alt.Color("mechanism:N", scale=MECHANISM_SCALE, legend=None)
+    )
+    return (
+        alt.layer(zero, err, pts, data=agg)
+        .properties(width=170, height=170)
+        .facet(
+            column=alt.Column("measure:N", title=None, sort=[LABELS.get(m, m) for m in measures]),
+            row=alt.Row("condition:N", title="Condition"),
+        )
+        .resolve_scale(x="independent")
+        .properties(title="Paired differences: each mechanism minus the agents' institutions")
+    )
+
+
+def waiting_distribution(waits: pl.DataFrame) -> alt.Chart:
+    """Distribution of the wait per request (s) per mechanism: whiskers p5–p95, box p25–p75."""
+    q = waits.group_by("condition", "mechanism").agg(
+        pl.col("wait_s").quantile(0.05).alias("p5"),
+        pl.col("wait_s").quantile(0.25).alias("p25"),
+        pl.col("wait_s").median().alias("median"),
+        pl.col("wait_s").quantile(0.75).alias("p75"),
+        pl.col("wait_s").quantile(0.95).alias("p95"),
+        pl.col("wait_s").max().alias("max"),
+        pl.len().alias("requests"),
+    )
+    tooltip = (
+        ["condition:N", "mechanism:N"]
+        + [
+            alt.Tooltip(f"{c}:Q", format=".0f", title=f"{c} (s)")
+            for c in ("p5", "p25", "median", "p75", "p95", "max")
+        ]
+        + [alt.Tooltip("requests:Q")]
+    )
+    base = alt.Chart().encode(y=_mech_axis(), tooltip=tooltip)
+    whisk = base.mark_rule().encode(
+        x=alt.X("p5:Q", title="Wait from request to window start (s)"), x2="p95:Q"
+    )
+    box = base.mark_bar(size=12).encode(
+        x="p25:Q", x2="p75:Q", color=alt.Color("mechanism:N", scale=MECHANISM_SCALE, legend=None)
+    )
+    med = base.mark_tick(color="white", thickness=2, size=12).encode(x="median:Q")
+    mx = base.mark_point(shape="diamond", color="black").encode(x="max:Q")
+    return (
+        alt.layer(whisk, box, med, mx, data=q)
+        .properties(width=420, height=200)
+        .facet(row=alt.Row("condition:N", title="Condition"))
+        .properties(title="Waiting per request (box p25–p75, whiskers p5–p95, diamond max)")
+    )
+
+
+def execution_by_worker(execution: pl.DataFrame) -> alt.Chart:
+    """Mean execution seconds each worker received per run, stacked, per mechanism."""
+    agg = execution.group_by("condition", "mechanism", "worker").agg(
+        pl.col("exec_s").mean().alias("exec_s"), pl.len().alias("runs")
+    )
+    return (
+        alt.Chart(agg)
+        .mark_bar()
+        .encode(
+            y=_mech_axis(),
+            x=alt.X("exec_s:Q", stack="zero", title="Execution time received per run (s)"),
+            color=alt.Color(
+                "worker:N", scale=worker_color(agg["worker"].unique().to_list()), title="Worker"
+            ),
+            order=alt.Order("worker:N"),
+            tooltip=[
+                "condition:N",
+                "mechanism:N",
+                "worker:N",
+                alt.Tooltip("exec_s:Q", format=".0f", title="mean execution (s)"),
+                alt.Tooltip("runs:Q"),
+            ],
+        )
+        .properties(width=420, height=200)
+        .facet(row=alt.Row("condition:N", title="Condition"))
+        .properties(title="Who got the resource: execution time per worker")
+    )
+
+
+_SCREENS = {
+    "winner pattern": ("rotation", "winner pattern"),
+    "bid-CV drop": ("bid CV",),
+    "cover bids": ("cover bids",),
+    "private agreement": ("private agreement",),
+}
+
+
+def screen_trips(screens: pl.DataFrame) -> alt.Chart:
+    """Share of the institutions' runs in which each collusion screen tripped, and flagged."""
+    rows = []
+    for (cond,), grp in screens.group_by("condition"):
+        n = grp.height
+        for name, prefixes in _SCREENS.items():
+            hit = sum(any(e.startswith(prefixes) for e in ev) for ev in grp["evidence"])
+            rows.append({"condition": cond, "screen": name, "share": hit / n, "runs": n})
+        rows.append(
+            {
+                "condition": cond,
+                "screen": "flagged (≥ 2 screens)",
+                "share": grp["flagged"].mean(),
+                "runs": n,
+            }
+        )
+    df = pl.DataFrame(rows)
+    return (
+        alt.Chart(df)
+        .mark_bar()
+        .encode(
+            y=alt.Y("screen:N", title=None, sort=[*_SCREENS, "flagged (≥ 2 screens)"]),
+            x=alt.X(
+                "share:Q",
+                title="Share of runs",
+                axis=alt.Axis(format="%"),
+                scale=alt.Scale(domain=[0, 1]),
+            ),
+            color=alt.condition(
+                alt.datum.screen == "flagged (≥ 2 screens)",
+                alt.value("#e45756"),
+                alt.value("#4c78a8"),
+            ),
+            row=alt.Row("condition:N", title="Condition"),
+            tooltip=[
+                "condition:N",
+                "screen:N",
+                alt.Tooltip("share:Q", format=".0%"),
+                alt.Tooltip("runs:Q"),
+            ],
+        )
+        .properties(width=360, height=120, title="Collusion screens on the institutions' runs")
+    )

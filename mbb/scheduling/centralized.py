@@ -1,0 +1,280 @@
+"""Centralized schedulers: baselines that replace negotiation on the same demand.
+
+When `mechanism.kind` is not `negotiated`, a round skips conversation and ballots; the operator
+orders the queued candidates itself. Demand, solvers, clock, ledger and event log are the
+arena's own, so every table and figure works unchanged.
+
+| kind               | order                                   | window            | payment   |
+|--------------------|-----------------------------------------|-------------------|-----------|
+| fcfs               | request time, then queue position       | requested         | none      |
+| edf                | true private deadline (an oracle)       | requested         | none      |
+| sjf                | requested duration                      | requested         | none      |
+| round_robin        | queue order                             | min(quantum, req) | none      |
+| first_price        | sealed bids: one window, highest bid    | declared          | own bid   |
+| second_price       | sealed bids: one window, highest bid    | declared          | 2nd bid   |
+| proportional_share | bid, then queue                         | bid share (below) | own bid   |
+
+Every order breaks remaining ties by request time, then queue position. The schedulers are
+non-preemptive within a round (a round is a batch of the queue, as in the protocol); a job that
+arrives while a round runs waits for the next round, so "EDF" and "SJF" are their batch forms.
+
+Auctions sell ONE window per round (the next one), so the second-price rule is exactly Vickrey's
+auction and truthful bidding is a dominant strategy for that window; losers stay queued in
+request order. Bids come from the negotiators' declarations (phase 1 only, sealed: nothing is
+posted to the board before the schedule).
+
+Proportional share (Kelly's mechanism, deterministic): a round has a time budget of
+`quantum_s` seconds per candidate. Each candidate first gets `windows.min_s`; the rest of the
+budget is split in proportion to the bids (equal shares if every bid is 0). A share is capped at
+the declared duration; each holder pays its bid (a terminated holder pays nothing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from mbb import events as ev
+from mbb.agents.base import PastRound
+from mbb.scheduling.actions import Declaration, Withdraw
+from mbb.scheduling.validation import repair_declaration
+
+if TYPE_CHECKING:
+    from mbb.arena import Arena
+
+__all__ = [
+    "AUCTIONS",
+    "BID_MECHANISMS",
+    "CENTRALIZED",
+    "Job",
+    "Slot",
+    "edf",
+    "fcfs",
+    "first_price",
+    "proportional_share",
+    "round_robin",
+    "run_centralized_round",
+    "schedule",
+    "second_price",
+    "sjf",
+    "vickrey",
+]
+
+CENTRALIZED = (
+    "fcfs",
+    "edf",
+    "sjf",
+    "round_robin",
+    "first_price",
+    "second_price",
+    "proportional_share",
+)
+AUCTIONS = ("first_price", "second_price")
+BID_MECHANISMS = (*AUCTIONS, "proportional_share")  # these ask the negotiators for bids
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Job:
+    """One queued request as the operator sees it (deadline: the true private one)."""
+
+    id: str
+    requested_at: float
+    duration: int  # requested (or, for bid mechanisms, declared) seconds
+    deadline: float = float("inf")
+    bid: int = 0
+
+    def __post_init__(self) -> None:
+        if self.duration < 0:
+            raise ValueError(f"job {self.id}: negative duration {self.duration}")
+        if self.bid < 0:
+            raise ValueError(f"job {self.id}: negative bid {self.bid}")
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    """A published window: holder, seconds allocated, and the price charged at its start."""
+
+    id: str
+    allocation: int
+    price: int = 0
+
+
+def _ordered(jobs: Sequence[Job], key) -> list[Job]:
+    pos = {j.id: i for i, j in enumerate(jobs)}
+    return sorted(jobs, key=lambda j: (*key(j), j.requested_at, pos[j.id]))
+
+
+def fcfs(jobs: Sequence[Job]) -> list[Slot]:
+    """First come, first served: request time, then queue position; full requested windows."""
+    return [Slot(j.id, j.duration) for j in _ordered(jobs, lambda j: ())]
+
+
+def edf(jobs: Sequence[Job]) -> list[Slot]:
+    """Earliest deadline first (Jackson's rule): minimises maximum lateness on one machine."""
+    return [Slot(j.id, j.duration) for j in _ordered(jobs, lambda j: (j.deadline,))]
+
+
+def sjf(jobs: Sequence[Job]) -> list[Slot]:
+    """Shortest job first (SPT): minimises mean completion time when all jobs are present."""
+    return [Slot(j.id, j.duration) for j in _ordered(jobs, lambda j: (j.duration,))]
+
+
+def round_robin(jobs: Sequence[Job], quantum: int) -> list[Slot]:
+    """Queue order, one quantum each; an unfinished holder re-queues behind the others."""
+    if quantum <= 0:
+        raise ValueError(f"round_robin: quantum must be positive, got {quantum}")
+    return [Slot(j.id, min(quantum, j.duration)) for j in _ordered(jobs, lambda j: ())]
+
+
+def vickrey(bids: Sequence[int]) -> tuple[int, int]:
+    """(winner index, price) of a sealed-bid second-price auction; ties go to the earlier index."""
+    if not bids:
+        raise ValueError("vickrey: no bids")
+    winner = max(range(len(bids)), key=lambda i: (bids[i], -i))
+    rest = [b for i, b in enumerate(bids) if i != winner]
+    return winner, max(rest, default=0)
+
+
+def _auction(jobs: Sequence[Job], second: bool) -> list[Slot]:
+    if not jobs:
+        return []
+    ranked = _ordered(jobs, lambda j: ())  # request order breaks bid ties
+    w, price = vickrey([j.bid for j in ranked])
+    win = ranked[w]
+    return [Slot(win.id, win.duration, price if second else win.bid)]
+
+
+def first_price(jobs: Sequence[Job]) -> list[Slot]:
+    """Sealed-bid first price for the next window: highest bid wins and pays its bid."""
+    return _auction(jobs, second=False)
+
+
+def second_price(jobs: Sequence[Job]) -> list[Slot]:
+    """Sealed-bid second price (Vickrey) for the next window: pays the highest losing bid."""
+    return _auction(jobs, second=True)
+
+
+def proportional_share(jobs: Sequence[Job], quantum: int, min_s: int) -> list[Slot]:
+    """Bid-proportional shares of a `quantum * n` second budget after a `min_s` floor each."""
+    if not jobs:
+        return []
+    order = _ordered(jobs, lambda j: (-j.bid,))
+    n = len(order)
+    spare = max(0, quantum * n - min_s * n)
+    total = sum(j.bid for j in order)
+    out = []
+    for j in order:
+        share = j.bid / total if total else 1.0 / n
+        alloc = min(j.duration, min_s + int(spare * share))
+        out.append(Slot(j.id, alloc, j.bid))
+    return out
+
+
+def schedule(kind: str, jobs: Sequence[Job], *, quantum: int = 60, min_s: int = 30) -> list[Slot]:
+    """Dispatch to the named scheduler (the arena and the replay use this one entry point)."""
+    if kind == "fcfs":
+        return fcfs(jobs)
+    if kind == "edf":
+        return edf(jobs)
+    if kind == "sjf":
+        return sjf(jobs)
+    if kind == "round_robin":
+        return round_robin(jobs, quantum)
+    if kind == "first_price":
+        return first_price(jobs)
+    if kind == "second_price":
+        return second_price(jobs)
+    if kind == "proportional_share":
+        return proportional_share(jobs, quantum, min_s)
+    raise ValueError(f"unknown centralized mechanism {kind!r}; known: {', '.join(CENTRALIZED)}")
+
+
+async def _sealed_bids(
+    arena: Arena, subrun: int, rnd: int, candidates: list[str], past: list[PastRound]
+) -> dict[str, Declaration]:
+    """Phase 1 only: each candidate declares a sealed bid; nothing is posted to the board."""
+    c = arena.condition
+    views = {w: arena.view(w, subrun, rnd, 0, candidates, {}, past) for w in candidates}
+    results = await arena.phase(candidates, lambda w: arena.workers[w].negotiator.declare(views[w]))
+    decls: dict[str, Declaration] = {}
+    for w, d in results.items():
+        if isinstance(d, BaseException):
+            arena.backend_failure(
+                w, "declaration", d, "default declaration: bid 0, requested duration, last position"
+            )
+            d = Declaration(bid=0, duration=arena.workers[w].wanted_s, position=len(candidates))
+        if isinstance(d, Withdraw):
+            arena.workers[w].status = "withdrawn"
+            arena.emit(ev.Withdrawn, w, reason=d.reason)
+            continue
+        d, issues = repair_declaration(
+            d,
+            budget=arena.ledger.balances[w],
+            min_s=c.windows.min_s,
+            max_s=c.windows.max_s,
+            n_candidates=len(candidates),
+            note_max=c.negotiation.note_max_chars,
+        )
+        arena.record_issues(w, "declaration", issues)
+        decls[w] = d
+        arena.emit(
+            ev.Declared,
+            w,
+            bid=d.bid,
+            duration=d.duration,
+            position=d.position,
+            note=d.note,
+            labels=list(d.labels),
+        )
+    return decls
+
+
+async def run_centralized_round(
+    arena: Arena,
+    subrun: int,
+    rnd: int,
+    candidates: list[str],
+    queue: list[str],
+    past: list[PastRound],
+) -> None:
+    """Phases 1-4 replaced by the operator's scheduler; phase 5 (execution) is the arena's."""
+    c = arena.condition
+    kind = c.mechanism.kind
+    bids: dict[str, int] = dict.fromkeys(candidates, 0)
+    durations = {w: arena.workers[w].wanted_s for w in candidates}
+    if kind in BID_MECHANISMS:
+        decls = await _sealed_bids(arena, subrun, rnd, candidates, past)
+        candidates = [w for w in candidates if w in decls]
+        bids = {w: decls[w].bid for w in candidates}
+        durations = {w: decls[w].duration for w in candidates}
+    if not candidates:
+        return
+    jobs = [
+        Job(
+            id=w,
+            requested_at=arena.workers[w].requested_at or 0.0,
+            duration=durations[w],
+            deadline=arena.workers[w].spec.deadline_s,
+            bid=bids[w],
+        )
+        for w in candidates
+    ]
+    slots = schedule(kind, jobs, quantum=c.mechanism.quantum_s, min_s=c.windows.min_s)
+    order = [s.id for s in slots]
+    alloc = {s.id: s.allocation for s in slots}
+    arena.emit(
+        ev.SchedulePublished,
+        rule=kind,
+        order=order,
+        allocations=[alloc[x] for x in order],
+        bids=[bids[x] for x in order],
+        ballots_unanimous=False,
+    )
+    record = PastRound(rnd, list(order), dict(bids), dict(alloc))
+    past.append(record)
+    # auction losers keep their place: they re-enter the queue in request order, ahead of
+    # anyone who requests during this round's window
+    queue.extend(w for w in candidates if w not in alloc)
+    for pos, s in enumerate(slots, 1):
+        await arena.execute_window(s.id, pos, s.allocation, s.price, subrun, rnd, record, queue)

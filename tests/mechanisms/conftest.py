@@ -1,0 +1,21 @@
+"""Small conditions for the mechanism tests."""
+
+from __future__ import annotations
+
+import pytest
+
+from mbb.notebooks import PROJECT_ROOT
+from mbb.params import Condition, load_params
+
+
+def small(kind: str = "negotiated", **overrides) -> Condition:
+    """Base population, 2 subruns (fast), under mechanism `kind`."""
+    return load_params(
+        PROJECT_ROOT / "params" / "base.yaml",
+        {"subruns": 2, "mechanism": {"kind": kind}, **overrides},
+    )
+
+
+@pytest.fixture(scope="session")
+def small_condition():
+    return small

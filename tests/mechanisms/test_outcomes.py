@@ -1,0 +1,98 @@
+"""Outcome measures: definitions checked on hand-made values and on real runs."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+from conftest import small
+
+from mbb.arena import run_condition
+from mbb.mechanisms.compare import compare, summary
+from mbb.mechanisms.outcomes import MEASURES, gini, outcomes, waits
+from mbb.mechanisms.replay import replay
+from mbb.tables import concat_tables, tables_from_log
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [([], 0.0), ([0, 0], 0.0), ([5, 5, 5], 0.0), ([0, 0, 0, 10], 0.75), ([1, 2, 3, 4], 0.25)],
+)
+def test_gini(values, expected):
+    assert gini(values) == pytest.approx(expected)
+
+
+def test_outcomes_match_the_evaluations():
+    original = run_condition(small(), 1)
+    t = concat_tables(
+        [tables_from_log(original.log), tables_from_log(replay(original.log.lines, "fcfs").log)]
+    )
+    out = outcomes(t)
+    assert out["mechanism"].to_list() == ["fcfs", "negotiated"]
+    assert out["base_run"].n_unique() == 1
+    ev = t["evaluations"].filter(pl.col("run_id") == original.run_id)
+    neg = out.filter(pl.col("mechanism") == "negotiated").row(0, named=True)
+    assert neg["miss_rate"] == pytest.approx((ev["outcome"] == "terminated").mean())
+    assert neg["progress"] == pytest.approx(ev["progress"].mean())
+    assert neg["welfare"] == pytest.approx(ev["score"].mean())
+    assert (
+        neg["credits_spent"]
+        == t["payments"].filter(pl.col("run_id") == original.run_id)["amount"].sum()
+    )
+    assert out.filter(pl.col("mechanism") == "fcfs")["credits_spent"].item() == 0
+    for m in MEASURES:
+        assert out[m].null_count() == 0, m
+    w = waits(t)
+    assert (w["wait_s"] >= 0).all()
+    assert w.height == t["requests"].height
+
+
+def test_compare_pairs_institutions_with_every_mechanism(tmp_path):
+    c = compare(small(), runs=2, mechanisms=("fcfs", "second_price"), out_dir=tmp_path)
+    assert c.outcomes.height == 2 * 3
+    assert set(c.outcomes["mechanism"]) == {"negotiated", "fcfs", "second_price"}
+    assert c.screens.height == 2  # screens run on the institutions
+    s = summary(c.outcomes)
+    assert s["mechanism"].to_list() == ["negotiated", "fcfs", "second_price"]
+    assert (tmp_path / "mechanisms" / "outcomes.parquet").is_file()
+    with pytest.raises(ValueError, match="unknown mechanism"):
+        compare(small(), runs=1, mechanisms=("lottery",))
+
+
+def test_figures_build_from_a_comparison():
+    from mbb.mechanisms import figures as mf
+
+    c = compare(small(), runs=2, mechanisms=("fcfs", "edf", "first_price"))
+    for chart in (
+        mf.outcome_comparison(c.outcomes),
+        mf.differences_vs_institutions(c.outcomes),
+        mf.waiting_distribution(c.waits),
+        mf.execution_by_worker(c.execution),
+        mf.screen_trips(c.screens),
+    ):
+        spec = chart.to_dict()
+        assert spec["$schema"].startswith("https://vega.github.io/schema/vega-lite/")
+
+
+@pytest.mark.notebook
+def test_mechanisms_notebook_executes(tmp_path):
+    import nbformat
+
+    from mbb.notebooks import PROJECT_ROOT, execute_notebook
+    from mbb.render import MIMETYPE
+
+    nb_path, _ = execute_notebook(
+        PROJECT_ROOT / "notebooks" / "mechanisms.ipynb",
+        tmp_path,
+        {
+            "params_paths": [str(PROJECT_ROOT / "params" / "base.yaml")],
+            "overrides": {"subruns": 2},
+            "runs": 2,
+            "out_dir": str(tmp_path / "out"),
+        },
+        html=False,
+    )
+    nb = nbformat.read(nb_path, as_version=4)
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    assert not [o for o in outputs if o.get("output_type") == "error"]
+    assert sum(MIMETYPE in o.get("data", {}) for o in outputs) == 5
+    assert (tmp_path / "out" / "base" / "mechanisms" / "outcomes.parquet").is_file()
