@@ -28,8 +28,10 @@ def main() -> None:
     ap.add_argument("out", type=Path, help="output folder of `mbb run` (run dirs + tables/)")
     args = ap.parse_args()
     if not (args.out / "tables").is_dir():
-        sys.exit(f"{args.out}/tables not found: run `mbb run params/base.yaml --runs 1500 "
-                 f"--out {args.out}` first")
+        sys.exit(
+            f"{args.out}/tables not found: run `mbb run params/base.yaml --runs 1500 "
+            f"--out {args.out}` first"
+        )
     steps: list[tuple[str, float, int]] = []
     t_start = time.perf_counter()
 
@@ -42,13 +44,15 @@ def main() -> None:
 
     tables = step("load parquet tables", lambda: load_tables(args.out / "tables"))
     run_dirs = sorted(p for p in args.out.iterdir() if (p / "events.jsonl").exists())
-    tables = step("run info (run_started lines)",
-                  lambda: A.with_run_info(tables, run_dirs=run_dirs))
+    tables = step(
+        "run info (run_started lines)", lambda: A.with_run_info(tables, run_dirs=run_dirs)
+    )
     ev = step("evidence classifier", lambda: A.classify_evidence(tables))
     up = step("utterance labels", lambda: A.utterance_predictions(ev))
     wr = step("worker-round labels", lambda: A.worker_round_predictions(ev))
-    prf = step("P/R/F1 vs ground truth", lambda: A.prf_table(
-        A.ground_truth(tables), up, ["run_id", "seq"]))
+    prf = step(
+        "P/R/F1 vs ground truth", lambda: A.prf_table(A.ground_truth(tables), up, ["run_id", "seq"])
+    )
     for name, fn in [
         ("commitments", lambda: A.commitments(tables)),
         ("rule lifecycle", lambda: A.rule_lifecycle(tables, ev)),
@@ -78,8 +82,10 @@ def main() -> None:
     for name, secs, rows in steps:
         print(f"{name:32s} {secs:7.2f} s  {rows:>9,d} rows")
     macro = prf.filter(pl.col("category") == "macro (enacted)")["f1"].item()
-    print(f"{len(run_dirs)} runs, {n_utt:,d} utterances, {ev.height:,d} evidence rows, "
-          f"macro-F1 {macro:.3f}")
+    print(
+        f"{len(run_dirs)} runs, {n_utt:,d} utterances, {ev.height:,d} evidence rows, "
+        f"macro-F1 {macro:.3f}"
+    )
     print(f"TOTAL {total:.1f} s (target <= 60 s), peak RSS {peak_gb:.2f} GB (target <= 4 GB)")
 
 

@@ -152,18 +152,40 @@ def utterances(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     for LLM workers) and is never read by the classifiers.
     """
     d = tables["declarations"].select(
-        "run_id", "seq", "subrun", "round", "worker",
-        pl.lit("declaration").alias("source"), pl.col("turn").fill_null(0),
-        pl.lit(None, pl.String).alias("to"), pl.col("note").alias("text"), "labels",
+        "run_id",
+        "seq",
+        "subrun",
+        "round",
+        "worker",
+        pl.lit("declaration").alias("source"),
+        pl.col("turn").fill_null(0),
+        pl.lit(None, pl.String).alias("to"),
+        pl.col("note").alias("text"),
+        "labels",
     )
     m = tables["messages"].select(
-        "run_id", "seq", "subrun", "round", "worker",
-        pl.lit("message").alias("source"), "turn", "to", "text", "labels",
+        "run_id",
+        "seq",
+        "subrun",
+        "round",
+        "worker",
+        pl.lit("message").alias("source"),
+        "turn",
+        "to",
+        "text",
+        "labels",
     )
     b = tables["ballots"].select(
-        "run_id", "seq", "subrun", "round", "worker",
-        pl.lit("ballot").alias("source"), pl.lit(99, pl.Int64).alias("turn"),
-        pl.lit(None, pl.String).alias("to"), pl.col("reasoning").alias("text"), "labels",
+        "run_id",
+        "seq",
+        "subrun",
+        "round",
+        "worker",
+        pl.lit("ballot").alias("source"),
+        pl.lit(99, pl.Int64).alias("turn"),
+        pl.lit(None, pl.String).alias("to"),
+        pl.col("reasoning").alias("text"),
+        "labels",
     )
     return (
         pl.concat([d, m, b], how="vertical_relaxed")

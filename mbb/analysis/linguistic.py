@@ -25,16 +25,15 @@ W = ["run_id", "worker"]
 INSTITUTIONAL = [c.name for c in CATEGORIES if c.marker != "none"]
 
 
-def worker_linguistics(
-    tables: Mapping[str, pl.DataFrame], evidence: pl.DataFrame
-) -> pl.DataFrame:
+def worker_linguistics(tables: Mapping[str, pl.DataFrame], evidence: pl.DataFrame) -> pl.DataFrame:
     """The four measures per (run, worker, subrun).
 
     Words, workers and trigrams are mapped to integers (ranks and hashes) first so the
     group-bys over millions of word rows stay fast.
     """
     u = (
-        utterances(tables).select("run_id", "seq", "subrun", "worker", "text")
+        utterances(tables)
+        .select("run_id", "seq", "subrun", "worker", "text")
         .with_columns(
             pl.struct("run_id", "worker").rank("dense").cast(pl.Int64).alias("wid"),
             pl.int_range(pl.len()).alias("uid"),
@@ -42,9 +41,14 @@ def worker_linguistics(
     )
     wmap = u.select("wid", "run_id", "worker").unique("wid")
     words = (
-        u.select("uid", "wid", "subrun",
-                 pl.col("text").str.to_lowercase().str.extract_all(r"[a-z][a-z']*").alias("w"))
-        .explode("w").drop_nulls("w")
+        u.select(
+            "uid",
+            "wid",
+            "subrun",
+            pl.col("text").str.to_lowercase().str.extract_all(r"[a-z][a-z']*").alias("w"),
+        )
+        .explode("w")
+        .drop_nulls("w")
         .with_columns(pl.col("w").hash())
     )
     K = ["wid", "subrun"]
@@ -57,12 +61,19 @@ def worker_linguistics(
         (~seen.fill_null(False)).alias("new"),
         pl.when(prev_sub).then(pl.col("c").shift(1)).otherwise(0).alias("cp"),
     )
-    vocab = counts.group_by(K).agg(
-        pl.len().alias("types"), pl.col("new").sum().alias("new_types"),
-        (pl.col("c") ** 2).sum().alias("sq"), (pl.col("c") * pl.col("cp")).sum().alias("dot"),
-    ).with_columns((pl.col("new_types") / pl.col("types")).alias("new_vocab_share"))
-    sq_prev = vocab.select("wid", (pl.col("subrun") + 1).alias("subrun"),
-                           pl.col("sq").alias("sq_prev"))
+    vocab = (
+        counts.group_by(K)
+        .agg(
+            pl.len().alias("types"),
+            pl.col("new").sum().alias("new_types"),
+            (pl.col("c") ** 2).sum().alias("sq"),
+            (pl.col("c") * pl.col("cp")).sum().alias("dot"),
+        )
+        .with_columns((pl.col("new_types") / pl.col("types")).alias("new_vocab_share"))
+    )
+    sq_prev = vocab.select(
+        "wid", (pl.col("subrun") + 1).alias("subrun"), pl.col("sq").alias("sq_prev")
+    )
     bow = vocab.join(sq_prev, on=K, how="left").with_columns(
         pl.when(pl.col("sq_prev").is_not_null())
         .then(pl.col("dot") / (pl.col("sq").sqrt() * pl.col("sq_prev").sqrt()))
@@ -73,52 +84,74 @@ def worker_linguistics(
     same = lambda k: pl.col("uid").shift(-k) == pl.col("uid")  # noqa: E731
     tri = (
         words.with_columns(
-            pl.when(same(1) & same(2)).then(
-                pl.struct(pl.col("w"), pl.col("w").shift(-1).alias("w1"),
-                          pl.col("w").shift(-2).alias("w2")).hash()
-            ).alias("t")
+            pl.when(same(1) & same(2))
+            .then(
+                pl.struct(
+                    pl.col("w"),
+                    pl.col("w").shift(-1).alias("w1"),
+                    pl.col("w").shift(-2).alias("w2"),
+                ).hash()
+            )
+            .alias("t")
         )
-        .drop_nulls("t").select(*K, "t").unique().sort("wid", "t", "subrun")
+        .drop_nulls("t")
+        .select(*K, "t")
+        .unique()
+        .sort("wid", "t", "subrun")
     )
     in_prev = (
-        (pl.col("wid").shift(1) == pl.col("wid")) & (pl.col("t").shift(1) == pl.col("t"))
+        (pl.col("wid").shift(1) == pl.col("wid"))
+        & (pl.col("t").shift(1) == pl.col("t"))
         & (pl.col("subrun").shift(1) == pl.col("subrun") - 1)
     )
-    tn = tri.with_columns(in_prev.fill_null(False).alias("shared")).group_by(K).agg(
-        pl.len().alias("nt"), pl.col("shared").sum().alias("inter")
+    tn = (
+        tri.with_columns(in_prev.fill_null(False).alias("shared"))
+        .group_by(K)
+        .agg(pl.len().alias("nt"), pl.col("shared").sum().alias("inter"))
     )
     tj = tn.join(
         tn.select("wid", (pl.col("subrun") + 1).alias("subrun"), pl.col("nt").alias("ntp")),
-        on=K, how="left",
+        on=K,
+        how="left",
     ).with_columns(
         pl.when(pl.col("ntp").is_not_null())
         .then(pl.col("inter") / (pl.col("nt") + pl.col("ntp") - pl.col("inter")))
         .alias("trigram_similarity")
     )
-    inst = evidence.filter(pl.col("category").is_in(INSTITUTIONAL)).select(
-        "run_id", "seq"
-    ).unique().with_columns(pl.lit(True).alias("inst"))
-    ish = u.join(inst, on=["run_id", "seq"], how="left").group_by(K).agg(
-        pl.col("inst").fill_null(False).mean().alias("institutional_share"),
-        pl.len().alias("utterances"),
+    inst = (
+        evidence.filter(pl.col("category").is_in(INSTITUTIONAL))
+        .select("run_id", "seq")
+        .unique()
+        .with_columns(pl.lit(True).alias("inst"))
+    )
+    ish = (
+        u.join(inst, on=["run_id", "seq"], how="left")
+        .group_by(K)
+        .agg(
+            pl.col("inst").fill_null(False).mean().alias("institutional_share"),
+            pl.len().alias("utterances"),
+        )
     )
     out = (
         ish.join(bow.select(*K, "new_vocab_share", "bow_similarity"), on=K, how="left")
         .join(tj.select(*K, "trigram_similarity"), on=K, how="left")
-        .join(wmap, on="wid").drop("wid")
+        .join(wmap, on="wid")
+        .drop("wid")
     )
     return labels_of(condition_of(out, tables), tables).sort(*W, "subrun")
 
 
-def linguistic_drift(
-    tables: Mapping[str, pl.DataFrame], evidence: pl.DataFrame
-) -> pl.DataFrame:
+def linguistic_drift(tables: Mapping[str, pl.DataFrame], evidence: pl.DataFrame) -> pl.DataFrame:
     """Means of the per-worker measures by condition, model and subrun."""
     w = worker_linguistics(tables, evidence)
-    return w.group_by("condition", "model", "subrun").agg(
-        pl.len().alias("workers"),
-        pl.col("new_vocab_share").mean(),
-        pl.col("bow_similarity").mean(),
-        pl.col("trigram_similarity").mean(),
-        pl.col("institutional_share").mean(),
-    ).sort("condition", "model", "subrun")
+    return (
+        w.group_by("condition", "model", "subrun")
+        .agg(
+            pl.len().alias("workers"),
+            pl.col("new_vocab_share").mean(),
+            pl.col("bow_similarity").mean(),
+            pl.col("trigram_similarity").mean(),
+            pl.col("institutional_share").mean(),
+        )
+        .sort("condition", "model", "subrun")
+    )

@@ -140,14 +140,18 @@ class LLMClassifier:
         chars = sum(len(m["content"]) for m in messages)
         self.usage.append(
             {
-                "role": "classifier", "phase": "classification", "model": self.model,
+                "role": "classifier",
+                "phase": "classification",
+                "model": self.model,
                 "prompt_tokens": int(usage["prompt_tokens"]) if usage else chars // 4,
-                "completion_tokens": int(usage["completion_tokens"]) if usage
+                "completion_tokens": int(usage["completion_tokens"])
+                if usage
                 else len(json.dumps(reply)) // 4,
                 "reasoning_tokens": int(usage.get("reasoning_tokens", 0)) if usage else 0,
                 "cached_tokens": int(usage.get("cached_tokens", 0)) if usage else 0,
                 "cost_usd": usage.get("cost_usd") if usage else None,
-                "cache_hit": False, "approximate": usage is None,
+                "cache_hit": False,
+                "approximate": usage is None,
             }
         )
         got = {str(it.get("id")): it for it in (reply.get("items") or [])}
@@ -163,16 +167,17 @@ class LLMClassifier:
                     self.problems.append({"key": key, "problem": f"unknown category {cat!r}"})
                     continue
                 q = str(lab.get("quote") or "")
-                labels.append({"category": cat, "quote": q,
-                               "in_text": bool(q) and q.lower() in text.lower()})
+                labels.append(
+                    {"category": cat, "quote": q, "in_text": bool(q) and q.lower() in text.lower()}
+                )
             self.cache[key] = labels
 
     async def classify(self, utter: pl.DataFrame) -> pl.DataFrame:
         """Long table (utterance keys, category, basis 'llm', evidence = quote, quote_in_text)."""
         u = utter.select(*_KEYS, "text").with_columns(
-            pl.struct("source", "text").map_elements(
-                lambda s: _key(s["source"], s["text"]), return_dtype=pl.String
-            ).alias("key")
+            pl.struct("source", "text")
+            .map_elements(lambda s: _key(s["source"], s["text"]), return_dtype=pl.String)
+            .alias("key")
         )
         todo = u.unique("key", keep="first").filter(~pl.col("key").is_in(list(self.cache)))
         self.cache_hits += u.height - todo.height
@@ -191,8 +196,12 @@ class LLMClassifier:
                 ok.append(lab["in_text"])
         lab = pl.DataFrame(
             {"key": keys, "category": cats, "evidence": quotes, "quote_in_text": ok},
-            schema={"key": pl.String, "category": pl.String, "evidence": pl.String,
-                    "quote_in_text": pl.Boolean},
+            schema={
+                "key": pl.String,
+                "category": pl.String,
+                "evidence": pl.String,
+                "quote_in_text": pl.Boolean,
+            },
         )
         return (
             u.join(lab, on="key")
@@ -209,11 +218,20 @@ class LLMClassifier:
         """The classifier's calls as `llm_calls` rows (role 'classifier', no run or worker) —
         concatenate them to `tables["llm_calls"]` so the token audit reports them apart."""
         schema = {
-            "run_id": pl.String, "subrun": pl.Int64, "round": pl.Int64, "worker": pl.String,
-            "role": pl.String, "phase": pl.String, "model": pl.String,
-            "prompt_tokens": pl.Int64, "completion_tokens": pl.Int64,
-            "reasoning_tokens": pl.Int64, "cached_tokens": pl.Int64, "cost_usd": pl.Float64,
-            "cache_hit": pl.Boolean, "approximate": pl.Boolean,
+            "run_id": pl.String,
+            "subrun": pl.Int64,
+            "round": pl.Int64,
+            "worker": pl.String,
+            "role": pl.String,
+            "phase": pl.String,
+            "model": pl.String,
+            "prompt_tokens": pl.Int64,
+            "completion_tokens": pl.Int64,
+            "reasoning_tokens": pl.Int64,
+            "cached_tokens": pl.Int64,
+            "cost_usd": pl.Float64,
+            "cache_hit": pl.Boolean,
+            "approximate": pl.Boolean,
         }
         return pl.DataFrame(self.usage, schema=schema)
 
@@ -246,5 +264,7 @@ class FakeLLM:
                 labels.append({"category": cat, "quote": it["text"][:20]})
             out.append({"id": it["id"], "labels": labels})
         prompt = sum(len(m["content"]) for m in messages) // 4
-        return {"items": out, "_usage": {"prompt_tokens": prompt,
-                                         "completion_tokens": 12 * len(items)}}
+        return {
+            "items": out,
+            "_usage": {"prompt_tokens": prompt, "completion_tokens": 12 * len(items)},
+        }

@@ -52,23 +52,26 @@ def worker_rounds(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     """One row per worker per round it declared in: final bid and duration (after revisions),
     with condition and model."""
     d = (
-        tables["declarations"].sort("seq")
+        tables["declarations"]
+        .sort("seq")
         .group_by(WR)
-        .agg(pl.col("bid").last(), pl.col("duration").last(),
-             pl.col("bid").first().alias("first_bid"))
+        .agg(
+            pl.col("bid").last(),
+            pl.col("duration").last(),
+            pl.col("bid").first().alias("first_bid"),
+        )
     )
     return labels_of(condition_of(d, tables), tables).sort(WR)
 
 
-def behaviour_prevalence(
-    tables: Mapping[str, pl.DataFrame], wr_pred: pl.DataFrame
-) -> pl.DataFrame:
+def behaviour_prevalence(tables: Mapping[str, pl.DataFrame], wr_pred: pl.DataFrame) -> pl.DataFrame:
     """Fig. 6 (left): share of worker-rounds showing each category, by condition and model."""
     wr = worker_rounds(tables)
     denom = wr.group_by("condition", "model").agg(pl.len().alias("worker_rounds"))
     hits = (
         wr.join(wr_pred.select(*WR, "category").unique(), on=WR)
-        .group_by("condition", "model", "category").agg(pl.len().alias("n"))
+        .group_by("condition", "model", "category")
+        .agg(pl.len().alias("n"))
     )
     cats = pl.DataFrame({"category": list(CATEGORY_NAMES)})
     out = denom.join(cats, how="cross").join(
@@ -87,13 +90,17 @@ def direct_message_use(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     g = m.group_by("condition", "model").agg(
         pl.len().alias("messages"), pl.col("to").is_not_null().sum().alias("direct_messages")
     )
-    return wr.join(g, on=["condition", "model"], how="left").with_columns(
-        pl.col("messages", "direct_messages").fill_null(0).cast(pl.Int64)
-    ).with_columns(
-        (pl.col("direct_messages") / pl.col("worker_rounds")).alias("direct_per_worker_round"),
-        pl.when(pl.col("messages") > 0)
-        .then(pl.col("direct_messages") / pl.col("messages")).alias("direct_share"),
-    ).sort("condition", "model")
+    return (
+        wr.join(g, on=["condition", "model"], how="left")
+        .with_columns(pl.col("messages", "direct_messages").fill_null(0).cast(pl.Int64))
+        .with_columns(
+            (pl.col("direct_messages") / pl.col("worker_rounds")).alias("direct_per_worker_round"),
+            pl.when(pl.col("messages") > 0)
+            .then(pl.col("direct_messages") / pl.col("messages"))
+            .alias("direct_share"),
+        )
+        .sort("condition", "model")
+    )
 
 
 def rule_dynamics(tables: Mapping[str, pl.DataFrame], evidence: pl.DataFrame) -> pl.DataFrame:
@@ -104,9 +111,11 @@ def rule_dynamics(tables: Mapping[str, pl.DataFrame], evidence: pl.DataFrame) ->
     run in that round (or it names no known rule), *citation* when the rule appeared in an
     earlier round.
     """
-    rmc = evidence.filter(pl.col("category") == "rule_making_citation").select(
-        "run_id", "seq", "subrun", "round"
-    ).unique()
+    rmc = (
+        evidence.filter(pl.col("category") == "rule_making_citation")
+        .select("run_id", "seq", "subrun", "round")
+        .unique()
+    )
     men = rule_mentions(evidence)
     first = men.group_by("run_id", "rule").agg(
         (pl.col("subrun") * 100_000 + pl.col("round")).min().alias("first_rk")
@@ -115,22 +124,28 @@ def rule_dynamics(tables: Mapping[str, pl.DataFrame], evidence: pl.DataFrame) ->
         rmc.join(men.select("run_id", "seq", "rule"), on=["run_id", "seq"], how="left")
         .join(first, on=["run_id", "rule"], how="left")
         .with_columns(
-            (pl.col("first_rk").is_null()
-             | (pl.col("subrun") * 100_000 + pl.col("round") <= pl.col("first_rk")))
-            .alias("making")
+            (
+                pl.col("first_rk").is_null()
+                | (pl.col("subrun") * 100_000 + pl.col("round") <= pl.col("first_rk"))
+            ).alias("making")
         )
     )
     per_round = k.group_by("run_id", "subrun", "round").agg(
         pl.col("making").any().alias("rule_making"),
         (~pl.col("making")).any().alias("rule_citation"),
     )
-    reneg = evidence.filter(pl.col("category") == "renegotiation").select(
-        "run_id", "subrun", "round"
-    ).unique().with_columns(pl.lit(True).alias("renegotiation"))
+    reneg = (
+        evidence.filter(pl.col("category") == "renegotiation")
+        .select("run_id", "subrun", "round")
+        .unique()
+        .with_columns(pl.lit(True).alias("renegotiation"))
+    )
     rounds = tables["rounds"].select("run_id", "subrun", "round").unique()
-    r = rounds.join(per_round, on=["run_id", "subrun", "round"], how="left").join(
-        reneg, on=["run_id", "subrun", "round"], how="left"
-    ).with_columns(pl.col("rule_making", "rule_citation", "renegotiation").fill_null(False))
+    r = (
+        rounds.join(per_round, on=["run_id", "subrun", "round"], how="left")
+        .join(reneg, on=["run_id", "subrun", "round"], how="left")
+        .with_columns(pl.col("rule_making", "rule_citation", "renegotiation").fill_null(False))
+    )
     r = condition_of(r, tables)
     if "runs" in tables:
         r = r.join(tables["runs"].select("run_id", "bids"), on="run_id", how="left")
@@ -139,12 +154,18 @@ def rule_dynamics(tables: Mapping[str, pl.DataFrame], evidence: pl.DataFrame) ->
     long = r.unpivot(
         index=["condition", "bids", "run_id", "subrun", "round"],
         on=["rule_making", "rule_citation", "renegotiation"],
-        variable_name="behaviour", value_name="present",
+        variable_name="behaviour",
+        value_name="present",
     )
-    return long.group_by("condition", "bids", "subrun", "behaviour").agg(
-        pl.len().alias("rounds"), pl.col("present").sum().alias("rounds_with"),
-        pl.col("present").mean().alias("share_of_rounds"),
-    ).sort("condition", "behaviour", "subrun")
+    return (
+        long.group_by("condition", "bids", "subrun", "behaviour")
+        .agg(
+            pl.len().alias("rounds"),
+            pl.col("present").sum().alias("rounds_with"),
+            pl.col("present").mean().alias("share_of_rounds"),
+        )
+        .sort("condition", "behaviour", "subrun")
+    )
 
 
 def _start_state(tables: Mapping[str, pl.DataFrame], col: str, pick: str) -> pl.DataFrame:
@@ -154,11 +175,14 @@ def _start_state(tables: Mapping[str, pl.DataFrame], col: str, pick: str) -> pl.
     ext = pl.col(col).min() if pick == "min" else pl.col(col).max()
     g = sw.group_by("run_id").agg(ext.alias("ext"), pl.col(col).n_unique().alias("levels"))
     return sw.join(g, on="run_id").select(
-        "run_id", "worker",
-        pl.when(pl.col("levels") == 1).then(pl.lit("uniform"))
+        "run_id",
+        "worker",
+        pl.when(pl.col("levels") == 1)
+        .then(pl.lit("uniform"))
         .when(pl.col(col) == pl.col("ext"))
         .then(pl.lit("urgent" if pick == "min" else "rich"))
-        .otherwise(pl.lit("others")).alias("group"),
+        .otherwise(pl.lit("others"))
+        .alias("group"),
         pl.col(col).alias(f"start_{col}"),
     )
 
@@ -175,32 +199,44 @@ def urgency_premium(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
         pl.col("duration").mean().alias("mean_duration"),
         (pl.len() / pl.struct("run_id", "worker").n_unique()).alias("rounds_per_worker"),
     )
-    wd = condition_of(tables["withdrawals"], tables).join(grp, on=["run_id", "worker"]).group_by(
-        "condition", "subrun", "group").agg(pl.len().alias("withdrawals"))
+    wd = (
+        condition_of(tables["withdrawals"], tables)
+        .join(grp, on=["run_id", "worker"])
+        .group_by("condition", "subrun", "group")
+        .agg(pl.len().alias("withdrawals"))
+    )
     g = g.join(wd, on=["condition", "subrun", "group"], how="left").with_columns(
         pl.col("withdrawals").fill_null(0).cast(pl.Int64)
     )
     others = g.filter(pl.col("group") == "others").select(
         "condition", "subrun", pl.col("mean_bid").alias("others_bid")
     )
-    return g.join(others, on=["condition", "subrun"], how="left").with_columns(
-        (pl.col("mean_bid") / pl.col("others_bid")).alias("bid_ratio")
-    ).drop("others_bid").sort("condition", "subrun", "group")
+    return (
+        g.join(others, on=["condition", "subrun"], how="left")
+        .with_columns((pl.col("mean_bid") / pl.col("others_bid")).alias("bid_ratio"))
+        .drop("others_bid")
+        .sort("condition", "subrun", "group")
+    )
 
 
 def _wins(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     """Per worker-round: won (first in the published schedule) and contested (>= 2 declared)."""
     r = tables["rounds"].select(
-        "run_id", "subrun", "round", pl.col("order").list.first().alias("winner"),
+        "run_id",
+        "subrun",
+        "round",
+        pl.col("order").list.first().alias("winner"),
         pl.col("order").list.len().alias("n_scheduled"),
     )
     wr = worker_rounds(tables)
     n = wr.group_by("run_id", "subrun", "round").agg(pl.len().alias("n_declared"))
-    return wr.join(r, on=["run_id", "subrun", "round"], how="left").join(
-        n, on=["run_id", "subrun", "round"]
-    ).with_columns(
-        (pl.col("winner") == pl.col("worker")).fill_null(False).alias("won"),
-        (pl.col("n_declared") >= 2).alias("contested"),
+    return (
+        wr.join(r, on=["run_id", "subrun", "round"], how="left")
+        .join(n, on=["run_id", "subrun", "round"])
+        .with_columns(
+            (pl.col("winner") == pl.col("worker")).fill_null(False).alias("won"),
+            (pl.col("n_declared") >= 2).alias("contested"),
+        )
     )
 
 
@@ -211,17 +247,27 @@ def rich_worker(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     w = _wins(tables).join(grp, on=["run_id", "worker"])
     g = w.group_by("condition", "subrun", "group").agg(
         pl.struct("run_id", "worker").n_unique().alias("workers"),
-        pl.col("won").sum().alias("wins"), pl.len().alias("rounds"),
+        pl.col("won").sum().alias("wins"),
+        pl.len().alias("rounds"),
     )
-    pay = condition_of(tables["payments"], tables).join(grp, on=["run_id", "worker"]).group_by(
-        "condition", "subrun", "group").agg(pl.col("amount").sum().alias("spent"))
-    return g.join(pay, on=["condition", "subrun", "group"], how="left").with_columns(
-        pl.col("spent").fill_null(0),
-    ).with_columns(
-        (pl.col("spent") / pl.col("workers")).alias("spend_per_worker"),
-        (pl.col("wins") / pl.col("workers")).alias("wins_per_worker"),
-        (pl.col("wins") / pl.col("rounds")).alias("win_rate"),
-    ).sort("condition", "subrun", "group")
+    pay = (
+        condition_of(tables["payments"], tables)
+        .join(grp, on=["run_id", "worker"])
+        .group_by("condition", "subrun", "group")
+        .agg(pl.col("amount").sum().alias("spent"))
+    )
+    return (
+        g.join(pay, on=["condition", "subrun", "group"], how="left")
+        .with_columns(
+            pl.col("spent").fill_null(0),
+        )
+        .with_columns(
+            (pl.col("spent") / pl.col("workers")).alias("spend_per_worker"),
+            (pl.col("wins") / pl.col("workers")).alias("wins_per_worker"),
+            (pl.col("wins") / pl.col("rounds")).alias("win_rate"),
+        )
+        .sort("condition", "subrun", "group")
+    )
 
 
 def contested_win_rates(
@@ -232,28 +278,39 @@ def contested_win_rates(
     its starting budget (balance = subrun-start budget minus this subrun's earlier payments)."""
     grp = _start_state(tables, "budget", "max")
     w = _wins(tables).filter(pl.col("contested")).join(grp, on=["run_id", "worker"])
-    sw = tables["subrun_workers"].select("run_id", "subrun", "worker",
-                                         pl.col("budget").alias("subrun_budget"))
-    pay = tables["payments"].group_by("run_id", "subrun", "round", "worker").agg(
-        pl.col("amount").sum()
+    sw = tables["subrun_workers"].select(
+        "run_id", "subrun", "worker", pl.col("budget").alias("subrun_budget")
+    )
+    pay = (
+        tables["payments"]
+        .group_by("run_id", "subrun", "round", "worker")
+        .agg(pl.col("amount").sum())
     )
     paid_before = (
         w.select(*WR)
         .join(pay.rename({"round": "pr"}), on=["run_id", "subrun", "worker"], how="left")
         .filter(pl.col("pr").is_null() | (pl.col("pr") < pl.col("round")))
-        .group_by(WR).agg(pl.col("amount").sum().alias("paid_before"))
+        .group_by(WR)
+        .agg(pl.col("amount").sum().alias("paid_before"))
     )
     w = w.join(sw, on=["run_id", "subrun", "worker"]).join(paid_before, on=WR, how="left")
     w = w.with_columns(
         (pl.col("subrun_budget") - pl.col("paid_before").fill_null(0)).alias("balance")
     ).with_columns(
         pl.when(pl.col("balance") < depleted_below * pl.col("start_budget"))
-        .then(pl.lit("depleted")).otherwise(pl.lit("full")).alias("budget_state")
+        .then(pl.lit("depleted"))
+        .otherwise(pl.lit("full"))
+        .alias("budget_state")
     )
-    return w.group_by("condition", "group", "budget_state").agg(
-        pl.len().alias("contested_rounds"), pl.col("won").sum().alias("wins"),
-        pl.col("won").mean().alias("win_rate"),
-    ).sort("condition", "group", "budget_state")
+    return (
+        w.group_by("condition", "group", "budget_state")
+        .agg(
+            pl.len().alias("contested_rounds"),
+            pl.col("won").sum().alias("wins"),
+            pl.col("won").mean().alias("win_rate"),
+        )
+        .sort("condition", "group", "budget_state")
+    )
 
 
 def relational_vs_bid(
@@ -263,38 +320,55 @@ def relational_vs_bid(
     share of worker-rounds with a relational behaviour. `corr` is the Pearson correlation of
     round mean bid and relational share over the condition's rounds."""
     wr = worker_rounds(tables)
-    rel = wr_pred.filter(pl.col("category").is_in(RELATIONAL)).select(WR).unique().with_columns(
-        pl.lit(True).alias("rel")
+    rel = (
+        wr_pred.filter(pl.col("category").is_in(RELATIONAL))
+        .select(WR)
+        .unique()
+        .with_columns(pl.lit(True).alias("rel"))
     )
     wr = wr.join(rel, on=WR, how="left").with_columns(pl.col("rel").fill_null(False))
     r = wr.group_by("condition", "run_id", "subrun", "round").agg(
         pl.col("bid").mean().alias("mean_bid"), pl.col("rel").mean().alias("relational_share")
     )
     r = r.with_columns(
-        (pl.col("mean_bid").rank("ordinal").over("condition") * bins
-         / (pl.len().over("condition") + 1)).floor().cast(pl.Int64).alias("bid_bin")
+        (
+            pl.col("mean_bid").rank("ordinal").over("condition")
+            * bins
+            / (pl.len().over("condition") + 1)
+        )
+        .floor()
+        .cast(pl.Int64)
+        .alias("bid_bin")
     )
-    corr = r.group_by("condition").agg(
-        pl.corr("mean_bid", "relational_share").alias("corr")
+    corr = r.group_by("condition").agg(pl.corr("mean_bid", "relational_share").alias("corr"))
+    return (
+        r.group_by("condition", "bid_bin")
+        .agg(
+            pl.len().alias("rounds"),
+            pl.col("mean_bid").mean().alias("mean_bid"),
+            pl.col("relational_share").mean().alias("relational_share"),
+        )
+        .join(corr, on="condition")
+        .sort("condition", "bid_bin")
     )
-    return r.group_by("condition", "bid_bin").agg(
-        pl.len().alias("rounds"),
-        pl.col("mean_bid").mean().alias("mean_bid"),
-        pl.col("relational_share").mean().alias("relational_share"),
-    ).join(corr, on="condition").sort("condition", "bid_bin")
 
 
 def mean_bid_by_subrun(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     """Fig. 13: mean declared bid by subrun and model, under even vs uneven starting budgets."""
     sw = tables["subrun_workers"].filter(pl.col("subrun") == pl.col("subrun").min().over("run_id"))
     regime = sw.group_by("run_id").agg(
-        pl.when(pl.col("budget").n_unique() == 1).then(pl.lit("even"))
-        .otherwise(pl.lit("uneven")).first().alias("budgets")
+        pl.when(pl.col("budget").n_unique() == 1)
+        .then(pl.lit("even"))
+        .otherwise(pl.lit("uneven"))
+        .first()
+        .alias("budgets")
     )
     wr = worker_rounds(tables).join(regime, on="run_id")
-    return wr.group_by("condition", "budgets", "model", "subrun").agg(
-        pl.len().alias("worker_rounds"), pl.col("bid").mean().alias("mean_bid")
-    ).sort("condition", "model", "subrun")
+    return (
+        wr.group_by("condition", "budgets", "model", "subrun")
+        .agg(pl.len().alias("worker_rounds"), pl.col("bid").mean().alias("mean_bid"))
+        .sort("condition", "model", "subrun")
+    )
 
 
 def structural_metrics(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
@@ -302,48 +376,78 @@ def structural_metrics(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     repeat_win_rate and its chance level (the previous winner, if a candidate again, wins by
     chance with 1/n); median_winning_bid per subrun and winning_bid_drift (last subrun minus
     the first); rounds_participated per worker-subrun; message_chars per message."""
-    r = tables["rounds"].select(
-        "run_id", "subrun", "round", pl.col("order").list.first().alias("winner"),
-        pl.col("bids").list.first().alias("winning_bid"), "candidates",
-    ).sort("run_id", "subrun", "round")
+    r = (
+        tables["rounds"]
+        .select(
+            "run_id",
+            "subrun",
+            "round",
+            pl.col("order").list.first().alias("winner"),
+            pl.col("bids").list.first().alias("winning_bid"),
+            "candidates",
+        )
+        .sort("run_id", "subrun", "round")
+    )
     r = r.with_columns(pl.col("winner").shift(1).over("run_id", "subrun").alias("prev"))
     pairs = r.filter(pl.col("prev").is_not_null()).with_columns(
         (pl.col("winner") == pl.col("prev")).cast(pl.Float64).alias("repeat"),
         pl.when(pl.col("candidates").list.contains(pl.col("prev")))
-        .then(1.0 / pl.col("candidates").list.len()).otherwise(0.0).alias("chance"),
+        .then(1.0 / pl.col("candidates").list.len())
+        .otherwise(0.0)
+        .alias("chance"),
     )
     pairs = condition_of(pairs, tables)
     out = [
-        pairs.group_by("condition").agg(pl.col("repeat").mean().alias("value"))
+        pairs.group_by("condition")
+        .agg(pl.col("repeat").mean().alias("value"))
         .with_columns(pl.lit("repeat_win_rate").alias("metric")),
-        pairs.group_by("condition").agg(pl.col("chance").mean().alias("value"))
+        pairs.group_by("condition")
+        .agg(pl.col("chance").mean().alias("value"))
         .with_columns(pl.lit("repeat_win_chance").alias("metric")),
     ]
-    out = [o.with_columns(pl.lit("all").alias("model"), pl.lit(None, pl.Int64).alias("subrun"))
-           for o in out]
+    out = [
+        o.with_columns(pl.lit("all").alias("model"), pl.lit(None, pl.Int64).alias("subrun"))
+        for o in out
+    ]
     rc = condition_of(r, tables)
     med = rc.group_by("condition", "subrun").agg(
         pl.col("winning_bid").median().cast(pl.Float64).alias("value")
     )
-    out.append(med.with_columns(pl.lit("median_winning_bid").alias("metric"),
-                                pl.lit("all").alias("model")))
-    drift = med.sort("subrun").group_by("condition").agg(
-        (pl.col("value").last() - pl.col("value").first()).alias("value")
-    ).with_columns(pl.lit("winning_bid_drift").alias("metric"), pl.lit("all").alias("model"),
-                   pl.lit(None, pl.Int64).alias("subrun"))
+    out.append(
+        med.with_columns(pl.lit("median_winning_bid").alias("metric"), pl.lit("all").alias("model"))
+    )
+    drift = (
+        med.sort("subrun")
+        .group_by("condition")
+        .agg((pl.col("value").last() - pl.col("value").first()).alias("value"))
+        .with_columns(
+            pl.lit("winning_bid_drift").alias("metric"),
+            pl.lit("all").alias("model"),
+            pl.lit(None, pl.Int64).alias("subrun"),
+        )
+    )
     out.append(drift)
     wr = worker_rounds(tables)
-    part = wr.group_by("condition", "model", "run_id", "worker", "subrun").agg(
-        pl.len().alias("n")
-    ).group_by("condition", "model").agg(pl.col("n").mean().cast(pl.Float64).alias("value"))
-    out.append(part.with_columns(pl.lit("rounds_participated").alias("metric"),
-                                 pl.lit(None, pl.Int64).alias("subrun")))
+    part = (
+        wr.group_by("condition", "model", "run_id", "worker", "subrun")
+        .agg(pl.len().alias("n"))
+        .group_by("condition", "model")
+        .agg(pl.col("n").mean().cast(pl.Float64).alias("value"))
+    )
+    out.append(
+        part.with_columns(
+            pl.lit("rounds_participated").alias("metric"), pl.lit(None, pl.Int64).alias("subrun")
+        )
+    )
     m = labels_of(condition_of(tables["messages"], tables), tables)
     ml = m.group_by("condition", "model").agg(
         pl.col("text").str.len_chars().mean().cast(pl.Float64).alias("value")
     )
-    out.append(ml.with_columns(pl.lit("message_chars").alias("metric"),
-                               pl.lit(None, pl.Int64).alias("subrun")))
+    out.append(
+        ml.with_columns(
+            pl.lit("message_chars").alias("metric"), pl.lit(None, pl.Int64).alias("subrun")
+        )
+    )
     cols = ["condition", "model", "subrun", "metric", "value"]
     return pl.concat([o.select(cols) for o in out]).sort("condition", "metric", "model", "subrun")
 
@@ -352,25 +456,35 @@ def outcomes(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     """Fig. 14: completion rate, deadline-miss rate, mean collective progress and mean test
     score, by condition and subrun (one evaluation per worker-subrun)."""
     e = condition_of(tables["evaluations"], tables)
-    return e.group_by("condition", "subrun").agg(
-        pl.len().alias("worker_subruns"),
-        (pl.col("outcome") == "completed").mean().alias("completion_rate"),
-        (pl.col("outcome") == "terminated").mean().alias("deadline_miss_rate"),
-        pl.col("progress").mean().alias("mean_progress"),
-        pl.col("score").mean().alias("mean_score"),
-        pl.col("resolved").mean().alias("resolved_rate"),
-    ).sort("condition", "subrun")
+    return (
+        e.group_by("condition", "subrun")
+        .agg(
+            pl.len().alias("worker_subruns"),
+            (pl.col("outcome") == "completed").mean().alias("completion_rate"),
+            (pl.col("outcome") == "terminated").mean().alias("deadline_miss_rate"),
+            pl.col("progress").mean().alias("mean_progress"),
+            pl.col("score").mean().alias("mean_score"),
+            pl.col("resolved").mean().alias("resolved_rate"),
+        )
+        .sort("condition", "subrun")
+    )
 
 
 def _group_hits(tables: Mapping[str, pl.DataFrame], wr_pred: pl.DataFrame) -> pl.DataFrame:
     wr = worker_rounds(tables)
     gmap = pl.DataFrame(
-        [(g, c) for g, cs in GROUPS.items() for c in cs], schema=["group", "category"],
+        [(g, c) for g, cs in GROUPS.items() for c in cs],
+        schema=["group", "category"],
         orient="row",
     )
-    hits = wr_pred.select(*WR, "category").unique().join(gmap, on="category").select(
-        *WR, "group"
-    ).unique().with_columns(pl.lit(True).alias("present"))
+    hits = (
+        wr_pred.select(*WR, "category")
+        .unique()
+        .join(gmap, on="category")
+        .select(*WR, "group")
+        .unique()
+        .with_columns(pl.lit(True).alias("present"))
+    )
     grid = wr.join(pl.DataFrame({"group": list(GROUPS)}), how="cross")
     return grid.join(hits, on=[*WR, "group"], how="left").with_columns(
         pl.col("present").fill_null(False)
@@ -385,13 +499,17 @@ def behaviour_drift(
     if level not in ("subrun", "round"):
         raise ValueError(f"level must be 'subrun' or 'round', got {level!r}")
     g = _group_hits(tables, wr_pred)
-    return g.group_by("condition", "model", "group", level).agg(
-        pl.len().alias("worker_rounds"), pl.col("present").mean().alias("prevalence")
-    ).sort("condition", "model", "group", level)
+    return (
+        g.group_by("condition", "model", "group", level)
+        .agg(pl.len().alias("worker_rounds"), pl.col("present").mean().alias("prevalence"))
+        .sort("condition", "model", "group", level)
+    )
 
 
 def drift_tests(
-    tables: Mapping[str, pl.DataFrame], wr_pred: pl.DataFrame, level: str = "subrun",
+    tables: Mapping[str, pl.DataFrame],
+    wr_pred: pl.DataFrame,
+    level: str = "subrun",
     by_model: bool = True,
 ) -> pl.DataFrame:
     """Fig. 17: does a group's prevalence change across subruns (or rounds)? Pearson
@@ -399,9 +517,11 @@ def drift_tests(
     (and model); `delta` = last level's prevalence minus the first's."""
     g = _group_hits(tables, wr_pred)
     keys = ["condition", "model", "group"] if by_model else ["condition", "group"]
-    counts = g.group_by([*keys, level]).agg(
-        pl.col("present").sum().alias("yes"), (~pl.col("present")).sum().alias("no")
-    ).sort([*keys, level])
+    counts = (
+        g.group_by([*keys, level])
+        .agg(pl.col("present").sum().alias("yes"), (~pl.col("present")).sum().alias("no"))
+        .sort([*keys, level])
+    )
     rows = []
     for key, part in counts.group_by(keys, maintain_order=True):
         tab = part.select("yes", "no").to_numpy()
@@ -409,6 +529,12 @@ def drift_tests(
         tot = tab.sum(axis=1)
         prev = np.divide(tab[:, 0], tot, out=np.zeros(len(tot)), where=tot > 0)
         rows.append((*key, int(part.height), stat, dof, p, float(prev[-1] - prev[0])))
-    schema = {**{k: pl.String for k in keys}, "levels": pl.Int64, "chi2": pl.Float64,
-              "dof": pl.Int64, "p_value": pl.Float64, "delta": pl.Float64}
+    schema = {
+        **{k: pl.String for k in keys},
+        "levels": pl.Int64,
+        "chi2": pl.Float64,
+        "dof": pl.Int64,
+        "p_value": pl.Float64,
+        "delta": pl.Float64,
+    }
     return pl.DataFrame(rows, schema=schema, orient="row").sort(keys)

@@ -67,9 +67,7 @@ def chi2_contingency(table: np.ndarray) -> tuple[float, int, float]:
     return stat, dof, chi2_sf(stat, dof)
 
 
-def permutation_pvalue(
-    x: np.ndarray, groups: np.ndarray, *, n: int = 2000, seed: int = 0
-) -> float:
+def permutation_pvalue(x: np.ndarray, groups: np.ndarray, *, n: int = 2000, seed: int = 0) -> float:
     """Two-sided permutation p-value for a difference in means between the first and last group
     level (sorted), shuffling group labels."""
     x = np.asarray(x, dtype=float)

@@ -28,10 +28,19 @@ __all__ = [
 
 TOKEN_RX = r"\w+|[^\w\s]"
 LLM_CALL_SCHEMA = {
-    "run_id": pl.String, "subrun": pl.Int64, "round": pl.Int64, "worker": pl.String,
-    "role": pl.String, "phase": pl.String, "model": pl.String, "prompt_tokens": pl.Int64,
-    "completion_tokens": pl.Int64, "reasoning_tokens": pl.Int64, "cached_tokens": pl.Int64,
-    "cost_usd": pl.Float64, "cache_hit": pl.Boolean,
+    "run_id": pl.String,
+    "subrun": pl.Int64,
+    "round": pl.Int64,
+    "worker": pl.String,
+    "role": pl.String,
+    "phase": pl.String,
+    "model": pl.String,
+    "prompt_tokens": pl.Int64,
+    "completion_tokens": pl.Int64,
+    "reasoning_tokens": pl.Int64,
+    "cached_tokens": pl.Int64,
+    "cost_usd": pl.Float64,
+    "cache_hit": pl.Boolean,
 }
 _PHASE = {"declaration": "declaration", "message": "conversation", "ballot": "ballot"}
 KEYS = ["condition", "run_id", "worker", "model", "role", "phase", "subrun"]
@@ -49,34 +58,47 @@ def _approximate(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
         approx_tokens(pl.col("text")).alias("completion_tokens"),
     )
     s = tables["scratch"].select(
-        "run_id", "subrun", "worker", pl.lit("negotiator").alias("role"),
-        pl.lit("report").alias("phase"), approx_tokens(pl.col("text")).alias("completion_tokens"),
+        "run_id",
+        "subrun",
+        "worker",
+        pl.lit("negotiator").alias("role"),
+        pl.lit("report").alias("phase"),
+        approx_tokens(pl.col("text")).alias("completion_tokens"),
     )
     a = pl.concat([u.select(s.columns), s])
     a = labels_of(condition_of(a, tables), tables)
-    return a.group_by(KEYS).agg(
-        pl.len().alias("calls"),
-        pl.lit(0, pl.Int64).alias("prompt_tokens"),
-        pl.col("completion_tokens").sum().cast(pl.Int64),
-        pl.lit(0, pl.Int64).alias("reasoning_tokens"),
-        pl.lit(0, pl.Int64).alias("cached_tokens"),
-        pl.lit(None, pl.Float64).alias("cost_usd"),
-        pl.lit(0, pl.Int64).alias("cache_hits"),
-    ).with_columns(pl.lit(True).alias("approximate"))
+    return (
+        a.group_by(KEYS)
+        .agg(
+            pl.len().alias("calls"),
+            pl.lit(0, pl.Int64).alias("prompt_tokens"),
+            pl.col("completion_tokens").sum().cast(pl.Int64),
+            pl.lit(0, pl.Int64).alias("reasoning_tokens"),
+            pl.lit(0, pl.Int64).alias("cached_tokens"),
+            pl.lit(None, pl.Float64).alias("cost_usd"),
+            pl.lit(0, pl.Int64).alias("cache_hits"),
+        )
+        .with_columns(pl.lit(True).alias("approximate"))
+    )
 
 
 def _llm(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     c = tables["llm_calls"]
     c = condition_of(c, tables)
-    return c.with_columns(pl.col("model").fill_null("unknown")).group_by(KEYS).agg(
-        pl.len().alias("calls"),
-        pl.col("prompt_tokens").fill_null(0).sum(),
-        pl.col("completion_tokens").fill_null(0).sum(),
-        pl.col("reasoning_tokens").fill_null(0).sum(),
-        pl.col("cached_tokens").fill_null(0).sum(),
-        pl.col("cost_usd").sum(),
-        pl.col("cache_hit").fill_null(False).sum().cast(pl.Int64).alias("cache_hits"),
-    ).with_columns(pl.lit(False).alias("approximate"))
+    return (
+        c.with_columns(pl.col("model").fill_null("unknown"))
+        .group_by(KEYS)
+        .agg(
+            pl.len().alias("calls"),
+            pl.col("prompt_tokens").fill_null(0).sum(),
+            pl.col("completion_tokens").fill_null(0).sum(),
+            pl.col("reasoning_tokens").fill_null(0).sum(),
+            pl.col("cached_tokens").fill_null(0).sum(),
+            pl.col("cost_usd").sum(),
+            pl.col("cache_hit").fill_null(False).sum().cast(pl.Int64).alias("cache_hits"),
+        )
+        .with_columns(pl.lit(False).alias("approximate"))
+    )
 
 
 def token_audit(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
@@ -89,8 +111,9 @@ def token_audit(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     calls = tables.get("llm_calls")
     df = _llm(tables) if calls is not None and calls.height else _approximate(tables)
     return df.with_columns(
-        (pl.col("prompt_tokens") + pl.col("completion_tokens") + pl.col("reasoning_tokens"))
-        .alias("total_tokens"),
+        (pl.col("prompt_tokens") + pl.col("completion_tokens") + pl.col("reasoning_tokens")).alias(
+            "total_tokens"
+        ),
         (pl.col("role") == "classifier").alias("classifier"),
     ).sort(KEYS)
 
@@ -98,17 +121,27 @@ def token_audit(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
 def token_efficiency(tables: Mapping[str, pl.DataFrame], audit: pl.DataFrame) -> pl.DataFrame:
     """Per condition and model (negotiation and solving only; classifier spend excluded):
     tokens per window won, per credit spent on won windows, and per hidden test passed."""
-    spent = audit.filter(~pl.col("classifier")).group_by("condition", "model").agg(
-        pl.col("total_tokens").sum(),
-        pl.when(pl.col("cost_usd").is_not_null().any()).then(pl.col("cost_usd").sum())
-        .alias("cost_usd"),
-        pl.col("approximate").all(),
+    spent = (
+        audit.filter(~pl.col("classifier"))
+        .group_by("condition", "model")
+        .agg(
+            pl.col("total_tokens").sum(),
+            pl.when(pl.col("cost_usd").is_not_null().any())
+            .then(pl.col("cost_usd").sum())
+            .alias("cost_usd"),
+            pl.col("approximate").all(),
+        )
     )
-    won = labels_of(condition_of(tables["payments"], tables), tables).group_by(
-        "condition", "model").agg(pl.len().alias("windows_paid"),
-                                  pl.col("amount").sum().alias("credits_paid"))
-    ev = labels_of(condition_of(tables["evaluations"], tables), tables).group_by(
-        "condition", "model").agg(pl.col("passed").sum().alias("tests_passed"))
+    won = (
+        labels_of(condition_of(tables["payments"], tables), tables)
+        .group_by("condition", "model")
+        .agg(pl.len().alias("windows_paid"), pl.col("amount").sum().alias("credits_paid"))
+    )
+    ev = (
+        labels_of(condition_of(tables["evaluations"], tables), tables)
+        .group_by("condition", "model")
+        .agg(pl.col("passed").sum().alias("tests_passed"))
+    )
     out = spent.join(won, on=["condition", "model"], how="left").join(
         ev, on=["condition", "model"], how="left"
     )
@@ -122,7 +155,14 @@ def token_efficiency(tables: Mapping[str, pl.DataFrame], audit: pl.DataFrame) ->
 
 def classifier_spend(audit: pl.DataFrame) -> pl.DataFrame:
     """Classifier calls only, by condition and model."""
-    return audit.filter(pl.col("classifier")).group_by("condition", "model").agg(
-        pl.col("calls").sum(), pl.col("total_tokens").sum(), pl.col("cost_usd").sum(),
-        pl.col("cache_hits").sum(),
-    ).sort("condition", "model")
+    return (
+        audit.filter(pl.col("classifier"))
+        .group_by("condition", "model")
+        .agg(
+            pl.col("calls").sum(),
+            pl.col("total_tokens").sum(),
+            pl.col("cost_usd").sum(),
+            pl.col("cache_hits").sum(),
+        )
+        .sort("condition", "model")
+    )

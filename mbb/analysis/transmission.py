@@ -44,7 +44,9 @@ _RK = pl.col("subrun") * 100_000 + pl.col("round")  # sortable (subrun, round)
 def _global_round(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     """Index of each (subrun, round) within its run, counting across subruns (1-based)."""
     return (
-        tables["rounds"].select("run_id", "subrun", "round").unique()
+        tables["rounds"]
+        .select("run_id", "subrun", "round")
+        .unique()
         .sort("run_id", "subrun", "round")
         .with_columns(pl.int_range(1, pl.len() + 1).over("run_id").alias("g"))
     )
@@ -56,9 +58,12 @@ def commitment_acts(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     t = pl.col("text")
     recip = t.str.contains(RECIP)
     act = (
-        pl.when(recip & t.str.contains(ACCEPT)).then(pl.lit("accept"))
-        .when(recip & t.str.contains(CLAIM)).then(pl.lit("claim"))
-        .when(recip & t.str.contains(OFFER)).then(pl.lit("offer"))
+        pl.when(recip & t.str.contains(ACCEPT))
+        .then(pl.lit("accept"))
+        .when(recip & t.str.contains(CLAIM))
+        .then(pl.lit("claim"))
+        .when(recip & t.str.contains(OFFER))
+        .then(pl.lit("offer"))
     )
     return (
         m.with_columns(act.alias("act"))
@@ -71,25 +76,33 @@ def validate_commitment_acts(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame
     """Text-extracted acts vs scripted intents (offer_concession/accept_offer/claim_debt)."""
     kinds = {"offer_concession": "offer", "accept_offer": "accept", "claim_debt": "claim"}
     truth = (
-        tables["messages"].select("run_id", "seq", "intents").explode("intents")
+        tables["messages"]
+        .select("run_id", "seq", "intents")
+        .explode("intents")
         .drop_nulls("intents")
         .with_columns(pl.col("intents").struct.field("kind").alias("k"))
         .filter(pl.col("k").is_in(list(kinds)))
         .select("run_id", "seq", pl.col("k").replace_strict(kinds).alias("act"))
-        .unique().with_columns(pl.lit(True).alias("t"))
+        .unique()
+        .with_columns(pl.lit(True).alias("t"))
     )
-    pred = commitment_acts(tables).select("run_id", "seq", "act").with_columns(
-        pl.lit(True).alias("p")
+    pred = (
+        commitment_acts(tables).select("run_id", "seq", "act").with_columns(pl.lit(True).alias("p"))
     )
     j = truth.join(pred, on=["run_id", "seq", "act"], how="full", coalesce=True)
-    return j.group_by("act").agg(
-        pl.col("t").is_not_null().sum().alias("support"),
-        pl.col("p").is_not_null().sum().alias("extracted"),
-        (pl.col("t").is_not_null() & pl.col("p").is_not_null()).sum().alias("tp"),
-    ).with_columns(
-        (pl.col("tp") / pl.col("extracted")).alias("precision"),
-        (pl.col("tp") / pl.col("support")).alias("recall"),
-    ).sort("act")
+    return (
+        j.group_by("act")
+        .agg(
+            pl.col("t").is_not_null().sum().alias("support"),
+            pl.col("p").is_not_null().sum().alias("extracted"),
+            (pl.col("t").is_not_null() & pl.col("p").is_not_null()).sum().alias("tp"),
+        )
+        .with_columns(
+            (pl.col("tp") / pl.col("extracted")).alias("precision"),
+            (pl.col("tp") / pl.col("support")).alias("recall"),
+        )
+        .sort("act")
+    )
 
 
 def commitments(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
@@ -102,33 +115,50 @@ def commitments(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     """
     acts = commitment_acts(tables)
     offers = acts.filter(pl.col("act") == "offer").select(
-        "run_id", pl.col("worker").alias("creditor"), pl.col("to").alias("debtor"),
-        "subrun", "round", pl.col("seq").alias("offer_seq"),
+        "run_id",
+        pl.col("worker").alias("creditor"),
+        pl.col("to").alias("debtor"),
+        "subrun",
+        "round",
+        pl.col("seq").alias("offer_seq"),
     )
     accepts = acts.filter(pl.col("act") == "accept").select(
-        "run_id", "subrun", "round", pl.col("worker").alias("debtor"),
-        pl.col("to").alias("creditor"), pl.col("seq").alias("accept_seq"),
+        "run_id",
+        "subrun",
+        "round",
+        pl.col("worker").alias("debtor"),
+        pl.col("to").alias("creditor"),
+        pl.col("seq").alias("accept_seq"),
     )
     c = offers.join(accepts, on=["run_id", "subrun", "round", "creditor", "debtor"], how="left")
     c = c.with_columns(
-        (pl.col("accept_seq").is_not_null() & (pl.col("accept_seq") > pl.col("offer_seq")))
-        .alias("accepted")
+        (pl.col("accept_seq").is_not_null() & (pl.col("accept_seq") > pl.col("offer_seq"))).alias(
+            "accepted"
+        )
     ).unique(["run_id", "offer_seq"], keep="first")
     # the next offer between the same pair bounds this commitment's life
     c = c.sort("run_id", "offer_seq").with_columns(
         pl.col("offer_seq").shift(-1).over("run_id", "creditor", "debtor").alias("next_offer_seq")
     )
     claims = acts.filter(pl.col("act") == "claim").select(
-        "run_id", pl.col("worker").alias("creditor"), pl.col("to").alias("debtor"),
-        pl.col("seq").alias("claim_seq"), pl.col("subrun").alias("claim_subrun"),
+        "run_id",
+        pl.col("worker").alias("creditor"),
+        pl.col("to").alias("debtor"),
+        pl.col("seq").alias("claim_seq"),
+        pl.col("subrun").alias("claim_subrun"),
         pl.col("round").alias("claim_round"),
     )
     first_claim = (
         c.join(claims, on=["run_id", "creditor", "debtor"])
-        .filter((pl.col("claim_seq") > pl.col("offer_seq"))
-                & ((pl.col("claim_seq") < pl.col("next_offer_seq"))
-                   | pl.col("next_offer_seq").is_null()))
-        .sort("claim_seq").group_by("run_id", "offer_seq")
+        .filter(
+            (pl.col("claim_seq") > pl.col("offer_seq"))
+            & (
+                (pl.col("claim_seq") < pl.col("next_offer_seq"))
+                | pl.col("next_offer_seq").is_null()
+            )
+        )
+        .sort("claim_seq")
+        .group_by("run_id", "offer_seq")
         .agg(pl.col("claim_seq", "claim_subrun", "claim_round").first())
     )
     c = c.join(first_claim, on=["run_id", "offer_seq"], how="left")
@@ -137,27 +167,43 @@ def commitments(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
         "run_id", "seq", "subrun", "round", pl.col("worker").alias("debtor"), "ranking", "reasoning"
     )
     later = (
-        c.select("run_id", "offer_seq", "creditor", "debtor", pl.col("subrun").alias("s0"),
-                 pl.col("round").alias("r0"), "next_offer_seq")
+        c.select(
+            "run_id",
+            "offer_seq",
+            "creditor",
+            "debtor",
+            pl.col("subrun").alias("s0"),
+            pl.col("round").alias("r0"),
+            "next_offer_seq",
+        )
         .join(b, on=["run_id", "debtor"])
-        .filter((pl.col("subrun") * 100_000 + pl.col("round")
-                 > pl.col("s0") * 100_000 + pl.col("r0"))
-                & (pl.col("ranking").list.contains(pl.col("creditor"))))
+        .filter(
+            (pl.col("subrun") * 100_000 + pl.col("round") > pl.col("s0") * 100_000 + pl.col("r0"))
+            & (pl.col("ranking").list.contains(pl.col("creditor")))
+        )
     )
     later = _ahead(later)
     hon = (
-        later.filter(pl.col("ahead")).sort("seq").group_by("run_id", "offer_seq")
-        .agg(pl.col("subrun").first().alias("honour_subrun"),
-             pl.col("round").first().alias("honour_round"),
-             pl.col("reasoning").first().str.contains(HONOUR_TEXT).alias("honour_stated"))
+        later.filter(pl.col("ahead"))
+        .sort("seq")
+        .group_by("run_id", "offer_seq")
+        .agg(
+            pl.col("subrun").first().alias("honour_subrun"),
+            pl.col("round").first().alias("honour_round"),
+            pl.col("reasoning").first().str.contains(HONOUR_TEXT).alias("honour_stated"),
+        )
     )
     n_later = later.group_by("run_id", "offer_seq").agg(pl.len().alias("later_rounds_together"))
-    c = c.join(hon, on=["run_id", "offer_seq"], how="left").join(
-        n_later, on=["run_id", "offer_seq"], how="left"
-    ).with_columns(pl.col("later_rounds_together").fill_null(0))
+    c = (
+        c.join(hon, on=["run_id", "offer_seq"], how="left")
+        .join(n_later, on=["run_id", "offer_seq"], how="left")
+        .with_columns(pl.col("later_rounds_together").fill_null(0))
+    )
     status = (
-        pl.when(pl.col("honour_round").is_not_null()).then(pl.lit("honoured"))
-        .when(pl.col("later_rounds_together") > 0).then(pl.lit("broken"))
+        pl.when(pl.col("honour_round").is_not_null())
+        .then(pl.lit("honoured"))
+        .when(pl.col("later_rounds_together") > 0)
+        .then(pl.lit("broken"))
         .otherwise(pl.lit("open"))
     )
     scratch = _scratch_debts(tables)
@@ -167,25 +213,49 @@ def commitments(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     g = _global_round(tables)
     c = c.join(g, on=["run_id", "subrun", "round"], how="left").join(
         g.rename({"subrun": "claim_subrun", "round": "claim_round", "g": "g_claim"}),
-        on=["run_id", "claim_subrun", "claim_round"], how="left",
+        on=["run_id", "claim_subrun", "claim_round"],
+        how="left",
     )
-    return c.with_columns(
-        status.alias("status"),
-        ((pl.col("claim_subrun") > pl.col("subrun"))
-         | (pl.col("honour_subrun") > pl.col("subrun"))).fill_null(False).alias("later_subrun"),
-        (pl.col("g_claim") - pl.col("g")).alias("rounds_to_first_citation"),
-    ).select(
-        "run_id", "creditor", "debtor", "subrun", "round", "offer_seq", "accepted",
-        "claim_subrun", "claim_round", "rounds_to_first_citation", "honour_subrun",
-        "honour_round", "honour_stated", "later_rounds_together", "status", "later_subrun",
-        "in_scratch",
-    ).sort("run_id", "offer_seq")
+    return (
+        c.with_columns(
+            status.alias("status"),
+            (
+                (pl.col("claim_subrun") > pl.col("subrun"))
+                | (pl.col("honour_subrun") > pl.col("subrun"))
+            )
+            .fill_null(False)
+            .alias("later_subrun"),
+            (pl.col("g_claim") - pl.col("g")).alias("rounds_to_first_citation"),
+        )
+        .select(
+            "run_id",
+            "creditor",
+            "debtor",
+            "subrun",
+            "round",
+            "offer_seq",
+            "accepted",
+            "claim_subrun",
+            "claim_round",
+            "rounds_to_first_citation",
+            "honour_subrun",
+            "honour_round",
+            "honour_stated",
+            "later_rounds_together",
+            "status",
+            "later_subrun",
+            "in_scratch",
+        )
+        .sort("run_id", "offer_seq")
+    )
 
 
 def _ahead(df: pl.DataFrame) -> pl.DataFrame:
     """`ahead`: the creditor is ranked above the debtor in the debtor's ballot (vectorised)."""
-    ex = df.with_row_index("_i").explode("ranking").with_columns(
-        pl.int_range(pl.len()).over("_i").alias("_p")
+    ex = (
+        df.with_row_index("_i")
+        .explode("ranking")
+        .with_columns(pl.int_range(pl.len()).over("_i").alias("_p"))
     )
     pc = ex.filter(pl.col("ranking") == pl.col("creditor")).select("_i", pl.col("_p").alias("pc"))
     pd = ex.filter(pl.col("ranking") == pl.col("debtor")).select("_i", pl.col("_p").alias("pd"))
@@ -203,7 +273,8 @@ def _scratch_debts(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     return (
         s.filter(pl.col("g").struct.field("1").is_not_null())
         .select(
-            "run_id", "subrun",
+            "run_id",
+            "subrun",
             pl.col("g").struct.field("1").alias("debtor"),
             pl.col("g").struct.field("2").alias("creditor"),
         )
@@ -224,18 +295,24 @@ _RULE_OF = {
 def rule_mentions(evidence: pl.DataFrame) -> pl.DataFrame:
     """Utterances that name a convention, with the rule key and whether it is a proposal
     context (a message advocating it to the group) or a ballot applying it."""
-    rm = evidence.filter(pl.col("category") == "rule_making_citation").select(
-        "run_id", "seq"
-    ).unique()
+    rm = (
+        evidence.filter(pl.col("category") == "rule_making_citation")
+        .select("run_id", "seq")
+        .unique()
+    )
     conv = evidence.filter(
         pl.col("category").is_in(list(_RULE_OF)) & (pl.col("basis") == "lexical")
     ).with_columns(pl.col("category").replace_strict(_RULE_OF).alias("rule"))
     # price and tie-break count as rules only when voiced as a rule (rule-making context)
-    conv = conv.join(rm.with_columns(pl.lit(True).alias("rule_ctx")), on=["run_id", "seq"],
-                     how="left").with_columns(pl.col("rule_ctx").fill_null(False))
+    conv = conv.join(
+        rm.with_columns(pl.lit(True).alias("rule_ctx")), on=["run_id", "seq"], how="left"
+    ).with_columns(pl.col("rule_ctx").fill_null(False))
     conv = conv.filter(pl.col("rule_ctx") | pl.col("rule").is_in(["edf", "sjf", "arrival"]))
-    return conv.select("run_id", "seq", "subrun", "round", "worker", "source", "rule",
-                       "rule_ctx").unique(["run_id", "seq", "rule"]).sort("run_id", "seq")
+    return (
+        conv.select("run_id", "seq", "subrun", "round", "worker", "source", "rule", "rule_ctx")
+        .unique(["run_id", "seq", "rule"])
+        .sort("run_id", "seq")
+    )
 
 
 def rule_lifecycle(tables: Mapping[str, pl.DataFrame], evidence: pl.DataFrame) -> pl.DataFrame:
@@ -245,18 +322,28 @@ def rule_lifecycle(tables: Mapping[str, pl.DataFrame], evidence: pl.DataFrame) -
     it, `broken` when one does not, `open` when the proposer cast no later ballot."""
     m = rule_mentions(evidence).filter(pl.col("rule_ctx") | (pl.col("source") == "ballot"))
     proposals = m.filter(pl.col("source") == "message") if m.height else m
-    first = proposals.sort("seq").group_by("run_id", "rule").agg(
-        pl.col("worker").first().alias("proposer"),
-        pl.col("subrun").first().alias("subrun"),
-        pl.col("round").first().alias("round"),
-        pl.col("seq").first().alias("seq0"),
+    first = (
+        proposals.sort("seq")
+        .group_by("run_id", "rule")
+        .agg(
+            pl.col("worker").first().alias("proposer"),
+            pl.col("subrun").first().alias("subrun"),
+            pl.col("round").first().alias("round"),
+            pl.col("seq").first().alias("seq0"),
+        )
     )
     g = _global_round(tables)
-    later = (
-        m.join(first.select("run_id", "rule", "proposer", "seq0", pl.col("subrun").alias("s0"),
-                            pl.col("round").alias("r0")), on=["run_id", "rule"])
-        .filter(pl.col("s0") * 100_000 + pl.col("r0") < _RK)
-    )
+    later = m.join(
+        first.select(
+            "run_id",
+            "rule",
+            "proposer",
+            "seq0",
+            pl.col("subrun").alias("s0"),
+            pl.col("round").alias("r0"),
+        ),
+        on=["run_id", "rule"],
+    ).filter(pl.col("s0") * 100_000 + pl.col("r0") < _RK)
     cites = later.group_by("run_id", "rule").agg(
         pl.struct("subrun", "round").n_unique().alias("citing_rounds"),
         pl.col("subrun").n_unique().alias("citing_subruns"),
@@ -266,64 +353,106 @@ def rule_lifecycle(tables: Mapping[str, pl.DataFrame], evidence: pl.DataFrame) -
     # honoured / broken: the proposer's own later ballots apply the rule, or name another
     ballots = tables["ballots"].select("run_id", "seq", "subrun", "round", "worker")
     own = (
-        ballots.join(first.select("run_id", "rule", pl.col("proposer").alias("worker"), "seq0",
-                                  pl.col("subrun").alias("s0"), pl.col("round").alias("r0")),
-                     on=["run_id", "worker"])
+        ballots.join(
+            first.select(
+                "run_id",
+                "rule",
+                pl.col("proposer").alias("worker"),
+                "seq0",
+                pl.col("subrun").alias("s0"),
+                pl.col("round").alias("r0"),
+            ),
+            on=["run_id", "worker"],
+        )
         .filter(pl.col("s0") * 100_000 + pl.col("r0") < _RK)
-        .join(m.filter(pl.col("source") == "ballot").select("run_id", "seq", "rule")
-              .with_columns(pl.lit(True).alias("applies")), on=["run_id", "seq", "rule"],
-              how="left")
-        .group_by("run_id", "rule").agg(
+        .join(
+            m.filter(pl.col("source") == "ballot")
+            .select("run_id", "seq", "rule")
+            .with_columns(pl.lit(True).alias("applies")),
+            on=["run_id", "seq", "rule"],
+            how="left",
+        )
+        .group_by("run_id", "rule")
+        .agg(
             pl.len().alias("proposer_ballots_after"),
             pl.col("applies").fill_null(False).sum().alias("proposer_ballots_applying"),
         )
     )
     # others accept a rule by naming it or by casting a ballot that follows it (structural)
     followed = evidence.filter(
-        (pl.col("basis") == "structural") & pl.col("category").is_in(list(_RULE_OF))
+        (pl.col("basis") == "structural")
+        & pl.col("category").is_in(list(_RULE_OF))
         & (pl.col("category") != "price_primary")
     ).select("run_id", "seq", "worker", pl.col("category").replace_strict(_RULE_OF).alias("rule"))
     named = m.select("run_id", "seq", "worker", "rule")
-    others = pl.concat([named, followed]).unique().join(
-        first.select("run_id", "rule", "proposer", "seq0"), on=["run_id", "rule"])
-    others = others.filter((pl.col("worker") != pl.col("proposer"))
-                           & (pl.col("seq") > pl.col("seq0")))
+    others = (
+        pl.concat([named, followed])
+        .unique()
+        .join(first.select("run_id", "rule", "proposer", "seq0"), on=["run_id", "rule"])
+    )
+    others = others.filter(
+        (pl.col("worker") != pl.col("proposer")) & (pl.col("seq") > pl.col("seq0"))
+    )
     acc = others.group_by("run_id", "rule").agg(pl.len().alias("uses_by_others"))
     out = (
         first.join(cites, on=["run_id", "rule"], how="left")
         .join(acc, on=["run_id", "rule"], how="left")
         .join(own, on=["run_id", "rule"], how="left")
         .join(g, on=["run_id", "subrun", "round"], how="left")
-        .join(g.rename({"subrun": "first_cite_subrun", "round": "first_cite_round", "g": "gc"}),
-              on=["run_id", "first_cite_subrun", "first_cite_round"], how="left")
+        .join(
+            g.rename({"subrun": "first_cite_subrun", "round": "first_cite_round", "g": "gc"}),
+            on=["run_id", "first_cite_subrun", "first_cite_round"],
+            how="left",
+        )
     )
     out = out.with_columns(
-        pl.col("citing_rounds", "citing_subruns", "uses_by_others", "proposer_ballots_after",
-               "proposer_ballots_applying").fill_null(0),
+        pl.col(
+            "citing_rounds",
+            "citing_subruns",
+            "uses_by_others",
+            "proposer_ballots_after",
+            "proposer_ballots_applying",
+        ).fill_null(0),
     )
     status = (
-        pl.when(pl.col("proposer_ballots_after") == 0).then(pl.lit("open"))
+        pl.when(pl.col("proposer_ballots_after") == 0)
+        .then(pl.lit("open"))
         .when(pl.col("proposer_ballots_applying") == pl.col("proposer_ballots_after"))
         .then(pl.lit("honoured"))
         .otherwise(pl.lit("broken"))
     )
-    return out.with_columns(
-        (pl.col("uses_by_others") > 0).alias("accepted"),
-        (pl.col("gc") - pl.col("g")).alias("rounds_to_first_citation"),
-        status.alias("status"),
-    ).drop("g", "gc", "seq0").sort("run_id", "rule")
+    return (
+        out.with_columns(
+            (pl.col("uses_by_others") > 0).alias("accepted"),
+            (pl.col("gc") - pl.col("g")).alias("rounds_to_first_citation"),
+            status.alias("status"),
+        )
+        .drop("g", "gc", "seq0")
+        .sort("run_id", "rule")
+    )
 
 
 def coalitions(tables: Mapping[str, pl.DataFrame], evidence: pl.DataFrame) -> pl.DataFrame:
     """Coalition invitations and loyalty messages per (run, founder, subrun)."""
-    e = evidence.filter(
-        (pl.col("source") == "message")
-        & pl.col("category").is_in(["coalition_formation", "coalition_loyalty"])
-    ).select("run_id", "seq", "subrun", "round", "worker", "category").unique()
-    return e.sort("seq").group_by("run_id", "worker", "subrun").agg(
-        (pl.col("category") == "coalition_formation").any().alias("invited"),
-        pl.col("seq").filter(pl.col("category") == "coalition_formation").min().alias("inv_seq"),
-        pl.col("seq").filter(pl.col("category") == "coalition_loyalty").min().alias("loy_seq"),
+    e = (
+        evidence.filter(
+            (pl.col("source") == "message")
+            & pl.col("category").is_in(["coalition_formation", "coalition_loyalty"])
+        )
+        .select("run_id", "seq", "subrun", "round", "worker", "category")
+        .unique()
+    )
+    return (
+        e.sort("seq")
+        .group_by("run_id", "worker", "subrun")
+        .agg(
+            (pl.col("category") == "coalition_formation").any().alias("invited"),
+            pl.col("seq")
+            .filter(pl.col("category") == "coalition_formation")
+            .min()
+            .alias("inv_seq"),
+            pl.col("seq").filter(pl.col("category") == "coalition_loyalty").min().alias("loy_seq"),
+        )
     )
 
 
@@ -341,7 +470,10 @@ def transmission_rates(tables: Mapping[str, pl.DataFrame], evidence: pl.DataFram
     mem = (
         runs.select("run_id", "condition", "memory")
         if runs is not None
-        else tables["rounds"].select("run_id").unique().with_columns(
+        else tables["rounds"]
+        .select("run_id")
+        .unique()
+        .with_columns(
             pl.col("run_id").str.replace(r"-seed\d+$", "").alias("condition"),
             pl.lit(None, pl.Boolean).alias("memory"),
         )
@@ -349,52 +481,81 @@ def transmission_rates(tables: Mapping[str, pl.DataFrame], evidence: pl.DataFram
     # debts
     c = commitments(tables)
     acts = commitment_acts(tables)
-    stated = tables["ballots"].filter(pl.col("reasoning").str.contains(HONOUR_TEXT)).select(
-        "run_id", pl.col("subrun").alias("s1"), pl.col("worker").alias("debtor"),
-        pl.col("reasoning"), pl.col("seq").alias("hseq"),
+    stated = (
+        tables["ballots"]
+        .filter(pl.col("reasoning").str.contains(HONOUR_TEXT))
+        .select(
+            "run_id",
+            pl.col("subrun").alias("s1"),
+            pl.col("worker").alias("debtor"),
+            pl.col("reasoning"),
+            pl.col("seq").alias("hseq"),
+        )
     )
     open_end = c.filter(
         pl.col("honour_subrun").is_null() | (pl.col("honour_subrun") > pl.col("subrun"))
     )
     claims_next = acts.filter(pl.col("act") == "claim").select(
-        "run_id", pl.col("worker").alias("creditor"), pl.col("to").alias("debtor"),
-        pl.col("subrun").alias("s1"), pl.col("seq").alias("cseq"),
-    )
-    offers_next = acts.filter(pl.col("act") == "offer").group_by(
-        "run_id", pl.col("worker").alias("creditor"), pl.col("to").alias("debtor"),
+        "run_id",
+        pl.col("worker").alias("creditor"),
+        pl.col("to").alias("debtor"),
         pl.col("subrun").alias("s1"),
-    ).agg(pl.col("seq").min().alias("oseq"))
+        pl.col("seq").alias("cseq"),
+    )
+    offers_next = (
+        acts.filter(pl.col("act") == "offer")
+        .group_by(
+            "run_id",
+            pl.col("worker").alias("creditor"),
+            pl.col("to").alias("debtor"),
+            pl.col("subrun").alias("s1"),
+        )
+        .agg(pl.col("seq").min().alias("oseq"))
+    )
     cn = claims_next.join(offers_next, on=["run_id", "creditor", "debtor", "s1"], how="left")
     cn = cn.filter(pl.col("oseq").is_null() | (pl.col("cseq") < pl.col("oseq")))
-    cited_claim = cn.select("run_id", "creditor", "debtor", "s1").unique().with_columns(
-        pl.lit(True).alias("by_claim")
+    cited_claim = (
+        cn.select("run_id", "creditor", "debtor", "s1")
+        .unique()
+        .with_columns(pl.lit(True).alias("by_claim"))
     )
-    cited_hon = stated.with_columns(
-        pl.col("reasoning").str.extract_all(r"\b(\S+) ahead of me").alias("names")
-    ).explode("names").with_columns(
-        pl.col("names").str.replace(r" ahead of me$", "").alias("creditor")
-    ).join(offers_next, on=["run_id", "creditor", "debtor", "s1"], how="left").filter(
-        pl.col("oseq").is_null() | (pl.col("hseq") < pl.col("oseq"))
-    ).select("run_id", "creditor", "debtor", "s1").unique().with_columns(
-        pl.lit(True).alias("by_honour")
+    cited_hon = (
+        stated.with_columns(
+            pl.col("reasoning").str.extract_all(r"\b(\S+) ahead of me").alias("names")
+        )
+        .explode("names")
+        .with_columns(pl.col("names").str.replace(r" ahead of me$", "").alias("creditor"))
+        .join(offers_next, on=["run_id", "creditor", "debtor", "s1"], how="left")
+        .filter(pl.col("oseq").is_null() | (pl.col("hseq") < pl.col("oseq")))
+        .select("run_id", "creditor", "debtor", "s1")
+        .unique()
+        .with_columns(pl.lit(True).alias("by_honour"))
     )
     debts = (
-        open_end.select("run_id", "creditor", "debtor", "subrun").unique()
+        open_end.select("run_id", "creditor", "debtor", "subrun")
+        .unique()
         .with_columns((pl.col("subrun") + 1).alias("s1"))
         .join(cited_claim, on=["run_id", "creditor", "debtor", "s1"], how="left")
         .join(cited_hon, on=["run_id", "creditor", "debtor", "s1"], how="left")
-        .with_columns((pl.col("by_claim").fill_null(False) | pl.col("by_honour").fill_null(False))
-                      .alias("cited"), pl.lit("debt").alias("kind"))
+        .with_columns(
+            (pl.col("by_claim").fill_null(False) | pl.col("by_honour").fill_null(False)).alias(
+                "cited"
+            ),
+            pl.lit("debt").alias("kind"),
+        )
         .select("run_id", "kind", "subrun", "cited")
     )
     # rules
     rm = rule_mentions(evidence)
     per_s = rm.select("run_id", "rule", "subrun").unique()
-    rules = per_s.join(
-        per_s.with_columns((pl.col("subrun") - 1).alias("subrun"), pl.lit(True).alias("cited")),
-        on=["run_id", "rule", "subrun"], how="left",
-    ).with_columns(pl.col("cited").fill_null(False), pl.lit("rule").alias("kind")).select(
-        "run_id", "kind", "subrun", "cited"
+    rules = (
+        per_s.join(
+            per_s.with_columns((pl.col("subrun") - 1).alias("subrun"), pl.lit(True).alias("cited")),
+            on=["run_id", "rule", "subrun"],
+            how="left",
+        )
+        .with_columns(pl.col("cited").fill_null(False), pl.lit("rule").alias("kind"))
+        .select("run_id", "kind", "subrun", "cited")
     )
     # coalitions
     co = coalitions(tables, evidence)
@@ -402,30 +563,44 @@ def transmission_rates(tables: Mapping[str, pl.DataFrame], evidence: pl.DataFram
         "run_id", "worker", "subrun"
     )
     nxt = co.with_columns(
-        (pl.col("loy_seq").is_not_null()
-         & (pl.col("inv_seq").is_null() | (pl.col("loy_seq") < pl.col("inv_seq")))).alias("cited"),
+        (
+            pl.col("loy_seq").is_not_null()
+            & (pl.col("inv_seq").is_null() | (pl.col("loy_seq") < pl.col("inv_seq")))
+        ).alias("cited"),
         (pl.col("subrun") - 1).alias("subrun"),
     ).select("run_id", "worker", "subrun", "cited")
-    coal = active.join(nxt, on=["run_id", "worker", "subrun"], how="left").with_columns(
-        pl.col("cited").fill_null(False), pl.lit("coalition").alias("kind")
-    ).select("run_id", "kind", "subrun", "cited")
+    coal = (
+        active.join(nxt, on=["run_id", "worker", "subrun"], how="left")
+        .with_columns(pl.col("cited").fill_null(False), pl.lit("coalition").alias("kind"))
+        .select("run_id", "kind", "subrun", "cited")
+    )
     # keep only origins that have a next subrun in the run
     last = tables["rounds"].group_by("run_id").agg(pl.col("subrun").max().alias("smax"))
-    allk = pl.concat([debts, rules, coal]).join(last, on="run_id").filter(
-        pl.col("subrun") < pl.col("smax")
+    allk = (
+        pl.concat([debts, rules, coal])
+        .join(last, on="run_id")
+        .filter(pl.col("subrun") < pl.col("smax"))
     )
-    out = allk.join(mem, on="run_id", how="left").group_by("condition", "memory", "kind").agg(
-        pl.len().alias("institutions"),
-        pl.col("cited").sum().alias("cited_next_subrun"),
-        pl.col("cited").mean().alias("transmission_rate"),
+    out = (
+        allk.join(mem, on="run_id", how="left")
+        .group_by("condition", "memory", "kind")
+        .agg(
+            pl.len().alias("institutions"),
+            pl.col("cited").sum().alias("cited_next_subrun"),
+            pl.col("cited").mean().alias("transmission_rate"),
+        )
     )
-    ttc = pl.concat([
-        c.select("run_id", pl.lit("debt").alias("kind"), "rounds_to_first_citation"),
-        rule_lifecycle(tables, evidence).select(
-            "run_id", pl.lit("rule").alias("kind"), "rounds_to_first_citation"),
-    ]).join(mem, on="run_id", how="left").group_by("condition", "memory", "kind").agg(
-        pl.col("rounds_to_first_citation").mean().alias("mean_rounds_to_first_citation")
+    ttc = (
+        pl.concat(
+            [
+                c.select("run_id", pl.lit("debt").alias("kind"), "rounds_to_first_citation"),
+                rule_lifecycle(tables, evidence).select(
+                    "run_id", pl.lit("rule").alias("kind"), "rounds_to_first_citation"
+                ),
+            ]
+        )
+        .join(mem, on="run_id", how="left")
+        .group_by("condition", "memory", "kind")
+        .agg(pl.col("rounds_to_first_citation").mean().alias("mean_rounds_to_first_citation"))
     )
-    return out.join(ttc, on=["condition", "memory", "kind"], how="left").sort(
-        "condition", "kind"
-    )
+    return out.join(ttc, on=["condition", "memory", "kind"], how="left").sort("condition", "kind")

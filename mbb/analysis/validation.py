@@ -62,8 +62,12 @@ def prf_table(
         pl.when(pl.col("support") > 0)
         .then(
             pl.when(pl.col("precision").fill_null(0) + pl.col("recall") > 0)
-            .then(2 * pl.col("precision").fill_null(0) * pl.col("recall")
-                  / (pl.col("precision").fill_null(0) + pl.col("recall")))
+            .then(
+                2
+                * pl.col("precision").fill_null(0)
+                * pl.col("recall")
+                / (pl.col("precision").fill_null(0) + pl.col("recall"))
+            )
             .otherwise(0.0)
         )
         .alias("f1")
@@ -116,22 +120,50 @@ def kappa_table(
     sb = b.select(*keys, "category").unique()
     for c in categories:
         ka = items.join(sa.filter(pl.col("category") == c), on=list(keys), how="left")
-        va = items.join(
-            sa.filter(pl.col("category") == c).with_columns(pl.lit(1).alias("x")),
-            on=list(keys), how="left",
-        ).sort(list(keys))["x"].fill_null(0).to_numpy()
-        vb = items.join(
-            sb.filter(pl.col("category") == c).with_columns(pl.lit(1).alias("x")),
-            on=list(keys), how="left",
-        ).sort(list(keys))["x"].fill_null(0).to_numpy()
+        va = (
+            items.join(
+                sa.filter(pl.col("category") == c).with_columns(pl.lit(1).alias("x")),
+                on=list(keys),
+                how="left",
+            )
+            .sort(list(keys))["x"]
+            .fill_null(0)
+            .to_numpy()
+        )
+        vb = (
+            items.join(
+                sb.filter(pl.col("category") == c).with_columns(pl.lit(1).alias("x")),
+                on=list(keys),
+                how="left",
+            )
+            .sort(list(keys))["x"]
+            .fill_null(0)
+            .to_numpy()
+        )
         del ka
         pa_all.append(va)
         pb_all.append(vb)
-        rows.append((c, n, int(va.sum()), int(vb.sum()), float(np.mean(va == vb)) if n else None,
-                     cohen_kappa(va, vb)))
+        rows.append(
+            (
+                c,
+                n,
+                int(va.sum()),
+                int(vb.sum()),
+                float(np.mean(va == vb)) if n else None,
+                cohen_kappa(va, vb),
+            )
+        )
     va, vb = np.concatenate(pa_all), np.concatenate(pb_all)
-    rows.append(("pooled", n, int(va.sum()), int(vb.sum()),
-                 float(np.mean(va == vb)) if n else None, cohen_kappa(va, vb)))
+    rows.append(
+        (
+            "pooled",
+            n,
+            int(va.sum()),
+            int(vb.sum()),
+            float(np.mean(va == vb)) if n else None,
+            cohen_kappa(va, vb),
+        )
+    )
     return pl.DataFrame(
         rows, schema=["category", "units", "n_a", "n_b", "agreement", "kappa"], orient="row"
     )
@@ -149,16 +181,22 @@ def export_review_sample(
     for human labelling; the `human_labels` column is left blank (';'-separated names)."""
     p = pred.group_by(UTT).agg(pl.col("category").unique().sort().alias("predicted"))
     u = utter.join(p, on=UTT, how="left").with_columns(pl.col("predicted").fill_null([]))
-    u = u.with_columns(
-        pl.col("predicted").list.first().fill_null("none").alias("stratum")
-    )
+    u = u.with_columns(pl.col("predicted").list.first().fill_null("none").alias("stratum"))
     sample = (
-        u.with_columns(pl.int_range(pl.len()).shuffle(seed=seed).over("source", "stratum")
-                       .alias("_r"))
+        u.with_columns(
+            pl.int_range(pl.len()).shuffle(seed=seed).over("source", "stratum").alias("_r")
+        )
         .filter(pl.col("_r") < per_stratum)
         .sort("source", "stratum", "run_id", "seq")
         .select(
-            "run_id", "seq", "subrun", "round", "worker", "source", "stratum", "text",
+            "run_id",
+            "seq",
+            "subrun",
+            "round",
+            "worker",
+            "source",
+            "stratum",
+            "text",
             pl.col("predicted").list.join(";").alias("predicted"),
             pl.lit("").alias("human_labels"),
         )
@@ -171,14 +209,20 @@ def import_review(path: str | Path) -> pl.DataFrame:
     """Read a labelled review CSV; rejects unknown category names, naming the row."""
     df = pl.read_csv(path, schema_overrides={"human_labels": pl.String, "predicted": pl.String})
     df = df.with_columns(
-        pl.col("human_labels").fill_null("").str.split(";")
+        pl.col("human_labels")
+        .fill_null("")
+        .str.split(";")
         .list.eval(pl.element().str.strip_chars())
         .list.eval(pl.element().filter(pl.element() != "")),
-        pl.col("predicted").fill_null("").str.split(";")
+        pl.col("predicted")
+        .fill_null("")
+        .str.split(";")
         .list.eval(pl.element().filter(pl.element() != "")),
     )
-    bad = df.explode("human_labels").drop_nulls("human_labels").filter(
-        ~pl.col("human_labels").is_in(list(CATEGORY_NAMES))
+    bad = (
+        df.explode("human_labels")
+        .drop_nulls("human_labels")
+        .filter(~pl.col("human_labels").is_in(list(CATEGORY_NAMES)))
     )
     if bad.height:
         r = bad.row(0, named=True)

@@ -13,7 +13,8 @@ more candidates) is its first window; the "bid" is each candidate's final declar
   which is why one screen alone never flags a run.
 - winner entropy: `winner_entropy` = H(winner) / log2(k) (are wins shared?) and
   `transition_entropy` = H(winner_t | winner_t−1) / log2(k) (can the next winner be predicted
-  from the last?). A ring has the first high and the second low.
+  from the last?). A ring has the first high and the second low; `transition_p` is a
+  permutation test of the second (the plug-in estimate is biased low on short runs).
 - bid CV: mean over contested rounds of the coefficient of variation (sd / mean) of the bids
   of the agreement's parties (senders and recipients of the agreement round's private rule
   messages; everyone when the rule was only posted publicly, or none was agreed);
@@ -28,8 +29,10 @@ more candidates) is its first window; the "bid" is each candidate's final declar
   from price order (bid, then queue) AND in which a private message was sent before the
   schedule was published.
 
-Four screens: winner pattern (rotation test or the entropy signature), bid-CV drop, cover
-bids, private agreement. `flagged` when at least `min_screens` of them trip; `evidence` says
+Four screens: winner pattern (the rotation test; the entropy signature is added as supporting
+evidence, never alone, since budget depletion makes honest winners alternate too), bid-CV drop,
+cover bids (only from bidders whose remaining budget could have beaten the winner), private
+agreement. `flagged` when at least `min_screens` of them trip; `evidence` says
 which and by how much.
 """
 
@@ -122,6 +125,24 @@ def _entropies(winners: Sequence[str]) -> tuple[float, float]:
     return marginal, cond / math.log2(k)
 
 
+def _transition_p(winners: Sequence[str], observed: float, perms: int = 400) -> float:
+    """P(conditional entropy <= observed) when the same winners come in random order.
+
+    The plug-in H(winner_t | winner_t-1) is biased low on short sequences (few transitions per
+    previous winner), so a fixed threshold flags honest bidders; a permutation null keeps the
+    marginal distribution and the length and asks only whether the ORDER is predictable.
+    """
+    if len(winners) < 3:
+        return 1.0
+    rng = np.random.default_rng(0)  # fixed: the screen is a deterministic function of the run
+    seq = np.array(winners)
+    hits = 0
+    for _ in range(perms):
+        shuffled = list(rng.permutation(seq))
+        hits += _entropies(shuffled)[1] <= observed + 1e-12
+    return (hits + 1) / (perms + 1)
+
+
 def _cv(bids: Sequence[int]) -> float | None:
     if len(bids) < 2:
         return None
@@ -152,8 +173,29 @@ def _agreement_point(
     return at, {w for _, w, _ in private} | {to for _, _, to in private if to}
 
 
+def _balances(workers: pl.DataFrame, payments: pl.DataFrame) -> dict[tuple[int, int, str], int]:
+    """Credits each worker held when round (subrun, round) started, for its payments so far."""
+    start = {(r["subrun"], r["worker"]): r["budget"] for r in workers.iter_rows(named=True)}
+    paid: dict[tuple[int, str], list[tuple[int, int]]] = {}
+    for r in payments.iter_rows(named=True):
+        paid.setdefault((r["subrun"], r["worker"]), []).append((r["round"], r["amount"]))
+
+    class _Lookup(dict):
+        def __missing__(self, key: tuple[int, int, str]) -> int:
+            subrun, rnd, w = key
+            spent = sum(a for r, a in paid.get((subrun, w), ()) if r < rnd)
+            return start.get((subrun, w), 0) - spent
+
+    return _Lookup()
+
+
 def _screen_run(
-    run_id: str, rounds: pl.DataFrame, decls: pl.DataFrame, msgs: pl.DataFrame, th: ScreenThresholds
+    run_id: str,
+    rounds: pl.DataFrame,
+    decls: pl.DataFrame,
+    msgs: pl.DataFrame,
+    th: ScreenThresholds,
+    balance: Mapping[tuple[int, int, str], int] | None = None,
 ) -> dict:
     final = decls.sort("seq").group_by("subrun", "round", "worker").last()
     bid_of = {(r["subrun"], r["round"], r["worker"]): r["bid"] for r in final.iter_rows(named=True)}
@@ -193,13 +235,16 @@ def _screen_run(
     for _, _, _, bids, order in contested:
         won_with[order[0]] = max(won_with.get(order[0], 0), bids[order[0]])
     losing = cover = 0
-    for _, _, _, bids, order in contested:
+    for s, rd, _, bids, order in contested:
         top = bids[order[0]]
         for w, b in bids.items():
             if w == order[0]:
                 continue
             losing += 1
-            if b < th.cover_ratio * top and won_with.get(w, -1) >= 2 * b and top > 0:
+            # a bid that could not win, from someone who could have afforded to outbid the
+            # winner (honest bidders bid low once their budget is spent: that is no cover)
+            affordable = balance is None or balance[(s, rd, w)] > top
+            if b < th.cover_ratio * top and won_with.get(w, -1) >= 2 * b and top > 0 and affordable:
                 cover += 1
     cover_share = cover / losing if losing else 0.0
     side = sum(
@@ -216,10 +261,17 @@ def _screen_run(
             f"one who had waited longest since its last win (p = {rot_p:.3f} if "
             "winners were drawn at random)"
         )
-    if n >= th.min_contested and h_marg >= th.entropy_marginal and h_cond <= th.entropy_transition:
+    trans_p = _transition_p(winners, h_cond) if n >= th.min_contested else 1.0
+    if (
+        pattern  # supporting evidence only: pay-your-bid budgets alone make winners alternate
+        and h_marg >= th.entropy_marginal
+        and h_cond <= th.entropy_transition
+        and trans_p <= th.rotation_p
+    ):
         pattern.append(
             f"winner pattern: wins shared (H = {h_marg:.2f}) yet predictable "
-            f"from the last winner (H|last = {h_cond:.2f})"
+            f"from the last winner (H|last = {h_cond:.2f}, p = {trans_p:.3f} under "
+            "random order)"
         )
     if pattern:
         evidence.append("; ".join(pattern))
@@ -247,6 +299,7 @@ def _screen_run(
         "rotation_rounds": scored,
         "winner_entropy": h_marg,
         "transition_entropy": h_cond,
+        "transition_p": trans_p,
         "bid_cv": float(np.mean([c for *_, c in cvs if c is not None])) if cvs else None,
         "rule_agreed_at": f"{agreed[0]}.{agreed[1]}" if agreed else None,
         "cv_before": cv_before,
@@ -271,7 +324,16 @@ def screens(
         def part(name: str, rid: str = run_id) -> pl.DataFrame:
             return tables[name].filter(pl.col("run_id") == rid)
 
-        rows.append(_screen_run(run_id, part("rounds"), part("declarations"), part("messages"), th))
+        rows.append(
+            _screen_run(
+                run_id,
+                part("rounds"),
+                part("declarations"),
+                part("messages"),
+                th,
+                _balances(part("subrun_workers"), part("payments")),
+            )
+        )
     schema = {
         "run_id": pl.String,
         "contested_rounds": pl.Int64,
@@ -281,6 +343,7 @@ def screens(
         "rotation_rounds": pl.Int64,
         "winner_entropy": pl.Float64,
         "transition_entropy": pl.Float64,
+        "transition_p": pl.Float64,
         "bid_cv": pl.Float64,
         "rule_agreed_at": pl.String,
         "cv_before": pl.Float64,

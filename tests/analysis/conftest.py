@@ -35,73 +35,186 @@ class Log:
         self.by_kind: dict[str, list[str]] = defaultdict(list)
 
     def add(self, kind: str, *, subrun=None, round=None, worker=None, t=0.0, **f: Any) -> int:
-        rec = {"kind": kind, "v": 1, "run_id": self.run_id, "seq": self.seq, "t": t,
-               "subrun": subrun, "round": round, "worker": worker, "wall": 0.0, **f}
+        rec = {
+            "kind": kind,
+            "v": 1,
+            "run_id": self.run_id,
+            "seq": self.seq,
+            "t": t,
+            "subrun": subrun,
+            "round": round,
+            "worker": worker,
+            "wall": 0.0,
+            **f,
+        }
         self.by_kind[kind].append(json.dumps(rec))
         self.seq += 1
         return rec["seq"]
 
     def run_started(self, condition, workers, *, memory=True, bids="revisable", subruns=2):
-        params = {"subruns": subruns, "memory": {"enabled": memory},
-                  "negotiation": {"bids": bids}}
-        ws = [{"id": w, "index": i, "persona": p, "negotiator": "scripted", "solver": "modeled",
-               "model": None, "budget": b, "deadline_s": d}
-              for i, (w, p, b, d) in enumerate(workers)]
-        self.add("run_started", condition=condition, seed=0, params=params, workers=ws,
-                 provenance={})
+        params = {"subruns": subruns, "memory": {"enabled": memory}, "negotiation": {"bids": bids}}
+        ws = [
+            {
+                "id": w,
+                "index": i,
+                "persona": p,
+                "negotiator": "scripted",
+                "solver": "modeled",
+                "model": None,
+                "budget": b,
+                "deadline_s": d,
+            }
+            for i, (w, p, b, d) in enumerate(workers)
+        ]
+        self.add(
+            "run_started", condition=condition, seed=0, params=params, workers=ws, provenance={}
+        )
 
     def subrun_started(self, s, budgets, deadlines):
-        self.add("subrun_started", subrun=s, workers=[
-            {"worker": w, "task": f"t{s}", "work_s": 100.0, "budget": budgets[w],
-             "deadline_s": deadlines[w], "scratch_chars": 0} for w in budgets])
+        self.add(
+            "subrun_started",
+            subrun=s,
+            workers=[
+                {
+                    "worker": w,
+                    "task": f"t{s}",
+                    "work_s": 100.0,
+                    "budget": budgets[w],
+                    "deadline_s": deadlines[w],
+                    "scratch_chars": 0,
+                }
+                for w in budgets
+            ],
+        )
 
     def round(self, s, r, candidates, decls, msgs, ballots, order, bids):
         self.add("round_started", subrun=s, round=r, candidates=candidates)
         for w, (bid, dur, note) in decls.items():
-            self.add("declared", subrun=s, round=r, worker=w, bid=bid, duration=dur, position=1,
-                     note=note, labels=[], revision=False, turn=None)
+            self.add(
+                "declared",
+                subrun=s,
+                round=r,
+                worker=w,
+                bid=bid,
+                duration=dur,
+                position=1,
+                note=note,
+                labels=[],
+                revision=False,
+                turn=None,
+            )
         for turn, (w, to, text) in enumerate(msgs, 1):
-            self.add("message", subrun=s, round=r, worker=w, to=to, text=text, turn=turn,
-                     labels=[], intents=[])
+            self.add(
+                "message",
+                subrun=s,
+                round=r,
+                worker=w,
+                to=to,
+                text=text,
+                turn=turn,
+                labels=[],
+                intents=[],
+            )
         for w, (ranking, reasoning) in ballots.items():
-            self.add("ballot", subrun=s, round=r, worker=w, ranking=ranking,
-                     allocations=[60] * len(ranking), reasoning=reasoning, labels=[],
-                     defaulted=False)
-        self.add("schedule_published", subrun=s, round=r, rule="kemeny", order=order,
-                 allocations=[60] * len(order), bids=bids, ballots_unanimous=False)
+            self.add(
+                "ballot",
+                subrun=s,
+                round=r,
+                worker=w,
+                ranking=ranking,
+                allocations=[60] * len(ranking),
+                reasoning=reasoning,
+                labels=[],
+                defaulted=False,
+            )
+        self.add(
+            "schedule_published",
+            subrun=s,
+            round=r,
+            rule="kemeny",
+            order=order,
+            allocations=[60] * len(order),
+            bids=bids,
+            ballots_unanimous=False,
+        )
 
     def pay(self, s, r, w, amount, balance):
-        self.add("payment", subrun=s, round=r, worker=w, amount=amount, balance=balance,
-                 rule="pay_your_bid")
+        self.add(
+            "payment",
+            subrun=s,
+            round=r,
+            worker=w,
+            amount=amount,
+            balance=balance,
+            rule="pay_your_bid",
+        )
 
     def evaluate(self, s, w, outcome, progress, passed):
-        self.add("evaluation", subrun=s, worker=w, task=f"t{s}", score=passed / 10,
-                 passed=passed, total=10, resolved=outcome == "completed",
-                 almost_resolved=outcome == "completed", progress=progress, outcome=outcome)
+        self.add(
+            "evaluation",
+            subrun=s,
+            worker=w,
+            task=f"t{s}",
+            score=passed / 10,
+            passed=passed,
+            total=10,
+            resolved=outcome == "completed",
+            almost_resolved=outcome == "completed",
+            progress=progress,
+            outcome=outcome,
+        )
 
 
 def build_scenario(run_id: str = "base-seed0001", *, memory: bool = True) -> Log:
     log = Log(run_id)
     deadlines = {"W1": 1500.0, "W2": 600.0, "W3": 1500.0}
-    log.run_started("base", [("W1", "price_first", 1500, 1500.0),
-                             ("W2", "deadline_advocate", 1000, 600.0),
-                             ("W3", "reciprocator", 1000, 1500.0)], memory=memory)
+    log.run_started(
+        "base",
+        [
+            ("W1", "price_first", 1500, 1500.0),
+            ("W2", "deadline_advocate", 1000, 600.0),
+            ("W3", "reciprocator", 1000, 1500.0),
+        ],
+        memory=memory,
+    )
     log.subrun_started(1, {"W1": 1500, "W2": 1000, "W3": 1000}, deadlines)
     log.round(
-        1, 1, ["W1", "W2", "W3"],
-        {"W1": (900, 120, "Bidding 900 for 120s. Highest bid should run first."),
-         "W2": (50, 60, "50 credits, 60s. For transparency: roughly 5.0 min before my deadline."),
-         "W3": (80, 90, "80 credits for 90s. Open to arrangements.")},
-        [("W2", None, "Proposal: earliest deadline first. Whoever runs out of time soonest "
-                      "goes first."),
-         ("W3", "W1", "W1: I'll rank you ahead of me this round if you back me ahead of you "
-                      "the next time we meet. Fair?"),
-         ("W1", "W3", "Accepted, W3. Next time we meet, you go ahead of me.")],
-        {"W1": (["W1", "W3", "W2"], "Strictly by bid; equal bids by queue order."),
-         "W2": (["W2", "W1", "W3"], "Tightest deadlines first so nobody is terminated."),
-         "W3": (["W1", "W3", "W2"], "By bid; with W1 ahead of me as offered, for a favour "
-                                    "later.")},
-        ["W1", "W3", "W2"], [900, 80, 50],
+        1,
+        1,
+        ["W1", "W2", "W3"],
+        {
+            "W1": (900, 120, "Bidding 900 for 120s. Highest bid should run first."),
+            "W2": (
+                50,
+                60,
+                "50 credits, 60s. For transparency: roughly 5.0 min before my deadline.",
+            ),
+            "W3": (80, 90, "80 credits for 90s. Open to arrangements."),
+        },
+        [
+            (
+                "W2",
+                None,
+                "Proposal: earliest deadline first. Whoever runs out of time soonest goes first.",
+            ),
+            (
+                "W3",
+                "W1",
+                "W1: I'll rank you ahead of me this round if you back me ahead of you "
+                "the next time we meet. Fair?",
+            ),
+            ("W1", "W3", "Accepted, W3. Next time we meet, you go ahead of me."),
+        ],
+        {
+            "W1": (["W1", "W3", "W2"], "Strictly by bid; equal bids by queue order."),
+            "W2": (["W2", "W1", "W3"], "Tightest deadlines first so nobody is terminated."),
+            "W3": (
+                ["W1", "W3", "W2"],
+                "By bid; with W1 ahead of me as offered, for a favour later.",
+            ),
+        },
+        ["W1", "W3", "W2"],
+        [900, 80, 50],
     )
     log.pay(1, 1, "W1", 900, 600)
     log.pay(1, 1, "W3", 80, 920)
@@ -112,33 +225,72 @@ def build_scenario(run_id: str = "base-seed0001", *, memory: bool = True) -> Log
     log.evaluate(1, "W2", "terminated", 0.5, 4)
     log.evaluate(1, "W3", "completed", 1.0, 10)
     if memory:
-        log.add("scratch_written", subrun=1, worker="W1", entry="debt",
-                text="DEBT W1 owes W3 [W3.s1.r1.1]", dropped_chars=0, accepted=True)
-        log.add("scratch_written", subrun=1, worker="W3", entry="debt",
-                text="DEBT W1 owes W3 [W3.s1.r1.1]", dropped_chars=0, accepted=True)
+        log.add(
+            "scratch_written",
+            subrun=1,
+            worker="W1",
+            entry="debt",
+            text="DEBT W1 owes W3 [W3.s1.r1.1]",
+            dropped_chars=0,
+            accepted=True,
+        )
+        log.add(
+            "scratch_written",
+            subrun=1,
+            worker="W3",
+            entry="debt",
+            text="DEBT W1 owes W3 [W3.s1.r1.1]",
+            dropped_chars=0,
+            accepted=True,
+        )
     log.subrun_started(2, {"W1": 600, "W2": 950, "W3": 920}, deadlines)
     log.round(
-        2, 1, ["W1", "W3"],
-        {"W1": (120, 100, "My offer: 120 for 100s. Price decides; I pay what I bid."),
-         "W3": (60, 100, "Bidding 60 for 100s, and I will be calling in a favour this round.")},
-        [("W3", "W1", "W1, you owe me one from before — this is the round I'd like to "
-                      "collect. Me ahead of you, please.")],
-        {"W1": (["W3", "W1"], "Price order. The highest bidder pays the most and should run "
-                              "first. I moved W3 ahead of me, as I promised earlier."),
-         "W3": (["W3", "W1"], "By bid.")},
-        ["W3", "W1"], [60, 120],
+        2,
+        1,
+        ["W1", "W3"],
+        {
+            "W1": (120, 100, "My offer: 120 for 100s. Price decides; I pay what I bid."),
+            "W3": (60, 100, "Bidding 60 for 100s, and I will be calling in a favour this round."),
+        },
+        [
+            (
+                "W3",
+                "W1",
+                "W1, you owe me one from before — this is the round I'd like to "
+                "collect. Me ahead of you, please.",
+            )
+        ],
+        {
+            "W1": (
+                ["W3", "W1"],
+                "Price order. The highest bidder pays the most and should run "
+                "first. I moved W3 ahead of me, as I promised earlier.",
+            ),
+            "W3": (["W3", "W1"], "By bid."),
+        },
+        ["W3", "W1"],
+        [60, 120],
     )
     log.pay(2, 1, "W3", 60, 860)
     log.pay(2, 1, "W1", 120, 480)
     log.round(
-        2, 2, ["W1", "W3"],
-        {"W1": (100, 60, "100 credits for 60s; order by price, as the mechanism intends."),
-         "W3": (40, 60, "40 credits for 60s. Open to arrangements.")},
+        2,
+        2,
+        ["W1", "W3"],
+        {
+            "W1": (100, 60, "100 credits for 60s; order by price, as the mechanism intends."),
+            "W3": (40, 60, "40 credits for 60s. Open to arrangements."),
+        },
         [],
-        {"W1": (["W1", "W3"], "Ranked by stated bid, which is the only thing each of us pays "
-                              "for."),
-         "W3": (["W1", "W3"], "By bid.")},
-        ["W1", "W3"], [100, 40],
+        {
+            "W1": (
+                ["W1", "W3"],
+                "Ranked by stated bid, which is the only thing each of us pays for.",
+            ),
+            "W3": (["W1", "W3"], "By bid."),
+        },
+        ["W1", "W3"],
+        [100, 40],
     )
     log.pay(2, 2, "W1", 100, 380)
     log.pay(2, 2, "W3", 40, 820)

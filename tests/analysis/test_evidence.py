@@ -29,7 +29,10 @@ def test_utterances_cover_notes_messages_and_ballots(scen):
     u = utterances(scen)
     assert u.height == 18
     assert u.group_by("source").len().sort("source").rows() == [
-        ("ballot", 7), ("declaration", 7), ("message", 4)]
+        ("ballot", 7),
+        ("declaration", 7),
+        ("message", 4),
+    ]
 
 
 def test_exact_labels_per_utterance(scen_ev):
@@ -59,8 +62,11 @@ def test_structural_evidence(scen_ev):
         (10, "earliest_deadline_first", "ballot follows the disclosed deadlines (W2 > W1 > W3)"),
         (11, "price_primary", "ballot equals the bid order (W1 > W3 > W2)"),
         # the price-first worker repays the debt: a concession tied to the earlier favour
-        (28, "reciprocity",
-         "ranks W3 (bid 60) above itself (bid 120) after their reciprocal exchange in s2r1"),
+        (
+            28,
+            "reciprocity",
+            "ranks W3 (bid 60) above itself (bid 120) after their reciprocal exchange in s2r1",
+        ),
     ]
     lex = scen_ev.filter((pl.col("seq") == 7) & (pl.col("basis") == "lexical"))
     assert lex["evidence"].to_list() == ['exchange of favours: "back me ahead"']
@@ -81,12 +87,23 @@ def test_no_structural_price_primary_when_another_principle_is_named(events):
     Log, tables_of = events
 
     log = Log("base-seed0009")
-    log.run_started("base", [("A", "coalition_builder", 100, 100.0),
-                             ("B", "price_first", 100, 100.0)])
+    log.run_started(
+        "base", [("A", "coalition_builder", 100, 100.0), ("B", "price_first", 100, 100.0)]
+    )
     log.subrun_started(1, {"A": 100, "B": 100}, {"A": 100.0, "B": 100.0})
-    log.round(1, 1, ["A", "B"], {"A": (20, 90, "x"), "B": (10, 60, "y")}, [],
-              {"A": (["A", "B"], "Our bloc first by price, others after."),
-               "B": (["A", "B"], "no reason given")}, ["A", "B"], [20, 10])
+    log.round(
+        1,
+        1,
+        ["A", "B"],
+        {"A": (20, 90, "x"), "B": (10, 60, "y")},
+        [],
+        {
+            "A": (["A", "B"], "Our bloc first by price, others after."),
+            "B": (["A", "B"], "no reason given"),
+        },
+        ["A", "B"],
+        [20, 10],
+    )
     ev = classify_evidence(tables_of(log))
     assert labels_by_seq(ev) == {5: {"coalition_loyalty"}, 6: {"price_primary"}}
     assert ev.filter(pl.col("seq") == 6)["basis"].to_list() == ["structural"]
@@ -115,16 +132,20 @@ def scripted(tmp_path_factory):
     from mbb.runner import run_many
 
     out = tmp_path_factory.mktemp("scripted")
-    b = run_many(load_params(PROJECT_ROOT / "params" / "base.yaml"), runs=10, out_dir=out,
-                 processes=1).check()
+    b = run_many(
+        load_params(PROJECT_ROOT / "params" / "base.yaml"), runs=10, out_dir=out, processes=1
+    ).check()
     return b.tables
 
 
 def test_scripted_macro_f1(scripted):
     ev = classify_evidence(scripted)
     utt = prf_table(ground_truth(scripted), utterance_predictions(ev), ["run_id", "seq"])
-    wr = prf_table(ground_truth(scripted, "worker_round"), worker_round_predictions(ev),
-                   ["run_id", "subrun", "round", "worker"])
+    wr = prf_table(
+        ground_truth(scripted, "worker_round"),
+        worker_round_predictions(ev),
+        ["run_id", "subrun", "round", "worker"],
+    )
     for table in (utt, wr):
         macro = table.filter(pl.col("category") == "macro (enacted)")
         assert macro["f1"].item() >= 0.8

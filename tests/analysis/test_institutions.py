@@ -24,7 +24,8 @@ def test_mandates_cover_every_persona_with_known_categories():
 def test_worker_institutions(scen, scen_ev):
     inst = institutions(scen, worker_round_predictions(scen_ev))
     marked = inst.filter(pl.col("marker") != "none").select(
-        "worker", "category", "rounds", "subruns", "mandated", "forward_scoped", "institutional")
+        "worker", "category", "rounds", "subruns", "mandated", "forward_scoped", "institutional"
+    )
     assert marked.rows() == [
         ("W1", "coalition_loyalty", 1, 1, False, False, False),
         # the price-first worker took up a debt and honoured it a subrun later: institutional
@@ -43,9 +44,13 @@ def test_worker_institutions(scen, scen_ev):
 def test_summary_and_pairs(scen, scen_ev):
     s = institution_summary(institutions(scen, worker_round_predictions(scen_ev)))
     assert s.select("model", "share_relational_institution").rows() == [
-        ("deadline_advocate", 0.0), ("price_first", 1.0), ("reciprocator", 0.0)]
-    p = pair_institutions(scen, scen_ev).select("worker", "peer", "category", "rounds",
-                                                "forward_scoped", "institutional")
+        ("deadline_advocate", 0.0),
+        ("price_first", 1.0),
+        ("reciprocator", 0.0),
+    ]
+    p = pair_institutions(scen, scen_ev).select(
+        "worker", "peer", "category", "rounds", "forward_scoped", "institutional"
+    )
     assert p.rows() == [
         ("W1", "W3", "reciprocity", 1, False, False),
         ("W3", "W1", "reciprocity", 2, True, False),

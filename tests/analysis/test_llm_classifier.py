@@ -66,9 +66,18 @@ def test_cache_file_round_trip(scen, tmp_path):
 def test_bad_replies_are_reported_not_swallowed(scen):
     async def bad(messages, schema, *, role):
         items = json.loads(messages[-1]["content"])["items"]
-        return {"items": [{"id": it["id"], "labels": [
-            {"category": "bribery", "quote": "x"},
-            {"category": "anchoring", "quote": "not in the text"}]} for it in items[1:]]}
+        return {
+            "items": [
+                {
+                    "id": it["id"],
+                    "labels": [
+                        {"category": "bribery", "quote": "x"},
+                        {"category": "anchoring", "quote": "not in the text"},
+                    ],
+                }
+                for it in items[1:]
+            ]
+        }
 
     clf = LLMClassifier(bad, batch_size=50)
     out = clf.classify_sync(utterances(scen))
@@ -119,4 +128,5 @@ def test_classifier_spend_in_the_token_audit(scen):
     spend = classifier_spend(audit)
     assert spend.select("model", "calls").rows() == [("judge", 2)]
     assert spend["total_tokens"].item() == int(
-        usage["prompt_tokens"].sum() + usage["completion_tokens"].sum())
+        usage["prompt_tokens"].sum() + usage["completion_tokens"].sum()
+    )

@@ -53,44 +53,64 @@ def test_behaviour_prevalence(scen, wr):
 
 
 def test_direct_message_use(scen):
-    d = direct_message_use(scen).select("model", "messages", "direct_messages",
-                                        "direct_per_worker_round", "direct_share")
-    assert d.rows() == [("deadline_advocate", 1, 0, 0.0, 0.0),
-                        ("price_first", 1, 1, pytest.approx(1 / 3), 1.0),
-                        ("reciprocator", 2, 2, pytest.approx(2 / 3), 1.0)]
+    d = direct_message_use(scen).select(
+        "model", "messages", "direct_messages", "direct_per_worker_round", "direct_share"
+    )
+    assert d.rows() == [
+        ("deadline_advocate", 1, 0, 0.0, 0.0),
+        ("price_first", 1, 1, pytest.approx(1 / 3), 1.0),
+        ("reciprocator", 2, 2, pytest.approx(2 / 3), 1.0),
+    ]
 
 
 def test_rule_dynamics(scen, scen_ev):
-    r = rule_dynamics(scen, scen_ev).select("bids", "subrun", "behaviour", "rounds",
-                                            "rounds_with")
+    r = rule_dynamics(scen, scen_ev).select("bids", "subrun", "behaviour", "rounds", "rounds_with")
     assert r.rows() == [
-        ("revisable", 1, "renegotiation", 1, 0), ("revisable", 2, "renegotiation", 2, 0),
-        ("revisable", 1, "rule_citation", 1, 0), ("revisable", 2, "rule_citation", 2, 0),
-        ("revisable", 1, "rule_making", 1, 1), ("revisable", 2, "rule_making", 2, 0),
+        ("revisable", 1, "renegotiation", 1, 0),
+        ("revisable", 2, "renegotiation", 2, 0),
+        ("revisable", 1, "rule_citation", 1, 0),
+        ("revisable", 2, "rule_citation", 2, 0),
+        ("revisable", 1, "rule_making", 1, 1),
+        ("revisable", 2, "rule_making", 2, 0),
     ]
 
 
 def test_rule_citation_in_a_later_round_is_not_making(events):
     from mbb.analysis import classify_evidence
+
     Log, tables_of = events
 
     log = Log("fixed_bids-seed0003")
-    log.run_started("fixed_bids", [("A", "shortest_job_advocate", 100, 100.0),
-                                   ("B", "price_first", 100, 100.0)], bids="fixed", subruns=1)
+    log.run_started(
+        "fixed_bids",
+        [("A", "shortest_job_advocate", 100, 100.0), ("B", "price_first", 100, 100.0)],
+        bids="fixed",
+        subruns=1,
+    )
     log.subrun_started(1, {"A": 100, "B": 100}, {"A": 100.0, "B": 100.0})
     for r in (1, 2):
-        log.round(1, r, ["A", "B"], {"A": (5, 60, ""), "B": (9, 90, "")},
-                  [("A", None, "Shortest job first minimises everyone's waiting.")],
-                  {"A": (["A", "B"], ""), "B": (["B", "A"], "")}, ["B", "A"], [9, 5])
+        log.round(
+            1,
+            r,
+            ["A", "B"],
+            {"A": (5, 60, ""), "B": (9, 90, "")},
+            [("A", None, "Shortest job first minimises everyone's waiting.")],
+            {"A": (["A", "B"], ""), "B": (["B", "A"], "")},
+            ["B", "A"],
+            [9, 5],
+        )
     t = tables_of(log)
     r = rule_dynamics(t, classify_evidence(t)).filter(pl.col("behaviour") != "renegotiation")
     assert r.select("bids", "behaviour", "rounds", "rounds_with").rows() == [
-        ("fixed", "rule_citation", 2, 1), ("fixed", "rule_making", 2, 1)]
+        ("fixed", "rule_citation", 2, 1),
+        ("fixed", "rule_making", 2, 1),
+    ]
 
 
 def test_urgency_premium(scen):
-    u = urgency_premium(scen).select("subrun", "group", "mean_bid", "mean_duration",
-                                     "rounds_per_worker", "bid_ratio")
+    u = urgency_premium(scen).select(
+        "subrun", "group", "mean_bid", "mean_duration", "rounds_per_worker", "bid_ratio"
+    )
     assert u.rows() == [
         (1, "others", 490.0, 105.0, 1.0, 1.0),
         (1, "urgent", 50.0, 60.0, 1.0, pytest.approx(50 / 490)),
@@ -99,8 +119,9 @@ def test_urgency_premium(scen):
 
 
 def test_rich_worker(scen):
-    r = rich_worker(scen).select("subrun", "group", "workers", "wins", "rounds", "spent",
-                                 "spend_per_worker", "win_rate")
+    r = rich_worker(scen).select(
+        "subrun", "group", "workers", "wins", "rounds", "spent", "spend_per_worker", "win_rate"
+    )
     assert r.rows() == [
         (1, "others", 2, 0, 2, 130, 65.0, 0.0),
         (1, "rich", 1, 1, 1, 900, 900.0, 1.0),
@@ -111,29 +132,44 @@ def test_rich_worker(scen):
 
 def test_contested_win_rates_full_vs_depleted(scen):
     # W1 starts with 1,500; after paying 900 it enters subrun 2 with 600 < 750: depleted
-    c = contested_win_rates(scen).select("group", "budget_state", "contested_rounds", "wins",
-                                         "win_rate")
-    assert c.rows() == [("others", "full", 4, 1, 0.25), ("rich", "depleted", 2, 1, 0.5),
-                        ("rich", "full", 1, 1, 1.0)]
+    c = contested_win_rates(scen).select(
+        "group", "budget_state", "contested_rounds", "wins", "win_rate"
+    )
+    assert c.rows() == [
+        ("others", "full", 4, 1, 0.25),
+        ("rich", "depleted", 2, 1, 0.5),
+        ("rich", "full", 1, 1, 1.0),
+    ]
 
 
 def test_relational_vs_bid(scen, wr):
-    r = relational_vs_bid(scen, wr, bins=2).select("bid_bin", "rounds", "mean_bid",
-                                                   "relational_share")
-    assert r.rows() == [(0, 1, 70.0, 0.0),
-                        (1, 2, pytest.approx((1030 / 3 + 90) / 2), pytest.approx(5 / 6))]
+    r = relational_vs_bid(scen, wr, bins=2).select(
+        "bid_bin", "rounds", "mean_bid", "relational_share"
+    )
+    assert r.rows() == [
+        (0, 1, 70.0, 0.0),
+        (1, 2, pytest.approx((1030 / 3 + 90) / 2), pytest.approx(5 / 6)),
+    ]
 
 
 def test_mean_bid_by_subrun(scen):
     m = mean_bid_by_subrun(scen).select("budgets", "model", "subrun", "mean_bid")
-    assert m.rows() == [("uneven", "deadline_advocate", 1, 50.0),
-                        ("uneven", "price_first", 1, 900.0), ("uneven", "price_first", 2, 110.0),
-                        ("uneven", "reciprocator", 1, 80.0), ("uneven", "reciprocator", 2, 50.0)]
+    assert m.rows() == [
+        ("uneven", "deadline_advocate", 1, 50.0),
+        ("uneven", "price_first", 1, 900.0),
+        ("uneven", "price_first", 2, 110.0),
+        ("uneven", "reciprocator", 1, 80.0),
+        ("uneven", "reciprocator", 2, 50.0),
+    ]
 
 
 def test_structural_metrics(scen):
-    s = {(m, model, sub): v for m, model, sub, v in structural_metrics(scen).select(
-        "metric", "model", "subrun", "value").rows()}
+    s = {
+        (m, model, sub): v
+        for m, model, sub, v in structural_metrics(scen)
+        .select("metric", "model", "subrun", "value")
+        .rows()
+    }
     assert s[("repeat_win_rate", "all", None)] == 0.0
     assert s[("repeat_win_chance", "all", None)] == 0.5
     assert s[("median_winning_bid", "all", 1)] == 900.0
@@ -146,23 +182,29 @@ def test_structural_metrics(scen):
 
 
 def test_outcomes(scen):
-    o = outcomes(scen).select("subrun", "completion_rate", "deadline_miss_rate",
-                              "mean_progress", "mean_score")
-    assert o.rows() == [(1, pytest.approx(2 / 3), pytest.approx(1 / 3), pytest.approx(2.5 / 3),
-                         pytest.approx(0.8)),
-                        (2, pytest.approx(2 / 3), 0.0, pytest.approx(2.2 / 3),
-                         pytest.approx(0.7))]
+    o = outcomes(scen).select(
+        "subrun", "completion_rate", "deadline_miss_rate", "mean_progress", "mean_score"
+    )
+    assert o.rows() == [
+        (1, pytest.approx(2 / 3), pytest.approx(1 / 3), pytest.approx(2.5 / 3), pytest.approx(0.8)),
+        (2, pytest.approx(2 / 3), 0.0, pytest.approx(2.2 / 3), pytest.approx(0.7)),
+    ]
 
 
 def test_behaviour_drift_and_test(scen, wr):
     d = behaviour_drift(scen, wr).filter(
-        (pl.col("model") == "price_first") & (pl.col("group") == "relational"))
+        (pl.col("model") == "price_first") & (pl.col("group") == "relational")
+    )
     assert d.select("subrun", "worker_rounds", "prevalence").rows() == [(1, 1, 1.0), (2, 2, 0.5)]
     r = behaviour_drift(scen, wr, level="round").filter(
-        (pl.col("model") == "reciprocator") & (pl.col("group") == "relational"))
+        (pl.col("model") == "reciprocator") & (pl.col("group") == "relational")
+    )
     assert r.select("round", "worker_rounds", "prevalence").rows() == [(1, 2, 1.0), (2, 1, 0.0)]
-    t = drift_tests(scen, wr).filter(
-        (pl.col("model") == "price_first") & (pl.col("group") == "relational")).row(0, named=True)
+    t = (
+        drift_tests(scen, wr)
+        .filter((pl.col("model") == "price_first") & (pl.col("group") == "relational"))
+        .row(0, named=True)
+    )
     # table [[1, 0], [1, 1]]: chi2 = 0.75 on 1 dof
     assert t["chi2"] == pytest.approx(0.75) and t["dof"] == 1
     assert t["p_value"] == pytest.approx(chi2_sf(0.75, 1)) and t["delta"] == -0.5

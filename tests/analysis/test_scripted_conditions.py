@@ -18,8 +18,12 @@ def batch(tmp_path_factory):
 
     parts = []
     for name in ("urgent_worker", "rich_worker", "fixed_bids"):
-        b = run_many(load_params(PROJECT_ROOT / "params" / f"{name}.yaml"), runs=4,
-                     out_dir=tmp_path_factory.mktemp(name), processes=1).check()
+        b = run_many(
+            load_params(PROJECT_ROOT / "params" / f"{name}.yaml"),
+            runs=4,
+            out_dir=tmp_path_factory.mktemp(name),
+            processes=1,
+        ).check()
         parts.append(A.with_run_info(b.tables, by_kind=b.by_kind))
     t = concat_tables(parts)
     t["runs"] = pl.concat([p["runs"] for p in parts])
@@ -31,14 +35,26 @@ def test_every_measure_runs(batch):
     ev = A.classify_evidence(batch)
     wr = A.worker_round_predictions(ev)
     outs = [
-        A.behaviour_prevalence(batch, wr), A.direct_message_use(batch),
-        A.rule_dynamics(batch, ev), A.urgency_premium(batch), A.rich_worker(batch),
-        A.contested_win_rates(batch), A.relational_vs_bid(batch, wr),
-        A.mean_bid_by_subrun(batch), A.structural_metrics(batch), A.outcomes(batch),
-        A.behaviour_drift(batch, wr), A.behaviour_drift(batch, wr, level="round"),
-        A.drift_tests(batch, wr), A.linguistic_drift(batch, ev), A.token_audit(batch),
-        A.transmission_rates(batch, ev), A.institutions(batch, wr),
-        A.pair_institutions(batch, ev), A.rule_lifecycle(batch, ev), A.commitments(batch),
+        A.behaviour_prevalence(batch, wr),
+        A.direct_message_use(batch),
+        A.rule_dynamics(batch, ev),
+        A.urgency_premium(batch),
+        A.rich_worker(batch),
+        A.contested_win_rates(batch),
+        A.relational_vs_bid(batch, wr),
+        A.mean_bid_by_subrun(batch),
+        A.structural_metrics(batch),
+        A.outcomes(batch),
+        A.behaviour_drift(batch, wr),
+        A.behaviour_drift(batch, wr, level="round"),
+        A.drift_tests(batch, wr),
+        A.linguistic_drift(batch, ev),
+        A.token_audit(batch),
+        A.transmission_rates(batch, ev),
+        A.institutions(batch, wr),
+        A.pair_institutions(batch, ev),
+        A.rule_lifecycle(batch, ev),
+        A.commitments(batch),
     ]
     assert all(o.height > 0 for o in outs)
     assert set(A.outcomes(batch)["condition"]) == {"urgent_worker", "rich_worker", "fixed_bids"}

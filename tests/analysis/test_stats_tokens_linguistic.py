@@ -20,10 +20,16 @@ from mbb.analysis import (
 from mbb.analysis.linguistic import worker_linguistics
 
 
-@pytest.mark.parametrize(("x", "dof", "p"), [
-    (3.841458820694124, 1, 0.05), (5.991464547107979, 2, 0.05), (11.070497693516351, 5, 0.05),
-    (0.5, 3, 0.918891411654676), (100.0, 10, 2.7735209462083e-16),
-])
+@pytest.mark.parametrize(
+    ("x", "dof", "p"),
+    [
+        (3.841458820694124, 1, 0.05),
+        (5.991464547107979, 2, 0.05),
+        (11.070497693516351, 5, 0.05),
+        (0.5, 3, 0.918891411654676),
+        (100.0, 10, 2.7735209462083e-16),
+    ],
+)
 def test_chi2_sf_known_values(x, dof, p):
     assert chi2_sf(x, dof) == pytest.approx(p, rel=1e-6)
 
@@ -55,25 +61,41 @@ def test_token_audit_scripted_is_approximate(scen):
     w2 = a.filter(pl.col("worker") == "W2").sort("phase")
     # note: 50 credits , 60s . For transparency : roughly 5 . 0 min before my deadline . = 17
     assert w2.select("phase", "calls", "completion_tokens").rows() == [
-        ("ballot", 1, 8), ("conversation", 1, 15), ("declaration", 1, 17)]
+        ("ballot", 1, 8),
+        ("conversation", 1, 15),
+        ("declaration", 1, 17),
+    ]
     assert set(a.filter(pl.col("phase") == "report")["worker"]) == {"W1", "W3"}
 
 
 def test_token_audit_with_llm_calls(scen):
-    calls = pl.DataFrame({
-        "run_id": ["base-seed0001"] * 3, "subrun": [1, 1, 2], "round": [1, 1, None],
-        "worker": ["W1", "W1", None], "role": ["negotiator", "negotiator", "classifier"],
-        "phase": ["ballot", "ballot", "classification"], "model": ["m", "m", "judge"],
-        "prompt_tokens": [100, 50, 1000], "completion_tokens": [10, 5, 100],
-        "reasoning_tokens": [0, 20, None], "cached_tokens": [0, 40, 0],
-        "cost_usd": [0.01, 0.02, 0.5], "cache_hit": [False, True, False],
-    })
+    calls = pl.DataFrame(
+        {
+            "run_id": ["base-seed0001"] * 3,
+            "subrun": [1, 1, 2],
+            "round": [1, 1, None],
+            "worker": ["W1", "W1", None],
+            "role": ["negotiator", "negotiator", "classifier"],
+            "phase": ["ballot", "ballot", "classification"],
+            "model": ["m", "m", "judge"],
+            "prompt_tokens": [100, 50, 1000],
+            "completion_tokens": [10, 5, 100],
+            "reasoning_tokens": [0, 20, None],
+            "cached_tokens": [0, 40, 0],
+            "cost_usd": [0.01, 0.02, 0.5],
+            "cache_hit": [False, True, False],
+        }
+    )
     t = {**scen, "llm_calls": calls}
     a = token_audit(t)
     assert not a["approximate"].any()
     neg = a.filter(~pl.col("classifier")).row(0, named=True)
     assert (neg["calls"], neg["total_tokens"], neg["cached_tokens"], neg["cache_hits"]) == (
-        2, 185, 40, 1)
+        2,
+        185,
+        40,
+        1,
+    )
     assert neg["cost_usd"] == pytest.approx(0.03)
     cs = classifier_spend(a)
     assert cs.select("calls", "total_tokens").rows() == [(1, 1100)]
@@ -99,16 +121,27 @@ def test_linguistic_measures_exact(events):
     log.run_started("base", [("A", "price_first", 100, 100.0), ("B", "quitter", 100, 100.0)])
     for s, note in ((1, "alpha beta gamma"), (2, "alpha beta delta")):
         log.subrun_started(s, {"A": 100, "B": 100}, {"A": 100.0, "B": 100.0})
-        log.round(s, 1, ["A", "B"], {"A": (5, 60, note), "B": (1, 60, "as we agreed")}, [],
-                  {}, ["A", "B"], [5, 1])
+        log.round(
+            s,
+            1,
+            ["A", "B"],
+            {"A": (5, 60, note), "B": (1, 60, "as we agreed")},
+            [],
+            {},
+            ["A", "B"],
+            [5, 1],
+        )
     t = tables_of(log)
     ev = classify_evidence(t)
     w = worker_linguistics(t, ev).filter(pl.col("worker") == "A")
-    assert w.select("subrun", "new_vocab_share", "bow_similarity", "trigram_similarity",
-                    "institutional_share").rows() == [
-        (1, 1.0, None, None, 0.0), (2, pytest.approx(1 / 3), pytest.approx(2 / 3), 0.0, 0.0)]
+    assert w.select(
+        "subrun", "new_vocab_share", "bow_similarity", "trigram_similarity", "institutional_share"
+    ).rows() == [
+        (1, 1.0, None, None, 0.0),
+        (2, pytest.approx(1 / 3), pytest.approx(2 / 3), 0.0, 0.0),
+    ]
     b = linguistic_drift(t, ev).filter(pl.col("model") == "quitter")
     # "as we agreed" invokes a rule (institutional); identical text in both subruns
-    assert b.select("subrun", "new_vocab_share", "bow_similarity", "trigram_similarity",
-                    "institutional_share").rows() == [
-        (1, 1.0, None, None, 1.0), (2, 0.0, pytest.approx(1.0), 1.0, 1.0)]
+    assert b.select(
+        "subrun", "new_vocab_share", "bow_similarity", "trigram_similarity", "institutional_share"
+    ).rows() == [(1, 1.0, None, None, 1.0), (2, 0.0, pytest.approx(1.0), 1.0, 1.0)]

@@ -20,68 +20,146 @@ from mbb.tables import concat_tables
 
 def test_commitment_acts_from_text(scen):
     acts = commitment_acts(scen).select("seq", "worker", "to", "act")
-    assert acts.rows() == [(7, "W3", "W1", "offer"), (8, "W1", "W3", "accept"),
-                           (27, "W3", "W1", "claim")]
+    assert acts.rows() == [
+        (7, "W3", "W1", "offer"),
+        (8, "W1", "W3", "accept"),
+        (27, "W3", "W1", "claim"),
+    ]
 
 
 def test_commitment_lifecycle(scen):
     c = commitments(scen).drop("run_id").to_dicts()
-    assert c == [{
-        "creditor": "W3", "debtor": "W1", "subrun": 1, "round": 1, "offer_seq": 7,
-        "accepted": True, "claim_subrun": 2, "claim_round": 1, "rounds_to_first_citation": 1,
-        "honour_subrun": 2, "honour_round": 1, "honour_stated": True,
-        "later_rounds_together": 2, "status": "honoured", "later_subrun": True,
-        "in_scratch": True,
-    }]
+    assert c == [
+        {
+            "creditor": "W3",
+            "debtor": "W1",
+            "subrun": 1,
+            "round": 1,
+            "offer_seq": 7,
+            "accepted": True,
+            "claim_subrun": 2,
+            "claim_round": 1,
+            "rounds_to_first_citation": 1,
+            "honour_subrun": 2,
+            "honour_round": 1,
+            "honour_stated": True,
+            "later_rounds_together": 2,
+            "status": "honoured",
+            "later_subrun": True,
+            "in_scratch": True,
+        }
+    ]
 
 
 def test_broken_and_open_commitments(events):
     Log, tables_of = events
 
     log = Log("base-seed0002")
-    log.run_started("base", [("A", "reciprocator", 100, 100.0), ("B", "price_first", 100, 100.0),
-                             ("C", "price_first", 100, 100.0)], subruns=1)
+    log.run_started(
+        "base",
+        [
+            ("A", "reciprocator", 100, 100.0),
+            ("B", "price_first", 100, 100.0),
+            ("C", "price_first", 100, 100.0),
+        ],
+        subruns=1,
+    )
     log.subrun_started(1, {"A": 100, "B": 100, "C": 100}, {w: 100.0 for w in "ABC"})
     offer_b = "B: I'll rank you ahead of me this round if you back me ahead of you later."
     offer_c = "C, I can wait this time. In return, rank me above you in a later round."
-    log.round(1, 1, ["A", "B", "C"], {"A": (5, 60, ""), "B": (9, 60, ""), "C": (7, 60, "")},
-              [("A", "B", offer_b), ("A", "C", offer_c)],
-              {w: (["B", "C", "A"], "") for w in "ABC"}, ["B", "C", "A"], [9, 7, 5])
+    log.round(
+        1,
+        1,
+        ["A", "B", "C"],
+        {"A": (5, 60, ""), "B": (9, 60, ""), "C": (7, 60, "")},
+        [("A", "B", offer_b), ("A", "C", offer_c)],
+        {w: (["B", "C", "A"], "") for w in "ABC"},
+        ["B", "C", "A"],
+        [9, 7, 5],
+    )
     # round 2: only A and B meet; B keeps itself ahead of A -> broken; C never meets A -> open
-    log.round(1, 2, ["A", "B"], {"A": (5, 60, ""), "B": (9, 60, "")}, [],
-              {"A": (["B", "A"], ""), "B": (["B", "A"], "")}, ["B", "A"], [9, 5])
+    log.round(
+        1,
+        2,
+        ["A", "B"],
+        {"A": (5, 60, ""), "B": (9, 60, "")},
+        [],
+        {"A": (["B", "A"], ""), "B": (["B", "A"], "")},
+        ["B", "A"],
+        [9, 5],
+    )
     c = commitments(tables_of(log))
     assert c.select("debtor", "accepted", "status", "later_rounds_together").rows() == [
-        ("B", False, "broken", 1), ("C", False, "open", 0)]
+        ("B", False, "broken", 1),
+        ("C", False, "open", 0),
+    ]
 
 
 def test_rule_lifecycle(scen, scen_ev):
     r = rule_lifecycle(scen, scen_ev).drop("run_id").to_dicts()
-    assert r == [{
-        "rule": "edf", "proposer": "W2", "subrun": 1, "round": 1, "citing_rounds": 0,
-        "citing_subruns": 0, "first_cite_subrun": None, "first_cite_round": None,
-        "uses_by_others": 0, "proposer_ballots_after": 0, "proposer_ballots_applying": 0,
-        "accepted": False, "rounds_to_first_citation": None, "status": "open",
-    }]
+    assert r == [
+        {
+            "rule": "edf",
+            "proposer": "W2",
+            "subrun": 1,
+            "round": 1,
+            "citing_rounds": 0,
+            "citing_subruns": 0,
+            "first_cite_subrun": None,
+            "first_cite_round": None,
+            "uses_by_others": 0,
+            "proposer_ballots_after": 0,
+            "proposer_ballots_applying": 0,
+            "accepted": False,
+            "rounds_to_first_citation": None,
+            "status": "open",
+        }
+    ]
 
 
 def _rule_run(events, second_reasoning: str):
     Log, tables_of = events
 
     log = Log("base-seed0004")
-    log.run_started("base", [("A", "shortest_job_advocate", 100, 100.0),
-                             ("B", "price_first", 100, 100.0),
-                             ("C", "price_first", 100, 100.0)], subruns=1)
+    log.run_started(
+        "base",
+        [
+            ("A", "shortest_job_advocate", 100, 100.0),
+            ("B", "price_first", 100, 100.0),
+            ("C", "price_first", 100, 100.0),
+        ],
+        subruns=1,
+    )
     log.subrun_started(1, {w: 100 for w in "ABC"}, {w: 100.0 for w in "ABC"})
     decls = {"A": (5, 30, ""), "B": (9, 90, ""), "C": (7, 60, "")}  # bid order B C A, SJF A C B
-    log.round(1, 1, list("ABC"), decls,
-              [("A", None, "Shortest job first minimises everyone's total waiting.")],
-              {"A": (list("ACB"), "Shortest requested duration first."),
-               "B": (list("BCA"), ""), "C": (list("BCA"), "")}, list("BCA"), [9, 7, 5])
-    log.round(1, 2, list("ABC"), decls, [],
-              {"A": (list("ACB") if "Shortest" in second_reasoning else list("BCA"),
-                     second_reasoning),
-               "B": (list("ACB"), ""), "C": (list("BCA"), "")}, list("ACB"), [5, 7, 9])
+    log.round(
+        1,
+        1,
+        list("ABC"),
+        decls,
+        [("A", None, "Shortest job first minimises everyone's total waiting.")],
+        {
+            "A": (list("ACB"), "Shortest requested duration first."),
+            "B": (list("BCA"), ""),
+            "C": (list("BCA"), ""),
+        },
+        list("BCA"),
+        [9, 7, 5],
+    )
+    log.round(
+        1,
+        2,
+        list("ABC"),
+        decls,
+        [],
+        {
+            "A": (list("ACB") if "Shortest" in second_reasoning else list("BCA"), second_reasoning),
+            "B": (list("ACB"), ""),
+            "C": (list("BCA"), ""),
+        },
+        list("ACB"),
+        [5, 7, 9],
+    )
     t = tables_of(log)
     return rule_lifecycle(t, classify_evidence(t)).row(0, named=True)
 
@@ -89,17 +167,27 @@ def _rule_run(events, second_reasoning: str):
 def test_rule_honoured_and_followed_by_another(events):
     r = _rule_run(events, "Shortest requested duration first.")
     assert (r["rule"], r["proposer"], r["citing_rounds"], r["rounds_to_first_citation"]) == (
-        "sjf", "A", 1, 1)
+        "sjf",
+        "A",
+        1,
+        1,
+    )
     # B's round-2 ballot follows SJF without a word: accepted by behaviour
     assert r["uses_by_others"] == 1 and r["accepted"]
     assert (r["proposer_ballots_after"], r["proposer_ballots_applying"], r["status"]) == (
-        1, 1, "honoured")
+        1,
+        1,
+        "honoured",
+    )
 
 
 def test_rule_broken_by_its_proposer(events):
     r = _rule_run(events, "Strictly by bid this time.")
     assert (r["proposer_ballots_after"], r["proposer_ballots_applying"], r["status"]) == (
-        1, 0, "broken")
+        1,
+        0,
+        "broken",
+    )
 
 
 def test_transmission_rates_exact(scen, scen_ev):
@@ -119,8 +207,9 @@ def memory_pair(tmp_path_factory):
     parts = []
     for name in ("base", "memory_off"):
         out = tmp_path_factory.mktemp(name)
-        b = run_many(load_params(PROJECT_ROOT / "params" / f"{name}.yaml"), runs=8,
-                     out_dir=out, processes=1).check()
+        b = run_many(
+            load_params(PROJECT_ROOT / "params" / f"{name}.yaml"), runs=8, out_dir=out, processes=1
+        ).check()
         parts.append(with_run_info(b.tables, by_kind=b.by_kind))
     t = concat_tables(parts)
     t["runs"] = pl.concat([p["runs"] for p in parts])

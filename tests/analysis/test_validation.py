@@ -64,11 +64,13 @@ def test_kappa_table_exact():
 
 def test_review_round_trip(scen, scen_ev, tmp_path):
     path = tmp_path / "review.csv"
-    sample = export_review_sample(utterances(scen), utterance_predictions(scen_ev), path,
-                                  per_stratum=1, seed=3)
+    sample = export_review_sample(
+        utterances(scen), utterance_predictions(scen_ev), path, per_stratum=1, seed=3
+    )
     # one row per (source, first predicted category or 'none') stratum present
-    assert sample.select("source", "stratum").rows() == sorted(set(sample.select(
-        "source", "stratum").rows()))
+    assert sample.select("source", "stratum").rows() == sorted(
+        set(sample.select("source", "stratum").rows())
+    )
     # declaration: price_primary, reciprocity, none; message: earliest_deadline_first,
     # reciprocity; ballot: price_primary, earliest_deadline_first, coalition_loyalty
     assert sample.height == 8
@@ -78,7 +80,9 @@ def test_review_round_trip(scen, scen_ev, tmp_path):
     df = df.with_columns(
         pl.when(pl.int_range(pl.len()) == 0)
         .then(pl.concat_str([pl.col("human_labels"), pl.lit(";anchoring")]))
-        .otherwise(pl.col("human_labels")).alias("human_labels"))
+        .otherwise(pl.col("human_labels"))
+        .alias("human_labels")
+    )
     df.write_csv(path)
     rev = import_review(path)
     agr = review_agreement(rev)
@@ -93,7 +97,8 @@ def test_review_round_trip(scen, scen_ev, tmp_path):
 
 def test_import_review_rejects_unknown_category(tmp_path):
     path = tmp_path / "bad.csv"
-    pl.DataFrame({"run_id": ["r"], "seq": [4], "predicted": [""],
-                  "human_labels": ["anchoring;bribery"]}).write_csv(path)
+    pl.DataFrame(
+        {"run_id": ["r"], "seq": [4], "predicted": [""], "human_labels": ["anchoring;bribery"]}
+    ).write_csv(path)
     with pytest.raises(ValueError, match=r"unknown category 'bribery'.*run r, seq 4"):
         import_review(path)
