@@ -898,12 +898,18 @@ def run_condition(
     condition: Condition,
     seed: int | None = None,
     out_dir: Path | None = None,
+    *,
+    resume: bool = False,
 ) -> RunResult:
-    """Run one seed of a condition; with `out_dir`, events stream to out_dir/<run_id>/."""
+    """Run one seed of a condition; with `out_dir`, events stream to out_dir/<run_id>/.
+
+    `resume=True` continues a run whose log is already there (see `EventLog`): the run is
+    re-executed from its seed, the recorded events are verified rather than rewritten, and the
+    rest is appended. LLM calls already made come from the cache."""
     seed = condition.seed if seed is None else seed
     run_id = run_id_for(condition.name, seed)
     run_dir = out_dir / run_id if out_dir is not None else None
-    log = ev.EventLog(run_id, run_dir / "events.jsonl" if run_dir else None)
+    log = ev.EventLog(run_id, run_dir / "events.jsonl" if run_dir else None, resume=resume)
     result = RunResult(run_id, seed, run_dir, log)
     try:
         arena = Arena(condition, seed, log)

@@ -151,6 +151,27 @@ def _cmd_figures(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_resume(args: argparse.Namespace) -> int:
+    from mbb.resume import resume_run
+
+    status = 0
+    for d in args.run_dirs:
+        try:
+            out = resume_run(Path(d))
+        except (FileNotFoundError, ValueError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            status = 2
+            continue
+        if out.status == "finished":
+            print(f"{out.run_id}: already finished ({out.total} events); nothing to do")
+        else:
+            print(
+                f"{out.run_id}: resumed after {out.recorded} recorded events; "
+                f"{out.total} events now, run finished"
+            )
+    return status
+
+
 def _cmd_params(args: argparse.Namespace) -> int:
     cond = load_params(args.params, _overrides(args.set))
     print(json.dumps(cond.model_dump(mode="json"), indent=2))
@@ -206,6 +227,10 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="export executed notebooks to HTML + an index page")
     rep.add_argument("dir", help="a sweep's output folder, or outputs/")
     rep.set_defaults(func=_cmd_report)
+
+    rs = sub.add_parser("resume", help="continue killed runs from their event logs")
+    rs.add_argument("run_dirs", nargs="+", help="run folders (with events.jsonl)")
+    rs.set_defaults(func=_cmd_resume)
 
     f = sub.add_parser("figures", help="save the main figures of a condition as PNG/SVG/spec")
     f.add_argument("params")

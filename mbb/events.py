@@ -8,6 +8,9 @@ and figure is derived from them. `wall` is the only non-deterministic field.
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
@@ -21,6 +24,8 @@ __all__ = [
     "SCHEMA_VERSION",
     "Event",
     "EventLog",
+    "ResumeMismatch",
+    "comparable",
     "kind_of",
     "parse_events",
     "read_events",
@@ -271,25 +276,64 @@ EVENT_KINDS: dict[str, type[_EventBase]] = {
 }
 
 
+class ResumeMismatch(RuntimeError):
+    """Re-running a run from its seed did not reproduce the events already in its log."""
+
+
+_WALL = re.compile(r'"wall":[-+0-9.eE]+')
+KILL_ENV = "MBB_FAULT_KILL_AFTER"  # test hook: SIGKILL the process after writing N events
+
+
+def comparable(line: str) -> str:
+    """An event line without what may differ between two executions of the same run:
+    the wall clock, and (in run_started) the provenance of the code that ran it."""
+    if line.startswith('{"kind":"run_started"'):
+        d = json.loads(line)
+        d.pop("wall", None)
+        d.pop("provenance", None)
+        return json.dumps(d, sort_keys=True)
+    return _WALL.sub("", line)
+
+
 class EventLog:
     """Appends events to a JSONL file (flushed per line) and keeps their lines in memory.
 
     Lines are kept grouped by kind so tables can be built without re-parsing the whole log.
+
+    Resume (`resume=True`): the log is the checkpoint. The complete lines already in the file are
+    kept (a partial trailing line from a crash is cut off); the run is re-executed from its seed,
+    and each event it emits is checked against the recorded one at the same position instead of
+    being written again — a mismatch raises `ResumeMismatch` — until the record is exhausted;
+    from there on events are appended as usual. Nothing is duplicated or lost.
     """
 
-    def __init__(self, run_id: str, path: Path | None = None) -> None:
+    def __init__(self, run_id: str, path: Path | None = None, *, resume: bool = False) -> None:
         self.run_id = run_id
         self.path = path
         self.seq = 0
         self.lines: list[str] = []
         self.by_kind: dict[str, list[str]] = defaultdict(list)
         self._fh: TextIO | None = None
+        self._recorded: list[str] = []
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._fh = path.open("w", encoding="utf-8", buffering=1)
+            if resume and path.is_file():
+                self._recorded = read_lines(path)
+                with path.open("r+", encoding="utf-8") as fh:  # drop a partial trailing line
+                    fh.truncate(sum(len(x.encode()) + 1 for x in self._recorded))
+                self._fh = path.open("a", encoding="utf-8", buffering=1)
+            else:
+                self._fh = path.open("w", encoding="utf-8", buffering=1)
+        kill = os.environ.get(KILL_ENV)
+        self._kill_after = int(kill) if kill else None
         self.subrun: int | None = None
         self.round: int | None = None
         self.t = 0.0
+
+    @property
+    def replaying(self) -> bool:
+        """True while re-executed events are still being matched against the record."""
+        return self.seq < len(self._recorded)
 
     def emit(self, cls: type[_EventBase], worker: str | None = None, **fields: Any) -> _EventBase:
         """Validate one event against its model, append it, and return it."""
@@ -303,12 +347,22 @@ class EventLog:
             wall=time.time(),
             **fields,
         )
-        self.seq += 1
         line = event.model_dump_json()
+        if self.seq < len(self._recorded):
+            recorded = self._recorded[self.seq]
+            if comparable(line) != comparable(recorded):
+                raise ResumeMismatch(
+                    f"{self.run_id}: event {self.seq} differs from the log being resumed\n"
+                    f"  recorded: {recorded[:300]}\n  re-run:   {line[:300]}"
+                )
+            line = recorded  # keep the original (its wall time)
+        elif self._fh is not None:
+            self._fh.write(line + "\n")
+            if self._kill_after is not None and self.seq + 1 >= self._kill_after:
+                os.kill(os.getpid(), signal.SIGKILL)
+        self.seq += 1
         self.lines.append(line)
         self.by_kind[event.kind].append(line)
-        if self._fh is not None:
-            self._fh.write(line + "\n")
         return event
 
     def close(self) -> None:

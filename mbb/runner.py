@@ -20,12 +20,12 @@ from typing import Any
 
 import polars as pl
 
-from mbb.arena import run_condition
+from mbb.arena import RunResult, run_condition
 from mbb.params import Condition
 from mbb.provenance import provenance
 from mbb.tables import tables_from_lines, write_tables
 
-__all__ = ["BatchResult", "run_many"]
+__all__ = ["BatchResult", "run_many", "write_meta"]
 
 PARALLEL_FROM = 8  # below this many runs, process start-up costs more than it saves
 
@@ -52,6 +52,24 @@ class BatchResult:
         return [self.out_dir / r for r in self.run_ids]
 
 
+def write_meta(result: RunResult, condition: Condition, wall_s: float) -> Path:
+    """meta.json beside a run's events: params snapshot, seed, provenance, size, wall time."""
+    assert result.out_dir is not None
+    meta = {
+        "run_id": result.run_id,
+        "condition": condition.name,
+        "seed": result.seed,
+        "status": result.status,
+        "events": len(result.log.lines),
+        "wall_s": round(wall_s, 4),
+        "params": condition.model_dump(mode="json"),
+        "provenance": provenance(),
+    }
+    path = result.out_dir / "meta.json"
+    path.write_text(json.dumps(meta, indent=1))
+    return path
+
+
 def _run_chunk(
     condition_json: str, seeds: Sequence[int], out_dir: str | None
 ) -> tuple[list[tuple[str, str | None]], dict[str, list[str]]]:
@@ -72,17 +90,7 @@ def _run_chunk(
         for k, lines in result.log.by_kind.items():
             by_kind[k].extend(lines)
         if out is not None and result.out_dir is not None:
-            meta = {
-                "run_id": result.run_id,
-                "condition": condition.name,
-                "seed": seed,
-                "status": result.status,
-                "events": len(result.log.lines),
-                "wall_s": round(time.perf_counter() - t0, 4),
-                "params": condition.model_dump(mode="json"),
-                "provenance": provenance(),
-            }
-            (result.out_dir / "meta.json").write_text(json.dumps(meta, indent=1))
+            write_meta(result, condition, time.perf_counter() - t0)
         runs.append((result.run_id, err))
     return runs, by_kind
 

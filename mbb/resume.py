@@ -1,0 +1,53 @@
+"""Continue a run that was killed (SIGKILL included) from its event log — the log is the
+checkpoint. Scripted randomness is re-derived from the seed, LLM calls come from the cache, and
+the events already recorded are verified rather than written again."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from mbb.arena import run_condition
+from mbb.events import read_lines
+from mbb.params import Condition
+from mbb.runner import write_meta
+
+__all__ = ["ResumeOutcome", "resume_run"]
+
+
+@dataclass(frozen=True)
+class ResumeOutcome:
+    run_id: str
+    status: str  # "finished" (nothing to do) | "resumed"
+    recorded: int  # complete events found in the log
+    total: int  # events in the log afterwards
+
+
+def resume_run(run_dir: str | Path) -> ResumeOutcome:
+    """Finish the run in `run_dir`; a run that already finished is left untouched."""
+    run_dir = Path(run_dir)
+    path = run_dir / "events.jsonl"
+    if not path.is_file():
+        raise FileNotFoundError(f"{run_dir}: no events.jsonl to resume from")
+    lines = read_lines(path)
+    if not lines:
+        raise ValueError(f"{path}: no complete event recorded; start the run again instead")
+    first = json.loads(lines[0])
+    if first["kind"] != "run_started":
+        raise ValueError(f"{path}: the first event is {first['kind']!r}, not run_started")
+    if run_dir.name != first["run_id"]:
+        raise ValueError(f"{run_dir}: folder name differs from the run id {first['run_id']!r}")
+    last = json.loads(lines[-1])
+    if last["kind"] == "run_ended":
+        if last["status"] == "completed":
+            return ResumeOutcome(first["run_id"], "finished", len(lines), len(lines))
+        # a run that failed is retried from just before its failure record
+        lines = lines[:-1]
+        path.write_text("".join(x + "\n" for x in lines), encoding="utf-8")
+    condition = Condition.model_validate(first["params"])
+    t0 = time.perf_counter()
+    result = run_condition(condition, first["seed"], run_dir.parent, resume=True)
+    write_meta(result, condition, time.perf_counter() - t0)
+    return ResumeOutcome(first["run_id"], "resumed", len(lines), len(result.log.lines))

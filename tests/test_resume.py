@@ -1,0 +1,100 @@
+"""Crash-safe resume: SIGKILL a run at many points, resume it, get the uninterrupted events."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from mbb.arena import run_condition
+from mbb.events import KILL_ENV, ResumeMismatch, comparable, read_lines
+from mbb.params import load_params
+from mbb.resume import resume_run
+
+OVERRIDES = {"subruns": 2, "name": "kill"}
+
+
+def _reference(root):
+    cond = load_params(root / "params" / "base.yaml", OVERRIDES)
+    return [comparable(x) for x in run_condition(cond, 3).log.lines]
+
+
+def _killed_run(root, out, kill_after):
+    cmd = [
+        sys.executable,
+        "-m",
+        "mbb",
+        "run",
+        str(root / "params" / "base.yaml"),
+        "--seed",
+        "3",
+        "--out",
+        str(out),
+        "--quiet",
+        "--processes",
+        "1",
+        "--set",
+        "subruns=2",
+        "--set",
+        "name=kill",
+    ]
+    env = {**os.environ, KILL_ENV: str(kill_after)}
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == -9, proc.stderr  # killed by SIGKILL, not a clean exit
+    return out / "kill-seed0003"
+
+
+@pytest.mark.slow
+def test_sigkill_at_twenty_points_then_resume_equals_uninterrupted(root, tmp_path):
+    reference = _reference(root)
+    n = len(reference)
+    points = sorted({max(1, round(n * k / 21)) for k in range(1, 21)} | {1})
+    assert len(points) >= 20
+    for i, kill_after in enumerate(points):
+        run_dir = _killed_run(root, tmp_path / f"k{i}", kill_after)
+        before = read_lines(run_dir / "events.jsonl")
+        assert len(before) == kill_after
+        if i % 5 == 0:  # a torn write: half a line at the end of the file
+            with (run_dir / "events.jsonl").open("a") as fh:
+                fh.write(reference[kill_after][:40])
+        out = resume_run(run_dir)
+        assert out.status == "resumed" and out.recorded == kill_after
+        after = read_lines(run_dir / "events.jsonl")
+        assert [comparable(x) for x in after] == reference, f"kill after {kill_after}"
+        assert [json.loads(x)["seq"] for x in after] == list(range(n))  # none lost or repeated
+        assert after[:kill_after] == before  # recorded lines kept byte for byte
+        assert (run_dir / "meta.json").is_file()
+
+
+def test_finished_run_is_left_alone(root, tmp_path):
+    cond = load_params(root / "params" / "base.yaml", OVERRIDES)
+    result = run_condition(cond, 1, tmp_path)
+    text = (result.out_dir / "events.jsonl").read_text()
+    out = resume_run(result.out_dir)
+    assert out.status == "finished"
+    assert (result.out_dir / "events.jsonl").read_text() == text
+
+
+def test_resume_detects_a_log_from_another_run(root, tmp_path):
+    cond = load_params(root / "params" / "base.yaml", OVERRIDES)
+    result = run_condition(cond, 1, tmp_path)
+    path = result.out_dir / "events.jsonl"
+    lines = read_lines(path)
+    doctored = lines[:30]
+    d = json.loads(doctored[-1])
+    d["t"] = d["t"] + 1.0
+    doctored[-1] = json.dumps(d, separators=(",", ":"))
+    path.write_text("".join(x + "\n" for x in doctored))
+    with pytest.raises(ResumeMismatch, match="event 29 differs"):
+        resume_run(result.out_dir)
+
+
+def test_resume_errors_are_clear(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no events.jsonl"):
+        resume_run(tmp_path)
+    (tmp_path / "events.jsonl").write_text('{"kind":"run_st')
+    with pytest.raises(ValueError, match="no complete event"):
+        resume_run(tmp_path)
