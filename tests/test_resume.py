@@ -93,7 +93,7 @@ def test_resume_detects_a_log_from_another_run(root, tmp_path):
 
 
 def test_resume_errors_are_clear(tmp_path):
-    with pytest.raises(FileNotFoundError, match="no events.jsonl"):
+    with pytest.raises(FileNotFoundError, match=r"no events\.jsonl"):
         resume_run(tmp_path)
     (tmp_path / "events.jsonl").write_text('{"kind":"run_st')
     with pytest.raises(ValueError, match="no complete event"):
