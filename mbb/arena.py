@@ -168,8 +168,10 @@ class Arena:
                 solver=sol_factory(self, spec, worker_rng(seed, spec.index, 1)),
                 scratch=Scratch(condition.memory.max_chars, on_write=self._scratch_logger(spec.id)),
             )
-            self.ledger.grant(spec.id, spec.budget)
-        self.ids = list(self.workers)
+            if spec.joins == 1:
+                self.ledger.grant(spec.id, spec.budget)
+        self.ids = list(self.workers)  # everyone who ever takes part
+        self.present: list[str] = []  # who takes part in the current subrun
         self.board = Board(readers=self.ids)
         self.t = 0.0
 
@@ -276,10 +278,10 @@ class Arena:
         if self.condition.tasks.kind == "real":
             _, suite = self.real_tasks()
             ids = suite.task_ids
-            n = len(self.ids)
+            n = len(self.present)
             how = self.condition.tasks.assignment
             out = {}
-            for i, w in enumerate(self.ids):
+            for i, w in enumerate(self.present):
                 if how == "rotate":
                     tid = ids[(i + (subrun - 1) * n) % len(ids)]
                 elif how == "same":
@@ -295,10 +297,10 @@ class Arena:
             if unknown:
                 raise ValueError(f"tasks.suite names unknown modeled tasks {unknown}")
             catalog = tuple(known[t] for t in self.condition.tasks.suite)
-        n = len(self.ids)
+        n = len(self.present)
         out = {}
         how = self.condition.tasks.assignment
-        for i, w in enumerate(self.ids):
+        for i, w in enumerate(self.present):
             if how == "rotate":
                 task = catalog[(i + (subrun - 1) * n) % len(catalog)]
             elif how == "same":
@@ -317,8 +319,14 @@ class Arena:
         self.t = 0.0
         self.log.subrun, self.log.round = subrun, None
         self.board.clear_visible_before(subrun)
-        tasks = self.assign_tasks(subrun)
+        self.present = [w for w in self.ids if self.workers[w].spec.present_in(subrun)]
         for w in self.workers.values():
+            if not w.spec.present_in(subrun):
+                w.status = "absent"
+            elif w.spec.joins == subrun and subrun > 1:  # a newcomer: fresh budget, no memory
+                self.ledger.grant(w.id, w.spec.budget)
+        tasks = self.assign_tasks(subrun)
+        for w in map(self.workers.__getitem__, self.present):
             w.status, w.windows, w.granted_s, w.used_s, w.waited_s, w.spent = (
                 "active",
                 0,
@@ -344,10 +352,10 @@ class Arena:
                     deadline_s=w.spec.deadline_s,
                     scratch_chars=w.scratch.chars,
                 )
-                for w in self.workers.values()
+                for w in map(self.workers.__getitem__, self.present)
             ],
         )
-        for w in self.workers.values():
+        for w in map(self.workers.__getitem__, self.present):
             memory = w.scratch if c.memory.enabled else None
             try:
                 await w.solver.start_subrun(TaskAssignment(w.task, w.work_s, subrun), memory)
@@ -361,20 +369,21 @@ class Arena:
                 self.backend_failure(w.id, "subrun start", exc, "negotiator starts with no memory")
         queue: list[str] = []
         past: list[PastRound] = []
-        for w in self.ids:
-            await self.poll(w, queue)
+        for w in self.present:
+            if self.workers[w].active:
+                await self.poll(w, queue)
         rounds = 0
         reason = "all_done"
         while any(w.active for w in self.workers.values()):
             candidates = [w for w in queue if self.workers[w].active]
             queue.clear()
             if not candidates:
-                for w in self.ids:
+                for w in self.present:
                     if self.workers[w].active:
                         await self.poll(w, queue)
                 if not queue:
                     reason = "stalled"
-                    for w in self.ids:
+                    for w in self.present:
                         if self.workers[w].active:
                             self.workers[w].status = "withdrawn"
                             self.emit(
@@ -457,7 +466,7 @@ class Arena:
             wanted_s=w.wanted_s,
             scratch=w.scratch if c.memory.enabled else None,
             candidates=candidates,
-            population=self.ids,
+            population=self.present,
             declarations=declarations,
             posts=self.board.visible_to(worker),
             past_rounds=past,
@@ -638,7 +647,7 @@ class Arena:
         spoke = False
         for m in turn_action.messages:
             fixed, issues = repair_message(
-                m, sender=w, population=self.ids, max_chars=c.negotiation.message_max_chars
+                m, sender=w, population=self.present, max_chars=c.negotiation.message_max_chars
             )
             self.record_issues(w, "conversation", issues)
             if fixed is None:
@@ -838,7 +847,7 @@ class Arena:
     ) -> None:
         c = self.condition
         self.emit(ev.SubrunEnded, rounds=rounds, reason=reason)
-        for w in self.workers.values():
+        for w in map(self.workers.__getitem__, self.present):
             try:
                 res = await w.solver.evaluate()
             except Exception as exc:

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 __all__ = [
     "PERSONAS",
+    "PopulationChange",
     "BudgetParams",
     "Condition",
     "DeadlineParams",
@@ -192,6 +193,16 @@ class TaskParams(_Strict):
     suite: list[str] | None = Field(None, description="Task ids to draw from (default: all).")
 
 
+class PopulationChange(_Strict):
+    """Between subruns, workers leave and newcomers arrive (empty scratch, fresh budget)."""
+
+    subrun: int = Field(ge=2, description="First subrun with the new population.")
+    remove: list[str] = Field(default_factory=list, description="Workers who leave.")
+    add: list[WorkerOverride] = Field(
+        default_factory=list, description="Newcomers (unnamed ones get the next free W<k>)."
+    )
+
+
 class TimeParams(_Strict):
     model: Literal["virtual", "measured"] = Field(
         "virtual", description="Command runtime modeled (deterministic) or measured (real tasks)."
@@ -215,6 +226,9 @@ class Condition(_Strict):
     mechanism: MechanismParams = Field(default_factory=MechanismParams)
     tasks: TaskParams = Field(default_factory=TaskParams)
     time: TimeParams = Field(default_factory=TimeParams)
+    population_changes: list[PopulationChange] = Field(
+        default_factory=list, description="Replace, add or remove workers between subruns."
+    )
 
     @field_validator("name")
     @classmethod
@@ -222,6 +236,17 @@ class Condition(_Strict):
         if set(v) <= {"."}:
             raise ValueError("name must not be only dots")
         return v
+
+    @model_validator(mode="after")
+    def _population_changes_fit(self) -> Condition:
+        for change in self.population_changes:
+            if change.subrun > self.subruns:
+                raise ValueError(
+                    f"population_changes: subrun {change.subrun} is after the last subrun "
+                    f"({self.subruns})"
+                )
+        self.worker_specs()  # raises on an impossible removal or a duplicate name
+        return self
 
     @model_validator(mode="after")
     def _solvers_match_tasks(self) -> Condition:
@@ -247,24 +272,45 @@ class Condition(_Strict):
         return self
 
     def worker_specs(self) -> list[WorkerSpec]:
-        """The resolved population: defaults, then per-worker overrides."""
+        """Everyone who takes part at some point: W1..Wn with their overrides, then newcomers
+        from `population_changes` (with the subrun they join and the one they leave before)."""
         w = self.workers
-        specs = []
-        for i in range(w.count):
-            wid = f"W{i + 1}"
-            o = w.overrides.get(wid, WorkerOverride())
-            specs.append(
-                WorkerSpec(
-                    id=o.name or wid,
-                    index=i,
-                    persona=o.persona or w.personas[i % len(w.personas)],
-                    negotiator=o.negotiator or w.negotiator,
-                    solver=o.solver or w.solver,
-                    model=o.model if o.model is not None else w.model,
-                    budget=o.budget if o.budget is not None else self.budget.credits,
-                    deadline_s=60.0 * (o.deadline_min or self.deadline.minutes),
-                )
+
+        def spec(i: int, wid: str, o: WorkerOverride, joins: int) -> WorkerSpec:
+            return WorkerSpec(
+                id=o.name or wid,
+                index=i,
+                persona=o.persona or w.personas[i % len(w.personas)],
+                negotiator=o.negotiator or w.negotiator,
+                solver=o.solver or w.solver,
+                model=o.model if o.model is not None else w.model,
+                budget=o.budget if o.budget is not None else self.budget.credits,
+                deadline_s=60.0 * (o.deadline_min or self.deadline.minutes),
+                joins=joins,
             )
+
+        specs = [
+            spec(i, f"W{i + 1}", w.overrides.get(f"W{i + 1}", WorkerOverride()), 1)
+            for i in range(w.count)
+        ]
+        by_id = {s.id: s for s in specs}
+        for change in sorted(self.population_changes, key=lambda c: c.subrun):
+            for wid in change.remove:
+                old = by_id.get(wid)
+                if old is None or not old.present_in(change.subrun):
+                    raise ValueError(
+                        f"population_changes: subrun {change.subrun} removes {wid!r}, who is "
+                        f"not in the population then (present: "
+                        f"{sorted(k for k, v in by_id.items() if v.present_in(change.subrun))})"
+                    )
+                by_id[wid] = specs[old.index] = old.model_copy(update={"leaves": change.subrun})
+            for o in change.add:
+                i = len(specs)
+                new = spec(i, f"W{i + 1}", o, change.subrun)
+                if new.id in by_id:
+                    raise ValueError(f"population_changes: newcomer name {new.id!r} is taken")
+                specs.append(new)
+                by_id[new.id] = new
         return specs
 
 
@@ -279,6 +325,11 @@ class WorkerSpec(_Strict):
     model: str | None
     budget: int
     deadline_s: float
+    joins: int = 1  # first subrun the worker takes part in
+    leaves: int | None = None  # first subrun it no longer takes part in
+
+    def present_in(self, subrun: int) -> bool:
+        return self.joins <= subrun and (self.leaves is None or subrun < self.leaves)
 
 
 def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:

@@ -173,17 +173,18 @@ class ReplayArena(Arena):
                 f"{self.demand.run_id}: no subrun_started for subrun {subrun} "
                 "(the run ended early); replay its completed subruns only"
             ) from None
-        missing = sorted(set(self.ids) - set(recorded))
+        self.present = [w for w in self.ids if self.workers[w].spec.present_in(subrun)]
+        missing = sorted(set(self.present) - set(recorded))
         if missing:
             raise ReplayError(f"{self.demand.run_id} subrun {subrun}: no task for {missing}")
-        for w in self.ids:
+        for w in self.present:
             got = self.demand.deadlines[subrun][w]
             if abs(got - self.workers[w].spec.deadline_s) > 1e-9:
                 raise ReplayError(
                     f"{self.demand.run_id}: {w}'s recorded deadline {got} s differs "
                     f"from its params ({self.workers[w].spec.deadline_s} s)"
                 )
-        return {w: recorded[w] for w in self.ids}
+        return {w: recorded[w] for w in self.present}
 
 
 def replay(
