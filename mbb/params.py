@@ -17,7 +17,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 __all__ = [
     "PERSONAS",
-    "PopulationChange",
     "BudgetParams",
     "Condition",
     "DeadlineParams",
@@ -25,6 +24,7 @@ __all__ = [
     "MemoryParams",
     "NegotiationParams",
     "ParamsError",
+    "PopulationChange",
     "TaskParams",
     "TimeParams",
     "WindowParams",
