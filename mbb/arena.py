@@ -399,8 +399,10 @@ class Arena:
                 break
             rounds += 1
             await self.run_round(subrun, rounds, candidates, queue, past)
+            self.log.flush()
         self.log.round = None
         await self.end_subrun(subrun, rounds, reason, past)
+        self.log.flush()
 
     async def poll(self, worker: str, queue: list[str]) -> None:
         """Ask an idle solver what it wants: a window request, a withdrawal, or nothing yet."""
@@ -468,7 +470,7 @@ class Arena:
             candidates=candidates,
             population=self.present,
             declarations=declarations,
-            posts=self.board.visible_to(worker),
+            posts=self.board.visible(worker),
             past_rounds=past,
             window_min_s=c.windows.min_s,
             window_max_s=c.windows.max_s,

@@ -7,7 +7,7 @@ posts arrive, so reading is O(1) per round rather than a scan of the whole board
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,6 +70,10 @@ class Board:
             if to != author:
                 self._visible[to].append(p)
         return p
+
+    def visible(self, reader: str) -> Sequence[Post]:
+        """The reader's visible posts, not copied (read-only: views for one phase)."""
+        return self._visible[reader]
 
     def visible_to(self, reader: str, *, subrun: int | None = None) -> list[Post]:
         """Posts the reader may see, in posting order (optionally only one subrun's)."""

@@ -45,7 +45,11 @@ def busiest_round(tables: Mapping[str, pl.DataFrame], run_id: str) -> tuple[int,
             .row(0, named=True)
         )
         return r["subrun"], r["round"]
-    top = m.group_by("subrun", "round").len().sort("len", "subrun", descending=[True, False])
+    top = (
+        m.group_by("subrun", "round")
+        .len()
+        .sort(["len", "subrun", "round"], descending=[True, False, False])
+    )
     return top["subrun"][0], top["round"][0]
 
 

@@ -90,12 +90,15 @@ def test_schema_rejects_malformed_events(run_dir, mutate) -> None:
         ev.parse_events([json.dumps(d)])
 
 
-def test_event_log_writes_each_line_as_it_happens(tmp_path) -> None:
+def test_event_log_writes_lines_and_flushes_them(tmp_path) -> None:
+    """Lines are written as events happen and pushed to the OS on flush() (the arena flushes
+    after every round and subrun; a crash in between is recovered by `mbb resume`)."""
     path = tmp_path / "run" / "events.jsonl"
     log = ev.EventLog("r", path)
     log.t, log.subrun = 12.5, 1
     e0 = log.emit(ev.Requested, "W1", duration=30)
-    assert ev.read_lines(path) == [e0.model_dump_json()]  # flushed before close
+    log.flush()
+    assert ev.read_lines(path) == [e0.model_dump_json()]  # on disk before close
     e1 = log.emit(ev.Withdrawn, "W1", reason="done", t=13.0)
     log.close()
     assert (e0.seq, e1.seq, e0.t, e1.t, e1.subrun) == (0, 1, 12.5, 13.0, 1)

@@ -8,6 +8,7 @@ arena awaits non-concurrent backends one by one, which costs no event-loop round
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -69,7 +70,7 @@ class RoundView:
     candidates: list[str]  # queue order
     population: list[str]
     declarations: dict[str, Declaration]
-    posts: list[Post]  # visible to this worker, this subrun, in order
+    posts: Sequence[Post]  # visible to this worker, this subrun, in order (read-only)
     past_rounds: list[PastRound]
     window_min_s: int
     window_max_s: int

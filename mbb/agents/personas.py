@@ -67,13 +67,23 @@ class ScriptedNegotiator:
         self.said: set[tuple[int, str]] = set()  # (round, topic) already said this round
         self.last_declaration: Declaration | None = None
         self._n = 0
+        self._u: list[float] = []
+        self._u_next = 0
 
     # --- helpers -------------------------------------------------------------------------------
+    def uniform(self) -> float:
+        """Next U[0,1) draw from this worker's stream, fetched in blocks (a numpy call per draw
+        costs more than the rest of a template choice)."""
+        if self._u_next >= len(self._u):
+            self._u, self._u_next = self.rng.random(256).tolist(), 0
+        self._u_next += 1
+        return self._u[self._u_next - 1]
+
     def pick(self, options: Sequence[str]) -> str:
-        return options[int(self.rng.integers(len(options)))]
+        return options[int(self.uniform() * len(options))]
 
     def chance(self, p: float) -> bool:
-        return bool(self.rng.random() < p)
+        return self.uniform() < p
 
     def new_id(self, round_: int) -> str:
         self._n += 1
@@ -113,7 +123,7 @@ class ScriptedNegotiator:
         per_round = v.budget / subruns_left / EXPECTED_ROUNDS_PER_SUBRUN
         u = self.urgency(v)
         mult = 0.25 if u > 1.0 else 1.0 + 1.5 * u  # urgency premium, termination discount
-        noise = float(self.rng.uniform(0.85, 1.15))
+        noise = 0.85 + 0.3 * self.uniform()
         bid = int(round(per_round * self.aggression * mult * noise / 5.0) * 5)
         return max(0, min(v.budget, bid))
 
@@ -818,7 +828,7 @@ class RuleMaker(ScriptedNegotiator):
         if v.turn != 1 or not self.once(v, "rule"):
             return []
         if self.rule is None:
-            self.rule = list(RULES)[int(self.rng.integers(len(RULES)))]
+            self.rule = self.pick(list(RULES))
             self.rule_origin = "proposed"
             text, cat = RULES[self.rule]
             return [
