@@ -199,7 +199,10 @@ class Arena:
                 self._resource_tmp = tempfile.TemporaryDirectory(prefix="mbb-resource-")
                 root = Path(self._resource_tmp.name)
             self.resource = ExecutionResource(
-                root, emit=self.emit, time_model=self.condition.time.model
+                root,
+                emit=self.emit,
+                time_model=self.condition.time.model,
+                reference_mode=self.condition.tasks.reference_mode,
             )
         return self.resource, self.suite
 

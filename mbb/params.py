@@ -191,6 +191,11 @@ class TaskParams(_Strict):
     )
     work_scale: float = Field(1.0, gt=0, description="Multiplies every modeled task's work W.")
     suite: list[str] | None = Field(None, description="Task ids to draw from (default: all).")
+    reference_mode: Literal["broker", "exec_only"] = Field(
+        "broker",
+        description="broker: ./reference runs outside the worker's sandbox (nothing of it is "
+        "mapped where the worker could dump it); exec_only: a mode-0111 copy (ProgramBench).",
+    )
 
 
 class PopulationChange(_Strict):

@@ -17,6 +17,7 @@ import os
 import socket
 import socketserver
 import struct
+import tempfile
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -77,7 +78,11 @@ class ReferenceBroker:
     ) -> None:
         self.directory = directory
         directory.mkdir(parents=True, exist_ok=True)
-        self.socket_path = directory / "reference.sock"
+        # unix socket paths are limited to ~107 bytes: the socket lives in a short private
+        # folder of its own, not under the (possibly deep) run directory
+        self._socket_dir = Path(tempfile.mkdtemp(prefix="mbb-ref-"))
+        os.chmod(self._socket_dir, 0o711)
+        self.socket_path = self._socket_dir / "s"
         self.client_path = directory / "client.py"
         self.client_path.write_text(CLIENT_SOURCE)
         os.chmod(self.client_path, 0o555)
@@ -150,3 +155,5 @@ class ReferenceBroker:
         self._server.server_close()
         with contextlib.suppress(FileNotFoundError):
             self.socket_path.unlink()
+        with contextlib.suppress(OSError):
+            self._socket_dir.rmdir()
