@@ -27,6 +27,7 @@ from collections.abc import Callable
 import simpy
 
 from mbb import events as ev
+from mbb.agents.modeled import STAGES
 from mbb.arena import run_condition, worker_rng
 from mbb.notebooks import project_path
 from mbb.params import Condition, load_params
@@ -45,6 +46,20 @@ def condition(kind: str, workers: int, subruns: int) -> Condition:
             "mechanism": {"kind": kind},
         },
     )
+
+
+def stage_need_s(work_s: float, done: float, eff: float, min_s: int) -> float:
+    """Mirror of ModeledSolver.stage_need_s: a window for the current stage (observe,
+    implement, compile, verify), plus the next one when the current is nearly done."""
+    acc = left = 0.0
+    for _, share in STAGES:
+        acc += share * work_s
+        if done < acc - 1e-9:
+            left = acc - done
+            if left < 0.5 * min_s * eff:
+                continue
+            break
+    return left / eff + SETUP_MEAN_S
 
 
 def workload(lines: list[str]) -> dict[int, list[tuple[str, int, float, float]]]:
@@ -99,7 +114,7 @@ def simpy_model(cond: Condition, seed: int, work: dict, policy: str, log: ev.Eve
             done = 0.0
             rng = rngs[i]
             while True:
-                need = (work_s - done) / eff[i] + SETUP_MEAN_S
+                need = stage_need_s(work_s, done, eff[i], lo)
                 dur = max(lo, min(hi, math.ceil(need)))
                 emit(ev.Requested, w, env.now, duration=dur)
                 req = res.request() if policy == "fcfs" else res.request(priority=deadline)
@@ -125,11 +140,7 @@ def simpy_model(cond: Condition, seed: int, work: dict, policy: str, log: ev.Eve
                 reason = (
                     "completed"
                     if done >= work_s
-                    else (
-                        "deadline"
-                        if env.now >= deadline - 1e-9 and hard_end < start + dur
-                        else "allocation"
-                    )
+                    else ("deadline" if env.now >= deadline - 1e-9 else "allocation")
                 )
                 emit(
                     ev.WindowEnded,

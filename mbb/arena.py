@@ -86,13 +86,16 @@ class WorkerState:
     requested_at: float | None = None
     wanted_s: int = 0
 
-    @property
-    def id(self) -> str:
-        return self.spec.id
+    id: str = ""
+    active: bool = True  # kept equal to status == "active" by __setattr__ (hot path)
 
-    @property
-    def active(self) -> bool:
-        return self.status == "active"
+    def __post_init__(self) -> None:
+        self.id = self.spec.id
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+        if name == "status":
+            object.__setattr__(self, "active", value == "active")
 
 
 @dataclass
@@ -172,6 +175,8 @@ class Arena:
                 self.ledger.grant(spec.id, spec.budget)
         self.ids = list(self.workers)  # everyone who ever takes part
         self.present: list[str] = []  # who takes part in the current subrun
+        self._deadline_order: list[tuple[float, str]] = []
+        self._deadline_next = 0
         self.board = Board(readers=self.ids)
         self.t = 0.0
 
@@ -329,6 +334,8 @@ class Arena:
             elif w.spec.joins == subrun and subrun > 1:  # a newcomer: fresh budget, no memory
                 self.ledger.grant(w.id, w.spec.budget)
         tasks = self.assign_tasks(subrun)
+        self._deadline_order = sorted((self.workers[w].spec.deadline_s, w) for w in self.present)
+        self._deadline_next = 0
         for w in map(self.workers.__getitem__, self.present):
             w.status, w.windows, w.granted_s, w.used_s, w.waited_s, w.spent = (
                 "active",
@@ -377,7 +384,8 @@ class Arena:
                 await self.poll(w, queue)
         rounds = 0
         reason = "all_done"
-        while any(w.active for w in self.workers.values()):
+        present = [self.workers[w] for w in self.present]
+        while any(w.active for w in present):
             candidates = [w for w in queue if self.workers[w].active]
             queue.clear()
             if not candidates:
@@ -733,15 +741,18 @@ class Arena:
         }
 
     def advance_to(self, t_end: float, holder: str | None) -> None:
-        """Move the clock to t_end, terminating waiting workers whose deadline passes on the way."""
-        due = sorted(
-            (w.spec.deadline_s, w.id)
-            for w in self.workers.values()
-            if w.active and w.id != holder and w.spec.deadline_s <= t_end
-        )
-        for deadline, wid in due:
-            self.t = max(self.t, deadline)
-            self.terminate(wid)
+        """Move the clock to t_end, terminating waiting workers whose deadline passes on the way.
+
+        Deadlines are walked in order from a cursor (the clock only moves forward), so a window
+        costs O(deadlines passed), not O(workers). The holder's own deadline is handled by its
+        window, which is cut there."""
+        order = self._deadline_order
+        while self._deadline_next < len(order) and order[self._deadline_next][0] <= t_end:
+            deadline, wid = order[self._deadline_next]
+            self._deadline_next += 1
+            if wid != holder and self.workers[wid].active:
+                self.t = max(self.t, deadline)
+                self.terminate(wid)
         self.t = t_end
 
     def terminate(self, wid: str) -> None:
