@@ -209,6 +209,26 @@ class Evaluated(_EventBase):
     outcome: Literal["completed", "terminated", "withdrawn", "unfinished"]
 
 
+class LlmCall(_EventBase):
+    """One LLM request (or cache hit): the token audit is built from these."""
+
+    kind: Literal["llm_call"] = "llm_call"
+    role: Literal["negotiator", "solver", "report", "summary", "classifier"]
+    phase: str
+    model: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    reasoning_tokens: int = 0
+    cached_tokens: int = 0
+    latency_s: float = 0.0
+    attempts: int = 0
+    cache_hit: bool = False
+    cost_usd: float = 0.0
+    repair: bool = False
+    request_key: str = ""
+    error: str | None = None
+
+
 Event = Annotated[
     RunStarted
     | SubrunStarted
@@ -229,7 +249,8 @@ Event = Annotated[
     | Terminated
     | Completed
     | ScratchWritten
-    | Evaluated,
+    | Evaluated
+    | LlmCall,
     Field(discriminator="kind"),
 ]
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
