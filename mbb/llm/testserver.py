@@ -170,6 +170,12 @@ class FakeOpenAIServer:
             def log_message(self, *args: Any) -> None:  # quiet
                 pass
 
+            def setup(self) -> None:
+                super().setup()
+                # Headers and body go out in separate writes: without NODELAY, Nagle plus the
+                # client's delayed ACK adds ~40 ms to every response.
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
             def do_GET(self) -> None:
                 rec = server._record(self, None)
                 if self.path.rstrip("/").endswith("/models"):
