@@ -457,7 +457,11 @@ class LlmNegotiator:
         )
         return outcome.action
 
-    # --- end of subrun ---------------------------------------------------------------------------
+    # --- subrun boundaries -----------------------------------------------------------------------
+    async def start_subrun(self, subrun: int, scratch: Scratch | None) -> None:
+        """Called by the arena (beyond the protocol): forget the previous subrun's transcript."""
+        self._last_view = None
+
     async def _free_text(self, system: str, user: str, meta: CallMeta) -> str | None:
         req = ChatRequest(
             messages=[{"role": "system", "content": system}, {"role": "user", "content": user}]

@@ -197,3 +197,11 @@ def test_condition_tailors_explainer(server, sleeps, log) -> None:
     )  # fmt: skip
     asyncio.run(neg.declare(make_view()))
     assert "No credits are charged" in server.completions[0].body["messages"][0]["content"]
+
+
+def test_start_subrun_forgets_the_transcript(server, sleeps, log) -> None:
+    server.responder = good_responder
+    neg = make(server, sleeps, log)
+    asyncio.run(neg.declare(make_view()))
+    asyncio.run(neg.start_subrun(2, None))
+    assert neg._last_view is None
