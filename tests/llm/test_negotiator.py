@@ -205,3 +205,18 @@ def test_start_subrun_forgets_the_transcript(server, sleeps, log) -> None:
     asyncio.run(neg.declare(make_view()))
     asyncio.run(neg.start_subrun(2, None))
     assert neg._last_view is None
+
+
+def test_negotiator_backend_has_the_arena_factory_signature(server, sleeps, log) -> None:
+    from types import SimpleNamespace
+
+    from mbb.agents.llm_negotiator import negotiator_backend
+
+    cond = load_params(
+        "params/llm_negotiators.yaml", {"models": {"local": {"base_url": server.url}}}
+    )
+    arena = SimpleNamespace(condition=cond, log=log)
+    spec = cond.worker_specs()[2]
+    neg = negotiator_backend(make_client(sleeps), None)(arena, spec, None)
+    assert neg.worker == "W3" and neg.config.model == "smollm2"
+    assert neg.config.base_url == server.url

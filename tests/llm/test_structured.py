@@ -6,6 +6,8 @@ import asyncio
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from mbb.agents.llm_negotiator import LlmNegotiator
 from mbb.llm.structured import InvalidOutput, extract_json
@@ -131,3 +133,21 @@ def test_withdraw(server, sleeps, log) -> None:
     server.push(Reply.json(dict(GOOD["declaration"], action="withdraw", note="hopeless")))
     action = asyncio.run(negotiator(server, sleeps, log).declare(make_view()))
     assert action == Withdraw(reason="hopeless")
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=10),
+    lambda kids: (
+        st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=5), kids, max_size=3)
+    ),
+    max_leaves=10,
+)
+
+
+@given(
+    obj=st.dictionaries(st.text(max_size=5), json_values, max_size=4),
+    prefix=st.text(alphabet=st.characters(blacklist_characters="{"), max_size=20),
+    suffix=st.text(max_size=20),
+)
+def test_extract_json_finds_the_first_object(obj, prefix, suffix) -> None:
+    assert extract_json(prefix + " " + json.dumps(obj) + "\n" + suffix) == obj
