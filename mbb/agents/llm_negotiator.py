@@ -141,9 +141,9 @@ def _render_declarations(view: RoundView) -> str:
     for w in view.candidates:
         d = view.declarations.get(w)
         if d is not None:
-            who = "you" if w == view.worker else w
+            who = f"you ({w})" if w == view.worker else w
             lines.append(
-                f"- {who} ({w}): bid {d.bid}, duration {d.duration} s, wants position "
+                f"- {who}: bid {d.bid}, duration {d.duration} s, wants position "
                 f"{d.position}, note: {d.note!r}"
             )
     return "\n".join(lines)
