@@ -192,13 +192,23 @@ class LlmClient:
         self.backoff_cap_s = backoff_cap_s
         self.max_retry_after_s = max_retry_after_s
         self.sleeps: list[float] = []  # every backoff slept, for tests and the audit
-        self._clients: dict[tuple[str, str | None, int], openai.AsyncOpenAI] = {}
-        self._limits: dict[tuple[str, int], asyncio.Semaphore] = {}
+        # httpx pools and semaphores belong to one event loop: both are kept per loop, and
+        # replaced when a new loop (a new asyncio.run) comes along.
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._clients: dict[tuple[str, str | None], openai.AsyncOpenAI] = {}
+        self._limits: dict[str, asyncio.Semaphore] = {}
+
+    def _same_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:
+            self._loop = loop
+            self._clients = {}  # the old ones' connections died with their loop
+            self._limits = {}
 
     # --- endpoint plumbing -------------------------------------------------------------------
     def _client(self, config: ModelConfig) -> openai.AsyncOpenAI:
-        loop_id = id(asyncio.get_running_loop())  # httpx pools belong to one event loop
-        slot = (config.base_url, config.api_key_env, loop_id)
+        self._same_loop()
+        slot = (config.base_url, config.api_key_env)
         client = self._clients.get(slot)
         if client is None:
             if config.api_key_env is None:
@@ -218,7 +228,8 @@ class LlmClient:
         return client
 
     def _limit(self, config: ModelConfig) -> asyncio.Semaphore:
-        slot = (config.base_url, id(asyncio.get_running_loop()))
+        self._same_loop()
+        slot = config.base_url
         sem = self._limits.get(slot)
         if sem is None:
             sem = self._limits[slot] = asyncio.Semaphore(config.concurrency)
