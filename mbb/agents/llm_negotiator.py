@@ -212,6 +212,16 @@ def _patch_enum(node: dict[str, Any], values: list[str]) -> None:
         node["enum"] = list(values)
 
 
+def _bound(node: dict[str, Any], lo: int, hi: int) -> None:
+    node["minimum"], node["maximum"] = lo, hi
+
+
+def _declaration_bounds(props: dict[str, Any], view: RoundView) -> None:
+    _bound(props["bid"], 0, view.budget)
+    _bound(props["duration"], view.window_min_s, view.window_max_s)
+    _bound(props["position"], 1, len(view.candidates))
+
+
 class LlmNegotiator:
     """Negotiator protocol over an OpenAI-compatible model; safe to gather within a phase."""
 
@@ -282,6 +292,15 @@ class LlmNegotiator:
             {"role": "user", "content": self.state_prompt(view) + "\n\n" + instruction},
         ]
 
+    @property
+    def _ranges_in_schema(self) -> bool:
+        """Numeric/array bounds go into the schema where they help (llama.cpp grammars enforce
+        them; prompt-only models read them) but not into OpenAI strict schemas, where support
+        for these keywords varies by model and an unsupported one fails the whole request."""
+        return self.config.tool_protocol == "json_action" and self.config.structured != (
+            "json_schema"
+        )
+
     def _meta(self, view: RoundView, phase: str, role: str = "negotiator") -> CallMeta:
         return CallMeta(self.worker, role, phase, subrun=view.subrun, round=view.round)
 
@@ -327,12 +346,16 @@ class LlmNegotiator:
                 return Withdraw(reason=out.note[: self.note_max_chars] or "withdrew")
             return self._check_declaration(view, out)
 
+        schema = strict_schema(DeclarationOut)
+        if self._ranges_in_schema:
+            _declaration_bounds(schema["properties"], view)
         spec: ActionSpec[DeclarationOut, Declaration | Withdraw] = ActionSpec(
             name="declaration",
             out_model=DeclarationOut,
             convert=convert,
             default=self.default_declaration(view),
             default_rule="bid 0 for the solver's wanted duration at the last position",
+            schema=schema,
         )
         instruction = prompts.DECLARE.format(
             budget=view.budget,
@@ -375,6 +398,8 @@ class LlmNegotiator:
 
         schema = strict_schema(TurnOut)
         _patch_enum(schema["$defs"]["MessageOut"]["properties"]["to"], peers)
+        if self._ranges_in_schema:
+            _declaration_bounds(schema["$defs"]["RevisionOut"]["properties"], view)
         if not view.revisable:
             schema["properties"]["revision"] = {"type": "null"}
         spec: ActionSpec[TurnOut, ConversationTurn] = ActionSpec(
@@ -434,6 +459,12 @@ class LlmNegotiator:
         schema = strict_schema(BallotOut)
         _patch_enum(schema["properties"]["ranking"]["items"], cands)
         _patch_enum(schema["$defs"]["AllocationOut"]["properties"]["candidate"], cands)
+        if self._ranges_in_schema:
+            for key in ("ranking", "allocations"):
+                schema["properties"][key]["minItems"] = len(cands)
+                schema["properties"][key]["maxItems"] = len(cands)
+            top = max(declared.values(), default=view.window_max_s)
+            _bound(schema["$defs"]["AllocationOut"]["properties"]["seconds"], 0, top)
         spec: ActionSpec[BallotOut, Ballot] = ActionSpec(
             name="ballot",
             out_model=BallotOut,

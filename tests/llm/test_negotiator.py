@@ -220,3 +220,20 @@ def test_negotiator_backend_has_the_arena_factory_signature(server, sleeps, log)
     neg = negotiator_backend(make_client(sleeps), None)(arena, spec, None)
     assert neg.worker == "W3" and neg.config.model == "smollm2"
     assert neg.config.base_url == server.url
+
+
+def test_grammar_endpoints_get_ranges_in_the_schema(server, sleeps, log) -> None:
+    server.responder = good_responder
+    neg = make(server, sleeps, log, structured="json_object_schema")
+    asyncio.run(neg.declare(make_view()))
+    asyncio.run(neg.vote(make_view(declared=True)))
+    decl = server.completions[0].body["response_format"]["schema"]["properties"]
+    assert (decl["bid"]["minimum"], decl["bid"]["maximum"]) == (0, 700)
+    assert (decl["position"]["minimum"], decl["position"]["maximum"]) == (1, 3)
+    ballot = server.completions[1].body["response_format"]["schema"]["properties"]
+    assert ballot["ranking"]["minItems"] == ballot["ranking"]["maxItems"] == 3
+    # OpenAI strict schemas stay free of range keywords
+    server.requests.clear()
+    asyncio.run(make(server, sleeps, log).declare(make_view()))
+    strict = server.completions[0].body["response_format"]["json_schema"]["schema"]
+    assert "minimum" not in strict["properties"]["bid"]
