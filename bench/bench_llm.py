@@ -7,12 +7,17 @@ Measures, with the server answering after a fixed latency:
   3. replay speed-up: the same phase served from the sqlite cache vs live.
 
 Usage: python bench/bench_llm.py [--latency-ms 100] [--repeats 5]
+       python bench/bench_llm.py --endpoint http://127.0.0.1:8080/v1 --model smollm2 \
+           [--structured json_object_schema] [--key-env NAME]
+The second form runs one round (3 candidates: declare, converse, vote) against a real endpoint
+and reports how many answers were valid at once, repaired, or defaulted, with tokens and latency.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import statistics
 import sys
 import tempfile
@@ -114,12 +119,56 @@ async def _phases(server: FakeOpenAIServer, repeats: int) -> tuple:
     return conc, seq, live, replay, overlap, replay_requests
 
 
+async def _live_round(cfg: ModelConfig) -> None:
+    log = EventLog("bench-live")
+    client = LlmClient()
+    negs = [
+        make_llm_negotiator(w, config=cfg, llm=client, emit=log.emit, cache=None)
+        for w in ["W1", "W2", "W3"]
+    ]
+    t0 = time.perf_counter()
+    await asyncio.gather(*(n.declare(make_view(n.worker)) for n in negs))
+    await asyncio.gather(*(n.converse(make_view(n.worker, declared=True)) for n in negs))
+    await asyncio.gather(*(n.vote(make_view(n.worker, declared=True)) for n in negs))
+    wall = time.perf_counter() - t0
+    await client.aclose()
+    calls = [json.loads(x) for x in log.by_kind["llm_call"]]
+    invalid = [json.loads(x) for x in log.by_kind["invalid_action"]]
+    repaired = {(c["worker"], c["phase"]) for c in calls if c["repair"]}
+    print(f"live round against {cfg.base_url} ({cfg.model}, {cfg.structured}): {wall:.1f} s")
+    print(f"actions 9, valid first time {9 - len(repaired)}, repaired then valid "
+          f"{len(repaired) - len(invalid)}, defaulted {len(invalid)}")  # fmt: skip
+    lat = [c["latency_s"] for c in calls]
+    print(f"calls {len(calls)}, latency p50 {statistics.median(lat):.2f} s, prompt tokens p50 "
+          f"{statistics.median(c['prompt_tokens'] for c in calls):.0f}, completion tokens total "
+          f"{sum(c['completion_tokens'] for c in calls)}")  # fmt: skip
+    for inv in invalid:
+        print(f"  default {inv['worker']} {inv['phase']}: {inv['detail'][:160]}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--endpoint", help="base_url of a real OpenAI-compatible endpoint")
+    ap.add_argument("--model", default="smollm2")
+    ap.add_argument("--structured", default="json_object_schema")
+    ap.add_argument("--key-env", default=None, help="NAME of the env var holding the key")
     ap.add_argument("--latency-ms", type=float, default=100.0)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--calls", type=int, default=200, help="calls for the per-call p50")
     args = ap.parse_args()
+    if args.endpoint:
+        cfg = ModelConfig(
+            model=args.model,
+            base_url=args.endpoint,
+            api_key_env=args.key_env,
+            structured=args.structured,
+            temperature=0.7,
+            max_tokens=400,
+            timeout_s=600,
+            concurrency=2,
+        )
+        asyncio.run(_live_round(cfg))
+        return
     lat = args.latency_ms / 1000
 
     rows: list[tuple[str, str]] = []
