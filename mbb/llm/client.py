@@ -46,7 +46,12 @@ NO_KEY_PLACEHOLDER = "no-key"  # sent when a config needs no key (local servers)
 
 
 class LlmError(RuntimeError):
-    """Base of LLM-layer failures."""
+    """Base of LLM-layer failures; `attempts`/`latency_s` say what the failure cost."""
+
+    def __init__(self, message: str, *, attempts: int = 0, latency_s: float = 0.0) -> None:
+        super().__init__(message)
+        self.attempts = attempts
+        self.latency_s = latency_s
 
 
 class LlmConfigError(LlmError):
@@ -265,18 +270,24 @@ class LlmClient:
             except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
                 raise LlmConfigError(
                     f"{_describe(exc)}: the endpoint {config.base_url} rejected the key from "
-                    f"environment variable {config.api_key_env} for model {config.model!r}"
+                    f"environment variable {config.api_key_env} for model {config.model!r}",
+                    attempts=attempts,
+                    latency_s=time.perf_counter() - t0,
                 ) from None
             except openai.NotFoundError as exc:
                 raise LlmConfigError(
                     f"{_describe(exc)}: model {config.model!r} not found at {config.base_url} "
-                    f"(key from {config.api_key_env}); check `model` and `base_url`"
+                    f"(key from {config.api_key_env}); check `model` and `base_url`",
+                    attempts=attempts,
+                    latency_s=time.perf_counter() - t0,
                 ) from None
             except _TRANSIENT as exc:
                 if attempts > config.max_retries:
                     raise LlmUnavailable(
                         f"{_describe(exc)} after {attempts} attempt(s) for model "
-                        f"{config.model!r} at {config.base_url}"
+                        f"{config.model!r} at {config.base_url}",
+                        attempts=attempts,
+                        latency_s=time.perf_counter() - t0,
                     ) from None
                 delay = self._backoff(attempts - 1, exc)
                 self.sleeps.append(delay)
@@ -285,7 +296,9 @@ class LlmClient:
             except openai.APIStatusError as exc:  # 400, 409, 422...: the request itself is wrong
                 raise LlmUnavailable(
                     f"{_describe(exc)} for model {config.model!r} at {config.base_url}: "
-                    f"{_safe_message(exc)}"
+                    f"{_safe_message(exc)}",
+                    attempts=attempts,
+                    latency_s=time.perf_counter() - t0,
                 ) from None
             break
         latency = time.perf_counter() - t0
@@ -349,7 +362,8 @@ class LlmClient:
         try:
             result = await self.complete(config, req)
         except LlmError as exc:
-            self._emit(emit, config, meta, LlmResult(key=key), str(exc))
+            failed = LlmResult(key=key, attempts=exc.attempts, latency_s=exc.latency_s)
+            self._emit(emit, config, meta, failed, str(exc))
             if isinstance(exc, LlmUnavailable) and cache is not None and cache.mode == "read_write":
                 cache.put(key, body, {"error": str(exc)})
             raise

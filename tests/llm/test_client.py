@@ -83,6 +83,7 @@ def test_retries_exhausted_is_unavailable_and_recorded(server, sleeps, log) -> N
     assert len(server.completions) == 3 and len(sleeps.delays) == 2
     (ev,) = llm_calls(log)
     assert "InternalServerError" in ev["error"]
+    assert ev["attempts"] == 3 and ev["prompt_tokens"] == 0
 
 
 def test_timeout_then_success(server, sleeps) -> None:
