@@ -176,7 +176,11 @@ def _describe(exc: Exception) -> str:
 
 
 class LlmClient:
-    """Shared by every LLM agent of a run: one `AsyncOpenAI` per (base_url, key variable)."""
+    """Shared by every LLM agent of a run: one `AsyncOpenAI` per (base_url, key variable).
+
+    The in-flight limit is per base_url; its size is the `concurrency` of the first config
+    that reaches that endpoint. Prices are looked up by the model name sent to the endpoint.
+    """
 
     def __init__(
         self,
