@@ -245,6 +245,26 @@ class HiddenTestResult(_EventBase):
     reason: str | None = None
 
 
+class LlmCall(_EventBase):
+    """One LLM request (or cache hit): the token audit is built from these."""
+
+    kind: Literal["llm_call"] = "llm_call"
+    role: Literal["negotiator", "solver", "report", "summary", "classifier"]
+    phase: str
+    model: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    reasoning_tokens: int = 0
+    cached_tokens: int = 0
+    latency_s: float = 0.0
+    attempts: int = 0
+    cache_hit: bool = False
+    cost_usd: float = 0.0
+    repair: bool = False
+    request_key: str = ""
+    error: str | None = None
+
+
 Event = Annotated[
     RunStarted
     | SubrunStarted
@@ -267,7 +287,8 @@ Event = Annotated[
     | ScratchWritten
     | Evaluated
     | CommandRun
-    | HiddenTestResult,
+    | HiddenTestResult
+    | LlmCall,
     Field(discriminator="kind"),
 ]
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)

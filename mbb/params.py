@@ -15,6 +15,8 @@ from typing import Any, Literal, get_args, get_origin
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from mbb.llm.config import ModelConfig, Price
+
 __all__ = [
     "PERSONAS",
     "BudgetParams",
@@ -234,6 +236,23 @@ class Condition(_Strict):
     population_changes: list[PopulationChange] = Field(
         default_factory=list, description="Replace, add or remove workers between subruns."
     )
+    models: dict[str, ModelConfig] = Field(
+        default_factory=dict, description="LLM model configs by name (workers' `model` names one)."
+    )
+    prices: dict[str, Price] = Field(
+        default_factory=dict, description="USD per 1M prompt/completion tokens by model name."
+    )
+
+    @model_validator(mode="after")
+    def _llm_workers_name_a_model(self) -> Condition:
+        for spec in self.worker_specs():
+            if "llm" in (spec.negotiator, spec.solver) and spec.model not in self.models:
+                known = ", ".join(sorted(self.models)) or "none defined"
+                raise ValueError(
+                    f"worker {spec.id} uses an llm backend but its model {spec.model!r} is not "
+                    f"an entry of `models` ({known})"
+                )
+        return self
 
     @field_validator("name")
     @classmethod

@@ -1,0 +1,98 @@
+"""A content-addressed response cache in one sqlite file.
+
+The key is a SHA-256 of the canonical request (model, messages, sampling params, response format
+or tools — never the endpoint's key and never the base URL, so a recorded run replays against any
+endpoint serving the same model). Modes: "off"; "read_write" (hits are served, misses are
+fetched and stored); "replay" (zero network calls: a miss is an error naming the request).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+__all__ = ["CacheMiss", "CacheMode", "LlmCache", "request_key"]
+
+CacheMode = Literal["off", "read_write", "replay"]
+
+
+class CacheMiss(LookupError):
+    """Replay mode found no recorded response for a request."""
+
+
+def request_key(request: dict[str, Any]) -> str:
+    """Hex SHA-256 of the canonical JSON of a request body (sorted keys, no whitespace)."""
+    canonical = json.dumps(request, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+class LlmCache:
+    """Maps request keys to stored results. One connection, used from one event loop thread."""
+
+    def __init__(self, path: str | Path | None, mode: CacheMode = "read_write") -> None:
+        if mode not in ("off", "read_write", "replay"):
+            raise ValueError(f"cache mode must be off, read_write or replay, got {mode!r}")
+        self.mode: CacheMode = mode
+        self.path = None if path is None else Path(path)
+        self.hits = 0
+        self.misses = 0
+        self._db: sqlite3.Connection | None = None
+        if mode != "off":
+            if self.path is None:
+                self._db = sqlite3.connect(":memory:")
+            else:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._db = sqlite3.connect(self.path, check_same_thread=False)
+                # WAL + NORMAL: a commit no longer fsyncs (it blocked the event loop ~15 ms per
+                # stored response); a crash can lose only the last responses, never corrupt.
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, model TEXT, "
+                "request TEXT, response TEXT, created REAL)"
+            )
+            self._db.commit()
+
+    @property
+    def enabled(self) -> bool:
+        return self.mode != "off"
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        if self._db is None:
+            return None
+        row = self._db.execute("SELECT response FROM responses WHERE key = ?", (key,)).fetchone()
+        if row is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        return json.loads(row[0])
+
+    def put(self, key: str, request: dict[str, Any], response: dict[str, Any]) -> None:
+        """Store a response (read_write only; replay never writes)."""
+        if self._db is None or self.mode != "read_write":
+            return
+        self._db.execute(
+            "INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?)",
+            (
+                key,
+                str(request.get("model", "")),
+                json.dumps(request, sort_keys=True),
+                json.dumps(response, sort_keys=True),
+                time.time(),
+            ),
+        )
+        self._db.commit()
+
+    def __len__(self) -> int:
+        if self._db is None:
+            return 0
+        return int(self._db.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None

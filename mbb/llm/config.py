@@ -1,0 +1,95 @@
+"""How to reach one model: endpoint, key env-var NAME, sampling, output protocol and limits.
+
+Configs are written into params files and events, so they hold the *name* of the environment
+variable that carries the API key, never the key itself; a value that looks like a key is refused.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+__all__ = ["ModelConfig", "Price", "StructuredMode", "ToolProtocol"]
+
+StructuredMode = Literal["json_schema", "json_object_schema", "prompt_only"]
+ToolProtocol = Literal["native", "json_action"]
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_KEY_PREFIXES = ("sk-", "sk_", "sk-proj", "sk-ant", "gsk_", "xai-", "hf_", "pk-", "ghp_", "or-")
+
+
+class ModelConfig(BaseModel):
+    """One model behind one OpenAI-compatible endpoint."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
+
+    model: str = Field(description="Model name sent to the endpoint.")
+    base_url: str = Field("https://api.openai.com/v1", description="OpenAI-compatible base URL.")
+    api_key_env: str | None = Field(
+        "OPENAI_API_KEY",
+        description="NAME of the environment variable holding the key (None: no key needed).",
+    )
+    temperature: float | None = Field(None, ge=0, le=2, description="None: endpoint default.")
+    max_tokens: int = Field(1024, ge=1, description="Completion token cap per call.")
+    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = Field(
+        "max_tokens", description="Request field carrying the cap (reasoning models need the 2nd)."
+    )
+    reasoning_effort: str | None = Field(None, description="e.g. low/medium/high; None: omit.")
+    extra_body: dict[str, Any] = Field(default_factory=dict, description="Merged into requests.")
+    structured: StructuredMode = Field(
+        "json_schema",
+        description=(
+            "json_schema: OpenAI structured outputs; json_object_schema: llama.cpp style "
+            "response_format={'type':'json_object','schema':...}; prompt_only: schema in the "
+            "prompt, the first JSON object of the reply is parsed."
+        ),
+    )
+    tool_protocol: ToolProtocol = Field(
+        "json_action",
+        description="native: forced function calls; json_action: the reply is a JSON action.",
+    )
+    timeout_s: float = Field(120.0, gt=0, description="Per-attempt HTTP timeout.")
+    max_retries: int = Field(4, ge=0, le=20, description="Retries after the first attempt.")
+    concurrency: int = Field(8, ge=1, le=1024, description="In-flight requests per endpoint.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _a_name_not_a_key(cls, data: Any) -> Any:
+        # Checked on the whole mapping (not the field) so error reports never echo the value.
+        v = data.get("api_key_env") if isinstance(data, dict) else None
+        if isinstance(v, str) and (
+            v.lower().startswith(_KEY_PREFIXES) or len(v) > 64 or not _ENV_NAME.match(v)
+        ):
+            raise ValueError(
+                "api_key_env must be the NAME of an environment variable (e.g. OPENAI_API_KEY), "
+                "not a key; the value given looks like a key or is not a valid variable name "
+                "(it is not echoed here)"
+            )
+        return data
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, v: str) -> str:
+        if not v.startswith(("http://", "https://")):
+            raise ValueError(f"base_url must start with http:// or https://, got {v!r}")
+        if "@" in v.split("//", 1)[1].split("/", 1)[0]:
+            raise ValueError("base_url must not embed credentials (user:password@host)")
+        return v.rstrip("/")
+
+
+class Price(BaseModel):
+    """USD per 1M tokens for one model name (cached prompt tokens may be cheaper)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    prompt: float = Field(ge=0, description="USD per 1M prompt tokens.")
+    completion: float = Field(ge=0, description="USD per 1M completion tokens (incl. reasoning).")
+    cached_prompt: float | None = Field(None, ge=0, description="USD per 1M cached prompt tokens.")
+
+    def cost(self, prompt: int, completion: int, cached: int = 0) -> float:
+        cached = min(cached, prompt)
+        rate_cached = self.prompt if self.cached_prompt is None else self.cached_prompt
+        usd = (prompt - cached) * self.prompt + cached * rate_cached + completion * self.completion
+        return usd / 1e6

@@ -1,0 +1,169 @@
+"""Prompt text for LLM negotiators, as plain `str.format` templates (no logic here).
+
+Written for this project from the protocol in DESIGN.md. Placeholders are filled by
+`mbb.agents.llm_negotiator`; every number is pre-formatted there so prompts (and thus cache
+keys) are byte-identical for identical states. Private facts (own budget, own deadline, own
+remaining work) appear only in the owner's own prompt.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BALLOT",
+    "CONVERSE",
+    "DECLARE",
+    "EXPLAINER",
+    "JSON_ONLY",
+    "JSON_WITH_SCHEMA",
+    "REPAIR",
+    "REPORT_SYSTEM",
+    "REPORT_USER",
+    "STATE",
+    "SUMMARY_SYSTEM",
+    "SUMMARY_USER",
+    "USE_TOOL",
+]
+
+# --- system: how the auction works -------------------------------------------------------------
+EXPLAINER = """\
+You negotiate on behalf of worker {worker}, one of {n_workers} coding agents ({population}) that \
+share a single execution machine. Each subrun every worker gets its own programming task and a \
+private deadline. A solver does the actual work, but it can only run commands (look at the \
+reference program, edit, compile, test) while it holds an execution window on the shared machine. \
+Your job is to get your solver the windows it needs, at a price you can afford, before its \
+deadline.
+
+How time works: a simulated clock runs only while some window is executing. Negotiating is free \
+and stops the clock, but every second you wait in the queue behind other workers' windows is a \
+second of your deadline gone. If your deadline passes, your solver is terminated for the subrun \
+and any later windows you won are dropped.
+
+How a round works, whenever the machine is idle and workers are queued (the queued workers are \
+the candidates):
+1. Declaration (public, simultaneous): a bid in whole credits (0 up to your remaining budget), a \
+duration in seconds ({window_min}..{window_max}), the position you want in the schedule \
+(1 = first), and a short public note.
+2. Conversation (up to {max_turns} turns): private messages to one peer or public posts to \
+everyone. {revision_rule}
+3. Ballot (secret until the schedule is published): every candidate submits a full ranking of \
+all candidates and a time allocation for each, no longer than that candidate's declared \
+duration, with its reasoning.
+4. The operator combines the ballots: {aggregation} The resulting schedule is published.
+5. Windows run one after another in that order. {payment} A worker terminated before its window \
+begins pays nothing. A holder that finishes or releases early hands the machine to the next one \
+at once; a window that reaches its allocation is cut off, even in the middle of a command.
+
+Credits: {budget_rule} Spent credits are gone; there is nothing else to buy with them.
+Privacy: your budget, your deadline and your remaining work are known only to you unless you \
+choose to disclose them. Bids, declarations, notes, public posts, published ballots and \
+schedules are seen by everyone. Do not invent or guess other workers' private budgets or \
+deadlines; reason from what you can actually see and from what they have told you.
+Keep messages short and concrete. Commitments you make are remembered by others."""
+
+REVISION_ALLOWED = (
+    "During the conversation you may revise your declaration (bid, duration, position, note); "
+    "revisions are public."
+)
+REVISION_FIXED = "Declarations are final once made: bids cannot be revised during conversation."
+
+# --- user: the state a negotiator sees -----------------------------------------------------------
+STATE = """\
+Subrun {subrun_no} of {subruns_total}, round {round_no}. Simulated time now: {now}.
+Your private situation (only you can see this): budget {budget} credits; deadline in {time_left} \
+(at {deadline}); your solver estimates it still needs about {need} of execution and asked for \
+a {wanted}-second window.
+Candidates this round, in queue order: {candidates}.
+{declarations}
+{past_rounds}
+{posts}
+{memory}"""
+
+DECLARE = """\
+Phase: DECLARATION. Decide what you ask for this round: bid (integer credits, 0..{budget}), \
+duration (integer seconds, {window_min}..{window_max}), desired position (1..{n_candidates}), \
+and a short public note (at most a sentence or two). Set "action" to "declare". If your task \
+cannot be finished before your deadline and further spending is pointless, you may set "action" \
+to "withdraw" instead (you leave the queue for the rest of the subrun; the other fields are then \
+ignored)."""
+
+CONVERSE = """\
+Phase: CONVERSATION, turn {turn_no} of {max_turns}. Send zero or more messages: each goes \
+privately to one peer ("to": one of {peers}) or publicly to everyone ("to": null). Use them to \
+propose orderings, trade concessions, make or invoke commitments, or explain your needs. Sending \
+nothing (an empty list) is a valid choice when there is nothing useful to add. {revision_hint}"""
+
+REVISION_HINT_ALLOWED = (
+    'To change your declaration, put the full new declaration in "revision"; otherwise set '
+    '"revision" to null.'
+)
+REVISION_HINT_FIXED = 'Bids are fixed in this condition: "revision" must be null.'
+
+BALLOT = """\
+Phase: BALLOT. Rank ALL candidates ({candidates}) from first to last — each exactly once — and \
+give each an allocation in seconds between 0 and its declared duration ({durations}). The \
+ranking is primarily about declared bid price; desired positions, durations and what was agreed \
+in the conversation can support your ordering, as can deadline pressure someone has actually \
+disclosed. Do not rank by how long someone has waited to talk, and do not guess private \
+budgets or deadlines. Explain your ranking in "reasoning" (it is published after the round, so \
+it can record commitments for later rounds)."""
+
+# --- output format -------------------------------------------------------------------------------
+JSON_ONLY = "Answer with a single JSON object and nothing else."
+JSON_WITH_SCHEMA = (
+    "Answer with a single JSON object and nothing else. It must match this JSON Schema:\n{schema}"
+)
+USE_TOOL = "Submit your answer by calling the function `{name}`."
+REPAIR = """\
+Your previous answer could not be used: {error}
+Answer again with a corrected JSON object that follows the rules and the schema exactly."""
+
+# --- end of subrun: after-action report ---------------------------------------------------
+REPORT_SYSTEM = """\
+You are writing an after-action report for worker {worker}. This subrun your solver tried to \
+rebuild a program under a sequential time-slot auction: it could run commands only inside \
+windows it won, and its deadline ran only while windows executed (negotiation itself was free, \
+but queued waiting counted against the deadline). The report is for the same worker's next \
+subrun, which will involve a different, unrelated program, so write lessons that transfer.
+
+Be factual and plain:
+- Windows: how many were secured, seconds granted versus used, credits spent and left, time \
+spent waiting in the queue, and whether the deadline was met. Say so directly if it was missed.
+- Progress: what the granted time actually achieved (observe, implement, compile, verify) and \
+whether the task finished. A window you won is not progress unless it was used well.
+- Costs: waiting is a real cost; negotiation is not. Do not blame waiting or negotiation for \
+choices that were made with the resources you had.
+- Strategy: judge bids and tactics by whether they helped finish the task. Recommend bid levels \
+calibrated to what you could see (others' actual bids and the published outcomes), not to \
+guesses about others' budgets or urgent-sounding messages. Name approaches that failed, here or \
+in earlier reports, and say what to change rather than restating them.
+At most {max_words} words."""
+
+REPORT_USER = """\
+Worker: {worker}. Subrun {subrun_no} of {subruns_total}. Task: {task}.
+Outcome: {outcome}; score {score}. Windows: {windows}; granted {granted}; used {used}; \
+waited {waited}. Credits spent {spent}; left {budget_left}.
+Earlier notes and reports:
+{memory}
+Rounds of this subrun (public record):
+{rounds}
+Conversation you saw:
+{transcript}
+Write the after-action report now."""
+
+# --- end of subrun: condensed history ------------------------------------------------------
+SUMMARY_SYSTEM = """\
+You condense a negotiation history for worker {worker} so it can be carried into later subruns. \
+Keep only what still matters: conditional commitments about the future (who owes whom what, \
+under which condition), ordering rules or conventions that were agreed or repeatedly applied, \
+the actual bids and outcomes (who won which position at what price), and matters still open. \
+Drop the prose of rounds that were fully settled when none of those applies. Use terse lines, \
+at most {max_words} words."""
+
+SUMMARY_USER = """\
+Earlier summary:
+{previous}
+Rounds of subrun {subrun_no} (public record):
+{rounds}
+Conversation you saw:
+{transcript}
+Write the condensed history now."""

@@ -1,0 +1,244 @@
+"""Structured actions: ask for JSON under a schema, validate it, repair once, else default.
+
+The stated rule for an LLM's invalid action: the validation error is sent back once (a repair
+round-trip, its `LlmCall` event flagged `repair`); if the second answer is still invalid — or the
+endpoint is unavailable after retries — the action's stated default is used and an
+`InvalidAction` event (rule "default") records what was wrong. Never a crash, never silent.
+Configuration errors (bad key, unknown model, replay cache miss) do propagate: they are the
+operator's to fix, and defaulting every action would silently run a different experiment.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from mbb.events import InvalidAction
+from mbb.llm import prompts
+from mbb.llm.cache import LlmCache
+from mbb.llm.client import CallMeta, ChatRequest, Emit, LlmClient, LlmResult, LlmUnavailable
+from mbb.llm.config import ModelConfig
+
+__all__ = [
+    "ActionSpec",
+    "InvalidOutput",
+    "StructuredOutcome",
+    "ask_action",
+    "build_request",
+    "extract_json",
+    "parse_output",
+    "strict_schema",
+]
+
+OutT = TypeVar("OutT", bound=BaseModel)
+A = TypeVar("A")
+
+
+class InvalidOutput(ValueError):
+    """The model's answer could not become a valid action; `field` says where."""
+
+    def __init__(self, message: str, field: str = "output") -> None:
+        super().__init__(message)
+        self.field = field
+
+
+@dataclass(frozen=True)
+class ActionSpec(Generic[OutT, A]):
+    """What to ask for and how to turn the answer into an action model.
+
+    `convert` builds the action and raises `InvalidOutput`/`ValueError` for violations that
+    depend on the round (unknown peer, bid over budget...), so they get the same one repair.
+    """
+
+    name: str  # schema / function name, e.g. "declaration"
+    out_model: type[OutT]
+    convert: Callable[[OutT], A]
+    default: A
+    default_rule: str  # human-readable statement of the default, recorded in InvalidAction
+    schema: dict[str, Any] | None = None  # overrides out_model's schema (e.g. enums of peers)
+
+    def json_schema(self) -> dict[str, Any]:
+        return self.schema if self.schema is not None else strict_schema(self.out_model)
+
+
+@dataclass(frozen=True)
+class StructuredOutcome(Generic[A]):
+    action: A
+    calls: int
+    repaired: bool  # a repair round-trip was needed (whatever its result)
+    defaulted: bool
+    error: str | None = None
+
+
+def strict_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """A JSON schema accepted by strict structured-output modes: every property required,
+    no additional properties, no titles/defaults noise."""
+    schema = copy.deepcopy(model.model_json_schema())
+
+    def fix(node: Any) -> None:
+        if isinstance(node, dict):
+            node.pop("title", None)
+            node.pop("default", None)
+            if node.get("type") == "object" and "properties" in node:
+                node["required"] = list(node["properties"])
+                node["additionalProperties"] = False
+            for v in node.values():
+                fix(v)
+        elif isinstance(node, list):
+            for v in node:
+                fix(v)
+
+    fix(schema)
+    return schema
+
+
+def extract_json(text: str) -> Any:
+    """The whole text as JSON, else the first JSON object embedded in it (code fences, prose)."""
+    stripped = text.strip()
+    try:
+        return json.loads(stripped)
+    except json.JSONDecodeError:
+        pass
+    decoder = json.JSONDecoder()
+    start = stripped.find("{")
+    while start != -1:
+        try:
+            obj, _ = decoder.raw_decode(stripped, start)
+            return obj
+        except json.JSONDecodeError:
+            start = stripped.find("{", start + 1)
+    raise InvalidOutput("the reply contains no JSON object", "output")
+
+
+def build_request(
+    config: ModelConfig, messages: list[dict[str, Any]], spec: ActionSpec[Any, Any]
+) -> ChatRequest:
+    """Attach the schema the way this endpoint understands it (see `ModelConfig.structured`)."""
+    schema = spec.json_schema()
+    msgs = [dict(m) for m in messages]
+    if config.tool_protocol == "native":
+        tool = {
+            "type": "function",
+            "function": {
+                "name": spec.name,
+                "description": f"Submit your {spec.name}.",
+                "parameters": schema,
+            },
+        }
+        choice = {"type": "function", "function": {"name": spec.name}}
+        msgs[-1]["content"] += "\n\n" + prompts.USE_TOOL.format(name=spec.name)
+        return ChatRequest(messages=msgs, tools=[tool], tool_choice=choice)
+    if config.structured == "json_schema":
+        fmt = {
+            "type": "json_schema",
+            "json_schema": {"name": spec.name, "schema": schema, "strict": True},
+        }
+        msgs[-1]["content"] += "\n\n" + prompts.JSON_ONLY
+        return ChatRequest(messages=msgs, response_format=fmt)
+    schema_text = json.dumps(schema, separators=(",", ":"))
+    msgs[-1]["content"] += "\n\n" + prompts.JSON_WITH_SCHEMA.format(schema=schema_text)
+    if config.structured == "json_object_schema":
+        return ChatRequest(messages=msgs, response_format={"type": "json_object", "schema": schema})
+    return ChatRequest(messages=msgs)  # prompt_only
+
+
+def _raw(result: LlmResult) -> str:
+    if result.tool_arguments is not None:
+        return result.tool_arguments
+    return result.text or ""
+
+
+def parse_output(result: LlmResult, spec: ActionSpec[OutT, A]) -> A:
+    """Reply → out model → action; raises InvalidOutput naming the offending field."""
+    if result.refusal:
+        raise InvalidOutput(f"the model refused: {result.refusal[:200]}", "refusal")
+    raw = _raw(result)
+    if not raw.strip():
+        raise InvalidOutput(f"empty reply (finish_reason={result.finish_reason})", "output")
+    data = extract_json(raw)
+    try:
+        out = spec.out_model.model_validate(data)
+    except ValidationError as exc:
+        errs = exc.errors()
+        lines = [f"{'.'.join(map(str, e['loc'])) or '(top)'}: {e['msg']}" for e in errs[:8]]
+        field = ".".join(map(str, errs[0]["loc"])) if errs else "output"
+        raise InvalidOutput("; ".join(lines), field or "output") from None
+    try:
+        return spec.convert(out)
+    except InvalidOutput:
+        raise
+    except (ValueError, ValidationError) as exc:
+        raise InvalidOutput(str(exc)[:500], "output") from None
+
+
+async def ask_action(
+    llm: LlmClient,
+    config: ModelConfig,
+    messages: list[dict[str, Any]],
+    spec: ActionSpec[OutT, A],
+    *,
+    meta: CallMeta,
+    emit: Emit | None = None,
+    cache: LlmCache | None = None,
+) -> StructuredOutcome[A]:
+    """One call, at most one repair round-trip, else the spec's default (recorded)."""
+    req = build_request(config, messages, spec)
+    calls = 0
+    error: InvalidOutput | None = None
+    raw = ""
+    for attempt in range(2):
+        call_meta = meta if attempt == 0 else meta.as_repair()
+        try:
+            result = await llm.call(config, req, meta=call_meta, emit=emit, cache=cache)
+        except LlmUnavailable as exc:
+            _record_default(emit, meta, "llm", None, str(exc), spec)
+            return StructuredOutcome(spec.default, calls + 1, attempt > 0, True, str(exc))
+        calls += 1
+        try:
+            action = parse_output(result, spec)
+            return StructuredOutcome(action, calls, attempt > 0, False)
+        except InvalidOutput as exc:
+            error = exc
+            raw = _raw(result) or (result.refusal or "")
+        if attempt == 0:
+            req = ChatRequest(
+                messages=[
+                    *req.messages,
+                    {"role": "assistant", "content": raw or "(no content)"},
+                    {"role": "user", "content": prompts.REPAIR.format(error=str(error))},
+                ],
+                response_format=req.response_format,
+                tools=req.tools,
+                tool_choice=req.tool_choice,
+            )
+    assert error is not None
+    _record_default(emit, meta, error.field, raw[:500], str(error), spec)
+    return StructuredOutcome(spec.default, calls, True, True, str(error))
+
+
+def _record_default(
+    emit: Emit | None,
+    meta: CallMeta,
+    field: str,
+    value: Any,
+    detail: str,
+    spec: ActionSpec[Any, Any],
+) -> None:
+    if emit is None:
+        return
+    emit(
+        InvalidAction,
+        worker=meta.worker,
+        subrun=meta.subrun,
+        round=meta.round,
+        phase=meta.phase,
+        field=field,
+        value=value,
+        rule="default",
+        detail=f"{detail[:500]} -> {spec.default_rule}",
+    )

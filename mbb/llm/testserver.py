@@ -1,0 +1,295 @@
+"""A scripted OpenAI-compatible HTTP server on 127.0.0.1 for offline tests and benchmarks.
+
+It speaks enough of the chat-completions API (POST /v1/chat/completions, GET /v1/models) for
+the official `openai` client, answers from a queue of scripted `Reply`s or a responder function,
+and injects faults (429 + Retry-After, 5xx, slow replies, dropped connections, malformed bodies,
+refusals, bad tool arguments, 401, unknown models). Every request is recorded with its start and
+end time so tests can assert on counts, overlap and headers without timing the wall clock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+__all__ = ["FakeOpenAIServer", "RecordedRequest", "Reply"]
+
+
+@dataclass
+class Reply:
+    """One scripted HTTP answer. `body` dict → JSON; str → sent verbatim (malformed on purpose)."""
+
+    status: int = 200
+    body: dict[str, Any] | str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    delay_s: float = 0.0
+    drop: bool = False  # close the connection without answering
+
+    @classmethod
+    def completion(
+        cls,
+        content: str | None = None,
+        *,
+        tool_calls: list[dict[str, Any]] | None = None,
+        refusal: str | None = None,
+        usage: dict[str, Any] | None = None,
+        model: str = "test-model",
+        delay_s: float = 0.0,
+        finish_reason: str = "stop",
+    ) -> Reply:
+        message: dict[str, Any] = {"role": "assistant", "content": content}
+        if refusal is not None:
+            message["refusal"] = refusal
+        if tool_calls:
+            message["tool_calls"] = tool_calls
+            finish_reason = "tool_calls"
+        body = {
+            "id": "chatcmpl-test",
+            "object": "chat.completion",
+            "created": 0,
+            "model": model,
+            "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+            "usage": usage or {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+        }
+        return cls(body=body, delay_s=delay_s)
+
+    @classmethod
+    def json(cls, obj: Any, **kw: Any) -> Reply:
+        return cls.completion(json.dumps(obj), **kw)
+
+    @classmethod
+    def tool_call(cls, name: str, arguments: str, **kw: Any) -> Reply:
+        call = {
+            "id": "call_1",
+            "type": "function",
+            "function": {"name": name, "arguments": arguments},
+        }
+        return cls.completion(None, tool_calls=[call], **kw)
+
+    @classmethod
+    def refused(cls, text: str = "I can't help with that.", **kw: Any) -> Reply:
+        return cls.completion(None, refusal=text, **kw)
+
+    @classmethod
+    def error(
+        cls,
+        status: int,
+        message: str = "error",
+        *,
+        retry_after: float | None = None,
+        code: str | None = None,
+    ) -> Reply:
+        headers = {} if retry_after is None else {"Retry-After": f"{retry_after:g}"}
+        body = {"error": {"message": message, "type": "test_error", "code": code}}
+        return cls(status=status, body=body, headers=headers)
+
+    @classmethod
+    def malformed(cls) -> Reply:
+        return cls(status=200, body='{"id": "x", "choices": [ this is not json')
+
+    @classmethod
+    def slow(cls, delay_s: float, content: str = "{}") -> Reply:
+        return cls.completion(content, delay_s=delay_s)
+
+    @classmethod
+    def dropped(cls) -> Reply:
+        return cls(drop=True)
+
+
+@dataclass
+class RecordedRequest:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any] | None
+    started: float  # time.monotonic()
+    ended: float = 0.0
+
+
+Responder = Callable[[dict[str, Any]], Reply]
+
+
+class FakeOpenAIServer:
+    """Threaded HTTP server; use as a context manager. `url` is the OpenAI `base_url`."""
+
+    def __init__(
+        self,
+        responder: Responder | None = None,
+        *,
+        models: tuple[str, ...] = ("test-model",),
+        api_key: str | None = None,
+        delay_s: float = 0.0,
+    ) -> None:
+        self.queue: deque[Reply] = deque()
+        self.responder = responder
+        self.models = models
+        self.api_key = api_key  # when set, other Authorization values get 401
+        self.delay_s = delay_s  # added to every completion (fixed latency)
+        self.requests: list[RecordedRequest] = []
+        self._lock = threading.Lock()
+        self._in_flight = 0
+        self.max_in_flight = 0
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # --- scripting ---------------------------------------------------------------------------
+    def push(self, *replies: Reply) -> None:
+        self.queue.extend(replies)
+
+    @property
+    def completions(self) -> list[RecordedRequest]:
+        return [r for r in self.requests if r.path.endswith("/chat/completions")]
+
+    @property
+    def url(self) -> str:
+        assert self._httpd is not None, "server not started"
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+
+    def _next_reply(self, body: dict[str, Any]) -> Reply:
+        if self.queue:
+            return self.queue.popleft()
+        if self.responder is not None:
+            return self.responder(body)
+        return Reply.completion("{}")
+
+    # --- lifecycle ---------------------------------------------------------------------------
+    def start(self) -> FakeOpenAIServer:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:  # quiet
+                pass
+
+            def setup(self) -> None:
+                super().setup()
+                # Headers and body go out in separate writes: without NODELAY, Nagle plus the
+                # client's delayed ACK adds ~40 ms to every response.
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+            def do_GET(self) -> None:
+                rec = server._record(self, None)
+                if self.path.rstrip("/").endswith("/models"):
+                    data = [{"id": m, "object": "model", "owned_by": "test"} for m in server.models]
+                    self._send(Reply(body={"object": "list", "data": data}))
+                else:
+                    self._send(Reply.error(404, f"no route {self.path}"))
+                server._done(rec)
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                try:
+                    body = json.loads(raw or b"null")
+                except json.JSONDecodeError:
+                    body = None
+                rec = server._record(self, body)
+                try:
+                    self._answer(body)
+                finally:
+                    server._done(rec)
+
+            def _answer(self, body: Any) -> None:
+                if not self.path.rstrip("/").endswith("/chat/completions"):
+                    self._send(Reply.error(404, f"no route {self.path}"))
+                    return
+                auth = self.headers.get("Authorization")
+                if server.api_key is not None and auth != f"Bearer {server.api_key}":
+                    self._send(Reply.error(401, "Incorrect API key", code="invalid_api_key"))
+                    return
+                if not isinstance(body, dict):
+                    self._send(Reply.error(400, "request body is not JSON"))
+                    return
+                if body.get("model") not in server.models:
+                    msg = f"The model `{body.get('model')}` does not exist"
+                    self._send(Reply.error(404, msg, code="model_not_found"))
+                    return
+                reply = server._next_reply(body)
+                delay = reply.delay_s + (server.delay_s if reply.status == 200 else 0.0)
+                if delay:
+                    time.sleep(delay)
+                if reply.drop:
+                    self.close_connection = True
+                    with contextlib.suppress(OSError):
+                        self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                self._send(reply)
+
+            def _send(self, reply: Reply) -> None:
+                if isinstance(reply.body, str):
+                    payload = reply.body.encode()
+                else:
+                    payload = json.dumps(reply.body if reply.body is not None else {}).encode()
+                try:
+                    self.send_response(reply.status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(payload)))
+                    for k, v in reply.headers.items():
+                        self.send_header(k, v)
+                    self.end_headers()
+                    self.wfile.write(payload)
+                except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout)
+                    self.close_connection = True
+
+        httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        httpd.daemon_threads = True
+        httpd.block_on_close = False
+        self._httpd = httpd
+        self._thread = threading.Thread(
+            target=httpd.serve_forever, args=(0.02,), name="fake-openai", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+
+    def __enter__(self) -> FakeOpenAIServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # --- recording ---------------------------------------------------------------------------
+    def _record(self, handler: BaseHTTPRequestHandler, body: Any) -> RecordedRequest:
+        rec = RecordedRequest(
+            method=handler.command,
+            path=handler.path,
+            headers={k.lower(): v for k, v in handler.headers.items()},
+            body=body if isinstance(body, dict) else None,
+            started=time.monotonic(),
+        )
+        with self._lock:
+            self.requests.append(rec)
+            self._in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self._in_flight)
+        return rec
+
+    def _done(self, rec: RecordedRequest) -> None:
+        with self._lock:
+            self._in_flight -= 1
+            rec.ended = time.monotonic()
+
+    def max_overlap(self) -> int:
+        """Most completion requests in flight at once, from the recorded intervals."""
+        events = []
+        for r in self.completions:
+            events.append((r.started, 1))
+            events.append((r.ended or float("inf"), -1))
+        best = cur = 0
+        for _, d in sorted(events, key=lambda e: (e[0], e[1])):
+            cur += d
+            best = max(best, cur)
+        return best

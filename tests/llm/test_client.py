@@ -1,0 +1,212 @@
+"""Transport faults through the real `openai` client against the local scripted server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from mbb.llm.cache import CacheMiss, LlmCache
+from mbb.llm.client import CallMeta, ChatRequest, LlmConfigError, LlmUnavailable
+from mbb.llm.testserver import Reply
+
+from .conftest import KEY_ENV, SECRET, make_client, make_config
+
+REQ = ChatRequest(messages=[{"role": "user", "content": "hello"}])
+META = CallMeta(worker="W1", role="negotiator", phase="declaration", subrun=0, round=2)
+
+
+def llm_calls(log):
+    return [json.loads(line) for line in log.by_kind["llm_call"]]
+
+
+def test_ok_parses_usage_and_emits_event(server, sleeps, log) -> None:
+    usage = {
+        "prompt_tokens": 1000,
+        "completion_tokens": 500,
+        "total_tokens": 1500,
+        "completion_tokens_details": {"reasoning_tokens": 200},
+        "prompt_tokens_details": {"cached_tokens": 300},
+    }
+    server.push(Reply.completion("hi there", usage=usage))
+    client = make_client(sleeps)
+    res = asyncio.run(client.call(make_config(server), REQ, meta=META, emit=log.emit))
+    assert res.text == "hi there"
+    assert (res.usage.prompt, res.usage.completion) == (1000, 500)
+    assert (res.usage.reasoning, res.usage.cached) == (200, 300)
+    assert res.attempts == 1 and not res.cache_hit
+    (ev,) = llm_calls(log)
+    assert ev["worker"] == "W1" and ev["subrun"] == 0 and ev["round"] == 2
+    assert ev["role"] == "negotiator" and ev["phase"] == "declaration"
+    assert ev["reasoning_tokens"] == 200 and ev["cached_tokens"] == 300
+    assert ev["cost_usd"] == pytest.approx((1000 * 1.0 + 500 * 2.0) / 1e6)
+    assert ev["error"] is None
+    assert server.completions[0].headers["authorization"] == f"Bearer {SECRET}"
+    assert SECRET not in "\n".join(log.lines)
+
+
+def test_unknown_price_costs_zero(server, sleeps, log) -> None:
+    server.models = ("other",)
+    server.push(Reply.completion("x"))
+    res = asyncio.run(
+        make_client(sleeps).call(make_config(server, model="other"), REQ, meta=META, emit=log.emit)
+    )
+    assert res.text == "x"
+    assert llm_calls(log)[0]["cost_usd"] == 0.0
+
+
+def test_429_honours_retry_after(server, sleeps, log) -> None:
+    server.push(Reply.error(429, "slow down", retry_after=7), Reply.completion("ok"))
+    res = asyncio.run(make_client(sleeps).call(make_config(server), REQ, meta=META, emit=log.emit))
+    assert res.text == "ok" and res.attempts == 2
+    assert sleeps.delays == [7.0]
+    assert llm_calls(log)[0]["attempts"] == 2
+    assert len(server.completions) == 2
+
+
+def test_500_retried_with_jittered_exponential_backoff(server, sleeps) -> None:
+    server.push(Reply.error(500), Reply.error(503), Reply.error(502), Reply.completion("ok"))
+    client = make_client(sleeps, backoff_base_s=1.0, backoff_cap_s=60.0)
+    res = asyncio.run(client.call(make_config(server), REQ, meta=META))
+    assert res.attempts == 4
+    assert len(sleeps.delays) == 3
+    for i, d in enumerate(sleeps.delays):
+        assert 0 <= d <= 2**i  # full jitter within the exponential envelope
+
+
+def test_retries_exhausted_is_unavailable_and_recorded(server, sleeps, log) -> None:
+    server.push(*[Reply.error(500)] * 3)
+    cfg = make_config(server, max_retries=2)
+    with pytest.raises(LlmUnavailable, match="after 3 attempt"):
+        asyncio.run(make_client(sleeps).call(cfg, REQ, meta=META, emit=log.emit))
+    assert len(server.completions) == 3 and len(sleeps.delays) == 2
+    (ev,) = llm_calls(log)
+    assert "InternalServerError" in ev["error"]
+    assert ev["attempts"] == 3 and ev["prompt_tokens"] == 0
+
+
+def test_timeout_then_success(server, sleeps) -> None:
+    server.push(Reply.slow(1.0), Reply.completion("ok"))
+    cfg = make_config(server, timeout_s=0.2)
+    res = asyncio.run(make_client(sleeps).call(cfg, REQ, meta=META))
+    assert res.text == "ok" and res.attempts == 2
+
+
+def test_dropped_connection_then_success(server, sleeps) -> None:
+    server.push(Reply.dropped(), Reply.completion("ok"))
+    res = asyncio.run(make_client(sleeps).call(make_config(server), REQ, meta=META))
+    assert res.text == "ok" and res.attempts == 2
+
+
+def test_malformed_body_is_retried(server, sleeps) -> None:
+    server.push(Reply.malformed(), Reply.completion("ok"))
+    res = asyncio.run(make_client(sleeps).call(make_config(server), REQ, meta=META))
+    assert res.text == "ok" and res.attempts == 2
+
+
+def test_401_fails_fast_naming_model_url_and_env(server, sleeps, log) -> None:
+    client = make_client(sleeps)
+    client.environ = {KEY_ENV: "sk-wrong-key-000"}
+    with pytest.raises(LlmConfigError) as err:
+        asyncio.run(client.call(make_config(server), REQ, meta=META, emit=log.emit))
+    msg = str(err.value)
+    assert "401" in msg and "test-model" in msg and server.url in msg and KEY_ENV in msg
+    assert "sk-wrong-key-000" not in msg
+    assert len(server.completions) == 1 and sleeps.delays == []
+    assert "sk-wrong-key-000" not in "\n".join(log.lines)
+
+
+def test_404_unknown_model_fails_fast(server, sleeps) -> None:
+    with pytest.raises(LlmConfigError) as err:
+        asyncio.run(make_client(sleeps).call(make_config(server, model="nope"), REQ, meta=META))
+    assert "'nope'" in str(err.value) and server.url in str(err.value)
+    assert len(server.completions) == 1 and sleeps.delays == []
+
+
+def test_missing_env_var_names_it(server, sleeps) -> None:
+    client = make_client(sleeps)
+    client.environ = {}
+    with pytest.raises(LlmConfigError, match=KEY_ENV):
+        asyncio.run(client.call(make_config(server), REQ, meta=META))
+    assert server.completions == []
+
+
+def test_no_key_config_sends_placeholder(server, sleeps) -> None:
+    server.api_key = None
+    server.push(Reply.completion("ok"))
+    res = asyncio.run(
+        make_client(sleeps).call(make_config(server, api_key_env=None), REQ, meta=META)
+    )
+    assert res.text == "ok"
+
+
+def test_cache_read_write_then_replay_makes_zero_requests(server, sleeps, tmp_path) -> None:
+    path = tmp_path / "cache.sqlite"
+    server.push(Reply.completion("first"), Reply.completion("second"))
+    reqs = [REQ, ChatRequest(messages=[{"role": "user", "content": "other"}])]
+
+    async def run(mode, log):
+        cache = LlmCache(path, mode)
+        client = make_client(sleeps)
+        out = [await client.call(make_config(server), r, meta=META, emit=log.emit, cache=cache)
+               for r in reqs]  # fmt: skip
+        cache.close()
+        return out
+
+    from mbb.events import EventLog
+
+    live_log, replay_log = EventLog("a"), EventLog("b")
+    live = asyncio.run(run("read_write", live_log))
+    n = len(server.requests)
+    replay = asyncio.run(run("replay", replay_log))
+    assert len(server.requests) == n == 2
+    assert [r.text for r in replay] == [r.text for r in live] == ["first", "second"]
+    assert [r.usage for r in replay] == [r.usage for r in live]
+    evs = llm_calls(replay_log)
+    assert all(e["cache_hit"] for e in evs) and all(e["attempts"] == 0 for e in evs)
+    assert not any(e["cache_hit"] for e in llm_calls(live_log))
+    blob = path.read_bytes()
+    assert SECRET.encode() not in blob
+
+
+def test_replay_miss_is_a_clear_error_and_needs_no_key(server, sleeps, tmp_path, log) -> None:
+    client = make_client(sleeps)
+    client.environ = {}  # replay must not even need the key
+    cache = LlmCache(tmp_path / "c.sqlite", "replay")
+    with pytest.raises(CacheMiss, match=r"replay cache miss.*W1"):
+        asyncio.run(client.call(make_config(server), REQ, meta=META, emit=log.emit, cache=cache))
+    assert server.requests == []
+    assert "replay cache miss" in llm_calls(log)[0]["error"]
+
+
+def test_cache_key_ignores_endpoint_and_key(server, sleeps, tmp_path) -> None:
+    cache = LlmCache(tmp_path / "c.sqlite", "read_write")
+    server.push(Reply.completion("ok"))
+    asyncio.run(make_client(sleeps).call(make_config(server), REQ, meta=META, cache=cache))
+    other = make_config(server, base_url="http://127.0.0.1:9/v1", api_key_env="OTHER_KEY")
+    res = asyncio.run(make_client(sleeps).call(other, REQ, meta=META, cache=cache))
+    assert res.cache_hit and res.text == "ok" and len(server.requests) == 1
+
+
+def test_recorded_failure_replays_as_unavailable(server, sleeps, tmp_path) -> None:
+    path = tmp_path / "c.sqlite"
+    server.push(Reply.error(500), Reply.error(500))
+    cfg = make_config(server, max_retries=1)
+    with pytest.raises(LlmUnavailable):
+        asyncio.run(make_client(sleeps).call(cfg, REQ, meta=META, cache=LlmCache(path)))
+    with pytest.raises(LlmUnavailable):
+        asyncio.run(make_client(sleeps).call(cfg, REQ, meta=META, cache=LlmCache(path, "replay")))
+    assert len(server.completions) == 2
+
+
+def test_concurrency_limit_per_endpoint(server, sleeps) -> None:
+    server.delay_s = 0.1
+    cfg = make_config(server, concurrency=2)
+    client = make_client(sleeps)
+
+    async def go():
+        await asyncio.gather(*(client.call(cfg, REQ, meta=META) for _ in range(5)))
+
+    asyncio.run(go())
+    assert server.max_overlap() == 2
