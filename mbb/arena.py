@@ -22,6 +22,7 @@ import numpy as np
 
 from mbb import events as ev
 from mbb.agents.base import (
+    BackendFatal,
     Negotiator,
     PastRound,
     RoundView,
@@ -138,9 +139,27 @@ def _oracle_solver(arena: Arena, spec: WorkerSpec, rng: np.random.Generator) -> 
     )
 
 
+def _llm_negotiator(arena: Arena, spec: WorkerSpec, rng: np.random.Generator) -> Negotiator:
+    from mbb.agents.llm_negotiator import make_llm_negotiator
+
+    llm, cache = arena.llm_context()
+    cond = arena.condition
+    return make_llm_negotiator(
+        spec.id,
+        config=cond.models[spec.model],
+        llm=llm,
+        emit=arena.log.emit,
+        cache=cache,
+        condition=cond,
+    )
+
+
 # Backends register here (the LLM package adds its own when imported).
 SOLVER_BACKENDS: dict[str, SolverFactory] = {"modeled": _modeled_solver, "oracle": _oracle_solver}
-NEGOTIATOR_BACKENDS: dict[str, NegotiatorFactory] = {"scripted": _scripted_negotiator}
+NEGOTIATOR_BACKENDS: dict[str, NegotiatorFactory] = {
+    "scripted": _scripted_negotiator,
+    "llm": _llm_negotiator,
+}
 
 
 class Arena:
@@ -149,6 +168,7 @@ class Arena:
         self.seed = seed
         self.log = log
         self.resource: Any = None  # the shared execution resource (real tasks only)
+        self._llm: Any = None  # (LlmClient, LlmCache), shared by the run's LLM agents
         self.suite: Any = None
         self._resource_tmp: Any = None
         self.rng = np.random.default_rng(np.random.SeedSequence(entropy=seed, spawn_key=(10**6,)))
@@ -211,7 +231,22 @@ class Arena:
             )
         return self.resource, self.suite
 
+    def llm_context(self) -> tuple[Any, Any]:
+        """One client (connection pools, per-endpoint limits) and one request cache per run."""
+        if self._llm is None:
+            from mbb.llm.cache import LlmCache
+            from mbb.llm.client import LlmClient
+
+            p = self.condition.llm
+            self._llm = (
+                LlmClient(prices=self.condition.prices),
+                LlmCache(p.cache_path() if p.cache != "off" else None, p.cache),
+            )
+        return self._llm
+
     def close(self) -> None:
+        if self._llm is not None:
+            self._llm[1].close()
         if self.resource is not None:
             self.resource.close()
         if self._resource_tmp is not None:
@@ -245,14 +280,23 @@ class Arena:
         out: dict[str, T | BaseException] = {}
         gathered = [w for w in workers if self.workers[w].negotiator.concurrent]
         if gathered:
-            results = await asyncio.gather(*(call(w) for w in gathered), return_exceptions=True)
+            self.log.begin_batch()  # their events land in worker order, not completion order
+            try:
+                results = await asyncio.gather(*(call(w) for w in gathered), return_exceptions=True)
+            finally:
+                self.log.end_batch(gathered)
             out.update(zip(gathered, results, strict=True))
         for w in workers:
             if w not in out:
                 try:
                     out[w] = await call(w)
+                except BackendFatal:
+                    raise
                 except Exception as exc:  # recorded by the caller; never silent
                     out[w] = exc
+        for r in out.values():
+            if isinstance(r, BackendFatal):
+                raise r
         return {w: out[w] for w in workers}
 
     def backend_failure(self, worker: str, phase: str, exc: BaseException, rule: str) -> None:

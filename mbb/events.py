@@ -13,7 +13,7 @@ import re
 import signal
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal, TextIO
 
@@ -350,14 +350,38 @@ class EventLog:
         self.subrun: int | None = None
         self.round: int | None = None
         self.t = 0.0
+        self._batch: list[tuple[type[_EventBase], str | None, dict[str, Any]]] | None = None
 
     @property
     def replaying(self) -> bool:
         """True while re-executed events are still being matched against the record."""
         return self.seq < len(self._recorded)
 
-    def emit(self, cls: type[_EventBase], worker: str | None = None, **fields: Any) -> _EventBase:
-        """Validate one event against its model, append it, and return it."""
+    def begin_batch(self) -> None:
+        """Hold events emitted by concurrent calls (a gathered phase) until `end_batch`, so the
+        log's order does not depend on which call finished first."""
+        self._batch = []
+
+    def end_batch(self, worker_order: Sequence[str]) -> None:
+        """Emit the held events by worker (in `worker_order`), each worker's in its own order."""
+        batch, self._batch = self._batch, None
+        rank = {w: i for i, w in enumerate(worker_order)}
+        for _, (cls, worker, fields) in sorted(
+            enumerate(batch or ()), key=lambda x: (rank.get(x[1][1], len(rank)), x[0])
+        ):
+            self.emit(cls, worker, **fields)
+
+    def emit(
+        self, cls: type[_EventBase], worker: str | None = None, **fields: Any
+    ) -> _EventBase | None:
+        """Validate one event against its model, append it, and return it (None while a batch
+        holds it)."""
+        if self._batch is not None:
+            fields.setdefault("t", self.t)
+            fields.setdefault("subrun", self.subrun)
+            fields.setdefault("round", self.round)
+            self._batch.append((cls, worker, fields))
+            return None
         event = cls(
             run_id=self.run_id,
             seq=self.seq,

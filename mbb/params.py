@@ -22,6 +22,7 @@ __all__ = [
     "BudgetParams",
     "Condition",
     "DeadlineParams",
+    "LlmParams",
     "MechanismParams",
     "MemoryParams",
     "NegotiationParams",
@@ -210,6 +211,24 @@ class PopulationChange(_Strict):
     )
 
 
+class LlmParams(_Strict):
+    """Where LLM answers are cached and how the cache is used."""
+
+    cache: Literal["read_write", "replay", "off"] = Field(
+        "read_write",
+        description="read_write: reuse recorded answers, record new ones; replay: recorded "
+        "answers only (zero network calls; a miss stops the run); off: always call.",
+    )
+    cache_file: str = Field(
+        "outputs/llm_cache.sqlite",
+        description="SQLite file of recorded answers (relative paths: to the project root).",
+    )
+
+    def cache_path(self) -> Path:
+        p = Path(self.cache_file).expanduser()
+        return p if p.is_absolute() else Path(__file__).resolve().parent.parent / p
+
+
 class TimeParams(_Strict):
     model: Literal["virtual", "measured"] = Field(
         "virtual", description="Command runtime modeled (deterministic) or measured (real tasks)."
@@ -236,6 +255,7 @@ class Condition(_Strict):
     population_changes: list[PopulationChange] = Field(
         default_factory=list, description="Replace, add or remove workers between subruns."
     )
+    llm: LlmParams = Field(default_factory=LlmParams)
     models: dict[str, ModelConfig] = Field(
         default_factory=dict, description="LLM model configs by name (workers' `model` names one)."
     )

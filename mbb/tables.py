@@ -107,6 +107,33 @@ _KIND_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         )
     },
     "subrun_ended": {"rounds": _INT, "reason": _STR},
+    "llm_call": {
+        "role": _STR,
+        "phase": _STR,
+        "model": _STR,
+        "prompt_tokens": _INT,
+        "completion_tokens": _INT,
+        "reasoning_tokens": _INT,
+        "cached_tokens": _INT,
+        "latency_s": _F,
+        "attempts": _INT,
+        "cache_hit": _B,
+        "cost_usd": _F,
+        "repair": _B,
+        "error": _STR,
+    },
+    "command": {
+        "tool": _STR,
+        "command": _STR,
+        "exit_code": _INT,
+        "runtime": _F,
+        "stdout_bytes": _INT,
+        "stderr_bytes": _INT,
+        "truncated": _B,
+        "killed": _B,
+        "refused": _B,
+        "reason": _STR,
+    },
 }
 
 TABLES = (
@@ -123,6 +150,8 @@ TABLES = (
     "terminations",
     "invalid_actions",
     "scratch",
+    "llm_calls",
+    "commands",
 )
 
 
@@ -174,6 +203,8 @@ def tables_from_lines(by_kind: Mapping[str, Sequence[str]]) -> dict[str, pl.Data
         "terminations": f["terminated"],
         "invalid_actions": f["invalid_action"],
         "scratch": f["scratch_written"],
+        "llm_calls": f["llm_call"],
+        "commands": f["command"],
     }
 
 

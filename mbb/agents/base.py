@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from mbb.scratch import Scratch
 
 __all__ = [
+    "BackendFatal",
     "EvaluationResult",
     "Negotiator",
     "PastRound",
@@ -30,6 +31,12 @@ __all__ = [
     "WindowGrant",
     "WindowOutcome",
 ]
+
+
+class BackendFatal(Exception):
+    """An agent-backend error that must stop the run instead of being repaired by a default:
+    a misconfigured endpoint, or a replay that has no recorded answer (defaulting there would
+    silently change the run)."""
 
 
 @dataclass(frozen=True, slots=True)

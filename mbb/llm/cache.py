@@ -15,12 +15,14 @@ import time
 from pathlib import Path
 from typing import Any, Literal
 
+from mbb.agents.base import BackendFatal
+
 __all__ = ["CacheMiss", "CacheMode", "LlmCache", "request_key"]
 
 CacheMode = Literal["off", "read_write", "replay"]
 
 
-class CacheMiss(LookupError):
+class CacheMiss(LookupError, BackendFatal):
     """Replay mode found no recorded response for a request."""
 
 

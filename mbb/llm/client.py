@@ -23,6 +23,7 @@ from typing import Any
 import openai
 from pydantic import BaseModel, ConfigDict
 
+from mbb.agents.base import BackendFatal
 from mbb.events import LlmCall
 from mbb.llm.cache import CacheMiss, LlmCache, request_key
 from mbb.llm.config import ModelConfig, Price
@@ -54,7 +55,7 @@ class LlmError(RuntimeError):
         self.latency_s = latency_s
 
 
-class LlmConfigError(LlmError):
+class LlmConfigError(LlmError, BackendFatal):
     """Not retryable and not the agent's fault: bad key, unknown model, missing env variable."""
 
 

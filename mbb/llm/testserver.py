@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["FakeOpenAIServer", "RecordedRequest", "Reply"]
+__all__ = ["FakeOpenAIServer", "RecordedRequest", "Reply", "schema_responder"]
 
 
 @dataclass
@@ -293,3 +293,67 @@ class FakeOpenAIServer:
             cur += d
             best = max(best, cur)
         return best
+
+
+# --- a schema-driven stand-in model ----------------------------------------------------------
+def _schema_of(body: dict[str, Any]) -> dict[str, Any] | None:
+    """The JSON schema a request asks its answer to follow, in any of the three modes."""
+    fmt = body.get("response_format") or {}
+    if fmt.get("type") == "json_schema":
+        return fmt["json_schema"]["schema"]
+    if fmt.get("schema"):
+        return fmt["schema"]
+    if body.get("tools"):
+        return body["tools"][0]["function"]["parameters"]
+    return None
+
+
+def _instance(schema: dict[str, Any], defs: dict[str, Any], rnd: Any, depth: int = 0) -> Any:
+    """A valid instance of (the subset of JSON Schema that pydantic emits) `schema`."""
+    if "$ref" in schema:
+        return _instance(defs[schema["$ref"].split("/")[-1]], defs, rnd, depth)
+    for key in ("anyOf", "oneOf"):
+        if key in schema:
+            options = [s for s in schema[key] if s.get("type") != "null"] or schema[key]
+            return _instance(options[0], defs, rnd, depth)
+    if "enum" in schema:
+        return rnd.choice(schema["enum"])
+    if "const" in schema:
+        return schema["const"]
+    kind = schema.get("type")
+    if kind == "object":
+        return {
+            k: _instance(v, defs, rnd, depth + 1) for k, v in schema.get("properties", {}).items()
+        }
+    if kind == "array":
+        item = schema.get("items", {})
+        n = schema.get("minItems", 0 if depth > 1 else 1)
+        n = min(max(n, 1 if depth <= 1 else 0), schema.get("maxItems", n))
+        enum = item.get("enum")
+        if enum and n <= len(enum):  # e.g. a ranking: distinct ids
+            return rnd.sample(list(enum), n)
+        return [_instance(item, defs, rnd, depth + 1) for _ in range(n)]
+    if kind == "integer":
+        lo, hi = schema.get("minimum", 0), schema.get("maximum", 100)
+        return rnd.randint(int(lo), int(max(lo, min(hi, lo + 200))))
+    if kind == "number":
+        return float(schema.get("minimum", 0.0))
+    if kind == "boolean":
+        return False
+    return "ok"
+
+
+def schema_responder(body: dict[str, Any]) -> Reply:
+    """Answers every structured request with a valid instance of its schema (deterministic:
+    seeded by the request itself), and free-text requests with a short sentence — a stand-in
+    model for whole runs through the arena. Tool requests get a tool call with the instance."""
+    import random
+
+    rnd = random.Random(json.dumps(body.get("messages", []), sort_keys=True))
+    schema = _schema_of(body)
+    if schema is None:
+        return Reply.completion("Noted: bids, outcomes and commitments of this subrun.")
+    payload = json.dumps(_instance(schema, schema.get("$defs", {}), rnd))
+    if body.get("tools"):
+        return Reply.tool_call(body["tools"][0]["function"]["name"], payload)
+    return Reply.completion(payload)

@@ -1,0 +1,154 @@
+"""Whole conditions with LLM negotiators through the arena, against the loopback test server
+and the real `openai` client: a full run, mixed models, faults, replay, and no leaked key."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import polars as pl
+import pytest
+
+from mbb.arena import run_condition
+from mbb.llm.testserver import FakeOpenAIServer, Reply, schema_responder
+from mbb.params import load_params
+from mbb.runner import run_many
+from mbb.tables import tables_from_log
+
+from .conftest import KEY_ENV, SECRET
+
+
+@pytest.fixture
+def key_in_env(monkeypatch):
+    monkeypatch.setenv(KEY_ENV, SECRET)
+
+
+@pytest.fixture
+def llm_server():
+    with FakeOpenAIServer(schema_responder, api_key=SECRET, models=("m-a", "m-b")) as srv:
+        yield srv
+
+
+def condition(root, server, tmp_path, **extra):
+    model = {
+        "base_url": server.url,
+        "api_key_env": KEY_ENV,
+        "timeout_s": 5.0,
+        "max_retries": 3,
+        "structured": "json_object_schema",
+        "concurrency": 5,
+    }
+    over = {
+        "name": "llm_test",
+        "subruns": 2,
+        "workers": {"negotiator": "llm", "model": "a"},
+        "models": {
+            "a": {**model, "model": "m-a"},
+            "b": {**model, "model": "m-b", "structured": "json_schema"},
+        },
+        "prices": {"m-a": {"prompt": 1.0, "completion": 2.0}},
+        "llm": {"cache": "read_write", "cache_file": str(tmp_path / "cache.sqlite")},
+    }
+    for k, v in extra.items():
+        over[k] = v
+    return load_params(root / "params" / "llm_negotiators.yaml", over)
+
+
+def test_full_condition_with_llm_negotiators(root, tmp_path, llm_server, key_in_env):
+    cond = condition(root, llm_server, tmp_path)
+    result = run_condition(cond, 0, tmp_path / "out")
+    t = tables_from_log(result.log)
+    assert t["evaluations"].height == 5 * 2
+    calls = t["llm_calls"]
+    assert calls.height == len(llm_server.completions) > 0
+    assert set(calls["role"]) >= {"negotiator", "report", "summary"}
+    assert set(calls["phase"]) >= {"declaration", "conversation", "ballot"}
+    assert (calls["prompt_tokens"] > 0).all() and (calls["cost_usd"] > 0).all()
+    assert t["declarations"].height > 0 and t["ballots"].height > 0
+    assert json.loads(result.log.lines[-1])["status"] == "completed"
+    # concurrency within a phase: the server saw overlapping requests
+    assert llm_server.max_in_flight > 1
+
+
+def test_replay_makes_no_requests_and_reproduces_the_events(root, tmp_path, llm_server, key_in_env):
+    live = run_condition(condition(root, llm_server, tmp_path), 1, tmp_path / "live")
+    n_live = len(llm_server.completions)
+    replay_cond = condition(
+        root,
+        llm_server,
+        tmp_path,
+        llm={"cache": "replay", "cache_file": str(tmp_path / "cache.sqlite")},
+    )
+    os.environ.pop(KEY_ENV)  # replay needs no key
+    again = run_condition(replay_cond, 1, tmp_path / "replay")
+    assert len(llm_server.completions) == n_live  # zero new requests
+
+    def norm(lines):
+        out = []
+        for x in lines:
+            d = json.loads(x)
+            d.pop("wall")
+            if d["kind"] == "run_started":
+                d.pop("provenance")
+                d["params"].pop("llm")  # the cache mode is the one thing that differs
+            if d["kind"] == "llm_call":
+                for k in ("latency_s", "attempts", "cache_hit"):
+                    d.pop(k)
+            out.append(json.dumps(d, sort_keys=True))
+        return out
+
+    assert norm(again.log.lines) == norm(live.log.lines)
+    hits = tables_from_log(again.log)["llm_calls"]["cache_hit"]
+    assert hits.all()
+
+
+def test_mixed_models_in_one_population(root, tmp_path, llm_server, key_in_env):
+    cond = condition(
+        root,
+        llm_server,
+        tmp_path,
+        subruns=1,
+        workers={
+            "negotiator": "llm",
+            "model": "a",
+            "overrides": {"W2": {"model": "b"}, "W3": {"negotiator": "scripted"}},
+        },
+    )
+    t = tables_from_log(run_condition(cond, 2, tmp_path / "o").log)
+    by_model = dict(t["llm_calls"].group_by("worker").agg(pl.col("model").first()).iter_rows())
+    assert by_model["W1"] == "m-a" and by_model["W2"] == "m-b"
+    assert "W3" not in by_model  # scripted
+    assert {r.body["model"] for r in llm_server.completions} == {"m-a", "m-b"}
+
+
+def test_faults_are_handled_and_recorded_and_the_run_completes(root, tmp_path, key_in_env):
+    n = {"i": 0}
+
+    def flaky(body):
+        n["i"] += 1
+        k = n["i"] % 5
+        if k == 0:
+            return Reply.error(429, headers={"Retry-After": "0"})
+        if k == 1:
+            return Reply.error(500)
+        if k == 2:
+            return Reply.malformed()
+        return schema_responder(body)
+
+    with FakeOpenAIServer(flaky, api_key=SECRET, models=("m-a", "m-b")) as srv:
+        cond = condition(root, srv, tmp_path, subruns=1)
+        result = run_condition(cond, 3, tmp_path / "o")
+    t = tables_from_log(result.log)
+    assert json.loads(result.log.lines[-1])["status"] == "completed"
+    assert (t["llm_calls"]["attempts"] > 1).any()  # retried
+    assert t["evaluations"].height == 5
+
+
+def test_the_api_key_is_never_written(root, tmp_path, llm_server, key_in_env):
+    cond = condition(root, llm_server, tmp_path, subruns=1)
+    out = tmp_path / "runs"
+    run_many(cond, runs=2, out_dir=out, processes=1).check()
+    # the server did receive the key (so it was used), yet no output file contains it
+    assert all(r.headers.get("authorization") == f"Bearer {SECRET}" for r in llm_server.completions)
+    leaked = [p for p in tmp_path.rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()]
+    assert leaked == []
