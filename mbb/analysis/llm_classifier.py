@@ -36,6 +36,7 @@ __all__ = [
     "CompleteJSON",
     "FakeLLM",
     "LLMClassifier",
+    "llm_layer_complete_json",
     "response_schema",
     "system_prompt",
 ]
@@ -179,7 +180,11 @@ class LLMClassifier:
             .map_elements(lambda s: _key(s["source"], s["text"]), return_dtype=pl.String)
             .alias("key")
         )
-        todo = u.unique("key", keep="first").filter(~pl.col("key").is_in(list(self.cache)))
+        todo = (
+            u.unique("key", keep="first", maintain_order=True)
+            .filter(~pl.col("key").is_in(list(self.cache)))
+            .sort("key")  # deterministic batches: identical requests hit the request cache
+        )
         self.cache_hits += u.height - todo.height
         rows = list(zip(todo["key"], todo["source"], todo["text"], strict=True))
         batches = [rows[i : i + self.batch_size] for i in range(0, len(rows), self.batch_size)]
@@ -268,3 +273,47 @@ class FakeLLM:
             "items": out,
             "_usage": {"prompt_tokens": prompt, "completion_tokens": 12 * len(items)},
         }
+
+
+def llm_layer_complete_json(
+    client: Any, config: Any, *, cache: Any = None, emit: Any = None
+) -> CompleteJSON:
+    """`complete_json` through the real LLM layer (`mbb.llm.client.LlmClient`): structured
+    output in the endpoint's declared mode, retries, the request cache, and an `llm_call` event
+    (role "classifier") per request when `emit` is given. Usage comes back as `_usage`."""
+    from mbb.llm.client import CallMeta, ChatRequest
+    from mbb.llm.structured import InvalidOutput, extract_json
+
+    async def complete_json(
+        messages: list[dict[str, str]], schema: dict[str, Any], *, role: str
+    ) -> dict[str, Any]:
+        if config.structured == "json_schema":
+            fmt = {"type": "json_schema", "json_schema": {"name": "labels", "schema": schema}}
+        elif config.structured == "json_object_schema":
+            fmt = {"type": "json_object", "schema": schema}
+        else:
+            fmt = None
+        result = await client.call(
+            config,
+            ChatRequest(messages=messages, response_format=fmt),
+            meta=CallMeta(worker=None, role=role, phase="classification"),
+            emit=emit,
+            cache=cache,
+        )
+        try:
+            reply = extract_json(result.text or "")
+        except InvalidOutput:
+            reply = {}  # reported per utterance as "missing from reply"
+        if not isinstance(reply, dict):
+            reply = {}
+        u = result.usage
+        reply["_usage"] = {
+            "prompt_tokens": u.prompt,
+            "completion_tokens": u.completion,
+            "reasoning_tokens": u.reasoning,
+            "cached_tokens": u.cached,
+            "cost_usd": None,
+        }
+        return reply
+
+    return complete_json

@@ -1,0 +1,83 @@
+"""The LLM classifier through the real LLM layer and `openai` client against the loopback test
+server (a stand-in judge model that labels by reading the text), its tokens in the token audit,
+its cache, and Cohen's kappa against the evidence classifier."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import polars as pl
+
+from mbb.analysis import (
+    LLMClassifier,
+    classify_evidence,
+    kappa_table,
+    utterance_predictions,
+    utterances,
+)
+from mbb.analysis.evidence import CUES
+from mbb.analysis.llm_classifier import llm_layer_complete_json
+from mbb.events import EventLog
+from mbb.llm.cache import LlmCache
+from mbb.llm.testserver import FakeOpenAIServer, Reply
+from mbb.params import load_params
+from mbb.runner import run_many
+from mbb.tables import tables_from_log
+
+from .conftest import make_client, make_config
+
+COMPILED = [(cat, re.compile(rx, re.IGNORECASE)) for cat, _, rx, _ in CUES]
+
+
+def judge(body: dict) -> Reply:
+    """Labels each item by the lexical cues it contains, quoting the match; skips every
+    seventh label so the two classifiers disagree a little (kappa < 1)."""
+    user = next(m["content"] for m in body["messages"] if m["role"] == "user")
+    items = json.loads(user)["items"]
+    out, n = [], 0
+    for it in items:
+        labels = []
+        for cat, rx in COMPILED:
+            m = rx.search(it["text"])
+            if m:
+                n += 1
+                if n % 7:
+                    labels.append({"category": cat, "quote": m.group(0)})
+        out.append({"id": it["id"], "labels": labels})
+    return Reply.completion(json.dumps({"items": out}))
+
+
+def test_llm_classifier_via_the_test_server_and_kappa(root, tmp_path):
+    cond = load_params(root / "params" / "base.yaml", {"subruns": 1, "name": "kappa"})
+    tables = run_many(cond, runs=2, processes=1).check().tables
+    u = utterances(tables)
+    evidence = utterance_predictions(classify_evidence(tables))
+    log = EventLog("classifier")
+    with FakeOpenAIServer(judge) as server:
+        config = make_config(server, structured="json_object_schema")
+        cache = LlmCache(tmp_path / "judge.sqlite")
+        clf = LLMClassifier(
+            llm_layer_complete_json(make_client(), config, cache=cache, emit=log.emit),
+            model=config.model,
+            batch_size=15,
+            concurrency=3,
+        )
+        llm = clf.classify_sync(u)
+        n_requests = len(server.completions)
+        assert n_requests == -(-u.select("source", "text").unique().height // 15)
+        # classifying again hits the request cache: no new requests
+        again = LLMClassifier(
+            llm_layer_complete_json(make_client(), config, cache=cache, emit=log.emit),
+            model=config.model,
+            batch_size=15,
+            concurrency=3,
+        ).classify_sync(u)
+        assert len(server.completions) == n_requests
+        assert again.sort(pl.all()).equals(llm.sort(pl.all()))
+    calls = tables_from_log(log)["llm_calls"]
+    assert (calls["role"] == "classifier").all() and calls.height == 2 * n_requests
+    assert calls["cache_hit"].sum() == n_requests
+    k = kappa_table(u, evidence, llm)
+    pooled = k.filter(pl.col("category") == "pooled")["kappa"].item()
+    assert 0.5 < pooled < 1.0, k
