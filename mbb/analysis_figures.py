@@ -413,7 +413,10 @@ def behaviour_drift_chart(drift: pl.DataFrame, tests: pl.DataFrame) -> alt.Facet
             ],
         )
         .properties(width=130, height=150)
-        .facet(column=alt.Column("model:N", title="Model"), row=alt.Row("condition:N"))
+        .facet(
+            column=alt.Column("model:N", title="Model"),
+            row=alt.Row("condition:N", title="Condition"),
+        )
         .properties(
             title=f"Behaviour drift over {level}s — chi-square test: {n_sig} of {tests.height} "
             "(model, group) series change at p < 0.05"
