@@ -1,0 +1,110 @@
+"""The analysis notebooks run under papermill on small scripted batches, draw their charts
+offline and raise nothing; the committed copies are thin and carry no outputs."""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+
+from mbb.notebooks import execute_notebook
+from mbb.render import MIMETYPE
+
+NOTEBOOKS = ("taxonomy_audit", "token_audit", "transmission", "starting_states")
+# small enough to keep the suite quick; two subruns so drift and transmission have an s+1
+SMALL = {"runs": 2, "overrides": {"subruns": 2}}
+
+
+def _outputs(nb: nbformat.NotebookNode) -> list[dict[str, Any]]:
+    return [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+
+
+def _run(root: Path, name: str, out: Path, **params: Any) -> nbformat.NotebookNode:
+    nb_path, _ = execute_notebook(
+        root / "notebooks" / f"{name}.ipynb",
+        out,
+        {"out_dir": str(out), **SMALL, **params},
+        html=False,
+    )
+    nb = nbformat.read(nb_path, as_version=4)
+    assert not [o for o in _outputs(nb) if o.get("output_type") == "error"]
+    return nb
+
+
+def _charts(nb: nbformat.NotebookNode) -> list[dict[str, Any]]:
+    return [o for o in _outputs(nb) if MIMETYPE in o.get("data", {})]
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_committed_notebook_is_thin_and_clean(root, name):
+    nb = json.loads((root / "notebooks" / f"{name}.ipynb").read_text())
+    tagged = [c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", [])]
+    assert len(tagged) == 1
+    for c in nb["cells"]:
+        if c["cell_type"] == "code":
+            assert not c.get("outputs") and c.get("execution_count") is None
+
+
+@pytest.fixture(scope="module")
+def executed(root, tmp_path_factory) -> dict[str, tuple[nbformat.NotebookNode, Path]]:
+    """All five notebooks, two at a time in this process (papermill is thread-safe when no
+    `cwd=` is passed; the measured gain is about 40 %)."""
+    base = tmp_path_factory.mktemp("analysis_notebooks")
+    labelled = base / "labelled.csv"
+    labelled.write_text(
+        "run_id,seq,subrun,round,worker,source,stratum,text,predicted,human_labels\n"
+        "base-seed0000,1,1,1,W1,message,anchoring,My bid stands.,anchoring,anchoring\n"
+        "base-seed0000,2,1,1,W2,message,none,Hello.,,reciprocity\n"
+    )
+    extra = {"taxonomy_audit": {"review_csv": str(labelled)}}
+    names = [*NOTEBOOKS, "run_condition"]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futs = {n: pool.submit(_run, root, n, base / n, **extra.get(n, {})) for n in names}
+        return {n: (f.result(), base / n) for n, f in futs.items()}
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_notebook_executes_and_draws(executed, name):
+    nb, _ = executed[name]
+    charts = _charts(nb)
+    assert charts
+    for o in charts:
+        assert {"image/png", "image/svg+xml"} <= set(o["data"])
+
+
+@pytest.mark.notebook
+def test_taxonomy_audit_exports_and_imports_review(executed):
+    nb, out = executed["taxonomy_audit"]
+    assert len(_charts(nb)) >= 8
+    assert (out / "review_sample.csv").is_file()
+    text = "".join(o.get("text", "") for o in _outputs(nb) if o.get("output_type") == "stream")
+    assert "No labelled review" not in text
+    assert "stand-in" in "".join(c.source for c in nb.cells if c.cell_type == "markdown")
+
+
+@pytest.mark.notebook
+def test_token_audit_says_counts_are_approximate(executed):
+    nb, _ = executed["token_audit"]
+    text = "".join(o.get("text", "") for o in _outputs(nb) if o.get("output_type") == "stream")
+    assert "approximate counts: True" in text
+    assert any("approximate tokenizer" in o["data"]["text/plain"] for o in _charts(nb))
+
+
+@pytest.mark.notebook
+def test_transmission_compares_memory_on_and_off(executed):
+    nb, out = executed["transmission"]
+    assert {p.name for p in out.iterdir() if p.is_dir()} >= {"base", "memory_off"}
+    assert any("memory on vs off" in o["data"]["text/plain"] for o in _charts(nb))
+
+
+@pytest.mark.notebook
+def test_run_condition_draws_token_audit_and_transmission(executed):
+    nb, _ = executed["run_condition"]
+    titles = [o["data"]["text/plain"] for o in _charts(nb)]
+    assert any("Token audit" in t for t in titles)
+    assert any("lifecycles" in t for t in titles)
