@@ -63,7 +63,7 @@ def test_report_renders_offline_in_chromium(report):
         assert page.locator("td.ok").count() == 1
         page.goto(page_path.as_uri())
         n = page.locator("div.mbb-chart").count()
-        assert n == 4
+        assert n == 6
         # vega-embed marks each container and draws its own SVG inside it
         page.wait_for_function(
             "n => document.querySelectorAll('div.mbb-chart.vega-embed svg.marks').length === n",

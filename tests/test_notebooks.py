@@ -33,7 +33,7 @@ def test_run_condition_notebook_executes(root, tmp_path):
         for o in c.get("outputs", [])
         if MIMETYPE in o.get("data", {})
     ]
-    assert len(charts) == 4
+    assert len(charts) == 6
     for o in charts:
         assert {"image/png", "image/svg+xml"} <= set(o["data"])
     errors = [
@@ -45,7 +45,7 @@ def test_run_condition_notebook_executes(root, tmp_path):
     ]
     assert not errors
     page = html.read_text()
-    assert page.count("vegaEmbed(") >= 4
+    assert page.count("vegaEmbed(") >= 6
     assert external_urls(page, include_links=False) == []
     assert sorted(p.name for p in out.glob("base-seed*")) == ["base-seed0000", "base-seed0001"]
     assert (out / "tables" / "rounds.parquet").is_file()
