@@ -305,13 +305,23 @@ _WALL = re.compile(r'"wall":[-+0-9.eE]+')
 KILL_ENV = "MBB_FAULT_KILL_AFTER"  # test hook: SIGKILL the process after writing N events
 
 
+_LLM_VOLATILE = ("wall", "latency_s", "attempts", "cache_hit")
+
+
 def comparable(line: str) -> str:
-    """An event line without what may differ between two executions of the same run:
-    the wall clock, and (in run_started) the provenance of the code that ran it."""
+    """An event line without what may differ between two executions of the same run: the wall
+    clock; in run_started the provenance of the code that ran it; in llm_call how the answer was
+    obtained (latency, attempts, cache hit) — a resumed run gets from the cache what the
+    interrupted one fetched, with the same content."""
     if line.startswith('{"kind":"run_started"'):
         d = json.loads(line)
         d.pop("wall", None)
         d.pop("provenance", None)
+        return json.dumps(d, sort_keys=True)
+    if line.startswith('{"kind":"llm_call"'):
+        d = json.loads(line)
+        for k in _LLM_VOLATILE:
+            d.pop(k, None)
         return json.dumps(d, sort_keys=True)
     return _WALL.sub("", line)
 

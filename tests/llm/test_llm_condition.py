@@ -128,7 +128,7 @@ def test_faults_are_handled_and_recorded_and_the_run_completes(root, tmp_path, k
         n["i"] += 1
         k = n["i"] % 5
         if k == 0:
-            return Reply.error(429, headers={"Retry-After": "0"})
+            return Reply.error(429, retry_after=0)
         if k == 1:
             return Reply.error(500)
         if k == 2:
