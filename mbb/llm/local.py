@@ -62,7 +62,8 @@ def llama_server(port: int = 8080, alias: str = "smollm2", ready_s: float = 60.0
         "--n_threads",
         "2",
     ]
-    log = tempfile.TemporaryFile(mode="w+")  # llama.cpp logs a lot: a pipe would fill and block
+    # llama.cpp logs a lot: a pipe would fill and block it; closed in the finally below
+    log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, text=True)
     base_url = f"http://127.0.0.1:{port}/v1"
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: no proxy
