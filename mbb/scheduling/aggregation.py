@@ -74,54 +74,45 @@ def kemeny_disagreement(order: Sequence[str], ballots: Sequence[Sequence[str]]) 
 def kemeny(tiebreak: Sequence[str], ballots: Sequence[Sequence[str]]) -> list[str]:
     """Exact Kemeny ranking; among optimal rankings, the first in tie-break lexicographic order.
 
-    `tiebreak` lists the candidates in tie-break order. Dynamic programming over the set of
+    `tiebreak` lists the candidates in tie-break order. Dynamic programming over the set R of
     candidates still to place: cost[R] = min over the next candidate j of
-    (ballots preferring some other remaining candidate to j) + cost[R - {j}].
+    (ballots preferring some other member of R to j) + cost[R - {j}]. The inner sums are
+    tabulated per j over all subsets first (O(n 2^n)), so the DP itself is O(n 2^n) too.
     """
     n = len(tiebreak)
     if n <= 1:
         return list(tiebreak)
     p = pairwise_matrix(tiebreak, ballots)
-    # place_cost[j][R]: disagreements from putting j before every other member of R
-    full = (1 << n) - 1
-    cost = [0] * (1 << n)
-    # iterate subsets in increasing popcount order (numeric order suffices: subsets are smaller)
-    col = [[p[i][j] for i in range(n)] for j in range(n)]  # col[j][i] = P[i][j]
-    for r in range(1, full + 1):
+    size = 1 << n
+    # against[j][m] = sum over i in m of P[i][j] (voters preferring i to j), for every subset m
+    against = []
+    for j in range(n):
+        col = [p[i][j] for i in range(n)]
+        t = [0] * size
+        for m in range(1, size):
+            low = m & -m
+            t[m] = t[m ^ low] + col[low.bit_length() - 1]
+        against.append(t)
+    cost = [0] * size
+    bits = [1 << j for j in range(n)]
+    for r in range(1, size):
         best = None
-        rr = r
-        while rr:
-            low = rr & -rr
-            j = low.bit_length() - 1
-            rr ^= low
-            rest = r ^ low
-            c = cost[rest]
-            cj = col[j]
-            m = rest
-            while m:
-                lb = m & -m
-                c += cj[lb.bit_length() - 1]
-                m ^= lb
-            if best is None or c < best:
-                best = c
+        for j in range(n):
+            b = bits[j]
+            if r & b:
+                rest = r ^ b
+                c = cost[rest] + against[j][rest]
+                if best is None or c < best:
+                    best = c
         cost[r] = best  # type: ignore[assignment]
     order: list[str] = []
-    r = full
+    r = size - 1
     while r:
         for j in range(n):  # tie-break order: the first optimal choice wins
-            low = 1 << j
-            if not r & low:
-                continue
-            rest = r ^ low
-            c = cost[rest]
-            m = rest
-            while m:
-                lb = m & -m
-                c += col[j][lb.bit_length() - 1]
-                m ^= lb
-            if c == cost[r]:
+            b = bits[j]
+            if r & b and cost[r ^ b] + against[j][r ^ b] == cost[r]:
                 order.append(tiebreak[j])
-                r = rest
+                r ^= b
                 break
     return order
 
