@@ -534,6 +534,36 @@ class Arena:
             subruns_total=c.subruns,
         )
 
+    def accept_declaration(
+        self, w: str, action: Declaration | Withdraw | BaseException, n_candidates: int
+    ) -> Declaration | None:
+        """Apply the stated rules to one declaration: a backend failure gets the default
+        declaration, a withdrawal takes the worker out, anything else is repaired (each issue
+        recorded). Returns the declaration to use, or None after a withdrawal."""
+        c = self.condition
+        if isinstance(action, BaseException):
+            self.backend_failure(
+                w,
+                "declaration",
+                action,
+                "default declaration: bid 0, requested duration, last position",
+            )
+            action = Declaration(bid=0, duration=self.workers[w].wanted_s, position=n_candidates)
+        if isinstance(action, Withdraw):
+            self.workers[w].status = "withdrawn"
+            self.emit(ev.Withdrawn, w, reason=action.reason)
+            return None
+        d, issues = repair_declaration(
+            action,
+            budget=self.ledger.balances[w],
+            min_s=c.windows.min_s,
+            max_s=c.windows.max_s,
+            n_candidates=n_candidates,
+            note_max=c.negotiation.note_max_chars,
+        )
+        self.record_issues(w, "declaration", issues)
+        return d
+
     async def run_round(
         self, subrun: int, rnd: int, candidates: list[str], queue: list[str], past: list[PastRound]
     ) -> None:
@@ -553,28 +583,10 @@ class Arena:
         results = await self.phase(
             candidates, lambda w: self.workers[w].negotiator.declare(views[w])
         )
-        for w, d in results.items():
-            if isinstance(d, BaseException):
-                self.backend_failure(
-                    w,
-                    "declaration",
-                    d,
-                    "default declaration: bid 0, requested duration, last position",
-                )
-                d = Declaration(bid=0, duration=self.workers[w].wanted_s, position=len(candidates))
-            if isinstance(d, Withdraw):
-                self.workers[w].status = "withdrawn"
-                self.emit(ev.Withdrawn, w, reason=d.reason)
+        for w, action in results.items():
+            d = self.accept_declaration(w, action, len(candidates))
+            if d is None:
                 continue
-            d, issues = repair_declaration(
-                d,
-                budget=self.ledger.balances[w],
-                min_s=c.windows.min_s,
-                max_s=c.windows.max_s,
-                n_candidates=len(candidates),
-                note_max=neg.note_max_chars,
-            )
-            self.record_issues(w, "declaration", issues)
             decls[w] = d
             self.emit(
                 ev.Declared,

@@ -37,8 +37,7 @@ from typing import TYPE_CHECKING
 
 from mbb import events as ev
 from mbb.agents.base import PastRound
-from mbb.scheduling.actions import Declaration, Withdraw
-from mbb.scheduling.validation import repair_declaration
+from mbb.scheduling.actions import Declaration
 
 if TYPE_CHECKING:
     from mbb.arena import Arena
@@ -194,29 +193,13 @@ async def _sealed_bids(
     arena: Arena, subrun: int, rnd: int, candidates: list[str], past: list[PastRound]
 ) -> dict[str, Declaration]:
     """Phase 1 only: each candidate declares a sealed bid; nothing is posted to the board."""
-    c = arena.condition
     views = {w: arena.view(w, subrun, rnd, 0, candidates, {}, past) for w in candidates}
     results = await arena.phase(candidates, lambda w: arena.workers[w].negotiator.declare(views[w]))
     decls: dict[str, Declaration] = {}
-    for w, d in results.items():
-        if isinstance(d, BaseException):
-            arena.backend_failure(
-                w, "declaration", d, "default declaration: bid 0, requested duration, last position"
-            )
-            d = Declaration(bid=0, duration=arena.workers[w].wanted_s, position=len(candidates))
-        if isinstance(d, Withdraw):
-            arena.workers[w].status = "withdrawn"
-            arena.emit(ev.Withdrawn, w, reason=d.reason)
+    for w, action in results.items():
+        d = arena.accept_declaration(w, action, len(candidates))
+        if d is None:
             continue
-        d, issues = repair_declaration(
-            d,
-            budget=arena.ledger.balances[w],
-            min_s=c.windows.min_s,
-            max_s=c.windows.max_s,
-            n_candidates=len(candidates),
-            note_max=c.negotiation.note_max_chars,
-        )
-        arena.record_issues(w, "declaration", issues)
         decls[w] = d
         arena.emit(
             ev.Declared,
