@@ -222,22 +222,9 @@ class LLMClassifier:
     def usage_table(self) -> pl.DataFrame:
         """The classifier's calls as `llm_calls` rows (role 'classifier', no run or worker) —
         concatenate them to `tables["llm_calls"]` so the token audit reports them apart."""
-        schema = {
-            "run_id": pl.String,
-            "subrun": pl.Int64,
-            "round": pl.Int64,
-            "worker": pl.String,
-            "role": pl.String,
-            "phase": pl.String,
-            "model": pl.String,
-            "prompt_tokens": pl.Int64,
-            "completion_tokens": pl.Int64,
-            "reasoning_tokens": pl.Int64,
-            "cached_tokens": pl.Int64,
-            "cost_usd": pl.Float64,
-            "cache_hit": pl.Boolean,
-            "approximate": pl.Boolean,
-        }
+        from mbb.analysis.tokens import LLM_CALL_SCHEMA
+
+        schema = {**LLM_CALL_SCHEMA, "approximate": pl.Boolean}
         return pl.DataFrame(self.usage, schema=schema)
 
 
