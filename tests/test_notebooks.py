@@ -59,3 +59,25 @@ def test_committed_notebooks_have_no_outputs(root):
         for c in nb["cells"]:
             if c["cell_type"] == "code":
                 assert not c.get("outputs") and c.get("execution_count") is None, path.name
+
+
+@pytest.mark.notebook
+def test_compare_conditions_notebook_executes(root, tmp_path):
+    out = tmp_path / "cmp"
+    nb_path, _ = execute_notebook(
+        root / "notebooks" / "compare_conditions.ipynb",
+        out,
+        {
+            "params_paths": ["params/base.yaml", "params/memory_off.yaml"],
+            "runs": 2,
+            "out_root": str(tmp_path / "conditions"),
+        },
+        html=False,
+    )
+    nb = nbformat.read(nb_path, as_version=4)
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    assert not [o for o in outputs if o.get("output_type") == "error"]
+    assert len([o for o in outputs if MIMETYPE in o.get("data", {})]) == 2
+    table = next(o for o in outputs if "text/html" in o.get("data", {}))["data"]["text/html"]
+    assert "memory_off" in table and "base" in table
+    assert sorted(p.name for p in (tmp_path / "conditions").iterdir()) == ["base", "memory_off"]
