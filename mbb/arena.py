@@ -534,6 +534,44 @@ class Arena:
             subruns_total=c.subruns,
         )
 
+    async def declaration_phase(
+        self, subrun: int, rnd: int, candidates: list[str], past: list[PastRound], *, public: bool
+    ) -> dict[str, Declaration]:
+        """Phase 1: every candidate declares at once; repaired declarations are recorded, and
+        with `public` their notes are posted (a sealed-bid mechanism keeps them off the board)."""
+        views = {w: self.view(w, subrun, rnd, 0, candidates, {}, past) for w in candidates}
+        results = await self.phase(
+            candidates, lambda w: self.workers[w].negotiator.declare(views[w])
+        )
+        decls: dict[str, Declaration] = {}
+        for w, action in results.items():
+            d = self.accept_declaration(w, action, len(candidates))
+            if d is None:
+                continue
+            decls[w] = d
+            self.emit(
+                ev.Declared,
+                w,
+                bid=d.bid,
+                duration=d.duration,
+                position=d.position,
+                note=d.note,
+                labels=list(d.labels),
+                intents=as_payload(d.intents),
+            )
+            if public and (d.note or d.intents):
+                self.board.post(
+                    w,
+                    d.note,
+                    to=None,
+                    subrun=subrun,
+                    round=rnd,
+                    turn=0,
+                    kind="note",
+                    payload=as_payload(d.intents),
+                )
+        return decls
+
     def accept_declaration(
         self, w: str, action: Declaration | Withdraw | BaseException, n_candidates: int
     ) -> Declaration | None:
@@ -579,36 +617,7 @@ class Arena:
         decls: dict[str, Declaration] = {}
 
         # 1. declarations (simultaneous, public)
-        views = {w: self.view(w, subrun, rnd, 0, candidates, decls, past) for w in candidates}
-        results = await self.phase(
-            candidates, lambda w: self.workers[w].negotiator.declare(views[w])
-        )
-        for w, action in results.items():
-            d = self.accept_declaration(w, action, len(candidates))
-            if d is None:
-                continue
-            decls[w] = d
-            self.emit(
-                ev.Declared,
-                w,
-                bid=d.bid,
-                duration=d.duration,
-                position=d.position,
-                note=d.note,
-                labels=list(d.labels),
-                intents=as_payload(d.intents),
-            )
-            if d.note or d.intents:
-                self.board.post(
-                    w,
-                    d.note,
-                    to=None,
-                    subrun=subrun,
-                    round=rnd,
-                    turn=0,
-                    kind="note",
-                    payload=as_payload(d.intents),
-                )
+        decls.update(await self.declaration_phase(subrun, rnd, candidates, past, public=True))
         candidates = [w for w in candidates if w in decls]
         if not candidates:
             return

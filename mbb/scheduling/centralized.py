@@ -193,24 +193,7 @@ async def _sealed_bids(
     arena: Arena, subrun: int, rnd: int, candidates: list[str], past: list[PastRound]
 ) -> dict[str, Declaration]:
     """Phase 1 only: each candidate declares a sealed bid; nothing is posted to the board."""
-    views = {w: arena.view(w, subrun, rnd, 0, candidates, {}, past) for w in candidates}
-    results = await arena.phase(candidates, lambda w: arena.workers[w].negotiator.declare(views[w]))
-    decls: dict[str, Declaration] = {}
-    for w, action in results.items():
-        d = arena.accept_declaration(w, action, len(candidates))
-        if d is None:
-            continue
-        decls[w] = d
-        arena.emit(
-            ev.Declared,
-            w,
-            bid=d.bid,
-            duration=d.duration,
-            position=d.position,
-            note=d.note,
-            labels=list(d.labels),
-        )
-    return decls
+    return await arena.declaration_phase(subrun, rnd, candidates, past, public=False)
 
 
 async def run_centralized_round(
