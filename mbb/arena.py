@@ -154,8 +154,34 @@ def _llm_negotiator(arena: Arena, spec: WorkerSpec, rng: np.random.Generator) ->
     )
 
 
+def _llm_solver(arena: Arena, spec: WorkerSpec, rng: np.random.Generator) -> Solver:
+    from mbb.agents.llm_solver import make_llm_solver
+
+    resource, suite = arena.real_tasks()
+    llm, cache = arena.llm_context()
+    cond = arena.condition
+    return make_llm_solver(
+        spec.id,
+        config=cond.models[spec.model],
+        llm=llm,
+        suite=suite,
+        resource=resource,
+        emit=arena.emit,
+        cache=cache,
+        loop=cond.llm.solver,
+        window_min_s=cond.windows.min_s,
+        window_max_s=cond.windows.max_s,
+        n_others=len(cond.worker_specs()) - 1,
+        time_model=cond.time.model,
+    )
+
+
 # Backends register here (the LLM package adds its own when imported).
-SOLVER_BACKENDS: dict[str, SolverFactory] = {"modeled": _modeled_solver, "oracle": _oracle_solver}
+SOLVER_BACKENDS: dict[str, SolverFactory] = {
+    "modeled": _modeled_solver,
+    "oracle": _oracle_solver,
+    "llm": _llm_solver,
+}
 NEGOTIATOR_BACKENDS: dict[str, NegotiatorFactory] = {
     "scripted": _scripted_negotiator,
     "llm": _llm_negotiator,
@@ -413,12 +439,16 @@ class Arena:
             memory = w.scratch if c.memory.enabled else None
             try:
                 await w.solver.start_subrun(TaskAssignment(w.task, w.work_s, subrun), memory)
+            except BackendFatal:  # a misconfigured endpoint or replay miss
+                raise
             except Exception as exc:
                 self.backend_failure(w.id, "subrun start", exc, "withdrawn for this subrun")
                 w.status = "withdrawn"
                 self.emit(ev.Withdrawn, w.id, reason="solver failed to start the task")
             try:
                 await w.negotiator.start_subrun(subrun, memory)
+            except BackendFatal:  # a misconfigured endpoint or replay miss
+                raise
             except Exception as exc:
                 self.backend_failure(w.id, "subrun start", exc, "negotiator starts with no memory")
         queue: list[str] = []
@@ -473,6 +503,8 @@ class Arena:
         )
         try:
             action = await w.solver.next_action(view)
+        except BackendFatal:  # a misconfigured endpoint or replay miss
+            raise
         except Exception as exc:
             self.backend_failure(worker, "request", exc, "no request this time")
             return
@@ -881,6 +913,8 @@ class Arena:
             outcome = await w.solver.run_window(grant)
             used = min(max(0.0, outcome.used_s), hard_end - start)
             completed, released = outcome.completed, outcome.released
+        except BackendFatal:  # a misconfigured endpoint or replay miss
+            raise
         except Exception as exc:
             self.backend_failure(holder, "execution", exc, "window forfeited at its start")
             used, completed, released = 0.0, False, True
@@ -931,6 +965,8 @@ class Arena:
         for w in map(self.workers.__getitem__, self.present):
             try:
                 res = await w.solver.evaluate()
+            except BackendFatal:  # a misconfigured endpoint or replay miss
+                raise
             except Exception as exc:
                 self.backend_failure(w.id, "evaluation", exc, "score 0")
                 from mbb.agents.base import EvaluationResult
@@ -964,8 +1000,18 @@ class Arena:
                 rounds=past,
             )
             memory = w.scratch if c.memory.enabled else None
+            solver_report = getattr(w.solver, "end_subrun", None)  # optional (LLM solvers)
+            if solver_report is not None:
+                try:
+                    await solver_report(recap, memory)
+                except BackendFatal:
+                    raise
+                except Exception as exc:
+                    self.backend_failure(w.id, "report", exc, "no solver report")
             try:
                 await w.negotiator.end_subrun(recap, memory)
+            except BackendFatal:  # a misconfigured endpoint or replay miss
+                raise
             except Exception as exc:
                 self.backend_failure(w.id, "report", exc, "no after-action report")
         self.ledger.audit()

@@ -28,6 +28,7 @@ __all__ = [
     "NegotiationParams",
     "ParamsError",
     "PopulationChange",
+    "SolverLoopParams",
     "TaskParams",
     "TimeParams",
     "WindowParams",
@@ -211,6 +212,28 @@ class PopulationChange(_Strict):
     )
 
 
+class SolverLoopParams(_Strict):
+    """Limits of the LLM solver's tool loop (see `mbb.agents.llm_solver`)."""
+
+    max_turns_per_window: int = Field(
+        20, ge=1, description="Model turns per window; then the solver releases the window."
+    )
+    planning_turns: int = Field(
+        2, ge=1, description="Turns outside a window to make a request; then the default request."
+    )
+    history_turns: int = Field(
+        24,
+        ge=1,
+        description="Most recent turns kept in the prompt (older ones are summarised as a count).",
+    )
+    output_chars: int = Field(2000, ge=100, description="Tool output shown to the model, cut.")
+    deadline_warning_s: float = Field(
+        120.0, ge=0, description="Seconds before the deadline from which notices warn."
+    )
+    report_words: int = Field(250, ge=20, description="Length cap asked of the solver's report.")
+    report_commands: int = Field(40, ge=1, description="Last commands listed in the report.")
+
+
 class LlmParams(_Strict):
     """Where LLM answers are cached and how the cache is used."""
 
@@ -223,6 +246,7 @@ class LlmParams(_Strict):
         "outputs/llm_cache.sqlite",
         description="SQLite file of recorded answers (relative paths: to the project root).",
     )
+    solver: SolverLoopParams = Field(default_factory=SolverLoopParams)
 
     def cache_path(self) -> Path:
         p = Path(self.cache_file).expanduser()

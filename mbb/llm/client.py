@@ -80,6 +80,7 @@ class LlmResult(BaseModel):
     text: str | None = None
     tool_name: str | None = None
     tool_arguments: str | None = None
+    tool_call_id: str | None = None  # the first tool call's id (echoed by a tool loop)
     refusal: str | None = None
     finish_reason: str | None = None
     usage: Usage = Usage()
@@ -309,15 +310,17 @@ class LlmClient:
         latency = time.perf_counter() - t0
         choice = resp.choices[0] if resp.choices else None
         msg = choice.message if choice is not None else None
-        tool_name = tool_args = None
+        tool_name = tool_args = tool_id = None
         if msg is not None and msg.tool_calls:
             fn = getattr(msg.tool_calls[0], "function", None)
             if fn is not None:
                 tool_name, tool_args = fn.name, fn.arguments
+                tool_id = getattr(msg.tool_calls[0], "id", None)
         return LlmResult(
             text=msg.content if msg is not None else None,
             tool_name=tool_name,
             tool_arguments=tool_args,
+            tool_call_id=tool_id,
             refusal=getattr(msg, "refusal", None) if msg is not None else None,
             finish_reason=choice.finish_reason if choice is not None else None,
             usage=_usage(resp.usage),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -61,3 +62,20 @@ def make_client(sleeps: Sleeps | None = None, **kw: Any) -> LlmClient:
         prices={"test-model": Price(prompt=1.0, completion=2.0)},
         **kw,
     )
+
+
+def replay_comparable(lines: list[str]) -> list[str]:
+    """Event lines without what a replay may change: the wall clock, provenance, the cache
+    mode in the params, and how each answer was obtained (latency, attempts, cache hit)."""
+    out = []
+    for x in lines:
+        d = json.loads(x)
+        d.pop("wall")
+        if d["kind"] == "run_started":
+            d.pop("provenance")
+            d["params"].pop("llm")
+        if d["kind"] == "llm_call":
+            for k in ("latency_s", "attempts", "cache_hit"):
+                d.pop(k)
+        out.append(json.dumps(d, sort_keys=True))
+    return out

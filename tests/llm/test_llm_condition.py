@@ -15,7 +15,7 @@ from mbb.params import load_params
 from mbb.runner import run_many
 from mbb.tables import tables_from_log
 
-from .conftest import KEY_ENV, SECRET
+from .conftest import KEY_ENV, SECRET, replay_comparable
 
 
 @pytest.fixture
@@ -83,21 +83,7 @@ def test_replay_makes_no_requests_and_reproduces_the_events(root, tmp_path, llm_
     again = run_condition(replay_cond, 1, tmp_path / "replay")
     assert len(llm_server.completions) == n_live  # zero new requests
 
-    def norm(lines):
-        out = []
-        for x in lines:
-            d = json.loads(x)
-            d.pop("wall")
-            if d["kind"] == "run_started":
-                d.pop("provenance")
-                d["params"].pop("llm")  # the cache mode is the one thing that differs
-            if d["kind"] == "llm_call":
-                for k in ("latency_s", "attempts", "cache_hit"):
-                    d.pop(k)
-            out.append(json.dumps(d, sort_keys=True))
-        return out
-
-    assert norm(again.log.lines) == norm(live.log.lines)
+    assert replay_comparable(again.log.lines) == replay_comparable(live.log.lines)
     hits = tables_from_log(again.log)["llm_calls"]["cache_hit"]
     assert hits.all()
 

@@ -1,0 +1,637 @@
+"""An LLM-backed solver: a minimal tool loop over the real-task harness.
+
+Inside a granted window the model picks one tool per turn (read, write, edit, bash, memory,
+release, request); the harness runs it on the shared resource and the result goes back with an
+arena notice (seconds left in the window, deadline approaching). Outside a window only
+`request`, `memory` and `withdraw` work: the arena asks the solver for its next request and the
+model answers with those tools. Two action protocols, from `ModelConfig.tool_protocol`:
+
+- `native`: OpenAI function calling; one tool call per turn (if a model sends several, the
+  first is executed and only it is kept in the history, so the conversation stays valid);
+- `json_action`: the reply is one JSON object `{"tool": ..., "args": {...}}` under a schema
+  (for endpoints whose tool calling is unreliable, e.g. small local models).
+
+Stated handling of bad output: an unknown tool or invalid arguments is not executed; the error
+goes back to the model as the turn's result and an `InvalidAction` event (rule "reported")
+records it. An unavailable endpoint ends the window (rule "release") or, outside a window,
+gives the default request (rule "default"). A window holds at most `max_turns_per_window`
+model turns; then the solver releases it. Configuration errors and replay misses stop the run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from mbb.agents.base import (
+    EvaluationResult,
+    SolverView,
+    SubrunRecap,
+    TaskAssignment,
+    WindowGrant,
+    WindowOutcome,
+)
+from mbb.events import InvalidAction
+from mbb.llm import solver_prompts as sp
+from mbb.llm.cache import LlmCache
+from mbb.llm.client import CallMeta, ChatRequest, Emit, LlmClient, LlmResult, LlmUnavailable
+from mbb.llm.config import ModelConfig
+from mbb.llm.structured import InvalidOutput, extract_json, strict_schema
+from mbb.resource.resource import ExecutionResource
+from mbb.scheduling.actions import Request, Withdraw
+from mbb.tasks.evaluator import Evaluation, evaluate_submission
+from mbb.tasks.harness import SolverTools, ToolResult
+from mbb.tasks.suite import Suite
+
+if TYPE_CHECKING:
+    from mbb.params import SolverLoopParams
+    from mbb.scratch import Scratch
+
+__all__ = ["TOOL_ARGS", "LlmSolver", "ToolCall", "parse_tool_call", "tool_schemas"]
+
+
+# --- tool arguments: validated like every other agent action ----------------------------------
+class _Args(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ReadArgs(_Args):
+    path: str = Field(min_length=1)
+
+
+class WriteArgs(_Args):
+    path: str = Field(min_length=1)
+    text: str
+
+
+class EditArgs(_Args):
+    path: str = Field(min_length=1)
+    old: str = Field(min_length=1)
+    new: str
+
+
+class BashArgs(_Args):
+    command: str = Field(min_length=1)
+
+
+class MemoryArgs(_Args):
+    text: str = Field(min_length=1)
+
+
+class ReleaseArgs(_Args):
+    finished: bool
+
+
+class RequestArgs(_Args):
+    seconds: int
+
+
+class WithdrawArgs(_Args):
+    reason: str
+
+
+ToolName = Literal["read", "write", "edit", "bash", "memory", "release", "request", "withdraw"]
+TOOL_ARGS: dict[str, type[_Args]] = {
+    "read": ReadArgs,
+    "write": WriteArgs,
+    "edit": EditArgs,
+    "bash": BashArgs,
+    "memory": MemoryArgs,
+    "release": ReleaseArgs,
+    "request": RequestArgs,
+    "withdraw": WithdrawArgs,
+}
+IN_WINDOW = ("read", "write", "edit", "bash", "memory", "release", "request")
+OUTSIDE = ("request", "memory", "withdraw")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    tool: str
+    args: _Args
+    call_id: str | None = None  # native protocol: echoed in the tool message
+
+
+def tool_schemas(window_min: int, window_max: int) -> list[dict[str, Any]]:
+    """Function definitions for the native protocol (strict schemas: every field required)."""
+    docs = _tool_docs(window_min, window_max)
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": name,
+                "description": docs[name],
+                "parameters": strict_schema(model),
+            },
+        }
+        for name, model in TOOL_ARGS.items()
+    ]
+
+
+def json_action_schema() -> dict[str, Any]:
+    """The JSON-action protocol's reply schema: one tool name and its arguments."""
+    return {
+        "type": "object",
+        "properties": {
+            "tool": {"type": "string", "enum": list(TOOL_ARGS)},
+            "args": {"anyOf": [strict_schema(m) for m in TOOL_ARGS.values()]},
+        },
+        "required": ["tool", "args"],
+        "additionalProperties": False,
+    }
+
+
+def _tool_docs(window_min: int, window_max: int) -> dict[str, str]:
+    return {
+        k: v.format(window_min=window_min, window_max=window_max) for k, v in sp.TOOL_DOCS.items()
+    }
+
+
+def parse_tool_call(result: LlmResult) -> ToolCall:
+    """The model's reply → one validated tool call; raises InvalidOutput naming the field.
+
+    A native tool call is read from the call; otherwise the text must hold a JSON action (a
+    native endpoint that answers in text gets the same lenient reading)."""
+    if result.refusal:
+        raise InvalidOutput(f"the model refused: {result.refusal[:200]}", "refusal")
+    if result.tool_name is not None:
+        name, call_id = result.tool_name, result.tool_call_id
+        try:
+            args = json.loads(result.tool_arguments or "{}")
+        except json.JSONDecodeError as exc:
+            raise InvalidOutput(f"arguments of {name} are not JSON: {exc}", "args") from None
+    else:
+        text = (result.text or "").strip()
+        if not text:
+            raise InvalidOutput(f"empty reply (finish_reason={result.finish_reason})", "output")
+        data = extract_json(text)
+        if not isinstance(data, dict) or "tool" not in data:
+            raise InvalidOutput('the reply must be {"tool": ..., "args": {...}}', "tool")
+        name, args, call_id = data["tool"], data.get("args", {}), None
+    if name not in TOOL_ARGS:
+        raise InvalidOutput(f"unknown tool {name!r}; tools: {', '.join(TOOL_ARGS)}", "tool")
+    try:
+        return ToolCall(str(name), TOOL_ARGS[name].model_validate(args), call_id)
+    except ValidationError as exc:
+        errs = exc.errors()
+        lines = [f"{'.'.join(map(str, e['loc'])) or '(top)'}: {e['msg']}" for e in errs[:6]]
+        loc = ".".join(map(str, errs[0]["loc"])) if errs else ""
+        raise InvalidOutput(
+            f"{name}: " + "; ".join(lines), f"args.{loc}" if loc else "args"
+        ) from None
+
+
+def _fmt(seconds: float) -> str:
+    return f"{seconds:.0f}"
+
+
+@dataclass
+class _Turn:
+    """One model turn as it stays in the history: the reply, its result and any notices."""
+
+    messages: list[dict[str, Any]]
+
+
+@dataclass
+class _CommandLine:
+    tool: str
+    what: str
+    runtime_s: float
+    ok: bool
+
+
+@dataclass
+class _Window:
+    grant: WindowGrant
+    turns_left: int
+    why: str = "allocation"
+
+
+@dataclass
+class LlmSolver:
+    """Satisfies `mbb.agents.base.Solver` on real tasks with a model choosing the tool calls."""
+
+    worker: str
+    config: ModelConfig
+    llm: LlmClient
+    suite: Suite
+    resource: ExecutionResource
+    emit: Emit | None
+    cache: LlmCache | None
+    loop: SolverLoopParams
+    window_min_s: int
+    window_max_s: int
+    n_others: int = 0
+    concurrent: bool = False  # windows are sequential; requests are polled one by one
+
+    task_id: str | None = None
+    subrun: int = 0
+    tools: SolverTools | None = None
+    finished: bool = False
+    withdrawn: str | None = None
+    pending: Request | None = None
+    last_evaluation: Evaluation | None = None
+    windows: int = 0
+    _head: list[dict[str, Any]] = field(default_factory=list)
+    _turns: list[_Turn] = field(default_factory=list)
+    _notices: list[str] = field(default_factory=list)
+    _commands: list[_CommandLine] = field(default_factory=list)
+    _deadline_s: float = math.inf
+    _need_s: float = 0.0
+    _window: _Window | None = None
+    _calls: int = 0
+    _samples: str = ""
+    _memory: str = "(none)"
+
+    # --- Solver protocol ----------------------------------------------------------------------
+    async def start_subrun(self, task: TaskAssignment, scratch: Scratch | None) -> None:
+        built = self.suite[task.task_id]
+        self.task_id, self.subrun = task.task_id, task.subrun
+        self.resource.assign(self.worker, built)
+        self.tools = SolverTools(
+            self.worker, self.resource, scratch=scratch, emit=self.emit, subrun=task.subrun
+        )
+        self.finished, self.withdrawn, self.pending = False, None, None
+        self.last_evaluation, self.windows = None, 0
+        self._turns, self._notices, self._commands = [], [], []
+        self._need_s = float(self.window_max_s)
+        self._deadline_s = math.inf
+        self._samples = "\n".join(f"  $ {s}" for s in built.samples) or "  (none)"
+        memory = scratch.render() if scratch is not None else ""
+        self._memory = memory or "(none)"
+        docs = _tool_docs(self.window_min_s, self.window_max_s)
+        protocol = (
+            ""
+            if self.config.tool_protocol == "native"
+            else sp.JSON_ACTION.format(
+                schema=json.dumps(json_action_schema(), separators=(",", ":"))
+            )
+        )
+        system = sp.SYSTEM.format(
+            worker=self.worker,
+            n_others=self.n_others,
+            tool_docs="\n".join(f"- {d}" for d in docs.values()),
+            protocol=protocol,
+        )
+        self._head = [{"role": "system", "content": system}]
+
+    def need_s(self) -> float:
+        return self._need_s
+
+    async def next_action(self, view: SolverView) -> Request | Withdraw | None:
+        if self.finished or self.withdrawn is not None:
+            return None
+        self._deadline_s = view.deadline_s
+        if len(self._head) == 1:  # the task statement, once the first view gives the clock
+            self._head.append({"role": "user", "content": self._task_text(view)})
+        if self.pending is None:
+            await self._plan(view)
+        if self.withdrawn is not None:
+            return Withdraw(reason=self.withdrawn[:200] or "the solver gave up the task")
+        request, self.pending = self.pending, None
+        return request
+
+    async def run_window(self, grant: WindowGrant) -> WindowOutcome:
+        assert self.tools is not None, "start_subrun first"
+        self.resource.open_window(grant)
+        self.windows += 1
+        self.tools.released = False
+        win = self._window = _Window(grant, self.loop.max_turns_per_window)
+        self._notices.append(
+            sp.NOTICE_WINDOW_STARTED.format(
+                allocation=grant.allocation_s,
+                end=_fmt(grant.hard_end_s),
+                now=_fmt(grant.start_s),
+                deadline_left=_fmt(self._deadline_s - grant.start_s),
+                turns=win.turns_left,
+            )
+        )
+        try:
+            while win.turns_left > 0 and self.resource.remaining_s(self.worker) > 0:
+                win.turns_left -= 1
+                call = await self._turn("work", IN_WINDOW)
+                if call is None:  # endpoint unavailable: recorded; the window is handed back
+                    win.why = "released: the model was unavailable"
+                    break
+                if call.tool == "release":
+                    win.why = "released"
+                    break
+                self._after_command_notice(win)
+            else:
+                if win.turns_left <= 0 and self.resource.remaining_s(self.worker) > 0:
+                    win.why = f"released after the limit of {self.loop.max_turns_per_window} turns"
+        finally:
+            self._window = None
+        used = self.tools.release()
+        self._notices.append(
+            sp.NOTICE_WINDOW_OVER.format(
+                why=win.why, used=_fmt(used), allocation=grant.allocation_s
+            )
+        )
+        early = used < grant.hard_end_s - grant.start_s
+        return WindowOutcome(
+            used_s=used, completed=self.finished, released=early and not self.finished
+        )
+
+    async def evaluate(self) -> EvaluationResult:
+        assert self.task_id is not None, "start_subrun first"
+        ev = evaluate_submission(
+            self.suite[self.task_id],
+            self.resource.workspace(self.worker),
+            worker=self.worker,
+            emit=self.emit,
+        )
+        self.last_evaluation = ev
+        return ev.result
+
+    @property
+    def done(self) -> bool:
+        return self.finished
+
+    @property
+    def progress(self) -> float:
+        """Milestones the solver can see without the hidden tests: a file written, a build that
+        produced ./executable, the task declared finished (0, 1/3, 2/3, 1)."""
+        if self.finished:
+            return 1.0
+        if self.task_id is None:
+            return 0.0
+        ws = self.resource.workspace(self.worker)
+        if (ws / "executable").is_file():
+            return 2 / 3
+        if any(c.tool in ("write", "edit") and c.ok for c in self._commands):
+            return 1 / 3
+        return 0.0
+
+    async def end_subrun(self, recap: SubrunRecap, scratch: Scratch | None) -> None:
+        """The solver's after-action report into scratch (memory on only)."""
+        if scratch is None:
+            return
+        shown = self._commands[-self.loop.report_commands :]
+        lines = [
+            f"  {c.tool} {c.what} ({c.runtime_s:.0f} s, {'ok' if c.ok else 'failed'})"
+            for c in shown
+        ]
+        if len(shown) < len(self._commands):
+            lines.insert(0, f"  ({len(self._commands) - len(shown)} earlier commands omitted)")
+        user = sp.REPORT_USER.format(
+            task=recap.task_id,
+            outcome=recap.outcome,
+            score=f"{recap.score:.2f}",
+            windows=recap.windows,
+            granted=_fmt(recap.granted_s),
+            used=_fmt(recap.used_s),
+            waited=_fmt(recap.waited_s),
+            n_commands=len(self._commands),
+            command_s=_fmt(sum(c.runtime_s for c in self._commands)),
+            commands="\n".join(lines) or "  (none)",
+            memory=scratch.render() or "(none)",
+        )
+        system = sp.REPORT_SYSTEM.format(worker=self.worker, max_words=self.loop.report_words)
+        req = ChatRequest(
+            messages=[{"role": "system", "content": system}, {"role": "user", "content": user}]
+        )
+        meta = CallMeta(self.worker, "report", "solver_report", subrun=recap.subrun)
+        try:
+            res = await self.llm.call(self.config, req, meta=meta, emit=self.emit, cache=self.cache)
+        except LlmUnavailable:
+            return  # recorded in the LlmCall event; no report this subrun
+        text = (res.text or "").strip()
+        if text:
+            scratch.write("report", recap.subrun, text)
+
+    # --- the loop -----------------------------------------------------------------------------
+    def _task_text(self, view: SolverView) -> str:
+        return sp.TASK.format(
+            task=self.task_id,
+            subrun_no=self.subrun,
+            deadline=_fmt(view.deadline_s),
+            now=_fmt(view.now_s),
+            window_min=view.window_min_s,
+            window_max=view.window_max_s,
+            samples=self._samples,
+            memory=self._memory,
+        )
+
+    async def _plan(self, view: SolverView) -> None:
+        """Outside a window: ask for a request (or a withdrawal); else the stated default."""
+        self._notices.append(
+            sp.NOTICE_OUTSIDE.format(
+                now=_fmt(view.now_s),
+                deadline_left=_fmt(view.deadline_s - view.now_s),
+                window_min=view.window_min_s,
+                window_max=view.window_max_s,
+            )
+        )
+        for _ in range(self.loop.planning_turns):
+            call = await self._turn("request", OUTSIDE)
+            if call is None or self.pending is not None or self.withdrawn is not None:
+                break
+        if self.pending is None and self.withdrawn is None:
+            seconds = int(min(view.window_max_s, max(view.window_min_s, self._need_s)))
+            self.pending = Request(duration=seconds)
+            self._invalid(
+                "request",
+                "request",
+                None,
+                "default",
+                f"no request after {self.loop.planning_turns} turn(s) outside the window -> "
+                f"the default request of {seconds} s (the last estimate, within the window bounds)",
+            )
+
+    async def _turn(self, phase: str, allowed: tuple[str, ...]) -> ToolCall | None:
+        """One model call and the execution of the tool it picked; None if unavailable."""
+        req = self._request()
+        meta = CallMeta(
+            self.worker, "solver", phase, subrun=self.subrun, round=self._round(), repair=False
+        )
+        self._calls += 1
+        try:
+            result = await self.llm.call(
+                self.config, req, meta=meta, emit=self.emit, cache=self.cache
+            )
+        except LlmUnavailable as exc:
+            rule = "release" if phase == "work" else "default"
+            self._invalid(phase, "llm", None, rule, str(exc))
+            return None
+        reply = self._reply_message(result)
+        try:
+            call = parse_tool_call(result)
+        except InvalidOutput as exc:
+            raw = result.tool_arguments if result.tool_name else result.text
+            self._invalid(phase, exc.field, (raw or "")[:300], "reported", str(exc))
+            self._record_turn(reply, result, f"error: {exc} (nothing was run)")
+            return ToolCall("invalid", _Args())
+        if call.tool not in allowed:
+            where = "inside a window" if phase == "work" else "outside a window"
+            msg = f"error: {call.tool} is not available {where}; available: {', '.join(allowed)}"
+            self._invalid(phase, "tool", call.tool, "reported", msg)
+            self._record_turn(reply, result, msg)
+            return call
+        self._record_turn(reply, result, self._execute(call))
+        return call
+
+    def _round(self) -> int | None:
+        return self._window.grant.round if self._window is not None else None
+
+    def _request(self) -> ChatRequest:
+        turns = self._turns[-self.loop.history_turns :]
+        messages = [dict(m) for m in self._head]
+        if len(turns) < len(self._turns):
+            skipped = len(self._turns) - len(turns)
+            messages.append({"role": "user", "content": f"({skipped} earlier turns omitted)"})
+        for t in turns:
+            messages.extend(t.messages)
+        if self._notices:
+            messages.append({"role": "user", "content": "\n".join(self._notices)})
+        if self.config.tool_protocol == "native":
+            return ChatRequest(
+                messages=messages,
+                tools=tool_schemas(self.window_min_s, self.window_max_s),
+                tool_choice="required",
+            )
+        schema = json_action_schema()
+        fmt: dict[str, Any] | None = None
+        if self.config.structured == "json_schema":
+            fmt = {
+                "type": "json_schema",
+                "json_schema": {"name": "solver_action", "schema": schema, "strict": True},
+            }
+        elif self.config.structured == "json_object_schema":
+            fmt = {"type": "json_object", "schema": schema}
+        return ChatRequest(messages=messages, response_format=fmt)
+
+    def _reply_message(self, result: LlmResult) -> dict[str, Any]:
+        if self.config.tool_protocol == "native" and result.tool_name is not None:
+            call = {
+                "id": result.tool_call_id or "call_0",
+                "type": "function",
+                "function": {"name": result.tool_name, "arguments": result.tool_arguments or ""},
+            }
+            return {"role": "assistant", "content": result.text, "tool_calls": [call]}
+        return {"role": "assistant", "content": result.text or result.tool_arguments or ""}
+
+    def _record_turn(self, reply: dict[str, Any], result: LlmResult, outcome: str) -> None:
+        """Keep the reply and its result; pending notices were shown before it, so they move
+        into this turn's history in front of the reply."""
+        msgs: list[dict[str, Any]] = []
+        if self._notices:
+            msgs.append({"role": "user", "content": "\n".join(self._notices)})
+            self._notices = []
+        msgs.append(reply)
+        if "tool_calls" in reply:
+            call_id = reply["tool_calls"][0]["id"]
+            msgs.append({"role": "tool", "tool_call_id": call_id, "content": outcome})
+        else:
+            msgs.append({"role": "user", "content": outcome})
+        self._turns.append(_Turn(msgs))
+
+    def _execute(self, call: ToolCall) -> str:
+        """Run the tool; the text the model sees as the result."""
+        t = self.tools
+        assert t is not None
+        a = call.args
+        if isinstance(a, RequestArgs):
+            lo, hi = self.window_min_s, self.window_max_s
+            seconds = max(lo, min(hi, a.seconds))
+            self.pending = Request(duration=seconds)
+            self._need_s = float(seconds)
+            clamp = f" (clamped to {lo}..{hi})" if seconds != a.seconds else ""
+            return f"ok: your next request is {seconds} s{clamp}"
+        if isinstance(a, MemoryArgs):
+            r = t.memory(a.text)
+            return "ok: saved to memory" if r.ok else f"error: {r.error}"
+        if isinstance(a, WithdrawArgs):
+            self.withdrawn = a.reason or "withdrawn"
+            return "ok: you withdraw from this task"
+        if isinstance(a, ReleaseArgs):
+            self.finished = a.finished
+            return "ok: window released" + (" (task declared finished)" if a.finished else "")
+        if isinstance(a, ReadArgs):
+            r, what = t.read(a.path), a.path
+        elif isinstance(a, WriteArgs):
+            r, what = t.write(a.path, a.text), a.path
+        elif isinstance(a, EditArgs):
+            r, what = t.edit(a.path, a.old, a.new), a.path
+        else:
+            assert isinstance(a, BashArgs)
+            r, what = t.bash(a.command), a.command
+        self._commands.append(_CommandLine(call.tool, what[:80], r.runtime_s, r.ok))
+        return self._render_result(r)
+
+    def _render_result(self, r: ToolResult) -> str:
+        cap = self.loop.output_chars
+        out = r.output
+        if len(out) > cap:
+            out = out[:cap] + f"\n... ({len(r.output) - cap} more characters cut)"
+        head = f"ok ({r.runtime_s:.1f} s)" if r.ok else f"error ({r.runtime_s:.1f} s): {r.error}"
+        return f"{head}\n{out}" if out else head
+
+    def _after_command_notice(self, win: _Window) -> None:
+        now = self.resource.now_s()
+        left = self.resource.remaining_s(self.worker)
+        if now is None or left <= 0:
+            return
+        deadline_left = self._deadline_s - now
+        self._notices.append(
+            sp.NOTICE_TIME_LEFT.format(
+                left=_fmt(left), turns=win.turns_left, deadline_left=_fmt(deadline_left)
+            )
+        )
+        if deadline_left <= self.loop.deadline_warning_s:
+            self._notices.append(sp.NOTICE_DEADLINE.format(deadline_left=_fmt(deadline_left)))
+
+    def _invalid(self, phase: str, fld: str, value: Any, rule: str, detail: str) -> None:
+        if self.emit is None:
+            return
+        self.emit(
+            InvalidAction,
+            worker=self.worker,
+            subrun=self.subrun,
+            round=self._round(),
+            phase=f"solver_{phase}",
+            field=fld,
+            value=value,
+            rule=rule,
+            detail=detail[:500],
+        )
+
+
+def make_llm_solver(
+    worker: str,
+    *,
+    config: ModelConfig,
+    llm: LlmClient,
+    suite: Suite,
+    resource: ExecutionResource,
+    emit: Emit | None,
+    cache: LlmCache | None,
+    loop: SolverLoopParams,
+    window_min_s: int,
+    window_max_s: int,
+    n_others: int,
+    time_model: str,
+) -> LlmSolver:
+    """Factory the arena calls for `workers.solver: llm` on `tasks.kind: real`."""
+    tm = {"modeled": "virtual"}.get(time_model, time_model)
+    if tm != resource.time_model:
+        raise ValueError(
+            f"time_model {time_model!r} does not match the resource's {resource.time_model!r}"
+        )
+    return LlmSolver(
+        worker,
+        config,
+        llm,
+        suite,
+        resource,
+        emit,
+        cache,
+        loop,
+        window_min_s,
+        window_max_s,
+        n_others,
+    )
