@@ -56,7 +56,16 @@ from mbb.scheduling.validation import (
 )
 from mbb.scratch import Scratch
 
-__all__ = ["Arena", "RunResult", "run_condition", "run_id_for", "worker_rng"]
+__all__ = [
+    "Arena",
+    "RunResult",
+    "run_condition",
+    "run_condition_async",
+    "run_id_for",
+    "run_seeds",
+    "uses_llm",
+    "worker_rng",
+]
 
 T = TypeVar("T")
 
@@ -189,12 +198,17 @@ NEGOTIATOR_BACKENDS: dict[str, NegotiatorFactory] = {
 
 
 class Arena:
-    def __init__(self, condition: Condition, seed: int, log: ev.EventLog) -> None:
+    def __init__(
+        self, condition: Condition, seed: int, log: ev.EventLog, *, llm: Any = None
+    ) -> None:
         self.condition = condition
         self.seed = seed
         self.log = log
         self.resource: Any = None  # the shared execution resource (real tasks only)
-        self._llm: Any = None  # (LlmClient, LlmCache), shared by the run's LLM agents
+        # (LlmClient, LlmCache) shared by the run's LLM agents; passed in when several runs share
+        # one event loop, one rate limit and one cache (then the caller closes the cache)
+        self._llm: Any = llm
+        self._owns_llm = llm is None
         self.suite: Any = None
         self._resource_tmp: Any = None
         self.rng = np.random.default_rng(np.random.SeedSequence(entropy=seed, spawn_key=(10**6,)))
@@ -271,7 +285,7 @@ class Arena:
         return self._llm
 
     def close(self) -> None:
-        if self._llm is not None:
+        if self._llm is not None and self._owns_llm:
             self._llm[1].close()
         if self.resource is not None:
             self.resource.close()
@@ -1042,15 +1056,33 @@ def run_condition(
     `resume=True` continues a run whose log is already there (see `EventLog`): the run is
     re-executed from its seed, the recorded events are verified rather than rewritten, and the
     rest is appended. LLM calls already made come from the cache."""
+    box: list[RunResult] = []
+
+    async def go() -> None:
+        box.append(await run_condition_async(condition, seed, out_dir, resume=resume))
+
+    _run_coroutine(go)
+    return box[0]
+
+
+async def run_condition_async(
+    condition: Condition,
+    seed: int | None = None,
+    out_dir: Path | None = None,
+    *,
+    resume: bool = False,
+    llm: Any = None,
+) -> RunResult:
+    """`run_condition` on the running event loop; `llm` = (LlmClient, LlmCache) to share."""
     seed = condition.seed if seed is None else seed
     run_id = run_id_for(condition.name, seed)
     run_dir = out_dir / run_id if out_dir is not None else None
     log = ev.EventLog(run_id, run_dir / "events.jsonl" if run_dir else None, resume=resume)
     result = RunResult(run_id, seed, run_dir, log)
     try:
-        arena = Arena(condition, seed, log)
+        arena = Arena(condition, seed, log, llm=llm)
         try:
-            _run_coroutine(arena.run)
+            await arena.run()
         finally:
             arena.close()
     except Exception as exc:
@@ -1060,3 +1092,37 @@ def run_condition(
     finally:
         log.close()
     return result
+
+
+def uses_llm(condition: Condition) -> bool:
+    return any("llm" in (s.negotiator, s.solver) for s in condition.worker_specs())
+
+
+def run_seeds(
+    condition: Condition, seeds: Sequence[int], out_dir: Path | None = None
+) -> list[RunResult | BaseException]:
+    """Several seeds on ONE event loop: their LLM calls share one client (so one concurrency
+    limit per endpoint, i.e. one rate limit) and one cache. Each run keeps its own log, so
+    every run's events are the same as when it runs alone. A failed run is returned as its
+    exception (it is recorded in its own log); the others go on."""
+    from mbb.llm.cache import LlmCache
+    from mbb.llm.client import LlmClient
+
+    box: list[list[RunResult | BaseException]] = []
+
+    async def go() -> None:
+        p = condition.llm
+        cache = LlmCache(p.cache_path() if p.cache != "off" else None, p.cache)
+        shared = (LlmClient(prices=condition.prices), cache)
+        try:
+            box.append(
+                await asyncio.gather(
+                    *(run_condition_async(condition, s, out_dir, llm=shared) for s in seeds),
+                    return_exceptions=True,
+                )
+            )
+        finally:
+            cache.close()
+
+    _run_coroutine(go)
+    return box[0]

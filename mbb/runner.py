@@ -20,7 +20,7 @@ from typing import Any
 
 import polars as pl
 
-from mbb.arena import RunResult, run_condition
+from mbb.arena import RunResult, run_condition, run_id_for, run_seeds, uses_llm
 from mbb.params import Condition
 from mbb.provenance import provenance
 from mbb.tables import tables_from_lines, write_tables
@@ -77,21 +77,31 @@ def _run_chunk(
     out = Path(out_dir) if out_dir else None
     by_kind: dict[str, list[str]] = defaultdict(list)
     runs: list[tuple[str, str | None]] = []
-    for seed in seeds:
+    if uses_llm(condition):
+        # LLM runs wait on the network: run the chunk's seeds concurrently on one event loop,
+        # sharing one client (one concurrency limit per endpoint) and one cache
+        t0 = time.perf_counter()
+        outcomes = run_seeds(condition, seeds, out)
+        wall = (time.perf_counter() - t0) / max(1, len(seeds))
+    else:
+        outcomes, wall = [], 0.0
+    for i, seed in enumerate(seeds):
         t0 = time.perf_counter()
         try:
-            result = run_condition(condition, seed, out)
-            err = None
+            if outcomes:
+                result = outcomes[i]
+                if isinstance(result, BaseException):
+                    raise result
+            else:
+                result = run_condition(condition, seed, out)
         except Exception as exc:  # isolated: the batch goes on, the failure is reported
-            from mbb.arena import run_id_for
-
             runs.append((run_id_for(condition.name, seed), f"{type(exc).__name__}: {exc}"))
             continue
         for k, lines in result.log.by_kind.items():
             by_kind[k].extend(lines)
         if out is not None and result.out_dir is not None:
-            write_meta(result, condition, time.perf_counter() - t0)
-        runs.append((result.run_id, err))
+            write_meta(result, condition, wall if outcomes else time.perf_counter() - t0)
+        runs.append((result.run_id, None))
     return runs, by_kind
 
 
@@ -109,11 +119,14 @@ def run_many(
     t0 = time.perf_counter()
     first = condition.seed if seed is None else seed
     seeds = list(range(first, first + runs))
+    llm = uses_llm(condition)
     if processes is None:
-        processes = min(os.cpu_count() or 1, 2) if runs >= PARALLEL_FROM else 1
+        processes = min(os.cpu_count() or 1, 2) if runs >= PARALLEL_FROM and not llm else 1
     cjson = condition.model_dump_json()
     out = str(out_dir) if out_dir is not None else None
     chunk = max(1, min(25, runs // (processes * 4) or 1))
+    if llm and processes <= 1:
+        chunk = runs  # one event loop for all seeds: one rate limit, one cache
     chunks = [seeds[i : i + chunk] for i in range(0, len(seeds), chunk)]
     bar = None
     if progress is True:

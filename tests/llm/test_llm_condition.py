@@ -55,6 +55,7 @@ def condition(root, server, tmp_path, **extra):
 
 
 def test_full_condition_with_llm_negotiators(root, tmp_path, llm_server, key_in_env):
+    llm_server.delay_s = 0.01  # so that gathered requests visibly overlap even on a busy host
     cond = condition(root, llm_server, tmp_path)
     result = run_condition(cond, 0, tmp_path / "out")
     t = tables_from_log(result.log)
@@ -138,3 +139,21 @@ def test_the_api_key_is_never_written(root, tmp_path, llm_server, key_in_env):
     assert all(r.headers.get("authorization") == f"Bearer {SECRET}" for r in llm_server.completions)
     leaked = [p for p in tmp_path.rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()]
     assert leaked == []
+
+
+def test_seeds_share_one_event_loop_and_one_rate_limit(root, tmp_path, key_in_env):
+    """Three 2-worker runs through `run_many`: their calls overlap across runs (one event loop),
+    never beyond the endpoint's limit of 3 (one rate limit), and each run's events are exactly
+    those of the same seed run alone."""
+    with FakeOpenAIServer(schema_responder, api_key=SECRET, models=("m-a",), delay_s=0.05) as srv:
+        over = {"subruns": 1, "workers": {"count": 2, "negotiator": "llm", "model": "a"}}
+        cond = condition(root, srv, tmp_path, **over)
+        cond = cond.model_copy(
+            update={"models": {"a": cond.models["a"].model_copy(update={"concurrency": 3})}}
+        )
+        batch = run_many(cond, runs=3, out_dir=tmp_path / "batch").check()
+        assert srv.max_in_flight == 3  # a single 2-worker run never has more than 2 in flight
+        alone = run_condition(cond, cond.seed + 1, tmp_path / "alone")
+    together = (tmp_path / "batch" / alone.run_id / "events.jsonl").read_text().splitlines()
+    assert len(batch.run_ids) == 3
+    assert replay_comparable(together) == replay_comparable(alone.log.lines)
