@@ -132,8 +132,26 @@ def tool_schemas(window_min: int, window_max: int) -> list[dict[str, Any]]:
     ]
 
 
-def json_action_schema() -> dict[str, Any]:
-    """The JSON-action protocol's reply schema: one tool name and its arguments."""
+def json_action_schema(*, tied: bool = True) -> dict[str, Any]:
+    """The JSON-action protocol's reply schema: one tool name and its arguments.
+
+    `tied` (default): one alternative per tool, its name as a constant next to its own
+    arguments, so a grammar-constrained endpoint (llama.cpp) cannot pair a tool with another
+    tool's arguments. Strict OpenAI structured outputs want an object at the root, so there
+    (`tied=False`) the name and the arguments are two properties and the pairing is checked
+    after parsing."""
+    if tied:
+        return {
+            "anyOf": [
+                {
+                    "type": "object",
+                    "properties": {"tool": {"const": name}, "args": strict_schema(model)},
+                    "required": ["tool", "args"],
+                    "additionalProperties": False,
+                }
+                for name, model in TOOL_ARGS.items()
+            ]
+        }
     return {
         "type": "object",
         "properties": {
@@ -267,9 +285,7 @@ class LlmSolver:
         protocol = (
             ""
             if self.config.tool_protocol == "native"
-            else sp.JSON_ACTION.format(
-                schema=json.dumps(json_action_schema(), separators=(",", ":"))
-            )
+            else sp.JSON_ACTION.format(schema=json.dumps(self._schema(), separators=(",", ":")))
         )
         system = sp.SYSTEM.format(
             worker=self.worker,
@@ -494,7 +510,7 @@ class LlmSolver:
                 tools=tool_schemas(self.window_min_s, self.window_max_s),
                 tool_choice="required",
             )
-        schema = json_action_schema()
+        schema = self._schema()
         fmt: dict[str, Any] | None = None
         if self.config.structured == "json_schema":
             fmt = {
@@ -504,6 +520,9 @@ class LlmSolver:
         elif self.config.structured == "json_object_schema":
             fmt = {"type": "json_object", "schema": schema}
         return ChatRequest(messages=messages, response_format=fmt)
+
+    def _schema(self) -> dict[str, Any]:
+        return json_action_schema(tied=self.config.structured != "json_schema")
 
     def _reply_message(self, result: LlmResult) -> dict[str, Any]:
         if self.config.tool_protocol == "native" and result.tool_name is not None:

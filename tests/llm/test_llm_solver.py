@@ -77,11 +77,15 @@ class Rig:
         return [json.loads(x) for x in self.log.by_kind[kind]]
 
 
-@pytest.mark.parametrize("protocol", ["json_action", "native"])
-def test_tool_loop_solves_a_real_task(tmp_path, suite, protocol):
+@pytest.mark.parametrize(
+    ("protocol", "structured"),
+    [("json_action", "json_object_schema"), ("json_action", "json_schema"), ("native", None)],
+)
+def test_tool_loop_solves_a_real_task(tmp_path, suite, protocol, structured):
     script = SolverScript()
     with FakeOpenAIServer(script, api_key=SECRET) as srv:
-        rig = Rig(tmp_path, suite, srv, tool_protocol=protocol, structured="json_object_schema")
+        mode = {"structured": structured} if structured else {}
+        rig = Rig(tmp_path, suite, srv, tool_protocol=protocol, **mode)
         rig.start("rev")
         req = rig.ask()
         assert req == Request(duration=60)
@@ -107,9 +111,15 @@ def test_tool_loop_solves_a_real_task(tmp_path, suite, protocol):
             tool_msgs = [m for m in last["messages"] if m["role"] == "tool"]
             assert tool_msgs and all(m["tool_call_id"] == "call_1" for m in tool_msgs)
             assert "response_format" not in last
-        else:
+        elif structured == "json_schema":  # strict mode: an object at the root
+            schema = last["response_format"]["json_schema"]["schema"]
+            assert schema["type"] == "object" and schema["properties"]["tool"]["enum"]
+        else:  # grammar-constrained: each tool tied to its own arguments
+            schema = last["response_format"]["schema"]
             assert last["response_format"]["type"] == "json_object"
-            assert '"tool"' in last["messages"][0]["content"]  # the JSON-action schema
+            tied = {alt["properties"]["tool"]["const"]: alt for alt in schema["anyOf"]}
+            assert tied["bash"]["properties"]["args"]["required"] == ["command"]
+            assert '"tool"' in last["messages"][0]["content"]  # the schema, in the prompt
         text = json.dumps(last["messages"])
         assert "[arena] Your window has started: 60 s" in text
         assert "s left in this window" in text
