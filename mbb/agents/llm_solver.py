@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mbb.agents.base import (
-    EvaluationResult,
     SolverView,
     SubrunRecap,
     TaskAssignment,
@@ -43,8 +42,8 @@ from mbb.llm.config import ModelConfig
 from mbb.llm.structured import InvalidOutput, extract_json, strict_schema
 from mbb.resource.resource import ExecutionResource
 from mbb.scheduling.actions import Request, Withdraw
-from mbb.tasks.evaluator import Evaluation, evaluate_submission
-from mbb.tasks.harness import SolverTools, ToolResult
+from mbb.tasks.evaluator import Evaluation
+from mbb.tasks.harness import SolverTools, ToolResult, WorkspaceEvaluation
 from mbb.tasks.suite import Suite
 
 if TYPE_CHECKING:
@@ -230,7 +229,7 @@ class _Window:
 
 
 @dataclass
-class LlmSolver:
+class LlmSolver(WorkspaceEvaluation):
     """Satisfies `mbb.agents.base.Solver` on real tasks with a model choosing the tool calls."""
 
     worker: str
@@ -352,17 +351,6 @@ class LlmSolver:
         return WindowOutcome(
             used_s=used, completed=self.finished, released=early and not self.finished
         )
-
-    async def evaluate(self) -> EvaluationResult:
-        assert self.task_id is not None, "start_subrun first"
-        ev = evaluate_submission(
-            self.suite[self.task_id],
-            self.resource.workspace(self.worker),
-            worker=self.worker,
-            emit=self.emit,
-        )
-        self.last_evaluation = ev
-        return ev.result
 
     @property
     def done(self) -> bool:

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from mbb.agents.base import (
-    EvaluationResult,
     SolverView,
     TaskAssignment,
     WindowGrant,
@@ -27,8 +26,8 @@ from mbb.agents.base import (
 from mbb.resource.resource import ExecutionResource
 from mbb.scheduling.actions import Request, Withdraw
 from mbb.scratch import Scratch
-from mbb.tasks.evaluator import Evaluation, evaluate_submission
-from mbb.tasks.harness import SolverTools, ToolResult
+from mbb.tasks.evaluator import Evaluation
+from mbb.tasks.harness import SolverTools, ToolResult, WorkspaceEvaluation
 from mbb.tasks.suite import Suite
 
 __all__ = ["DEFAULT_ORACLE_DIR", "OracleSolver", "make_oracle_solver"]
@@ -43,7 +42,7 @@ class _Step:
     run: Callable[[], ToolResult]
 
 
-class OracleSolver:
+class OracleSolver(WorkspaceEvaluation):
     """Satisfies `mbb.agents.base.Solver` on real tasks using the oracle reconstructions."""
 
     concurrent = False
@@ -120,17 +119,6 @@ class OracleSolver:
         used = self.tools.release()
         early = used < grant.hard_end_s - grant.start_s
         return WindowOutcome(used_s=used, completed=completed, released=early and not completed)
-
-    async def evaluate(self) -> EvaluationResult:
-        assert self.task_id is not None, "start_subrun first"
-        ev = evaluate_submission(
-            self.suite[self.task_id],
-            self.resource.workspace(self.worker),
-            worker=self.worker,
-            emit=self.emit,
-        )
-        self.last_evaluation = ev
-        return ev.result
 
     @property
     def done(self) -> bool:

@@ -15,12 +15,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from mbb.agents.base import EvaluationResult
 from mbb.events import ScratchWritten
 from mbb.resource.resource import CommandResult, ExecutionResource
 from mbb.scheduling.actions import Request
 from mbb.scratch import Scratch
+from mbb.tasks.evaluator import Evaluation, evaluate_submission
+from mbb.tasks.suite import Suite
 
-__all__ = ["SolverTools", "ToolResult"]
+__all__ = ["SolverTools", "ToolResult", "WorkspaceEvaluation"]
 
 _EDIT = r"""
 import json, sys
@@ -130,3 +133,26 @@ class SolverTools:
     def request(self, duration: int) -> Request:
         self.pending_request = Request(duration=int(duration))
         return self.pending_request
+
+
+class WorkspaceEvaluation:
+    """`Solver.evaluate` for every real-task solver: score the worker's workspace against the
+    task's hidden tests (the evaluator hides the reference); keeps the full evaluation."""
+
+    worker: str
+    suite: Suite
+    resource: ExecutionResource
+    emit: Callable[..., Any] | None
+    task_id: str | None
+    last_evaluation: Evaluation | None
+
+    async def evaluate(self) -> EvaluationResult:
+        assert self.task_id is not None, "start_subrun first"
+        ev = evaluate_submission(
+            self.suite[self.task_id],
+            self.resource.workspace(self.worker),
+            worker=self.worker,
+            emit=self.emit,
+        )
+        self.last_evaluation = ev
+        return ev.result
