@@ -89,8 +89,11 @@ def _server(delay_s: float, *, in_process: bool) -> Iterator[_Server]:
     conn, child = ctx.Pipe()
     proc = ctx.Process(target=_serve, args=(child, delay_s), daemon=True)
     proc.start()
+    child.close()  # the child's end lives in the child only: its exit is then EOF here
     try:
-        url = conn.recv()
+        if not conn.poll(120):
+            raise RuntimeError("the scripted server process did not start within 120 s")
+        url = conn.recv()  # EOFError if the child died while starting
 
         def stats() -> dict[str, Any]:
             conn.send("stats")
