@@ -3,10 +3,15 @@
 Measures, with the server answering after a fixed latency:
   1. wall time of one 5-worker declaration phase, gathered (as the arena does) vs sequential;
   2. harness overhead per call (p50): full `LlmNegotiator.declare` (prompt, schema, openai client,
-     HTTP, parse, validation, event) and the bare openai client call, both at 0 ms server latency;
+     HTTP, parse, validation, event) and the bare openai client sending the same body (its raw
+     `post`, as the harness does; `chat.completions.create` shown too), at 0 ms server latency;
   3. replay speed-up: the same phase served from the sqlite cache vs live.
 
-Usage: python bench/bench_llm.py [--latency-ms 100] [--repeats 5]
+The server runs in a child process, as a real endpoint would: in the benchmark's own process its
+Python work (HTTP parsing, JSON, the responder) would hold the GIL the client needs and be
+charged to the client's latency. `--in-process-server` measures that layout instead.
+
+Usage: python bench/bench_llm.py [--latency-ms 100] [--repeats 5] [--in-process-server]
        python bench/bench_llm.py --endpoint http://127.0.0.1:8080/v1 --model smollm2 \
            [--structured json_object_schema] [--key-env NAME]
 The second form runs one round (3 candidates: declare, converse, vote) against a real endpoint
@@ -17,13 +22,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import multiprocessing
 import statistics
 import sys
 import tempfile
 import time
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -41,12 +50,69 @@ from tests.llm.views import good_responder, make_view  # noqa: E402
 WORKERS = ["W1", "W2", "W3", "W4", "W5"]
 
 
-def _config(server: FakeOpenAIServer) -> ModelConfig:
+class _Server:
+    """What the bench needs of a scripted server, wherever it runs: its URL and its counters."""
+
+    def __init__(self, url: str, stats: Any) -> None:
+        self.url = url
+        self._stats = stats
+
+    def stats(self) -> dict[str, Any]:
+        """requests (count), max_in_flight, last_body (of the last completion request)."""
+        return self._stats()
+
+
+def _stats_of(server: _Server) -> dict[str, Any]:
+    done = server.completions
+    return {
+        "requests": len(server.requests),
+        "max_in_flight": server.max_in_flight,
+        "last_body": done[-1].body if done else None,
+    }
+
+
+def _serve(conn: Any, delay_s: float) -> None:
+    """Child process: a FakeOpenAIServer answering stats requests over a pipe until "stop"."""
+    with FakeOpenAIServer(good_responder, api_key=None, delay_s=delay_s) as server:
+        conn.send(server.url)
+        while conn.recv() != "stop":
+            conn.send(_stats_of(server))
+
+
+@contextlib.contextmanager
+def _server(delay_s: float, *, in_process: bool) -> Iterator[_Server]:
+    if in_process:
+        with FakeOpenAIServer(good_responder, api_key=None, delay_s=delay_s) as server:
+            yield _Server(server.url, lambda: _stats_of(server))
+        return
+    ctx = multiprocessing.get_context("spawn")  # no forked copy of this process's threads
+    conn, child = ctx.Pipe()
+    proc = ctx.Process(target=_serve, args=(child, delay_s), daemon=True)
+    proc.start()
+    child.close()  # the child's end lives in the child only: its exit is then EOF here
+    try:
+        if not conn.poll(120):
+            raise RuntimeError("the scripted server process did not start within 120 s")
+        url = conn.recv()  # EOFError if the child died while starting
+
+        def stats() -> dict[str, Any]:
+            conn.send("stats")
+            return conn.recv()
+
+        yield _Server(url, stats)
+        conn.send("stop")
+        proc.join(10)
+    finally:
+        if proc.is_alive():
+            proc.terminate()
+
+
+def _config(server: _Server) -> ModelConfig:
     return ModelConfig(model="test-model", base_url=server.url, api_key_env=None, concurrency=16)
 
 
 async def _phase(
-    server: FakeOpenAIServer,
+    server: _Server,
     client: LlmClient,
     *,
     concurrent: bool,
@@ -72,36 +138,46 @@ async def _phase(
     return time.perf_counter() - t0
 
 
-async def _per_call_ours(server: FakeOpenAIServer, n: int) -> list[float]:
+async def _per_call(server: _Server, n: int) -> dict[str, list[float]]:
+    """Per-call wall times, interleaved call by call so load drifts hit all three alike:
+    `LlmNegotiator.declare`, and the bare openai client sending the same body with its raw
+    `post` (as LlmClient does) and with `chat.completions.create`."""
     client = LlmClient()
     neg = make_llm_negotiator("W1", config=_config(server), llm=client, emit=None, cache=None)
     view = make_view()
-    out = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        await neg.declare(view)
-        out.append(time.perf_counter() - t0)
+    await neg.declare(view)
+    body = dict(server.stats()["last_body"] or {})
+    bare = openai.AsyncOpenAI(base_url=server.url, api_key="x", max_retries=0)
+
+    async def post() -> None:
+        await bare.post("/chat/completions", body=body, cast_to=object)
+
+    async def create() -> None:  # the SDK's typed method: transforms params against TypedDicts
+        await bare.chat.completions.create(**body)
+
+    steps = {"ours": lambda: neg.declare(view), "post": post, "create": create}
+    out: dict[str, list[float]] = {k: [] for k in steps}
+    for i in range(n + 10):  # the first 10 warm up
+        for k, step in steps.items():
+            t0 = time.perf_counter()
+            await step()
+            if i >= 10:
+                out[k].append(time.perf_counter() - t0)
+    await bare.close()
     await client.aclose()
     return out
 
 
-async def _per_call_raw(server: FakeOpenAIServer, n: int, body: dict) -> list[float]:
-    client = openai.AsyncOpenAI(base_url=server.url, api_key="x", max_retries=0)
-    out = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        await client.chat.completions.create(**body)
-        out.append(time.perf_counter() - t0)
-    await client.close()
-    return out
-
-
-async def _phases(server: FakeOpenAIServer, repeats: int) -> tuple:
+async def _phases(server: _Server, repeats: int) -> dict[str, Any]:
     client = LlmClient()  # shared and warm, like the arena's one client per run
     await _phase(server, client, concurrent=True, tag="warmup")
-    conc = [await _phase(server, client, concurrent=True, tag=f"c{i}") for i in range(repeats)]
+    conc, cpu = [], []
+    for i in range(repeats):
+        c0 = time.thread_time()
+        conc.append(await _phase(server, client, concurrent=True, tag=f"c{i}"))
+        cpu.append(time.thread_time() - c0)
     seq = [await _phase(server, client, concurrent=False, tag=f"s{i}") for i in range(repeats)]
-    overlap = server.max_in_flight
+    overlap = server.stats()["max_in_flight"]
     live, replay = [], []
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "cache.sqlite"
@@ -109,14 +185,30 @@ async def _phases(server: FakeOpenAIServer, repeats: int) -> tuple:
             rw = LlmCache(path, "read_write")
             live.append(await _phase(server, client, concurrent=True, cache=rw, tag=f"r{i}"))
             rw.close()
-        before = len(server.requests)
+        before = server.stats()["requests"]
         for i in range(repeats):
             rp = LlmCache(path, "replay")
             replay.append(await _phase(server, client, concurrent=True, cache=rp, tag=f"r{i}"))
             rp.close()
-        replay_requests = len(server.requests) - before
+        replay_requests = server.stats()["requests"] - before
     await client.aclose()
-    return conc, seq, live, replay, overlap, replay_requests
+    return {
+        "conc": conc,
+        "cpu": cpu,
+        "seq": seq,
+        "live": live,
+        "replay": replay,
+        "overlap": overlap,
+        "replay_requests": replay_requests,
+    }
+
+
+def _ms(xs: list[float], digits: int = 0) -> str:
+    """Median and range, in ms."""
+    return (
+        f"{statistics.median(xs) * 1e3:.{digits}f} ms "
+        f"({min(xs) * 1e3:.{digits}f}-{max(xs) * 1e3:.{digits}f})"
+    )
 
 
 async def _live_round(cfg: ModelConfig) -> None:
@@ -153,8 +245,14 @@ def main() -> None:
     ap.add_argument("--structured", default="json_object_schema")
     ap.add_argument("--key-env", default=None, help="NAME of the env var holding the key")
     ap.add_argument("--latency-ms", type=float, default=100.0)
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=9)
     ap.add_argument("--calls", type=int, default=200, help="calls for the per-call p50")
+    ap.add_argument(
+        "--in-process-server",
+        action="store_true",
+        help="run the scripted server in this process (it then competes with the client for "
+        "the GIL)",
+    )
     args = ap.parse_args()
     if args.endpoint:
         cfg = ModelConfig(
@@ -171,33 +269,32 @@ def main() -> None:
         return
     lat = args.latency_ms / 1000
 
-    rows: list[tuple[str, str]] = []
-    with FakeOpenAIServer(good_responder, api_key=None, delay_s=lat) as server:
-        conc, seq, live, replay, overlap, replay_requests = asyncio.run(
-            _phases(server, args.repeats)
-        )
-
-    with FakeOpenAIServer(good_responder, api_key=None, delay_s=0.0) as server:
-        asyncio.run(_per_call_ours(server, 10))
-        ours = asyncio.run(_per_call_ours(server, args.calls))
-        body = dict(server.completions[-1].body or {})
-        raw = asyncio.run(_per_call_raw(server, args.calls, body))
+    inproc = args.in_process_server
+    with _server(lat, in_process=inproc) as server:
+        ph = asyncio.run(_phases(server, args.repeats))
+    with _server(0.0, in_process=inproc) as server:
+        per = asyncio.run(_per_call(server, args.calls))
 
     med = statistics.median
-    p50_ours, p50_raw = med(ours) * 1e3, med(raw) * 1e3
-    rows += [
+    conc, seq, live, replay = ph["conc"], ph["seq"], ph["live"], ph["replay"]
+    p50 = {k: med(v) * 1e3 for k, v in per.items()}
+    rows = [
+        ("server", "in this process" if inproc else "child process"),
         ("server latency per call", f"{args.latency_ms:.0f} ms"),
-        ("5-worker phase, gathered (median)", f"{med(conc) * 1e3:.0f} ms"),
-        ("5-worker phase, sequential (median)", f"{med(seq) * 1e3:.0f} ms"),
+        ("5-worker phase, gathered (median, range)", _ms(conc)),
+        ("  / one call's latency", f"{med(conc) / lat:.2f}x"),
+        ("  client CPU per gathered phase (median)", f"{med(ph['cpu']) * 1e3:.1f} ms"),
+        ("5-worker phase, sequential (median, range)", _ms(seq)),
         ("  speed-up gathered vs sequential", f"{med(seq) / med(conc):.1f}x"),
-        ("  max requests in flight (server)", str(overlap)),
-        ("per call p50, LlmNegotiator.declare @0 ms", f"{p50_ours:.2f} ms"),
-        ("per call p50, bare openai client @0 ms", f"{p50_raw:.2f} ms"),
-        ("  harness overhead over bare client", f"{p50_ours - p50_raw:.2f} ms"),
-        ("5-worker phase, live via cache (median)", f"{med(live) * 1e3:.1f} ms"),
-        ("5-worker phase, replay (median)", f"{med(replay) * 1e3:.2f} ms"),
+        ("  max requests in flight (server)", str(ph["overlap"])),
+        ("per call p50, LlmNegotiator.declare @0 ms", f"{p50['ours']:.2f} ms"),
+        ("per call p50, bare openai client post @0 ms", f"{p50['post']:.2f} ms"),
+        ("per call p50, bare chat.completions.create @0 ms", f"{p50['create']:.2f} ms"),
+        ("  harness overhead over bare client post", f"{p50['ours'] - p50['post']:.2f} ms"),
+        ("5-worker phase, live via cache (median, range)", _ms(live, 1)),
+        ("5-worker phase, replay (median, range)", _ms(replay, 2)),
         ("  replay speed-up over live", f"{med(live) / med(replay):.0f}x"),
-        ("  requests made during replay", str(replay_requests)),
+        ("  requests made during replay", str(ph["replay_requests"])),
     ]
     width = max(len(k) for k, _ in rows)
     print(f"{'measure':<{width}}  value")

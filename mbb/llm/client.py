@@ -135,16 +135,57 @@ def request_body(config: ModelConfig, req: ChatRequest) -> dict[str, Any]:
 
 
 def _usage(raw: Any) -> Usage:
-    if raw is None:
+    """Token counts from a response's `usage` object (any part may be missing or null)."""
+    if not isinstance(raw, dict):
         return Usage()
-    ctd = getattr(raw, "completion_tokens_details", None)
-    ptd = getattr(raw, "prompt_tokens_details", None)
+    ctd = raw.get("completion_tokens_details") or {}
+    ptd = raw.get("prompt_tokens_details") or {}
     return Usage(
-        prompt=int(getattr(raw, "prompt_tokens", 0) or 0),
-        completion=int(getattr(raw, "completion_tokens", 0) or 0),
-        reasoning=int(getattr(ctd, "reasoning_tokens", 0) or 0) if ctd is not None else 0,
-        cached=int(getattr(ptd, "cached_tokens", 0) or 0) if ptd is not None else 0,
+        prompt=int(raw.get("prompt_tokens") or 0),
+        completion=int(raw.get("completion_tokens") or 0),
+        reasoning=int(ctd.get("reasoning_tokens") or 0) if isinstance(ctd, dict) else 0,
+        cached=int(ptd.get("cached_tokens") or 0) if isinstance(ptd, dict) else 0,
     )
+
+
+class MalformedResponse(ValueError):
+    """The endpoint answered 200 with a body that is not a chat-completion JSON object."""
+
+
+def _text(value: Any) -> str | None:
+    """A reply field as text: some servers send tool arguments as an object, not a string."""
+    if value is None or isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True)
+
+
+def _parse_response(data: Any) -> dict[str, Any]:
+    """The reply's parts, read from the JSON body (`choices[0]`, its message, `usage`)."""
+    if isinstance(data, str | bytes):  # served without a JSON content type
+        data = json.loads(data)  # JSONDecodeError: malformed, retried like any other
+    if not isinstance(data, dict):
+        raise MalformedResponse(f"expected a JSON object, got {type(data).__name__}")
+    choices = data.get("choices") or []
+    choice = choices[0] if isinstance(choices, list) and choices else {}
+    choice = choice if isinstance(choice, dict) else {}
+    msg = choice.get("message")
+    msg = msg if isinstance(msg, dict) else {}
+    tool_name = tool_args = tool_id = None
+    calls = msg.get("tool_calls")
+    if calls and isinstance(calls, list) and isinstance(calls[0], dict):
+        fn = calls[0].get("function")
+        tool_id = _text(calls[0].get("id"))
+        if isinstance(fn, dict):
+            tool_name, tool_args = _text(fn.get("name")), _text(fn.get("arguments"))
+    return {
+        "text": _text(msg.get("content")),
+        "tool_name": tool_name,
+        "tool_arguments": tool_args,
+        "tool_call_id": tool_id,
+        "refusal": _text(msg.get("refusal")),
+        "finish_reason": _text(choice.get("finish_reason")),
+        "usage": _usage(data.get("usage")),
+    }
 
 
 def _retry_after_s(exc: Exception) -> float | None:
@@ -168,6 +209,7 @@ _TRANSIENT = (
     openai.APITimeoutError,
     openai.APIConnectionError,
     json.JSONDecodeError,  # a truncated/malformed body (proxies, overloaded servers)
+    MalformedResponse,
 )
 
 
@@ -257,22 +299,17 @@ class LlmClient:
         """One logical call with retries; raises LlmConfigError or LlmUnavailable."""
         body = request_body(config, req)
         client = self._client(config)
-        kwargs = {k: v for k, v in body.items() if k not in ("model", "messages")}
-        known = {"max_tokens", "max_completion_tokens", "temperature", "reasoning_effort",
-                 "response_format", "tools", "tool_choice"}  # fmt: skip
-        extra = {k: kwargs.pop(k) for k in list(kwargs) if k not in known}
         attempts = 0
         t0 = time.perf_counter()
         while True:
             attempts += 1
             try:
                 async with self._limit(config):
-                    resp = await client.chat.completions.create(
-                        model=config.model,
-                        messages=req.messages,
-                        extra_body=extra or None,
-                        **kwargs,
-                    )
+                    # The body is already plain JSON: posting it directly skips the SDK's typed
+                    # `chat.completions.create` transform (~0.6 ms of CPU per call) and its
+                    # model construction; the client, headers, auth and errors are the same.
+                    data = await client.post("/chat/completions", body=body, cast_to=object)
+                parts = _parse_response(data)
             except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
                 raise LlmConfigError(
                     f"{_describe(exc)}: the endpoint {config.base_url} rejected the key from "
@@ -307,26 +344,7 @@ class LlmClient:
                     latency_s=time.perf_counter() - t0,
                 ) from None
             break
-        latency = time.perf_counter() - t0
-        choice = resp.choices[0] if resp.choices else None
-        msg = choice.message if choice is not None else None
-        tool_name = tool_args = tool_id = None
-        if msg is not None and msg.tool_calls:
-            fn = getattr(msg.tool_calls[0], "function", None)
-            if fn is not None:
-                tool_name, tool_args = fn.name, fn.arguments
-                tool_id = getattr(msg.tool_calls[0], "id", None)
-        return LlmResult(
-            text=msg.content if msg is not None else None,
-            tool_name=tool_name,
-            tool_arguments=tool_args,
-            tool_call_id=tool_id,
-            refusal=getattr(msg, "refusal", None) if msg is not None else None,
-            finish_reason=choice.finish_reason if choice is not None else None,
-            usage=_usage(resp.usage),
-            latency_s=latency,
-            attempts=attempts,
-        )
+        return LlmResult(**parts, latency_s=time.perf_counter() - t0, attempts=attempts)
 
     # --- audited entry point -----------------------------------------------------------------
     async def call(

@@ -11,6 +11,7 @@ operator's to fix, and defaulting every action would silently run a different ex
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -77,7 +78,16 @@ class StructuredOutcome(Generic[A]):
 
 def strict_schema(model: type[BaseModel]) -> dict[str, Any]:
     """A JSON schema accepted by strict structured-output modes: every property required,
-    no additional properties, no titles/defaults noise."""
+    no additional properties, no titles/defaults noise.
+
+    Built once per model (pydantic's schema generation costs ~0.3 ms, more than the rest of
+    a cached call); each caller gets its own copy, free to patch enums and bounds into it.
+    """
+    return _copy_json(_strict_schema(model))
+
+
+@functools.cache
+def _strict_schema(model: type[BaseModel]) -> dict[str, Any]:
     schema = copy.deepcopy(model.model_json_schema())
 
     def fix(node: Any) -> None:
@@ -95,6 +105,15 @@ def strict_schema(model: type[BaseModel]) -> dict[str, Any]:
 
     fix(schema)
     return schema
+
+
+def _copy_json(node: Any) -> Any:
+    """A deep copy of plain JSON data (dicts, lists, scalars), ~10x faster than copy.deepcopy."""
+    if isinstance(node, dict):
+        return {k: _copy_json(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_copy_json(v) for v in node]
+    return node
 
 
 def extract_json(text: str) -> Any:

@@ -172,8 +172,9 @@ class FakeOpenAIServer:
 
             def setup(self) -> None:
                 super().setup()
-                # Headers and body go out in separate writes: without NODELAY, Nagle plus the
-                # client's delayed ACK adds ~40 ms to every response.
+                # A reply is one write, but a client's next request may arrive while a previous
+                # reply is unacknowledged: without NODELAY, Nagle plus the client's delayed ACK
+                # can add ~40 ms to a response.
                 self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
             def do_GET(self) -> None:
@@ -214,6 +215,9 @@ class FakeOpenAIServer:
                     self._send(Reply.error(404, msg, code="model_not_found"))
                     return
                 reply = server._next_reply(body)
+                # Encoded before the latency: once it has passed, one write and done (with five
+                # replies due at once, their encoding would otherwise queue on the GIL).
+                wire = self._wire(reply)
                 delay = reply.delay_s + (server.delay_s if reply.status == 200 else 0.0)
                 if delay:
                     time.sleep(delay)
@@ -222,21 +226,31 @@ class FakeOpenAIServer:
                     with contextlib.suppress(OSError):
                         self.connection.shutdown(socket.SHUT_RDWR)
                     return
-                self._send(reply)
+                self._write(wire)
 
             def _send(self, reply: Reply) -> None:
+                self._write(self._wire(reply))
+
+            def _wire(self, reply: Reply) -> bytes:
+                """Status line, headers and body as one buffer, sent in one write."""
                 if isinstance(reply.body, str):
                     payload = reply.body.encode()
                 else:
                     payload = json.dumps(reply.body if reply.body is not None else {}).encode()
+                headers = {
+                    "Content-Type": "application/json",
+                    "Content-Length": str(len(payload)),
+                    **reply.headers,
+                }
+                phrase = self.responses.get(reply.status, ("",))[0]
+                head = f"{self.protocol_version} {reply.status} {phrase}\r\n" + "".join(
+                    f"{k}: {v}\r\n" for k, v in headers.items()
+                )
+                return (head + "\r\n").encode("latin-1") + payload
+
+            def _write(self, wire: bytes) -> None:
                 try:
-                    self.send_response(reply.status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(payload)))
-                    for k, v in reply.headers.items():
-                        self.send_header(k, v)
-                    self.end_headers()
-                    self.wfile.write(payload)
+                    self.wfile.write(wire)
                 except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout)
                     self.close_connection = True
 

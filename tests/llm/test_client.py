@@ -8,7 +8,13 @@ import json
 import pytest
 
 from mbb.llm.cache import CacheMiss, LlmCache
-from mbb.llm.client import CallMeta, ChatRequest, LlmConfigError, LlmUnavailable
+from mbb.llm.client import (
+    CallMeta,
+    ChatRequest,
+    LlmConfigError,
+    LlmUnavailable,
+    request_body,
+)
 from mbb.llm.testserver import Reply
 
 from .conftest import KEY_ENV, SECRET, make_client, make_config
@@ -103,6 +109,43 @@ def test_malformed_body_is_retried(server, sleeps) -> None:
     server.push(Reply.malformed(), Reply.completion("ok"))
     res = asyncio.run(make_client(sleeps).call(make_config(server), REQ, meta=META))
     assert res.text == "ok" and res.attempts == 2
+
+
+def test_non_object_body_is_retried_then_unavailable(server, sleeps) -> None:
+    server.push(Reply(body="[1, 2]"), Reply(body="null"), Reply(body="42"))
+    with pytest.raises(LlmUnavailable, match="MalformedResponse"):
+        asyncio.run(make_client(sleeps).call(make_config(server, max_retries=2), REQ, meta=META))
+    assert len(server.completions) == 3
+
+
+def test_reply_without_choices_is_an_empty_result(server, sleeps) -> None:
+    server.push(Reply(body={"id": "x", "object": "chat.completion", "choices": []}))
+    res = asyncio.run(make_client(sleeps).call(make_config(server), REQ, meta=META))
+    assert (res.text, res.tool_name, res.finish_reason) == (None, None, None)
+    assert res.usage.prompt == 0 and res.attempts == 1
+
+
+def test_tool_call_id_and_object_arguments(server, sleeps) -> None:
+    """The first tool call's id is kept (a tool loop echoes it); arguments some servers send
+    as a JSON object rather than a string are read as its JSON text."""
+    call = {"id": "call_9", "type": "function", "function": {"name": "bash", "arguments": {}}}
+    call["function"]["arguments"] = {"command": "ls"}
+    server.push(Reply.completion(None, tool_calls=[call]))
+    res = asyncio.run(make_client(sleeps).complete(make_config(server), REQ))
+    assert (res.tool_name, res.tool_call_id) == ("bash", "call_9")
+    assert json.loads(res.tool_arguments) == {"command": "ls"}
+
+
+def test_sent_body_is_the_request_body(server, sleeps) -> None:
+    cfg = make_config(
+        server, temperature=0.3, extra_body={"seed": 7, "temperature": 9.0, "top_k": 20}
+    )
+    req = ChatRequest(messages=REQ.messages, response_format={"type": "json_object"})
+    server.push(Reply.completion("ok"))
+    asyncio.run(make_client(sleeps).call(cfg, req, meta=META))
+    sent = server.completions[0].body
+    assert sent == request_body(cfg, req)
+    assert sent["temperature"] == 0.3 and sent["seed"] == 7 and sent["top_k"] == 20
 
 
 def test_401_fails_fast_naming_model_url_and_env(server, sleeps, log) -> None:
