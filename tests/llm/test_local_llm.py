@@ -39,6 +39,9 @@ SHORT = {
     "time": {"max_rounds_per_subrun": 1},
 }
 MAX_TOKENS = 128  # a JSON action needs 35-60 tokens; longer answers are cut (-> repair/default)
+# llama-cpp-python otherwise seeds each request from the previous one, so the answers (and the
+# number of repairs, hence the test's length) would depend on the order concurrent calls arrive
+SAMPLING_SEED = 0
 
 
 def free_port() -> int:
@@ -56,7 +59,14 @@ def refuses(port: int) -> bool:
 def short_condition(root, url: str, cache_file, mode: str):
     over = {
         **SHORT,
-        "models": {"local": {"base_url": url, "max_tokens": MAX_TOKENS, "max_retries": 1}},
+        "models": {
+            "local": {
+                "base_url": url,
+                "max_tokens": MAX_TOKENS,
+                "max_retries": 1,
+                "extra_body": {"seed": SAMPLING_SEED},
+            }
+        },
         "llm": {"cache": mode, "cache_file": str(cache_file)},
     }
     return load_params(root / "params" / "local_llm.yaml", over)
