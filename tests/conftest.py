@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from mbb.notebooks import PROJECT_ROOT
 from mbb.params import Condition, load_params
+
+LOCAL_LLM_ENV = "MBB_LOCAL_LLM"
+
+
+def pytest_collection_modifyitems(config, items):
+    """`local_llm` tests (the real llama.cpp server) run only with MBB_LOCAL_LLM=1 (CI sets it);
+    otherwise they are deselected — not skipped: a laptop without the model reports nothing,
+    and a run that asked for them never turns a missing server into a skip."""
+    if os.environ.get(LOCAL_LLM_ENV) == "1":
+        return
+    drop = [it for it in items if it.get_closest_marker("local_llm") is not None]
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = [it for it in items if it.get_closest_marker("local_llm") is None]
 
 
 @pytest.fixture(scope="session")

