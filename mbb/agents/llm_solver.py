@@ -39,7 +39,7 @@ from mbb.llm import solver_prompts as sp
 from mbb.llm.cache import LlmCache
 from mbb.llm.client import CallMeta, ChatRequest, Emit, LlmClient, LlmResult, LlmUnavailable
 from mbb.llm.config import ModelConfig
-from mbb.llm.structured import InvalidOutput, extract_json, strict_schema
+from mbb.llm.structured import InvalidOutput, extract_json, refuse_cut_off, strict_schema
 from mbb.resource.resource import ExecutionResource
 from mbb.scheduling.actions import Request, Withdraw
 from mbb.tasks.evaluator import Evaluation
@@ -185,6 +185,7 @@ def parse_tool_call(result: LlmResult) -> ToolCall:
         text = (result.text or "").strip()
         if not text:
             raise InvalidOutput(f"empty reply (finish_reason={result.finish_reason})", "output")
+        refuse_cut_off(result, text)
         data = extract_json(text)
         if not isinstance(data, dict) or "tool" not in data:
             raise InvalidOutput('the reply must be {"tool": ..., "args": {...}}', "tool")

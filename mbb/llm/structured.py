@@ -33,6 +33,7 @@ __all__ = [
     "build_request",
     "extract_json",
     "parse_output",
+    "refuse_cut_off",
     "strict_schema",
 ]
 
@@ -172,6 +173,21 @@ def _raw(result: LlmResult) -> str:
     return result.text or ""
 
 
+def refuse_cut_off(result: LlmResult, raw: str) -> None:
+    """A reply cut off at max_tokens: its first complete inner object is not the answer, and
+    the model should be told why (not "field required")."""
+    if result.finish_reason != "length":
+        return
+    try:
+        json.loads(raw)
+    except json.JSONDecodeError:
+        raise InvalidOutput(
+            "the answer was cut off at the token limit before its JSON was complete; answer "
+            "again, shorter",
+            "output",
+        ) from None
+
+
 def parse_output(result: LlmResult, spec: ActionSpec[OutT, A]) -> A:
     """Reply → out model → action; raises InvalidOutput naming the offending field."""
     if result.refusal:
@@ -179,6 +195,7 @@ def parse_output(result: LlmResult, spec: ActionSpec[OutT, A]) -> A:
     raw = _raw(result)
     if not raw.strip():
         raise InvalidOutput(f"empty reply (finish_reason={result.finish_reason})", "output")
+    refuse_cut_off(result, raw)
     data = extract_json(raw)
     try:
         out = spec.out_model.model_validate(data)

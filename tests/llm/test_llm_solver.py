@@ -170,6 +170,10 @@ def test_bad_output_is_reported_back_and_recorded(tmp_path, suite):
         (LlmResult(tool_name="bash", tool_arguments="{not json"), "args"),
         (LlmResult(tool_name="bash", tool_arguments='{"cmd": "ls"}'), "args.command"),
         (LlmResult(refusal="no"), "refusal"),
+        (
+            LlmResult(text='{"tool": "write", "args": {"path": "a", "te', finish_reason="length"),
+            "output",
+        ),
     ],
 )
 def test_parse_tool_call_names_the_offending_field(result, field):

@@ -83,6 +83,14 @@ def test_schema_violation_repaired_in_one_round_trip(server, sleeps, log) -> Non
     assert not log.by_kind["invalid_action"]
 
 
+def test_cut_off_answer_is_repaired_with_the_reason(server, sleeps, log) -> None:
+    cut = '{"action": "declare", "bid": 50, "duration": 60, "position": 1, "note": "I need'
+    server.push(Reply.completion(cut, finish_reason="length"), Reply.completion(DECL))
+    action = asyncio.run(negotiator(server, sleeps, log).declare(make_view()))
+    assert isinstance(action, Declaration) and action.bid == 50
+    assert "cut off at the token limit" in server.completions[1].body["messages"][-1]["content"]
+
+
 def test_context_violation_repaired(server, sleeps, log) -> None:
     over = dict(GOOD["declaration"], bid=5000)  # budget is 700
     server.push(Reply.json(over), Reply.completion(DECL))
