@@ -44,6 +44,15 @@ MAX_TOKENS = 128  # a JSON action needs 35-60 tokens; longer answers are cut (->
 SAMPLING_SEED = 0
 
 
+def same(line: str) -> str:
+    """`comparable`, minus the cache mode (the one intended change of a replay)."""
+    if line.startswith('{"kind":"run_started"'):
+        d = json.loads(comparable(line))
+        d["params"].pop("llm")
+        return json.dumps(d, sort_keys=True)
+    return comparable(line)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -164,13 +173,6 @@ def test_short_condition_on_the_real_local_model_then_replay_offline(root, tmp_p
     again = [json.loads(x) for x in replay.log.lines]
     assert [c["cache_hit"] for c in again if c["kind"] == "llm_call"] == [True] * len(calls)
 
-    def same(line: str) -> str:  # `comparable`, minus the cache mode (the one intended change)
-        if line.startswith('{"kind":"run_started"'):
-            d = json.loads(comparable(line))
-            d["params"].pop("llm")
-            return json.dumps(d, sort_keys=True)
-        return comparable(line)
-
     assert [same(x) for x in replay.log.lines] == [same(x) for x in live.log.lines]
 
     print(
@@ -179,4 +181,64 @@ def test_short_condition_on_the_real_local_model_then_replay_offline(root, tmp_p
         f"{sum(c['completion_tokens'] for c in fetched)} completion tokens); "
         f"replay {t_replay:.2f} s, 0 requests\n"
         f"actions: {dict(outcomes)}; call errors: {dict(errors) or 'none'}"
+    )
+
+
+def test_llm_solver_tool_loop_on_the_real_local_model(root, tmp_path):
+    """One worker whose solver is SmolLM2 on a real task (JSON actions under a grammar): a 135M
+    model does not solve it, but every turn is run, refused with a reason, or recorded, the
+    commands stay inside the window, and the run replays exactly offline."""
+    problems = local.missing()
+    if problems:
+        pytest.fail("the real local model is not installed: " + "; ".join(problems), pytrace=False)
+    cache = tmp_path / "llm_cache.sqlite"
+
+    def cond(url: str, mode: str):
+        over = {
+            "name": "local_llm_solver_test",
+            "subruns": 1,
+            "workers": {"count": 1, "negotiator": "scripted", "model": "local"},
+            "tasks": {"suite": ["rev"]},
+            "time": {"max_rounds_per_subrun": 1},
+            "models": {
+                "local": {
+                    "base_url": url,
+                    "max_tokens": MAX_TOKENS,
+                    "max_retries": 1,
+                    "extra_body": {"seed": SAMPLING_SEED},
+                }
+            },
+            "llm": {
+                "cache": mode,
+                "cache_file": str(cache),
+                "solver": {"max_turns_per_window": 3, "planning_turns": 1},
+            },
+        }
+        return load_params(root / "params" / "llm_solvers.yaml", over)
+
+    port = free_port()
+    t0 = time.monotonic()
+    with local.llama_server(port) as url:
+        live = arena_mod.run_condition(cond(url, "read_write"), 0, tmp_path / "live")
+    t_live = time.monotonic() - t0
+    events = [json.loads(x) for x in live.log.lines]
+    assert events[-1]["kind"] == "run_ended" and events[-1]["status"] == "completed"
+    calls = [e for e in events if e["kind"] == "llm_call" and e["role"] == "solver"]
+    fetched = [c for c in calls if c["error"] is None]
+    assert fetched and all(c["prompt_tokens"] > 0 for c in fetched)
+    work = [c for c in calls if c["phase"] == "work"]
+    assert 1 <= len(work) <= 3  # one window of at most three turns
+    commands = [e for e in events if e["kind"] == "command" and e["round"] is not None]
+    assert all(not c["refused"] for c in commands)  # inside the window only
+    handled = {e["rule"] for e in events if e["kind"] == "invalid_action"}
+    assert handled <= {"reported", "default", "release"}
+    assert [e["kind"] for e in events].count("evaluation") == 1
+
+    replay = arena_mod.run_condition(cond(url, "replay"), 0, tmp_path / "replay")
+
+    assert [same(x) for x in replay.log.lines] == [same(x) for x in live.log.lines]
+    tools = Counter(c["tool"] for c in commands)
+    print(
+        f"\nlocal llm solver: live run {t_live:.0f} s, {len(fetched)} requests; commands "
+        f"{dict(tools) or 'none'}; handled: {sorted(handled) or 'none'}"
     )
