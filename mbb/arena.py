@@ -712,7 +712,7 @@ class Arena:
                 reasoning=b.reasoning,
                 labels=list(b.labels),
                 intents=as_payload(b.intents),
-                defaulted=defaulted,
+                defaulted=defaulted or b.defaulted,
             )
 
         # 4. aggregation -> published schedule

@@ -335,6 +335,7 @@ class LlmNegotiator:
             ranking=tuple(order),
             allocations=alloc,
             reasoning="default ballot: ordered by declared bid, ties by queue order",
+            defaulted=True,
         )
 
     # --- phases --------------------------------------------------------------------------------

@@ -96,6 +96,7 @@ class Ballot(_Action):
     reasoning: str = ""
     labels: tuple[str, ...] = ()
     intents: tuple[Intent, ...] = ()
+    defaulted: bool = False  # the backend's stated default stands in for its answer
 
 
 class Request(_Action):
