@@ -76,7 +76,7 @@ def test_deselected_unless_asked_for(root, flag):
     if flag:
         assert "test_local_llm.py::test_short_condition" in out and "deselected" not in out
     else:
-        assert "1 deselected" in out and "::test_short_condition" not in out
+        assert "2 deselected" in out and "::test_short_condition" not in out
 
 
 def test_asked_for_and_missing_is_a_failure_not_a_skip(root, tmp_path, monkeypatch):
