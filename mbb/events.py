@@ -392,17 +392,20 @@ class EventLog:
             fields.setdefault("round", self.round)
             self._batch.append((cls, worker, fields))
             return None
-        event = cls(
-            run_id=self.run_id,
-            seq=self.seq,
-            t=fields.pop("t", self.t),
-            subrun=fields.pop("subrun", self.subrun),
-            round=fields.pop("round", self.round),
-            worker=worker,
-            wall=time.time(),
-            **fields,
-        )
-        line = event.model_dump_json()
+        # the model's own validator and serializer, called directly: same checks and bytes as
+        # cls(**data).model_dump_json() without pydantic's per-call Python wrappers
+        data = {
+            "run_id": self.run_id,
+            "seq": self.seq,
+            "t": self.t,
+            "subrun": self.subrun,
+            "round": self.round,
+            "worker": worker,
+            "wall": time.time(),
+        }
+        data.update(fields)  # an explicit t / subrun / round wins
+        event = cls.__pydantic_validator__.validate_python(data)
+        line = cls.__pydantic_serializer__.to_json(event).decode()
         if self.seq < len(self._recorded):
             recorded = self._recorded[self.seq]
             if comparable(line) != comparable(recorded):
