@@ -12,7 +12,6 @@ or releases. A worker whose deadline passes is terminated for the subrun.
 from __future__ import annotations
 
 import asyncio
-import functools
 import statistics
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -73,7 +72,14 @@ RngSource = Callable[[], np.random.Generator]  # the same generator on every cal
 def lazy_worker_rng(seed: int, index: int, role: int) -> RngSource:
     """`worker_rng`, seeded on the first call: seeding costs ~15 µs, and a negotiator under a
     centralized scheduler without bids never draws."""
-    return functools.cache(functools.partial(worker_rng, seed, index, role))
+    made: list[np.random.Generator] = []
+
+    def rng() -> np.random.Generator:
+        if not made:
+            made.append(worker_rng(seed, index, role))
+        return made[0]
+
+    return rng
 
 
 def run_id_for(condition: str, seed: int) -> str:
@@ -147,7 +153,7 @@ def _oracle_solver(arena: Arena, spec: WorkerSpec, rng: np.random.Generator) -> 
         spec.id,
         suite=suite,
         resource=resource,
-        emit=arena.emit,
+        emit=arena.log.emit,
         time_model=arena.condition.time.model,
         rng=random.Random(int(rng.integers(2**31))),
     )
@@ -181,8 +187,10 @@ class Arena:
         self.condition = condition
         self.seed = seed
         self.log = log
-        # events are stamped with the log's clock, so the arena's clock (`t`) is the log's
-        self.emit: Callable[..., Any] = log.emit
+        # events are stamped with the log's clock, so the arena's clock (`t`) is the log's. The
+        # arena's own events come from typed code and are recorded unvalidated (every kind it
+        # writes is validated in tests); backends (resource, oracle, LLM) get the validating emit
+        self.emit: Callable[..., None] = log.record
         self.resource: Any = None  # the shared execution resource (real tasks only)
         self._llm: Any = None  # (LlmClient, LlmCache), shared by the run's LLM agents
         self.suite: Any = None
@@ -240,7 +248,7 @@ class Arena:
                 root = Path(self._resource_tmp.name)
             self.resource = ExecutionResource(
                 root,
-                emit=self.emit,
+                emit=self.log.emit,
                 time_model=self.condition.time.model,
                 reference_mode=self.condition.tasks.reference_mode,
             )
