@@ -402,11 +402,13 @@ class Arena:
         self.t = 0.0
         self.log.subrun, self.log.round = subrun, None
         self.board.clear_visible_before(subrun)
-        self.present = [w for w in self.ids if self.workers[w].spec.present_in(subrun)]
+        self.present = []
         for w in self.workers.values():
             if not w.spec.present_in(subrun):
                 w.status = "absent"
-            elif w.spec.joins == subrun and subrun > 1:  # a newcomer: fresh budget, no memory
+                continue
+            self.present.append(w.id)
+            if w.spec.joins == subrun and subrun > 1:  # a newcomer: fresh budget, no memory
                 self.ledger.grant(w.id, w.spec.budget)
         tasks = self.assign_tasks(subrun)
         self._deadline_order = sorted((self.workers[w].spec.deadline_s, w) for w in self.present)
@@ -842,13 +844,14 @@ class Arena:
         Deadlines are walked in order from a cursor (the clock only moves forward), so a window
         costs O(deadlines passed), not O(workers). The holder's own deadline is handled by its
         window, which is cut there."""
-        order = self._deadline_order
-        while self._deadline_next < len(order) and order[self._deadline_next][0] <= t_end:
-            deadline, wid = order[self._deadline_next]
-            self._deadline_next += 1
-            if wid != holder and self.workers[wid].active:
+        order, i, workers = self._deadline_order, self._deadline_next, self.workers
+        while i < len(order) and order[i][0] <= t_end:
+            deadline, wid = order[i]
+            i += 1
+            if wid != holder and workers[wid].active:
                 self.t = max(self.t, deadline)
                 self.terminate(wid)
+        self._deadline_next = i
         self.t = t_end
 
     def terminate(self, wid: str) -> None:

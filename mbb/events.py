@@ -314,40 +314,42 @@ class _Writer:
 
 
 _FILLED = frozenset({"run_id", "seq", "t", "subrun", "round", "worker", "wall"})
-_WRITERS: dict[type[_EventBase], _Writer | None] = {}
+_WRITERS: dict[type[_EventBase], _Writer] = {}
 
 
-def _holds_model(schema: Any) -> bool:
-    if isinstance(schema, dict):
-        return schema.get("type") == "model" or any(map(_holds_model, schema.values()))
-    return isinstance(schema, list) and any(map(_holds_model, schema))
+def _dicts_for_models(schema: Any) -> Any:
+    """A core schema with every model in it replaced by a typed dict of its fields: `record` is
+    given nested values as dicts (in field order), and serializes them like the models."""
+    if isinstance(schema, list):
+        return [_dicts_for_models(x) for x in schema]
+    if not isinstance(schema, dict):
+        return schema
+    if schema.get("type") == "model":
+        fields = schema["schema"]["fields"]
+        return core_schema.typed_dict_schema(
+            {
+                n: core_schema.typed_dict_field(_dicts_for_models(f["schema"]))
+                for n, f in fields.items()
+            }
+        )
+    return {k: _dicts_for_models(v) for k, v in schema.items()}
 
 
-def _writer(cls: type[_EventBase]) -> _Writer | None:
-    """The writer of `cls`, built once; None for a model holding nested models (those events
-    are validated: their nested values may be given as dicts)."""
-    if cls in _WRITERS:
-        return _WRITERS[cls]
-    schema = cls.__pydantic_core_schema__
-    fields = schema["schema"]["fields"] if schema["type"] == "model" else None
-    writer = None
-    if fields is not None and not any(_holds_model(f["schema"]) for f in fields.values()):
+def _writer(cls: type[_EventBase]) -> _Writer:
+    """The writer of `cls`, built once."""
+    w = _WRITERS.get(cls)
+    if w is None:
         info = cls.model_fields
-        writer = _Writer(
+        w = _WRITERS[cls] = _Writer(
             template={
                 n: None if f.is_required() else f.get_default(call_default_factory=True)
                 for n, f in info.items()
             },
             names=frozenset(info),
             required=frozenset(n for n, f in info.items() if f.is_required()) - _FILLED,
-            serializer=SchemaSerializer(
-                core_schema.typed_dict_schema(
-                    {n: core_schema.typed_dict_field(f["schema"]) for n, f in fields.items()}
-                )
-            ),
+            serializer=SchemaSerializer(_dicts_for_models(cls.__pydantic_core_schema__)),
         )
-    _WRITERS[cls] = writer
-    return writer
+    return w
 
 
 _WALL = re.compile(r'"wall":[-+0-9.eE]+')
@@ -462,43 +464,46 @@ class EventLog:
         it: the fields are laid out in the model's order and written by its schema's serializer,
         so the line is the one `emit` writes (floats given as ints become floats). A missing or
         unknown field raises; a wrong type or value is caught by the test that validates every
-        kind an arena run writes. Held batches and models with nested models go to `emit`."""
-        w = _WRITERS[cls] if cls in _WRITERS else _writer(cls)
-        if w is None or self._batch is not None:
+        kind an arena run writes. Nested models are given as dicts; a held batch goes to `emit`."""
+        if self._batch is not None:
             self.emit(cls, worker, **fields)
             return
+        w = _WRITERS.get(cls) or _writer(cls)
         keys = fields.keys()
         if not (keys <= w.names and keys >= w.required):
             raise TypeError(
                 f"{cls.__name__}: unknown fields {sorted(keys - w.names)}, "
                 f"missing fields {sorted(w.required - keys)}"
             )
-        data = w.template.copy()
-        data["run_id"] = self.run_id
-        data["seq"] = self.seq
-        data["t"] = self.t
-        data["subrun"] = self.subrun
-        data["round"] = self.round
-        data["worker"] = worker
-        data["wall"] = time.time()
-        data.update(fields)  # an explicit t / subrun / round wins
+        data = {  # keys already in the template keep their place: the model's order
+            **w.template,
+            "run_id": self.run_id,
+            "seq": self.seq,
+            "t": self.t,
+            "subrun": self.subrun,
+            "round": self.round,
+            "worker": worker,
+            "wall": time.time(),
+            **fields,  # an explicit t / subrun / round wins
+        }
         self._append(data["kind"], w.serializer.to_json(data).decode())
 
     def _append(self, kind: str, line: str) -> None:
-        if self.seq < len(self._recorded):
-            recorded = self._recorded[self.seq]
+        seq = self.seq
+        if seq < len(self._recorded):
+            recorded = self._recorded[seq]
             if comparable(line) != comparable(recorded):
                 raise ResumeMismatch(
-                    f"{self.run_id}: event {self.seq} differs from the log being resumed\n"
+                    f"{self.run_id}: event {seq} differs from the log being resumed\n"
                     f"  recorded: {recorded[:300]}\n  re-run:   {line[:300]}"
                 )
             line = recorded  # keep the original (its wall time)
         elif self._fh is not None:
             self._fh.write(line + "\n")
-            if self._kill_after is not None and self.seq + 1 >= self._kill_after:
+            if self._kill_after is not None and seq + 1 >= self._kill_after:
                 self._fh.flush()
                 os.kill(os.getpid(), signal.SIGKILL)
-        self.seq += 1
+        self.seq = seq + 1
         self.lines.append(line)
         self.by_kind[kind].append(line)
 
