@@ -406,6 +406,7 @@ class EventLog:
                 self._fh = path.open("a", encoding="utf-8")
             else:
                 self._fh = path.open("w", encoding="utf-8")
+        self._replay_end = len(self._recorded)  # events before this are checked, not written
         kill = os.environ.get(KILL_ENV)
         self._kill_after = int(kill) if kill else None
         self.subrun: int | None = None
@@ -416,7 +417,7 @@ class EventLog:
     @property
     def replaying(self) -> bool:
         """True while re-executed events are still being matched against the record."""
-        return self.seq < len(self._recorded)
+        return self.seq < self._replay_end
 
     def begin_batch(self) -> None:
         """Hold events emitted by concurrent calls (a gathered phase) until `end_batch`, so the
@@ -486,11 +487,20 @@ class EventLog:
             "wall": time.time(),
             **fields,  # an explicit t / subrun / round wins
         }
-        self._append(data["kind"], w.serializer.to_json(data).decode())
+        line = w.serializer.to_json(data).decode()
+        seq = self.seq
+        if seq < self._replay_end or self._kill_after is not None:  # resume check, fault hook
+            self._append(data["kind"], line)
+            return
+        if self._fh is not None:  # the common case, inline: it runs for every event of a run
+            self._fh.write(line + "\n")
+        self.seq = seq + 1
+        self.lines.append(line)
+        self.by_kind[data["kind"]].append(line)
 
     def _append(self, kind: str, line: str) -> None:
         seq = self.seq
-        if seq < len(self._recorded):
+        if seq < self._replay_end:
             recorded = self._recorded[seq]
             if comparable(line) != comparable(recorded):
                 raise ResumeMismatch(

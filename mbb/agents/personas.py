@@ -45,6 +45,12 @@ _DEBT = re.compile(r"DEBT (\S+) owes (\S+) \[(\S+)\]")
 _RULE = re.compile(r"RULE (\S+)")
 _COALITION = re.compile(r"COALITION (\S*) RIVAL (\S+)")
 _MEMORY_PREFIXES = ("DEBT ", "RULE ", "COALITION ")
+_VERDICTS = {
+    "completed": "finished the task",
+    "terminated": "missed the deadline and was terminated",
+    "withdrawn": "stepped aside",
+    "unfinished": "did not finish",
+}
 
 
 def _mins(seconds: float) -> str:
@@ -258,12 +264,7 @@ class ScriptedNegotiator:
             scratch.write("note", recap.subrun, f"COALITION {members} RIVAL {self.rival or '-'}")
 
     def _report(self, r: SubrunRecap) -> str:
-        verdict = {
-            "completed": "finished the task",
-            "terminated": "missed the deadline and was terminated",
-            "withdrawn": "stepped aside",
-            "unfinished": "did not finish",
-        }[r.outcome]
+        verdict = _VERDICTS[r.outcome]
         lesson = (
             "Bid earlier and ask for longer windows while the deadline is still far."
             if r.outcome == "terminated"
