@@ -82,6 +82,12 @@ def lazy_worker_rng(seed: int, index: int, role: int) -> RngSource:
     return rng
 
 
+def _round4(x: float) -> float:
+    """round(x, 4) for a recorded progress or score. Most are 0 or 1, returned as they are:
+    round() converts through decimal digits, which costs as much as writing the event."""
+    return x if x == 0 or x == 1 else round(x, 4)
+
+
 def run_id_for(condition: str, seed: int) -> str:
     return f"{condition}-seed{seed:04d}"
 
@@ -858,7 +864,7 @@ class Arena:
         w = self.workers[wid]
         w.status = "terminated"
         prog = w.solver.progress
-        self.emit(ev.Terminated, wid, deadline_s=w.spec.deadline_s, progress=round(prog, 4))
+        self.emit(ev.Terminated, wid, deadline_s=w.spec.deadline_s, progress=_round4(prog))
 
     async def execute_window(
         self,
@@ -928,7 +934,7 @@ class Arena:
         w.granted_s += allocation
         w.used_s += used
         record.used[holder] = used
-        progress = round(w.solver.progress, 4)
+        progress = _round4(w.solver.progress)
         # reaching the deadline terminates the holder, also when its allocation ends exactly there
         if completed:
             why = "completed"
@@ -975,12 +981,12 @@ class Arena:
                 ev.Evaluated,
                 w.id,
                 task=w.task,
-                score=round(res.score, 4),
+                score=_round4(res.score),
                 passed=res.passed,
                 total=res.total,
                 resolved=res.resolved,
                 almost_resolved=res.almost_resolved,
-                progress=round(res.progress, 4),
+                progress=_round4(res.progress),
                 outcome=outcome,
             )
             recap = SubrunRecap(
