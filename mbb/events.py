@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, TextIO
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
-from pydantic_core import SchemaSerializer, core_schema
+from pydantic_core import PydanticSerializationError, SchemaSerializer, core_schema
 
 __all__ = [
     "EVENT_KINDS",
@@ -307,13 +307,21 @@ class ResumeMismatch(RuntimeError):
 class _Writer:
     """How `EventLog.record` writes one event class without validating it."""
 
-    template: dict[str, Any]  # every field in the model's order, defaults filled in
-    names: frozenset[str]
-    required: frozenset[str]  # beyond the fields `record` always fills
+    template: dict[str, Any]  # every field in the model's order: its default, or _REQUIRED
+    size: int  # fields of the model: an unknown field given to `record` makes the dict longer
     serializer: SchemaSerializer  # a typed-dict twin of the model's schema: the same bytes
 
 
-_FILLED = frozenset({"run_id", "seq", "t", "subrun", "round", "worker", "wall"})
+class _Required:
+    """A required field not given to `record`: no serializer can write it, so it raises."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<required>"
+
+
+_REQUIRED = _Required()
 _WRITERS: dict[type[_EventBase], _Writer] = {}
 
 
@@ -342,11 +350,10 @@ def _writer(cls: type[_EventBase]) -> _Writer:
         info = cls.model_fields
         w = _WRITERS[cls] = _Writer(
             template={
-                n: None if f.is_required() else f.get_default(call_default_factory=True)
+                n: _REQUIRED if f.is_required() else f.get_default(call_default_factory=True)
                 for n, f in info.items()
             },
-            names=frozenset(info),
-            required=frozenset(n for n, f in info.items() if f.is_required()) - _FILLED,
+            size=len(info),
             serializer=SchemaSerializer(_dicts_for_models(cls.__pydantic_core_schema__)),
         )
     return w
@@ -470,12 +477,6 @@ class EventLog:
             self.emit(cls, worker, **fields)
             return
         w = _WRITERS.get(cls) or _writer(cls)
-        keys = fields.keys()
-        if not (keys <= w.names and keys >= w.required):
-            raise TypeError(
-                f"{cls.__name__}: unknown fields {sorted(keys - w.names)}, "
-                f"missing fields {sorted(w.required - keys)}"
-            )
         data = {  # keys already in the template keep their place: the model's order
             **w.template,
             "run_id": self.run_id,
@@ -487,7 +488,15 @@ class EventLog:
             "wall": time.time(),
             **fields,  # an explicit t / subrun / round wins
         }
-        line = w.serializer.to_json(data).decode()
+        if len(data) != w.size:
+            raise TypeError(f"{cls.__name__}: unknown fields {sorted(data.keys() - w.template)}")
+        try:
+            line = w.serializer.to_json(data).decode()
+        except PydanticSerializationError:
+            missing = [k for k, v in data.items() if v is _REQUIRED]
+            if missing:
+                raise TypeError(f"{cls.__name__}: missing fields {missing}") from None
+            raise
         seq = self.seq
         if seq < self._replay_end or self._kill_after is not None:  # resume check, fault hook
             self._append(data["kind"], line)
