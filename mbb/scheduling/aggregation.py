@@ -84,33 +84,25 @@ def kemeny(tiebreak: Sequence[str], ballots: Sequence[Sequence[str]]) -> list[st
         return list(tiebreak)
     p = pairwise_matrix(tiebreak, ballots)
     size = 1 << n
-    # against[j][m] = sum over i in m of P[i][j] (voters preferring i to j), for every subset m
+    bits = [1 << j for j in range(n)]
+    # against[j][m] = sum over i in m of P[i][j] (voters preferring i to j), for every subset m:
+    # the subsets with element i are those without it, shifted by bit i
     against = []
     for j in range(n):
-        col = [p[i][j] for i in range(n)]
-        t = [0] * size
-        for m in range(1, size):
-            low = m & -m
-            t[m] = t[m ^ low] + col[low.bit_length() - 1]
+        t = [0]
+        for i in range(n):
+            pij = p[i][j]
+            t += [x + pij for x in t]
         against.append(t)
+    pairs = list(zip(bits, against, strict=True))
     cost = [0] * size
-    bits = [1 << j for j in range(n)]
     for r in range(1, size):
-        best = None
-        for j in range(n):
-            b = bits[j]
-            if r & b:
-                rest = r ^ b
-                c = cost[rest] + against[j][rest]
-                if best is None or c < best:
-                    best = c
-        cost[r] = best  # type: ignore[assignment]
+        cost[r] = min([cost[r ^ b] + a[r ^ b] for b, a in pairs if r & b])
     order: list[str] = []
     r = size - 1
     while r:
-        for j in range(n):  # tie-break order: the first optimal choice wins
-            b = bits[j]
-            if r & b and cost[r ^ b] + against[j][r ^ b] == cost[r]:
+        for j, (b, a) in enumerate(pairs):  # tie-break order: the first optimal choice wins
+            if r & b and cost[r ^ b] + a[r ^ b] == cost[r]:
                 order.append(tiebreak[j])
                 r ^= b
                 break
