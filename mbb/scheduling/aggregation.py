@@ -13,6 +13,7 @@ position. The order is therefore always a deterministic function of (ballots, bi
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 
 __all__ = [
@@ -84,7 +85,6 @@ def kemeny(tiebreak: Sequence[str], ballots: Sequence[Sequence[str]]) -> list[st
         return list(tiebreak)
     p = pairwise_matrix(tiebreak, ballots)
     size = 1 << n
-    bits = [1 << j for j in range(n)]
     # against[j][m] = sum over i in m of P[i][j] (voters preferring i to j), for every subset m:
     # the subsets with element i are those without it, shifted by bit i
     against = []
@@ -94,19 +94,25 @@ def kemeny(tiebreak: Sequence[str], ballots: Sequence[Sequence[str]]) -> list[st
             pij = p[i][j]
             t += [x + pij for x in t]
         against.append(t)
-    pairs = list(zip(bits, against, strict=True))
     cost = [0] * size
+    moves = _moves(n)
     for r in range(1, size):
-        cost[r] = min([cost[r ^ b] + a[r ^ b] for b, a in pairs if r & b])
+        cost[r] = min([cost[rest] + against[j][rest] for j, rest in moves[r]])
     order: list[str] = []
     r = size - 1
     while r:
-        for j, (b, a) in enumerate(pairs):  # tie-break order: the first optimal choice wins
-            if r & b and cost[r ^ b] + a[r ^ b] == cost[r]:
+        for j, rest in moves[r]:  # in tie-break order: the first optimal choice wins
+            if cost[rest] + against[j][rest] == cost[r]:
                 order.append(tiebreak[j])
-                r ^= b
+                r = rest
                 break
     return order
+
+
+@functools.cache
+def _moves(n: int) -> list[list[tuple[int, int]]]:
+    """For every subset r of n candidates, (j, r without j) for each member j, in order."""
+    return [[(j, r ^ 1 << j) for j in range(n) if r >> j & 1] for r in range(1 << n)]
 
 
 def borda(tiebreak: Sequence[str], ballots: Sequence[Sequence[str]]) -> list[str]:
