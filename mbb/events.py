@@ -416,6 +416,7 @@ class EventLog:
         self._replay_end = len(self._recorded)  # events before this are checked, not written
         kill = os.environ.get(KILL_ENV)
         self._kill_after = int(kill) if kill else None
+        self._checked = self._replay_end > 0 or self._kill_after is not None  # see `_append`
         self.subrun: int | None = None
         self.round: int | None = None
         self.t = 0.0
@@ -497,13 +498,12 @@ class EventLog:
             if missing:
                 raise TypeError(f"{cls.__name__}: missing fields {missing}") from None
             raise
-        seq = self.seq
-        if seq < self._replay_end or self._kill_after is not None:  # resume check, fault hook
+        if self._checked:  # a resumed log, or the fault hook
             self._append(data["kind"], line)
             return
         if self._fh is not None:  # the common case, inline: it runs for every event of a run
             self._fh.write(line + "\n")
-        self.seq = seq + 1
+        self.seq += 1
         self.lines.append(line)
         self.by_kind[data["kind"]].append(line)
 
