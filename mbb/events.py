@@ -478,17 +478,15 @@ class EventLog:
             self.emit(cls, worker, **fields)
             return
         w = _WRITERS.get(cls) or _writer(cls)
-        data = {  # keys already in the template keep their place: the model's order
-            **w.template,
-            "run_id": self.run_id,
-            "seq": self.seq,
-            "t": self.t,
-            "subrun": self.subrun,
-            "round": self.round,
-            "worker": worker,
-            "wall": time.time(),
-            **fields,  # an explicit t / subrun / round wins
-        }
+        data = w.template.copy()  # keys set below keep their place: the model's order
+        data["run_id"] = self.run_id
+        data["seq"] = self.seq
+        data["t"] = self.t
+        data["subrun"] = self.subrun
+        data["round"] = self.round
+        data["worker"] = worker
+        data["wall"] = time.time()
+        data.update(fields)  # an explicit t / subrun / round wins
         if len(data) != w.size:
             raise TypeError(f"{cls.__name__}: unknown fields {sorted(data.keys() - w.template)}")
         try:
