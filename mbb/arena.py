@@ -75,17 +75,38 @@ def worker_rng(seed: int, index: int, role: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence(entropy=seed, spawn_key=(index, role)))
 
 
+RngSource = Callable[[], np.random.Generator]  # the same generator on every call
+
+
+def lazy_worker_rng(seed: int, index: int, role: int) -> RngSource:
+    """`worker_rng`, seeded on the first call: seeding costs ~15 µs, and a negotiator under a
+    centralized scheduler without bids never draws."""
+    made: list[np.random.Generator] = []
+
+    def rng() -> np.random.Generator:
+        if not made:
+            made.append(worker_rng(seed, index, role))
+        return made[0]
+
+    return rng
+
+
+def _round4(x: float) -> float:
+    """round(x, 4) for a recorded progress or score. Most are 0 or 1, returned as they are:
+    round() converts through decimal digits, which costs as much as writing the event."""
+    return x if x == 0 or x == 1 else round(x, 4)
+
+
 def run_id_for(condition: str, seed: int) -> str:
     return f"{condition}-seed{seed:04d}"
 
 
-@dataclass
+@dataclass(slots=True, eq=False)
 class WorkerState:
     spec: WorkerSpec
     negotiator: Negotiator
     solver: Solver
     scratch: Scratch
-    status: str = "active"  # active | completed | terminated | withdrawn
     task: str = ""
     work_s: float = 0.0
     windows: int = 0
@@ -95,17 +116,22 @@ class WorkerState:
     spent: int = 0
     requested_at: float | None = None
     wanted_s: int = 0
-
-    id: str = ""
-    active: bool = True  # kept equal to status == "active" by __setattr__ (hot path)
+    id: str = field(init=False)
+    active: bool = field(init=False, default=True)  # status == "active", read on the hot path
+    _status: str = field(init=False, default="active")
 
     def __post_init__(self) -> None:
         self.id = self.spec.id
 
-    def __setattr__(self, name: str, value: Any) -> None:
-        object.__setattr__(self, name, value)
-        if name == "status":
-            object.__setattr__(self, "active", value == "active")
+    @property
+    def status(self) -> str:
+        """active | completed | terminated | withdrawn | absent."""
+        return self._status
+
+    @status.setter
+    def status(self, value: str) -> None:
+        self._status = value
+        self.active = value == "active"
 
 
 @dataclass
@@ -120,7 +146,7 @@ class RunResult:
 
 
 SolverFactory = Callable[["Arena", WorkerSpec, np.random.Generator], Solver]
-NegotiatorFactory = Callable[["Arena", WorkerSpec, np.random.Generator], Negotiator]
+NegotiatorFactory = Callable[["Arena", WorkerSpec, RngSource], Negotiator]
 
 
 def _modeled_solver(arena: Arena, spec: WorkerSpec, rng: np.random.Generator) -> Solver:
@@ -128,7 +154,7 @@ def _modeled_solver(arena: Arena, spec: WorkerSpec, rng: np.random.Generator) ->
     return ModeledSolver(spec.id, rng, min_s=w.min_s, max_s=w.max_s)
 
 
-def _scripted_negotiator(arena: Arena, spec: WorkerSpec, rng: np.random.Generator) -> Negotiator:
+def _scripted_negotiator(arena: Arena, spec: WorkerSpec, rng: RngSource) -> Negotiator:
     return make_scripted_negotiator(spec.id, spec.persona, rng)
 
 
@@ -142,13 +168,13 @@ def _oracle_solver(arena: Arena, spec: WorkerSpec, rng: np.random.Generator) -> 
         spec.id,
         suite=suite,
         resource=resource,
-        emit=arena.emit,
+        emit=arena.log.emit,
         time_model=arena.condition.time.model,
         rng=random.Random(int(rng.integers(2**31))),
     )
 
 
-def _llm_negotiator(arena: Arena, spec: WorkerSpec, rng: np.random.Generator) -> Negotiator:
+def _llm_negotiator(arena: Arena, spec: WorkerSpec, rng: RngSource) -> Negotiator:
     from mbb.agents.llm_negotiator import make_llm_negotiator
 
     llm, cache = arena.llm_context()
@@ -204,6 +230,10 @@ class Arena:
         self.condition = condition
         self.seed = seed
         self.log = log
+        # events are stamped with the log's clock, so the arena's clock (`t`) is the log's. The
+        # arena's own events come from typed code and are recorded unvalidated (every kind it
+        # writes is validated in tests); backends (resource, oracle, LLM) get the validating emit
+        self.emit: Callable[..., None] = log.record
         self.resource: Any = None  # the shared execution resource (real tasks only)
         # (LlmClient, LlmCache) shared by the run's LLM agents; passed in when several runs share
         # one event loop, one rate limit and one cache (then the caller closes the cache)
@@ -213,7 +243,7 @@ class Arena:
         self._resource_tmp: Any = None
         self.rng = np.random.default_rng(np.random.SeedSequence(entropy=seed, spawn_key=(10**6,)))
         self.ledger = Ledger()
-        specs = condition.worker_specs()
+        self.specs = specs = condition.worker_specs()
         self.workers: dict[str, WorkerState] = {}
         for spec in specs:
             neg_factory = NEGOTIATOR_BACKENDS.get(spec.negotiator)
@@ -227,7 +257,7 @@ class Arena:
                 )
             self.workers[spec.id] = WorkerState(
                 spec=spec,
-                negotiator=neg_factory(self, spec, worker_rng(seed, spec.index, 0)),
+                negotiator=neg_factory(self, spec, lazy_worker_rng(seed, spec.index, 0)),
                 solver=sol_factory(self, spec, worker_rng(seed, spec.index, 1)),
                 scratch=Scratch(condition.memory.max_chars, on_write=self._scratch_logger(spec.id)),
             )
@@ -238,7 +268,6 @@ class Arena:
         self._deadline_order: list[tuple[float, str]] = []
         self._deadline_next = 0
         self.board = Board(readers=self.ids)
-        self.t = 0.0
 
     def _scratch_logger(self, worker: str) -> Callable[[Any, int], None]:
         def log_write(entry: Any, dropped: int) -> None:
@@ -265,7 +294,7 @@ class Arena:
                 root = Path(self._resource_tmp.name)
             self.resource = ExecutionResource(
                 root,
-                emit=self.emit,
+                emit=self.log.emit,
                 time_model=self.condition.time.model,
                 reference_mode=self.condition.tasks.reference_mode,
             )
@@ -293,9 +322,14 @@ class Arena:
             self._resource_tmp.cleanup()
 
     # --- small utilities -----------------------------------------------------------------------
-    def emit(self, cls: type, worker: str | None = None, **fields: Any) -> Any:
-        self.log.t = self.t
-        return self.log.emit(cls, worker, **fields)
+    @property
+    def t(self) -> float:
+        """The virtual clock (seconds since the subrun started)."""
+        return self.log.t
+
+    @t.setter
+    def t(self, value: float) -> None:
+        self.log.t = value
 
     def record_issues(self, worker: str, phase: str, issues: Sequence[Issue]) -> None:
         for i in issues:
@@ -358,7 +392,7 @@ class Arena:
             condition=c.name,
             seed=self.seed,
             params=c.model_dump(mode="json"),
-            workers=[s.model_dump(mode="json") for s in c.worker_specs()],
+            workers=[s.model_dump(mode="json") for s in self.specs],
             provenance=provenance(),
         )
         for subrun in range(1, c.subruns + 1):
@@ -390,32 +424,37 @@ class Arena:
                 raise ValueError(f"tasks.suite names unknown modeled tasks {unknown}")
             catalog = tuple(known[t] for t in self.condition.tasks.suite)
         n = len(self.present)
-        out = {}
         how = self.condition.tasks.assignment
-        for i, w in enumerate(self.present):
-            if how == "rotate":
-                task = catalog[(i + (subrun - 1) * n) % len(catalog)]
-            elif how == "same":
-                task = catalog[(subrun - 1) % len(catalog)]
-            else:
+        if how == "random":  # a task, then its jitter, worker after worker
+            picks = []
+            for _ in self.present:
                 task = catalog[int(self.rng.integers(len(catalog)))]
-            jitter = float(self.rng.lognormal(0.0, 0.15))
-            out[w] = (
-                task.task_id,
-                round(task.work_s * self.condition.tasks.work_scale * jitter, 1),
-            )
-        return out
+                picks.append((task, float(self.rng.lognormal(0.0, 0.15))))
+        else:  # one call: the same draws as n scalar calls, at a fraction of the cost
+            jitters = self.rng.lognormal(0.0, 0.15, n).tolist()
+            if how == "rotate":
+                tasks = [catalog[(i + (subrun - 1) * n) % len(catalog)] for i in range(n)]
+            else:
+                tasks = [catalog[(subrun - 1) % len(catalog)]] * n
+            picks = list(zip(tasks, jitters, strict=True))
+        scale = self.condition.tasks.work_scale
+        return {
+            w: (task.task_id, round(task.work_s * scale * jitter, 1))
+            for w, (task, jitter) in zip(self.present, picks, strict=True)
+        }
 
     async def run_subrun(self, subrun: int) -> None:
         c = self.condition
         self.t = 0.0
         self.log.subrun, self.log.round = subrun, None
         self.board.clear_visible_before(subrun)
-        self.present = [w for w in self.ids if self.workers[w].spec.present_in(subrun)]
+        self.present = []
         for w in self.workers.values():
             if not w.spec.present_in(subrun):
                 w.status = "absent"
-            elif w.spec.joins == subrun and subrun > 1:  # a newcomer: fresh budget, no memory
+                continue
+            self.present.append(w.id)
+            if w.spec.joins == subrun and subrun > 1:  # a newcomer: fresh budget, no memory
                 self.ledger.grant(w.id, w.spec.budget)
         tasks = self.assign_tasks(subrun)
         self._deadline_order = sorted((self.workers[w].spec.deadline_s, w) for w in self.present)
@@ -437,15 +476,15 @@ class Arena:
                 self.ledger.reset(w.id, w.spec.budget)
         self.emit(
             ev.SubrunStarted,
-            workers=[
-                ev.WorkerAtStart(
-                    worker=w.id,
-                    task=w.task,
-                    work_s=w.work_s,
-                    budget=self.ledger.balances[w.id],
-                    deadline_s=w.spec.deadline_s,
-                    scratch_chars=w.scratch.chars,
-                )
+            workers=[  # validated as ev.WorkerAtStart with the event (once)
+                {
+                    "worker": w.id,
+                    "task": w.task,
+                    "work_s": w.work_s,
+                    "budget": self.ledger.balances[w.id],
+                    "deadline_s": w.spec.deadline_s,
+                    "scratch_chars": w.scratch.chars,
+                }
                 for w in map(self.workers.__getitem__, self.present)
             ],
         )
@@ -857,20 +896,21 @@ class Arena:
         Deadlines are walked in order from a cursor (the clock only moves forward), so a window
         costs O(deadlines passed), not O(workers). The holder's own deadline is handled by its
         window, which is cut there."""
-        order = self._deadline_order
-        while self._deadline_next < len(order) and order[self._deadline_next][0] <= t_end:
-            deadline, wid = order[self._deadline_next]
-            self._deadline_next += 1
-            if wid != holder and self.workers[wid].active:
+        order, i, workers = self._deadline_order, self._deadline_next, self.workers
+        while i < len(order) and order[i][0] <= t_end:
+            deadline, wid = order[i]
+            i += 1
+            if wid != holder and workers[wid].active:
                 self.t = max(self.t, deadline)
                 self.terminate(wid)
+        self._deadline_next = i
         self.t = t_end
 
     def terminate(self, wid: str) -> None:
         w = self.workers[wid]
         w.status = "terminated"
         prog = w.solver.progress
-        self.emit(ev.Terminated, wid, deadline_s=w.spec.deadline_s, progress=round(prog, 4))
+        self.emit(ev.Terminated, wid, deadline_s=w.spec.deadline_s, progress=_round4(prog))
 
     async def execute_window(
         self,
@@ -942,7 +982,7 @@ class Arena:
         w.granted_s += allocation
         w.used_s += used
         record.used[holder] = used
-        progress = round(w.solver.progress, 4)
+        progress = _round4(w.solver.progress)
         # reaching the deadline terminates the holder, also when its allocation ends exactly there
         if completed:
             why = "completed"
@@ -991,12 +1031,12 @@ class Arena:
                 ev.Evaluated,
                 w.id,
                 task=w.task,
-                score=round(res.score, 4),
+                score=_round4(res.score),
                 passed=res.passed,
                 total=res.total,
                 resolved=res.resolved,
                 almost_resolved=res.almost_resolved,
-                progress=round(res.progress, 4),
+                progress=_round4(res.progress),
                 outcome=outcome,
             )
             recap = SubrunRecap(

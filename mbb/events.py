@@ -14,10 +14,12 @@ import signal
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, TextIO
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic_core import PydanticSerializationError, SchemaSerializer, core_schema
 
 __all__ = [
     "EVENT_KINDS",
@@ -301,6 +303,62 @@ class ResumeMismatch(RuntimeError):
     """Re-running a run from its seed did not reproduce the events already in its log."""
 
 
+@dataclass(frozen=True, slots=True)
+class _Writer:
+    """How `EventLog.record` writes one event class without validating it."""
+
+    template: dict[str, Any]  # every field in the model's order: its default, or _REQUIRED
+    size: int  # fields of the model: an unknown field given to `record` makes the dict longer
+    serializer: SchemaSerializer  # a typed-dict twin of the model's schema: the same bytes
+
+
+class _Required:
+    """A required field not given to `record`: no serializer can write it, so it raises."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<required>"
+
+
+_REQUIRED = _Required()
+_WRITERS: dict[type[_EventBase], _Writer] = {}
+
+
+def _dicts_for_models(schema: Any) -> Any:
+    """A core schema with every model in it replaced by a typed dict of its fields: `record` is
+    given nested values as dicts (in field order), and serializes them like the models."""
+    if isinstance(schema, list):
+        return [_dicts_for_models(x) for x in schema]
+    if not isinstance(schema, dict):
+        return schema
+    if schema.get("type") == "model":
+        fields = schema["schema"]["fields"]
+        return core_schema.typed_dict_schema(
+            {
+                n: core_schema.typed_dict_field(_dicts_for_models(f["schema"]))
+                for n, f in fields.items()
+            }
+        )
+    return {k: _dicts_for_models(v) for k, v in schema.items()}
+
+
+def _writer(cls: type[_EventBase]) -> _Writer:
+    """The writer of `cls`, built once."""
+    w = _WRITERS.get(cls)
+    if w is None:
+        info = cls.model_fields
+        w = _WRITERS[cls] = _Writer(
+            template={
+                n: _REQUIRED if f.is_required() else f.get_default(call_default_factory=True)
+                for n, f in info.items()
+            },
+            size=len(info),
+            serializer=SchemaSerializer(_dicts_for_models(cls.__pydantic_core_schema__)),
+        )
+    return w
+
+
 _WALL = re.compile(r'"wall":[-+0-9.eE]+')
 KILL_ENV = "MBB_FAULT_KILL_AFTER"  # test hook: SIGKILL the process after writing N events
 
@@ -355,8 +413,10 @@ class EventLog:
                 self._fh = path.open("a", encoding="utf-8")
             else:
                 self._fh = path.open("w", encoding="utf-8")
+        self._replay_end = len(self._recorded)  # events before this are checked, not written
         kill = os.environ.get(KILL_ENV)
         self._kill_after = int(kill) if kill else None
+        self._checked = self._replay_end > 0 or self._kill_after is not None  # see `_append`
         self.subrun: int | None = None
         self.round: int | None = None
         self.t = 0.0
@@ -365,7 +425,7 @@ class EventLog:
     @property
     def replaying(self) -> bool:
         """True while re-executed events are still being matched against the record."""
-        return self.seq < len(self._recorded)
+        return self.seq < self._replay_end
 
     def begin_batch(self) -> None:
         """Hold events emitted by concurrent calls (a gathered phase) until `end_batch`, so the
@@ -392,34 +452,77 @@ class EventLog:
             fields.setdefault("round", self.round)
             self._batch.append((cls, worker, fields))
             return None
-        event = cls(
-            run_id=self.run_id,
-            seq=self.seq,
-            t=fields.pop("t", self.t),
-            subrun=fields.pop("subrun", self.subrun),
-            round=fields.pop("round", self.round),
-            worker=worker,
-            wall=time.time(),
-            **fields,
-        )
-        line = event.model_dump_json()
-        if self.seq < len(self._recorded):
-            recorded = self._recorded[self.seq]
+        # the model's own validator and serializer, called directly: same checks and bytes as
+        # cls(**data).model_dump_json() without pydantic's per-call Python wrappers
+        data = {
+            "run_id": self.run_id,
+            "seq": self.seq,
+            "t": self.t,
+            "subrun": self.subrun,
+            "round": self.round,
+            "worker": worker,
+            "wall": time.time(),
+        }
+        data.update(fields)  # an explicit t / subrun / round wins
+        event = cls.__pydantic_validator__.validate_python(data)
+        self._append(event.kind, cls.__pydantic_serializer__.to_json(event).decode())
+        return event
+
+    def record(self, cls: type[_EventBase], worker: str | None = None, **fields: Any) -> None:
+        """Append one event built by trusted, typed code (the arena's own) without validating
+        it: the fields are laid out in the model's order and written by its schema's serializer,
+        so the line is the one `emit` writes (floats given as ints become floats). A missing or
+        unknown field raises; a wrong type or value is caught by the test that validates every
+        kind an arena run writes. Nested models are given as dicts; a held batch goes to `emit`."""
+        if self._batch is not None:
+            self.emit(cls, worker, **fields)
+            return
+        w = _WRITERS.get(cls) or _writer(cls)
+        data = w.template.copy()  # keys set below keep their place: the model's order
+        data["run_id"] = self.run_id
+        data["seq"] = self.seq
+        data["t"] = self.t
+        data["subrun"] = self.subrun
+        data["round"] = self.round
+        data["worker"] = worker
+        data["wall"] = time.time()
+        data.update(fields)  # an explicit t / subrun / round wins
+        if len(data) != w.size:
+            raise TypeError(f"{cls.__name__}: unknown fields {sorted(data.keys() - w.template)}")
+        try:
+            line = w.serializer.to_json(data).decode()
+        except PydanticSerializationError:
+            missing = [k for k, v in data.items() if v is _REQUIRED]
+            if missing:
+                raise TypeError(f"{cls.__name__}: missing fields {missing}") from None
+            raise
+        if self._checked:  # a resumed log, or the fault hook
+            self._append(data["kind"], line)
+            return
+        if self._fh is not None:  # the common case, inline: it runs for every event of a run
+            self._fh.write(line + "\n")
+        self.seq += 1
+        self.lines.append(line)
+        self.by_kind[data["kind"]].append(line)
+
+    def _append(self, kind: str, line: str) -> None:
+        seq = self.seq
+        if seq < self._replay_end:
+            recorded = self._recorded[seq]
             if comparable(line) != comparable(recorded):
                 raise ResumeMismatch(
-                    f"{self.run_id}: event {self.seq} differs from the log being resumed\n"
+                    f"{self.run_id}: event {seq} differs from the log being resumed\n"
                     f"  recorded: {recorded[:300]}\n  re-run:   {line[:300]}"
                 )
             line = recorded  # keep the original (its wall time)
         elif self._fh is not None:
             self._fh.write(line + "\n")
-            if self._kill_after is not None and self.seq + 1 >= self._kill_after:
+            if self._kill_after is not None and seq + 1 >= self._kill_after:
                 self._fh.flush()
                 os.kill(os.getpid(), signal.SIGKILL)
-        self.seq += 1
+        self.seq = seq + 1
         self.lines.append(line)
-        self.by_kind[event.kind].append(line)
-        return event
+        self.by_kind[kind].append(line)
 
     def flush(self) -> None:
         """Push written lines to the OS. The arena flushes after every round and at every

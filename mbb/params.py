@@ -357,9 +357,9 @@ class Condition(_Strict):
                 joins=joins,
             )
 
+        none = WorkerOverride()
         specs = [
-            spec(i, f"W{i + 1}", w.overrides.get(f"W{i + 1}", WorkerOverride()), 1)
-            for i in range(w.count)
+            spec(i, f"W{i + 1}", w.overrides.get(f"W{i + 1}", none), 1) for i in range(w.count)
         ]
         by_id = {s.id: s for s in specs}
         for change in sorted(self.population_changes, key=lambda c: c.subrun):

@@ -22,6 +22,8 @@ class ScratchEntry:
 
 @dataclass
 class Scratch:
+    """Entries are appended with `write` only (a running total of their characters is kept)."""
+
     max_chars: int
     entries: list[ScratchEntry] = field(default_factory=list)
     # called on every write with (entry as stored, chars of older entries it dropped): the arena
@@ -29,10 +31,14 @@ class Scratch:
     on_write: Callable[[ScratchEntry, int], None] | None = field(
         default=None, repr=False, compare=False
     )
+    _chars: int = field(default=0, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self._chars = sum(len(e.text) for e in self.entries)
 
     @property
     def chars(self) -> int:
-        return sum(len(e.text) for e in self.entries)
+        return self._chars
 
     def write(self, kind: str, subrun: int, text: str) -> int:
         """Append an entry; returns how many characters of older entries were dropped to fit."""
@@ -40,9 +46,12 @@ class Scratch:
             text = text[: self.max_chars]
         entry = ScratchEntry(kind, subrun, text)
         self.entries.append(entry)
+        self._chars += len(text)
         dropped = 0
-        while self.chars > self.max_chars and len(self.entries) > 1:
-            dropped += len(self.entries.pop(0).text)
+        while self._chars > self.max_chars and len(self.entries) > 1:
+            n = len(self.entries.pop(0).text)
+            dropped += n
+            self._chars -= n
         if self.on_write is not None:
             self.on_write(entry, dropped)
         return dropped
@@ -55,3 +64,4 @@ class Scratch:
 
     def wipe(self) -> None:
         self.entries.clear()
+        self._chars = 0

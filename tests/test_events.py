@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from mbb import events as ev
 from mbb.arena import run_condition
+from mbb.scheduling.actions import Withdraw
 
 SMALL = {"name": "ev", "workers": {"count": 3}, "subruns": 2, "deadline": {"minutes": 6}}
 
@@ -146,3 +147,101 @@ def test_a_solver_that_cannot_start_is_recorded_and_withdrawn(tmp_path, monkeypa
     withdrawn = [e for e in events if e.kind == "withdrawn" and e.worker == "W1"]
     assert len(withdrawn) == len([e for e in events if e.kind == "subrun_started"])
     assert events[-1].kind == "run_ended" and events[-1].status == "completed"
+
+
+# --- the arena's unvalidated writer (EventLog.record) ---------------------------------------------
+BACKEND_KINDS = {"command", "test_result", "llm_call"}  # written by backends through `emit`
+
+
+def _repairs_and_failures(monkeypatch) -> list[str]:
+    """A run with every repair the arena records: clamped requests (int seconds where floats
+    belong), an over-budget declaration, a failing ballot, a withdrawal, a failing evaluation."""
+    from helpers import FixedSolver, PlainNegotiator, install_backends, run
+
+    class Quits(FixedSolver):
+        async def next_action(self, view):
+            return Withdraw(reason="gave up") if view.now_s > 0 else await super().next_action(view)
+
+    class NoScore(FixedSolver):
+        async def evaluate(self):
+            raise RuntimeError("grader crashed")
+
+    def bad_vote(v):
+        raise RuntimeError("ballot backend down")
+
+    install_backends(
+        monkeypatch,
+        negotiators={
+            "W1": lambda w: PlainNegotiator(w, bid=10**6),
+            "W2": lambda w: PlainNegotiator(w, vote=bad_vote),
+        },
+        solvers={
+            "W1": lambda w: FixedSolver(w, need=45, request=10**4, release_after=10),
+            "W2": lambda w: Quits(w, need=400, request=5),
+            "W3": lambda w: NoScore(w, need=30, request=60),
+        },
+    )
+    cond = condition({"name": "repairs", "workers": {"count": 3}, "subruns": 2})
+    return run(cond).lines
+
+
+def test_every_kind_the_arena_writes_validates_and_round_trips(monkeypatch) -> None:
+    """The arena records its own events without validating them (`EventLog.record`): every line
+    of scripted, centralized, changing-population and repaired runs must parse through the full
+    schema and serialize back to the very same line, so a wrong field type or value fails here."""
+    from mbb.scheduling.centralized import CENTRALIZED
+
+    small = {"workers": {"count": 4}, "subruns": 3, "deadline": {"minutes": 8}}
+    conditions = [
+        condition(small, name="scripted"),
+        condition(small, name="memory_off", memory={"enabled": False}),
+        condition(small, name="fixed", negotiation={"bids": "fixed", "conversation": False}),
+        condition(
+            small,
+            name="population",
+            population_changes=[
+                {"subrun": 2, "remove": ["W2"], "add": [{"persona": "quitter"}]},
+                {"subrun": 3, "add": [{"persona": "rule_maker", "deadline_min": 3}]},
+            ],
+        ),
+        *(condition(small, name=k, mechanism={"kind": k}) for k in CENTRALIZED),
+    ]
+    lines = [ln for c in conditions for ln in run_condition(c, 3).log.lines]
+    lines += _repairs_and_failures(monkeypatch)
+    parsed = ev.parse_events(lines)
+    assert [p.model_dump_json() for p in parsed] == lines
+    assert {p.kind for p in parsed} == set(ev.EVENT_KINDS) - BACKEND_KINDS
+
+
+def test_record_writes_what_emit_writes(monkeypatch) -> None:
+    """Ints where floats belong become floats; defaults are filled in model order; nested models
+    are given as dicts."""
+    monkeypatch.setattr(ev.time, "time", lambda: 1234.5)
+    ended = dict(position=2, start=30, used=12, allocation=60, reason="released", progress=1)
+    at_start = dict(
+        worker="W1", task="rev", work_s=160, budget=1000, deadline_s=1500, scratch_chars=0
+    )
+    lines = []
+    for write in ("emit", "record"):
+        log = ev.EventLog("r")
+        log.t, log.subrun, log.round = 42, 1, 3
+        getattr(log, write)(ev.WindowEnded, "W1", **ended)
+        getattr(log, write)(ev.Declared, "W2", bid=5, duration=60, position=1, note="", t=50.0)
+        getattr(log, write)(ev.SubrunStarted, workers=[at_start])
+        lines.append(log.lines)
+    assert lines[0] == lines[1]
+    assert '"t":42.0' in lines[1][0] and '"start":30.0' in lines[1][0]
+    assert '"work_s":160.0' in lines[1][2]
+
+
+@pytest.mark.parametrize(
+    ("fields", "match"),
+    [
+        ({"duration": 30, "bogus": 1}, r"unknown fields \['bogus'\]"),
+        ({}, r"missing fields \['duration'\]"),
+    ],
+    ids=["unknown", "missing"],
+)
+def test_record_rejects_unknown_and_missing_fields(fields, match) -> None:
+    with pytest.raises(TypeError, match=match):
+        ev.EventLog("r").record(ev.Requested, "W1", **fields)

@@ -4,6 +4,10 @@ A worker is a negotiator plus a solver sharing an id, a budget and a scratch mem
 only ever hands an agent a *view*: its own private state plus what is public or addressed to it.
 All methods are coroutines so backends that do I/O (LLMs) run concurrently within a phase; the
 arena awaits non-concurrent backends one by one, which costs no event-loop round-trip.
+
+The small records passed at every call (task, views, grants, outcomes, results, recaps) are
+slotted but not frozen: each is built fresh for one call and never read back by its builder,
+and a frozen dataclass costs twice as much to build (a 100-worker run builds thousands).
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ class BackendFatal(Exception):
     silently change the run)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class TaskAssignment:
     task_id: str
     work_s: float  # execution seconds the task needs (modeled solver); 0 if unknown (real tasks)
@@ -94,7 +98,7 @@ class RoundView:
         return [c for c in self.candidates if c != self.worker]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SubrunRecap:
     """What a worker learns when a subrun ends (for after-action reports and summaries)."""
 
@@ -131,7 +135,7 @@ class Negotiator(Protocol):
     async def end_subrun(self, recap: SubrunRecap, scratch: Scratch | None) -> None: ...
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SolverView:
     worker: str
     subrun: int
@@ -141,7 +145,7 @@ class SolverView:
     window_max_s: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class WindowGrant:
     """An execution window: the solver may use the resource from `start_s` until `hard_end_s`."""
 
@@ -153,14 +157,14 @@ class WindowGrant:
     hard_end_s: float  # min(start + allocation, holder's deadline): cut off there, mid-command
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class WindowOutcome:
     used_s: float  # seconds of the window consumed (≤ hard_end - start); the rest is handed over
     completed: bool  # the task is done (the solver releases at once)
     released: bool  # released early without completing
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class EvaluationResult:
     score: float  # passed / total
     passed: int

@@ -105,7 +105,9 @@ class ModeledSolver:
 
     @property
     def progress(self) -> float:
-        return 1.0 if self.done else (self.done_s / self.work_s if self.work_s else 0.0)
+        if self.done_s >= self.work_s > 0:  # done
+            return 1.0
+        return self.done_s / self.work_s if self.work_s else 0.0
 
     def need_s(self) -> float:
         if self.done:
@@ -126,7 +128,7 @@ class ModeledSolver:
 
     async def next_action(self, view: SolverView) -> Request | Withdraw | None:
         """Ask for a window covering the current stage: observe, implement, compile, verify."""
-        if self.done:
+        if self.done_s >= self.work_s > 0:  # done
             return None
         want = math.ceil(self.stage_need_s())
         return Request(duration=max(self._min_s, min(self._max_s, want)))

@@ -20,7 +20,9 @@ what should outlive the subrun is written to scratch, so it carries over only wi
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from bisect import bisect_left
+from collections.abc import Callable, Sequence
+from operator import attrgetter
 
 import numpy as np
 
@@ -40,6 +42,18 @@ from mbb.scratch import Scratch
 __all__ = ["PERSONA_CLASSES", "ScriptedNegotiator", "make_scripted_negotiator"]
 
 EXPECTED_ROUNDS_PER_SUBRUN = 4
+# the lines `end_subrun` writes to scratch for the next subrun, read back by `start_subrun`
+_DEBT = re.compile(r"DEBT (\S+) owes (\S+) \[(\S+)\]")
+_RULE = re.compile(r"RULE (\S+)")
+_COALITION = re.compile(r"COALITION (\S*) RIVAL (\S+)")
+_MEMORY_PREFIXES = ("DEBT ", "RULE ", "COALITION ")
+_ROUND = attrgetter("round")
+_VERDICTS = {
+    "completed": "finished the task",
+    "terminated": "missed the deadline and was terminated",
+    "withdrawn": "stepped aside",
+    "unfinished": "did not finish",
+}
 
 
 def _mins(seconds: float) -> str:
@@ -53,9 +67,11 @@ class ScriptedNegotiator:
     aggression = 1.0
     concurrent = False
 
-    def __init__(self, worker: str, rng: np.random.Generator) -> None:
+    def __init__(
+        self, worker: str, rng: np.random.Generator | Callable[[], np.random.Generator]
+    ) -> None:
         self.worker = worker
-        self.rng = rng
+        self._rng = rng
         self.subrun = 0
         self.owed_by: dict[str, str] = {}  # peer -> commitment id: the peer owes me a favour
         self.owe_to: dict[str, str] = {}  # peer -> commitment id: I owe the peer a favour
@@ -69,6 +85,14 @@ class ScriptedNegotiator:
         self._n = 0
         self._u: list[float] = []
         self._u_next = 0
+
+    @property
+    def rng(self) -> np.random.Generator:
+        """This worker's stream. The arena passes a source seeded on first use: seeding costs
+        more than a persona, and under a centralized scheduler a negotiator may never draw."""
+        if not isinstance(self._rng, np.random.Generator):
+            self._rng = self._rng()
+        return self._rng
 
     # --- helpers -------------------------------------------------------------------------------
     def uniform(self) -> float:
@@ -91,7 +115,9 @@ class ScriptedNegotiator:
 
     @staticmethod
     def this_round(v: RoundView) -> list[Post]:
-        return [p for p in v.posts if p.round == v.round]
+        """This round's posts: the tail of the reader's list, which holds the subrun's posts in
+        the order they were made (filtering the whole list cost more as the subrun went on)."""
+        return list(v.posts[bisect_left(v.posts, v.round, key=_ROUND) :])
 
     @staticmethod
     def intents(posts: Sequence[Post], kind: str) -> list[tuple[Post, dict]]:
@@ -140,17 +166,19 @@ class ScriptedNegotiator:
         if scratch is None:
             return
         for e in scratch.entries:
-            m = re.match(r"DEBT (\S+) owes (\S+) \[(\S+)\]", e.text)
+            if not e.text.startswith(_MEMORY_PREFIXES):  # reports: nothing to parse
+                continue
+            m = _DEBT.match(e.text)
             if m:
                 debtor, creditor, cid = m.groups()
                 if creditor == self.worker:
                     self.owed_by[debtor] = cid
                 elif debtor == self.worker:
                     self.owe_to[creditor] = cid
-            m = re.match(r"RULE (\S+)", e.text)
+            m = _RULE.match(e.text)
             if m:
                 self.rule, self.rule_origin = m.group(1), "memory"
-            m = re.match(r"COALITION (\S*) RIVAL (\S+)", e.text)
+            m = _COALITION.match(e.text)
             if m:
                 self.coalition = {w for w in m.group(1).split(",") if w}
                 self.rival = None if m.group(2) == "-" else m.group(2)
@@ -241,12 +269,7 @@ class ScriptedNegotiator:
             scratch.write("note", recap.subrun, f"COALITION {members} RIVAL {self.rival or '-'}")
 
     def _report(self, r: SubrunRecap) -> str:
-        verdict = {
-            "completed": "finished the task",
-            "terminated": "missed the deadline and was terminated",
-            "withdrawn": "stepped aside",
-            "unfinished": "did not finish",
-        }[r.outcome]
+        verdict = _VERDICTS[r.outcome]
         lesson = (
             "Bid earlier and ask for longer windows while the deadline is still far."
             if r.outcome == "terminated"
@@ -892,7 +915,7 @@ PERSONA_CLASSES: dict[str, type[ScriptedNegotiator]] = {
 
 
 def make_scripted_negotiator(
-    worker: str, persona: str, rng: np.random.Generator
+    worker: str, persona: str, rng: np.random.Generator | Callable[[], np.random.Generator]
 ) -> ScriptedNegotiator:
     try:
         cls = PERSONA_CLASSES[persona]

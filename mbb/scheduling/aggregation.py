@@ -13,6 +13,7 @@ position. The order is therefore always a deterministic function of (ballots, bi
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 
 __all__ = [
@@ -84,37 +85,34 @@ def kemeny(tiebreak: Sequence[str], ballots: Sequence[Sequence[str]]) -> list[st
         return list(tiebreak)
     p = pairwise_matrix(tiebreak, ballots)
     size = 1 << n
-    # against[j][m] = sum over i in m of P[i][j] (voters preferring i to j), for every subset m
+    # against[j][m] = sum over i in m of P[i][j] (voters preferring i to j), for every subset m:
+    # the subsets with element i are those without it, shifted by bit i
     against = []
     for j in range(n):
-        col = [p[i][j] for i in range(n)]
-        t = [0] * size
-        for m in range(1, size):
-            low = m & -m
-            t[m] = t[m ^ low] + col[low.bit_length() - 1]
+        t = [0]
+        for i in range(n):
+            pij = p[i][j]
+            t += [x + pij for x in t]
         against.append(t)
     cost = [0] * size
-    bits = [1 << j for j in range(n)]
+    moves = _moves(n)
     for r in range(1, size):
-        best = None
-        for j in range(n):
-            b = bits[j]
-            if r & b:
-                rest = r ^ b
-                c = cost[rest] + against[j][rest]
-                if best is None or c < best:
-                    best = c
-        cost[r] = best  # type: ignore[assignment]
+        cost[r] = min([cost[rest] + against[j][rest] for j, rest in moves[r]])
     order: list[str] = []
     r = size - 1
     while r:
-        for j in range(n):  # tie-break order: the first optimal choice wins
-            b = bits[j]
-            if r & b and cost[r ^ b] + against[j][r ^ b] == cost[r]:
+        for j, rest in moves[r]:  # in tie-break order: the first optimal choice wins
+            if cost[rest] + against[j][rest] == cost[r]:
                 order.append(tiebreak[j])
-                r ^= b
+                r = rest
                 break
     return order
+
+
+@functools.cache
+def _moves(n: int) -> list[list[tuple[int, int]]]:
+    """For every subset r of n candidates, (j, r without j) for each member j, in order."""
+    return [[(j, r ^ 1 << j) for j in range(n) if r >> j & 1] for r in range(1 << n)]
 
 
 def borda(tiebreak: Sequence[str], ballots: Sequence[Sequence[str]]) -> list[str]:

@@ -100,8 +100,8 @@ class Slot:
 
 
 def _ordered(jobs: Sequence[Job], key) -> list[Job]:
-    pos = {j.id: i for i, j in enumerate(jobs)}
-    return sorted(jobs, key=lambda j: (*key(j), j.requested_at, pos[j.id]))
+    """By `key`, then request time, then queue position (the sort is stable)."""
+    return sorted(jobs, key=lambda j: (*key(j), j.requested_at))
 
 
 def fcfs(jobs: Sequence[Job]) -> list[Slot]:

@@ -110,7 +110,7 @@ def install_ring(monkeypatch, members: list[str]) -> None:
 
     def factory(arena, spec, rng):
         if spec.id in members:
-            return RingNegotiator(spec.id, rng, members)
+            return RingNegotiator(spec.id, rng(), members)
         return default(arena, spec, rng)
 
     monkeypatch.setitem(arena_mod.NEGOTIATOR_BACKENDS, "scripted", factory)
