@@ -201,7 +201,7 @@ def _llm_solver(arena: Arena, spec: WorkerSpec, rng: np.random.Generator) -> Sol
         llm=llm,
         suite=suite,
         resource=resource,
-        emit=arena.emit,
+        emit=arena.log.emit,
         cache=cache,
         loop=cond.llm.solver,
         window_min_s=cond.windows.min_s,
