@@ -6,8 +6,9 @@ same private deadlines, window bounds, request rule and modeled solver (efficien
 set-up drawn from the same `worker_rng` streams) — is also written as an idiomatic SimPy model:
 one process per worker and a `Resource` (FCFS) or `PriorityResource` keyed by deadline (EDF);
 a waiting request races a timeout at the deadline. The SimPy model is timed twice: bare
-(outcomes kept in a list) and emitting the same typed events through `mbb.events.EventLog`,
-which is what mbb does (mbb also records rounds, schedules, dropped windows, after-action
+(outcomes kept in a list) and emitting the same typed events through `mbb.events.EventLog.emit`,
+which validates each one (mbb's arena writes its own events with `EventLog.record`: the same
+lines, not re-validated; mbb also records rounds, schedules, dropped windows, after-action
 reports and scores, which the SimPy model does not). Its outcomes are checked against mbb's
 (identical completions and terminations per worker and subrun): SimPy's continuous FCFS equals
 mbb's round-batched FCFS, and with the base condition's equal deadlines so does its EDF.
