@@ -261,7 +261,6 @@ class LlmSolver(WorkspaceEvaluation):
     _deadline_s: float = math.inf
     _need_s: float = 0.0
     _window: _Window | None = None
-    _calls: int = 0
     _samples: str = ""
     _memory: str = "(none)"
 
@@ -454,7 +453,6 @@ class LlmSolver(WorkspaceEvaluation):
         meta = CallMeta(
             self.worker, "solver", phase, subrun=self.subrun, round=self._round(), repair=False
         )
-        self._calls += 1
         try:
             result = await self.llm.call(
                 self.config, req, meta=meta, emit=self.emit, cache=self.cache
