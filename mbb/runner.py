@@ -77,30 +77,33 @@ def _run_chunk(
     out = Path(out_dir) if out_dir else None
     by_kind: dict[str, list[str]] = defaultdict(list)
     runs: list[tuple[str, str | None]] = []
+    outcomes: list[RunResult | BaseException] = []
+    walls: list[float] = []
     if uses_llm(condition):
-        # LLM runs wait on the network: run the chunk's seeds concurrently on one event loop,
-        # sharing one client (one concurrency limit per endpoint) and one cache
+        # LLM runs wait on the network: the chunk's seeds run concurrently on one event loop,
+        # sharing one client (one concurrency limit per endpoint) and one cache; their walls
+        # overlap, so each gets the chunk's wall time divided evenly
         t0 = time.perf_counter()
         outcomes = run_seeds(condition, seeds, out)
-        wall = (time.perf_counter() - t0) / max(1, len(seeds))
+        walls = [(time.perf_counter() - t0) / max(1, len(seeds))] * len(seeds)
     else:
-        outcomes, wall = [], 0.0
-    for i, seed in enumerate(seeds):
-        t0 = time.perf_counter()
-        try:
-            if outcomes:
-                result = outcomes[i]
-                if isinstance(result, BaseException):
-                    raise result
-            else:
-                result = run_condition(condition, seed, out)
-        except Exception as exc:  # isolated: the batch goes on, the failure is reported
-            runs.append((run_id_for(condition.name, seed), f"{type(exc).__name__}: {exc}"))
+        for seed in seeds:
+            t0 = time.perf_counter()
+            try:
+                outcomes.append(run_condition(condition, seed, out))
+            except Exception as exc:  # isolated: the batch goes on, the failure is reported
+                outcomes.append(exc)
+            walls.append(time.perf_counter() - t0)
+    for seed, result, wall in zip(seeds, outcomes, walls, strict=True):
+        if isinstance(result, Exception):
+            runs.append((run_id_for(condition.name, seed), f"{type(result).__name__}: {result}"))
             continue
+        if isinstance(result, BaseException):  # KeyboardInterrupt and the like: not isolated
+            raise result
         for k, lines in result.log.by_kind.items():
             by_kind[k].extend(lines)
         if out is not None and result.out_dir is not None:
-            write_meta(result, condition, wall if outcomes else time.perf_counter() - t0)
+            write_meta(result, condition, wall)
         runs.append((result.run_id, None))
     return runs, by_kind
 
