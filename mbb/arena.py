@@ -12,6 +12,7 @@ or releases. A worker whose deadline passes is terminated for the subrun.
 from __future__ import annotations
 
 import asyncio
+import functools
 import statistics
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -81,14 +82,7 @@ RngSource = Callable[[], np.random.Generator]  # the same generator on every cal
 def lazy_worker_rng(seed: int, index: int, role: int) -> RngSource:
     """`worker_rng`, seeded on the first call: seeding costs ~15 µs, and a negotiator under a
     centralized scheduler without bids never draws."""
-    made: list[np.random.Generator] = []
-
-    def rng() -> np.random.Generator:
-        if not made:
-            made.append(worker_rng(seed, index, role))
-        return made[0]
-
-    return rng
+    return functools.cache(functools.partial(worker_rng, seed, index, role))
 
 
 def _round4(x: float) -> float:
@@ -206,7 +200,7 @@ def _llm_solver(arena: Arena, spec: WorkerSpec, rng: np.random.Generator) -> Sol
         loop=cond.llm.solver,
         window_min_s=cond.windows.min_s,
         window_max_s=cond.windows.max_s,
-        n_others=len(cond.worker_specs()) - 1,
+        n_others=len(arena.specs) - 1,
         time_model=cond.time.model,
     )
 
