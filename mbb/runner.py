@@ -152,6 +152,9 @@ def shutdown_pool(kill: bool = False) -> None:
             proc.terminate()
         for proc in procs:
             proc.join(timeout=5)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
     else:
         pool.shutdown(wait=True, cancel_futures=True)
 
