@@ -1,6 +1,6 @@
 """Every aggregation rule against a brute-force reference on small cases.
 
-Reading of the protocol (DESIGN.md, aggregation.py): the tie-break order is bid descending,
+Reading of the protocol (README, aggregation.py): the tie-break order is bid descending,
 then queue order (the order of `candidates`). Kemeny returns, among all rankings with the
 minimum total Kendall-tau disagreement with the ballots, the lexicographically first one when
 rankings are compared position by position in tie-break order.

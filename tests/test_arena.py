@@ -1,4 +1,4 @@
-"""The arena follows the protocol of DESIGN.md: payment, hand-over, deadlines, time, determinism.
+"""The arena follows the README's protocol: payment, hand-over, deadlines, time, determinism.
 
 Conditions are small (few workers, short deadlines) so each run takes milliseconds. Where the
 scripted population cannot force a situation, tiny test backends from `helpers` are swapped in

@@ -1,5 +1,5 @@
 """Invalid agent actions: recorded as `invalid_action` events, repaired by the stated rule, and
-the run goes on (DESIGN.md, engineering rules; the rule table in scheduling/validation.py)."""
+the run goes on (the README's protocol; the rule table in scheduling/validation.py)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ It lets a whole condition run on real tasks offline. Inside its windows it does 
 agent would: observe the reference (`--help`, a sample run), write its files with `write`, run
 `bash compile.sh`, self-test against the observed sample, then release. Every step is a command
 on the shared resource, so it only happens inside a window; a step cut off at the window's hard
-end is redone in the next window. The reconstructions live in `tests/fixtures/oracle/<task>/`
+end is redone in the next window. The reconstructions live in `mbb/tasks/oracle/<task>/`
 (never in an agent's view until the oracle writes them into its own workspace).
 """
 
@@ -23,7 +23,6 @@ from mbb.agents.base import (
     WindowGrant,
     WindowOutcome,
 )
-from mbb.paths import PROJECT_ROOT
 from mbb.resource.resource import ExecutionResource
 from mbb.scheduling.actions import Request, Withdraw
 from mbb.scratch import Scratch
@@ -33,7 +32,7 @@ from mbb.tasks.suite import Suite
 
 __all__ = ["DEFAULT_ORACLE_DIR", "OracleSolver", "make_oracle_solver"]
 
-DEFAULT_ORACLE_DIR = PROJECT_ROOT / "tests" / "fixtures" / "oracle"
+DEFAULT_ORACLE_DIR = Path(__file__).resolve().parent.parent / "tasks" / "oracle"
 
 
 @dataclass(frozen=True, slots=True)

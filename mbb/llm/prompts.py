@@ -1,6 +1,6 @@
 """Prompt text for LLM negotiators, as plain `str.format` templates (no logic here).
 
-Written for this project from the protocol in DESIGN.md. Placeholders are filled by
+Written for this project from the protocol in the README. Placeholders are filled by
 `mbb.agents.llm_negotiator`; every number is pre-formatted there so prompts (and thus cache
 keys) are byte-identical for identical states. Private facts (own budget, own deadline, own
 remaining work) appear only in the owner's own prompt.

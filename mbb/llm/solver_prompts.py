@@ -1,6 +1,6 @@
 """Prompt text for the LLM solver's tool loop, as plain `str.format` templates (no logic here).
 
-Written for this project from the protocol in DESIGN.md. Placeholders are filled by
+Written for this project from the protocol in the README. Placeholders are filled by
 `mbb.agents.llm_solver` with pre-formatted numbers, so identical states give byte-identical
 prompts (and cache keys). The arena's notices are short bracketed lines the loop injects
 between turns: window started, seconds left, deadline approaching, window over.

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from mbb.agents.oracle import DEFAULT_ORACLE_DIR
 from mbb.resource.sandbox import SANDBOX_UID
 from mbb.tasks.evaluator import evaluate_submission
 from mbb.tasks.harness import SolverTools
@@ -330,7 +331,7 @@ def test_compile_sh_that_downloads(env, suite, tmp_path):
 
 
 def test_executable_changed_between_tests_is_refused(env, suite, tmp_path):
-    oracle = Path(__file__).resolve().parents[1] / "fixtures" / "oracle" / "rev" / "main.py"
+    oracle = DEFAULT_ORACLE_DIR / "rev" / "main.py"
     d = tmp_path / "tamper"
     d.mkdir()
     (d / "main.py").write_text(
