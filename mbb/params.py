@@ -15,6 +15,7 @@ from typing import Annotated, Any, ClassVar, Literal, get_args, get_origin
 
 import yaml
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -233,7 +234,18 @@ def _flag(v: Any) -> Any:
 
 
 Flag = Annotated[bool, BeforeValidator(_flag)]
-WorkerName = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_]{0,31}$")]
+_WORKER_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}")
+
+
+def _worker_name(v: str) -> str:
+    if not _WORKER_NAME.fullmatch(v):
+        raise ValueError(
+            "a worker name is an identifier: a letter, then letters, digits or _ (at most 32)"
+        )
+    return v
+
+
+WorkerName = Annotated[str, AfterValidator(_worker_name)]
 
 
 class _Strict(BaseModel):
@@ -630,6 +642,8 @@ def parse_set_option(option: str) -> dict[str, Any]:
         raise ParamsError(f"--set: empty segment in key {key!r}")
     try:
         value: Any = safe_yaml(raw)
+    except _LimitError as exc:
+        raise ParamsError(f"--set {key}: value {_short(raw)}: {exc}") from None
     except yaml.YAMLError as exc:
         raise ParamsError(
             f"--set {key}: value {_short(raw)} is not valid YAML: {_yaml_problem(exc)}"
