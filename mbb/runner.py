@@ -23,7 +23,7 @@ from typing import Any
 import polars as pl
 
 from mbb.arena import RunResult, run_condition, run_id_for, run_seeds, uses_llm
-from mbb.events import EventLogError, read_lines
+from mbb.events import EventLogError, kind_of, read_lines
 from mbb.outdir import claim
 from mbb.params import Condition
 from mbb.provenance import provenance
@@ -269,7 +269,7 @@ def _run_many(
     by_kind: dict[str, list[str]] = defaultdict(list)
     for lines in kept.values():
         for line in lines:
-            by_kind[line[9 : line.index('"', 9)]].append(line)
+            by_kind[kind_of(line)].append(line)
     run_ids, failed = list(kept), {}
     for runs_, kinds in results:
         for rid, err in runs_:
@@ -311,7 +311,7 @@ def _interrupted(
             by_kind: dict[str, list[str]] = defaultdict(list)
             for lines in done.values():
                 for line in lines:
-                    by_kind[line[9 : line.index('"', 9)]].append(line)
+                    by_kind[kind_of(line)].append(line)
             tables_dir = out_dir / "tables"
             write_tables(tables_from_lines(by_kind), tables_dir)
     raise BatchInterrupted(condition.name, len(done), len(seeds), tables_dir)
