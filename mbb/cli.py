@@ -1,19 +1,64 @@
-"""Command line: run, tables, notebook, sweep, report, figures, params, tasks.
+"""Command line: run, tables, notebook, sweep, report, resume, figures, params, tasks.
 
-Bad input (a params file, an override) prints a clear message without a traceback and exits 2.
+Every expected failure (bad input, a corrupt log, an output folder in use, a full disk) is one
+line on stderr, `error: ...`, and exit status 2; Ctrl-C is one line and status 130. Anything
+else is a bug: its traceback is kept, followed by a line saying where to report it.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import sys
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, NoReturn
 
 from mbb.params import ParamsError, deep_merge, load_params, parse_set_option
 
-__all__ = ["main"]
+__all__ = ["EXIT_ERROR", "EXIT_INTERRUPTED", "CliError", "main"]
+
+EXIT_ERROR = 2  # an expected failure: bad input, a corrupt log, a busy or unusable folder
+EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
+MAX_RUNS = 100_000  # per command (and per sweep job); checked before anything is allocated
+MAX_PROCESSES = 64
+MAX_SEED = 2**31 - 1
+BUG_REPORT = (
+    "mbb: this is a bug, not a problem with your input; please report it on mbb's issue "
+    "tracker with the command and the traceback above"
+)
+
+
+class CliError(Exception):
+    """An expected failure, reported as one line (`error: <message>`) with exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (`error: mbb run: ...`) and exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"error: {self.prog}: {message} (see {self.prog} --help)", file=sys.stderr)
+        raise SystemExit(EXIT_ERROR)
+
+
+def _whole(lo: int, hi: int) -> Any:
+    """An argparse type: a whole number in [lo, hi] (`1e9`, `0`, `-3` get one clear line)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text, 10)
+        except ValueError:
+            value = None
+        if value is None or not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(
+                f"expected a whole number from {lo} to {hi}, got {text!r}"
+            )
+        return value
+
+    parse.__name__ = "whole number"
+    return parse
 
 
 def _overrides(options: Sequence[str] | None) -> dict:
@@ -35,10 +80,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
         out_dir=out,
         processes=args.processes,
         progress=not args.quiet,
+        skip_done=not args.force,
     )
     ok = len(batch.run_ids)
+    kept = f", {batch.skipped} already done" if batch.skipped else ""
     print(
-        f"{ok} run(s) of '{cond.name}' in {batch.seconds:.2f} s -> {out}/ "
+        f"{ok} run(s) of '{cond.name}'{kept} in {batch.seconds:.2f} s -> {out}/ "
         f"(tables in {out / 'tables'})"
     )
     for rid, err in batch.failed.items():
@@ -50,15 +97,18 @@ def _cmd_tables(args: argparse.Namespace) -> int:
     from mbb.tables import tables_from_run_dirs, write_tables
 
     root = Path(args.run_dir)
+    if not root.is_dir():
+        raise CliError(f"{root}: no such folder")
     if (root / "events.jsonl").is_file():
         run_dirs = [root]
     else:
         run_dirs = sorted(p.parent for p in root.glob("*/events.jsonl"))
     if not run_dirs:
-        print(f"{root}: no events.jsonl here or in its sub-folders", file=sys.stderr)
-        return 2
+        raise CliError(f"{root}: no events.jsonl here or in its sub-folders")
     tables = tables_from_run_dirs(run_dirs)
     out = Path(args.out) if args.out else root / "tables"
+    if out.exists() and not out.is_dir():
+        raise CliError(f"{out}: is a file, not a folder")
     write_tables(tables, out)
     for name, df in tables.items():
         print(f"{name:16s} {df.height:8d} rows")
@@ -66,12 +116,49 @@ def _cmd_tables(args: argparse.Namespace) -> int:
     return 0
 
 
+def _notebook_source(notebook: str) -> Path:
+    from mbb.paths import notebook_file
+
+    try:
+        src = notebook_file(notebook)
+    except FileNotFoundError as exc:
+        raise CliError(str(exc)) from None
+    if not src.is_file():
+        raise CliError(f"{notebook}: no such notebook ({src})")
+    return src
+
+
+def _notebook_parameters(src: Path, given: Sequence[Sequence[str]] | None) -> dict[str, Any]:
+    """`-p NAME VALUE` pairs (papermill's convention; VALUE read as YAML, else kept as text),
+    checked against the names the notebook's parameters cell defines."""
+    if not given:
+        return {}
+    import papermill
+    import yaml
+
+    from mbb.params import safe_yaml
+
+    declared = papermill.inspect_notebook(str(src))
+    out: dict[str, Any] = {}
+    for name, raw in given:
+        if name not in declared:
+            valid = ", ".join(sorted(declared)) or "none: it has no parameters cell"
+            raise CliError(f"{src.name}: no parameter {name!r}; its parameters are: {valid}")
+        try:
+            out[name] = safe_yaml(raw)
+        except yaml.YAMLError:
+            out[name] = raw
+    return out
+
+
 def _cmd_notebook(args: argparse.Namespace) -> int:
     from mbb.notebooks import execute_notebook
     from mbb.paths import params_file, user_path
 
+    src = _notebook_source(args.notebook)
     overrides = _overrides(args.set)
     cond = load_params(args.params, overrides)  # fail fast, before starting a kernel
+    extra = _notebook_parameters(src, args.parameter)
     out = user_path(args.out or f"outputs/{cond.name}")
     params = {
         "params_path": str(params_file(args.params)),
@@ -81,11 +168,16 @@ def _cmd_notebook(args: argparse.Namespace) -> int:
     }
     if args.seed is not None:
         params["seed"] = args.seed
+    params.update(extra)  # given by name: they win
     try:
-        nb, html = execute_notebook(args.notebook, out, params)
+        nb, html = execute_notebook(src, out, params)
     except Exception as exc:  # papermill keeps the failed notebook; say where it is
-        print(f"notebook failed: {type(exc).__name__}: {str(exc)[:2000]}", file=sys.stderr)
-        print(f"partial notebook: {out / Path(args.notebook).name}", file=sys.stderr)
+        if type(exc).__name__ != "PapermillExecutionError":
+            raise
+        head = " ".join(str(exc).split())[:300]
+        partial = out / src.name
+        where = f"; the executed part is in {partial}" if partial.is_file() else ""
+        print(f"error: notebook {src.name} failed: {head}{where}", file=sys.stderr)
         return 1
     print(f"executed notebook: {nb}")
     print(f"HTML report:       {html}")
@@ -99,11 +191,18 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     try:
         seeds = parse_seeds(args.seeds)
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    jobs = plan_sweep(
-        args.params, seeds, args.out, overrides=_overrides(args.set), notebook=args.notebook
-    )
+        raise CliError(str(exc)) from None
+    if seeds[1] - seeds[0] + 1 > MAX_RUNS:
+        raise CliError(f"--seeds {args.seeds}: more than {MAX_RUNS} seeds per condition")
+    _notebook_source(args.notebook)
+    try:
+        jobs = plan_sweep(
+            args.params, seeds, args.out, overrides=_overrides(args.set), notebook=args.notebook
+        )
+    except ParamsError:
+        raise
+    except ValueError as exc:  # two files naming one condition
+        raise CliError(str(exc)) from None
     cluster = None
     if args.cluster == "dask":
         cluster = args.scheduler or "dask"
@@ -127,8 +226,13 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
     root = Path(args.dir)
     if not root.is_dir():
-        print(f"error: {root} is not a folder", file=sys.stderr)
-        return 2
+        raise CliError(f"{root} is not a folder")
+    notebooks = [p for p in root.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts]
+    if not notebooks:
+        raise CliError(
+            f"{root}: no executed notebooks here or in its sub-folders, nothing to report "
+            "(`mbb notebook` or `mbb sweep` write them)"
+        )
     index = build_report(root)
     print(f"report: {index}")
     return 0
@@ -159,9 +263,14 @@ def _cmd_resume(args: argparse.Namespace) -> int:
     for d in args.run_dirs:
         try:
             out = resume_run(Path(d))
-        except (FileNotFoundError, ValueError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            status = 2
+        except Exception as exc:
+            line = _expected(exc)
+            if line is None and isinstance(exc, FileNotFoundError | ValueError):
+                line = str(exc).splitlines()[0]
+            if line is None:
+                raise
+            print(f"error: {line}", file=sys.stderr)
+            status = EXIT_ERROR
             continue
         if out.status == "finished":
             print(f"{out.run_id}: already finished ({out.total} events); nothing to do")
@@ -179,40 +288,83 @@ def _cmd_params(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="mbb", description=__doc__)
-    sub = p.add_subparsers(dest="command", required=True)
+def _add_set(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="override one field of the params file, e.g. budget.credits=1500 or llm.cache=off "
+        "(VALUE is read as YAML; repeatable)",
+    )
 
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="mbb", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    runs = _whole(1, MAX_RUNS)
+    seed = _whole(0, MAX_SEED)
     r = sub.add_parser("run", help="run a condition for K seeds")
-    r.add_argument("params", help="params YAML file")
-    r.add_argument("--seed", type=int, default=None, help="first seed (default: params seed)")
-    r.add_argument("--runs", type=int, default=1, help="number of runs K (seeds N..N+K-1)")
+    r.add_argument("params", help="params YAML file (the condition)")
+    r.add_argument("--seed", type=seed, default=None, help="first seed (default: params seed)")
+    r.add_argument(
+        "--runs", type=runs, default=1, help=f"number of runs K, seeds N..N+K-1 (1..{MAX_RUNS})"
+    )
     r.add_argument("--out", default=None, help="output folder (default outputs/<condition>)")
-    r.add_argument("--processes", type=int, default=None, help="worker processes (default: auto)")
-    r.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a field")
+    r.add_argument(
+        "--processes",
+        type=_whole(1, MAX_PROCESSES),
+        default=None,
+        help=f"worker processes, 1..{MAX_PROCESSES} (default: automatic)",
+    )
+    _add_set(r)
     r.add_argument("--quiet", action="store_true", help="no progress bar")
+    r.add_argument(
+        "--force",
+        action="store_true",
+        help="run again the seeds whose runs already finished in the output folder (default: "
+        "keep them, so re-running an interrupted command finishes the rest)",
+    )
     r.set_defaults(func=_cmd_run)
 
     t = sub.add_parser("tables", help="derive parquet tables from a run (or condition) folder")
-    t.add_argument("run_dir")
-    t.add_argument("--out", default=None)
+    t.add_argument("run_dir", help="a run folder (with events.jsonl) or a folder of run folders")
+    t.add_argument("--out", default=None, help="tables folder (default RUN_DIR/tables)")
     t.set_defaults(func=_cmd_tables)
 
     n = sub.add_parser("notebook", help="execute a notebook with papermill and export HTML")
-    n.add_argument("notebook")
-    n.add_argument("--params", required=True)
-    n.add_argument("--out", default=None)
-    n.add_argument("--seed", type=int, default=None)
-    n.add_argument("--runs", type=int, default=4)
-    n.add_argument("--set", action="append", metavar="KEY=VALUE")
+    n.add_argument("notebook", help="the notebook to run, e.g. notebooks/run_condition.ipynb")
+    n.add_argument("--params", required=True, help="params YAML file (the condition)")
+    n.add_argument("--out", default=None, help="output folder (default outputs/<condition>)")
+    n.add_argument("--seed", type=seed, default=None, help="first seed (default: params seed)")
+    n.add_argument("--runs", type=runs, default=4, help="number of runs (default 4)")
+    _add_set(n)
+    n.add_argument(
+        "-p",
+        "--parameter",
+        nargs=2,
+        action="append",
+        metavar=("NAME", "VALUE"),
+        help="set any parameter of the notebook's parameters cell (papermill's convention; "
+        "VALUE read as YAML; repeatable); an unknown NAME is refused",
+    )
     n.set_defaults(func=_cmd_notebook)
 
     s = sub.add_parser("sweep", help="execute notebooks for conditions x seeds (local or Dask)")
     s.add_argument("params", nargs="+", help="params files, one condition each")
     s.add_argument("--seeds", default="0..3", help="seed range A..B (inclusive), per condition")
-    s.add_argument("--workers", type=int, default=2, help="jobs at once (threads or Dask workers)")
+    s.add_argument(
+        "--workers",
+        type=_whole(1, MAX_PROCESSES),
+        default=2,
+        help="jobs at once (threads or Dask workers)",
+    )
     s.add_argument("--out", default="outputs/sweep", help="sweep output folder")
-    s.add_argument("--notebook", default="notebooks/run_condition.ipynb")
+    s.add_argument(
+        "--notebook",
+        default="notebooks/run_condition.ipynb",
+        help="the notebook executed per condition",
+    )
     s.add_argument(
         "--cluster",
         choices=["local", "dask"],
@@ -221,8 +373,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--scheduler", default=None, help="with --cluster dask: scheduler address")
     s.add_argument("--force", action="store_true", help="re-run jobs already done")
-    s.add_argument("--set", action="append", metavar="KEY=VALUE")
-    s.add_argument("--quiet", action="store_true")
+    _add_set(s)
+    s.add_argument("--quiet", action="store_true", help="no progress bar")
     s.set_defaults(func=_cmd_sweep)
 
     rep = sub.add_parser("report", help="export executed notebooks to HTML + an index page")
@@ -234,10 +386,10 @@ def build_parser() -> argparse.ArgumentParser:
     rs.set_defaults(func=_cmd_resume)
 
     f = sub.add_parser("figures", help="save the main figures of a condition as PNG/SVG/spec")
-    f.add_argument("params")
-    f.add_argument("--runs", type=int, default=20)
-    f.add_argument("--out", default="docs/figures")
-    f.add_argument("--set", action="append", metavar="KEY=VALUE")
+    f.add_argument("params", help="params YAML file (the condition)")
+    f.add_argument("--runs", type=runs, default=20, help="runs drawn (default 20)")
+    f.add_argument("--out", default="docs/figures", help="folder for the PNG/SVG/spec files")
+    _add_set(f)
     f.set_defaults(func=_cmd_figures)
 
     from mbb.tasks.cli import add_parsers as add_task_parsers
@@ -245,19 +397,69 @@ def build_parser() -> argparse.ArgumentParser:
     add_task_parsers(sub)
 
     v = sub.add_parser("params", help="validate a params file and print the resolved condition")
-    v.add_argument("params")
-    v.add_argument("--set", action="append", metavar="KEY=VALUE")
+    v.add_argument("params", help="params YAML file (the condition)")
+    _add_set(v)
     v.set_defaults(func=_cmd_params)
     return p
 
 
+def _os_error(exc: OSError) -> str:
+    where = exc.filename if exc.filename is not None else None
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        what = "no space left on the device" if exc.errno == errno.ENOSPC else "disk quota exceeded"
+        return f"{what}{f' (writing {where})' if where else ''}: free some space and run again"
+    text = exc.strerror or str(exc)
+    return f"{where}: {text}" if where else text
+
+
+def _expected(exc: BaseException) -> str | None:
+    """The one-line message of an expected failure, or None (a bug)."""
+    import sqlite3
+
+    from mbb.events import EventLogError, ResumeMismatch
+    from mbb.outdir import OutputError
+
+    if isinstance(exc, CliError | ParamsError | EventLogError | OutputError):
+        return " ".join(str(exc).split())
+    if isinstance(exc, ResumeMismatch):
+        return str(exc).splitlines()[0]
+    if type(exc).__name__ in ("LlmCacheError", "CacheMiss", "SuiteBuildError"):
+        return " ".join(str(exc).split())
+    if isinstance(exc, sqlite3.DatabaseError):
+        return f"LLM cache: {exc}"
+    if isinstance(exc, OSError):
+        return _os_error(exc)
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # --help (0) or a usage error (2, already printed)
+        return exc.code if isinstance(exc.code, int) else EXIT_ERROR
     try:
         return int(args.func(args))
-    except ParamsError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    except KeyboardInterrupt as exc:
+        from mbb.runner import BatchInterrupted
+
+        if isinstance(exc, BatchInterrupted):
+            tables = f", tables in {exc.tables_dir}" if exc.tables_dir else ""
+            print(
+                f"interrupted: {exc.done} of {exc.total} run(s) of {exc.condition!r} finished"
+                f"{tables}; the same command finishes the rest",
+                file=sys.stderr,
+            )
+        else:
+            print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as exc:
+        line = _expected(exc)
+        if line is None:
+            traceback.print_exc()
+            print(BUG_REPORT, file=sys.stderr)
+            return 1
+        print(f"error: {line}", file=sys.stderr)
+        return EXIT_ERROR
 
 
 if __name__ == "__main__":

@@ -26,7 +26,9 @@ __all__ = [
     "SCHEMA_VERSION",
     "Event",
     "EventLog",
+    "EventLogError",
     "ResumeMismatch",
+    "check_lines",
     "comparable",
     "kind_of",
     "parse_events",
@@ -303,6 +305,10 @@ class ResumeMismatch(RuntimeError):
     """Re-running a run from its seed did not reproduce the events already in its log."""
 
 
+class EventLogError(ValueError):
+    """An events.jsonl that is not one run's continuous log; the message names file and line."""
+
+
 @dataclass(frozen=True, slots=True)
 class _Writer:
     """How `EventLog.record` writes one event class without validating it."""
@@ -548,11 +554,53 @@ def kind_of(line: str) -> str:
     return line[9 : line.index('"', 9)]
 
 
-def read_lines(path: str | Path) -> list[str]:
-    """The complete lines of an events.jsonl file; a partial trailing line (crash) is dropped."""
-    text = Path(path).read_text(encoding="utf-8")
-    lines = text.split("\n")
-    return [ln for ln in lines[:-1] if ln]  # the last piece is "" or an unterminated line
+def read_lines(path: str | Path, *, check: bool = True) -> list[str]:
+    """The complete lines of an events.jsonl file; a partial trailing line (crash) is dropped.
+
+    With `check` (the default) the log is verified first: every line is a JSON event of a known
+    kind, `seq` counts 0, 1, 2, ... and every line has the first
+    line's run_id — a corrupt, duplicated, missing or foreign line raises `EventLogError`
+    naming the file and line, so nothing is silently counted into tables."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise EventLogError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    lines = text.split("\n")[:-1]  # the last piece is "" or an unterminated line
+    while lines and not lines[-1]:  # blank lines at the end (an editor's) are not events
+        lines.pop()
+    if check:
+        check_lines(path, lines)
+    return lines
+
+
+def check_lines(path: str | Path, lines: Sequence[str]) -> None:
+    """Raise `EventLogError` at the first line that breaks the log (see `read_lines`)."""
+    run_id = None
+    for i, line in enumerate(lines):
+        where = f"{path}:{i + 1}"
+        try:
+            d = json.loads(line)
+        except ValueError:
+            what = "an empty line" if not line.strip() else "not valid JSON"
+            raise EventLogError(f"{where}: {what} (a corrupt log)") from None
+        kind = d.get("kind") if isinstance(d, dict) else None
+        if kind not in EVENT_KINDS or not line.startswith('{"kind":"'):
+            raise EventLogError(f"{where}: not an mbb event (kind {str(kind)[:40]!r})")
+        if i == 0:
+            run_id = d.get("run_id")
+        elif d.get("run_id") != run_id:
+            other = d.get("run_id")
+            raise EventLogError(
+                f"{where}: an event of another run ({str(other)[:60]!r} in the log of {run_id!r})"
+                if other is not None
+                else f"{where}: an event without a run_id"
+            )
+        if d.get("seq") != i:
+            raise EventLogError(
+                f"{where}: seq {str(d.get('seq'))[:20]} where {i} was expected (a duplicated, "
+                "missing or reordered line)"
+            )
 
 
 def read_events(path: str | Path) -> Iterator[dict[str, Any]]:

@@ -46,6 +46,8 @@ def execute_notebook(
         kernel_name=kernel_name,
         progress_bar=False,
         report_mode=False,
+        # the kernel logs a warning about its local TCP ports at start-up, over progress bars
+        extra_arguments=["--IPKernelApp.log_level=ERROR"],
     )
     page = export_html(target) if html else None
     return target, page

@@ -8,12 +8,22 @@ defaults below. Overrides are deep-merged into the file, so overriding `budget.c
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, get_args, get_origin
+from typing import Annotated, Any, ClassVar, Literal, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from mbb.llm.config import ModelConfig, Price
 from mbb.paths import is_bare_name, params_file, user_path
@@ -39,6 +49,7 @@ __all__ = [
     "deep_merge",
     "load_params",
     "parse_set_option",
+    "safe_yaml",
 ]
 
 PersonaName = Literal[
@@ -61,14 +72,196 @@ class ParamsError(ValueError):
     """A params file or override is invalid; the message names file, field and what is allowed."""
 
 
+# --- reading YAML safely ----------------------------------------------------------------------
+MAX_PARAMS_BYTES = 1 << 20  # a params file (or one --set value) larger than this is refused
+MAX_DEPTH = 32  # nesting of mappings and lists, aliases expanded
+MAX_ALIASES = 100  # `*name` references in one document
+MAX_NODES = 20_000  # scalars, mappings and lists, aliases expanded (an alias bomb expands to 10^9)
+
+_BOOL_TAG = "tag:yaml.org,2002:bool"
+_FLOAT_TAG = "tag:yaml.org,2002:float"
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+class _LimitError(yaml.YAMLError):
+    """The document breaks a size, depth or alias limit (message: one line, no input echoed)."""
+
+
+class _ParamsLoader(yaml.SafeLoader):
+    """SafeLoader with YAML 1.2 scalars and limits checked while composing, before anything is
+    constructed or validated:
+
+    - only true/false are booleans: `off`, `on`, `yes`, `no` stay strings, so documented values
+      such as `llm.cache: off` load as written (boolean fields accept them, see `Flag`);
+    - `1e3` is a float (YAML 1.1 wants `1.0e3` and reads `1e3` as a string);
+    - a key given twice in one mapping is an error (PyYAML keeps the last one silently);
+    - at most MAX_ALIASES aliases, MAX_DEPTH levels and MAX_NODES nodes with aliases expanded.
+    """
+
+    yaml_implicit_resolvers: ClassVar[dict[str, list[tuple[str, re.Pattern[str]]]]] = {
+        first: [(tag, rx) for tag, rx in resolvers if tag != _BOOL_TAG]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+        self._aliases = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            self._aliases += 1
+            if self._aliases > MAX_ALIASES:
+                raise _LimitError(f"more than {MAX_ALIASES} aliases (refused: an alias bomb?)")
+            return super().compose_node(parent, index)
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise _LimitError(f"nested deeper than {MAX_DEPTH} levels (refused)")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def compose_document(self) -> Any:
+        node = super().compose_document()
+        _check_expanded(node)
+        return node
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        if isinstance(node, yaml.MappingNode):
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                if key_node.tag == _MERGE_TAG or not isinstance(key_node, yaml.ScalarNode):
+                    continue
+                key = self.construct_object(key_node)
+                if key in seen:
+                    mark = key_node.start_mark
+                    raise _LimitError(
+                        f"duplicate key {str(key)[:60]!r} at line {mark.line + 1}, column "
+                        f"{mark.column + 1} (each key may appear once per mapping)"
+                    )
+                seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+_ParamsLoader.add_implicit_resolver(
+    _BOOL_TAG, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
+_ParamsLoader.add_implicit_resolver(
+    _FLOAT_TAG, re.compile(r"^[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+$"), list("-+0123456789")
+)
+
+
+def _check_expanded(root: Any) -> None:
+    """Size and depth of the document with every alias expanded, computed on the node graph
+    (an alias is the node it names, so nothing is expanded); a recursive alias is refused."""
+    if root is None:
+        return
+    size: dict[int, int] = {}
+    depth: dict[int, int] = {}
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    open_: set[int] = set()
+    while stack:
+        node, children_done = stack.pop()
+        key = id(node)
+        if isinstance(node, yaml.ScalarNode):
+            size[key], depth[key] = 1, 1
+            continue
+        kids = (
+            [x for pair in node.value for x in pair]
+            if isinstance(node, yaml.MappingNode)
+            else list(node.value)
+        )
+        if children_done:
+            open_.discard(key)
+            size[key] = 1 + sum(size[id(k)] for k in kids)
+            depth[key] = 1 + max((depth[id(k)] for k in kids), default=0)
+            if size[key] > MAX_NODES:
+                raise _LimitError(
+                    f"more than {MAX_NODES} values with aliases expanded (refused: an alias bomb?)"
+                )
+            if depth[key] > MAX_DEPTH:
+                raise _LimitError(f"nested deeper than {MAX_DEPTH} levels (refused)")
+            continue
+        if key in size:
+            continue
+        if key in open_:
+            raise _LimitError("a recursive alias (refused)")
+        open_.add(key)
+        stack.append((node, True))
+        for k in kids:
+            if id(k) in open_:
+                raise _LimitError("a recursive alias (refused)")
+            if id(k) not in size:
+                stack.append((k, False))
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """A YAML error as one line: what, where (never the document's text)."""
+    if isinstance(exc, _LimitError):
+        return str(exc)
+    if isinstance(exc, yaml.MarkedYAMLError):
+        where = []
+        if exc.problem_mark is not None:
+            m = exc.problem_mark
+            where.append(f"line {m.line + 1}, column {m.column + 1}")
+        if exc.context and exc.context_mark is not None:
+            where.append(f"{exc.context} at line {exc.context_mark.line + 1}")
+        return f"{exc.problem or 'invalid'} ({'; '.join(where)})" if where else str(exc.problem)
+    return " ".join(str(exc).split())[:200]
+
+
+def safe_yaml(text: str) -> Any:
+    """Parse one YAML document with `_ParamsLoader` (limits, duplicate keys, YAML 1.2 scalars).
+    Raises `yaml.YAMLError`; `_yaml_problem` turns it into one line."""
+    if len(text) > MAX_PARAMS_BYTES:
+        raise _LimitError(f"larger than {MAX_PARAMS_BYTES} bytes (refused)")
+    loader = _ParamsLoader(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
+_FLAG_WORDS = {"yes": True, "on": True, "no": False, "off": False}
+
+
+def _flag(v: Any) -> Any:
+    """Boolean fields also take yes/no/on/off (YAML 1.1 booleans), as written; nothing else
+    (1, 'true', '') is coerced."""
+    if isinstance(v, str) and v.lower() in _FLAG_WORDS:
+        return _FLAG_WORDS[v.lower()]
+    return v
+
+
+Flag = Annotated[bool, BeforeValidator(_flag)]
+_WORKER_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}")
+
+
+def _worker_name(v: str) -> str:
+    if not _WORKER_NAME.fullmatch(v):
+        raise ValueError(
+            "a worker name is an identifier: a letter, then letters, digits or _ (at most 32)"
+        )
+    return v
+
+
+WorkerName = Annotated[str, AfterValidator(_worker_name)]
+
+
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+    # strict: no coercion (true is not 1, "5" is not 5, 5.0 is not an integer)
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, strict=True)
 
 
 class WorkerOverride(_Strict):
     """Per-worker settings that replace the condition-wide ones for that worker only."""
 
-    name: str | None = Field(None, description="Rename the worker (default ids are W1..Wn).")
+    name: WorkerName | None = Field(
+        None,
+        description="Rename the worker (default ids are W1..Wn): a letter, then letters, digits "
+        "or _ (at most 32).",
+    )
     persona: PersonaName | None = Field(None, description="Scripted negotiation persona.")
     negotiator: Literal["scripted", "llm"] | None = Field(None, description="Negotiator backend.")
     solver: Literal["modeled", "oracle", "llm"] | None = Field(None, description="Solver backend.")
@@ -77,18 +270,23 @@ class WorkerOverride(_Strict):
     deadline_min: float | None = Field(None, gt=0, description="Deadline in simulated minutes.")
 
 
+DEFAULT_ROSTER: tuple[str, ...] = (
+    "price_first",
+    "deadline_advocate",
+    "reciprocator",
+    "coalition_builder",
+    "shortest_job_advocate",
+)
+
+
 class WorkersParams(_Strict):
     count: int = Field(5, ge=1, le=1000, description="Number of workers N.")
     personas: list[PersonaName] = Field(
-        default_factory=lambda: [
-            "price_first",
-            "deadline_advocate",
-            "reciprocator",
-            "coalition_builder",
-            "shortest_job_advocate",
-        ],
+        default_factory=lambda: list(DEFAULT_ROSTER),
         min_length=1,
-        description="Personas assigned to W1..Wn in order, cycling when N exceeds the list.",
+        description="One persona per worker (W1..Wn in order), or one for everyone; a list of "
+        "another length is an error. Not given: the default roster of five in order, repeated "
+        "from the start for a sixth worker and beyond.",
     )
     negotiator: Literal["scripted", "llm"] = "scripted"
     solver: Literal["modeled", "oracle", "llm"] = "modeled"
@@ -96,6 +294,27 @@ class WorkersParams(_Strict):
     overrides: dict[str, WorkerOverride] = Field(
         default_factory=dict, description="Keyed by default id (W1..Wn)."
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_roster(cls, data: Any) -> Any:
+        """Without `personas`, the default roster resolved to exactly `count` entries (so the
+        resolved condition, re-validated from its dump, states who is who)."""
+        if isinstance(data, dict) and "personas" not in data:
+            n = data.get("count", 5)
+            if type(n) is int and 1 <= n <= 1000:
+                return {**data, "personas": [DEFAULT_ROSTER[i % 5] for i in range(n)]}
+        return data
+
+    @model_validator(mode="after")
+    def _one_persona_per_worker(self) -> WorkersParams:
+        n = len(self.personas)
+        if n not in (1, self.count):
+            raise ValueError(
+                f"personas lists {n} persona(s) but count is {self.count}: give one per worker "
+                f"(W1..W{self.count} in order) or one for everyone"
+            )
+        return self
 
     @model_validator(mode="after")
     def _overrides_name_real_workers(self) -> WorkersParams:
@@ -114,7 +333,7 @@ class WorkersParams(_Strict):
 
 class BudgetParams(_Strict):
     credits: int = Field(1000, ge=0, description="Starting credits per worker (uniform).")
-    reset_each_subrun: bool = Field(False, description="Refill budgets at each subrun start.")
+    reset_each_subrun: Flag = Field(False, description="Refill budgets at each subrun start.")
 
 
 class DeadlineParams(_Strict):
@@ -122,14 +341,14 @@ class DeadlineParams(_Strict):
 
 
 class MemoryParams(_Strict):
-    enabled: bool = Field(True, description="Scratch memory persists across subruns.")
+    enabled: Flag = Field(True, description="Scratch memory persists across subruns.")
     max_chars: int = Field(
         4000, ge=0, description="Scratch size bound per worker (oldest dropped)."
     )
 
 
 class NegotiationParams(_Strict):
-    conversation: bool = Field(True, description="Run the conversation phase.")
+    conversation: Flag = Field(True, description="Run the conversation phase.")
     max_turns: int = Field(3, ge=0, le=50, description="Conversation turns per round.")
     bids: Literal["revisable", "fixed"] = Field("revisable", description="May bids be revised?")
     note_max_chars: int = Field(280, ge=0)
@@ -263,7 +482,9 @@ class TimeParams(_Strict):
 class Condition(_Strict):
     """One experimental condition. Every field has a documented default; see params/base.yaml."""
 
-    name: str = Field("base", pattern=r"^[A-Za-z0-9_.-]+$", description="Output folder name.")
+    name: str = Field(
+        "base", pattern=r"^[A-Za-z0-9_.-]+$", max_length=100, description="Output folder name."
+    )
     description: str = ""
     seed: int = Field(0, ge=0, description="Seed of the first run; run k uses seed + k.")
     subruns: int = Field(4, ge=1, le=100)
@@ -420,16 +641,27 @@ def parse_set_option(option: str) -> dict[str, Any]:
     if not all(parts):
         raise ParamsError(f"--set: empty segment in key {key!r}")
     try:
-        value: Any = yaml.safe_load(raw)
+        value: Any = safe_yaml(raw)
+    except _LimitError as exc:
+        raise ParamsError(f"--set {key}: value {_short(raw)}: {exc}") from None
     except yaml.YAMLError as exc:
-        raise ParamsError(f"--set {key}: value {raw!r} is not valid YAML: {exc}") from None
+        raise ParamsError(
+            f"--set {key}: value {_short(raw)} is not valid YAML: {_yaml_problem(exc)}"
+        ) from None
     for part in reversed(parts):
         value = {part: value}
     return value
 
 
+def _short(value: Any, limit: int = 60) -> str:
+    """repr of a value given in input, cut: an error message never echoes a large input."""
+    r = repr(value)
+    return r if len(r) <= limit else f"{r[: limit - 5]}...{r[-1]}"
+
+
 def _format_validation_error(source: str, exc: ValidationError) -> str:
-    lines = [f"{source}: invalid condition ({exc.error_count()} problem(s))"]
+    """One line: `source: invalid condition: field: problem (got value); field: ...`."""
+    problems = []
     for err in exc.errors():
         loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
         msg = err["msg"]
@@ -438,11 +670,14 @@ def _format_validation_error(source: str, exc: ValidationError) -> str:
             allowed = ", ".join(sorted(parent.model_fields)) if parent else "see params/base.yaml"
             msg = f"unknown field; allowed here: {allowed}"
         elif err["type"] == "literal_error":
-            msg = f"{msg} (got {err.get('input')!r})"
+            msg = f"{msg} (got {_short(err.get('input'))})"
         elif "input" in err and not isinstance(err["input"], dict | list):
-            msg = f"{msg} (got {err['input']!r})"
-        lines.append(f"  - {loc}: {msg}")
-    return "\n".join(lines)
+            msg = f"{msg} (got {_short(err['input'])})"
+        msg = msg.removeprefix("Value error, ")
+        problems.append(f"{loc}: {' '.join(msg.split())}")
+    n = len(problems)
+    head = f"{source}: invalid condition" + (f" ({n} problems)" if n > 1 else "")
+    return f"{head}: {'; '.join(problems)}"
 
 
 def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
@@ -476,9 +711,26 @@ def _read_yaml_with_extends(path: Path, chain: tuple[Path, ...]) -> dict[str, An
     if path.resolve() in chain:
         raise ParamsError(f"{label}: 'extends' cycle: {' -> '.join(map(str, (*chain, path)))}")
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        with path.open("rb") as fh:
+            raw = fh.read(MAX_PARAMS_BYTES + 1)
+    except OSError as exc:
+        raise ParamsError(f"{label}: cannot read: {exc.strerror}") from None
+    if len(raw) > MAX_PARAMS_BYTES:
+        raise ParamsError(f"{label}: larger than {MAX_PARAMS_BYTES} bytes (refused)")
+    try:
+        data = safe_yaml(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ParamsError(f"{label}: not UTF-8 text (byte {exc.start})") from None
+    except _LimitError as exc:
+        raise ParamsError(f"{label}: {exc}") from None
     except yaml.YAMLError as exc:
-        raise ParamsError(f"{label}: not valid YAML: {exc}") from None
+        raise ParamsError(f"{label}: not valid YAML: {_yaml_problem(exc)}") from None
+    except RecursionError:
+        raise ParamsError(f"{label}: nested too deeply (refused)") from None
+    if data is None or data == {}:
+        raise ParamsError(
+            f"{label}: empty params file; give at least `name:` (or `extends: base.yaml`)"
+        )
     if not isinstance(data, dict):
         raise ParamsError(
             f"{label}: the top level must be a mapping of fields, got {type(data).__name__}"

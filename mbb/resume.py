@@ -9,8 +9,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from mbb.arena import run_condition
-from mbb.events import read_lines
+from mbb.events import EVENT_ADAPTER, EventLogError, read_lines
+from mbb.outdir import claim
 from mbb.params import Condition
 from mbb.runner import write_meta
 
@@ -31,23 +34,35 @@ def resume_run(run_dir: str | Path) -> ResumeOutcome:
     path = run_dir / "events.jsonl"
     if not path.is_file():
         raise FileNotFoundError(f"{run_dir}: no events.jsonl to resume from")
-    lines = read_lines(path)
+    lines = read_lines(path)  # checks every line: JSON, kind, seq 0.., one run id
     if not lines:
         raise ValueError(f"{path}: no complete event recorded; start the run again instead")
     first = json.loads(lines[0])
     if first["kind"] != "run_started":
-        raise ValueError(f"{path}: the first event is {first['kind']!r}, not run_started")
+        raise EventLogError(f"{path}:1: the first event is {first['kind']!r}, not run_started")
     if run_dir.name != first["run_id"]:
         raise ValueError(f"{run_dir}: folder name differs from the run id {first['run_id']!r}")
-    last = json.loads(lines[-1])
-    if last["kind"] == "run_ended":
-        if last["status"] == "completed":
+    try:
+        condition = Condition.model_validate(first["params"])
+    except ValidationError:
+        raise EventLogError(f"{path}:1: the recorded params are not a valid condition") from None
+    with claim(run_dir.parent, condition):
+        last = json.loads(lines[-1])
+        if last["kind"] == "run_ended" and last["status"] == "completed":
+            # finished: every event is validated against its model, not only its envelope
+            for i, line in enumerate(lines):
+                try:
+                    EVENT_ADAPTER.validate_json(line)
+                except ValidationError as exc:
+                    err = exc.errors()[0]
+                    loc = ".".join(str(p) for p in err["loc"][1:]) or "(event)"
+                    raise EventLogError(f"{path}:{i + 1}: {loc}: {err['msg']}") from None
             return ResumeOutcome(first["run_id"], "finished", len(lines), len(lines))
-        # a run that failed is retried from just before its failure record
-        lines = lines[:-1]
-        path.write_text("".join(x + "\n" for x in lines), encoding="utf-8")
-    condition = Condition.model_validate(first["params"])
-    t0 = time.perf_counter()
-    result = run_condition(condition, first["seed"], run_dir.parent, resume=True)
-    write_meta(result, condition, time.perf_counter() - t0)
+        if last["kind"] == "run_ended":
+            # a run that failed is retried from just before its failure record
+            lines = lines[:-1]
+            path.write_text("".join(x + "\n" for x in lines), encoding="utf-8")
+        t0 = time.perf_counter()
+        result = run_condition(condition, first["seed"], run_dir.parent, resume=True)
+        write_meta(result, condition, time.perf_counter() - t0)
     return ResumeOutcome(first["run_id"], "resumed", len(lines), len(result.log.lines))

@@ -14,9 +14,11 @@ a second. Parallel only pays from `PARALLEL_FROM` runs on (measured by bench/ben
 from __future__ import annotations
 
 import atexit
+import errno
 import json
 import multiprocessing as mp
 import os
+import signal
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -28,16 +30,38 @@ from typing import Any
 import polars as pl
 
 from mbb.arena import RunResult, run_condition, run_id_for, run_seeds, uses_llm
+from mbb.events import EventLogError, kind_of, read_lines
+from mbb.outdir import claim
 from mbb.params import Condition
 from mbb.provenance import provenance
 from mbb.tables import concat_tables, tables_from_lines, write_tables
 
-__all__ = ["BatchResult", "run_many", "shutdown_pool", "write_meta"]
+__all__ = [
+    "BatchInterrupted",
+    "BatchResult",
+    "finished_log",
+    "run_many",
+    "shutdown_pool",
+    "write_meta",
+]
 
 PARALLEL_FROM = 24  # below this many scripted runs one process is faster (bench/bench_runner.py)
 MAX_CHUNK = 8  # seeds per task: progress shows within a second, the cores stay balanced
+MAX_RUNS = 100_000  # runs in one batch (checked before anything is allocated)
+MAX_PROCESSES = 64
+# the machine, not the run: these stop the batch instead of being recorded as one failed run
+_FATAL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
 
 ChunkResult = tuple[list[tuple[str, str | None]], dict[str, list[str]], dict[str, pl.DataFrame]]
+
+
+class BatchInterrupted(KeyboardInterrupt):
+    """Ctrl-C during `run_many`: the runs that finished are kept (and their tables written);
+    running the same batch again with `skip_done=True` (`mbb run`) finishes the rest."""
+
+    def __init__(self, condition: str, done: int, total: int, tables_dir: Path | None) -> None:
+        super().__init__(f"{done} of {total} run(s) of {condition!r} finished")
+        self.condition, self.done, self.total, self.tables_dir = condition, done, total, tables_dir
 
 
 @dataclass
@@ -49,6 +73,7 @@ class BatchResult:
     tables: dict[str, pl.DataFrame]
     seconds: float
     by_kind: dict[str, list[str]] = field(default_factory=dict, repr=False)
+    skipped: int = 0  # runs already finished in out_dir, kept (skip_done=True)
 
     def check(self) -> BatchResult:
         """Raise if any run failed (notebooks call this so a failure fails the notebook)."""
@@ -80,6 +105,39 @@ def write_meta(result: RunResult, condition: Condition, wall_s: float) -> Path:
     return path
 
 
+def finished_log(run_dir: Path) -> list[str] | None:
+    """The verified lines of a run that completed, or None (absent, unfinished, failed, or a log
+    that does not check); a missing meta.json (interrupted before it was written) is rebuilt
+    from the log."""
+    path = run_dir / "events.jsonl"
+    if not path.is_file():
+        return None
+    try:
+        lines = read_lines(path)
+    except EventLogError:
+        return None
+    if not lines or not lines[-1].startswith('{"kind":"run_ended"'):
+        return None
+    last = json.loads(lines[-1])
+    if last.get("status") != "completed" or run_dir.name != last.get("run_id"):
+        return None
+    meta = run_dir / "meta.json"
+    if not meta.is_file():
+        first = json.loads(lines[0])
+        d = {
+            "run_id": first["run_id"],
+            "condition": first["condition"],
+            "seed": first["seed"],
+            "status": "completed",
+            "events": len(lines),
+            "wall_s": None,  # not measured: the batch writing it was interrupted
+            "params": first["params"],
+            "provenance": first["provenance"],
+        }
+        meta.write_text(json.dumps(d, indent=1))
+    return lines
+
+
 def _run_chunk(condition_json: str, seeds: Sequence[int], out_dir: str | None) -> ChunkResult:
     condition = Condition.model_validate_json(condition_json)
     out = Path(out_dir) if out_dir else None
@@ -100,6 +158,8 @@ def _run_chunk(condition_json: str, seeds: Sequence[int], out_dir: str | None) -
             try:
                 outcomes.append(run_condition(condition, seed, out))
             except Exception as exc:  # isolated: the batch goes on, the failure is reported
+                if isinstance(exc, OSError) and exc.errno in _FATAL_ERRNOS:
+                    raise  # a full disk fails every run: stop the batch, say it once
                 outcomes.append(exc)
             walls.append(time.perf_counter() - t0)
     for seed, result, wall in zip(seeds, outcomes, walls, strict=True):
@@ -120,8 +180,10 @@ _pool: ProcessPoolExecutor | None = None
 _pool_size = 0
 
 
-def _warm() -> None:
-    """Worker start-up: import what every chunk needs once, before the first task arrives."""
+def _worker_start() -> None:
+    """Worker start-up: leave Ctrl-C to the parent, which stops the batch (no traceback per
+    worker), and import what every chunk needs before the first task arrives."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     import mbb.arena
     import mbb.tables  # noqa: F401
 
@@ -131,7 +193,9 @@ def _get_pool(processes: int) -> ProcessPoolExecutor:
     if _pool is None or _pool_size != processes:
         shutdown_pool()
         ctx = mp.get_context("spawn")  # polars and tqdm threads make fork unsafe
-        _pool = ProcessPoolExecutor(max_workers=processes, mp_context=ctx, initializer=_warm)
+        _pool = ProcessPoolExecutor(
+            max_workers=processes, mp_context=ctx, initializer=_worker_start
+        )
         _pool_size = processes
     return _pool
 
@@ -139,7 +203,8 @@ def _get_pool(processes: int) -> ProcessPoolExecutor:
 def shutdown_pool(kill: bool = False) -> None:
     """Stop the worker processes (at exit, or `kill=True` at once, e.g. after Ctrl-C).
 
-    `kill`: terminate workers mid-task instead of letting them finish what they hold."""
+    `kill`: terminate workers mid-chunk instead of letting them finish what they hold (a run cut
+    short keeps its partial log; `finished_log` never counts it)."""
     global _pool
     pool, _pool = _pool, None
     if pool is None:
@@ -171,6 +236,7 @@ def run_many(
     processes: int | None = None,
     progress: bool | Callable[[int], Any] = False,
     write: bool = True,
+    skip_done: bool = False,
 ) -> BatchResult:
     """Run seeds seed..seed+runs-1; returns run ids, failures and the combined tables.
 
@@ -178,10 +244,48 @@ def run_many(
     many seeds; `out_dir`: where run folders and tables go (None: nothing written);
     `processes`: worker processes (None: both cores from `PARALLEL_FROM` scripted runs on, else
     one); `progress`: a tqdm bar (True) or a callback given the number of runs just finished;
-    `write`: write `<out_dir>/tables/`."""
+    `write`: write `<out_dir>/tables/`; `skip_done`: see below.
+
+    With `out_dir`, the folder is claimed for the batch (`mbb.outdir.claim`: one writer, one
+    condition). `skip_done` keeps runs that already finished there (verified logs) instead of
+    running them again. Ctrl-C raises `BatchInterrupted` after writing the tables of the runs
+    that finished."""
+    if type(runs) is not int or not 1 <= runs <= MAX_RUNS:
+        raise ValueError(f"runs must be a whole number from 1 to {MAX_RUNS}, got {runs!r}")
+    if processes is not None and (
+        type(processes) is not int or not 1 <= processes <= MAX_PROCESSES
+    ):
+        raise ValueError(
+            f"processes must be a whole number from 1 to {MAX_PROCESSES}, got {processes!r}"
+        )
+    if out_dir is None:
+        return _run_many(condition, seed, runs, None, processes, progress, write, False)
+    with claim(out_dir, condition):
+        return _run_many(condition, seed, runs, out_dir, processes, progress, write, skip_done)
+
+
+def _run_many(
+    condition: Condition,
+    seed: int | None,
+    runs: int,
+    out_dir: Path | None,
+    processes: int | None,
+    progress: bool | Callable[[int], Any],
+    write: bool,
+    skip_done: bool,
+) -> BatchResult:
     t0 = time.perf_counter()
     first = condition.seed if seed is None else seed
-    seeds = list(range(first, first + runs))
+    all_seeds = list(range(first, first + runs))
+    kept: dict[str, list[str]] = {}  # run id -> lines of runs already finished
+    if skip_done and out_dir is not None:
+        for s in all_seeds:
+            rid = run_id_for(condition.name, s)
+            lines = finished_log(out_dir / rid)
+            if lines is not None:
+                kept[rid] = lines
+    seeds = [s for s in all_seeds if run_id_for(condition.name, s) not in kept]
+    runs = len(seeds)
     llm = uses_llm(condition)
     if processes is None:
         processes = min(os.cpu_count() or 1, 2) if runs >= PARALLEL_FROM and not llm else 1
@@ -189,7 +293,7 @@ def run_many(
     out = str(out_dir) if out_dir is not None else None
     chunk = max(1, min(MAX_CHUNK, runs // (processes * 4) or 1))
     if llm and processes <= 1:
-        chunk = runs  # one event loop for all seeds: one rate limit, one cache
+        chunk = max(1, runs)  # one event loop for all seeds: one rate limit, one cache
     chunks = [seeds[i : i + chunk] for i in range(0, len(seeds), chunk)]
     bar = None
     if progress is True:
@@ -214,23 +318,30 @@ def run_many(
             pending: dict[Future[ChunkResult], int] = {
                 pool.submit(_run_chunk, cjson, ch, out): i for i, ch in enumerate(chunks)
             }
-            while pending:
-                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for fut in finished:
-                    i = pending.pop(fut)
-                    results[i] = fut.result()
-                    _done(len(chunks[i]))
-    except BaseException:
-        if processes > 1:
-            shutdown_pool(kill=True)  # no worker goes on running seeds nobody waits for
-        raise
-    finally:
+            try:
+                while pending:
+                    finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+                    for fut in finished:
+                        i = pending.pop(fut)
+                        results[i] = fut.result()
+                        _done(len(chunks[i]))
+            except BaseException:
+                shutdown_pool(kill=True)  # no worker goes on running seeds nobody waits for
+                raise
+    except KeyboardInterrupt:
         if bar is not None:
             bar.close()
+        _interrupted(condition, all_seeds, out_dir, write)
+    if bar is not None:
+        bar.close()
     by_kind: dict[str, list[str]] = defaultdict(list)
-    run_ids, failed = [], {}
+    for lines in kept.values():
+        for line in lines:
+            by_kind[kind_of(line)].append(line)
+    parts = [tables_from_lines(by_kind)] if kept else []
+    run_ids, failed = list(kept), {}
     for i in sorted(results):
-        runs_, kinds, _ = results[i]
+        runs_, kinds, chunk_tables = results[i]
         for rid, err in runs_:
             if err is None:
                 run_ids.append(rid)
@@ -238,7 +349,8 @@ def run_many(
                 failed[rid] = err
         for k, lines in kinds.items():
             by_kind[k].extend(lines)
-    tables = concat_tables([results[i][2] for i in sorted(results)])
+        parts.append(chunk_tables)
+    tables = concat_tables(parts)
     if write and out_dir is not None:
         write_tables(tables, out_dir / "tables")
     return BatchResult(
@@ -249,4 +361,28 @@ def run_many(
         tables=tables,
         seconds=time.perf_counter() - t0,
         by_kind=dict(by_kind),
+        skipped=len(kept),
     )
+
+
+def _interrupted(
+    condition: Condition, seeds: Sequence[int], out_dir: Path | None, write: bool
+) -> None:
+    """After Ctrl-C: tables of the runs that finished (read back from their verified logs), then
+    `BatchInterrupted`. A run cut short keeps its partial log (`mbb resume` continues it)."""
+    done: dict[str, list[str]] = {}
+    tables_dir = None
+    if out_dir is not None:
+        for s in seeds:
+            rid = run_id_for(condition.name, s)
+            lines = finished_log(out_dir / rid)
+            if lines is not None:
+                done[rid] = lines
+        if write and done:
+            by_kind: dict[str, list[str]] = defaultdict(list)
+            for lines in done.values():
+                for line in lines:
+                    by_kind[kind_of(line)].append(line)
+            tables_dir = out_dir / "tables"
+            write_tables(tables_from_lines(by_kind), tables_dir)
+    raise BatchInterrupted(condition.name, len(done), len(seeds), tables_dir)

@@ -8,13 +8,14 @@ here, so tables from different runs and conditions always concatenate.
 from __future__ import annotations
 
 import io
+import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import polars as pl
 
-from mbb.events import EventLog, kind_of, read_lines
+from mbb.events import EventLog, EventLogError, kind_of, read_lines
 
 __all__ = [
     "TABLES",
@@ -217,11 +218,20 @@ def _group(lines: Iterable[str], into: dict[str, list[str]]) -> None:
         into[kind_of(line)].append(line)
 
 
-def tables_from_run_dirs(run_dirs: Iterable[Path]) -> dict[str, pl.DataFrame]:
-    """Tables of many runs at once (one parse per kind across all runs)."""
+def tables_from_run_dirs(run_dirs: Iterable[str | Path]) -> dict[str, pl.DataFrame]:
+    """Tables of many runs at once (one parse per kind across all runs). Every log is checked
+    (`read_lines`), and a run found twice (a copied folder) is refused, not counted twice."""
     by_kind: dict[str, list[str]] = defaultdict(list)
+    seen: dict[str, Path] = {}
     for d in run_dirs:
-        _group(read_lines(Path(d) / "events.jsonl"), by_kind)
+        path = Path(d) / "events.jsonl"
+        lines = read_lines(path)
+        if lines:
+            rid = json.loads(lines[0])["run_id"]
+            if rid in seen:
+                raise EventLogError(f"{path}: run {rid!r} is also in {seen[rid]} (a copy?)")
+            seen[rid] = path
+        _group(lines, by_kind)
     return tables_from_lines(by_kind)
 
 
@@ -243,7 +253,19 @@ def write_tables(tables: Mapping[str, pl.DataFrame], out_dir: Path) -> list[Path
     return paths
 
 
-def load_tables(tables_dir: Path, names: Iterable[str] = TABLES) -> dict[str, pl.DataFrame]:
+def load_tables(tables_dir: str | Path, names: Iterable[str] = TABLES) -> dict[str, pl.DataFrame]:
+    """The parquet tables in `tables_dir` (a path or a str; a condition folder is taken to mean
+    its `tables/`)."""
+    tables_dir = Path(tables_dir)
+    if not (tables_dir / "rounds.parquet").is_file() and (tables_dir / "tables").is_dir():
+        tables_dir = tables_dir / "tables"
+    names = list(names)
+    missing = [n for n in names if not (tables_dir / f"{n}.parquet").is_file()]
+    if missing:
+        raise FileNotFoundError(
+            f"{tables_dir}: no table {missing[0]}.parquet here (`mbb tables DIR` derives them "
+            "from the runs' events)"
+        )
     return {n: pl.read_parquet(tables_dir / f"{n}.parquet") for n in names}
 
 

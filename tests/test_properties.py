@@ -56,7 +56,7 @@ def build_params(
         "subruns": integer(1, 3),
         "workers": {
             "count": n,
-            "personas": [choice(PERSONAS) for _ in range(integer(1, 7))],
+            "personas": [choice(PERSONAS) for _ in range(choice([1, n]))],
             "overrides": overrides,
         },
         "budget": {

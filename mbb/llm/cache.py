@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from mbb.agents.base import BackendFatal
 
-__all__ = ["CacheMiss", "CacheMode", "LlmCache", "request_key"]
+__all__ = ["CacheMiss", "CacheMode", "LlmCache", "LlmCacheError", "request_key"]
 
 CacheMode = Literal["off", "read_write", "replay"]
 
@@ -30,6 +30,10 @@ def request_key(request: dict[str, Any]) -> str:
     """Hex SHA-256 of the canonical JSON of a request body (sorted keys, no whitespace)."""
     canonical = json.dumps(request, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+class LlmCacheError(RuntimeError):
+    """The cache file cannot be used (not an SQLite database, unreadable)."""
 
 
 class LlmCache:
@@ -49,15 +53,23 @@ class LlmCache:
             else:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 self._db = sqlite3.connect(self.path, check_same_thread=False)
-                # WAL + NORMAL: a commit no longer fsyncs (it blocked the event loop ~15 ms per
-                # stored response); a crash can lose only the last responses, never corrupt.
-                self._db.execute("PRAGMA journal_mode=WAL")
-                self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute(
-                "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, model TEXT, "
-                "request TEXT, response TEXT, created REAL)"
-            )
-            self._db.commit()
+            try:
+                if self.path is not None:
+                    # WAL + NORMAL: a commit no longer fsyncs (it blocked the event loop ~15 ms
+                    # per stored response); a crash can lose only the last responses.
+                    self._db.execute("PRAGMA journal_mode=WAL")
+                    self._db.execute("PRAGMA synchronous=NORMAL")
+                self._db.execute(
+                    "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, model TEXT, "
+                    "request TEXT, response TEXT, created REAL)"
+                )
+                self._db.commit()
+            except sqlite3.DatabaseError as exc:
+                self._db.close()
+                raise LlmCacheError(
+                    f"{self.path}: the LLM cache is not a usable SQLite database ({exc}); move "
+                    "it away or set llm.cache_file to another file"
+                ) from None
 
     @property
     def enabled(self) -> bool:

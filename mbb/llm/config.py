@@ -23,7 +23,7 @@ _KEY_PREFIXES = ("sk-", "sk_", "sk-proj", "sk-ant", "gsk_", "xai-", "hf_", "pk-"
 class ModelConfig(BaseModel):
     """One model behind one OpenAI-compatible endpoint."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True, strict=True)
 
     model: str = Field(description="Model name sent to the endpoint.")
     base_url: str = Field("https://api.openai.com/v1", description="OpenAI-compatible base URL.")
@@ -82,7 +82,7 @@ class ModelConfig(BaseModel):
 class Price(BaseModel):
     """USD per 1M tokens for one model name (cached prompt tokens may be cheaper)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     prompt: float = Field(ge=0, description="USD per 1M prompt tokens.")
     completion: float = Field(ge=0, description="USD per 1M completion tokens (incl. reasoning).")

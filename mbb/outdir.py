@@ -1,0 +1,146 @@
+"""An output folder holds one condition and has one writer at a time.
+
+`claim(out_dir, condition)` is held while runs are written into a condition's folder (by
+`run_many` and `resume_run`): it creates the folder, takes an exclusive `fcntl` lock on
+`<out>/.mbb.lock` (a second writer gets `OutputBusy` at once; the lock goes with the process,
+so a killed writer leaves nothing to clean up) and checks that the folder holds no other
+condition (`condition.json`, or the logs already there, against this one's resolved params).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from mbb.params import Condition
+
+__all__ = ["ConditionMismatch", "OutputBusy", "OutputError", "claim", "first_difference"]
+
+LOCK_NAME = ".mbb.lock"
+MARKER_NAME = "condition.json"
+
+
+class OutputError(RuntimeError):
+    """The output folder cannot be used (a file, not writable, busy, another condition)."""
+
+
+class OutputBusy(OutputError):
+    """Another process is writing into the folder."""
+
+
+class ConditionMismatch(OutputError):
+    """The folder already holds runs of another condition."""
+
+
+def _os_problem(path: Path, exc: OSError) -> OutputError:
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return OutputError(f"{path}: not writable ({exc.strerror})")
+    if exc.errno in (errno.ENOTDIR, errno.EEXIST):
+        return OutputError(f"{path}: a file is in the way of the folder ({exc.strerror})")
+    return OutputError(f"{path}: {exc.strerror or exc}")
+
+
+def _flatten(d: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(d, Mapping):
+        out: dict[str, Any] = {}
+        for k, v in d.items():
+            out.update(_flatten(v, f"{prefix}{k}."))
+        return out or {prefix.rstrip("."): {}}
+    return {prefix.rstrip("."): d}
+
+
+def first_difference(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
+    """`field: old here, new in this run` for the first field where two params dumps differ."""
+    a, b = _flatten(old), _flatten(new)
+    keys = sorted(a.keys() | b.keys(), key=lambda k: (k in ("name", "description"), k))
+    for key in keys:
+        if a.get(key, "(unset)") != b.get(key, "(unset)"):
+            va, vb = (_cut(json.dumps(x.get(key, "(unset)"))) for x in (a, b))
+            return f"{key}: {va} there, {vb} in this run"
+    return "same params"
+
+
+def _cut(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
+
+
+def _held_condition(out_dir: Path) -> tuple[str, dict[str, Any], str] | None:
+    """(name, params, where) of the condition the folder already holds, if any."""
+    marker = out_dir / MARKER_NAME
+    if marker.is_file():
+        try:
+            d = json.loads(marker.read_text(encoding="utf-8"))
+            return str(d["condition"]), dict(d["params"]), str(marker)
+        except (ValueError, KeyError, TypeError):
+            raise OutputError(f"{marker}: not a condition record (corrupt)") from None
+    for log in sorted(out_dir.glob("*/events.jsonl")):  # a folder written before the record
+        try:
+            with log.open(encoding="utf-8") as fh:
+                first = json.loads(fh.readline())
+            return str(first["condition"]), dict(first["params"]), str(log)
+        except (ValueError, KeyError, TypeError, OSError):
+            continue  # not readable as a run: reported when it is read
+    return None
+
+
+def _check_condition(out_dir: Path, condition: Condition) -> None:
+    params = condition.model_dump(mode="json")
+    held = _held_condition(out_dir)
+    if held is not None:
+        name, old, _where = held
+        if old != params:
+            this = (
+                f"this run is {condition.name!r}"
+                if name != condition.name
+                else "this run has other params"
+            )
+            raise ConditionMismatch(
+                f"{out_dir} holds runs of condition {name!r} and {this} "
+                f"({first_difference(old, params)}); a folder never mixes conditions: choose "
+                "another --out"
+            )
+    if held is None or not (out_dir / MARKER_NAME).is_file():
+        tmp = out_dir / f".{MARKER_NAME}.{os.getpid()}"
+        tmp.write_text(json.dumps({"condition": condition.name, "params": params}, indent=1))
+        os.replace(tmp, out_dir / MARKER_NAME)
+
+
+@contextlib.contextmanager
+def claim(out_dir: str | Path, condition: Condition) -> Iterator[Path]:
+    """Hold `out_dir` for writing runs of `condition` (see the module's docstring)."""
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise OutputError(f"{out_dir}: is a file, not a folder")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _os_problem(out_dir, exc) from None
+    lock = out_dir / LOCK_NAME
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise _os_problem(out_dir, exc) from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pid = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            raise OutputBusy(
+                f"{out_dir}: another mbb process (pid {pid}) is writing into this folder; wait "
+                "for it to finish or choose another --out"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        try:
+            _check_condition(out_dir, condition)
+        except OSError as exc:
+            raise _os_problem(out_dir, exc) from None
+        yield out_dir
+    finally:
+        os.close(fd)  # releases the lock
