@@ -174,7 +174,7 @@ def read_run(run_dir: Path) -> RunLog:
 # --- secrets ---------------------------------------------------------------------------------
 _SECRET_PATTERNS = (
     re.compile(r"\bsk-[A-Za-z0-9_\-]{12,}"),  # OpenAI-style keys
-    re.compile(r"(?i)\b(bearer)\s+[A-Za-z0-9._\-]{12,}"),
+    re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._\-]{12,}"),
     re.compile(
         r"(?i)\b((?:api[_-]?key|authorization|x-api-key|access[_-]?token|secret)"
         r"[\"']?\s*[:=]\s*[\"']?)[^\s\"',}]{6,}"
@@ -199,7 +199,7 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
             text = text.replace(s, "[redacted]")
     for rx in _SECRET_PATTERNS:
         if rx.groups:
-            text = rx.sub(lambda m: m.group(1) + " [redacted]", text)
+            text = rx.sub(lambda m: m.group(1) + "[redacted]", text)
         else:
             text = rx.sub("[redacted]", text)
     return text
@@ -367,8 +367,7 @@ def _js_json(value: Any) -> str:
     """JSON that is also safe JavaScript inside a file loaded by a script tag (and inline)."""
     return (
         json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-        .replace("</", "<\\/")
-        .replace("<!--", "<\\!--")
+        .replace("<", "\\u003c")  # no `</script>` or `<!--` can occur; still valid JSON
         .replace("\u2028", "\\u2028")
         .replace("\u2029", "\\u2029")
     )
