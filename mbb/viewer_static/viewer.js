@@ -353,9 +353,6 @@ var MBB = (function () {
     });
     return svg;
   }
-  function utterRow(u, body) {
-    return body;
-  }
   function renderRound(box) {
     var r = S.run;
     if (!r.subruns.length) { box.appendChild(el("p", {cls: "muted", text: "This run has no subrun events."})); return; }
