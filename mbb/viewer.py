@@ -301,6 +301,8 @@ def _prompt_text(request: Mapping[str, Any]) -> str:
 
 
 def _answer_text(response: Mapping[str, Any]) -> str:
+    """The answer as stored by mbb's cache (an `LlmResult`: text, tool call, refusal, or an
+    error), or an OpenAI-style response."""
     choices = response.get("choices")
     if isinstance(choices, list) and choices and isinstance(choices[0], Mapping):
         msg = choices[0].get("message") or {}
@@ -308,9 +310,16 @@ def _answer_text(response: Mapping[str, Any]) -> str:
         if msg.get("tool_calls"):
             text += "\n[tool calls] " + json.dumps(msg["tool_calls"], ensure_ascii=False)
         return text
-    for k in ("content", "text", "answer"):
-        if isinstance(response.get(k), str):
-            return response[k]
+    parts = []
+    if isinstance(response.get("text"), str):
+        parts.append(response["text"])
+    if response.get("tool_name"):
+        parts.append(f"[tool call] {response['tool_name']}({response.get('tool_arguments') or ''})")
+    for key in ("refusal", "error"):
+        if response.get(key):
+            parts.append(f"[{key}] {response[key]}")
+    if parts:
+        return "\n".join(parts)
     return json.dumps(response, ensure_ascii=False, indent=1)
 
 
@@ -414,6 +423,26 @@ def _summary(run: RunLog) -> dict[str, Any]:
     }
 
 
+def _path_names(root: Path) -> list[tuple[str, str]]:
+    """(absolute prefix, neutral name), longest first: the folder viewed, the project, the home
+    folder (as JSON strings: what occurs in a data file)."""
+    from mbb.paths import PROJECT_ROOT
+
+    pairs = {
+        str(root.resolve()): root.resolve().name,
+        str(PROJECT_ROOT): "<mbb>",
+        str(Path.home()): "~",
+    }
+    if len(root.resolve().parent.parts) > 2:
+        pairs.setdefault(str(root.resolve().parent), "..")
+    out = [
+        (json.dumps(k)[1:-1], json.dumps(v)[1:-1])
+        for k, v in pairs.items()
+        if len(Path(k).parts) > 1
+    ]
+    return sorted(out, key=lambda kv: len(kv[0]), reverse=True)
+
+
 @dataclass
 class ViewerResult:
     index: Path
@@ -444,6 +473,7 @@ def build_viewer(root: str | Path, out: str | Path | None = None) -> ViewerResul
     for old in runs_dir.glob("*.js"):  # a rebuild never leaves a previous run's file behind
         old.unlink()
     secrets = _env_secrets()
+    paths = _path_names(root)
     run_dirs = find_runs(root, exclude=[out])
     runs = [read_run(d) for d in run_dirs]
     labels, label_problem = _labels(runs)
@@ -476,9 +506,10 @@ def build_viewer(root: str | Path, out: str | Path | None = None) -> ViewerResul
                 "llm": _llm_texts(run, root, caches, secrets),
             }
             entry["file"] = f"data/runs/{n:06d}.js"
-            (runs_dir / f"{n:06d}.js").write_text(
-                f"MBB.run({n},{_js_json(payload)});\n", encoding="utf-8"
-            )
+            body = _js_json(payload)
+            for prefix, name in paths:  # no absolute path of this machine in a shared page
+                body = body.replace(prefix, name)
+            (runs_dir / f"{n:06d}.js").write_text(f"MBB.run({n},{body});\n", encoding="utf-8")
             entries.append(entry)
     finally:
         caches.close()

@@ -67,6 +67,7 @@ def test_export_one_index_line_and_one_data_file_per_run(sweep_copy) -> None:
     for entry in index["runs"]:
         assert entry["status"] == "completed" and entry["problems"] == []
         data = _run_data(viewer, entry)
+        assert str(sweep_copy) not in (viewer / entry["file"]).read_text()
         lines = (sweep_copy / entry["path"] / "events.jsonl").read_text().splitlines()
         assert len(data["events"]) == entry["events"] == len(lines)
         kinds = {e["kind"] for e in data["events"]}
