@@ -697,7 +697,7 @@ def build_report(
             "<tr>"
             f"<td class=l>{esc(cond)}{runs_link}</td>"
             f'<td class=l><a href="{esc(urllib.parse.quote(rel))}">{esc(nb_path.stem)}</a></td>'
-            f"<td class='l {status}'>{esc(status)}</td>"
+            f"<td class='l {esc(status)}'>{esc(status)}</td>"
             f"<td>{fmt(s.get('runs'))}</td><td>{fmt(s.get('completion'), True)}</td>"
             f"<td>{fmt(s.get('deadline_miss'), True)}</td><td>{fmt(s.get('progress'), True)}</td>"
             f"<td>{fmt(s.get('mean_bid'))}</td>"

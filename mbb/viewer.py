@@ -42,6 +42,7 @@ _DROP = ("v", "run_id", "wall", "intents")  # per-event fields the page does not
 _SKIP_DIRS = frozenset({"tables", ".ipynb_checkpoints", "__pycache__", ".git"})
 _MAX_PROBLEMS = 5  # bad lines reported per run (the rest are counted)
 _TEXT_CAP = 20_000  # characters of one prompt / answer shown
+_CHUNK = 200  # runs read, labelled and written at a time
 
 
 # --- finding and reading runs ----------------------------------------------------------------
@@ -460,6 +461,39 @@ def _rel(path: Path, root: Path) -> str:
     return rel if rel != "." else root.resolve().name
 
 
+def _write_run(
+    n: int,
+    run: RunLog,
+    root: Path,
+    runs_dir: Path,
+    labels: Mapping[str, Any],
+    label_problem: str | None,
+    caches: _Caches,
+    secrets: list[str],
+) -> dict[str, Any]:
+    """Write `runs_dir/<n>.js` for one run (unless it is unreadable); return its index entry."""
+    rel = _rel(run.path, root)
+    entry: dict[str, Any] = {"n": n, "path": rel}
+    if run.fatal is not None:
+        entry.update(id=rel, condition=run.path.parent.name, status="unreadable", error=run.fatal)
+        return entry
+    entry.update(_summary(run))
+    entry["problems"] = list(run.problems) + ([label_problem] if label_problem else [])
+    entry["file"] = f"data/runs/{n:06d}.js"
+    payload = {
+        "n": n,
+        "summary": entry,
+        "events": [_compact(e, secrets) for e in run.events],
+        "labels": labels.get(run.run_id, {}),
+        "llm": _llm_texts(run, root, caches, secrets),
+    }
+    body = _js_json(payload)
+    for prefix, name in _path_names(root):  # no absolute path of this machine in a shared page
+        body = body.replace(prefix, name)
+    (runs_dir / f"{n:06d}.js").write_text(f"MBB.run({n},{body});\n", encoding="utf-8")
+    return entry
+
+
 def build_viewer(root: str | Path, out: str | Path | None = None) -> ViewerResult:
     """Write the viewer of every run under `root` to `out` (default `root/viewer`)."""
     t0 = time.perf_counter()
@@ -475,42 +509,23 @@ def build_viewer(root: str | Path, out: str | Path | None = None) -> ViewerResul
     secrets = _env_secrets()
     paths = _path_names(root)
     run_dirs = find_runs(root, exclude=[out])
-    runs = [read_run(d) for d in run_dirs]
-    labels, label_problem = _labels(runs)
     caches = _Caches()
     entries: list[dict[str, Any]] = []
     bad: list[tuple[str, str]] = []
     warnings: list[tuple[str, str]] = []
     try:
-        for n, run in enumerate(runs):
-            rel = _rel(run.path, root)
-            entry: dict[str, Any] = {"n": n, "path": rel}
-            if run.fatal is not None:
-                entry.update(
-                    id=rel, condition=run.path.parent.name, status="unreadable", error=run.fatal
-                )
-                bad.append((rel, run.fatal))
+        # in chunks: memory stays bounded by a chunk's events, whatever the number of runs
+        for first in range(0, len(run_dirs), _CHUNK):
+            runs = [read_run(d) for d in run_dirs[first : first + _CHUNK]]
+            labels, label_problem = _labels(runs)
+            for n, run in enumerate(runs, start=first):
+                entry = _write_run(n, run, root, runs_dir, labels, label_problem, caches, secrets)
+                for prefix, name in paths:
+                    entry["path"] = entry["path"].replace(prefix, name)
+                if entry["status"] == "unreadable":
+                    bad.append((entry["path"], entry["error"]))
+                warnings += [(entry["path"], p) for p in entry.get("problems", ())]
                 entries.append(entry)
-                continue
-            entry.update(_summary(run))
-            problems = list(run.problems)
-            if label_problem:
-                problems.append(label_problem)
-            entry["problems"] = problems
-            warnings += [(rel, p) for p in problems]
-            payload = {
-                "n": n,
-                "summary": entry,
-                "events": [_compact(e, secrets) for e in run.events],
-                "labels": labels.get(run.run_id, {}),
-                "llm": _llm_texts(run, root, caches, secrets),
-            }
-            entry["file"] = f"data/runs/{n:06d}.js"
-            body = _js_json(payload)
-            for prefix, name in paths:  # no absolute path of this machine in a shared page
-                body = body.replace(prefix, name)
-            (runs_dir / f"{n:06d}.js").write_text(f"MBB.run({n},{body});\n", encoding="utf-8")
-            entries.append(entry)
     finally:
         caches.close()
     index = {
