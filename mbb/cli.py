@@ -1,4 +1,4 @@
-"""Command line: run, tables, notebook, sweep, report, resume, figures, params, tasks.
+"""Command line: run, tables, notebook, sweep, report, view, resume, figures, params, tasks.
 
 Every expected failure (bad input, a corrupt log, an output folder in use, a full disk) is one
 line on stderr, `error: ...`, and exit status 2; Ctrl-C is one line and status 130. Anything
@@ -238,6 +238,24 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_view(args: argparse.Namespace) -> int:
+    from mbb.viewer import build_viewer
+
+    root = Path(args.dir)
+    if not root.is_dir():
+        print(f"error: {root} is not a folder", file=sys.stderr)
+        return 2
+    result = build_viewer(root, Path(args.out) if args.out else None)
+    for run, reason in result.bad:
+        print(f"warning: {run}: not shown: {reason}", file=sys.stderr)
+    for run, problem in result.warnings:
+        print(f"warning: {run}: {problem}", file=sys.stderr)
+    if result.runs == 0:
+        print(f"warning: {root}: no runs (no events.jsonl under it)", file=sys.stderr)
+    print(f"{result.runs} run(s) in {result.seconds:.1f} s -> viewer: {result.index}")
+    return 0
+
+
 def _cmd_figures(args: argparse.Namespace) -> int:
     from mbb import figures, render
     from mbb.runner import run_many
@@ -380,6 +398,11 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="export executed notebooks to HTML + an index page")
     rep.add_argument("dir", help="a sweep's output folder, or outputs/")
     rep.set_defaults(func=_cmd_report)
+
+    vw = sub.add_parser("view", help="write an offline viewer of every run under a folder")
+    vw.add_argument("dir", help="a run folder, a condition's or a sweep's output folder")
+    vw.add_argument("--out", default=None, help="viewer folder (default DIR/viewer)")
+    vw.set_defaults(func=_cmd_view)
 
     rs = sub.add_parser("resume", help="continue killed runs from their event logs")
     rs.add_argument("run_dirs", nargs="+", help="run folders (with events.jsonl)")

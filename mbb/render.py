@@ -6,6 +6,10 @@ reopened untrusted. The ``mbb`` renderer emits, per chart:
 
 - ``image/png`` (ppi 144, sharp on high-DPI screens): shows everywhere, trusted or not;
 - ``image/svg+xml``: crisp in live JupyterLab and in HTML;
+- :data:`VEGA_MIMETYPE` (the spec compiled to Vega by vl-convert): JupyterLab renders it
+  natively with the Vega it bundles, so charts are interactive (tooltips) in JupyterLab too,
+  offline; a ``+json`` type, so papermill's validation accepts it. Front ends without a Vega
+  renderer fall back to the SVG/PNG;
 - :data:`MIMETYPE` (the Vega-Lite spec as a dict): read back by :mod:`mbb.report` to build
   interactive ``vegaEmbed`` charts in the self-contained HTML export;
 - ``text/plain``: a short label instead of a ``alt.Chart(...)`` repr.
@@ -26,19 +30,35 @@ import altair as alt
 import vl_convert as vlc
 
 __all__ = [
+    "LEGIBLE_CONFIG",
     "MIMETYPE",
     "PPI",
     "RENDERER_NAME",
+    "VEGA_MIMETYPE",
     "chart_title",
     "enable",
+    "legible",
     "mimebundle",
     "render_png",
     "render_svg",
     "save_chart",
+    "to_vega",
     "vl_version",
 ]
 
 MIMETYPE = "application/vnd.mbb.vegalite.v6+json"
+VEGA_MIMETYPE = "application/vnd.vega.v5+json"  # JupyterLab 4's built-in Vega renderer
+# Vega-Lite compiles for JupyterLab's Vega 5 with the newest Vega-Lite 5 vl-convert has (the same
+# spec compiled by Vega-Lite 6 targets Vega 6); if that fails, the Vega-Lite 6 compilation.
+_LAB_VL_VERSION = "v5_21"
+# Vega-Lite's defaults (10-11 px) are small on screen and in shared pages: legible defaults,
+# merged under a chart's own config (which wins).
+LEGIBLE_CONFIG: dict[str, Any] = {
+    "axis": {"labelFontSize": 12, "titleFontSize": 13},
+    "legend": {"labelFontSize": 12, "titleFontSize": 13},
+    "header": {"labelFontSize": 12, "titleFontSize": 13},
+    "title": {"fontSize": 15},
+}
 RENDERER_NAME = "mbb"
 PPI = 144  # 2x the 72 ppi default: sharp PNGs on high-DPI screens and in READMEs
 _DEFAULT_PPI = 72
@@ -52,6 +72,24 @@ def vl_version() -> str:
     Vega-Lite release instead of vl-convert's newest one.
     """
     return "_".join(alt.SCHEMA_VERSION.split(".")[:2])
+
+
+def legible(spec: dict[str, Any]) -> dict[str, Any]:
+    """A copy of `spec` with :data:`LEGIBLE_CONFIG` under its own `config` (its own wins)."""
+    config = dict(spec.get("config") or {})
+    for group, values in LEGIBLE_CONFIG.items():
+        config[group] = {**values, **(config.get(group) or {})}
+    return {**spec, "config": config}
+
+
+def to_vega(spec: dict[str, Any]) -> dict[str, Any]:
+    """The Vega spec JupyterLab's built-in renderer draws (Vega 5)."""
+    try:
+        vega = vlc.vegalite_to_vega(spec, vl_version=_LAB_VL_VERSION)
+    except Exception:  # a Vega-Lite 6 feature: its own compilation (Vega 6, mostly compatible)
+        vega = vlc.vegalite_to_vega(spec, vl_version=vl_version())
+    vega["$schema"] = "https://vega.github.io/schema/vega/v5.json"
+    return vega
 
 
 def render_png(spec: dict[str, Any], ppi: int = PPI) -> bytes:
@@ -88,6 +126,7 @@ def mimebundle(spec: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     The PNG metadata carries the CSS size (pixels / 2 at ppi 144) so the high-DPI image is shown
     at the chart's natural size rather than doubled.
     """
+    spec = legible(spec)
     png = render_png(spec)
     svg = render_svg(spec)
     width, height = _png_size(png)
@@ -95,6 +134,7 @@ def mimebundle(spec: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     data = {
         "image/png": base64.b64encode(png).decode("ascii"),
         "image/svg+xml": svg,
+        VEGA_MIMETYPE: to_vega(spec),
         MIMETYPE: spec,
         "text/plain": f"<mbb chart: {chart_title(spec)}>",
     }
@@ -128,7 +168,7 @@ def save_chart(chart: alt.TopLevelMixin, path_stem: Path) -> dict[str, Path]:
     """
     path_stem = Path(path_stem)
     path_stem.parent.mkdir(parents=True, exist_ok=True)
-    spec = chart.to_dict()
+    spec = legible(chart.to_dict())
     paths = {
         "png": path_stem.with_name(path_stem.name + ".png"),
         "svg": path_stem.with_name(path_stem.name + ".svg"),

@@ -17,8 +17,13 @@ Size: the JS bundle is ~0.9 MB, so a page with charts is ~1.2 MB (a notebook wit
 
 from __future__ import annotations
 
+import html
 import json
+import os
 import re
+import sys
+import urllib.parse
+from collections.abc import Iterable
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -29,17 +34,54 @@ from nbconvert import HTMLExporter
 
 from mbb.render import MIMETYPE, render_svg, vl_version
 
-__all__ = ["build_report", "embed_charts", "export_html", "external_urls", "vega_bundle"]
+__all__ = [
+    "bootstrap_ci",
+    "build_report",
+    "comparison",
+    "embed_charts",
+    "export_html",
+    "external_urls",
+    "own_notebooks",
+    "run_measures",
+    "vega_bundle",
+]
+
+# Code cells are hidden by default in the shared page; a checkbox (CSS only, works without
+# JavaScript) shows them. Free text in tables is left-aligned; sizes are legible.
+_PAGE_CSS = """
+#mbb-show-code { position: fixed; top: .7rem; right: 1rem; opacity: 0; pointer-events: none; }
+.mbb-code-toggle { position: fixed; top: .55rem; right: 1rem; z-index: 10; cursor: pointer;
+  background: #f3f3f3; border: 1px solid #ccc; border-radius: 4px; padding: .1rem .5rem;
+  font: 13px var(--jp-ui-font-family); }
+.mbb-code-toggle::after { content: "show code"; }
+#mbb-show-code:checked + .mbb-code-toggle::after { content: "hide code"; }
+#mbb-show-code:not(:checked) ~ .jp-CodeCell .jp-Cell-inputWrapper { display: none; }
+#mbb-show-code:not(:checked) ~ .jp-CodeCell.jp-mod-noOutputs { display: none; }
+#mbb-show-code:not(:checked) ~ .jp-CodeCell .jp-OutputPrompt { visibility: hidden; }
+nav.mbb-toc { border: 1px solid #ddd; background: #fafafa; border-radius: 6px;
+  padding: .5rem 1rem; margin: 1rem 0 1rem 0; font: 14px var(--jp-ui-font-family);
+  max-width: 60rem; }
+nav.mbb-toc ul { margin: .2rem 0; padding-left: 1.2rem; }
+nav.mbb-toc li.h3 { margin-left: 1.2rem; }
+.jp-RenderedHTMLCommon td.mbb-text, .jp-RenderedHTMLCommon th.mbb-text { text-align: left; }
+.jp-RenderedHTMLCommon { font-size: 14px; }
+"""
 
 # Extends nbconvert's "lab" index template: every block that would load from a CDN is emptied,
 # and the Vega bundle (if any) is inlined in the head, before the first chart.
-_TEMPLATE = """{%- extends 'index.html.j2' -%}
+_TEMPLATE = (
+    """{%- extends 'index.html.j2' -%}
 {%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}
 {%- block jupyter_widgets -%}{%- endblock jupyter_widgets -%}
 {%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
 {%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
 {%- block html_head_css -%}
 {{ super() }}
+<style type="text/css">
+"""
+    + _PAGE_CSS
+    + """
+</style>
 {%- if resources.mbb_vega_bundle %}
 <style type="text/css">
 .mbb-chart { display: inline-block; }
@@ -50,7 +92,14 @@ _TEMPLATE = """{%- extends 'index.html.j2' -%}
 </script>
 {%- endif %}
 {%- endblock html_head_css -%}
+{%- block body_header -%}
+{{ super() }}
+<input type="checkbox" id="mbb-show-code" aria-label="show code">
+<label for="mbb-show-code" class="mbb-code-toggle"></label>
+<!--MBB_TOC-->
+{%- endblock body_header -%}
 """
+)
 
 _CSS_URL = re.compile(r"""(?:url\(\s*["']?|@import\s+["'])\s*((?:https?:)?//[^"')\s]+)""")
 _EXTERNAL = re.compile(r"^(?:https?:)?//", re.IGNORECASE)
@@ -174,21 +223,105 @@ def _exporter() -> HTMLExporter:
     )
 
 
+def _path_replacements(notebook_path: Path) -> list[tuple[str, str]]:
+    """(absolute prefix, neutral name) pairs, longest first: the page's folder and its parent,
+    the project, the Python environment, the current directory and the home folder."""
+    from mbb.paths import PROJECT_ROOT
+
+    folder = notebook_path.resolve().parent
+    pairs = [(str(folder), "."), (str(PROJECT_ROOT), "<mbb>"), (str(Path.home()), "~")]
+    if len(folder.parent.parts) > 2:
+        pairs.append((str(folder.parent), ".."))
+    for prefix, name in ((sys.prefix, "<venv>"), (sys.base_prefix, "<python>")):
+        pairs += [(prefix, name), (str(Path(prefix).resolve()), name)]
+    if len(Path.cwd().parts) > 2:
+        pairs.append((str(Path.cwd()), "."))
+    seen: dict[str, str] = {}
+    for prefix, name in pairs:
+        if len(Path(prefix).parts) > 1:
+            seen.setdefault(prefix, name)
+    return sorted(seen.items(), key=lambda kv: len(kv[0]), reverse=True)
+
+
+def _replace_paths(value: Any, pairs: list[tuple[str, str]]) -> Any:
+    if isinstance(value, str):
+        for prefix, name in pairs:
+            if prefix in value:
+                value = value.replace(prefix, name)
+        return value
+    if isinstance(value, list):
+        return [_replace_paths(v, pairs) for v in value]
+    if isinstance(value, dict):
+        return json.loads(_replace_paths(json.dumps(value), pairs))
+    return value
+
+
+_UNSAFE_HTML = re.compile(
+    r"<\s*(script|iframe|object|embed)\b|<[^>]*\son[a-z]+\s*=|javascript:", re.I
+)
+_POLARS_TEXT_TD = re.compile(r"<td>(&quot;)")
+
+
+def scrub_notebook(nb: nbformat.NotebookNode, notebook_path: Path) -> None:
+    """In place, before export: absolute paths of this machine replaced by neutral names (in
+    sources and outputs); an HTML output that could run script (not a chart of ours) shown as
+    escaped text; free-text cells of polars tables marked for left alignment."""
+    pairs = _path_replacements(notebook_path)
+    for cell in nb.cells:
+        cell["source"] = _replace_paths(cell.get("source", ""), pairs)
+        for out in cell.get("outputs", []):
+            for key in ("text", "evalue", "traceback"):
+                if key in out:
+                    out[key] = _replace_paths(out[key], pairs)
+            data = out.get("data")
+            if not data:
+                continue
+            for mime in list(data):
+                data[mime] = _replace_paths(data[mime], pairs)
+            page = data.get("text/html")
+            if page is None or 'class="mbb-chart"' in str(page)[:200]:
+                continue
+            page = "".join(page) if isinstance(page, list) else page
+            if _UNSAFE_HTML.search(page):
+                page = f"<pre>{html.escape(page)}</pre>"
+            data["text/html"] = _POLARS_TEXT_TD.sub(r'<td class="mbb-text">\1', page)
+
+
+_HEADING = re.compile(r'<h([1-3]) id="([^"]+)"[^>]*>(.*?)</h\1>', re.S)
+_TAG = re.compile(r"<[^>]+>")
+
+
+def _toc(body: str) -> str:
+    """A table of contents from the page's h1-h3 headings (their nbconvert anchors)."""
+    items = []
+    for level, anchor, inner in _HEADING.findall(body):
+        text = html.unescape(_TAG.sub("", inner)).replace("¶", "").strip()
+        if text:
+            items.append(f'<li class="h{level}"><a href="#{anchor}">{html.escape(text)}</a></li>')
+    if len(items) < 2:
+        return ""
+    return f'<nav class="mbb-toc"><strong>Contents</strong><ul>{"".join(items)}</ul></nav>'
+
+
 def export_html(notebook_path: Path, html_path: Path | None = None) -> Path:
     """Export an executed notebook to a self-contained offline HTML page; return its path.
 
-    ``html_path`` defaults to the notebook's path with ``.html``. Inputs stay visible. Expect
-    ~1.2 MB with charts (the inlined ~0.9 MB Vega bundle, once per page) and ~0.3 MB without.
+    ``html_path`` defaults to the notebook's path with ``.html``. Code cells are hidden behind a
+    "show code" toggle, a table of contents leads the page, and no absolute path of this
+    machine is written (see :func:`scrub_notebook`). Expect ~1.2 MB with charts (the inlined
+    ~0.9 MB Vega bundle, once per page) and ~0.3 MB without.
     """
     notebook_path = Path(notebook_path)
     html_path = Path(html_path) if html_path is not None else notebook_path.with_suffix(".html")
     nb = nbformat.read(notebook_path, as_version=4)
     n_charts = embed_charts(nb)
+    scrub_notebook(nb, notebook_path)
     resources: dict[str, Any] = {
-        "metadata": {"name": notebook_path.stem, "path": str(notebook_path.parent)},
+        "metadata": {"name": notebook_path.stem, "path": "."},
         "mbb_vega_bundle": vega_bundle() if n_charts else "",
     }
     body, _ = _exporter().from_notebook_node(nb, resources=resources)
+    body = body.replace("<!--MBB_TOC-->", _toc(body), 1)
     html_path.parent.mkdir(parents=True, exist_ok=True)
     html_path.write_text(body, encoding="utf-8")
     return html_path
@@ -210,11 +343,62 @@ def external_urls(html: str, include_links: bool = True) -> list[str]:
 
 # --- reports over a folder of executed notebooks ---------------------------------------------
 _INDEX_CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem;color:#222}
-table{border-collapse:collapse;margin-top:1rem}th,td{border:1px solid #ccc;padding:.35rem .6rem;
-text-align:right}th{background:#f3f3f3}td.l,th.l{text-align:left}.failed{color:#b00020;
-font-weight:600}.ok{color:#1b7f3b}.skipped{color:#666}code{background:#f6f6f6;padding:0 .2rem}
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem;color:#222;
+font-size:15px}table{border-collapse:collapse;margin-top:1rem}th,td{border:1px solid #ccc;
+padding:.35rem .6rem;text-align:right;vertical-align:top}th{background:#f3f3f3}
+td.l,th.l{text-align:left}.failed{color:#b00020;font-weight:600}.ok{color:#1b7f3b}
+.skipped{color:#666}code{background:#f6f6f6;padding:0 .2rem}.ci{color:#555;font-size:13px}
+.d{font-size:13px}.sig{font-weight:700}nav.links a{margin-right:1.2rem}.warn{color:#8a5a00}
 """
+_SKIP_DIRS = frozenset({"tables", "viewer", "resource", "workspaces", "__pycache__"})
+VIEWER_DIR = "viewer"
+COMPARE_PAGE = "compare.html"
+
+
+def _warn(msg: str) -> None:
+    print(f"warning: {msg}", file=sys.stderr)
+
+
+def _is_run_dir(names: Iterable[str]) -> bool:
+    return "events.jsonl" in names or "meta.json" in names
+
+
+def _candidate_notebooks(root: Path) -> list[Path]:
+    """`.ipynb` files under `root` outside every run folder (a run folder holds the workers'
+    workspaces), `tables/`, the viewer, hidden folders and checkpoints."""
+    found = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        here = Path(dirpath)
+        if here != root and _is_run_dir(filenames):
+            dirnames[:] = []
+            continue
+        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS and not d.startswith("."))
+        found += [here / f for f in filenames if f.endswith(".ipynb")]
+    return sorted(found)
+
+
+def own_notebooks(root: Path, listed: Iterable[Path] = ()) -> tuple[list[Path], list[tuple]]:
+    """(notebooks mbb executed under `root`, [(path, reason) skipped]).
+
+    A notebook is mbb's when it is listed in the sweep's manifest (`listed`) or was executed by
+    papermill (the `papermill` metadata every `mbb notebook`/`mbb sweep` run writes), is a valid
+    notebook, and lies outside every run folder. Anything else — a notebook a worker wrote, a
+    malformed file — is skipped with its reason, never exported or linked."""
+    listed = {Path(p).resolve() for p in listed}
+    keep: list[Path] = []
+    skipped: list[tuple[Path, str]] = []
+    for nb_path in _candidate_notebooks(root):
+        try:
+            nb = nbformat.read(nb_path, as_version=4)
+            nbformat.validate(nb)
+        except Exception as exc:  # any malformed file: say why and go on
+            skipped.append((nb_path, f"not a valid notebook ({type(exc).__name__})"))
+            continue
+        if nb_path.resolve() not in listed and "papermill" not in nb.metadata:
+            skipped.append((nb_path, "not executed by mbb (no papermill record)"))
+            continue
+        keep.append(nb_path)
+    return keep, skipped
 
 
 def _notebook_failed(nb_path: Path) -> str | None:
@@ -248,22 +432,219 @@ def _condition_summary(folder: Path) -> dict[str, Any]:
     return row
 
 
-def build_report(root: Path) -> Path:
-    """Export every executed notebook under `root` to HTML (when stale) and write
-    `root/index.html`: one row per notebook with status, a summary of its condition's tables,
-    and links. Returns the index path. Everything renders offline."""
-    import html as _html
+# --- the comparison page ------------------------------------------------------------------------
+MEASURES: dict[str, str] = {
+    "completion": "completion rate",
+    "deadline_miss": "deadline-miss rate",
+    "progress": "mean progress",
+    "score": "mean score",
+    "mean_bid": "mean bid (credits)",
+    "rounds_per_subrun": "rounds per subrun",
+    "cost_usd": "LLM cost per run (USD)",
+}
+_PCT = frozenset({"completion", "deadline_miss", "progress", "score"})
 
+
+def run_measures(folder: Path) -> Any:
+    """One row per run of a condition folder (`tables/*.parquet`): the measures of
+    :data:`MEASURES`. Empty when the folder has no tables."""
+    import polars as pl
+
+    tdir = folder / "tables"
+    if not (tdir / "evaluations.parquet").is_file():
+        return pl.DataFrame()
+    ev = pl.read_parquet(tdir / "evaluations.parquet")
+    per = ev.group_by("run_id").agg(
+        (pl.col("outcome") == "completed").mean().alias("completion"),
+        (pl.col("outcome") == "terminated").mean().alias("deadline_miss"),
+        pl.col("progress").mean().alias("progress"),
+        pl.col("score").mean().alias("score"),
+        pl.col("subrun").n_unique().alias("_subruns"),
+    )
+    parts = {
+        "declarations.parquet": lambda d: d.group_by("run_id").agg(
+            pl.col("bid").mean().alias("mean_bid")
+        ),
+        "rounds.parquet": lambda d: d.group_by("run_id").agg(pl.len().alias("_rounds")),
+        "llm_calls.parquet": lambda d: d.group_by("run_id").agg(
+            pl.col("cost_usd").sum().alias("cost_usd")
+        ),
+    }
+    for name, agg in parts.items():
+        if (tdir / name).is_file():
+            per = per.join(agg(pl.read_parquet(tdir / name)), on="run_id", how="left")
+    if "_rounds" in per.columns:
+        per = per.with_columns((pl.col("_rounds") / pl.col("_subruns")).alias("rounds_per_subrun"))
+    if "cost_usd" in per.columns:
+        per = per.with_columns(pl.col("cost_usd").fill_null(0.0))
+    return per.drop([c for c in per.columns if c.startswith("_")]).sort("run_id")
+
+
+def bootstrap_ci(
+    x: Any, y: Any = None, *, n: int = 2000, level: float = 0.95, seed: int = 0
+) -> tuple[float, float] | None:
+    """Percentile bootstrap CI of the mean of `x` (or of mean(x) - mean(y), the two resampled
+    independently); None with fewer than 2 values in a sample."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    x = np.asarray(x, dtype=float)
+    x = x[~np.isnan(x)]
+    if x.size < 2:
+        return None
+    stat = x[rng.integers(0, x.size, (n, x.size))].mean(axis=1)
+    if y is not None:
+        y = np.asarray(y, dtype=float)
+        y = y[~np.isnan(y)]
+        if y.size < 2:
+            return None
+        stat = stat - y[rng.integers(0, y.size, (n, y.size))].mean(axis=1)
+    lo, hi = np.quantile(stat, [(1 - level) / 2, (1 + level) / 2])
+    return float(lo), float(hi)
+
+
+def comparison(conditions: dict[str, Any], baseline: str) -> list[dict[str, Any]]:
+    """Rows (condition, measure, n, mean, ci, diff, diff_ci) from per-run measures."""
+    import numpy as np
+
+    rows = []
+    base = conditions.get(baseline)
+    for cond, per in conditions.items():
+        for m in MEASURES:
+            if per.is_empty() or m not in per.columns:
+                continue
+            x = per[m].drop_nulls().to_numpy()
+            row: dict[str, Any] = {
+                "condition": cond,
+                "measure": m,
+                "n": int(x.size),
+                "mean": float(np.mean(x)) if x.size else None,
+                "ci": bootstrap_ci(x),
+                "diff": None,
+                "diff_ci": None,
+            }
+            if base is not None and cond != baseline and m in base.columns:
+                y = base[m].drop_nulls().to_numpy()
+                if x.size and y.size:
+                    row["diff"] = float(np.mean(x) - np.mean(y))
+                    row["diff_ci"] = bootstrap_ci(x, y)
+            rows.append(row)
+    return rows
+
+
+def _num(v: float | None, measure: str, signed: bool = False) -> str:
+    if v is None:
+        return "—"
+    if measure in _PCT:
+        return f"{v:+.1%}" if signed else f"{v:.1%}"
+    if measure == "cost_usd":
+        return f"{v:+.4f}" if signed else f"{v:.4f}"
+    return f"{v:+.1f}" if signed else f"{v:.1f}"
+
+
+def _ci(ci: tuple[float, float] | None, measure: str, signed: bool = False) -> str:
+    if ci is None:
+        return "CI needs ≥ 2 seeds"
+    return f"95% CI [{_num(ci[0], measure, signed)}, {_num(ci[1], measure, signed)}]"
+
+
+def _compare_html(conditions: dict[str, Any], default: str, viewer: bool) -> str:
+    esc = html.escape
+    measures = [m for m in MEASURES if any(m in per.columns for per in conditions.values())]
+    if "cost_usd" in measures and not any(
+        "cost_usd" in p.columns and p["cost_usd"].sum() > 0 for p in conditions.values()
+    ):
+        measures.remove("cost_usd")
+    sections = []
+    for baseline in conditions:
+        rows = comparison(conditions, baseline)
+        cell = {(r["condition"], r["measure"]): r for r in rows}
+        head = "".join(f"<th>{esc(MEASURES[m])}</th>" for m in measures)
+        body = []
+        for cond, per in conditions.items():
+            link = (
+                f' <a href="{VIEWER_DIR}/index.html#cond={esc(urllib.parse.quote(cond))}">runs</a>'
+                if viewer
+                else ""
+            )
+            tds = []
+            for m in measures:
+                r = cell.get((cond, m))
+                if r is None:
+                    tds.append("<td>—</td>")
+                    continue
+                txt = f"{_num(r['mean'], m)}<div class=ci>{_ci(r['ci'], m)}</div>"
+                if cond == baseline:
+                    txt += "<div class=d>baseline</div>"
+                elif r["diff"] is not None:
+                    lo_hi = r["diff_ci"]
+                    sig = lo_hi is not None and (lo_hi[0] > 0 or lo_hi[1] < 0)
+                    txt += (
+                        f"<div class='d{' sig' if sig else ''}'>Δ {_num(r['diff'], m, True)}"
+                        f" <span class=ci>{_ci(lo_hi, m, True)}</span></div>"
+                    )
+                tds.append(f"<td>{txt}</td>")
+            n = per.height if not per.is_empty() else 0
+            body.append(
+                f"<tr><td class=l><b>{esc(cond)}</b>{link}</td><td>{n}</td>{''.join(tds)}</tr>"
+            )
+        hidden = "" if baseline == default else " hidden"
+        sections.append(
+            f"<section class=cmp data-baseline='{esc(baseline)}'{hidden}>"
+            f"<h2>Against <code>{esc(baseline)}</code></h2><table><tr><th class=l>condition</th>"
+            f"<th>n seeds</th>{head}</tr>{''.join(body)}</table></section>"
+        )
+    options = "".join(
+        f"<option value='{esc(c)}'{' selected' if c == default else ''}>{esc(c)}</option>"
+        for c in conditions
+    )
+    script = (
+        "<script>document.getElementById('baseline').addEventListener('change',function(){"
+        "var v=this.value;document.querySelectorAll('section.cmp').forEach(function(s){"
+        "s.hidden=s.getAttribute('data-baseline')!==v;});});</script>"
+    )
+    viewer_link = (
+        f' · <a href="{VIEWER_DIR}/index.html">every run in the viewer</a>' if viewer else ""
+    )
+    return (
+        "<!doctype html><html lang=en><head><meta charset='utf-8'>"
+        "<title>mbb comparison of conditions</title>"
+        f"<style>{_INDEX_CSS}</style></head><body><h1>Conditions compared</h1>"
+        f"<nav class=links><a href='index.html'>report index</a>{viewer_link}</nav>"
+        "<p>One value per run (seed), then per condition: the mean over seeds, its 95% "
+        "percentile bootstrap CI (2,000 resamples), and the difference from the baseline with "
+        "the CI of the difference (seeds of the two conditions resampled independently; bold: "
+        "the CI excludes 0). Rates are shares of worker-subruns.</p>"
+        f"<p><label>baseline <select id=baseline>{options}</select></label></p>"
+        f"{''.join(sections)}{script}</body></html>"
+    )
+
+
+def build_report(
+    root: Path, *, baseline: str | None = None, viewer: bool = True, quiet: bool = False
+) -> Path:
+    """Export every executed notebook of mbb's under `root` to HTML (when stale), write the
+    offline viewer of its runs (`root/viewer/`), the comparison of its conditions
+    (`root/compare.html`) and `root/index.html` linking them all. Returns the index path.
+
+    `baseline`: the condition the comparison page opens on (default `base` if present, else
+    the first); the page can switch to any other. Notebooks that are not mbb's (see
+    :func:`own_notebooks`) are skipped with a warning. Everything renders offline."""
     root = Path(root).resolve()
     status_of: dict[str, str] = {}
     manifest = root / "sweep.json"
     if manifest.is_file():
-        for r in json.loads(manifest.read_text()).get("results", []):
-            status_of[str(Path(r["notebook"]).resolve())] = r["status"]
+        try:
+            for r in json.loads(manifest.read_text()).get("results", []):
+                status_of[str(Path(r["notebook"]).resolve())] = r["status"]
+        except (ValueError, KeyError, TypeError, AttributeError):
+            _warn(f"{manifest.name}: unreadable, ignored")
+    notebooks, skipped = own_notebooks(root, [Path(p) for p in status_of])
+    for path, reason in skipped:
+        if not quiet:
+            _warn(f"{path.relative_to(root)}: skipped: {reason}")
     rows = []
-    for nb_path in sorted(root.rglob("*.ipynb")):
-        if ".ipynb_checkpoints" in nb_path.parts:
-            continue
+    for nb_path in notebooks:
         page = nb_path.with_suffix(".html")
         if not page.is_file() or page.stat().st_mtime < nb_path.stat().st_mtime:
             export_html(nb_path, page)
@@ -271,35 +652,83 @@ def build_report(root: Path) -> Path:
         status = "failed" if error else status_of.get(str(nb_path.resolve()), "ok")
         rows.append((nb_path, page, status, error, _condition_summary(nb_path.parent)))
 
+    viewer_index = None
+    if viewer:
+        from mbb.viewer import build_viewer
+
+        res = build_viewer(root, root / VIEWER_DIR)
+        viewer_index = res.index
+        if not quiet:
+            for run, reason in res.bad:
+                _warn(f"{run}: not shown in the viewer: {reason}")
+            print(f"viewer: {res.index}")
+
+    conditions: dict[str, Any] = {}
+    folders = sorted({p.parent for p, *_ in rows} | {p.parent for p in root.glob("*/tables")})
+    for folder in folders:
+        per = run_measures(folder)
+        if not per.is_empty():
+            conditions[folder.relative_to(root).as_posix() or root.name] = per
+    has_compare = bool(conditions)
+    if has_compare:
+        default = baseline if baseline in conditions else next(iter(conditions))
+        if baseline is None and "base" in conditions:
+            default = "base"
+        (root / COMPARE_PAGE).write_text(
+            _compare_html(conditions, default, viewer_index is not None), encoding="utf-8"
+        )
+
     def fmt(v: Any, pct: bool = False) -> str:
         if v is None:
             return ""
         return f"{v:.1%}" if pct else (f"{v:.1f}" if isinstance(v, float) else str(v))
 
+    esc = html.escape
     body = []
     for nb_path, page, status, error, s in rows:
         rel = page.relative_to(root).as_posix()
         cond = nb_path.parent.relative_to(root).as_posix() or "."
+        runs_link = (
+            f' <a href="{VIEWER_DIR}/index.html#cond={esc(urllib.parse.quote(cond))}">runs</a>'
+            if viewer_index is not None and s.get("runs")
+            else ""
+        )
         body.append(
             "<tr>"
-            f"<td class=l>{_html.escape(cond)}</td>"
-            f'<td class=l><a href="{_html.escape(rel)}">{_html.escape(nb_path.stem)}</a></td>'
-            f"<td class='l {status}'>{status}</td>"
+            f"<td class=l>{esc(cond)}{runs_link}</td>"
+            f'<td class=l><a href="{esc(urllib.parse.quote(rel))}">{esc(nb_path.stem)}</a></td>'
+            f"<td class='l {esc(status)}'>{esc(status)}</td>"
             f"<td>{fmt(s.get('runs'))}</td><td>{fmt(s.get('completion'), True)}</td>"
             f"<td>{fmt(s.get('deadline_miss'), True)}</td><td>{fmt(s.get('progress'), True)}</td>"
             f"<td>{fmt(s.get('mean_bid'))}</td>"
-            f"<td class=l>{_html.escape(error or '')}</td></tr>"
+            f"<td class=l>{esc(error or '')}</td></tr>"
         )
     n_failed = sum(1 for r in rows if r[2] == "failed")
+    links = []
+    if has_compare:
+        links.append(f"<a href='{COMPARE_PAGE}'>conditions compared (seeds, CIs, differences)</a>")
+    if viewer_index is not None:
+        links.append(f"<a href='{VIEWER_DIR}/index.html'>every run in the viewer</a>")
+    skipped_html = ""
+    if skipped:
+        items = "".join(
+            f"<li><code>{esc(p.relative_to(root).as_posix())}</code>: {esc(why)}</li>"
+            for p, why in skipped
+        )
+        skipped_html = (
+            f"<p class=warn>{len(skipped)} file(s) skipped (not mbb's executed notebooks; "
+            f"not exported):</p><ul class=warn>{items}</ul>"
+        )
     page_html = (
-        "<!doctype html><html><head><meta charset='utf-8'><title>mbb report</title>"
+        "<!doctype html><html lang=en><head><meta charset='utf-8'><title>mbb report</title>"
         f"<style>{_INDEX_CSS}</style></head><body>"
-        f"<h1>mbb report</h1><p><code>{_html.escape(str(root))}</code> — {len(rows)} notebook(s),"
-        f" {n_failed} failed.</p><table><tr><th class=l>condition</th><th class=l>notebook</th>"
+        f"<h1>mbb report</h1><nav class=links>{''.join(links)}</nav>"
+        f"<p><code>{esc(root.name)}</code> — {len(rows)} notebook(s), {n_failed} failed.</p>"
+        "<table><tr><th class=l>condition</th><th class=l>notebook</th>"
         "<th class=l>status</th><th>runs</th><th>completion</th><th>deadline miss</th>"
         "<th>mean progress</th><th>mean bid</th><th class=l>error</th></tr>"
         + "".join(body)
-        + "</table></body></html>"
+        + f"</table>{skipped_html}</body></html>"
     )
     index = root / "index.html"
     index.write_text(page_html, encoding="utf-8")

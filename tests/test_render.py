@@ -15,7 +15,7 @@ import polars as pl
 import pytest
 
 from mbb import render
-from mbb.render import MIMETYPE
+from mbb.render import MIMETYPE, VEGA_MIMETYPE
 
 ROOT = Path(__file__).resolve().parents[1]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -41,11 +41,16 @@ def chart() -> alt.Chart:
 def test_mimebundle_has_png_svg_spec_and_text(chart: alt.Chart) -> None:
     spec = chart.to_dict()
     data, metadata = render.mimebundle(spec)
-    assert set(data) == {"image/png", "image/svg+xml", MIMETYPE, "text/plain"}
+    assert set(data) == {"image/png", "image/svg+xml", MIMETYPE, VEGA_MIMETYPE, "text/plain"}
     png = base64.b64decode(data["image/png"], validate=True)  # a str, as Jupyter expects
     assert png.startswith(PNG_MAGIC)
     assert "<svg" in data["image/svg+xml"]
-    assert data[MIMETYPE] == spec
+    assert data[MIMETYPE] == render.legible(spec)  # legible font sizes under its own config
+    assert data[MIMETYPE]["config"]["axis"]["labelFontSize"] == 12
+    # JupyterLab's built-in renderer draws this Vega 5 spec: interactive charts, offline
+    vega = data[VEGA_MIMETYPE]
+    assert vega["$schema"].endswith("/vega/v5.json") and vega["marks"]
+    assert json.loads(json.dumps(vega)) == vega
     assert data["text/plain"] == "<mbb chart: tiny>"
     # ppi 144 doubles the pixels; the metadata shows the image at its natural CSS size.
     width, height = render._png_size(png)
@@ -58,7 +63,7 @@ def test_enable_is_idempotent_and_used_by_repr(chart: alt.Chart, restore_altair:
     assert alt.renderers.active == "mbb"
     assert alt.data_transformers.active == "default"
     data, _ = chart._repr_mimebundle_()
-    assert set(data) == {"image/png", "image/svg+xml", MIMETYPE, "text/plain"}
+    assert set(data) == {"image/png", "image/svg+xml", MIMETYPE, VEGA_MIMETYPE, "text/plain"}
 
 
 def test_max_rows_error_is_kept(restore_altair: None) -> None:
@@ -109,9 +114,25 @@ def test_save_chart_writes_png_svg_and_spec(chart: alt.Chart, tmp_path: Path) ->
     }
     assert paths["png"].read_bytes().startswith(PNG_MAGIC)
     assert "<svg" in paths["svg"].read_text(encoding="utf-8")
-    assert json.loads(paths["json"].read_text(encoding="utf-8")) == chart.to_dict()
+    assert json.loads(paths["json"].read_text(encoding="utf-8")) == render.legible(chart.to_dict())
 
 
 def test_vl_version_matches_altair_schema() -> None:
     major, minor = alt.SCHEMA_VERSION.lstrip("v").split(".")[:2]
     assert render.vl_version() == f"v{major}_{minor}"
+
+
+def test_legible_keeps_a_charts_own_config() -> None:
+    spec = {"mark": "point", "config": {"axis": {"labelFontSize": 20}, "view": {"stroke": None}}}
+    out = render.legible(spec)
+    assert out["config"]["axis"] == {"labelFontSize": 20, "titleFontSize": 13}
+    assert out["config"]["view"] == {"stroke": None} and out["config"]["title"]["fontSize"] == 15
+    assert "config" in spec and spec["config"]["axis"] == {"labelFontSize": 20}  # not mutated
+
+
+def test_every_figure_compiles_for_jupyterlab(base_batch) -> None:
+    from mbb import figures
+
+    for fn in (figures.resource_timeline, figures.bids_by_round, figures.outcomes_by_subrun):
+        vega = render.to_vega(fn(base_batch.tables).to_dict())
+        assert vega["$schema"].endswith("/vega/v5.json") and vega["marks"], fn.__name__

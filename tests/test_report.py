@@ -158,3 +158,111 @@ def test_external_urls_finds_every_kind_of_reference() -> None:
         "https://css.example/x.css",
         "http://bg.example/b",
     ]
+
+
+# --- shared pages: code hidden, contents, no paths of this machine, only mbb's notebooks -------
+@pytest.mark.notebook
+def test_export_hides_code_has_contents_and_no_absolute_paths(executed: Path) -> None:
+    html = export_html(executed).read_text(encoding="utf-8")
+    assert 'id="mbb-show-code"' in html and 'class="mbb-code-toggle"' in html
+    assert "#mbb-show-code:not(:checked) ~ .jp-CodeCell .jp-Cell-inputWrapper" in html
+    assert '<nav class="mbb-toc">' not in html  # one heading only: no contents box
+    for path in (str(ROOT), str(executed.parent), sys.prefix, str(Path.home())):
+        assert path not in html, path
+    assert "&lt;mbb&gt;" in html  # the sys.path line of the first cell, neutralised
+
+
+def _papermill_notebook(path: Path, *cells: nbformat.NotebookNode) -> Path:
+    nb = _notebook(*cells)
+    nb.metadata["papermill"] = {"parameters": {}}
+    nbformat.write(nb, path)
+    return path
+
+
+def test_export_contents_left_aligned_text_and_no_script_from_outputs(tmp_path: Path) -> None:
+    cell = nbformat.v4.new_code_cell("t", execution_count=1)
+    table = '<table class="dataframe"><tr><td>1</td><td>&quot;free text&quot;</td></tr></table>'
+    hostile = "<b>hi</b><script>alert(1)</script><img src=x onerror=alert(2)>"
+    cell.outputs = [
+        nbformat.v4.new_output("display_data", data={"text/html": table, "text/plain": "t"}),
+        nbformat.v4.new_output("display_data", data={"text/html": hostile, "text/plain": "h"}),
+        nbformat.v4.new_output("stream", name="stdout", text=f"wrote {tmp_path}/x.parquet\n"),
+    ]
+    path = _papermill_notebook(
+        tmp_path / "n.ipynb",
+        nbformat.v4.new_markdown_cell("# One\n\n## Two\n\n### Three"),
+        cell,
+    )
+    html = export_html(path).read_text(encoding="utf-8")
+    toc = html[html.index('<nav class="mbb-toc">') : html.index("</nav>")]
+    assert [t in toc for t in ('href="#One"', 'href="#Two"', 'href="#Three"')] == [True] * 3
+    assert re.search(r'<td>1</td><td class="mbb-text">(&quot;|")free text(&quot;|")</td>', html)
+    assert "&lt;script&gt;alert(1)" in html  # shown as text
+    assert "<script>alert" not in html and "<img src=x onerror" not in html
+    assert str(tmp_path) not in html and "wrote ./x.parquet" in html
+
+
+def test_report_skips_foreign_and_malformed_notebooks(tmp_path: Path, capsys) -> None:
+    from mbb.report import build_report
+
+    cond = tmp_path / "base"
+    ok = _papermill_notebook((cond.mkdir(parents=True) or cond) / "run_condition.ipynb")
+    ws = cond / "base-seed0000" / "resource" / "workspaces" / "W1"
+    ws.mkdir(parents=True)
+    (cond / "base-seed0000" / "meta.json").write_text("{}")
+    _papermill_notebook(
+        ws / "evil.ipynb", nbformat.v4.new_markdown_cell("<script>alert('ws')</script>")
+    )
+    (cond / "broken.ipynb").write_text('{"cells": [')  # malformed
+    _notebook_path = tmp_path / "foreign.ipynb"  # valid, but not executed by mbb
+    nbformat.write(_notebook(nbformat.v4.new_markdown_cell("<script>x</script>")), _notebook_path)
+
+    index = build_report(tmp_path, viewer=False)
+    err = capsys.readouterr().err
+    page = index.read_text(encoding="utf-8")
+    assert ok.with_suffix(".html").is_file()
+    assert 'href="base/run_condition.html"' in page
+    for name in ("broken", "foreign", "evil"):
+        assert not list(tmp_path.rglob(f"{name}.html")), name
+        assert f'href="{name}' not in page and f"/{name}.html" not in page
+    assert "broken.ipynb: skipped: not a valid notebook" in err
+    assert "foreign.ipynb: skipped: not executed by mbb" in err
+    assert "evil" not in err + page  # never even looked at: it is inside a run folder
+    assert "<script" not in page
+    assert str(tmp_path) not in page
+
+
+def test_comparison_page_and_viewer_links(tmp_path: Path, capsys) -> None:
+    from mbb.params import load_params
+    from mbb.report import build_report
+    from mbb.runner import run_many
+
+    for name in ("memory_off", "base"):
+        run_many(load_params(name, {"subruns": 2}), runs=3, out_dir=tmp_path / name, processes=1)
+    index = build_report(tmp_path)
+    out = capsys.readouterr().out
+    assert f"viewer: {tmp_path / 'viewer' / 'index.html'}" in out
+    page = index.read_text(encoding="utf-8")
+    assert "href='compare.html'" in page and "href='viewer/index.html'" in page
+    compare = (tmp_path / "compare.html").read_text(encoding="utf-8")
+    assert external_urls(compare, include_links=False) == []
+    assert "<select id=baseline>" in compare
+    # base is the default baseline; the other table is there, hidden, for the select
+    assert "<section class=cmp data-baseline='base'>" in compare
+    assert "<section class=cmp data-baseline='memory_off' hidden>" in compare
+    shown = compare[compare.index("data-baseline='base'>") :]
+    shown = shown[: shown.index("</section>")]
+    assert shown.count("<td>3</td>") == 2  # n seeds of both conditions
+    assert "95% CI [" in shown and "Δ " in shown and "baseline" in shown
+    assert 'href="viewer/index.html#cond=memory_off"' in shown
+    assert (tmp_path / "viewer" / "data" / "index.js").is_file()
+
+
+def test_bootstrap_ci() -> None:
+    from mbb.report import bootstrap_ci
+
+    assert bootstrap_ci([2.0, 2.0, 2.0]) == (2.0, 2.0)
+    assert bootstrap_ci([1.0]) is None and bootstrap_ci([1.0, 2.0], [3.0]) is None
+    lo, hi = bootstrap_ci([0.1, 0.2, 0.3, 0.2, 0.1, 0.3], [1.0, 1.1, 0.9, 1.0, 1.2, 0.8])
+    assert lo < -0.8 < hi < 0  # mean difference -0.8, CI excludes 0
+    assert bootstrap_ci([1.0, 5.0, 3.0], seed=1) == bootstrap_ci([1.0, 5.0, 3.0], seed=1)

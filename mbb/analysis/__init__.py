@@ -44,7 +44,13 @@ from mbb.analysis.measures import (
     worker_rounds,
 )
 from mbb.analysis.stats import chi2_contingency, chi2_sf, permutation_pvalue
-from mbb.analysis.tokens import approx_tokens, classifier_spend, token_audit, token_efficiency
+from mbb.analysis.tokens import (
+    approx_tokens,
+    classifier_spend,
+    cost_by_model,
+    token_audit,
+    token_efficiency,
+)
 from mbb.analysis.transmission import (
     coalitions,
     commitment_acts,
@@ -82,6 +88,7 @@ __all__ = [
     "commitment_acts",
     "commitments",
     "contested_win_rates",
+    "cost_by_model",
     "direct_message_use",
     "drift_tests",
     "export_review_sample",

@@ -166,3 +166,26 @@ def classifier_spend(audit: pl.DataFrame) -> pl.DataFrame:
         )
         .sort("condition", "model")
     )
+
+
+def cost_by_model(audit: pl.DataFrame) -> pl.DataFrame:
+    """Per condition and model: runs, calls, tokens and cost in USD (total and per run).
+
+    `cost_usd` is null where no price is known (scripted text, or a model without `prices:`);
+    `approximate` is true for counts of scripted text rather than an endpoint's usage."""
+    return (
+        audit.group_by("condition", "model")
+        .agg(
+            pl.col("run_id").n_unique().alias("runs"),
+            pl.col("calls").sum(),
+            pl.col("prompt_tokens").sum(),
+            pl.col("completion_tokens").sum(),
+            pl.col("total_tokens").sum(),
+            pl.when(pl.col("cost_usd").is_not_null().any())
+            .then(pl.col("cost_usd").sum())
+            .alias("cost_usd"),
+            pl.col("approximate").all(),
+        )
+        .with_columns((pl.col("cost_usd") / pl.col("runs")).alias("cost_usd_per_run"))
+        .sort("condition", "model")
+    )

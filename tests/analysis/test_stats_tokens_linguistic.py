@@ -12,6 +12,7 @@ from mbb.analysis import (
     chi2_sf,
     classifier_spend,
     classify_evidence,
+    cost_by_model,
     linguistic_drift,
     permutation_pvalue,
     token_audit,
@@ -102,10 +103,18 @@ def test_token_audit_with_llm_calls(scen):
     eff = token_efficiency(t, a).filter(pl.col("model") == "m")
     # W1 is a scripted price_first worker in the run table; its llm rows carry model "m"
     assert eff.height == 1 and eff["total_tokens"].item() == 185
+    per_model = {r["model"]: r for r in cost_by_model(a).iter_rows(named=True)}
+    assert set(per_model) == {"m", "judge"}
+    m = per_model["m"]
+    assert (m["runs"], m["calls"], m["total_tokens"]) == (1, 2, 185)
+    assert m["cost_usd"] == pytest.approx(0.03) == m["cost_usd_per_run"]
+    assert per_model["judge"]["cost_usd"] == pytest.approx(0.5)
 
 
 def test_token_efficiency_scripted(scen):
     a = token_audit(scen)
+    scripted = cost_by_model(a)
+    assert scripted["approximate"].all() and scripted["cost_usd"].is_null().all()
     e = token_efficiency(scen, a).filter(pl.col("model") == "price_first").row(0, named=True)
     total = a.filter(pl.col("model") == "price_first")["total_tokens"].sum()
     assert e["windows_paid"] == 3 and e["credits_paid"] == 1120 and e["tests_passed"] == 20
