@@ -460,6 +460,26 @@ CASES: dict[str, Case] = {
             "cache.db": b"this is not SQLite, " * 300,
         },
     ),
+    "llm-cache-is-a-folder": Case(
+        ["run", "{tmp}/p.yaml", "--out", "{tmp}/o", "--quiet"],
+        "error: {tmp}/cache: the LLM cache is not a usable SQLite database (unable to open "
+        "database file); move it away or set llm.cache_file to another file",
+        files={
+            "p.yaml": f"extends: {ROOT}/params/llm_negotiators.yaml\nname: llmc\n"
+            "llm: {{cache_file: {tmp}/cache}}\n",
+            "cache/x": "",
+        },
+    ),
+    "events-log-is-a-folder": Case(
+        ["tables", f"{{tmp}}/c/{RUN_ID}"],
+        f"error: {{tmp}}/c/{RUN_ID}: no events.jsonl here or in its sub-folders",
+        setup=lambda t, r, m: (t / "c" / RUN_ID / "events.jsonl").mkdir(parents=True),
+    ),
+    "events-log-not-utf8": Case(
+        ["tables", f"{{tmp}}/c/{RUN_ID}"],
+        f"error: {LOG}: not UTF-8 text (byte 0)",
+        files={f"c/{RUN_ID}/events.jsonl": b"\xff\xfe\n"},
+    ),
     # --- notebooks and reports ------------------------------------------------------------
     "notebook-missing": Case(
         ["notebook", "{tmp}/nope.ipynb", "--params", str(BASE)],
@@ -491,6 +511,7 @@ def test_fault_is_one_line_and_exit_2(name, tmp_path, finished_run, capsys, monk
     fmt = {"tmp": str(tmp_path)}
     for fname, content in (case.files or {}).items():
         path = tmp_path / fname
+        path.parent.mkdir(parents=True, exist_ok=True)
         if isinstance(content, bytes):
             path.write_bytes(content)
         else:
