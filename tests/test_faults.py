@@ -102,6 +102,13 @@ def _copied(tmp: Path, run: Path, _mp: pytest.MonkeyPatch) -> None:
     shutil.copytree(run, tmp / "c" / "b")
 
 
+def _two_conditions(tmp: Path, run: Path, _mp: pytest.MonkeyPatch) -> None:
+    """A folder mixed by hand: a run of memory_off copied beside one of base."""
+    shutil.copytree(run, tmp / "c" / RUN_ID)
+    cond = load_params(ROOT / "params" / "memory_off.yaml", SMALL)
+    run_condition(cond, 1, tmp / "c")
+
+
 def _a_file(tmp: Path, _run: Path, _mp: pytest.MonkeyPatch) -> None:
     (tmp / "afile").write_text("x")
 
@@ -376,6 +383,13 @@ CASES: dict[str, Case] = {
         f"error: {{tmp}}/c/b/events.jsonl: run '{RUN_ID}' is also in {{tmp}}/c/a/events.jsonl "
         "(a copy?)",
         setup=_copied,
+    ),
+    "log-two-conditions": Case(
+        ["tables", "{tmp}/c"],
+        "error: {tmp}/c/memory_off-seed0001/events.jsonl: a run of condition 'memory_off' beside "
+        "runs of 'base' (memory.enabled: true in base-seed0001, false in memory_off-seed0001); "
+        "tables never mix conditions",
+        setup=_two_conditions,
     ),
     "resume-corrupt-middle": Case(
         ["resume", f"{{tmp}}/c/{RUN_ID}"],
