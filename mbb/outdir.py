@@ -55,14 +55,19 @@ def _flatten(d: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix.rstrip("."): d}
 
 
-def first_difference(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
-    """`field: old here, new in this run` for the first field where two params dumps differ."""
+def first_difference(
+    old: Mapping[str, Any],
+    new: Mapping[str, Any],
+    labels: tuple[str, str] = ("there", "in this run"),
+) -> str:
+    """`field: old there, new in this run` for the first field where two params dumps differ
+    (name and description last)."""
     a, b = _flatten(old), _flatten(new)
     keys = sorted(a.keys() | b.keys(), key=lambda k: (k in ("name", "description"), k))
     for key in keys:
         if a.get(key, "(unset)") != b.get(key, "(unset)"):
             va, vb = (_cut(json.dumps(x.get(key, "(unset)"))) for x in (a, b))
-            return f"{key}: {va} there, {vb} in this run"
+            return f"{key}: {va} {labels[0]}, {vb} {labels[1]}"
     return "same params"
 
 

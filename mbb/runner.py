@@ -163,6 +163,8 @@ def _run_chunk(condition_json: str, seeds: Sequence[int], out_dir: str | None) -
                 outcomes.append(exc)
             walls.append(time.perf_counter() - t0)
     for seed, result, wall in zip(seeds, outcomes, walls, strict=True):
+        if isinstance(result, OSError) and result.errno in _FATAL_ERRNOS:
+            raise result  # a full disk fails every run: stop the batch, say it once
         if isinstance(result, Exception):
             runs.append((run_id_for(condition.name, seed), f"{type(result).__name__}: {result}"))
             continue

@@ -220,17 +220,36 @@ def _group(lines: Iterable[str], into: dict[str, list[str]]) -> None:
 
 def tables_from_run_dirs(run_dirs: Iterable[str | Path]) -> dict[str, pl.DataFrame]:
     """Tables of many runs at once (one parse per kind across all runs). Every log is checked
-    (`read_lines`), and a run found twice (a copied folder) is refused, not counted twice."""
+    (`read_lines`); a run found twice (a copied folder) or runs of two conditions are refused,
+    not counted together."""
     by_kind: dict[str, list[str]] = defaultdict(list)
     seen: dict[str, Path] = {}
+    condition: tuple[Path, dict] | None = None
     for d in run_dirs:
         path = Path(d) / "events.jsonl"
         lines = read_lines(path)
         if lines:
-            rid = json.loads(lines[0])["run_id"]
+            first = json.loads(lines[0])
+            rid = first["run_id"]
             if rid in seen:
                 raise EventLogError(f"{path}: run {rid!r} is also in {seen[rid]} (a copy?)")
             seen[rid] = path
+            if first.get("kind") == "run_started":
+                if condition is None:
+                    condition = (path, first)
+                elif first["params"] != condition[1]["params"]:
+                    from mbb.outdir import first_difference
+
+                    old = condition[1]
+                    diff = first_difference(
+                        old["params"],
+                        first["params"],
+                        (f"in {old['run_id']}", f"in {rid}"),
+                    )
+                    raise EventLogError(
+                        f"{path}: a run of condition {first['condition']!r} beside runs of "
+                        f"{old['condition']!r} ({diff}); tables never mix conditions"
+                    )
         _group(lines, by_kind)
     return tables_from_lines(by_kind)
 

@@ -102,6 +102,13 @@ def _copied(tmp: Path, run: Path, _mp: pytest.MonkeyPatch) -> None:
     shutil.copytree(run, tmp / "c" / "b")
 
 
+def _two_conditions(tmp: Path, run: Path, _mp: pytest.MonkeyPatch) -> None:
+    """A folder mixed by hand: a run of memory_off copied beside one of base."""
+    shutil.copytree(run, tmp / "c" / RUN_ID)
+    cond = load_params(ROOT / "params" / "memory_off.yaml", SMALL)
+    run_condition(cond, 1, tmp / "c")
+
+
 def _a_file(tmp: Path, _run: Path, _mp: pytest.MonkeyPatch) -> None:
     (tmp / "afile").write_text("x")
 
@@ -210,7 +217,7 @@ CASES: dict[str, Case] = {
     "unknown-command": Case(
         ["frobnicate"],
         "error: mbb: argument COMMAND: invalid choice: 'frobnicate' (choose from 'run', "
-        "'tables', 'notebook', 'sweep', 'report', 'resume', 'figures', 'tasks', 'params') "
+        "'tables', 'notebook', 'sweep', 'report', 'view', 'resume', 'figures', 'tasks', 'params') "
         "(see mbb --help)",
     ),
     # --- params files ---------------------------------------------------------------------
@@ -377,6 +384,13 @@ CASES: dict[str, Case] = {
         "(a copy?)",
         setup=_copied,
     ),
+    "log-two-conditions": Case(
+        ["tables", "{tmp}/c"],
+        "error: {tmp}/c/memory_off-seed0001/events.jsonl: a run of condition 'memory_off' beside "
+        "runs of 'base' (memory.enabled: true in base-seed0001, false in memory_off-seed0001); "
+        "tables never mix conditions",
+        setup=_two_conditions,
+    ),
     "resume-corrupt-middle": Case(
         ["resume", f"{{tmp}}/c/{RUN_ID}"],
         f"error: {LOG}:6: not valid JSON (a corrupt log)",
@@ -460,6 +474,26 @@ CASES: dict[str, Case] = {
             "cache.db": b"this is not SQLite, " * 300,
         },
     ),
+    "llm-cache-is-a-folder": Case(
+        ["run", "{tmp}/p.yaml", "--out", "{tmp}/o", "--quiet"],
+        "error: {tmp}/cache: the LLM cache is not a usable SQLite database (unable to open "
+        "database file); move it away or set llm.cache_file to another file",
+        files={
+            "p.yaml": f"extends: {ROOT}/params/llm_negotiators.yaml\nname: llmc\n"
+            "llm: {{cache_file: {tmp}/cache}}\n",
+            "cache/x": "",
+        },
+    ),
+    "events-log-is-a-folder": Case(
+        ["tables", f"{{tmp}}/c/{RUN_ID}"],
+        f"error: {{tmp}}/c/{RUN_ID}: no events.jsonl here or in its sub-folders",
+        setup=lambda t, r, m: (t / "c" / RUN_ID / "events.jsonl").mkdir(parents=True),
+    ),
+    "events-log-not-utf8": Case(
+        ["tables", f"{{tmp}}/c/{RUN_ID}"],
+        f"error: {LOG}: not UTF-8 text (byte 0)",
+        files={f"c/{RUN_ID}/events.jsonl": b"\xff\xfe\n"},
+    ),
     # --- notebooks and reports ------------------------------------------------------------
     "notebook-missing": Case(
         ["notebook", "{tmp}/nope.ipynb", "--params", str(BASE)],
@@ -491,6 +525,7 @@ def test_fault_is_one_line_and_exit_2(name, tmp_path, finished_run, capsys, monk
     fmt = {"tmp": str(tmp_path)}
     for fname, content in (case.files or {}).items():
         path = tmp_path / fname
+        path.parent.mkdir(parents=True, exist_ok=True)
         if isinstance(content, bytes):
             path.write_bytes(content)
         else:

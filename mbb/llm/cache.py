@@ -52,9 +52,9 @@ class LlmCache:
                 self._db = sqlite3.connect(":memory:")
             else:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                self._db = sqlite3.connect(self.path, check_same_thread=False)
             try:
                 if self.path is not None:
+                    self._db = sqlite3.connect(self.path, check_same_thread=False)
                     # WAL + NORMAL: a commit no longer fsyncs (it blocked the event loop ~15 ms
                     # per stored response); a crash can lose only the last responses.
                     self._db.execute("PRAGMA journal_mode=WAL")
@@ -65,7 +65,8 @@ class LlmCache:
                 )
                 self._db.commit()
             except sqlite3.DatabaseError as exc:
-                self._db.close()
+                if self._db is not None:
+                    self._db.close()
                 raise LlmCacheError(
                     f"{self.path}: the LLM cache is not a usable SQLite database ({exc}); move "
                     "it away or set llm.cache_file to another file"

@@ -49,9 +49,8 @@ def test_replay_under_the_original_mechanism_reproduces_the_schedule(kind, seed)
 
 
 def test_replay_with_quitters_and_withdrawals_in_auctions():
-    cond = small(
-        "first_price", workers={"personas": ["quitter", "price_first"]}, deadline={"minutes": 8}
-    )
+    alternating = ["quitter", "price_first", "quitter", "price_first", "quitter"]  # W1..W5
+    cond = small("first_price", workers={"personas": alternating}, deadline={"minutes": 8})
     original = run_condition(cond, 2)
     assert original.log.by_kind.get("withdrawn")
     assert _windows(replay(original.log.lines, "first_price")).equals(_windows(original))

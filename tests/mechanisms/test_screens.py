@@ -52,6 +52,7 @@ def test_empty_tables_give_an_empty_frame():
 
 @pytest.mark.parametrize("persona", ["reciprocator", "coalition_builder"])
 def test_screens_report_evidence_strings(persona):
-    s = _screened(small(name=persona, workers={"personas": [persona, "price_first"]}))
+    alternating = [persona, "price_first", persona, "price_first", persona]  # W1..W5
+    s = _screened(small(name=persona, workers={"personas": alternating}))
     assert s.height == len(SEEDS)
     assert all(len(ev) == n for ev, n in zip(s["evidence"], s["screens_tripped"], strict=True))
