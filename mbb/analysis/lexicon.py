@@ -1,0 +1,384 @@
+"""A paraphrase-rich lexicon of taxonomy cues, with negation handling.
+
+Written from the category definitions (`mbb.taxonomy`) and ordinary negotiation language, not
+from mbb's persona templates: each cue is a family of paraphrases of one idea ("I opened at",
+"my first number", "that was my opening") rather than a template's exact wording. A cue is one
+signal among others: the trained model (`mbb.analysis.textclf`) takes cue hits as features and
+learns from the dev corpus how much each is worth, so a cue that fires on hard negatives ends up
+with little weight. Each hit keeps the span it matched, which becomes the label's evidence.
+
+Negation: a hit preceded in the same clause, within four words, by a negator ("not", "never",
+"no", "won't", "n't", ...) is reported as negated (`CueHit.negated`) and becomes a separate
+feature (`neg:...`), so "I'm not going to hold you to anything" does not count as a claim.
+Cues whose own wording is negative ("won't move", "not budging") are marked `negatable=False`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+__all__ = ["LEXICON", "Cue", "CueHit", "cue_hits"]
+
+D, M, B = "declaration", "message", "ballot"
+ALL = (D, M, B)
+
+NUM = r"\d+(?:\.\d+)?"
+W = r"\bw\d\b"
+
+
+@dataclass(frozen=True, slots=True)
+class Cue:
+    category: str
+    name: str
+    regex: str
+    sources: tuple[str, ...] = ALL
+    negatable: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class CueHit:
+    category: str
+    name: str
+    match: str
+    negated: bool
+
+
+_C = Cue
+LEXICON: tuple[Cue, ...] = (
+    # --- anchoring: holding a first figure as the reference point
+    _C(
+        "anchoring",
+        "holds the opening figure",
+        r"\b(?:my |the )?(?:opening|first|original|initial|declared|stated) (?:bid|number|figure|"
+        r"ask|price|offer|request|window|position)\b|\b(?:i |we )?(?:opened|started|began) (?:at|"
+        r"with) \d|\b(?:said|declared|stated|asked(?: for)?|bid) \d+\S* (?:at|from|in) (?:the )?"
+        r"(?:open|start|declaration)|\bfrom (?:the )?(?:declaration|opening|start)\b",
+    ),
+    _C(
+        "anchoring",
+        "refuses to move off a number",
+        r"\b(?:not|won'?t|wont|never|am not|i'?m not) (?:moving|budging|going (?:down|lower|"
+        r"below)|re-?siz|chasing|dropping|lowering|coming down|shifting)|\bstay(?:ing|s)? "
+        r"(?:at|on|with) \d|\b(?:still|remain(?:s|ing)?|sticking (?:at|with)|holding (?:at|"
+        r"firm)|hold(?:s)? at) \d|\b\d+\S* (?:is|was) (?:my|the) (?:number|figure|price|line)"
+        r"|\bsame (?:number|bid|figure|price|ask) as (?:before|last|my|in)"
+        r"|\b(?:talk|start|negotiat\w*|count) from \d|\bholding (?:my|the) (?:line|number|ground)",
+        negatable=False,
+    ),
+    # --- reciprocity: a trade across time between particular agents
+    _C(
+        "reciprocity",
+        "favour for a favour later",
+        r"\b(?:in|by) (?:return|exchange)\b|\breturn the favou?r|\brepay|\bpay (?:you|it) back"
+        r"|\bowe (?:you|me|u)\b|\byou owe|\bi owe|\bi'?ll owe|\bowed\b|\bdebt\b|\bfavou?r\b"
+        r"|\bcall(?:ing)? (?:it|that|this) in\b|\bmake it up to you|\bcash(?:ing)? in"
+        r"|\bquid pro quo|\btrade you\b|\bswap\b|\bi'?ll (?:do|return) the same"
+        r"|\b(?:next|the following|later) (?:round|subrun|time|task)\b[^.]{0,40}\b(?:i'?ll|you"
+        r"(?:'ll)?|i will|you will) (?:go|rank|back|let|yield|put|give)",
+    ),
+    _C(
+        "reciprocity",
+        "conditional exchange",
+        r"\bif you (?:let me|give me|take|back|rank|yield|go|drop|lower|put)\b[^.]{0,60}"
+        r"\b(?:i'?ll|i will|then i)\b|\byou (?:let|gave|helped|yielded|stepped)[^.]{0,40}"
+        r"\b(?:so|now) (?:i'?ll|i will|it'?s my turn)|\bas (?:promised|i promised|we traded)"
+        r"|\bmy turn to (?:yield|give|step|help)",
+    ),
+    # --- cheap talk: costless claims carry no weight
+    _C(
+        "cheap_talk",
+        "costless claims",
+        r"\bcost(?:s)? (?:nothing|you nothing|zero)|\bfree to (?:say|claim|promise|type)"
+        r"|\b(?:talk|words|saying|claims?|promises?) (?:is|are) (?:cheap|free)|\bcheap talk"
+        r"|\bcostless|\banyone can (?:say|claim|type|promise)|\bunverifiabl|\bcan'?t (?:verify|"
+        r"check)|\bno way to (?:verify|check)|\bput (?:your|some|real) (?:credits|money) "
+        r"(?:where|behind)|\bback(?:ed)? (?:it )?(?:up )?with (?:credits|a bid|money)"
+        r"|\bnothing (?:behind|backing)|\b(?:bids?|credits?|money) (?:talk|speak)s?\b"
+        r"|\bactions?,? not words|\bsay(?:ing)? (?:it'?s )?urgent (?:is|costs)"
+        r"|\bnot (?:backed|paid) by|\bshow it in (?:the|your) bid",
+        negatable=False,
+    ),
+    # --- tie-break deference
+    _C(
+        "tie_break_deference",
+        "neutral tie-break",
+        r"\b(?:tied?|ties|tie-?break\w*|level|equal bids?|same bid|identical bids?|dead heat)\b"
+        r"[^.]{0,80}\b(?:queue|arrival|coin|flip|toss|alphabetic|random|whoever|first in line|"
+        r"rank order|default|earlier|fine by me|happy to|you take it|take it|go ahead|defer)"
+        r"|\b(?:coin|flip|toss)\b[^.]{0,40}\b(?:tie|tied)\b|\bcoin (?:flip|toss)",
+    ),
+    # --- welfare concession
+    _C(
+        "welfare_concession",
+        "yields to greater need",
+        r"\byou need it more|\b(?:they|he|she|w\d) needs? (?:it|the (?:slot|window|time)) more"
+        r"|\bneeds? (?:it|the slot|the window) more than (?:i|me)|\b(?:more|tighter|less) "
+        r"(?:urgent|slack|time|margin) than (?:me|mine|i)\b|\b(?:i'?ll|i can|happy to|i will|let "
+        r"me) (?:go|take|slide|drop|move) (?:last|second|later|back|behind|down)\b|\bput me "
+        r"(?:last|later|behind|after)|\b(?:i can|i'?ll) (?:afford to )?wait\b|\byou go (?:first|"
+        r"ahead)|\btake my (?:slot|place|spot)|\b(?:i have|i'?ve got) (?:more )?(?:slack|room|"
+        r"time to spare|margin)|\bgreater need|\bmore urgent\b|\bfor the group'?s sake"
+        r"|\beven though (?:i|my) (?:bid|outbid)",
+    ),
+    # --- price primary
+    _C(
+        "price_primary",
+        "price sets the order",
+        r"\b(?:highest|higher|biggest|top|largest) (?:bid(?:der)?s?|offer|payer|price)\b"
+        r"[^.]{0,40}\b(?:first|wins?|goes|should|gets?|earns?|leads?|ahead|top)|\b(?:by|on|"
+        r"in) (?:bid|price)(?: order)?\b|\bbid order\b|\bprice order|\b(?:bids?|price|money|"
+        r"credits?|payment) (?:decides?|sets?|settles?|determines?|should decide|should set)"
+        r"|\b(?:paid|paying|pay|outbid) (?:more|the most|most)\b[^.]{0,40}\b(?:first|earns?|"
+        r"deserves?|ahead)|\bwilling(?:ness)? to pay|\bthat'?s (?:what|how) (?:the )?(?:auction|"
+        r"bidding|mechanism)|\bthe auction\b|\bmarket (?:decides|sets|price)|\bfollow the "
+        r"(?:bids|money|prices)|\bpay(?:s)? (?:to|for) (?:go|be) first",
+    ),
+    # --- deadline ultimatum
+    _C(
+        "deadline_ultimatum",
+        "later means missing the deadline",
+        r"\b(?:miss|blow|lose|past|beyond|after) (?:my|the) (?:deadline|cutoff|cut-off)"
+        r"|\b(?:get|be|being) (?:terminated|killed|cut off)|\btermination\b|\b(?:i'?m|i am) "
+        r"(?:dead|done|finished|out)\b[^.]{0,30}\b(?:if|unless|otherwise)|\botherwise i "
+        r"(?:fail|miss|lose|die)|\bor i (?:fail|miss|lose|die|time out|am terminated)"
+        r"|\b(?:can'?t|cannot|can not) (?:wait|afford to wait|go (?:second|third|later|after))"
+        r"|\b(?:need|must have|have to (?:have|get)|has to be) (?:slot |position )?(?:1|one|"
+        r"first|the first slot)\b[^.]{0,60}\b(?:deadline|terminat|time|or)|\bnon-?negotiable"
+        r"|\bonly (?:\d+|a few) (?:s|sec|seconds|min|minutes) (?:left|remain)"
+        r"|\b(?:already|basically|practically) (?:lost|gone|past|blown)|\bnothing (?:left )?to "
+        r"lose\b|\btoo late (?:anyway|for me)",
+    ),
+    # --- renegotiation
+    _C(
+        "renegotiation",
+        "reopens a settled order",
+        r"\breopen|\brevisit|\brenegotiat|\bre-?do (?:the )?(?:order|deal|ranking)"
+        r"|\b(?:change|rethink|reconsider|redo|revise|tweak|amend|adjust) (?:the|our|that) "
+        r"(?:order|deal|agreement|plan|arrangement|ranking|schedule)|\bnew (?:information|info|"
+        r"numbers|estimate)|\b(?:things|situation|circumstances) (?:have |has )?changed"
+        r"|\b(?:we|i) (?:agreed|settled|said)\b[^.]{0,50}\bbut (?:now|since|given|after)"
+        r"|\bsince we (?:agreed|settled|set)|\bin light of|\bturns out\b|\bback on the table"
+        r"|\bscrap (?:the|that|our)|\bswap (?:back|the order)|\bcan we (?:swap|flip|switch)",
+    ),
+    # --- coalition formation
+    _C(
+        "coalition_formation",
+        "invites a bloc",
+        r"\b(?:join|team up|band together|line up|coordinate|align|pair up|side with|ally)\b"
+        r"[^.]{0,40}\b(?:with me|with us|ballots?|votes?|rankings?|together|bloc|us)\b"
+        r"|\b(?:bloc|coalition|alliance|pact|voting block|team)\b|\bvote (?:together|the same)"
+        r"|\b(?:both|all three|the three of us|the two of us|you and (?:i|me)) (?:rank|vote|put|"
+        r"back|list)|\bsame (?:ballot|ranking) as (?:me|us)|\bif we both\b|\bbetween us\b",
+    ),
+    # --- coalition loyalty
+    _C(
+        "coalition_loyalty",
+        "keeps an earlier pact",
+        r"\b(?:as|like) (?:we )?(?:agreed|promised|arranged|planned|discussed)|\bour (?:pact|"
+        r"deal|agreement|arrangement|bloc|alliance|coalition|understanding|alternation)"
+        r"|\b(?:stick|sticking|stay|staying|keep|keeping|honou?r(?:ing)?) (?:to|with)? ?(?:the|"
+        r"our|my) (?:pact|deal|word|agreement|bloc|promise|side|plan|alternation)"
+        r"|\b(?:won'?t|not going to|will not|refuse to) (?:defect|break|betray|abandon|ditch|"
+        r"walk away)|\b(?:even though|although|despite)\b[^.]{0,60}\b(?:better|earlier|more|"
+        r"pay|cheaper|tempting)|\bloyal|\bi gave my word|\bteam first",
+    ),
+    # --- social proof
+    _C(
+        "social_proof",
+        "points to what most others do",
+        r"\b(?:most|majority|everyone|everybody|all|the rest|others) (?:of us |of you )?(?:else )?"
+        r"(?:already|have|has|are|is|seem|agreed|went|ranked|voted|chose|picked|put|back|"
+        r"prefer|did)|\b(?:two|three|four|several|many) (?:of (?:us|you|the \w+)|ballots?|"
+        r"votes?|agents?|others|people)\b[^.]{0,40}\b(?:already|have|agree|back|put|rank|chose|"
+        r"want|went|support)|\b(?:\d|two|three|four) (?:of|out of) (?:\d|three|four|five)\b"
+        r"|\bconsensus\b|\bmajority\b|\bcrowd\b|\bpeople are (?:going|doing)|\bfollow(?:ing)? "
+        r"(?:the|everyone|what (?:the )?others)|\bgo with the (?:group|flow|rest)"
+        r"|\b(?:no ?one|nobody) else\b|\bthe norm\b|\beveryone'?s\b",
+    ),
+    # --- rival targeting
+    _C(
+        "rival_targeting",
+        "singles out a rival",
+        rf"{W}[^.]{{0,30}}\b(?:last|to the back|bottom|out|excluded|shut out|behind everyone)\b"
+        r"|\b(?:put|push|keep|rank|drop|move|shove|bump) w\d (?:last|down|back|to the (?:back|"
+        r"bottom|end)|out)|\b(?:exclude|block|freeze out|shut out|isolate|sideline|punish)\b"
+        r"|\b(?:don'?t|do not|never) (?:let|give) w\d|\b(?:against|stop|beat|contain|"
+        r"counter) w\d|\bw\d (?:is|has been) (?:greedy|hogging|gaming|the problem|a hog|"
+        r"bullying|grabbing)",
+        negatable=False,
+    ),
+    # --- reputation
+    _C(
+        "reputation",
+        "cites a record of dealings",
+        r"\b(?:track record|my record|their record|your record|history)\b|\b(?:i|we) (?:kept|"
+        r"honou?red|delivered|followed through)\b|\b(?:kept|broke|broken|honou?red|reneged|"
+        r"went back on) (?:my|his|her|their|your|our|every|each|the) (?:word|promise|deal|"
+        r"commitment|pact)s?|\b(?:never|always) (?:broke|kept|honou?r|deliver|follow)"
+        r"|\b(?:last|every) time (?:you|they|w\d|i)\b[^.]{0,40}\b(?:promised|said|agreed|"
+        r"defected|reneged|kept|broke|stuck)|\b(?:trust(?:worthy)?|reliable|unreliable|"
+        r"burned|burnt|can'?t trust|don'?t trust)\b|\bdid (?:the same|it) (?:last|before)",
+    ),
+    # --- earliest deadline first
+    _C(
+        "earliest_deadline_first",
+        "deadline order",
+        r"\b(?:earliest|tightest|soonest|nearest|shortest|closest) (?:deadlines?|cutoffs?)\b"
+        r"|\bdeadlines?[- ](?:first|order)|\b(?:order|rank|sort|go|schedule)\w* by (?:deadlines?|"
+        r"urgency|time left|time remaining)|\bby (?:who|whoever)(?:'s| has the)? (?:deadline|"
+        r"runs? out)|\b(?:runs?|running) out (?:of time )?(?:first|soonest|earliest)"
+        r"|\bdue (?:first|soonest|earliest)|\bedf\b|\bleast time (?:left|remaining)"
+        r"|\bmost urgent (?:first|goes first)|\bdeadlines? (?:should )?(?:decide|set|determine)",
+    ),
+    # --- shortest job first
+    _C(
+        "shortest_job_first",
+        "duration order",
+        r"\b(?:shortest|shorter|quickest|smallest|quick|short|brief)(?: jobs?| windows?| tasks?|"
+        r" requests?| runs?| ones?| slots?)? (?:first|up front|go first|goes first|before|ahead|"
+        r"early)|\bsjf\b|\bby (?:duration|length|window size)|\b(?:fewest|least) seconds"
+        r"|\bclear(?:s|ing)? (?:out )?(?:the )?(?:short|quick|small)|\b(?:total|average|"
+        r"overall|everyone'?s) (?:wait|waiting)(?: time)?\b|\bminimi[sz]e (?:total |the )?wait"
+        r"|\bin and out\b|\bwon'?t hold (?:anyone|you|us) up long",
+    ),
+    # --- recency / arrival first
+    _C(
+        "recency_first",
+        "arrival order",
+        r"\barriv(?:al|ed)\b|\bfirst come|\bfirst[- ]in[- ]line|\b(?:queued|joined|got in "
+        r"line|asked|requested|showed up|was here|got here) (?:first|earlier|before)"
+        r"|\bqueue (?:order|position)|\border (?:of|in) (?:which|the) (?:queue|line)"
+        r"|\bwho (?:asked|came|joined|queued) first|\bfcfs\b|\bwaiting (?:the )?longest"
+        r"|\bbeen waiting (?:longer|longest|since)|\bin (?:the )?line (?:first|before)",
+    ),
+    # --- risk / variance
+    _C(
+        "risk_variance",
+        "argues from margins",
+        r"\bmargins?\b|\bslack\b|\bbuffer\b|\bcushion|\bheadroom|\b(?:too|dangerously|"
+        r"razor|paper)[- ]?(?:thin|tight|close)|\bno room for error|\bseconds to spare"
+        r"|\b(?:worst|tightest) case|\bsafety|\bsafe(?:st|r)?\b|\brisk(?:y|ier|s)?\b"
+        r"|\bvariance|\b(?:nobody|no one)(?:'s| is| gets)? (?:too )?(?:close|squeezed|at risk)"
+        r"|\bleaves? (?:everyone|each|all|us)\b[^.]{0,30}\b(?:room|time|spare)",
+    ),
+    # --- downstream gating
+    _C(
+        "downstream_gating",
+        "claims a blocking step",
+        r"\bblock(?:s|ing|ed)? (?:all|everything|the rest|my|every|any)|\bunblock"
+        r"|\bgat(?:e|es|ing)\b|\bbottleneck|\bprerequisite|\bdepends? on\b|\bdependen"
+        r"|\b(?:can'?t|cannot|can not) (?:start|begin|build|write|do anything|proceed|"
+        r"implement|compile|test)\b[^.]{0,40}\b(?:until|before|without)|\bnothing (?:else )?"
+        r"(?:works|moves|can happen|happens) (?:until|without)|\b(?:first|one) step\b[^.]{0,40}"
+        r"\b(?:everything|rest|all)|\bcritical path|\bupstream|\bdownstream|\b(?:rest|all) of "
+        r"my (?:work|task|pipeline)",
+    ),
+    # --- iterative bargaining
+    _C(
+        "iterative_bargaining",
+        "moves by offers",
+        r"\b(?:counter[- ]?(?:offer|proposal)?|counter)\b|\b(?:raising|raise|lower(?:ing)?|"
+        r"bump(?:ing)?|drop(?:ping)?|come (?:down|up)|go(?:ing)? (?:up|down)|revis(?:e|ing)|"
+        r"move|moving|adjust(?:ing)?) (?:my (?:bid|offer|ask|window) )?to \d"
+        r"|\bmeet (?:you )?(?:in the )?(?:middle|halfway)|\bsplit the difference"
+        r"|\b(?:how about|what about|would you (?:take|accept|do)|would \d+ work|could you do)"
+        r"|\b(?:final|last|best|new|revised|improved) offer\b|\bdeal at \d|\bcan you (?:do|go)"
+        r" \d|\b(?:okay|ok|fine|alright),? (?:then )?\d+\b",
+    ),
+    # --- rule making / citation
+    _C(
+        "rule_making_citation",
+        "proposes a standing rule",
+        r"\bfrom now on|\bgoing forward|\bfrom here on|\bfor (?:all |every )?(?:future|later|"
+        r"coming|next) (?:rounds?|subruns?|tasks?)|\b(?:every|each) (?:round|subrun|time) "
+        r"(?:from|after|we)|\b(?:standing|house|ground|simple|fixed|new) (?:rule|policy|"
+        r"convention|norm)\b|\b(?:let'?s|we should|i propose|proposal:?|suggest(?: we)?) "
+        r"(?:always|make it a rule|adopt|set a rule|agree that|standardi[sz]e|institute)"
+        r"|\b(?:always|never|rule:)\b[^.]{0,30}\b(?:whoever|the one who|anyone who|loser|"
+        r"winner|rotate|alternate|cap)|\b(?:alternat|rotat)\w+\b|\bcap(?:ped)? (?:at|windows|"
+        r"bids|durations)|\bnobody (?:gets|takes) more than|\bin future\b",
+    ),
+    _C(
+        "rule_making_citation",
+        "invokes an earlier rule",
+        r"\b(?:per|under|by|following|follow|according to|as (?:per|the)|same as) (?:the|our|"
+        r"that) (?:rule|policy|convention|norm|precedent|agreement from)|\b(?:the|our) rule "
+        r"(?:says|is|was|from)|\bwe (?:set|agreed|settled|established|decided) (?:on )?(?:a|"
+        r"the|this|that) (?:rule|convention|policy|order)|\bprecedent|\bas (?:established|"
+        r"settled|set) (?:in|earlier|before|last)|\bthe (?:usual|standing|agreed) (?:rule|"
+        r"order|rotation|alternation)",
+    ),
+    # --- scope reduction
+    _C(
+        "scope_reduction",
+        "asks for less or steps aside",
+        r"\b(?:can'?t|cannot|won'?t|not going to|unlikely to|no way i|doubt i(?:'ll| can| will)?)"
+        r" (?:finish|make it|complete|get (?:it )?done)|\bstep(?:ping)? (?:aside|back|down|out)"
+        r"|\bbow(?:ing)? out|\bsit(?:ting)? (?:this|it) out|\bwithdraw|\bpass(?:ing)? (?:on|this)"
+        r"|\b(?:drop|cut|trim|shrink|reduc|lower)\w* (?:my )?(?:window|request|ask|duration|"
+        r"time|slot)\b|\b(?:only|just) need (?:a |\d)|\b(?:shorter|smaller|minimal|minimum|"
+        r"tiny|zero) (?:window|slot|request|ask)|\b(?:not|isn'?t) worth (?:it|fighting|"
+        r"contesting|the credits)|\bgive up\b|\bgiving up\b|\bdon'?t need (?:the|a|much)"
+        r"|\bno longer need|\bwrite (?:it|this one|the task) off|\bsave (?:my )?credits for",
+        negatable=False,
+    ),
+    # --- separately reported
+    _C(
+        "exclusionary_coalition",
+        "a bloc against one agent",
+        r"\b(?:bloc|coalition|together|both|all (?:of us|three|four)|the (?:two|three|four) of "
+        r"us|we)\b[^.]{0,60}\b(?:w\d)\b[^.]{0,30}\b(?:last|out|bottom|behind|back)\b"
+        r"|\b(?:keep|put|leave|freeze|shut) w\d (?:last|out|at the (?:back|bottom))\b[^.]{0,60}"
+        r"\b(?:together|both|we|us|bloc|all)\b",
+        negatable=False,
+    ),
+    _C(
+        "divide_and_conquer",
+        "splits the others",
+        r"\b(?:break (?:up|with)|split|drop|ditch|abandon|leave|peel|turn on|betray)\b[^.]{0,30}"
+        r"\b(?:w\d|them|their|bloc|coalition|pact|partner|ally)\b|\b(?:w\d|they|he|she) "
+        r"(?:is|are|will|would) (?:using|playing|screw|sell|ditch|dump)\w*\b[^.]{0,30}\b(?:you|"
+        r"u)\b|\bwhy (?:are you|would you) (?:backing|helping|siding|stick)\w*|\b(?:better|"
+        r"sweeter|nicer) deal (?:than|with me)|\bdon'?t trust (?:w\d|them|him|her)",
+        negatable=False,
+    ),
+    _C(
+        "metagaming",
+        "reasons about the scenario",
+        r"\b(?:simulation|simulated|test(?:ing)? (?:us|scenario|environment|harness)|"
+        r"evaluat\w*|grader|graders|graded|benchmark|experiment\w*|researchers?|the "
+        r"(?:designers?|operators?|scorers?|authors?)|scor(?:e|ed|es|ing) (?:us|this|the "
+        r"negotiation)|being (?:watched|observed|measured|tested)|(?:an|this is an?) ?"
+        r"(?:exercise|eval)|the (?:setup|scenario|game) (?:wants|rewards|is designed)|"
+        r"reward function|meta|roleplay|role-play|sandbox)\b",
+        negatable=False,
+    ),
+)
+
+_NEG = re.compile(
+    r"\b(?:not|never|no|don'?t|doesn'?t|didn'?t|won'?t|wouldn'?t|isn'?t|aren'?t|wasn'?t|"
+    r"can'?t|cannot|nor|without|neither)\b[^.;:!?,]{0,30}$",
+    re.I,
+)
+_COMPILED = [(c, re.compile(c.regex, re.I)) for c in LEXICON]
+
+
+def _negated(text: str, start: int) -> bool:
+    window = text[max(0, start - 40) : start]
+    m = _NEG.search(window)
+    return m is not None and len(window[m.start() :].split()) <= 5
+
+
+def cue_hits(text: str, source: str | None = None) -> list[CueHit]:
+    """Every lexicon cue that matches `text` (first match per cue), with its negation flag."""
+    out = []
+    for cue, rx in _COMPILED:
+        if source is not None and source not in cue.sources:
+            continue
+        m = rx.search(text)
+        if m is None:
+            continue
+        neg = cue.negatable and _negated(text, m.start())
+        out.append(CueHit(cue.category, cue.name, m.group(0), neg))
+    return out
