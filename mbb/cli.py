@@ -1,4 +1,5 @@
-"""Command line: run, tables, notebook, sweep, report, figures, params, tasks.
+"""Command line: run, tables, notebook, sweep, report, figures, params, tasks, classify,
+validate-classifier.
 
 Bad input (a params file, an override) prints a clear message without a traceback and exits 2.
 """
@@ -11,6 +12,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from mbb.analysis.corpus import CorpusError
 from mbb.params import ParamsError, deep_merge, load_params, parse_set_option
 
 __all__ = ["main"]
@@ -239,7 +241,10 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--set", action="append", metavar="KEY=VALUE")
     f.set_defaults(func=_cmd_figures)
 
+    from mbb.analysis.classify_cli import add_parsers as add_classify_parsers
     from mbb.tasks.cli import add_parsers as add_task_parsers
+
+    add_classify_parsers(sub)
 
     add_task_parsers(sub)
 
@@ -254,7 +259,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except ParamsError as exc:
+    except (ParamsError, CorpusError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

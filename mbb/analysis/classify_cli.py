@@ -1,0 +1,211 @@
+"""`mbb classify` and `mbb validate-classifier`: the taxonomy classifiers on utterance files
+(the corpus format of `mbb.analysis.corpus`), for transcripts mbb did not produce.
+
+    mbb classify UTTERANCES.jsonl [--classifier evidence|llm] [--out FILE]
+    mbb validate-classifier GOLD.jsonl [--classifier evidence|llm] [--boot 1000]
+
+LLM options (both commands): --base-url http://127.0.0.1:PORT/v1 --model smollm2
+--structured json_object_schema [--api-key-env NAME] [--cache FILE] [--batch-size N].
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from mbb.analysis.corpus import CorpusError, Utterance, read_utterances
+from mbb.taxonomy import CATEGORY_NAMES, SEPARATE_NAMES, roll_up
+
+__all__ = ["add_parsers", "classify_items"]
+
+
+def _evidence(items: Sequence[Utterance], model_path: str | None) -> list[list[dict[str, Any]]]:
+    from mbb.analysis.textclf import load_model
+
+    model = load_model(model_path)
+    out = []
+    for u in items:
+        labs = model.predict(u.text, u.channel, u.context.model_dump(exclude_none=True))
+        out.append(
+            [
+                {"category": x.category, "probability": x.probability, "evidence": x.evidence}
+                for x in labs
+            ]
+        )
+    return out
+
+
+def _llm(items: Sequence[Utterance], args: argparse.Namespace) -> tuple[list, Any]:
+    from mbb.analysis.llm_classifier import LLMClassifier, llm_layer_complete_json
+    from mbb.llm.client import LlmClient
+    from mbb.llm.config import ModelConfig
+
+    if not args.model:
+        raise CorpusError("--classifier llm needs --model (and --base-url for a local server)")
+    config = ModelConfig(
+        model=args.model,
+        base_url=args.base_url,
+        api_key_env=args.api_key_env or None,
+        structured=args.structured,
+        temperature=0.0,
+        max_tokens=args.max_tokens,
+    )
+    clf = LLMClassifier(
+        llm_layer_complete_json(LlmClient(), config),
+        model=args.model,
+        batch_size=args.batch_size,
+        concurrency=args.concurrency,
+        cache=args.cache,
+    )
+    table = pl.DataFrame(
+        {
+            "run_id": ["file"] * len(items),
+            "seq": list(range(len(items))),
+            "subrun": [u.context.subrun or 0 for u in items],
+            "round": [u.context.round or 0 for u in items],
+            "worker": [u.context.speaker or "" for u in items],
+            "source": [u.source for u in items],
+            "text": [u.text for u in items],
+            "context": [
+                json.dumps({"channel": u.channel, **u.context.model_dump(exclude_none=True)})
+                for u in items
+            ],
+        }
+    )
+    res = clf.classify_sync(table)
+    out: list[list[dict[str, Any]]] = [[] for _ in items]
+    for seq, cat, quote, ok in res.select(
+        "seq", "category", "evidence", "quote_in_text"
+    ).iter_rows():
+        out[seq].append({"category": cat, "evidence": f'quote: "{quote}"', "quote_in_text": ok})
+    return out, clf
+
+
+def classify_items(
+    items: Sequence[Utterance], classifier: str = "evidence", args: argparse.Namespace | None = None
+) -> list[list[dict[str, Any]]]:
+    """Per item, its labels with evidence (all 24 names; the 21-category view is `roll_up`)."""
+    if classifier == "evidence":
+        return _evidence(items, getattr(args, "model_file", None))
+    out, clf = _llm(items, args)
+    for p in clf.problems:
+        print(f"warning: llm classifier: {p['problem']}", file=sys.stderr)
+    return out
+
+
+def _read(path: str, *, gold: bool) -> list[Utterance]:
+    return read_utterances(path, require_labels=gold)
+
+
+def _cmd_classify(args: argparse.Namespace) -> int:
+    items = _read(args.utterances, gold=False)
+    labels = classify_items(items, args.classifier, args)
+    out = open(args.out, "w", encoding="utf-8") if args.out else sys.stdout  # noqa: SIM115
+    try:
+        for u, labs in zip(items, labels, strict=True):
+            names = [x["category"] for x in labs]
+            rec = {
+                "id": u.id,
+                "channel": u.channel,
+                "labels": sorted(set(names)),
+                "taxonomy_labels": roll_up(names),
+                "evidence": labs,
+            }
+            out.write(json.dumps(rec, ensure_ascii=False) + "\n")
+    finally:
+        if args.out:
+            out.close()
+    if args.out:
+        print(f"{len(items)} utterances -> {args.out}", file=sys.stderr)
+    return 0
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    from mbb.analysis.validation import gold_prf
+
+    items = _read(args.gold, gold=True)
+    labels = classify_items(items, args.classifier, args)
+    pred = [[x["category"] for x in labs] for labs in labels]
+    neutral = [not u.labels for u in items]
+    g21 = [roll_up(u.labels or []) for u in items]
+    p21 = [roll_up(p) for p in pred]
+    t = gold_prf(g21, p21, CATEGORY_NAMES, n_boot=args.boot, neutral=neutral)
+    sep = gold_prf(
+        [[x for x in (u.labels or []) if x in SEPARATE_NAMES] for u in items],
+        [[x for x in p if x in SEPARATE_NAMES] for p in pred],
+        SEPARATE_NAMES,
+        n_boot=args.boot,
+    ).filter(pl.col("category") != "macro")
+    print(f"{args.gold}: {len(items)} items, classifier {args.classifier}")
+    print("21 categories (separate labels rolled up), 95% bootstrap CIs over items:")
+    _print(t)
+    print("reported separately:")
+    _print(sep)
+    if args.json:
+        Path(args.json).write_text(
+            json.dumps({"taxonomy": t.to_dicts(), "separate": sep.to_dicts()}, indent=1)
+        )
+    return 0
+
+
+def _print(t: pl.DataFrame) -> None:
+    def f(x):
+        return "   -" if x is None else f"{x:.2f}"
+
+    print(f"{'category':26s} {'n':>4s} {'pred':>4s}  {'precision':17s} {'recall':17s} {'F1':17s}")
+    for r in t.iter_rows(named=True):
+        cells = []
+        for k in ("precision", "recall", "f1"):
+            cells.append(f"{f(r[k])} [{f(r[k + '_lo'])},{f(r[k + '_hi'])}]")
+        print(
+            f"{r['category']:26s} {r['support']:4d} {r['predicted']:4d}  "
+            + " ".join(f"{c:17s}" for c in cells)
+        )
+
+
+def _llm_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("LLM classifier (--classifier llm)")
+    g.add_argument("--base-url", default="http://127.0.0.1:8080/v1", help="OpenAI-compatible URL")
+    g.add_argument("--model", default=None, help="model name, e.g. smollm2")
+    g.add_argument(
+        "--structured",
+        default="json_object_schema",
+        choices=["json_schema", "json_object_schema", "prompt_only"],
+        help="how the endpoint takes a JSON schema (llama.cpp: json_object_schema)",
+    )
+    g.add_argument("--api-key-env", default=None, help="NAME of the env var with the key")
+    g.add_argument("--cache", default=None, help="JSON file caching labels between runs")
+    g.add_argument("--batch-size", type=int, default=10)
+    g.add_argument("--concurrency", type=int, default=2)
+    g.add_argument("--max-tokens", type=int, default=2048)
+
+
+def add_parsers(sub) -> None:
+    c = sub.add_parser(
+        "classify",
+        help="label an utterance file (JSONL, corpus format) with taxonomy labels + evidence",
+    )
+    c.add_argument("utterances", help="JSONL: id, channel, text, optional context")
+    c.add_argument("--classifier", choices=["evidence", "llm"], default="evidence")
+    c.add_argument("--out", default=None, help="output JSONL (default: stdout)")
+    c.add_argument("--model-file", default=None, help=argparse.SUPPRESS)
+    _llm_options(c)
+    c.set_defaults(func=_cmd_classify)
+
+    v = sub.add_parser(
+        "validate-classifier",
+        help="per-category precision/recall/F1 with bootstrap CIs against a gold file",
+    )
+    v.add_argument("gold", help="gold JSONL (corpus format with labels)")
+    v.add_argument("--classifier", choices=["evidence", "llm"], default="evidence")
+    v.add_argument("--boot", type=int, default=1000, help="bootstrap resamples")
+    v.add_argument("--json", default=None, help="also write the tables as JSON here")
+    v.add_argument("--model-file", default=None, help=argparse.SUPPRESS)
+    _llm_options(v)
+    v.set_defaults(func=_cmd_validate)
