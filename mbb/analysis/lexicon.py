@@ -50,7 +50,7 @@ LEXICON: tuple[Cue, ...] = (
     _C(
         "anchoring",
         "holds the opening figure",
-        r"\b(?:my |the )?(?:opening|first|original|initial|declared|stated) (?:bid|number|figure|"
+        r"\b(?:my |the )?(?:opening|first|original|initial) (?:bid|number|figure|"
         r"ask|price|offer|request|window|position)\b|\b(?:i |we )?(?:opened|started|began) (?:at|"
         r"with) \d+|\b(?:said|declared|stated|asked(?: for)?|bid) \d+\S* (?:at|from|in) (?:the )?"
         r"(?:open|start|declaration)|\bfrom (?:the )?(?:declaration|opening|start)\b",

@@ -196,6 +196,7 @@ class TextModel:
         ctx: Mapping[str, Any] | None = None,
         *,
         threshold_shift: float = 0.0,
+        model_only_margin: float | None = None,
     ) -> list[Label]:
         """Labels (all 24 names) with evidence: the lexicon span when a cue of that category
         fired un-negated, plus the model's top contributing features and its probability."""
@@ -214,7 +215,11 @@ class TextModel:
             if lab == ANY:
                 continue
             p = probs[lab]
-            if p >= self.thresholds[lab] + threshold_shift:
+            need = self.thresholds[lab] + threshold_shift
+            if lab not in spans:  # no cue of this category: the n-grams alone must be surer
+                m = self.spec.get("model_only_margin", 0.0)
+                need += m if model_only_margin is None else model_only_margin
+            if p >= need:
                 ev = f"model p={p:.2f}: {self.explain(feats, lab)}"
                 if lab in spans:
                     ev = f"{spans[lab]}; {ev}"

@@ -33,6 +33,7 @@ C_REG = 8.0  # inverse regularisation strength of each logistic regression
 MIN_DF = 2  # an n-gram must occur in at least this many dev utterances
 MIN_SUPPORT = 4  # labels with fewer positives get no model (never predicted)
 PRUNE = 0.02  # weights smaller than this are dropped from the shipped file
+MODEL_ONLY_MARGIN = 0.1  # a label with no cue of its category needs p >= threshold + this
 GRID = [round(0.15 + 0.05 * i, 2) for i in range(16)]  # candidate thresholds 0.15..0.90
 
 
@@ -169,6 +170,7 @@ def fit(items: Sequence[Utterance], *, source_name: str = "", source_sha: str = 
             "writers": sorted({u.writer or "" for u in items}),
         },
         "hyperparameters": {"C": C_REG, "min_df": MIN_DF, "min_support": MIN_SUPPORT},
+        "model_only_margin": MODEL_ONLY_MARGIN,
         "labels": [lab for lab in labels if lab in models],
         "thresholds": {lab: thresholds[lab] for lab in labels if lab in models},
         "intercepts": {lab: round(models[lab][1], 4) for lab in labels if lab in models},
