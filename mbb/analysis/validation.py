@@ -13,7 +13,7 @@ import numpy as np
 import polars as pl
 
 from mbb.analysis._frames import utterances
-from mbb.taxonomy import CATEGORY_NAMES
+from mbb.taxonomy import ALL_LABELS, CATEGORY_NAMES
 
 __all__ = [
     "cohen_kappa",
@@ -228,13 +228,13 @@ def import_review(path: str | Path) -> pl.DataFrame:
     bad = (
         df.explode("human_labels")
         .drop_nulls("human_labels")
-        .filter(~pl.col("human_labels").is_in(list(CATEGORY_NAMES)))
+        .filter(~pl.col("human_labels").is_in(list(ALL_LABELS)))
     )
     if bad.height:
         r = bad.row(0, named=True)
         raise ValueError(
             f"{path}: unknown category {r['human_labels']!r} in human_labels "
-            f"(run {r['run_id']}, seq {r['seq']}); valid: {', '.join(CATEGORY_NAMES)}"
+            f"(run {r['run_id']}, seq {r['seq']}); valid: {', '.join(ALL_LABELS)}"
         )
     return df
 

@@ -67,4 +67,4 @@ def test_families():
 
 
 def test_every_category_has_a_lexical_cue():
-    assert {c for c, _, _, _ in CUES} == set(CATEGORY_NAMES)
+    assert {c for c, _, _, _ in CUES} == set(ALL_LABELS)
