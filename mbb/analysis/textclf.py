@@ -42,6 +42,10 @@ __all__ = [
 ]
 
 ANY = "__any__"  # the gate label: does the utterance enact any category?
+# n-gram features are scaled down relative to the binary cue/context features: under the same
+# L2 penalty this regularises the n-grams harder, so the model leans on the paraphrase cues
+# (which carry across writers) and uses n-grams to correct them, not to memorise a style.
+NGRAM_SCALE = 1.0
 MODEL_PATH = Path(__file__).with_name("taxonomy_model.json")
 _TOKEN = re.compile(r"[a-z]+(?:'[a-z]+)?|\d+(?:\.\d+)?|[?!]")
 _AGENT = re.compile(r"^w\d$")
@@ -137,7 +141,7 @@ def features(text: str, channel: str, ctx: Mapping[str, Any] | None = None) -> d
             p = f"<{t}>"
             for i in range(len(p) - 3):
                 grams[f"c:{p[i : i + 4]}"] = 1.0
-    norm = math.sqrt(len(grams)) or 1.0
+    norm = (math.sqrt(len(grams)) or 1.0) / NGRAM_SCALE
     f = {k: v / norm for k, v in grams.items()}
     src = {"note": "declaration", "ballot": "ballot"}.get(channel, "message")
     for h in cue_hits(text, src):
