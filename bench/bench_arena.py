@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 from mbb.arena import run_condition
-from mbb.notebooks import project_path
 from mbb.params import load_params
+from mbb.paths import params_file
 from mbb.runner import run_many
 
 
@@ -25,7 +25,7 @@ def main() -> None:
     ap.add_argument("--single", type=int, default=200)
     ap.add_argument("--processes", type=int, default=2)
     args = ap.parse_args()
-    cond = load_params(project_path("params/base.yaml"))
+    cond = load_params(params_file("base"))
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
         run_condition(cond, 0, out)  # warm-up (imports, provenance cache)

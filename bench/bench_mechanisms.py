@@ -30,8 +30,8 @@ import simpy
 from mbb import events as ev
 from mbb.agents.modeled import STAGES
 from mbb.arena import run_condition, worker_rng
-from mbb.notebooks import project_path
 from mbb.params import Condition, load_params
+from mbb.paths import params_file
 from mbb.scheduling.centralized import CENTRALIZED
 
 SETUP_MEAN_S = 6.0  # mbb.agents.modeled.ModeledSolver.setup_mean_s
@@ -39,7 +39,7 @@ SETUP_MEAN_S = 6.0  # mbb.agents.modeled.ModeledSolver.setup_mean_s
 
 def condition(kind: str, workers: int, subruns: int) -> Condition:
     return load_params(
-        project_path("params/base.yaml"),
+        params_file("base"),
         {
             "name": f"bench_{kind}",
             "subruns": subruns,

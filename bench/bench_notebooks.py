@@ -13,7 +13,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from mbb.notebooks import PROJECT_ROOT, execute_notebook
+from mbb.notebooks import execute_notebook
+from mbb.paths import PROJECT_ROOT
 
 
 def main() -> None:

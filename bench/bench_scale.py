@@ -19,10 +19,10 @@ CHILD = r"""
 import json, resource, statistics, sys, tempfile, time
 from pathlib import Path
 from mbb.arena import run_condition
-from mbb.notebooks import project_path
+from mbb.paths import params_file
 from mbb.params import load_params
 n, repeats = int(sys.argv[1]), int(sys.argv[2])
-cond = load_params(project_path("params/base.yaml"), {"workers": {"count": n}, "name": f"n{n}"})
+cond = load_params(params_file("base"), {"workers": {"count": n}, "name": f"n{n}"})
 run_condition(cond, 999)  # warm-up: imports, caches
 times = []
 with tempfile.TemporaryDirectory() as tmp:

@@ -1,18 +1,35 @@
 """mbb — the SCARCE arena: coding agents negotiating for one shared execution resource.
 
-The names a notebook needs; everything else lives in the submodules.
+The names a notebook needs; everything else lives in the submodules. They are imported on first
+use (PEP 562), so `import mbb` and `mbb --help` stay fast: altair alone takes seconds to import,
+and a process pool's workers would pay for whatever the package imports eagerly.
 """
 
-from mbb import figures, render, tables
-from mbb.arena import run_condition
-from mbb.notebooks import project_path
-from mbb.params import Condition, ParamsError, load_params
-from mbb.runner import BatchResult, run_many
-from mbb.tables import load_tables, tables_from_run_dirs, write_tables
-from mbb.taxonomy import CATEGORIES
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
+# public name -> the module that defines it ("" for a submodule of its own)
+_LAZY = {
+    "CATEGORIES": "mbb.taxonomy",
+    "BatchResult": "mbb.runner",
+    "Condition": "mbb.params",
+    "ParamsError": "mbb.params",
+    "figures": "",
+    "load_params": "mbb.params",
+    "load_tables": "mbb.tables",
+    "params_file": "mbb.paths",
+    "user_path": "mbb.paths",
+    "render": "",
+    "run_condition": "mbb.arena",
+    "run_many": "mbb.runner",
+    "tables": "",
+    "tables_from_run_dirs": "mbb.tables",
+    "write_tables": "mbb.tables",
+}
 __all__ = [
     "CATEGORIES",
     "BatchResult",
@@ -21,11 +38,40 @@ __all__ = [
     "figures",
     "load_params",
     "load_tables",
-    "project_path",
+    "params_file",
     "render",
     "run_condition",
     "run_many",
     "tables",
     "tables_from_run_dirs",
+    "user_path",
     "write_tables",
 ]
+assert sorted(__all__) == sorted(_LAZY)
+
+if TYPE_CHECKING:
+    from mbb import figures, render, tables
+    from mbb.arena import run_condition
+    from mbb.params import Condition, ParamsError, load_params
+    from mbb.paths import params_file, user_path
+    from mbb.runner import BatchResult, run_many
+    from mbb.tables import load_tables, tables_from_run_dirs, write_tables
+    from mbb.taxonomy import CATEGORIES
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'mbb' has no attribute {name!r}") from None
+    value = (
+        importlib.import_module(f"mbb.{name}")
+        if not module
+        else getattr(importlib.import_module(module), name)
+    )
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])

@@ -68,15 +68,15 @@ def condition_tables(
     Runs are always redone rather than read back, so a notebook's numbers never come from a
     stale folder left by another parameter set (a scripted run takes milliseconds).
     """
-    from mbb.notebooks import project_path
     from mbb.params import load_params
+    from mbb.paths import user_path
     from mbb.runner import run_many
     from mbb.tables import concat_tables
 
     parts = []
     for p in params_paths:
-        cond = load_params(project_path(p), overrides)
-        out = project_path(out_root) / cond.name
+        cond = load_params(p, overrides)
+        out = user_path(out_root) / cond.name
         b = run_many(cond, seed=seed, runs=runs, out_dir=out).check()
         parts.append(A.with_run_info(b.tables, by_kind=b.by_kind))
     if not parts:

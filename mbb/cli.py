@@ -69,13 +69,14 @@ def _cmd_tables(args: argparse.Namespace) -> int:
 
 
 def _cmd_notebook(args: argparse.Namespace) -> int:
-    from mbb.notebooks import execute_notebook, project_path
+    from mbb.notebooks import execute_notebook
+    from mbb.paths import params_file, user_path
 
     overrides = _overrides(args.set)
     cond = load_params(args.params, overrides)  # fail fast, before starting a kernel
-    out = project_path(args.out or f"outputs/{cond.name}")
+    out = user_path(args.out or f"outputs/{cond.name}")
     params = {
-        "params_path": str(project_path(args.params)),
+        "params_path": str(params_file(args.params)),
         "overrides": overrides,
         "out_dir": str(out),
         "runs": args.runs,

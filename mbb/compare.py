@@ -8,7 +8,7 @@ from pathlib import Path
 import altair as alt
 import polars as pl
 
-from mbb.notebooks import project_path
+from mbb.paths import user_path
 from mbb.tables import TABLES, load_tables
 
 __all__ = [
@@ -27,7 +27,7 @@ def load_conditions(dirs: Iterable[str | Path]) -> dict[str, pl.DataFrame]:
     """
     parts: dict[str, list[pl.DataFrame]] = {n: [] for n in TABLES}
     for d in dirs:
-        folder = project_path(d)
+        folder = user_path(d)
         tdir = folder / "tables"
         if not tdir.is_dir():
             raise FileNotFoundError(f"{folder}: no tables/ folder (run the condition first)")
@@ -140,8 +140,8 @@ def ensure_conditions(
 
     dirs = []
     for p in params_paths:
-        cond = load_params(project_path(p))
-        folder = project_path(out_root) / cond.name
+        cond = load_params(p)
+        folder = user_path(out_root) / cond.name
         if not (folder / "tables" / "evaluations.parquet").is_file():
             run_many(cond, runs=runs, out_dir=folder).check()
         dirs.append(folder)

@@ -1,9 +1,9 @@
 """Execute the parameterised notebooks with papermill and export them as offline HTML.
 
-Parameters are passed as absolute paths (the kernel's working directory is the caller's, and
-papermill's `cwd=` changes it for the whole process). Nested overrides are passed whole and
-deep-merged inside the notebook by `mbb.load_params`, because papermill replaces a nested
-default instead of merging it.
+Parameters are passed as absolute paths (the path rule is in `mbb.paths`; the kernel's working
+directory is the caller's, and papermill's `cwd=` would change it for the whole process).
+Nested overrides are passed whole and deep-merged inside the notebook by `mbb.load_params`,
+because papermill replaces a nested default instead of merging it.
 """
 
 from __future__ import annotations
@@ -11,15 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PROJECT_ROOT", "execute_notebook", "project_path"]
+from mbb.paths import notebook_file, user_path
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-
-
-def project_path(path: str | Path) -> Path:
-    """Resolve a path given relative to the project root (or absolute) — never to the cwd."""
-    p = Path(path).expanduser()
-    return p if p.is_absolute() else (PROJECT_ROOT / p).resolve()
+__all__ = ["execute_notebook"]
 
 
 def execute_notebook(
@@ -30,15 +24,17 @@ def execute_notebook(
     html: bool = True,
     kernel_name: str = "python3",
 ) -> tuple[Path, Path | None]:
-    """Run `notebook` into `out_dir/<name>.ipynb` (+ `.html`). A failing cell raises
+    """Run `notebook` (a path, or the bare name of one of mbb's notebooks) into
+    `out_dir/<name>.ipynb` (+ `.html`); `parameters` are injected; `html`: also export the page;
+    `kernel_name`: the Jupyter kernel (the venv's `python3`). A failing cell raises
     `papermill.PapermillExecutionError`; the notebook with its traceback is still written.
     Parameters the notebook does not declare are dropped (each notebook takes its own subset)."""
     import papermill
 
     from mbb.report import export_html
 
-    src = project_path(notebook)
-    out = project_path(out_dir)
+    src = notebook_file(notebook)
+    out = user_path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     target = out / src.name
     declared = papermill.inspect_notebook(str(src))

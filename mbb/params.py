@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from mbb.llm.config import ModelConfig, Price
+from mbb.paths import is_bare_name, params_file, user_path
 
 __all__ = [
     "PERSONAS",
@@ -244,13 +245,12 @@ class LlmParams(_Strict):
     )
     cache_file: str = Field(
         "outputs/llm_cache.sqlite",
-        description="SQLite file of recorded answers (relative paths: to the project root).",
+        description="SQLite file of recorded answers (a relative path: to the current directory).",
     )
     solver: SolverLoopParams = Field(default_factory=SolverLoopParams)
 
     def cache_path(self) -> Path:
-        p = Path(self.cache_file).expanduser()
-        return p if p.is_absolute() else Path(__file__).resolve().parent.parent / p
+        return user_path(self.cache_file)
 
 
 class TimeParams(_Strict):
@@ -488,7 +488,10 @@ def _read_yaml_with_extends(path: Path, chain: tuple[Path, ...]) -> dict[str, An
         return data
     if not isinstance(parent, str):
         raise ParamsError(f"{label}: extends: must be a file name, got {parent!r}")
-    parent_path = path.parent / parent
+    try:  # a bare name (`extends: base`) is one of mbb's conditions; a file name is beside this one
+        parent_path = params_file(parent) if is_bare_name(parent) else path.parent / parent
+    except FileNotFoundError as exc:
+        raise ParamsError(f"{label}: extends: {exc}") from None
     if not parent_path.is_file():  # name the file that holds the bad `extends`, not only the target
         raise ParamsError(f"{label}: extends: no such params file {str(parent_path)!r}")
     base = _read_yaml_with_extends(parent_path, (*chain, path.resolve()))
@@ -499,11 +502,19 @@ def load_params(
     source: str | Path | Mapping[str, Any],
     overrides: Mapping[str, Any] | None = None,
 ) -> Condition:
-    """Load a condition from a YAML path (or a mapping), deep-merging `overrides` on top."""
+    """Load a condition from a YAML path (or a mapping), deep-merging `overrides` on top.
+
+    `source`: a path relative to the current directory, a bare name of one of mbb's conditions
+    (`base`, see `mbb.paths`), or the params as a mapping; `overrides`: nested fields merged on
+    top."""
     if isinstance(source, Mapping):
         label, data = "<params>", dict(source)
     else:
-        label, data = str(source), _read_yaml_with_extends(Path(source), ())
+        try:
+            path = params_file(source)
+        except FileNotFoundError as exc:
+            raise ParamsError(str(exc)) from None
+        label, data = str(source), _read_yaml_with_extends(path, ())
     if overrides:
         if not isinstance(overrides, Mapping):
             raise ParamsError(

@@ -6,7 +6,6 @@ import functools
 import platform
 import subprocess
 from importlib import metadata
-from pathlib import Path
 from typing import Any
 
 __all__ = ["provenance"]
@@ -16,7 +15,8 @@ _PACKAGES = ("mbb", "pydantic", "numpy", "polars", "altair", "openai", "papermil
 
 @functools.cache
 def _git_revision() -> str | None:
-    root = Path(__file__).resolve().parent.parent
+    from mbb.paths import PROJECT_ROOT as root
+
     try:
         out = subprocess.run(
             ["git", "-C", str(root), "rev-parse", "HEAD"],

@@ -1,19 +1,26 @@
-"""Run a condition for many seeds (both cores when there are many), then write its tables.
+"""Run a condition for many seeds (both cores when there are enough), then write its tables.
 
 Layout: `<out>/<run_id>/events.jsonl` + `meta.json` per run, and `<out>/tables/*.parquet` with
-all runs of the condition. Worker processes return their runs' event lines grouped by kind, so
-the tables are parsed once for the whole batch rather than once per run.
+all runs of the condition. Seeds run in chunks; each chunk returns its runs' event lines grouped
+by kind and the tables parsed from them, so parsing is spread over the workers too and the
+batch's tables are one concatenation.
+
+Processes: one pool per process, started at the first parallel batch and reused by every later
+one (a sweep or a notebook calling `run_many` again pays no start-up), shut down at exit.
+Workers import only the arena and the tables (`import mbb` is lazy), so they start in well under
+a second. Parallel only pays from `PARALLEL_FROM` runs on (measured by bench/bench_runner.py).
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import multiprocessing as mp
 import os
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,11 +30,14 @@ import polars as pl
 from mbb.arena import RunResult, run_condition, run_id_for, run_seeds, uses_llm
 from mbb.params import Condition
 from mbb.provenance import provenance
-from mbb.tables import tables_from_lines, write_tables
+from mbb.tables import concat_tables, tables_from_lines, write_tables
 
-__all__ = ["BatchResult", "run_many", "write_meta"]
+__all__ = ["BatchResult", "run_many", "shutdown_pool", "write_meta"]
 
-PARALLEL_FROM = 8  # below this many runs, process start-up costs more than it saves
+PARALLEL_FROM = 24  # below this many scripted runs one process is faster (bench/bench_runner.py)
+MAX_CHUNK = 8  # seeds per task: progress shows within a second, the cores stay balanced
+
+ChunkResult = tuple[list[tuple[str, str | None]], dict[str, list[str]], dict[str, pl.DataFrame]]
 
 
 @dataclass
@@ -70,9 +80,7 @@ def write_meta(result: RunResult, condition: Condition, wall_s: float) -> Path:
     return path
 
 
-def _run_chunk(
-    condition_json: str, seeds: Sequence[int], out_dir: str | None
-) -> tuple[list[tuple[str, str | None]], dict[str, list[str]]]:
+def _run_chunk(condition_json: str, seeds: Sequence[int], out_dir: str | None) -> ChunkResult:
     condition = Condition.model_validate_json(condition_json)
     out = Path(out_dir) if out_dir else None
     by_kind: dict[str, list[str]] = defaultdict(list)
@@ -105,7 +113,53 @@ def _run_chunk(
         if out is not None and result.out_dir is not None:
             write_meta(result, condition, wall)
         runs.append((result.run_id, None))
-    return runs, by_kind
+    return runs, by_kind, tables_from_lines(by_kind)
+
+
+_pool: ProcessPoolExecutor | None = None
+_pool_size = 0
+
+
+def _warm() -> None:
+    """Worker start-up: import what every chunk needs once, before the first task arrives."""
+    import mbb.arena
+    import mbb.tables  # noqa: F401
+
+
+def _get_pool(processes: int) -> ProcessPoolExecutor:
+    global _pool, _pool_size
+    if _pool is None or _pool_size != processes:
+        shutdown_pool()
+        ctx = mp.get_context("spawn")  # polars and tqdm threads make fork unsafe
+        _pool = ProcessPoolExecutor(max_workers=processes, mp_context=ctx, initializer=_warm)
+        _pool_size = processes
+    return _pool
+
+
+def shutdown_pool(kill: bool = False) -> None:
+    """Stop the worker processes (at exit, or `kill=True` at once, e.g. after Ctrl-C).
+
+    `kill`: terminate workers mid-task instead of letting them finish what they hold."""
+    global _pool
+    pool, _pool = _pool, None
+    if pool is None:
+        return
+    if kill:
+        # ProcessPoolExecutor has no public terminate before Python 3.14
+        procs = list(getattr(pool, "_processes", {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.join(timeout=5)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+    else:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+atexit.register(shutdown_pool)
 
 
 def run_many(
@@ -118,7 +172,13 @@ def run_many(
     progress: bool | Callable[[int], Any] = False,
     write: bool = True,
 ) -> BatchResult:
-    """Run seeds seed..seed+runs-1; returns run ids, failures and the combined tables."""
+    """Run seeds seed..seed+runs-1; returns run ids, failures and the combined tables.
+
+    `condition`: what to run; `seed`: the first seed (default: the condition's); `runs`: how
+    many seeds; `out_dir`: where run folders and tables go (None: nothing written);
+    `processes`: worker processes (None: both cores from `PARALLEL_FROM` scripted runs on, else
+    one); `progress`: a tqdm bar (True) or a callback given the number of runs just finished;
+    `write`: write `<out_dir>/tables/`."""
     t0 = time.perf_counter()
     first = condition.seed if seed is None else seed
     seeds = list(range(first, first + runs))
@@ -127,7 +187,7 @@ def run_many(
         processes = min(os.cpu_count() or 1, 2) if runs >= PARALLEL_FROM and not llm else 1
     cjson = condition.model_dump_json()
     out = str(out_dir) if out_dir is not None else None
-    chunk = max(1, min(25, runs // (processes * 4) or 1))
+    chunk = max(1, min(MAX_CHUNK, runs // (processes * 4) or 1))
     if llm and processes <= 1:
         chunk = runs  # one event loop for all seeds: one rate limit, one cache
     chunks = [seeds[i : i + chunk] for i in range(0, len(seeds), chunk)]
@@ -136,7 +196,7 @@ def run_many(
         from tqdm.auto import tqdm
 
         bar = tqdm(total=runs, desc=condition.name, unit="run")
-    results: list[tuple[list[tuple[str, str | None]], dict[str, list[str]]]] = []
+    results: dict[int, ChunkResult] = {}
 
     def _done(n: int) -> None:
         if bar is not None:
@@ -144,22 +204,33 @@ def run_many(
         elif callable(progress):
             progress(n)
 
-    if processes <= 1:
-        for ch in chunks:
-            results.append(_run_chunk(cjson, ch, out))
-            _done(len(ch))
-    else:
-        ctx = mp.get_context("spawn")  # polars and tqdm threads make fork unsafe
-        with ProcessPoolExecutor(max_workers=processes, mp_context=ctx) as pool:
-            futures = [pool.submit(_run_chunk, cjson, ch, out) for ch in chunks]
-            for fut, ch in zip(futures, chunks, strict=True):
-                results.append(fut.result())
+    try:
+        if processes <= 1:
+            for i, ch in enumerate(chunks):
+                results[i] = _run_chunk(cjson, ch, out)
                 _done(len(ch))
-    if bar is not None:
-        bar.close()
+        else:
+            pool = _get_pool(processes)
+            pending: dict[Future[ChunkResult], int] = {
+                pool.submit(_run_chunk, cjson, ch, out): i for i, ch in enumerate(chunks)
+            }
+            while pending:
+                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    i = pending.pop(fut)
+                    results[i] = fut.result()
+                    _done(len(chunks[i]))
+    except BaseException:
+        if processes > 1:
+            shutdown_pool(kill=True)  # no worker goes on running seeds nobody waits for
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
     by_kind: dict[str, list[str]] = defaultdict(list)
     run_ids, failed = [], {}
-    for runs_, kinds in results:
+    for i in sorted(results):
+        runs_, kinds, _ = results[i]
         for rid, err in runs_:
             if err is None:
                 run_ids.append(rid)
@@ -167,7 +238,7 @@ def run_many(
                 failed[rid] = err
         for k, lines in kinds.items():
             by_kind[k].extend(lines)
-    tables = tables_from_lines(by_kind)
+    tables = concat_tables([results[i][2] for i in sorted(results)])
     if write and out_dir is not None:
         write_tables(tables, out_dir / "tables")
     return BatchResult(

@@ -21,12 +21,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from mbb.notebooks import execute_notebook, project_path
+from mbb.notebooks import execute_notebook
 from mbb.params import load_params
+from mbb.paths import notebook_file, params_file, user_path
 
 __all__ = ["Job", "JobResult", "parse_seeds", "plan_sweep", "run_job", "run_sweep"]
 
-DEFAULT_NOTEBOOK = "notebooks/run_condition.ipynb"
+DEFAULT_NOTEBOOK = "run_condition"  # a bare name: mbb's own notebook (mbb.paths)
 
 
 def parse_seeds(text: str) -> tuple[int, int]:
@@ -89,11 +90,11 @@ def plan_sweep(
     notebook: str | Path = DEFAULT_NOTEBOOK,
 ) -> list[Job]:
     """One job per params file; conditions must have distinct names (they name the folders)."""
-    out = project_path(out_dir)
+    out = user_path(out_dir)
     jobs: list[Job] = []
     seen: dict[str, str] = {}
     for p in params_paths:
-        path = project_path(p)
+        path = params_file(p)
         cond = load_params(path, overrides)  # fail fast on a bad file, before any kernel starts
         if cond.name in seen:
             raise ValueError(f"{path} and {seen[cond.name]} both name condition {cond.name!r}")
@@ -105,7 +106,7 @@ def plan_sweep(
                 overrides=dict(overrides or {}),
                 seed_from=seeds[0],
                 seed_to=seeds[1],
-                notebook=str(project_path(notebook)),
+                notebook=str(notebook_file(notebook)),
                 out_dir=str(out / cond.name),
             )
         )

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from mbb.notebooks import PROJECT_ROOT
 from mbb.params import Condition, load_params
+from mbb.paths import PROJECT_ROOT
 
 LOCAL_LLM_ENV = "MBB_LOCAL_LLM"
 

@@ -11,7 +11,8 @@ import shutil
 
 import pytest
 
-from mbb.notebooks import PROJECT_ROOT, execute_notebook
+from mbb.notebooks import execute_notebook
+from mbb.paths import PROJECT_ROOT
 from mbb.report import build_report
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -23,6 +23,7 @@ from mbb.agents.base import (
     WindowGrant,
     WindowOutcome,
 )
+from mbb.paths import PROJECT_ROOT
 from mbb.resource.resource import ExecutionResource
 from mbb.scheduling.actions import Request, Withdraw
 from mbb.scratch import Scratch
@@ -32,7 +33,7 @@ from mbb.tasks.suite import Suite
 
 __all__ = ["DEFAULT_ORACLE_DIR", "OracleSolver", "make_oracle_solver"]
 
-DEFAULT_ORACLE_DIR = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "oracle"
+DEFAULT_ORACLE_DIR = PROJECT_ROOT / "tests" / "fixtures" / "oracle"
 
 
 @dataclass(frozen=True, slots=True)

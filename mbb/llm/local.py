@@ -187,6 +187,33 @@ def default_threads() -> int:
     return max(1, (os.cpu_count() or 2) - 1)
 
 
+def _server_command(port: int, alias: str, threads: int) -> list[str]:
+    """The llama.cpp server's command line (a function so tests can stand in a fake server)."""
+    return [
+        sys.executable,
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        str(smollm2_gguf()),
+        "--model_alias",
+        alias,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--n_ctx",
+        "4096",
+        "--n_threads",
+        str(threads),
+        "--cache",
+        "true",
+        "--cache_type",
+        "ram",
+        "--cache_size",
+        str(STATE_CACHE_BYTES),
+    ]
+
+
 def _died(proc: subprocess.Popen[str], log: tempfile._TemporaryFileWrapper[str]) -> ServerDied:
     """The error for a server that exited by itself: its exit status and the tail of its log."""
     rc = proc.returncode
@@ -210,29 +237,7 @@ def llama_server(
     so a crash is never mistaken for requests that were not answered."""
     if problems := missing():
         raise RuntimeError("cannot start the llama server: " + "; ".join(problems))
-    cmd = [
-        sys.executable,
-        "-m",
-        "llama_cpp.server",
-        "--model",
-        str(smollm2_gguf()),
-        "--model_alias",
-        alias,
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--n_ctx",
-        "4096",
-        "--n_threads",
-        str(threads or default_threads()),
-        "--cache",
-        "true",
-        "--cache_type",
-        "ram",
-        "--cache_size",
-        str(STATE_CACHE_BYTES),
-    ]
+    cmd = _server_command(port, alias, threads or default_threads())
     # llama.cpp logs a lot: a pipe would fill and block it; closed in the finally below
     log = tempfile.NamedTemporaryFile(mode="w+", prefix="llama-server-", suffix=".log")  # noqa: SIM115
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, text=True)
@@ -253,20 +258,31 @@ def llama_server(
         try:
             yield base_url
         except BaseException as exc:
-            if proc.poll() is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=2)  # a crashing server may still be writing its core
+            if proc.returncode is not None:
                 raise _died(proc, log) from exc
             raise
-        if proc.poll() is not None:
-            raise _died(proc, log)
+        _stop(proc)
+        if proc.returncode is not None and -proc.returncode in _CRASH_SIGNALS:
+            raise _died(proc, log)  # it crashed while in use, though the block went on
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=10)
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+        _stop(proc)
         log.close()
+
+
+# Signals a process gets from its own fault, never from `_stop` (which sends SIGTERM, then KILL)
+_CRASH_SIGNALS = {signal.SIGILL, signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGABRT}
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=10)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def answers_one_completion(timeout_s: float = 120.0) -> str | None:

@@ -12,8 +12,8 @@ from mbb.tables import concat_tables
 
 @pytest.fixture(scope="module")
 def batch(tmp_path_factory):
-    from mbb.notebooks import PROJECT_ROOT
     from mbb.params import load_params
+    from mbb.paths import PROJECT_ROOT
     from mbb.runner import run_many
 
     parts = []

@@ -200,8 +200,8 @@ def test_transmission_rates_exact(scen, scen_ev):
 
 @pytest.fixture(scope="module")
 def memory_pair(tmp_path_factory):
-    from mbb.notebooks import PROJECT_ROOT
     from mbb.params import load_params
+    from mbb.paths import PROJECT_ROOT
     from mbb.runner import run_many
 
     parts = []

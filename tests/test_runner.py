@@ -1,0 +1,60 @@
+"""The batch runner: the same tables with one process or two, one pool reused across batches,
+progress per chunk, and no worker process left behind."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from mbb import runner
+from mbb.runner import run_many
+
+
+def _session_members(sid: int) -> list[int]:
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == sid:  # after the command: state, ppid, pgrp, session
+            members.append(int(stat.parent.name))
+    return members
+
+
+def test_two_processes_give_the_same_tables_and_reuse_one_pool(base, tmp_path):
+    one = run_many(base, runs=12, processes=1, out_dir=tmp_path / "one")
+    seen: list[int] = []
+    two = run_many(base, runs=12, processes=2, out_dir=tmp_path / "two", progress=seen.append)
+    assert one.run_ids == two.run_ids and not two.failed
+    assert sum(seen) == 12 and max(seen) <= runner.MAX_CHUNK and len(seen) >= 2
+    for name, df in one.tables.items():
+        assert df.equals(two.tables[name]), name
+    pool = runner._pool
+    assert pool is not None
+    run_many(base, runs=4, processes=2, write=False)
+    assert runner._pool is pool  # started once, reused
+    procs = list(pool._processes.values())
+    runner.shutdown_pool(kill=True)
+    assert runner._pool is None
+    assert [p.exitcode for p in procs if p.is_alive()] == [], procs
+
+
+def test_no_worker_process_outlives_the_command(tmp_path):
+    cmd = [sys.executable, "-m", "mbb", "run", "base", "--runs", "30", "--processes", "2"]
+    proc = subprocess.Popen(
+        [*cmd, "--quiet", "--out", str(tmp_path / "out")],
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    # multiprocessing's resource tracker exits when it sees the command's end: give it a moment
+    deadline = time.monotonic() + 10
+    while _session_members(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _session_members(proc.pid) == []
