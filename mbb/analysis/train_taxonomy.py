@@ -148,6 +148,27 @@ def _thresholds(items, fs, labels) -> dict[str, float]:
     }
 
 
+TRUST_PRECISION = 0.9  # a cue that is right this often on the dev items labels on its own
+TRUST_MIN_HITS = 5
+
+
+def _trusted_cues(items: Sequence[Utterance]) -> list[str]:
+    """Cues precise enough on `items` to label without the model (its n-grams can outvote a
+    cue when several categories co-occur in one short text)."""
+    from mbb.analysis.lexicon import cue_hits
+
+    hits: dict[tuple[str, str], list[bool]] = {}
+    for u in items:
+        for h in cue_hits(u.text, u.source):
+            if not h.negated:
+                hits.setdefault((h.category, h.name), []).append(h.category in (u.labels or []))
+    return sorted(
+        f"{c}/{n}"
+        for (c, n), v in hits.items()
+        if len(v) >= TRUST_MIN_HITS and sum(v) / len(v) >= TRUST_PRECISION
+    )
+
+
 def fit(items: Sequence[Utterance], *, source_name: str = "", source_sha: str = "") -> dict:
     """The model spec (JSON-able) trained on `items`."""
     labels = [*ALL_LABELS, ANY]
@@ -169,8 +190,15 @@ def fit(items: Sequence[Utterance], *, source_name: str = "", source_sha: str = 
             "items": len(items),
             "writers": sorted({u.writer or "" for u in items}),
         },
-        "hyperparameters": {"C": C_REG, "min_df": MIN_DF, "min_support": MIN_SUPPORT},
+        "hyperparameters": {
+            "C": C_REG,
+            "min_df": MIN_DF,
+            "min_support": MIN_SUPPORT,
+            "trust_precision": TRUST_PRECISION,
+            "trust_min_hits": TRUST_MIN_HITS,
+        },
         "model_only_margin": MODEL_ONLY_MARGIN,
+        "trusted_cues": _trusted_cues(items),
         "labels": [lab for lab in labels if lab in models],
         "thresholds": {lab: thresholds[lab] for lab in labels if lab in models},
         "intercepts": {lab: round(models[lab][1], 4) for lab in labels if lab in models},
