@@ -236,7 +236,8 @@ LEXICON: tuple[Cue, ...] = (
     _C(
         "shortest_job_first",
         "duration order",
-        r"\b(?:shortest|shorter|quickest|smallest|quick|short|brief)(?: jobs?| windows?| tasks?|"
+        r"\b(?:shortest|shorter|quickest|smallest|quick|short|brief)(?: requested| declared)?"
+        r"(?: jobs?| windows?| durations?| tasks?|"
         r" requests?| runs?| ones?| slots?)? (?:first|up front|go first|goes first|before|ahead|"
         r"early)|\bsjf\b|\bby (?:duration|length|window size)|\b(?:fewest|least) seconds"
         r"|\bclear(?:s|ing)? (?:out )?(?:the )?(?:short|quick|small)|\b(?:total|average|"

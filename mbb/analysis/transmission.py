@@ -570,7 +570,7 @@ def transmission_rates(tables: Mapping[str, pl.DataFrame], evidence: pl.DataFram
     nxt = co.with_columns(
         (
             pl.col("loy_seq").is_not_null()
-            & (pl.col("inv_seq").is_null() | (pl.col("loy_seq") < pl.col("inv_seq")))
+            & (pl.col("inv_seq").is_null() | (pl.col("loy_seq") <= pl.col("inv_seq")))
         ).alias("cited"),
         (pl.col("subrun") - 1).alias("subrun"),
     ).select("run_id", "worker", "subrun", "cited")
