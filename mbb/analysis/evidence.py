@@ -259,8 +259,13 @@ def _structural(tables: Mapping[str, pl.DataFrame], lexical: pl.DataFrame) -> pl
         "ranking",
         pl.lit(B).alias("source"),
     )
+    rules = (
+        _rule_citations(utterances(tables), lexical)
+        .with_columns(pl.lit("structural").alias("basis"))
+        .select(list(EVIDENCE_SCHEMA))
+    )
     if ballots.is_empty():
-        return pl.DataFrame(schema=EVIDENCE_SCHEMA)
+        return rules
     orders = round_orders(tables)
     b = ballots.join(orders, on=["run_id", "subrun", "round"], how="inner").filter(pl.col("n") >= 2)
     named = (
@@ -299,12 +304,11 @@ def _structural(tables: Mapping[str, pl.DataFrame], lexical: pl.DataFrame) -> pl
     ]
     parts.append(_rival_last(tables, lexical, b))
     parts.append(_reciprocal_deference(tables, lexical, b))
-    parts.append(_rule_citations(utterances(tables), lexical))
     out = [
         p.with_columns(pl.lit("structural").alias("basis")).select(list(EVIDENCE_SCHEMA))
         for p in parts
     ]
-    return pl.concat(out)
+    return pl.concat([*out, rules])
 
 
 def _rival_last(tables, lexical: pl.DataFrame, b: pl.DataFrame) -> pl.DataFrame:
@@ -530,7 +534,7 @@ def _rule_citations(u: pl.DataFrame, lexical: pl.DataFrame) -> pl.DataFrame:
             txt.join(first.select("run_id").unique(), on="run_id")
             .with_columns(
                 rk,
-                pl.col("text").str.contains(_INVOKE_CUE.pattern).alias("cue"),
+                pl.col("text").str.contains(f"(?i){_INVOKE_CUE.pattern}").alias("cue"),
                 pl.col("text")
                 .map_elements(_content, return_dtype=pl.List(pl.String))
                 .alias("cwords"),
