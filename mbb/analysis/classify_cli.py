@@ -55,6 +55,8 @@ def _llm(items: Sequence[Utterance], args: argparse.Namespace) -> tuple[list, An
         structured=args.structured,
         temperature=0.0,
         max_tokens=args.max_tokens,
+        max_retries=args.retries,
+        timeout_s=args.timeout,
     )
     clf = LLMClassifier(
         llm_layer_complete_json(LlmClient(), config),
@@ -103,9 +105,18 @@ def _read(path: str, *, gold: bool) -> list[Utterance]:
     return read_utterances(path, require_labels=gold)
 
 
+def _labels(items, args) -> list[list[dict[str, Any]]]:
+    from mbb.llm.client import LlmConfigError, LlmUnavailable
+
+    try:
+        return classify_items(items, args.classifier, args)
+    except (LlmConfigError, LlmUnavailable) as exc:
+        raise CorpusError(f"llm classifier: {' '.join(str(exc).split())}") from None
+
+
 def _cmd_classify(args: argparse.Namespace) -> int:
     items = _read(args.utterances, gold=False)
-    labels = classify_items(items, args.classifier, args)
+    labels = _labels(items, args)
     out = open(args.out, "w", encoding="utf-8") if args.out else sys.stdout  # noqa: SIM115
     try:
         for u, labs in zip(items, labels, strict=True):
@@ -130,7 +141,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     from mbb.analysis.validation import gold_prf
 
     items = _read(args.gold, gold=True)
-    labels = classify_items(items, args.classifier, args)
+    labels = _labels(items, args)
     pred = [[x["category"] for x in labs] for labs in labels]
     neutral = [not u.labels for u in items]
     g21 = [roll_up(u.labels or []) for u in items]
@@ -184,6 +195,8 @@ def _llm_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--batch-size", type=int, default=10)
     g.add_argument("--concurrency", type=int, default=2)
     g.add_argument("--max-tokens", type=int, default=2048)
+    g.add_argument("--retries", type=int, default=4, help="retries per request")
+    g.add_argument("--timeout", type=float, default=300.0, help="seconds per attempt")
 
 
 def add_parsers(sub) -> None:
