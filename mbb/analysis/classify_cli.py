@@ -20,25 +20,15 @@ from typing import Any
 import polars as pl
 
 from mbb.analysis.corpus import CorpusError, Utterance, read_utterances
-from mbb.taxonomy import CATEGORY_NAMES, SEPARATE_NAMES, roll_up
+from mbb.taxonomy import roll_up
 
 __all__ = ["add_parsers", "classify_items"]
 
 
 def _evidence(items: Sequence[Utterance], model_path: str | None) -> list[list[dict[str, Any]]]:
-    from mbb.analysis.textclf import load_model
+    from mbb.analysis.gold_eval import evidence_labels
 
-    model = load_model(model_path)
-    out = []
-    for u in items:
-        labs = model.predict(u.text, u.channel, u.context.model_dump(exclude_none=True))
-        out.append(
-            [
-                {"category": x.category, "probability": x.probability, "evidence": x.evidence}
-                for x in labs
-            ]
-        )
-    return out
+    return evidence_labels(items, model_path)
 
 
 def _llm(items: Sequence[Utterance], args: argparse.Namespace) -> tuple[list, Any]:
@@ -138,21 +128,12 @@ def _cmd_classify(args: argparse.Namespace) -> int:
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    from mbb.analysis.validation import gold_prf
+    from mbb.analysis.gold_eval import score_gold
 
     items = _read(args.gold, gold=True)
     labels = _labels(items, args)
     pred = [[x["category"] for x in labs] for labs in labels]
-    neutral = [not u.labels for u in items]
-    g21 = [roll_up(u.labels or []) for u in items]
-    p21 = [roll_up(p) for p in pred]
-    t = gold_prf(g21, p21, CATEGORY_NAMES, n_boot=args.boot, neutral=neutral)
-    sep = gold_prf(
-        [[x for x in (u.labels or []) if x in SEPARATE_NAMES] for u in items],
-        [[x for x in p if x in SEPARATE_NAMES] for p in pred],
-        SEPARATE_NAMES,
-        n_boot=args.boot,
-    ).filter(pl.col("category") != "macro")
+    t, sep = score_gold(items, pred, n_boot=args.boot)
     print(f"{args.gold}: {len(items)} items, classifier {args.classifier}")
     print("21 categories (separate labels rolled up), 95% bootstrap CIs over items:")
     _print(t)
