@@ -517,6 +517,87 @@ LEXICON: tuple[Cue, ...] = (
         r"|\bat their expense|\bisn'?t telling (?:the )?truth|\blet them sort it",
         negatable=False,
     ),
+    _C(
+        "scope_reduction",
+        "makes do with less",
+        r"\b(?:get by|make do|manage) with \d|\bnot (?:really )?worth (?:fighting|paying|holding|"
+        r"contesting)|\bput (?:myself|me) (?:last|at the back)|\b(?:isn'?t|is not|not) going to "
+        r"(?:pass|finish)|\bno point (?:in )?holding|\bnot finishing\b|\bout this round"
+        r"|\b(?:don'?t|do not|no longer) need (?:1st|first|the first|slot 1|position 1|the "
+        r"(?:full|whole))|\bgave myself \d+ not|\bremaining work (?:is )?small|\bcall it done"
+        r"|\bcan'?t both\b|\bask(?:ing)? (?:only |just )?for (?:a |just )?\d+ ?s(?:ec\w*)?\b"
+        r"|\bat the back and\b|\bonly need (?:a |one )?\d+",
+        negatable=False,
+    ),
+    _C(
+        "rule_making_citation",
+        "a standing arrangement or its precedent",
+        r"\bpropose a (?:rule|policy|standing)|\brule for (?:all|every)|\brest of (?:the )?"
+        r"(?:subrun|run)|\b(?:top spot|first slot|slot 1|the lead|first) rotates|\bstanding "
+        r"(?:alternation|rotation|agreement|order)|\bsettled (?:this|that|it) in (?:round|subrun)"
+        r"|\b\d+ ?s(?:ec\w*)? cap\b|\bstill (?:stands|applies|holds)|\bsigned (?:on|up) to"
+        r"|\bunder (?:that|the|our) (?:precedent|agreement|rule)|\br\d rule|\bremember (?:r|"
+        r"round |subrun |s)\d|\btie rule|\bfor (?:every|all) (?:later|future|remaining)",
+    ),
+    _C(
+        "shortest_job_first",
+        "short jobs before long ones",
+        r"\b(?:only|just) needs? \d+ ?s|\b\d+ ?s(?:ec\w*)? (?:job|run|task|window)s?\b[^.]{0,40}"
+        r"\b(?:first|ahead|before|then)|\bshort \d+ ?s jobs|\b(?:total|combined|overall) "
+        r"(?:wait|waiting|delay)|\bcosts? (?:u|you|me|w\d|them) (?:only )?\d+ ?s|\bslip(?:ped)? "
+        r"in ahead|\bby (?:their |the )?durations|\branking by (?:them|durations|length)"
+        r"|\bbarely notice|\bsit behind (?:my|a|the) (?:\d+|long)",
+    ),
+    _C(
+        "coalition_formation",
+        "proposes acting together",
+        r"\b(?:rank|ranked|ranking|vote|voting|back|backing) (?:each other|one another)"
+        r"|\bact (?:together|as one)|\b(?:the )?(?:three|two|four) of us\b|\bamong ourselves"
+        r"|\b(?:bid|vote|rank|declare) (?:the same|identically|identical)|\bvot(?:e|ing) with me"
+        r"|\bmatching bids|\badjacent slots|\binterested\?|\bthose of us who|\bwe each rank"
+        r"|\bjoin (?:me|us) (?:in|and)|\bif we (?:both|all)",
+    ),
+    _C(
+        "reputation",
+        "what someone did before as a guide",
+        r"\b(?:lied|lie[sd]?|was honest|were accurate|was accurate|overran|over-ran|never "
+        r"(?:overran|did|yielded|delivered))\b|\b(?:said|promised) that (?:in )?"
+        r"(?:r|round |subrun )?\d|\b(?:claims?|word|promises?) (?:was|were|have been|has been) "
+        r"(?:accurate|good|reliable|true|honou?red)|\bnothing in the schedules|\byou can check\b"
+        r"|\breleased (?:early|on time)|\bended on or before"
+        r"|\b(?:i|we) (?:promised|said)\b[^.]{0,40}\band (?:ranked|did|yielded|kept)"
+        r"|\blooks? (?:quite )?different from what (?:we'?d|we) agreed",
+        negatable=False,
+    ),
+    _C(
+        "iterative_bargaining",
+        "offers, conditions and revisions",
+        r"\b(?:second|third|next|another|new) (?:offer|proposal|try)|\b(?:i'?m|i am) willing to "
+        r"(?:shorten|lower|drop|raise|trim|go|take)|\bif you (?:shorten|trim|drop|lower|raise|cut)"
+        r"|\b(?:previous|last|earlier|your) (?:offer|proposal) was|\bur move|\byour move"
+        r"|\bmeet (?:everyone|us|each other) in the middle|\b(?:down|up) from \d|\brevised "
+        r"(?:after|to|down|up)|\bthree passes|\beach revision|\bwe seem close|\bclose to a deal"
+        r"|\btaking the objections|\bprovided (?:w\d|you|that)|\bi'?ll accept (?:the )?\d+",
+    ),
+    _C(
+        "reciprocity",
+        "a debt remembered",
+        r"\bpaying (?:it|that|you|w\d) back|\bcovered for me|\bmake a note of it|\bsame "
+        r"courtesy|\b(?:still )?have one from me|\bwe'?re (?:square|even)|\bsquare(?:d)? "
+        r"(?:after|now)|\bnot forgotten|\b(?:moving|stepping|going) behind me (?:last|in)"
+        r"|\bflip (?:it )?next|\b(?:me|you|u) (?:1|first) (?:u|you|me) (?:2|second) this "
+        r"(?:rnd|round)|\bi lose \d+[^.]{0,40}\byou gain",
+    ),
+    _C(
+        "renegotiation",
+        "circumstances changed since the deal",
+        r"\bthings have (?:shifted|changed)|\b(?:i|we) (?:now|since) (?:need|found|learned|"
+        r"realised|realized)|\bneeds (?:a )?redo|\bturned out to|\btreat(?:ing)? (?:that|the) "
+        r"(?:deal|agreement|order) as void|\bwere built on|\bthe (?:split|deal|order|settlement)"
+        r" (?:we agreed|was made) (?:assumed|before)|\brework (?:it|the)|\b(?:now|just) "
+        r"(?:showed|shows|learned)|\bevery start time has shifted|\bassumed (?:one|we|that)",
+        negatable=False,
+    ),
 )
 
 _NEG = re.compile(
