@@ -598,6 +598,41 @@ LEXICON: tuple[Cue, ...] = (
         r"(?:showed|shows|learned)|\bevery start time has shifted|\bassumed (?:one|we|that)",
         negatable=False,
     ),
+    _C(
+        "earliest_deadline_first",
+        "sooner deadline goes sooner",
+        r"\bwhose deadline (?:comes|is) (?:first|sooner|earliest)|\bdue sooner|\b(?:sooner|earlier"
+        r"|closer|nearer|tighter) deadline (?:wins|goes|should|first)|\bdeadlines?,? ascending"
+        r"|\bin (?:the )?order of deadlines?|\bdeadline order\b|\b(?:yours|your deadline) is \d+ "
+        r"?s(?:ec\w*)? (?:earlier|sooner)|\bgo in that order\b[^.]{0,20}$|\bserve in order of"
+        r"|\bby disclosed deadlines|\bdeadlines? (?:under|below) \d+ ?s? go first",
+    ),
+    _C(
+        "anchoring",
+        "points back to its first figure",
+        r"\b(?:point|go|come) back to my \d|\bthe figure i (?:set|posted|gave|named|started with)"
+        r"|\bas declared\b|\b(?:stated|declared|posted|said) (?:it )?first\b|\bkeeping my \d"
+        r"|\bstays? at (?:the )?\d|\b(?:standing|fixed) price|\bthe \d+ i (?:began|started|opened)"
+        r" with|\bwas already a reasonable (?:figure|number|price)|\bsame figure i posted"
+        r"|\bthat'?s (?:the|my) basis|\bstart from \d",
+        negatable=False,
+    ),
+    _C(
+        "coalition_loyalty",
+        "still keeping to the arrangement",
+        r"\bkept my side|\bstill with you|\bthe bloc is holding|\bour (?:agreement|arrangement|"
+        r"deal|pact) still (?:stands|holds)|\blike we said|\bwe said we'?d|\b(?:its|it'?s) "
+        r"(?:w\d'?s?|your|ur) turn|\bkeep mine\b|\b(?:could|can) jump you|\bon board\b"
+        r"|\b(?:since|from) (?:r|round |subrun )\d\b[^.]{0,30}\b(?:alternate|together|pact)",
+        negatable=False,
+    ),
+    _C(
+        "risk_variance",
+        "how close each finish would be",
+        r"\b\d+ ?s(?:ec\w*)? to spare|\bslacks? of\b|\bwould sink|\ba single (?:retry|overrun)"
+        r"|\bmakes me nervous|\bfinish \d+ ?s(?:ec\w*)? before (?:its|their|my|the) deadline"
+        r"|\bleaves (?:it|them|w\d|me|you) (?:roughly |about |only )?\d+ ?s",
+    ),
 )
 
 _NEG = re.compile(
