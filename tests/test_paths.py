@@ -32,7 +32,8 @@ def test_bare_names_are_mbbs_own_files(tmp_path, monkeypatch):
         FileNotFoundError, match=r"no condition named 'bse' in mbb's params/ \(known: "
     ):
         params_file("bse")
-    with pytest.raises(ParamsError, match="no condition named 'bse'.*a file of your own is a path"):
+    msg = r"no condition named 'bse'.*a file of your own is a path"
+    with pytest.raises(ParamsError, match=msg):
         load_params("bse")
 
 
@@ -42,7 +43,7 @@ def test_a_users_params_file_extends_a_condition_by_name(tmp_path, monkeypatch):
     cond = load_params("mine.yaml")
     assert cond.name == "mine" and cond.memory.enabled is False
     (tmp_path / "bad.yaml").write_text("extends: nope\nname: bad\n")
-    with pytest.raises(ParamsError, match="bad.yaml: extends: no condition named 'nope'"):
+    with pytest.raises(ParamsError, match=r"bad.yaml: extends: no condition named 'nope'"):
         load_params("bad.yaml")
 
 
