@@ -81,7 +81,8 @@ LEXICON: tuple[Cue, ...] = (
         "reciprocity",
         "conditional exchange",
         r"\bif you (?:let me|give me|take|back|rank|yield|go|drop|lower|put)\b[^.]{0,60}"
-        r"\b(?:i'?ll|i will|then i)\b|\byou (?:let|gave|helped|yielded|stepped)[^.]{0,40}"
+        r"\b(?:i'?ll|i will|then i)\b|\b(?:i'?ll|i will)\b[^.]{0,60}\bif you (?:let|give|back|"
+        r"rank|yield|go|drop|lower|put|take)\b|\byou (?:let|gave|helped|yielded|stepped)[^.]{0,40}"
         r"\b(?:so|now) (?:i'?ll|i will|it'?s my turn)|\bas (?:promised|i promised|we traded)"
         r"|\bmy turn to (?:yield|give|step|help)",
     ),

@@ -47,7 +47,7 @@ ANY = "__any__"  # the gate label: does the utterance enact any category?
 # (which carry across writers) and uses n-grams to correct them, not to memorise a style.
 NGRAM_SCALE = 1.0
 MODEL_PATH = Path(__file__).with_name("taxonomy_model.json")
-_TOKEN = re.compile(r"[a-z]+(?:'[a-z]+)?|\d+(?:\.\d+)?|[?!]")
+_TOKEN = re.compile(r"\bw\d\b|[a-z]+(?:'[a-z]+)?|\d+(?:\.\d+)?|[?!]")
 _AGENT = re.compile(r"^w\d$")
 _RULE_PROPOSAL = re.compile(
     r"from now on|going forward|from here on|standing rule|every (?:round|subrun)|in future"
@@ -201,6 +201,7 @@ class TextModel:
         *,
         threshold_shift: float = 0.0,
         model_only_margin: float | None = None,
+        cued_discount: float | None = None,
     ) -> list[Label]:
         """Labels (all 24 names) with evidence: the lexicon span when a cue of that category
         fired un-negated, plus the model's top contributing features and its probability."""
@@ -209,6 +210,7 @@ class TextModel:
         src = {"note": "declaration", "ballot": "ballot"}.get(channel, "message")
         spans = {}
         trusted = set(self.spec.get("trusted_cues", ()))
+        required = set(self.spec.get("cue_required", ()))
         sure: dict[str, str] = {}
         for h in cue_hits(text, src):
             if not h.negated:
@@ -222,11 +224,19 @@ class TextModel:
         for lab in self.labels:
             if lab == ANY:
                 continue
+            if lab in required and lab not in spans:
+                continue
             p = probs[lab]
             need = self.thresholds[lab] + threshold_shift
             if lab not in spans:  # no cue of this category: the n-grams alone must be surer
                 m = self.spec.get("model_only_margin", 0.0)
                 need += m if model_only_margin is None else model_only_margin
+            else:  # a cue of this category fired: the model need not be as sure
+                need -= (
+                    self.spec.get("cued_discount", 0.0)
+                    if cued_discount is None
+                    else (cued_discount)
+                )
             if p >= need:
                 ev = f"model p={p:.2f}: {self.explain(feats, lab)}"
                 if lab in spans:
