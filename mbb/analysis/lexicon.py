@@ -34,6 +34,9 @@ class Cue:
     regex: str
     sources: tuple[str, ...] = ALL
     negatable: bool = True
+    # a hit whose sentence also matches this is reported as negated: e.g. arrival order named
+    # only to break a tie is tie-break deference, which the definitions exclude from recency
+    unless: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,11 +252,13 @@ LEXICON: tuple[Cue, ...] = (
     _C(
         "recency_first",
         "arrival order",
-        r"\barriv(?:al|ed)\b|\bfirst come|\bfirst[- ]in[- ]line|\b(?:queued|joined|got in "
+        r"\barriv(?:al|ed)\b|\bfirst come|\bfirst[- ]in[- ]line|\b(?:queued|joined(?: the queue)?|"
+        r"got in "
         r"line|asked|requested|showed up|was here|got here) (?:first|earlier|before)"
         r"|\bqueue (?:order|position)|\border (?:of|in) (?:which|the) (?:queue|line)"
         r"|\bwho (?:asked|came|joined|queued) first|\bfcfs\b|\bwaiting (?:the )?longest"
         r"|\bbeen waiting (?:longer|longest|since)|\bin (?:the )?line (?:first|before)",
+        unless=r"\b(?:ties?|tied|equal|same|identical|level|matching)\b",
     ),
     # --- risk / variance
     _C(
@@ -641,7 +646,11 @@ _NEG = re.compile(
     r"can'?t|cannot|nor|without|neither)\b[^.;:!?,]{0,30}$",
     re.I,
 )
-_COMPILED = [(c, re.compile(c.regex, re.I)) for c in LEXICON]
+_COMPILED = [
+    (c, re.compile(c.regex, re.I), re.compile(c.unless, re.I) if c.unless else None)
+    for c in LEXICON
+]
+_SENTENCE_END = re.compile(r"[.!?;]")
 
 
 def _negated(text: str, start: int) -> bool:
@@ -653,12 +662,17 @@ def _negated(text: str, start: int) -> bool:
 def cue_hits(text: str, source: str | None = None) -> list[CueHit]:
     """Every lexicon cue that matches `text` (first match per cue), with its negation flag."""
     out = []
-    for cue, rx in _COMPILED:
+    for cue, rx, unless in _COMPILED:
         if source is not None and source not in cue.sources:
             continue
         m = rx.search(text)
         if m is None:
             continue
         neg = cue.negatable and _negated(text, m.start())
+        if unless is not None and not neg:
+            starts = [e.end() for e in _SENTENCE_END.finditer(text, 0, m.start())]
+            end = _SENTENCE_END.search(text, m.end())
+            sentence = text[starts[-1] if starts else 0 : end.start() if end else len(text)]
+            neg = unless.search(sentence) is not None
         out.append(CueHit(cue.category, cue.name, m.group(0), neg))
     return out
