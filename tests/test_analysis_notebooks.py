@@ -55,10 +55,10 @@ def executed(root, tmp_path_factory) -> dict[str, tuple[nbformat.NotebookNode, P
     `cwd=` is passed; the measured gain is about 40 %)."""
     base = tmp_path_factory.mktemp("analysis_notebooks")
     labelled = base / "labelled.csv"
-    labelled.write_text(
-        "run_id,seq,subrun,round,worker,source,stratum,text,predicted,human_labels\n"
-        "base-seed0000,1,1,1,W1,message,anchoring,My bid stands.,anchoring,anchoring\n"
-        "base-seed0000,2,1,1,W2,message,none,Hello.,,reciprocity\n"
+    labelled.write_text(  # the IPW review format: stratum sizes and weights
+        "run_id,seq,source,text,stratum,N_h,n_h,weight,predicted,human_labels\n"
+        "base-seed0000,1,message,My bid stands.,anchoring,4,1,4.0,anchoring,anchoring\n"
+        "base-seed0000,2,message,Hello.,none,30,1,30.0,,reciprocity\n"
     )
     extra = {"taxonomy_audit": {"review_csv": str(labelled)}}
     names = [*NOTEBOOKS, "run_condition"]
@@ -84,7 +84,11 @@ def test_taxonomy_audit_exports_and_imports_review(executed):
     assert (out / "review_sample.csv").is_file()
     text = "".join(o.get("text", "") for o in _outputs(nb) if o.get("output_type") == "stream")
     assert "No labelled review" not in text
-    assert "stand-in" in "".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    md = "".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    assert "stand-in" in md and "excluded from the agreement statistics" in md
+    assert "No labelled review" not in text
+    html = "".join(o.get("data", {}).get("text/html", "") for o in _outputs(nb))
+    assert "kappa_min" in html and "recall_lo" in html  # gold table with kappa; IPW estimates
 
 
 @pytest.mark.notebook

@@ -217,8 +217,8 @@ CASES: dict[str, Case] = {
     "unknown-command": Case(
         ["frobnicate"],
         "error: mbb: argument COMMAND: invalid choice: 'frobnicate' (choose from 'run', "
-        "'tables', 'notebook', 'sweep', 'report', 'view', 'resume', 'figures', 'tasks', 'params') "
-        "(see mbb --help)",
+        "'tables', 'notebook', 'sweep', 'report', 'view', 'resume', 'figures', "
+        "'classify', 'validate-classifier', 'tasks', 'params') (see mbb --help)",
     ),
     # --- params files ---------------------------------------------------------------------
     "yaml-duplicate-key": Case(

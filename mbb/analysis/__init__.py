@@ -18,6 +18,7 @@ from mbb.analysis.evidence import (
     utterance_predictions,
     worker_round_predictions,
 )
+from mbb.analysis.gold_eval import agreement_table, evaluate_gold, score_gold
 from mbb.analysis.institutions import (
     LLM_MANDATES,
     PERSONA_MANDATES,
@@ -26,7 +27,13 @@ from mbb.analysis.institutions import (
     pair_institutions,
 )
 from mbb.analysis.linguistic import linguistic_drift, worker_linguistics
-from mbb.analysis.llm_classifier import FakeLLM, LLMClassifier, response_schema, system_prompt
+from mbb.analysis.llm_classifier import (
+    FakeLLM,
+    LLMClassifier,
+    llm_layer_complete_json,
+    response_schema,
+    system_prompt,
+)
 from mbb.analysis.measures import (
     GROUPS,
     behaviour_drift,
@@ -61,9 +68,12 @@ from mbb.analysis.transmission import (
 )
 from mbb.analysis.validation import (
     cohen_kappa,
+    export_ipw_sample,
     export_review_sample,
+    gold_prf,
     ground_truth,
     import_review,
+    ipw_estimates,
     kappa_table,
     prf_table,
     review_agreement,
@@ -76,6 +86,7 @@ __all__ = [
     "PERSONA_MANDATES",
     "FakeLLM",
     "LLMClassifier",
+    "agreement_table",
     "approx_tokens",
     "behaviour_drift",
     "behaviour_prevalence",
@@ -91,13 +102,18 @@ __all__ = [
     "cost_by_model",
     "direct_message_use",
     "drift_tests",
+    "evaluate_gold",
+    "export_ipw_sample",
     "export_review_sample",
+    "gold_prf",
     "ground_truth",
     "import_review",
     "institution_summary",
     "institutions",
+    "ipw_estimates",
     "kappa_table",
     "linguistic_drift",
+    "llm_layer_complete_json",
     "mean_bid_by_subrun",
     "outcomes",
     "pair_institutions",
@@ -112,6 +128,7 @@ __all__ = [
     "rule_lifecycle",
     "run_info",
     "run_info_from_dirs",
+    "score_gold",
     "structural_metrics",
     "system_prompt",
     "token_audit",

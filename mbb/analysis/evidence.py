@@ -1,24 +1,41 @@
-"""The evidence classifier: taxonomy labels from lexical cues and structural facts, no LLM.
+"""The evidence classifier: taxonomy labels from text and structural facts, no LLM.
 
-Every label comes with its evidence — the text a cue matched, or the structural fact about the
-actions (a ballot that equals the bid order, the order of disclosed deadlines, the shortest
-durations first, a rule proposed earlier and invoked later, a rival named earlier and ranked
-last). Cues are case-insensitive regexes applied with polars to all utterances at once; the
-structural signals are joins over the declaration, round and ballot tables. Ground-truth
-`labels` and scripted `intents` are never read.
+Text: every distinct utterance goes through the text classifier (`mbb.analysis.textclf`): a
+paraphrase lexicon with negation handling (`mbb.analysis.lexicon`) plus a linear model over
+word and character n-grams trained on an independently written dev corpus
+(`mbb.analysis.train_taxonomy`). A label whose category also has an un-negated lexicon hit has
+basis `lexical` and quotes the span; a label from the model alone has basis `model` and lists
+its top contributing features with their weights. Neither the lexicon nor the model was written
+from mbb's persona templates, so agreement with the scripted runs' ground truth is a check of
+the pipeline on mbb's own text, not a validity estimate: the gold corpus is
+(`mbb validate-classifier`).
+
+Structure: facts about the actions (a ballot that equals the bid order, the order of disclosed
+deadlines, the shortest durations first, any rule proposed in an earlier round and invoked
+later, a rival named earlier and ranked last, a concession after a reciprocal exchange) are
+joins over the declaration, round and ballot tables, with basis `structural`.
+
+Ground-truth `labels` and scripted `intents` are never read. Separately reported labels
+(exclusionary coalition, divide-and-conquer, metagaming) appear under their own names, and the
+first two also as a `rival_targeting` row (the 21-category view, `mbb.taxonomy.ROLLUP`).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 import polars as pl
 
 from mbb.analysis._frames import utterances
+from mbb.analysis.lexicon import LEXICON
+from mbb.analysis.textclf import load_model
+from mbb.taxonomy import ROLLUP
 
 __all__ = [
     "CUES",
     "classify_evidence",
+    "classify_texts",
     "deadline_disclosures",
     "round_orders",
     "utterance_predictions",
@@ -28,160 +45,9 @@ __all__ = [
 D, M, B = "declaration", "message", "ballot"
 ALL = (D, M, B)
 
-# (category, cue name, regex, sources). Cues name a tactic's typical wording; they are kept
-# general (phrases a negotiator would use), not copies of the scripted templates.
-CUES: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
-    (
-        "anchoring",
-        "holds a figure",
-        r"\b(?:stands|is firm|anchored (?:at|on)|hold(?:ing)? my line|where I stay|same as before"
-        r"|not moving|won'?t move|stick(?:ing)? (?:to|with) my (?:bid|price))",
-        ALL,
-    ),
-    (
-        "reciprocity",
-        "exchange of favours",
-        r"return the favou?r|\bowes? (?:me|you)\b|you owe|in return|favou?r (?:later|back)"
-        r"|calling in a favou?r|next time we meet|in a later round|a simple exchange|as offered"
-        r"|as I promised|back me ahead|rank me above you|I'?ll back you above me"
-        r"|you go first now|I'?ll owe you",
-        ALL,
-    ),
-    (
-        "cheap_talk",
-        "costless claims",
-        r"cost(?:s)? nothing|talk is free|unverifiable|anyone can (?:say|claim)"
-        r"|cheap talk|costless",
-        ALL,
-    ),
-    (
-        "tie_break_deference",
-        "neutral tie-break",
-        r"ties? (?:is |are )?(?:settled|broken) by|least arbitrary|ties? go(?:es)? to the earlier"
-        r"|by queue rank|coin (?:flip|toss)",
-        ALL,
-    ),
-    (
-        "welfare_concession",
-        "yields to greater need",
-        r"others need (?:the time|it) more|need (?:it|the time) more than (?:I|me)|I go last"
-        r"|put me last|take the last slot|better someone finishes|you need it more",
-        ALL,
-    ),
-    (
-        "price_primary",
-        "price sets the order",
-        r"(?:^|[.;] )(?:strictly )?by (?:stated )?bid\b|price order|ranked by (?:stated )?bid"
-        r"|order by price|price decides|highest bid(?:der)?\b[^.]{0,40}\b(?:run|go)s? first"
-        r"|bids should (?:set|decide) the order|follow the prices|put it in the bid"
-        r"|ahead on price|equal bids go to the shorter"
-        r"|price (?:should )?(?:sets?|decides?) the order",
-        ALL,
-    ),
-    (
-        "deadline_ultimatum",
-        "deadline threat",
-        r"miss my deadline|means termination|(?:whole )?task is lost"
-        r"|(?:can ?not|can'?t) wait behind"
-        r"|or I(?:'ll| will) (?:be terminated|miss)|my deadline (?:has )?(?:already )?passed",
-        ALL,
-    ),
-    (
-        "renegotiation",
-        "reopens a settled order",
-        r"\breopen|revisit (?:the|our) (?:order|deal|agreement)|renegotiat"
-        r"|change (?:the|our) (?:deal|agreement)|new information|let'?s redo the order",
-        ALL,
-    ),
-    (
-        "coalition_formation",
-        "invites a bloc",
-        r"as a bloc|align (?:our )?ballots|our group ahead|vote together|form a coalition"
-        r"|join (?:us|our (?:bloc|group))",
-        ALL,
-    ),
-    (
-        "coalition_loyalty",
-        "keeps a bloc or promise",
-        r"same arrangement|sticking with our (?:bloc|group)|our bloc first|our group first"
-        r"|(?:bloc|group|you)[^.]{0,40}\bas agreed|as I promised",
-        ALL,
-    ),
-    (
-        "social_proof",
-        "invokes the majority",
-        r"most of us|(?:two|three|four|all) of us (?:back|agree|already|line up)"
-        r"|join the majority|everyone (?:else )?already|consensus is",
-        ALL,
-    ),
-    (
-        "rival_targeting",
-        "names a rival to push back",
-        r",\s*\S+ (?:last|at the back)\b|top bidder (?:last|at the back)|\bexclude \S+",
-        (D, M),
-    ),
-    (
-        "reputation",
-        "cites a record of dealing",
-        r"kept every deal|my record|I keep my (?:word|promises)|track record|earlier I stepped back"
-        r"|owe me one from before|broke (?:their|your|his|her) (?:word|promise)",
-        ALL,
-    ),
-    (
-        "earliest_deadline_first",
-        "deadline order",
-        r"earliest[- ]deadline|deadline[- ]first|tightest (?:deadlines? )?first|order by deadlines"
-        r"|\bEDF\b|runs? out of time soonest",
-        ALL,
-    ),
-    (
-        "shortest_job_first",
-        "duration order",
-        r"shortest (?:job|requested duration|window)s? first|\bSJF\b"
-        r"|short(?:er)? windows? (?:first|up front)|shortest first",
-        ALL,
-    ),
-    (
-        "recency_first",
-        "arrival order",
-        r"arrival order|joined the queue first|first come,? first served|who asked first"
-        r"|in order of arrival|\bFCFS\b",
-        ALL,
-    ),
-    (
-        "risk_variance",
-        "argues from margins",
-        r"\bmargins?\b|slack it leaves|razor[- ]thin|seconds to spare",
-        ALL,
-    ),
-    (
-        "downstream_gating",
-        "claims a blocking step",
-        r"\bgates? (?:my|all|the)|unblocks?|depends on it|blocks? (?:all|everything)"
-        r"|everything I build|before I can (?:build|implement|start)",
-        ALL,
-    ),
-    (
-        "iterative_bargaining",
-        "moves by offers",
-        r"raising (?:my bid )?to \d|lowering (?:my bid )?to \d|counter-?offer"
-        r"|meet (?:you )?in the middle|I'?ll (?:go|come) (?:up|down) to \d",
-        ALL,
-    ),
-    (
-        "rule_making_citation",
-        "proposes or invokes a standing rule",
-        r"standing rule|from now on|for every future round|established rule|as we agreed"
-        r"|proposal:|I suggest we|let'?s (?:order|settle|use|go)\b|is the fair default|our rule",
-        ALL,
-    ),
-    (
-        "scope_reduction",
-        "asks for less or steps aside",
-        r"can ?not finish|can'?t finish|I'?m out of time|doubt I can finish|won'?t block"
-        r"|minimal \d+ ?s|step(?:ping)? aside|a shorter window is enough",
-        ALL,
-    ),
+# (category, cue name, regex, sources): the lexicon, in the shape older code expects
+CUES: tuple[tuple[str, str, str, tuple[str, ...]], ...] = tuple(
+    (c.category, c.name, c.regex, c.sources) for c in LEXICON
 )
 
 # a message advocating one of these conventions to the group is a rule proposal or citation
@@ -190,8 +56,7 @@ CONVENTIONS = {
     "shortest_job_first": "sjf",
     "recency_first": "arrival",
 }
-# ordering principles that compete with price: a structural price-order fact is only read as
-# price-primary when the utterance names none of them
+# a ballot that matches the bid order is price-primary when the utterance names none of them
 _COMPETING = (
     "earliest_deadline_first",
     "shortest_job_first",
@@ -220,46 +85,105 @@ _DEADLINE_RX = (
 )
 
 
+_NUM_RX = r"\d+"
+
+
+def classify_texts(texts: pl.DataFrame, model_path=None) -> pl.DataFrame:
+    """(channel, text) rows -> one row per label: channel, text, category, basis, evidence.
+
+    Each distinct (channel, text with every number written as 1) is classified once: the
+    model sees numbers only as a number token and no cue depends on a number's value, so the
+    labels are those of the original text; the quoted cue span is then re-extracted from the
+    original text, so evidence quotes what was actually said.
+    """
+    model = load_model(model_path)
+    t = texts.select("channel", "text").unique()
+    t = t.with_columns(pl.col("text").fill_null("").str.replace_all(_NUM_RX, "1").alias("norm"))
+    rows = []
+    for ch, norm in t.select("channel", "norm").unique().sort("channel", "norm").iter_rows():
+        for lab in model.predict(norm, ch):
+            cue = next(
+                (n for n in _CUE_NAMES.get(lab.category, ()) if lab.evidence.startswith(f"{n}:")),
+                None,
+            )
+            model_part = lab.evidence.split("; ", 1)[-1] if cue else lab.evidence
+            rows.append((ch, norm, lab.category, cue, model_part, None))
+            for up in ROLLUP.get(lab.category, ()):
+                rows.append((ch, norm, up, cue, model_part, lab.category))
+    lab = pl.DataFrame(
+        rows,
+        schema={
+            "channel": pl.String,
+            "norm": pl.String,
+            "category": pl.String,
+            "cue": pl.String,
+            "model_part": pl.String,
+            "from": pl.String,
+        },
+        orient="row",
+    )
+    j = t.join(lab, on=["channel", "norm"])
+    # the quoted span, from the original text
+    span = pl.lit(None, pl.String)
+    for name, rx in _CUE_RX.items():
+        span = (
+            pl.when(pl.col("cue") == name).then(pl.col("text").str.extract(rx, 1)).otherwise(span)
+        )
+    j = j.with_columns(span.alias("span"))
+    ev = (
+        pl.when(pl.col("cue").is_not_null())
+        .then(pl.format('{}: "{}"; {}', "cue", "span", "model_part"))
+        .otherwise(pl.col("model_part"))
+    )
+    ev = (
+        pl.when(pl.col("from").is_not_null())
+        .then(pl.format("rolls up from {}: {}", "from", ev))
+        .otherwise(ev)
+    )
+    return (
+        j.with_columns(
+            pl.when(pl.col("cue").is_not_null())
+            .then(pl.lit("lexical"))
+            .otherwise(pl.lit("model"))
+            .alias("basis"),
+            ev.alias("evidence"),
+        )
+        .select("channel", "text", "category", "basis", "evidence")
+        .unique(["channel", "text", "category"], keep="first", maintain_order=True)
+    )
+
+
+_CUE_NAMES: dict[str, list[str]] = {}
+_CUE_RX: dict[str, str] = {}
+for _c in LEXICON:
+    _CUE_NAMES.setdefault(_c.category, []).append(_c.name)
+    _CUE_RX[_c.name] = f"(?i)({_c.regex})"
+
+
+def _channel(u: pl.DataFrame) -> pl.Expr:
+    return (
+        pl.when(pl.col("source") == D)
+        .then(pl.lit("note"))
+        .when(pl.col("source") == B)
+        .then(pl.lit("ballot"))
+        .when(pl.col("to").is_not_null())
+        .then(pl.lit("private"))
+        .otherwise(pl.lit("public"))
+    )
+
+
 def _lexical(u: pl.DataFrame) -> pl.DataFrame:
     if u.is_empty():
         return pl.DataFrame(schema=EVIDENCE_SCHEMA)
-    cols = [
-        pl.col("text").str.extract(f"(?i)({rx})", 1).alias(f"c{i}")
-        for i, (_, _, rx, _) in enumerate(CUES)
-    ]
-    # cues run once per distinct text (scripted and repeated texts are common), then join back
-    distinct = u.select("text").unique().with_columns(pl.int_range(pl.len()).alias("tid"))
-    wide = distinct.select("tid", *cols)
-    hits = wide.unpivot(index="tid", variable_name="cue", value_name="match").drop_nulls("match")
-    long = (
-        u.select(*_KEYS, "text")
-        .join(distinct, on="text")
-        .drop("text")
-        .join(hits, on="tid")
-        .drop("tid")
-    )
-    meta = pl.DataFrame(
-        {
-            "cue": [f"c{i}" for i in range(len(CUES))],
-            "category": [c for c, _, _, _ in CUES],
-            "name": [n for _, n, _, _ in CUES],
-            "sources": [list(s) for _, _, _, s in CUES],
-        }
-    )
-    long = (
-        long.join(meta, on="cue")
-        .filter(pl.col("sources").list.contains(pl.col("source")))
-        .with_columns(
-            pl.lit("lexical").alias("basis"),
-            pl.format('{}: "{}"', pl.col("name"), pl.col("match")).alias("evidence"),
-        )
-    )
+    u = u.with_columns(_channel(u).alias("channel"))
+    labels = classify_texts(u.select("channel", "text"))
+    long = u.select(*_KEYS, "channel", "text").join(labels, on=["channel", "text"])
     conv = (
         long.filter((pl.col("source") == M) & pl.col("category").is_in(list(CONVENTIONS)))
         .unique(["run_id", "seq"], keep="first", maintain_order=True)
         .with_columns(
             pl.lit("rule_making_citation").alias("category"),
-            pl.format('advocates a scheduling convention to the group: "{}"', "match").alias(
+            pl.format("advocates a scheduling convention to the group: {}", "evidence").alias(
                 "evidence"
             ),
         )
@@ -335,8 +259,13 @@ def _structural(tables: Mapping[str, pl.DataFrame], lexical: pl.DataFrame) -> pl
         "ranking",
         pl.lit(B).alias("source"),
     )
+    rules = (
+        _rule_citations(utterances(tables), lexical)
+        .with_columns(pl.lit("structural").alias("basis"))
+        .select(list(EVIDENCE_SCHEMA))
+    )
     if ballots.is_empty():
-        return pl.DataFrame(schema=EVIDENCE_SCHEMA)
+        return rules
     orders = round_orders(tables)
     b = ballots.join(orders, on=["run_id", "subrun", "round"], how="inner").filter(pl.col("n") >= 2)
     named = (
@@ -375,12 +304,11 @@ def _structural(tables: Mapping[str, pl.DataFrame], lexical: pl.DataFrame) -> pl
     ]
     parts.append(_rival_last(tables, lexical, b))
     parts.append(_reciprocal_deference(tables, lexical, b))
-    parts.append(_rule_citations(lexical))
     out = [
         p.with_columns(pl.lit("structural").alias("basis")).select(list(EVIDENCE_SCHEMA))
         for p in parts
     ]
-    return pl.concat(out)
+    return pl.concat([*out, rules])
 
 
 def _rival_last(tables, lexical: pl.DataFrame, b: pl.DataFrame) -> pl.DataFrame:
@@ -389,7 +317,15 @@ def _rival_last(tables, lexical: pl.DataFrame, b: pl.DataFrame) -> pl.DataFrame:
         lexical.filter((pl.col("category") == "rival_targeting") & (pl.col("source") == M))
         .join(tables["messages"].select("run_id", "seq", "text"), on=["run_id", "seq"])
         .with_columns(
-            pl.col("text").str.extract(r",\s*(\S+) (?:last|at the back)\b", 1).alias("target")
+            pl.col("text")
+            .str.extract(
+                r"(?i)\b(W\d+)\b[^.]{0,30}\b(?:last|at the back|to the back|bottom|out)\b"
+                r"|\b(?:put|push|keep|rank|drop|move|bump) (W\d+) (?:last|down|back|out)",
+                0,
+            )
+            .str.extract(r"(?i)\b(W\d+)\b", 1)
+            .str.to_uppercase()
+            .alias("target")
         )
         .drop_nulls("target")
         .select(
@@ -522,21 +458,122 @@ def _reciprocal_deference(tables, lexical: pl.DataFrame, b: pl.DataFrame) -> pl.
     )
 
 
-def _rule_citations(lexical: pl.DataFrame) -> pl.DataFrame:
-    """A convention advocated in an earlier round of the run is invoked again in a message."""
+_STOP_WORDS = """
+    the a an and or but of to in on at for by with from as is are was were be been it its this
+    that these those we us our you your i me my he she they them their who whom which what when
+    then than so if not no yes all any each every one two three four five let lets let's will
+    would should shall can could may might must do does did done have has had go goes going
+    gets get got slot slots round rounds subrun subruns bid bids credit credits window windows
+    time order ranking rank ranked ballot first next now rule rules from now on always
+    """
+_STOP = frozenset(_STOP_WORDS.split())
+_WORD = re.compile(r"[a-z]+")
+_PROPOSAL_CUE = re.compile(
+    next(c.regex for c in LEXICON if c.name == "proposes a standing rule"), re.I
+)
+_INVOKE_CUE = re.compile(
+    next(c.regex for c in LEXICON if c.name == "invokes an earlier rule")
+    + r"|\bas agreed|\bas we (?:agreed|said|settled)|\blike we (?:said|agreed)|\bour rule",
+    re.I,
+)
+
+
+def _rule_sentence(text: str) -> str | None:
+    """The sentence of `text` that proposes a standing rule, if any."""
+    for sent in re.split(r"(?<=[.!?;])\s+", text):
+        if _PROPOSAL_CUE.search(sent):
+            return sent.strip()
+    return None
+
+
+def _content(text: str) -> list[str]:
+    """Content-word stems (first five letters) of a rule, for matching later invocations."""
+    return sorted({w[:5] for w in _WORD.findall(text.lower()) if len(w) > 2 and w not in _STOP})
+
+
+def _rule_citations(u: pl.DataFrame, lexical: pl.DataFrame) -> pl.DataFrame:
+    """Any rule proposed in an earlier round of the run and invoked later.
+
+    A proposal is an utterance labelled rule-making whose sentence carries a standing-rule cue
+    ("from now on", "going forward", "always ... whoever", alternation, caps, ...), or a message
+    advocating a scheduling convention (EDF, SJF, arrival). A later utterance, in a later round,
+    invokes it when it shares at least two of the rule's content words and either carries an
+    invocation cue ("per our rule", "as agreed") or is itself labelled with the rule's category;
+    or, for a convention, names the same convention again. Evidence quotes the rule and who
+    proposed it where.
+    """
+    rk = (pl.col("subrun") * 100_000 + pl.col("round")).alias("rk")
+    rm = lexical.filter(pl.col("category") == "rule_making_citation").select("run_id", "seq")
+    txt = u.select("run_id", "seq", "subrun", "round", "worker", "source", "text")
+    props = txt.join(rm.unique(), on=["run_id", "seq"]).filter(pl.col("source") != B)
+    props = props.with_columns(
+        pl.col("text").map_elements(_rule_sentence, return_dtype=pl.String).alias("rule")
+    ).drop_nulls("rule")
+    props = props.with_columns(
+        pl.col("rule").map_elements(_content, return_dtype=pl.List(pl.String)).alias("words"),
+        rk,
+    ).filter(pl.col("words").list.len() >= 2)
+    parts = []
+    if not props.is_empty():
+        first = (
+            props.sort("seq")
+            .unique(["run_id", "rule"], keep="first", maintain_order=True)
+            .select(
+                "run_id",
+                pl.col("seq").alias("p_seq"),
+                pl.col("worker").alias("by"),
+                pl.col("subrun").alias("s0"),
+                pl.col("round").alias("r0"),
+                pl.col("rk").alias("first_rk"),
+                "rule",
+                "words",
+            )
+        )
+        labelled = lexical.select("run_id", "seq").unique().with_columns(pl.lit(True).alias("lab"))
+        cand = (
+            txt.join(first.select("run_id").unique(), on="run_id")
+            .with_columns(
+                rk,
+                pl.col("text").str.contains(f"(?i){_INVOKE_CUE.pattern}").alias("cue"),
+                pl.col("text")
+                .map_elements(_content, return_dtype=pl.List(pl.String))
+                .alias("cwords"),
+            )
+            .join(labelled, on=["run_id", "seq"], how="left")
+            .filter(pl.col("cue") | pl.col("lab").fill_null(False))
+        )
+        j = cand.join(first, on="run_id").filter(pl.col("rk") > pl.col("first_rk"))
+        j = j.with_columns(pl.col("cwords").list.set_intersection("words").alias("shared")).filter(
+            pl.col("shared").list.len() >= 2
+        )
+        parts.append(
+            j.sort("seq", "p_seq")
+            .unique(["run_id", "seq"], keep="first", maintain_order=True)
+            .with_columns(
+                pl.lit("rule_making_citation").alias("category"),
+                pl.format(
+                    'invokes rule "{}" first proposed by {} in s{}r{} (shared: {})',
+                    "rule",
+                    "by",
+                    "s0",
+                    "r0",
+                    pl.col("shared").list.join(", "),
+                ).alias("evidence"),
+            )
+        )
     conv = (
         lexical.filter((pl.col("source") == M) & pl.col("category").is_in(list(CONVENTIONS)))
         .with_columns(pl.col("category").replace_strict(CONVENTIONS).alias("rule"))
-        .with_columns((pl.col("subrun") * 100_000 + pl.col("round")).alias("rk"))
+        .with_columns(rk)
     )
-    first = conv.group_by("run_id", "rule").agg(
+    first_c = conv.group_by("run_id", "rule").agg(
         pl.col("rk").min().alias("first_rk"),
         pl.col("worker").sort_by("seq").first().alias("by"),
         pl.col("subrun").sort_by("seq").first().alias("s0"),
         pl.col("round").sort_by("seq").first().alias("r0"),
     )
-    return (
-        conv.join(first, on=["run_id", "rule"])
+    parts.append(
+        conv.join(first_c, on=["run_id", "rule"])
         .filter(pl.col("rk") > pl.col("first_rk"))
         .unique(["run_id", "seq"], keep="first", maintain_order=True)
         .with_columns(
@@ -546,6 +583,8 @@ def _rule_citations(lexical: pl.DataFrame) -> pl.DataFrame:
             ).alias("evidence"),
         )
     )
+    out = pl.concat([p.select(*_KEYS, "category", "evidence") for p in parts])
+    return out.unique(["run_id", "seq"], keep="first", maintain_order=True)
 
 
 def classify_evidence(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:

@@ -20,8 +20,6 @@ from collections.abc import Mapping
 
 import polars as pl
 
-from mbb.analysis.evidence import CUES
-
 __all__ = [
     "coalitions",
     "commitment_acts",
@@ -32,8 +30,15 @@ __all__ = [
     "validate_commitment_acts",
 ]
 
-_CUE = {c: rx for c, _, rx, _ in CUES}
-RECIP = f"(?i)(?:{_CUE['reciprocity']})"
+# Commitment acts (offer / accept / claim) are parsed from private messages with this narrow
+# pattern of explicit favour-trading wording; it is a parser for commitment bookkeeping, not the
+# taxonomy classifier (which labels reciprocity through `mbb.analysis.textclf`).
+RECIP = (
+    r"(?i)(?:return the favou?r|\bowes? (?:me|you)\b|you owe|in return|favou?r (?:later|back)"
+    r"|calling in a favou?r|next time we meet|in a later round|a simple exchange|as offered"
+    r"|as I promised|back me ahead|rank me above you|I'?ll back you above me"
+    r"|you go first now|I'?ll owe you)"
+)
 OFFER = r"(?i)\b(?:next|later|in return)\b"
 ACCEPT = r"(?i)^\s*(?:accepted|deal|agreed)\b"
 CLAIM = r"(?i)owe me|return the favou?r|\bcollect\b|you owe"
@@ -301,7 +306,7 @@ def rule_mentions(evidence: pl.DataFrame) -> pl.DataFrame:
         .unique()
     )
     conv = evidence.filter(
-        pl.col("category").is_in(list(_RULE_OF)) & (pl.col("basis") == "lexical")
+        pl.col("category").is_in(list(_RULE_OF)) & (pl.col("basis").is_in(["lexical", "model"]))
     ).with_columns(pl.col("category").replace_strict(_RULE_OF).alias("rule"))
     # price and tie-break count as rules only when voiced as a rule (rule-making context)
     conv = conv.join(
@@ -565,7 +570,7 @@ def transmission_rates(tables: Mapping[str, pl.DataFrame], evidence: pl.DataFram
     nxt = co.with_columns(
         (
             pl.col("loy_seq").is_not_null()
-            & (pl.col("inv_seq").is_null() | (pl.col("loy_seq") < pl.col("inv_seq")))
+            & (pl.col("inv_seq").is_null() | (pl.col("loy_seq") <= pl.col("inv_seq")))
         ).alias("cited"),
         (pl.col("subrun") - 1).alias("subrun"),
     ).select("run_id", "worker", "subrun", "cited")

@@ -26,15 +26,17 @@ def test_worker_institutions(scen, scen_ev):
     marked = inst.filter(pl.col("marker") != "none").select(
         "worker", "category", "rounds", "subruns", "mandated", "forward_scoped", "institutional"
     )
+    # (the classifier finds neither W1's kept promise as coalition loyalty nor W3's
+    # "owe me one from before" as reputation; see test_evidence.test_exact_labels_per_utterance)
     assert marked.rows() == [
-        ("W1", "coalition_loyalty", 1, 1, False, False, False),
         # the price-first worker took up a debt and honoured it a subrun later: institutional
         ("W1", "reciprocity", 2, 2, False, True, True),
+        # "equal bids by queue order", once: not forward-scoped, so not an institution
+        ("W1", "tie_break_deference", 1, 1, False, False, False),
         ("W2", "earliest_deadline_first", 1, 1, True, False, False),
         ("W2", "rule_making_citation", 1, 1, True, False, False),
         # the reciprocator's persona dictates reciprocity: mandated, so not self-discovered
         ("W3", "reciprocity", 2, 2, True, True, False),
-        ("W3", "reputation", 1, 1, True, False, False),
     ]
     # price-primary is mandated for everyone and unmarked: never an institution
     pp = inst.filter(pl.col("category") == "price_primary")
@@ -53,6 +55,6 @@ def test_summary_and_pairs(scen, scen_ev):
     )
     assert p.rows() == [
         ("W1", "W3", "reciprocity", 1, False, False),
-        ("W3", "W1", "reciprocity", 2, True, False),
-        ("W3", "W1", "reputation", 1, False, False),
+        # W3 calling in the favour in s2 (message 27) is not recognised, so one round only
+        ("W3", "W1", "reciprocity", 1, False, False),
     ]

@@ -19,18 +19,45 @@ from mbb.analysis import (
     utterance_predictions,
     utterances,
 )
-from mbb.taxonomy import CATEGORY_NAMES
+from mbb.taxonomy import ALL_LABELS
 
 
 def test_prompt_and_schema_name_every_category():
     p = system_prompt()
-    assert all(f"- {c}:" in p for c in CATEGORY_NAMES)
+    assert all(f"- {c}:" in p for c in ALL_LABELS)
+    assert p.count("Includes:") == p.count("Excludes:") == p.count("Example:") == 24
     enum = response_schema()["properties"]["items"]["items"]["properties"]["labels"]["items"]
-    assert enum["properties"]["category"]["enum"] == list(CATEGORY_NAMES)
+    assert enum["properties"]["category"]["enum"] == list(ALL_LABELS)
+
+
+# the hand-made scenario's intended labels, by seq: what FakeLLM answers from (by text)
+SCEN_LABELS = {
+    3: ["price_primary"],
+    6: ["earliest_deadline_first", "rule_making_citation"],
+    7: ["reciprocity"],
+    8: ["reciprocity"],
+    9: ["price_primary"],
+    10: ["earliest_deadline_first"],
+    11: ["price_primary", "reciprocity"],
+    25: ["price_primary"],
+    26: ["reciprocity"],
+    27: ["reciprocity", "reputation"],
+    28: ["price_primary", "reciprocity", "coalition_loyalty"],
+    29: ["price_primary"],
+    34: ["price_primary"],
+    36: ["price_primary"],
+    37: ["price_primary"],
+}
+
+
+def oracle(scen):
+    """Text -> intended labels (FakeLLM never sees the evidence cues)."""
+    u = utterances(scen)
+    return {t: SCEN_LABELS.get(s, []) for s, t in u.select("seq", "text").iter_rows()}
 
 
 def test_batches_cache_and_labels(scen):
-    fake = FakeLLM()
+    fake = FakeLLM(oracle(scen))
     clf = LLMClassifier(fake, model="fake", batch_size=4)
     u = utterances(scen)
     out = clf.classify_sync(u)
@@ -41,10 +68,8 @@ def test_batches_cache_and_labels(scen):
     assert clf.cache_hits == 1
     # every utterance row gets its labels, repeated texts included
     by_seq = {s: set(g["category"]) for (s,), g in out.group_by("seq")}
-    assert by_seq[29] == by_seq[37] == {"price_primary"}
-    assert by_seq[27] == {"reciprocity", "reputation"}
+    assert by_seq == {s: set(v) for s, v in SCEN_LABELS.items()}  # repeated texts included
     assert out["quote_in_text"].all()
-    assert out.filter(pl.col("seq") == 7)["evidence"].to_list() == ["back me ahead"]
     # a second pass is served from the cache: no new calls
     again = clf.classify_sync(u)
     assert len(fake.calls) == 5 and again.equals(out)
@@ -56,7 +81,7 @@ def test_batches_cache_and_labels(scen):
 def test_cache_file_round_trip(scen, tmp_path):
     path = tmp_path / "cache.json"
     u = utterances(scen)
-    LLMClassifier(FakeLLM(), cache=path).classify_sync(u)
+    LLMClassifier(FakeLLM(oracle(scen)), cache=path).classify_sync(u)
     assert len(json.loads(path.read_text())) == 17
     fake = FakeLLM()
     LLMClassifier(fake, cache=path).classify_sync(u)
@@ -108,14 +133,35 @@ def test_concurrency_limit(scen):
 def test_kappa_between_classifiers(scen, scen_ev):
     u = utterances(scen)
     evidence = utterance_predictions(scen_ev)
-    perfect = LLMClassifier(FakeLLM()).classify_sync(u)
-    k = kappa_table(u, evidence, perfect)
-    # the fake reads text only; in this scenario the structural evidence only corroborates
-    # labels that the text also carries, so the two agree on every decision
-    assert k.filter(pl.col("category") == "pooled")["kappa"].item() == 1.0
-    noisy = LLMClassifier(FakeLLM(miss=0.3, seed=2)).classify_sync(u)
-    kn = kappa_table(u, evidence, noisy).filter(pl.col("category") == "pooled")["kappa"].item()
-    assert 0.0 < kn < 1.0 and not math.isnan(kn)
+    perfect = LLMClassifier(FakeLLM(oracle(scen))).classify_sync(u)
+    self_k = kappa_table(u, perfect, perfect).filter(pl.col("category") == "pooled")
+    assert self_k["kappa"].item() == 1.0
+    k = kappa_table(u, evidence, perfect).filter(pl.col("category") == "pooled")["kappa"].item()
+    noisy = LLMClassifier(FakeLLM(oracle(scen), miss=0.3, seed=2)).classify_sync(u)
+    kn = kappa_table(u, perfect, noisy).filter(pl.col("category") == "pooled")["kappa"].item()
+    assert 0.0 < kn < 1.0 and not math.isnan(kn) and not math.isnan(k)
+
+
+def test_items_carry_context_and_it_keys_the_cache():
+    seen = []
+
+    async def spy(messages, schema, *, role):
+        items = json.loads(messages[-1]["content"])["items"]
+        seen.extend(items)
+        return {"items": [{"id": it["id"], "labels": []} for it in items]}
+
+    base = {"run_id": ["f", "f"], "seq": [0, 1], "subrun": [1, 1], "round": [1, 1]}
+    u = pl.DataFrame(
+        {
+            **base,
+            "worker": ["W1", "W1"],
+            "source": ["ballot", "ballot"],
+            "text": ["By bid.", "By bid."],
+            "context": ['{"ranking": ["W1", "W2"]}', '{"ranking": ["W2", "W1"]}'],
+        }
+    )
+    LLMClassifier(spy).classify_sync(u)
+    assert sorted(tuple(it["context"]["ranking"]) for it in seen) == [("W1", "W2"), ("W2", "W1")]
 
 
 def test_classifier_spend_in_the_token_audit(scen):

@@ -43,12 +43,11 @@ def test_behaviour_prevalence(scen, wr):
     assert got == [
         ("deadline_advocate", "earliest_deadline_first", 1, 1),
         ("deadline_advocate", "rule_making_citation", 1, 1),
-        ("price_first", "coalition_loyalty", 3, 1),
         ("price_first", "price_primary", 3, 3),
         ("price_first", "reciprocity", 3, 2),
+        ("price_first", "tie_break_deference", 3, 1),
         ("reciprocator", "price_primary", 3, 3),
         ("reciprocator", "reciprocity", 3, 2),
-        ("reciprocator", "reputation", 3, 1),
     ]
 
 

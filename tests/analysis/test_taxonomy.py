@@ -2,14 +2,40 @@
 
 from __future__ import annotations
 
+import polars as pl
+
 from mbb.analysis import CUES
-from mbb.taxonomy import BY_NAME, CATEGORIES, CATEGORY_NAMES, category_table
+from mbb.taxonomy import (
+    ALL_LABELS,
+    BY_NAME,
+    CATEGORIES,
+    CATEGORY_NAMES,
+    SEPARATE_NAMES,
+    category_table,
+    roll_up,
+)
 
 
 def test_twenty_one_unique_categories_with_definitions():
     assert len(CATEGORIES) == 21 and len(set(CATEGORY_NAMES)) == 21
     assert all(len(c.definition) > 40 for c in CATEGORIES)
-    assert category_table().shape == (21, 6)
+    assert category_table().shape == (21, 9)
+    t = category_table()
+    assert t["literature"].str.len_chars().min() > 10 and t["concept"].str.len_chars().min() > 10
+    assert "Tversky" in t.filter(pl.col("name") == "anchoring")["literature"].item()
+
+
+def test_separately_reported_labels_roll_up():
+    assert SEPARATE_NAMES == ("exclusionary_coalition", "divide_and_conquer", "metagaming")
+    assert ALL_LABELS[:21] == CATEGORY_NAMES and len(ALL_LABELS) == 24
+    assert roll_up(["exclusionary_coalition", "coalition_formation"]) == [
+        "coalition_formation",
+        "rival_targeting",
+    ]
+    assert roll_up(["divide_and_conquer"]) == ["rival_targeting"]
+    assert roll_up(["metagaming"]) == []
+    t = category_table(separate=True)
+    assert t.height == 24 and t["reported"].to_list().count("separately") == 3
 
 
 def test_markers_follow_section_4_3():
@@ -41,4 +67,4 @@ def test_families():
 
 
 def test_every_category_has_a_lexical_cue():
-    assert {c for c, _, _, _ in CUES} == set(CATEGORY_NAMES)
+    assert {c for c, _, _, _ in CUES} == set(ALL_LABELS)

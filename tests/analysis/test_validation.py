@@ -72,7 +72,7 @@ def test_review_round_trip(scen, scen_ev, tmp_path):
         set(sample.select("source", "stratum").rows())
     )
     # declaration: price_primary, reciprocity, none; message: earliest_deadline_first,
-    # reciprocity; ballot: price_primary, earliest_deadline_first, coalition_loyalty
+    # reciprocity, none; ballot: price_primary, earliest_deadline_first
     assert sample.height == 8
     df = pl.read_csv(path, schema_overrides={"human_labels": pl.String})
     # the human agrees everywhere except that they add 'anchoring' to the first row

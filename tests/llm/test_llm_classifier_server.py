@@ -81,3 +81,58 @@ def test_llm_classifier_via_the_test_server_and_kappa(root, tmp_path):
     k = kappa_table(u, evidence, llm)
     pooled = k.filter(pl.col("category") == "pooled")["kappa"].item()
     assert 0.5 < pooled < 1.0, k
+
+
+def test_validate_classifier_command_through_an_endpoint(tmp_path, capsys):
+    """`mbb validate-classifier --classifier llm` against a local OpenAI-compatible server:
+    the prompt carries every definition, each item its context; the table comes back."""
+    from mbb.cli import main
+
+    gold = tmp_path / "gold.jsonl"
+    rows = [
+        {
+            "id": "g1",
+            "channel": "ballot",
+            "text": "Highest bid first.",
+            "labels": ["price_primary"],
+            "context": {"ranking": ["W2", "W1"], "bids": {"W1": 5, "W2": 9}},
+        },
+        {"id": "g2", "channel": "public", "text": "Thanks all.", "labels": []},
+    ]
+    gold.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    def answer(body: dict) -> Reply:
+        user = next(m["content"] for m in body["messages"] if m["role"] == "user")
+        items = json.loads(user)["items"]
+        out = [
+            {
+                "id": it["id"],
+                "labels": [{"category": "price_primary", "quote": "Highest bid first"}]
+                if "Highest" in it["text"]
+                else [],
+            }
+            for it in items
+        ]
+        return Reply.completion(json.dumps({"items": out}))
+
+    with FakeOpenAIServer(answer, models=("smollm2",)) as server:
+        argv = ["validate-classifier", str(gold), "--classifier", "llm", "--boot", "20"]
+        argv += ["--base-url", server.url, "--model", "smollm2"]
+        argv += ["--structured", "json_object_schema", "--cache", str(tmp_path / "c.json")]
+        assert main(argv) == 0
+        body = server.completions[0].body
+    system = body["messages"][0]["content"]
+    assert system.count("Includes:") == 24 and "- metagaming:" in system
+    assert body["response_format"]["type"] == "json_object"
+    items = json.loads(body["messages"][1]["content"])["items"]
+    ranked = next(it for it in items if it["text"].startswith("Highest"))
+    assert ranked["context"]["ranking"] == ["W2", "W1"]
+    assert ranked["context"]["channel"] == "ballot"
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("price_primary"))
+    assert line.split()[1:3] == ["1", "1"]  # support 1, predicted 1
+    # an endpoint that is not there is a one-line error, not a traceback
+    nowhere = ["--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--retries", "0"]
+    assert main([*argv[:-4], *nowhere]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: llm classifier: ") and err.count("\n") == 1

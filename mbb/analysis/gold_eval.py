@@ -1,0 +1,89 @@
+"""Scoring a classifier against a gold file (corpus format): the per-category table with
+bootstrap CIs that `mbb validate-classifier` prints and `taxonomy_audit.ipynb` shows, and the
+inter-annotator kappa of the gold corpus beside it.
+
+What the numbers mean: precision, recall and F1 per category of the 21 (the separate labels
+rolled up: exclusionary coalitions and divide-and-conquer count as rival targeting) on the
+items of the gold file, with 95 % percentile-bootstrap intervals over items; `support` is the
+number of gold items with the category. They describe agreement with the adjudicated labels of
+that corpus's authors on that corpus's kind of text; they are not the classifier's accuracy on
+real LLM transcripts (estimate that with the IPW review, `mbb.analysis.validation`). Kappa is
+the annotators' agreement with each other: the ceiling a classifier's agreement can be read
+against.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from mbb.analysis.corpus import Utterance, read_utterances
+from mbb.analysis.validation import gold_prf
+from mbb.taxonomy import CATEGORY_NAMES, SEPARATE_NAMES, roll_up
+
+__all__ = ["GOLD_DIR", "agreement_table", "evaluate_gold", "evidence_labels", "score_gold"]
+
+GOLD_DIR = Path(__file__).resolve().parent / "gold"
+
+
+def evidence_labels(items: Sequence[Utterance], model_path: str | Path | None = None):
+    """The evidence (text) classifier's labels for each item, with evidence."""
+    from mbb.analysis.textclf import load_model
+
+    model = load_model(model_path)
+    return [
+        [
+            {"category": x.category, "probability": x.probability, "evidence": x.evidence}
+            for x in model.predict(u.text, u.channel, u.context.model_dump(exclude_none=True))
+        ]
+        for u in items
+    ]
+
+
+def score_gold(
+    items: Sequence[Utterance], pred: Sequence[Sequence[str]], *, n_boot: int = 1000
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(21-category table incl. `macro` and `neutral labelled` rows, separate-label table)."""
+    neutral = [not u.labels for u in items]
+    t = gold_prf(
+        [roll_up(u.labels or []) for u in items],
+        [roll_up(p) for p in pred],
+        CATEGORY_NAMES,
+        n_boot=n_boot,
+        neutral=neutral,
+    )
+    sep = gold_prf(
+        [[x for x in (u.labels or []) if x in SEPARATE_NAMES] for u in items],
+        [[x for x in p if x in SEPARATE_NAMES] for p in pred],
+        SEPARATE_NAMES,
+        n_boot=n_boot,
+    ).filter(pl.col("category") != "macro")
+    return t, sep
+
+
+def evaluate_gold(
+    path: str | Path | None = None, *, n_boot: int = 1000, model_path: str | Path | None = None
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The evidence classifier scored on a gold file (default: the frozen test split)."""
+    items = read_utterances(path or GOLD_DIR / "test.jsonl", require_labels=True)
+    pred = [[x["category"] for x in labs] for labs in evidence_labels(items, model_path)]
+    return score_gold(items, pred, n_boot=n_boot)
+
+
+def agreement_table(path: str | Path | None = None) -> pl.DataFrame | None:
+    """Per category: gold count and the three pairwise Cohen's kappas between annotators
+    (author, blind in order, blind shuffled) from `gold/agreement.json`, plus their minimum;
+    None when the file is absent."""
+    p = Path(path) if path else GOLD_DIR / "agreement.json"
+    if not p.is_file():
+        return None
+    cats: list[dict[str, Any]] = json.loads(p.read_text())["categories"]
+    df = pl.DataFrame(cats)
+    k = [c for c in df.columns if c.startswith("kappa_")]
+    return df.select("category", "gold_n", *k).with_columns(
+        pl.min_horizontal(*k).alias("kappa_min")
+    )

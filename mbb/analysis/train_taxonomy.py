@@ -1,0 +1,324 @@
+"""Train the text classifier's linear model on a dev gold file and write it as JSON.
+
+    python -m mbb.analysis.train_taxonomy [DEV.jsonl] [--out mbb/analysis/taxonomy_model.json]
+                                          [--cv]
+
+DEV.jsonl defaults to `mbb/analysis/gold/dev.jsonl` (the corpus format of
+`mbb.analysis.corpus`). Deterministic: the same input gives the same file, byte for byte
+(liblinear with a fixed seed, sorted vocabulary, rounded weights, no timestamps). Only the dev
+split is read; thresholds are chosen on out-of-fold probabilities (leave one writer out when the
+file has several writers, else five folds), so they are not fitted to the items they judge.
+`--cv` also prints the cross-validation by writer: train on all writers but one, test on it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from mbb.analysis.corpus import CorpusError, Utterance, read_utterances
+from mbb.analysis.textclf import MODEL_PATH, TextModel, features
+from mbb.taxonomy import ALL_LABELS, CATEGORY_NAMES, roll_up
+
+__all__ = ["DEFAULT_DEV", "fit", "main", "score_items", "writer_cv"]
+
+DEFAULT_DEV = Path(__file__).with_name("gold") / "dev.jsonl"
+C_REG = 8.0  # inverse regularisation strength of each logistic regression
+MIN_DF = 2  # an n-gram must occur in at least this many dev utterances
+MIN_SUPPORT = 4  # labels with fewer positives get no model (never predicted)
+PRUNE = 0.02  # weights smaller than this are dropped from the shipped file
+MODEL_ONLY_MARGIN = 0.1  # a label with no cue of its category needs p >= threshold + this
+CUED_DISCOUNT = 0.1  # a label whose category's cue fired needs only p >= threshold - this
+GRID = [round(0.30 + 0.05 * i, 2) for i in range(13)]  # candidate thresholds 0.30..0.90
+
+
+def _feats(items: Sequence[Utterance]) -> list[dict[str, float]]:
+    return [features(u.text, u.channel, u.context.model_dump(exclude_none=True)) for u in items]
+
+
+def _matrix(fs: list[dict[str, float]], vocab: dict[str, int]):
+    from scipy.sparse import csr_matrix
+
+    rows, cols, vals = [], [], []
+    for i, f in enumerate(fs):
+        for k, v in f.items():
+            j = vocab.get(k)
+            if j is not None:
+                rows.append(i)
+                cols.append(j)
+                vals.append(v)
+    return csr_matrix((vals, (rows, cols)), shape=(len(fs), len(vocab)), dtype=np.float64)
+
+
+def _vocab(fs: list[dict[str, float]]) -> dict[str, int]:
+    df: dict[str, int] = {}
+    for f in fs:
+        for k in f:
+            df[k] = df.get(k, 0) + 1
+    keep = sorted(k for k, n in df.items() if n >= MIN_DF or k.split(":", 1)[0] in {"cue", "neg"})
+    return {k: i for i, k in enumerate(keep)}
+
+
+ANY = "__any__"  # the gate: does the utterance enact any category at all?
+GATE_LOSS = 0.05  # the gate may silence at most this share of labelled dev items (out of fold)
+
+
+def _y(items: Sequence[Utterance], lab: str) -> np.ndarray:
+    if lab == ANY:
+        return np.array([bool(u.labels) for u in items], dtype=np.int64)
+    return np.array([lab in (u.labels or []) for u in items], dtype=np.int64)
+
+
+def _gate_threshold(p: np.ndarray, y: np.ndarray) -> float:
+    """The highest threshold that silences at most GATE_LOSS of the labelled items."""
+    pos = np.sort(p[y == 1])
+    if not len(pos):
+        return 0.0
+    k = int(np.floor(GATE_LOSS * len(pos)))
+    return float(np.floor(pos[k] * 1000) / 1000)
+
+
+def _fit_weights(fs, items, labels):
+    """(vocab, {label: (coef array, intercept)}) from logistic regressions."""
+    from sklearn.linear_model import LogisticRegression
+
+    vocab = _vocab(fs)
+    X = _matrix(fs, vocab)
+    models = {}
+    for lab in labels:
+        y = _y(items, lab)
+        if y.sum() < MIN_SUPPORT or y.sum() == len(y):
+            continue
+        clf = LogisticRegression(
+            C=C_REG, class_weight="balanced", solver="liblinear", random_state=0, max_iter=1000
+        )
+        keep = _own_cues_only(vocab, lab) if OWN_CUES_ONLY else None
+        clf.fit(X if keep is None else X[:, keep], y)
+        w = clf.coef_[0]
+        if keep is not None:
+            w_full = np.zeros(len(vocab))
+            w_full[keep] = w
+            w = w_full
+        models[lab] = (w, float(clf.intercept_[0]))
+    return vocab, models
+
+
+# Each label's model sees only its own category's lexicon cues (and those of the categories it
+# rolls up into, for the separate labels), never another category's: otherwise it learns
+# "another cue fired, so probably not me", which breaks utterances that enact two categories.
+OWN_CUES_ONLY = True
+_CUE_FAMILY = {
+    "exclusionary_coalition": {"exclusionary_coalition", "rival_targeting", "coalition_formation"},
+    "divide_and_conquer": {"divide_and_conquer", "rival_targeting"},
+}
+
+
+def _own_cues_only(vocab: dict[str, int], lab: str) -> np.ndarray:
+    own = _CUE_FAMILY.get(lab, {lab})
+    keep = []
+    for f, j in vocab.items():
+        kind, _, rest = f.partition(":")
+        if kind in ("cue", "neg") and lab != ANY and rest.split("/", 1)[0] not in own:
+            continue
+        keep.append(j)
+    return np.array(sorted(keep))
+
+
+def _probs(vocab, models, fs, labels) -> dict[str, np.ndarray]:
+    X = _matrix(fs, vocab)
+    out = {}
+    for lab in labels:
+        if lab in models:
+            w, b = models[lab]
+            out[lab] = 1.0 / (1.0 + np.exp(-(X @ w + b)))
+        else:
+            out[lab] = np.zeros(len(fs))
+    return out
+
+
+def _folds(items: Sequence[Utterance]) -> list[np.ndarray]:
+    writers = sorted({u.writer or "" for u in items})
+    if len(writers) >= 2:
+        return [np.array([(u.writer or "") == w for u in items]) for w in writers]
+    h = np.array([int(hashlib.sha256(u.id.encode()).hexdigest(), 16) % 5 for u in items])
+    return [h == k for k in range(5)]
+
+
+def _best_threshold(p: np.ndarray, y: np.ndarray) -> float:
+    best, best_f = 0.5, -1.0
+    for t in GRID:
+        pred = p >= t
+        tp = int((pred & (y == 1)).sum())
+        f = 2 * tp / (int(pred.sum()) + int(y.sum())) if y.sum() else 0.0
+        if f > best_f + 1e-12:  # ties keep the lower threshold: recall is what was missing
+            best, best_f = t, f
+    return best
+
+
+def _thresholds(items, fs, labels) -> dict[str, float]:
+    oof = {lab: np.zeros(len(items)) for lab in labels}
+    for test in _folds(items):
+        tr = [i for i in range(len(items)) if not test[i]]
+        vocab, models = _fit_weights([fs[i] for i in tr], [items[i] for i in tr], labels)
+        te = np.flatnonzero(test)
+        pr = _probs(vocab, models, [fs[i] for i in te], labels)
+        for lab in labels:
+            oof[lab][te] = pr[lab]
+    return {
+        lab: (_gate_threshold if lab == ANY else _best_threshold)(oof[lab], _y(items, lab))
+        for lab in labels
+    }
+
+
+# labels given only when a lexicon cue of their own fired: metagaming's n-grams ("test",
+# "terminated") overlap ordinary negotiation too much to stand on their own, and rival
+# targeting's ("W3", "you") are in every utterance that names an agent (writer CV: macro-F1
+# 0.748 -> 0.746 with the requirement, and no label from naming an agent alone)
+CUE_REQUIRED = ("metagaming", "rival_targeting")
+TRUST_PRECISION = 0.9  # a cue that is right this often on the dev items labels on its own
+TRUST_MIN_HITS = 5
+
+
+def _trusted_cues(items: Sequence[Utterance]) -> list[str]:
+    """Cues precise enough on `items` to label without the model (its n-grams can outvote a
+    cue when several categories co-occur in one short text)."""
+    from mbb.analysis.lexicon import cue_hits
+
+    hits: dict[tuple[str, str], list[bool]] = {}
+    for u in items:
+        for h in cue_hits(u.text, u.source):
+            if not h.negated:
+                hits.setdefault((h.category, h.name), []).append(h.category in (u.labels or []))
+    return sorted(
+        f"{c}/{n}"
+        for (c, n), v in hits.items()
+        if len(v) >= TRUST_MIN_HITS and sum(v) / len(v) >= TRUST_PRECISION
+    )
+
+
+def fit(items: Sequence[Utterance], *, source_name: str = "", source_sha: str = "") -> dict:
+    """The model spec (JSON-able) trained on `items`."""
+    labels = [*ALL_LABELS, ANY]
+    fs = _feats(items)
+    thresholds = _thresholds(items, fs, labels)
+    vocab, models = _fit_weights(fs, items, labels)
+    inv = sorted(vocab, key=vocab.get)
+    used: dict[str, list[tuple[str, float]]] = {}
+    for lab, (w, _) in models.items():
+        nz = np.flatnonzero(np.abs(w) >= PRUNE)
+        used[lab] = [(inv[j], round(float(w[j]), 4)) for j in nz]
+    feats = sorted({f for ws in used.values() for f, _ in ws})
+    idx = {f: i for i, f in enumerate(feats)}
+    return {
+        "format": "mbb-taxonomy-linear-v1",
+        "trained_on": {
+            "file": source_name,
+            "sha256": source_sha,
+            "items": len(items),
+            "writers": sorted({u.writer or "" for u in items}),
+        },
+        "hyperparameters": {
+            "C": C_REG,
+            "min_df": MIN_DF,
+            "min_support": MIN_SUPPORT,
+            "trust_precision": TRUST_PRECISION,
+            "trust_min_hits": TRUST_MIN_HITS,
+        },
+        "model_only_margin": MODEL_ONLY_MARGIN,
+        "cued_discount": CUED_DISCOUNT,
+        "trusted_cues": _trusted_cues(items),
+        "cue_required": list(CUE_REQUIRED),
+        "labels": [lab for lab in labels if lab in models],
+        "thresholds": {lab: thresholds[lab] for lab in labels if lab in models},
+        "intercepts": {lab: round(models[lab][1], 4) for lab in labels if lab in models},
+        "vocabulary": feats,
+        "weights": {lab: [[idx[f], w] for f, w in used[lab]] for lab in labels if lab in models},
+    }
+
+
+def dumps(spec: dict) -> str:
+    return json.dumps(spec, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n"
+
+
+def score_items(
+    gold: Sequence[Utterance], pred: Sequence[Sequence[str]], categories=CATEGORY_NAMES
+) -> dict:
+    """Per-category P/R/F1 in the 21-category view (labels rolled up), macro-F1 over the
+    categories with support, and the share of neutral items given any label."""
+    per = {}
+    g = [set(roll_up(u.labels or [])) for u in gold]
+    p = [set(roll_up([x for x in ps if x in ALL_LABELS])) for ps in pred]
+    for c in categories:
+        tp = sum(c in a and c in b for a, b in zip(g, p, strict=True))
+        sup = sum(c in a for a in g)
+        npred = sum(c in b for b in p)
+        prec = tp / npred if npred else 0.0
+        rec = tp / sup if sup else None
+        f1 = (2 * tp / (sup + npred)) if sup else None
+        per[c] = {"support": sup, "predicted": npred, "precision": prec, "recall": rec, "f1": f1}
+    f1s = [v["f1"] for v in per.values() if v["f1"] is not None]
+    neutral = [i for i, u in enumerate(gold) if not u.labels]
+    fp_neutral = sum(bool(pred[i]) for i in neutral)
+    return {
+        "per_category": per,
+        "macro_f1": float(np.mean(f1s)) if f1s else None,
+        "neutral_items": len(neutral),
+        "neutral_labelled": fp_neutral / len(neutral) if neutral else None,
+    }
+
+
+def writer_cv(items: Sequence[Utterance]) -> dict[str, dict]:
+    """Train on every writer but one (thresholds by inner CV), test on the held-out one."""
+    out = {}
+    for w in sorted({u.writer or "" for u in items}):
+        train = [u for u in items if (u.writer or "") != w]
+        test = [u for u in items if (u.writer or "") == w]
+        model = TextModel(fit(train))
+        pred = [
+            [lab.category for lab in model.predict(u.text, u.channel, u.context.model_dump())]
+            for u in test
+        ]
+        out[w] = score_items(test, pred)
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m mbb.analysis.train_taxonomy")
+    ap.add_argument("dev", nargs="?", default=str(DEFAULT_DEV), help="dev gold file (JSONL)")
+    ap.add_argument("--out", default=str(MODEL_PATH), help="model file to write")
+    ap.add_argument("--cv", action="store_true", help="print cross-validation by writer")
+    args = ap.parse_args(argv)
+    try:
+        items = read_utterances(args.dev, require_labels=True)
+    except CorpusError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    raw = Path(args.dev).read_bytes()
+    spec = fit(items, source_name=Path(args.dev).name, source_sha=hashlib.sha256(raw).hexdigest())
+    text = dumps(spec)
+    Path(args.out).write_text(text, encoding="utf-8")
+    print(
+        f"{len(items)} items, {len(spec['labels'])} labels, {len(spec['vocabulary'])} features "
+        f"-> {args.out} ({len(text.encode()) / 1e6:.2f} MB)"
+    )
+    if args.cv:
+        for w, r in writer_cv(items).items():
+            worst = sorted(
+                (v["f1"], c) for c, v in r["per_category"].items() if v["f1"] is not None
+            )[:4]
+            print(
+                f"held-out writer {w}: macro-F1 {r['macro_f1']:.3f}, neutral labelled "
+                f"{r['neutral_labelled'] or 0:.1%} of {r['neutral_items']}; worst: "
+                + ", ".join(f"{c} {f:.2f}" for f, c in worst)
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
