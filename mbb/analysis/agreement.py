@@ -1,14 +1,18 @@
 """Inter-annotator agreement of the gold corpus (`mbb/analysis/gold/`), and its adjudication.
 
 How the corpus was made (mbb's procedure; the paper labels with an LLM and reviews by hand):
-six authors, each writing in its own style from the setting and the category definitions only
-(none saw mbb's cues, personas or code), wrote ~240 utterances each. Every item was labelled
-three times, independently: by its author, by a blind annotator reading the items in the
-author's order, and by another blind annotator reading them shuffled and renumbered (the
-author's order groups items by category, which can leak the intended label; the shuffled
-annotation is the honest second opinion). The gold label set is the majority of the three
-(a label stays when at least two give it). Writers B and F form the frozen test split, drawn
-before any item was read; A, C, D and E the dev split.
+authors each writing in a style of their own from the setting and the category definitions
+only (none saw mbb's cues, personas or code) wrote ~240 utterances each. Every item was labelled
+three times, independently: by its author and by two blind annotators (`blind_1`, `blind_2`).
+`blind_2` always read the items shuffled and renumbered; `blind_1` read them in the author's
+order for writers A-F (`blind_1_order: author` — that order groups items by category and can
+leak the intended label) and shuffled for the later writers. The gold label set is the
+majority of the three (a label stays when at least two give it). Writers B and F form the frozen
+test split, drawn before any item was read; all other writers the dev split.
+
+All annotators were instances of one family of LLM assistants, briefed alike: their kappa
+measures how consistently the written definitions are applied, and overstates what independent
+human annotators would reach.
 
 `python -m mbb.analysis.agreement` rewrites `gold/agreement.json` from `gold/annotations.jsonl`.
 """
@@ -27,12 +31,8 @@ from mbb.analysis.validation import cohen_kappa
 __all__ = ["ANNOTATORS", "GOLD_DIR", "adjudicate", "agreement", "read_annotations"]
 
 GOLD_DIR = Path(__file__).resolve().parent / "gold"
-ANNOTATORS = ("author", "blind_ordered", "blind_shuffled")
-PAIRS = (
-    ("author", "blind_shuffled"),
-    ("author", "blind_ordered"),
-    ("blind_ordered", "blind_shuffled"),
-)
+ANNOTATORS = ("author", "blind_1", "blind_2")
+PAIRS = (("author", "blind_2"), ("author", "blind_1"), ("blind_1", "blind_2"))
 
 
 def read_annotations(
@@ -92,7 +92,7 @@ def main() -> None:
     (GOLD_DIR / "agreement.json").write_text(json.dumps(result, indent=1) + "\n")
     for row in result["categories"]:
         print(
-            f"{row['category']:26s} kappa(author, shuffled) {row['kappa_author_vs_blind_shuffled']}"
+            f"{row['category']:26s} kappa(author, blind_2) {row['kappa_author_vs_blind_2']}"
         )
 
 
