@@ -193,6 +193,25 @@ def test_training_is_deterministic(small_dev, tmp_path):
     assert json.loads(out.read_text())["labels"] == ["scope_reduction"]
 
 
+def test_training_takes_dev_as_an_option_and_any_number_of_writers(small_dev, tmp_path):
+    from mbb.analysis import train_taxonomy as tt
+    from mbb.analysis.corpus import read_utterances
+
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    assert tt.main([str(small_dev), "--out", str(a)]) == 0
+    assert tt.main(["--dev", str(small_dev), "--out", str(b)]) == 0
+    assert a.read_bytes() == b.read_bytes()
+    with pytest.raises(SystemExit):
+        tt.main([str(small_dev), "--dev", str(tmp_path / "other.jsonl"), "--out", str(b)])
+    # many writers: inner folds are capped, every item is held out exactly once
+    items = read_utterances(small_dev, require_labels=True)
+    many = [u.model_copy(update={"writer": f"W{i % 9}"}) for i, u in enumerate(items)]
+    folds = tt._folds(many)
+    assert len(folds) == tt.MAX_FOLDS
+    assert (np.sum(folds, axis=0) == 1).all()
+    assert json.loads(a.read_text())["hyperparameters"]["C"] in tt.C_GRID
+
+
 def test_training_rejects_a_bad_dev_file(tmp_path, capsys):
     from mbb.analysis.train_taxonomy import main as train
 

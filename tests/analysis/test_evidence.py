@@ -45,11 +45,11 @@ def test_exact_labels_per_utterance(scen_ev):
         9: {"price_primary", "tie_break_deference"},
         10: {"earliest_deadline_first"},
         # misses against the scenario's intent, pinned so a change is visible: the favour in
-        # 11, all of 27 ("you owe me one from before — this is the round I'd like to collect")
-        # and the promise kept in 28
+        # 11 and the promise kept in 28
         11: {"price_primary"},
         25: {"price_primary"},
         26: {"reciprocity"},
+        27: {"reciprocity"},  # "you owe me one from before — this is the round I'd like to…"
         28: {"price_primary", "reciprocity"},
         29: {"price_primary"},
         34: {"price_primary"},
@@ -64,11 +64,12 @@ def test_structural_evidence(scen_ev):
         (9, "price_primary", "ballot equals the bid order (W1 > W3 > W2)"),
         (10, "earliest_deadline_first", "ballot follows the disclosed deadlines (W2 > W1 > W3)"),
         (11, "price_primary", "ballot equals the bid order (W1 > W3 > W2)"),
-        # the price-first worker repays the debt: a concession tied to the earlier favour
+        # the price-first worker repays the debt: a concession tied to the favour W3 calls in
+        # (message 27, the latest reciprocal exchange between them)
         (
             28,
             "reciprocity",
-            "ranks W3 (bid 60) above itself (bid 120) after their reciprocal exchange in s1r1",
+            "ranks W3 (bid 60) above itself (bid 120) after their reciprocal exchange in s2r1",
         ),
     ]
     # a label with a lexicon hit of its category quotes the span

@@ -55,6 +55,6 @@ def test_summary_and_pairs(scen, scen_ev):
     )
     assert p.rows() == [
         ("W1", "W3", "reciprocity", 1, False, False),
-        # W3 calling in the favour in s2 (message 27) is not recognised, so one round only
-        ("W3", "W1", "reciprocity", 1, False, False),
+        # W3 calls in the favour in s2 (message 27, "you owe me one from before"): two rounds
+        ("W3", "W1", "reciprocity", 2, True, False),
     ]
