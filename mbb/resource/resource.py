@@ -387,6 +387,12 @@ class ExecutionResource:
         )
         return self._record(worker, command, tool, res, sr.stdout_bytes, sr.stderr_bytes)
 
+    def refuse_invalid(
+        self, worker: str, command: str, tool: str, problem: str, args: Sequence[str] = ()
+    ) -> CommandResult:
+        """Record a call whose arguments were refused before anything ran (charged nothing)."""
+        return self._refuse(worker, _display(command, args), tool, f"invalid_arguments: {problem}")
+
     def _refuse(self, worker: str, command: str, tool: str, reason: str) -> CommandResult:
         reason = _printable(reason)
         res = CommandResult(None, "", f"refused: {reason}", 0.0, refused=True, reason=reason)
