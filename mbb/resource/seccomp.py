@@ -32,7 +32,13 @@ import os
 import platform
 import threading
 
-__all__ = ["SeccompUnavailable", "bpf_program", "denied_syscalls", "seccomp_fd"]
+__all__ = [
+    "SeccompUnavailable",
+    "bpf_program",
+    "denied_syscalls",
+    "seccomp_fd",
+    "syscall_number",
+]
 
 _ALLOW = 0x7FFF0000
 
@@ -145,6 +151,11 @@ def _lib() -> ctypes.CDLL:
 def denied_syscalls() -> list[str]:
     """The syscalls denied outright (EPERM); see the module doc for the conditional ones."""
     return list(_DENY)
+
+
+def syscall_number(name: str) -> int:
+    """The native number of syscall `name` (negative if it has none here), by libseccomp."""
+    return int(_lib().seccomp_syscall_resolve_name(name.encode()))
 
 
 def _flags_arg() -> int:
