@@ -42,6 +42,7 @@ from typing import Any
 from mbb.agents.base import EvaluationResult
 from mbb.events import CommandRun, HiddenTestResult
 from mbb.resource import cgroups, fs
+from mbb.resource.broker import CLIENT_SOURCE
 from mbb.resource.fs import CopyLimits, TreeOverLimits, copy_tree
 from mbb.resource.resource import hidden_paths
 from mbb.resource.sandbox import (
@@ -147,13 +148,19 @@ class _Scratch:
         fs.remove_tree(self.base)
 
 
-def _placeholder(ws: Path) -> None:
-    """`./reference` as a window shows it (an execute-only file); here it does not run."""
+def _placeholder(ws: Path, task: BuiltTask, reference_mode: str) -> None:
+    """`./reference` as a window shows it: an execute-only file of the reference's size
+    (sparse, it does not run), or in broker mode the broker's client (whose socket is absent)."""
     ph = ws / "reference"
     with contextlib.suppress(OSError):
         fs.remove_tree(ph)
-        ph.touch(mode=0o111)
-        os.chmod(ph, 0o111)
+        if reference_mode == "broker":
+            ph.write_text(CLIENT_SOURCE)
+            os.chmod(ph, 0o555)
+        else:
+            with open(ph, "wb") as f:
+                f.truncate(os.stat(task.reference).st_size)
+            os.chmod(ph, 0o111)
 
 
 def _run_tests(
@@ -268,8 +275,10 @@ def evaluate_submission(
     parallel: int = 2,
     copy_limits: CopyLimits = EVAL_LIMITS,
     tests_budget_s: float = TESTS_BUDGET_S,
+    reference_mode: str = "exec_only",
 ) -> Evaluation:
-    """Compile `workspace`'s compile.sh on a copy, then run all hidden tests on ./executable."""
+    """Compile `workspace`'s compile.sh on a copy, then run all hidden tests on ./executable.
+    `reference_mode` is the resource's: ./reference then looks as it did in the windows."""
     t0 = time.monotonic()
     tests = task.hidden_tests()
     notes: list[str] = []
@@ -295,7 +304,7 @@ def evaluate_submission(
                 return refused(str(exc))
             except OSError as exc:  # e.g. the quota of the evaluation's tmpfs
                 return refused(f"{exc.strerror or exc}")
-        _placeholder(ev)
+        _placeholder(ev, task, reference_mode)
         failed = [_row(t, None, False, "not compiled") for t in tests]
         if not (ev / "compile.sh").is_file() or (ev / "compile.sh").is_symlink():
             notes.append("no compile.sh")
@@ -342,7 +351,7 @@ def evaluate_submission(
             d = scratch.new()
             try:
                 copy_tree(ev, d, copy_limits, skip_top=("reference",), owner=scratch.owner)
-                _placeholder(d)
+                _placeholder(d, task, reference_mode)
             except BaseException:
                 scratch.drop(d)
                 raise

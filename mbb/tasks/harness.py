@@ -188,6 +188,7 @@ class WorkspaceEvaluation:
             self.resource.workspace(self.worker),
             worker=self.worker,
             emit=self.emit,
+            reference_mode=self.resource.reference_mode,
         )
         self.last_evaluation = ev
         return ev.result
