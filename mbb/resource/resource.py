@@ -83,8 +83,9 @@ def check_argument(value: object, what: str, max_bytes: int) -> str | None:
     return None
 
 
-def _printable(text: str) -> str:
+def _printable(text: object) -> str:
     """What an event may hold of a refused argument: no NUL, no lone surrogate."""
+    text = text if isinstance(text, str) else repr(text)
     return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\0", "\\x00")
 
 
@@ -326,13 +327,18 @@ class ExecutionResource:
         `args` become the script's positional parameters ($1, $2, ...): data such as a path
         reaches the command without ever being parsed by the shell."""
         problem = check_argument(command, "the command", MAX_COMMAND_BYTES)
+        if isinstance(args, str | bytes) or not isinstance(args, Sequence):
+            args, problem = (), problem or "the arguments must be a list of text"
         for i, a in enumerate(args):
             problem = problem or check_argument(a, f"argument {i + 1}", MAX_ARG_BYTES)
         if problem is None and not isinstance(stdin, bytes):
             problem = "stdin must be bytes"
         elif problem is None and len(stdin) > self.limits.file_bytes:
             problem = f"the input is {len(stdin)} bytes long (at most {self.limits.file_bytes})"
-        shown = _display(command, args)
+        if isinstance(command, str) and all(isinstance(a, str) for a in args):
+            shown = _display(command, args)
+        else:
+            shown = repr(command)[:_CMD_MAX]
         if problem is not None:
             return self._refuse(worker, shown, tool, f"invalid_arguments: {problem}")
         w = self._window
