@@ -277,6 +277,7 @@ class ExecutionResource:
         self._window = _Window(grant, grant.start_s, group)
         if group is not None:
             self._groups.append(group)
+            group.warm()  # the first command need not join the group itself
         broker = self._brokers.get(grant.worker)
         if broker is not None:
             broker.begin_window(group)

@@ -31,10 +31,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from mbb.resource.cgroups import JOIN
 from mbb.resource.seccomp import seccomp_fd
 
 if TYPE_CHECKING:
-    from mbb.resource.cgroups import WindowCgroup
+    from mbb.resource.cgroups import Trampoline, WindowCgroup
 
 __all__ = [
     "BWRAP_INSTALL",
@@ -214,8 +215,8 @@ def _prlimit(limits: SandboxLimits, grouped: bool) -> list[str]:
     ]
 
 
-# joins the control group(s) named before `--`, then execs the rest (one dash, ~1 ms)
-_JOIN = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"'
+_JOIN = JOIN  # joins the control group(s) named before `--`, then execs the rest
+_FD_BASE = 10  # where a trampoline places the descriptors bwrap reads
 
 
 class _Reader(Protocol):
@@ -257,6 +258,59 @@ def _drain(pipe, cap: int, out: list[bytes], counts: list[int], flags: dict[str,
             pipe.close()
 
 
+def _start(
+    command: Sequence[str],
+    workspace: Path | None,
+    binds: Sequence[Bind],
+    hide: Sequence[str],
+    limits: SandboxLimits,
+    env: Mapping[str, str] | None,
+    workspace_writable: bool,
+    seccomp: bool,
+    cgroup: WindowCgroup | None,
+    tramp: Trampoline | None,
+) -> subprocess.Popen[bytes]:
+    """Start bwrap: through a warm trampoline in the group, or joining the group on the way."""
+    argv: list[str] = []
+    if cgroup is not None and tramp is None:
+        argv += ["/bin/sh", "-c", _JOIN, "mbb-cgroup", *cgroup.procs_files(), "--"]
+    argv += _prlimit(limits, cgroup is not None)
+    opts, tail = _argv(command, workspace, binds, hide, limits, env, workspace_writable)
+    fds: list[int] = []
+    slots: list[int] = []  # where in opts an fd number goes, in the order of fds
+
+    def number(i: int) -> str:  # an fd's number where bwrap runs (fixed in a trampoline)
+        return str(_FD_BASE + i if tramp is not None else fds[i])
+
+    try:
+        for i, a in enumerate(opts):  # copied files: an fd each (the path stays on this side)
+            if a.startswith("@") and i > 0 and opts[i - 1] == "--ro-bind-data":
+                fds.append(os.open(a[1:], os.O_RDONLY | os.O_CLOEXEC))
+                slots.append(i)
+        if seccomp:
+            fds.append(seccomp_fd())
+            opts += ["--seccomp", ""]
+            slots.append(len(opts) - 1)
+        for k, i in enumerate(slots):
+            opts[i] = number(k)
+        fds.append(_memfd("mbb-args", b"".join(os.fsencode(a) + b"\0" for a in opts)))
+        argv += [bwrap_path(), "--args", number(len(fds) - 1), *tail]
+        if tramp is not None:
+            return tramp.launch(argv, [(fd, _FD_BASE + i) for i, fd in enumerate(fds)])
+        return subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            pass_fds=tuple(fds),
+        )
+    finally:
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
 def run_sandboxed(
     command: Sequence[str],
     *,
@@ -279,37 +333,29 @@ def run_sandboxed(
     broker kills its calls at a window's end with it). Raises OSError only when the sandbox
     could not be started at all (nothing ran)."""
     grouped = cgroup is not None and not cgroup.closed
-    argv: list[str] = []
-    if grouped:
-        argv += ["/bin/sh", "-c", _JOIN, "mbb-cgroup", *cgroup.procs_files(), "--"]  # type: ignore[union-attr]
-    argv += _prlimit(limits, grouped)
-    opts, tail = _argv(command, workspace, binds, hide, limits, env, workspace_writable)
-    fds: list[int] = []
+    tramp = cgroup.take() if grouped else None  # type: ignore[union-attr]
+    timeout = limits.wall_s if timeout_s is None else max(0.0, min(timeout_s, limits.wall_s))
+    t0 = time.monotonic()
     try:
-        for i, a in enumerate(opts):  # copied files: an fd each (the path stays on this side)
-            if a.startswith("@") and i > 0 and opts[i - 1] == "--ro-bind-data":
-                fd = os.open(a[1:], os.O_RDONLY | os.O_CLOEXEC)
-                fds.append(fd)
-                opts[i] = str(fd)
-        if seccomp:
-            fds.append(seccomp_fd())
-            opts += ["--seccomp", str(fds[-1])]
-        fds.append(_memfd("mbb-args", b"".join(os.fsencode(a) + b"\0" for a in opts)))
-        argv += [bwrap_path(), "--args", str(fds[-1]), *tail]
-        timeout = limits.wall_s if timeout_s is None else max(0.0, min(timeout_s, limits.wall_s))
-        t0 = time.monotonic()
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-            pass_fds=tuple(fds),
+        proc = _start(
+            command,
+            workspace,
+            binds,
+            hide,
+            limits,
+            env,
+            workspace_writable,
+            seccomp,
+            cgroup if grouped else None,
+            tramp,
         )
-    finally:
-        for fd in fds:
-            with contextlib.suppress(OSError):
-                os.close(fd)
+    except OSError:
+        if tramp is None:
+            raise
+        tramp.discard()  # a dead trampoline: join the group on the way in instead
+        proc = _start(
+            command, workspace, binds, hide, limits, env, workspace_writable, seccomp, cgroup, None
+        )
     if started is not None:
         started(proc)
     outs: list[bytes] = []

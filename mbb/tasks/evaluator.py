@@ -289,6 +289,7 @@ def evaluate_submission(
         group = cgroups.WindowCgroup(
             cgroups.CgroupLimits(limits.total_memory_bytes, limits.total_processes, limits.cpus)
         )
+        group.warm()
 
     def refused(why: str) -> Evaluation:
         notes.append(f"workspace over the evaluation limits ({why}): not evaluated, score 0")
@@ -319,6 +320,7 @@ def evaluate_submission(
         )
         if group is not None:
             group.kill()  # nothing compile.sh started survives into the tests
+            group.warm()
         if emit is not None:
             emit(
                 CommandRun,

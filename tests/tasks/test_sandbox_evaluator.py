@@ -96,7 +96,9 @@ def test_1200_deep_directory_made_in_a_window_then_next_subrun(env, suite):
     """Made inside the sandbox: evaluation scores 0, and the next subrun's set-up works."""
     env.resource.assign("W1", suite["rev"])
     env.grant("W1")
-    r = env.resource.run("W1", "for i in $(seq 1 1200); do mkdir d && cd d || exit 1; done")
+    r = env.resource.run(
+        "W1", 'python3 -c \'import os\nfor _ in range(1200): os.mkdir("d"); os.chdir("d")\''
+    )
     assert r.ok, r.stderr
     ev = evaluate_submission(suite["rev"], env.resource.workspace("W1"))
     assert ev.result.score == 0.0 and "nested deeper" in ev.notes[-1]
