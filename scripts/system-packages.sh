@@ -16,8 +16,8 @@ python3 -c 'import ensurepip, venv' 2>/dev/null || need+=(python3-venv)
 if [ "$what" = test ] || [ "$what" = local-llm ]; then
   command -v bwrap >/dev/null || need+=(bubblewrap)
   # libseccomp2: mbb.resource.seccomp compiles the sandbox's filter with it (ctypes)
-  ls /usr/lib/*/libseccomp.so.2 /lib/*/libseccomp.so.2 /usr/lib/libseccomp.so.2 >/dev/null 2>&1 \
-    || need+=(libseccomp2)
+  compgen -G '/usr/lib/*/libseccomp.so.2' >/dev/null || compgen -G '/lib/*/libseccomp.so.2' \
+    >/dev/null || compgen -G '/usr/lib/libseccomp.so.2' >/dev/null || need+=(libseccomp2)
   command -v column >/dev/null || need+=(bsdextrautils)
   command -v prlimit >/dev/null || need+=(util-linux)
   command -v gcc >/dev/null || need+=(gcc)
