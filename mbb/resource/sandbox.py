@@ -81,6 +81,7 @@ class SandboxLimits:
     processes: int = 64  # RLIMIT_NPROC for the sandbox uid
     file_bytes: int = 16 << 20  # RLIMIT_FSIZE: largest file a command may write
     output_bytes: int = 64 << 10  # captured stdout / stderr each; beyond it: truncated, pipe closed
+    open_files: int = 4096  # RLIMIT_NOFILE per process
     tmp_bytes: int = 64 << 20  # size of the private /tmp
     wall_s: float = 60.0  # wall-clock cap when the caller gives no tighter one
     # the window's control group (all its processes together; cgroup machines only)
@@ -138,16 +139,20 @@ def bwrap_path() -> str:
 
 
 def chown_tree(path: Path) -> None:
-    """Give a workspace to the sandbox uid so commands inside may write it (root host only)."""
+    """Give a workspace to the sandbox uid so commands inside may write it (root host only).
+    chown(1) walks without recursion limits and never follows links; a top-level `reference`
+    (the mount point of the execute-only reference) stays root's."""
     if os.geteuid() != 0:
         return
-    for root, dirs, files in os.walk(path):
-        os.lchown(root, SANDBOX_UID, SANDBOX_GID)
-        for name in dirs + files:
-            p = os.path.join(root, name)
-            if name == "reference" and root == str(path):
-                continue  # the mount point placeholder of the execute-only reference stays root's
-            os.lchown(p, SANDBOX_UID, SANDBOX_GID)
+    subprocess.run(
+        ["chown", "-R", "-P", "--no-dereference", f"{SANDBOX_UID}:{SANDBOX_GID}", "--", str(path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        check=False,
+    )
+    ph = Path(path) / "reference"
+    if ph.is_file() and not ph.is_symlink():
+        os.lchown(ph, 0, 0)
 
 
 def _argv(
@@ -210,6 +215,7 @@ def _prlimit(limits: SandboxLimits, grouped: bool) -> list[str]:
         f"--as={limits.memory_bytes}",
         f"--nproc={nproc}",
         f"--fsize={limits.file_bytes}",
+        f"--nofile={limits.open_files}",
         "--core=0",
         "--",
     ]

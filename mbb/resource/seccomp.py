@@ -17,7 +17,10 @@ EPERM (so a libc probe gets an error instead of a crash):
   quotactl, syslog, iopl/ioperm, chroot, vhangup, fanotify_init, lookup_dcookie, uselib;
 - personality() with READ_IMPLIES_EXEC, MMAP_PAGE_ZERO, ADDR_COMPAT_LAYOUT or an address-limit
   flag (PER_LINUX, PER_LINUX32, UNAME26 and ADDR_NO_RANDOMIZE stay allowed);
-- ioctl TIOCSTI / TIOCLINUX (typing into a terminal).
+- ioctl TIOCSTI / TIOCLINUX (typing into a terminal);
+- sockets of any family but AF_UNIX, AF_INET, AF_INET6 and AF_NETLINK (the network namespace is
+  empty anyway): AF_VSOCK is not namespaced and reaches a VM's host; the rest is legacy
+  protocols and kernel attack surface (AF_ALG, AF_RDS, AF_TIPC, AF_BLUETOOTH, ...).
 
 Syscalls of a foreign ABI (i386 `int 0x80`, x32) kill the process: the filter is native-only.
 """
@@ -48,6 +51,10 @@ def _errno(e: int) -> int:
 
 
 _MASKED_EQ = 7
+_EQ = 4
+_GE = 5
+_AF_PACKET = 17  # this family and every one above it (AF_VSOCK = 40, AF_ALG = 38, ...)
+_SOCKET_DENY = (3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 14, 15)  # AX25 ... PF_KEY
 CLONE_NEWUSER = 0x10000000
 _TIOCSTI = 0x5412
 _TIOCLINUX = 0x541C
@@ -190,6 +197,11 @@ def _build() -> bytes:
         # bits set and is denied too)
         for flag in _PERSONALITY_DENY:
             rule(eperm, "personality", (0, _MASKED_EQ, flag, flag))
+        # sockets: only AF_UNSPEC/UNIX/INET/INET6/NETLINK; in particular AF_VSOCK, which is not
+        # namespaced and reaches the hypervisor of a VM host, and the legacy families
+        for fam in _SOCKET_DENY:
+            rule(eperm, "socket", (0, _EQ, fam, 0))
+        rule(eperm, "socket", (0, _GE, _AF_PACKET, 0))
         for req in (_TIOCSTI, _TIOCLINUX):
             rule(eperm, "ioctl", (1, _MASKED_EQ, 0xFFFFFFFF, req))
         r, w = os.pipe()

@@ -315,3 +315,22 @@ def _no_sandbox_procs_left() -> bool:
             return True
         time.sleep(0.1)
     return False
+
+
+def test_chown_tree_handles_deep_trees(tmp_path):
+    from mbb.resource.sandbox import SANDBOX_GID, chown_tree
+
+    if os.geteuid() != 0:
+        pytest.skip("root only")
+    d = tmp_path / "own"
+    d.mkdir()
+    (d / "reference").touch()
+    os.symlink("/etc/passwd", d / "link")
+    _deep(d, 1200)
+    try:
+        chown_tree(d)
+        assert d.stat().st_uid == SANDBOX_UID and (d / "d").stat().st_gid == SANDBOX_GID
+        assert (d / "reference").stat().st_uid == 0
+        assert Path("/etc/passwd").stat().st_uid == 0  # the link was not followed
+    finally:
+        fs.remove_tree(d)

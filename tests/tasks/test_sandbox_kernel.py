@@ -97,7 +97,28 @@ DENIED = [
     ("swapon", "/tmp/x", 0),
     ("quotactl", 0, 0, 0, 0),
     ("acct", "/tmp/acct"),
+    ("socket", 40, 1, 0),  # AF_VSOCK: not namespaced, reaches a VM's host
+    ("socket", 38, 5, 0),  # AF_ALG
+    ("socket", 21, 5, 0),  # AF_RDS
+    ("socket", 30, 2, 0),  # AF_TIPC
+    ("socket", 31, 1, 0),  # AF_BLUETOOTH
+    ("socket", 3, 5, 0),  # AF_AX25
 ]
+
+
+def test_ordinary_sockets_still_work(w1):
+    r, _ = run(
+        w1,
+        "python3 -c 'import socket\nfor f in (1, 2, 10, 16):\n"
+        "  socket.socket(f, socket.SOCK_DGRAM if f != 16 else socket.SOCK_RAW).close()\n"
+        "a, b = socket.socketpair(); a.send(bytes([120])); print(b.recv(1))'",
+    )
+    assert r.ok and "b'x'" in r.stdout, r.stderr
+
+
+def test_open_files_are_limited(w1):
+    r, _ = run(w1, "ulimit -Hn")
+    assert r.ok and int(r.stdout) == w1.resource.limits.open_files
 
 
 @pytest.mark.parametrize("call", DENIED, ids=lambda c: f"{c[0]}-{c[1]}")
