@@ -40,7 +40,7 @@ from mbb.llm.cache import LlmCache
 from mbb.llm.client import CallMeta, ChatRequest, Emit, LlmClient, LlmResult, LlmUnavailable
 from mbb.llm.config import ModelConfig
 from mbb.llm.structured import InvalidOutput, extract_json, refuse_cut_off, strict_schema
-from mbb.resource.resource import ExecutionResource
+from mbb.resource.resource import ExecutionResource, printable
 from mbb.scheduling.actions import Request, Withdraw
 from mbb.tasks.evaluator import Evaluation
 from mbb.tasks.harness import SolverTools, ToolResult, WorkspaceEvaluation
@@ -566,7 +566,8 @@ class LlmSolver(WorkspaceEvaluation):
         else:
             assert isinstance(a, BashArgs)
             r, what = t.bash(a.command), a.command
-        self._commands.append(_CommandLine(call.tool, what[:80], r.runtime_s, r.ok))
+        # what the after-action report shows: no NUL or lone surrogate reaches a prompt
+        self._commands.append(_CommandLine(call.tool, printable(what)[:80], r.runtime_s, r.ok))
         return self._render_result(r)
 
     def _render_result(self, r: ToolResult) -> str:

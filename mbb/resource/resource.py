@@ -58,6 +58,7 @@ __all__ = [
     "ToolCosts",
     "check_argument",
     "hidden_paths",
+    "printable",
 ]
 
 TimeModel = Literal["virtual", "measured"]
@@ -83,7 +84,7 @@ def check_argument(value: object, what: str, max_bytes: int) -> str | None:
     return None
 
 
-def _printable(text: object) -> str:
+def printable(text: object) -> str:
     """What an event may hold of a refused argument: no NUL, no lone surrogate."""
     text = text if isinstance(text, str) else repr(text)
     return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\0", "\\x00")
@@ -327,6 +328,7 @@ class ExecutionResource:
 
         `args` become the script's positional parameters ($1, $2, ...): data such as a path
         reaches the command without ever being parsed by the shell."""
+        tool = printable(tool)  # a label for the record, never run
         problem = check_argument(command, "the command", MAX_COMMAND_BYTES)
         if isinstance(args, str | bytes) or not isinstance(args, Sequence):
             args, problem = (), problem or "the arguments must be a list of text"
@@ -401,7 +403,7 @@ class ExecutionResource:
         return self._refuse(worker, _display(command, args), tool, f"invalid_arguments: {problem}")
 
     def _refuse(self, worker: str, command: str, tool: str, reason: str) -> CommandResult:
-        reason = _printable(reason)
+        reason = printable(reason)
         res = CommandResult(None, "", f"refused: {reason}", 0.0, refused=True, reason=reason)
         return self._record(worker, command, tool, res, 0, 0)
 
@@ -417,7 +419,7 @@ class ExecutionResource:
                 CommandRun,
                 worker=worker,
                 tool=tool,
-                command=_printable(command[:_CMD_MAX]),
+                command=printable(command[:_CMD_MAX]),
                 exit_code=res.exit_code,
                 runtime=res.runtime_s,
                 stdout_bytes=out_n,

@@ -196,3 +196,16 @@ def test_a_solver_failing_mid_window_is_charged_what_ran(root, tmp_path, monkeyp
     assert ended[0]["used"] == pytest.approx(cost)
     failures = [e for e in events if e["kind"] == "invalid_action" and e["phase"] == "execution"]
     assert failures and "after 10 s" in failures[0]["rule"]
+
+
+@pytest.mark.parametrize("tool", [None, 3, "x\x00y", "\ud800"])
+def test_odd_tool_labels_are_recorded_not_raised(w1, tool):
+    r = w1.resource.run("W1", "true", tool=tool)  # type: ignore[arg-type]
+    assert r.ok and isinstance(w1.last()["tool"], str)
+
+
+def test_llm_solver_report_lines_are_printable():
+    from mbb.resource.resource import printable
+
+    assert printable("a\x00b\ud800") == "a\\x00b\\ud800"
+    printable("a\x00b\ud800").encode("utf-8")
