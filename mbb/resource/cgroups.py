@@ -165,6 +165,7 @@ class Trampoline:
                 stderr=subprocess.PIPE,
                 start_new_session=True,
                 pass_fds=(child.fileno(),),  # same number there: given in argv
+                env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C"},  # none of ours
             )
         finally:
             child.close()

@@ -58,6 +58,9 @@ SANDBOX_GID = 2000
 _BWRAP = "/usr/bin/bwrap"
 _PRLIMIT = "/usr/bin/prlimit"
 _ETC_FILES = ("/etc/alternatives", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d")
+# the environment bwrap itself starts with (its pid-1 reaper keeps it): none of the operator's
+# variables (API keys, paths) exist anywhere in the sandbox's processes
+HOST_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C"}
 _ENV = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
     "HOME": WORKSPACE,
@@ -310,6 +313,7 @@ def _start(
             stderr=subprocess.PIPE,
             start_new_session=True,
             pass_fds=tuple(fds),
+            env=HOST_ENV,
         )
     finally:
         for fd in fds:

@@ -408,3 +408,87 @@ def _no_sandbox_procs_left() -> bool:
             return True
         time.sleep(0.1)
     return False
+
+
+def test_cgroup_v2_layout_written_as_documented(tmp_path, monkeypatch):
+    """The v2 branch (not mounted on these machines): a fake hierarchy receives the limits."""
+    root = tmp_path / "cg"
+    own = root / cgroups._own_path(None).lstrip("/")
+    own.mkdir(parents=True, exist_ok=True)
+    (root / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
+    (own / "cgroup.controllers").write_text("cpu memory pids\n")
+    (own / "cgroup.subtree_control").write_text("")
+    monkeypatch.setattr(cgroups, "_ROOT", root)
+    monkeypatch.setattr(cgroups, "_mode", None)
+    monkeypatch.delenv("MBB_CGROUPS", raising=False)
+    assert cgroups.cgroup_mode() == ("v2", str(own))
+    assert set((own / "cgroup.subtree_control").read_text().replace("+", "").split()) == {
+        "cpu",
+        "memory",
+        "pids",
+    }
+    g = cgroups.WindowCgroup(cgroups.CgroupLimits(300 << 20, 40, 0.5))
+    d = g.dirs[0]
+    assert (d / "memory.max").read_text() == str(300 << 20)
+    assert (d / "memory.swap.max").read_text() == "0"
+    assert (d / "pids.max").read_text() == "40"
+    assert (d / "cpu.max").read_text() == "50000 100000"
+    assert g.procs_files() == [str(d / "cgroup.procs")]
+    monkeypatch.setattr(cgroups, "_mode", None)  # the real machine's answer again afterwards
+
+
+def test_cgroup_v2_without_delegation_falls_back(tmp_path, monkeypatch):
+    root = tmp_path / "cg"
+    own = root / cgroups._own_path(None).lstrip("/")
+    own.mkdir(parents=True, exist_ok=True)
+    (root / "cgroup.controllers").write_text("cpu memory pids\n")
+    (own / "cgroup.controllers").write_text("cpu\n")  # memory and pids not delegated
+    monkeypatch.setattr(cgroups, "_ROOT", root)
+    monkeypatch.setattr(cgroups, "_mode", None)
+    monkeypatch.delenv("MBB_CGROUPS", raising=False)
+    mode, why = cgroups.cgroup_mode()
+    assert mode is None and "memory" in why and not cgroups.available()
+    monkeypatch.setattr(cgroups, "_mode", None)
+
+
+def test_broker_without_cgroups_still_kills_calls_at_the_window_end(tmp_path, suite):
+    code = f"""
+import json, os, sys, time
+sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
+from mbb.agents.base import WindowGrant
+from mbb.resource.resource import ExecutionResource
+res = ExecutionResource({str(tmp_path / "fbb")!r}, reference_mode="broker")
+class T:
+    docs = "docs"; reference = {str(suite["rev"].reference)!r}
+    original = "/usr/bin/rev"; also_hidden = ()
+res.assign("W1", T())
+res.open_window(WindowGrant("W1", 0, 1, 0.0, 100, 100.0))
+res.run("W1", "mkfifo f; for i in 1 2 3; do ./reference f > /dev/null 2>&1 & done; sleep 1")
+b = res._brokers["W1"]
+before = b.running()
+res.close_window("W1")
+time.sleep(0.5)
+print(json.dumps([before, b.running(), res.window_cgroup() is None]))
+res.close()
+"""
+    env = {**os.environ, "MBB_CGROUPS": "off"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    before, after, no_group = json.loads(out.stdout.strip().splitlines()[-1])
+    assert before >= 1 and after == 0 and no_group
+    assert _no_sandbox_procs_left()
+
+
+def test_operator_environment_never_inside(w1, monkeypatch):
+    """The operator's variables (API keys) are in no process of the sandbox, bwrap's own
+    pid-1 reaper included, whether the command came through a trampoline or not."""
+    monkeypatch.setenv("MBB_TEST_API_KEY", "sk-operator-secret")
+    for _ in range(3):
+        r, _ = run(
+            w1,
+            "for p in /proc/[0-9]*; do cat $p/environ 2>/dev/null | tr '\\0' '\\n'; done; "
+            "env; echo done",
+        )
+        assert "done" in r.stdout and "sk-operator-secret" not in r.stdout
