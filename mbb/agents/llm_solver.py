@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -365,7 +366,9 @@ class LlmSolver(WorkspaceEvaluation):
         if self.task_id is None:
             return 0.0
         ws = self.resource.workspace(self.worker)
-        if (ws / "executable").is_file():
+        # a link out of the workspace (to a host file) must not count: resolve, stay inside
+        exe = os.path.realpath(ws / "executable")
+        if exe.startswith(f"{os.path.realpath(ws)}/") and os.path.isfile(exe):
             return 2 / 3
         if any(c.tool in ("write", "edit") and c.ok for c in self._commands):
             return 1 / 3

@@ -5,6 +5,7 @@ always charged — and nothing a solver sends makes the resource raise."""
 from __future__ import annotations
 
 import json
+import os
 import random
 
 import pytest
@@ -209,3 +210,22 @@ def test_llm_solver_report_lines_are_printable():
 
     assert printable("a\x00b\ud800") == "a\\x00b\\ud800"
     printable("a\x00b\ud800").encode("utf-8")
+
+
+def test_progress_does_not_follow_a_link_out_of_the_workspace(w1, suite):
+    """The LLM solver's progress milestone looks at ./executable on the host side: a link to
+    a host file (the hidden tests) must not count, nor reveal that the file exists."""
+    from types import SimpleNamespace
+
+    from mbb.agents.llm_solver import LlmSolver
+
+    ws = w1.resource.workspace("W1")
+    me = SimpleNamespace(finished=False, task_id="rev", resource=w1.resource, worker="W1")
+    me._commands = []
+    progress = LlmSolver.progress.fget
+    os.symlink(suite["rev"].tests_path, ws / "executable")
+    assert progress(me) == 0.0
+    (ws / "executable").unlink()
+    (ws / "main.py").write_text("x")
+    os.symlink("main.py", ws / "executable")
+    assert progress(me) == pytest.approx(2 / 3)
