@@ -119,8 +119,8 @@ class CopyLimits:
     """What the evaluator accepts in a workspace; past any of them the submission scores 0."""
 
     max_depth: int = 64  # directory levels below the workspace
-    max_entries: int = 10_000  # files, directories and links
-    max_bytes: int = 128 << 20  # data bytes (holes of sparse files are free)
+    max_entries: int = 4096  # files, directories and links (a workspace holds 4,096 inodes)
+    max_bytes: int = 64 << 20  # data bytes (holes of sparse files are free)
     max_file_bytes: int = 1 << 30  # apparent size of one file (holes included)
     max_path: int = 3072  # bytes of one entry's path inside the workspace
 

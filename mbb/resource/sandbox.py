@@ -92,8 +92,8 @@ class SandboxLimits:
     total_processes: int = 256  # processes and threads
     cpus: float = 1.0  # CPU bandwidth
     # the workspace's own tmpfs (root hosts only)
-    workspace_bytes: int = 128 << 20
-    workspace_inodes: int = 8192
+    workspace_bytes: int = 64 << 20
+    workspace_inodes: int = 4096
 
 
 DEFAULT_LIMITS = SandboxLimits()

@@ -9,7 +9,7 @@ with no result (timeout, crash, missing executable) count as failures.
 
 The copy (mbb.resource.fs.copy_tree) is iterative and fd-relative, keeps sparse files sparse
 and hard links linked, copies only directories, regular files and symlinks, and enforces
-`CopyLimits` (depth 64, 10,000 entries, 128 MiB of data, 1 GiB per file, 3,072-byte paths).
+`CopyLimits` (depth 64, 4,096 entries, 64 MiB of data, 1 GiB per file, 3,072-byte paths).
 Score-0 rule: a workspace over any limit, before or after compiling, is not evaluated; every
 hidden test fails with the reason "workspace over limits: ...". Each hidden test gets a fresh
 copy of the compiled workspace (its own tmpfs on a root host), so no test sees what another
