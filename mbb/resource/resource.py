@@ -214,8 +214,12 @@ class ExecutionResource:
         ws.mkdir(parents=True)
         if self.tmpfs:
             owner = (SANDBOX_UID, SANDBOX_GID) if os.geteuid() == 0 else (0, 0)
-            fs.mount_tmpfs(ws, self.limits.workspace_bytes, self.limits.workspace_inodes, *owner)
-            self._mounts.add(ws)
+            lim = self.limits
+            try:
+                fs.mount_tmpfs(ws, lim.workspace_bytes, lim.workspace_inodes, *owner)
+                self._mounts.add(ws)
+            except OSError:  # e.g. a mount table that refuses it here: a plain folder
+                pass
         (ws / "docs.txt").write_text(task.docs)
         _ensure_placeholder(ws)  # mount point of the execute-only copy (or broker client)
         if os.geteuid() == 0:

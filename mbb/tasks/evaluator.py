@@ -129,10 +129,14 @@ class _Scratch:
         d.mkdir()
         if self.tmpfs:
             lim, owner = self.limits, self.owner or (os.geteuid(), os.getegid())
-            fs.mount_tmpfs(d, lim.workspace_bytes, lim.workspace_inodes, *owner)
-            with self.lock:
-                self.mounts.append(d)
-        elif self.owner is not None:
+            try:
+                fs.mount_tmpfs(d, lim.workspace_bytes, lim.workspace_inodes, *owner)
+                with self.lock:
+                    self.mounts.append(d)
+                return d
+            except OSError:
+                pass  # a plain folder instead
+        if self.owner is not None:
             os.chown(d, *self.owner)
         return d
 
