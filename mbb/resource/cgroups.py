@@ -22,30 +22,25 @@ back to per-process rlimits only (README: "what is not enforced without cgroup d
 `MBB_CGROUPS=off` forces that fallback (tests of it).
 
 Speed: moving a process into a v1 group waits for an RCU grace period (10-20 ms on a loaded
-machine), too slow to pay per command. So each group keeps one *trampoline* warm: a small
-process started inside the group ahead of time that, when a command comes, receives its argv
-and file descriptors over a unix socket and execs it (the Popen object stays valid: same pid).
-Each command takes the spare and a new one is started in the background; when none is ready
-(concurrent calls), the command joins the group itself, as before.
+machine), too slow to pay per command. So each group runs a fork server inside it
+(mbb.resource.spawner) that starts the group's commands: they are born in the group. Until the
+server is up (it starts in the background when the group is made) or if it is gone, a command
+joins the group itself on the way in.
 """
 
 from __future__ import annotations
 
-import array
 import contextlib
 import itertools
-import json
 import os
 import secrets
-import select
 import signal
-import socket
-import subprocess
 import threading
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from mbb.resource.spawner import Spawner
 
 __all__ = ["CgroupLimits", "WindowCgroup", "available", "cgroup_mode"]
 
@@ -124,86 +119,6 @@ class CgroupLimits:
 
 # joins the control group(s) named before `--`, then execs the rest (one dash, ~1 ms)
 JOIN = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"'
-# the trampoline: waits for {"argv", "fds"} and the descriptors, places them, execs argv
-_TRAMPOLINE = r"""
-import array, json, os, socket, sys
-s = socket.socket(fileno=int(sys.argv[1]))
-s.sendall(b"R")
-msg, anc, _, _ = s.recvmsg(1 << 20, socket.CMSG_SPACE(64 * 4))
-s.close()
-if not msg:
-    os._exit(126)
-fds = array.array("i")
-for level, kind, data in anc:
-    if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-        fds.frombytes(data[: len(data) - len(data) % fds.itemsize])
-req = json.loads(msg)
-high = [os.dup2(fd, 200 + i, inheritable=False) for i, fd in enumerate(fds)]
-for fd in fds:
-    os.close(fd)
-for fd, target in zip(high, req["fds"]):
-    os.dup2(fd, target)
-    os.close(fd)
-os.execv(req["argv"][0], req["argv"])
-"""
-
-
-class Trampoline:
-    """A process waiting inside a group to exec a command (see the module doc)."""
-
-    def __init__(self, procs_files: Sequence[str], python: str) -> None:
-        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.ctl = parent
-        self._ready = False
-        argv = ["/bin/sh", "-c", JOIN, "mbb-cgroup", *procs_files, "--"]
-        argv += [python, "-S", "-E", "-c", _TRAMPOLINE, str(child.fileno())]
-        try:
-            self.proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=True,
-                pass_fds=(child.fileno(),),  # same number there: given in argv
-                env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C"},  # none of ours
-            )
-        finally:
-            child.close()
-
-    def ready(self) -> bool:
-        """Started and waiting (its "R" is there to read)."""
-        if self._ready:
-            return True
-        r, _, _ = select.select([self.ctl], [], [], 0)
-        if r:
-            self._ready = self.ctl.recv(1) == b"R"
-            if not self._ready:
-                raise OSError("trampoline died")
-        return self._ready
-
-    def launch(self, argv: Sequence[str], fds: Sequence[tuple[int, int]]) -> subprocess.Popen:
-        """Exec `argv` in the trampoline with each (our fd, its number there) in place."""
-        req = json.dumps({"argv": list(argv), "fds": [t for _, t in fds]}).encode()
-        anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [f for f, _ in fds]))]
-        try:
-            self.ctl.settimeout(5.0)
-            if not self._ready and self.ctl.recv(1) != b"R":
-                raise OSError("trampoline not ready")
-            self.ctl.sendmsg([req], anc if fds else [])
-        finally:
-            self.ctl.close()
-        return self.proc
-
-    def discard(self) -> None:
-        with contextlib.suppress(OSError):
-            self.ctl.close()
-        with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        with contextlib.suppress(Exception):
-            self.proc.wait(timeout=5)
-        for pipe in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
-            with contextlib.suppress(Exception):
-                pipe.close()  # type: ignore[union-attr]
 
 
 class WindowCgroup:
@@ -218,9 +133,8 @@ class WindowCgroup:
         self.limits = limits or CgroupLimits()
         self.dirs: list[Path] = []
         self.closed = False
-        self._spare: Trampoline | None = None
-        self._spare_lock = threading.Lock()
-        self._starting = False
+        self._spawner: Spawner | None = None
+        self._spawner_lock = threading.Lock()
         lim = self.limits
         try:
             if mode == "v2":
@@ -249,42 +163,26 @@ class WindowCgroup:
         return [str(d / "cgroup.procs") for d in self.dirs]
 
     def warm(self) -> None:
-        """Start a spare trampoline in the background (idempotent)."""
-        threading.Thread(target=self._refill, daemon=True).start()
-
-    def _refill(self) -> None:
-        with self._spare_lock:
-            if self._spare is not None or self._starting or self.closed:
+        """Start the group's fork server in the background (idempotent)."""
+        with self._spawner_lock:
+            if self.closed or (self._spawner is not None and not self._spawner.dead):
                 return
-            self._starting = True
-        t = None
-        with contextlib.suppress(OSError):
-            t = Trampoline(self.procs_files(), _python())
-        with self._spare_lock:
-            self._starting = False
-            if t is not None and not self.closed and self._spare is None:
-                self._spare, t = t, None
-        if t is not None:
-            t.discard()
-
-    def take(self) -> Trampoline | None:
-        """The spare trampoline if it is ready (a new one is started behind it), else None:
-        the caller then joins the group itself."""
-        with self._spare_lock:
-            t = self._spare
             try:
-                ok = t is not None and t.ready()
-            except OSError:  # it died (killed with the group's members, say)
-                ok = False
-                self._spare = None
-                t.discard()  # type: ignore[union-attr]
-            if ok:
-                self._spare = None
-            else:
-                t = None
-        if t is not None and not self.closed:
+                self._spawner = Spawner(self.procs_files(), _python(), JOIN)
+            except OSError:
+                self._spawner = None
+
+    def take(self) -> Spawner | None:
+        """The group's fork server if it is up, else None (the caller joins the group itself;
+        a dead server is restarted for the next command)."""
+        with self._spawner_lock:
+            sp = self._spawner
+        if sp is None:
+            return None
+        if sp.dead:
             self.warm()
-        return t
+            return None
+        return sp if sp.alive() else None
 
     def _members(self) -> list[int]:
         if not self.dirs:
@@ -299,14 +197,14 @@ class WindowCgroup:
         return self._members()
 
     def kill(self, timeout_s: float = 5.0) -> bool:
-        """SIGKILL every process in the group (the spare trampoline too: `warm()` again to
+        """SIGKILL every process in the group (its fork server too: `warm()` again to
         keep using the group); True once it is empty."""
         if not self.dirs:
             return True
-        with self._spare_lock:
-            spare, self._spare = self._spare, None
-        if spare is not None:
-            spare.discard()
+        with self._spawner_lock:
+            sp, self._spawner = self._spawner, None
+        if sp is not None:
+            sp.close()
         if self.mode == "v2" and (self.dirs[0] / "cgroup.kill").exists():
             with contextlib.suppress(OSError):
                 (self.dirs[0] / "cgroup.kill").write_text("1")
@@ -349,7 +247,7 @@ class WindowCgroup:
 
 
 def _python() -> str:
-    """The system's python3 for the trampoline (its start-up is off the critical path)."""
+    """The system's python3 for the fork server (started once per group, in the background)."""
     for p in ("/usr/bin/python3", "/usr/local/bin/python3"):
         if os.access(p, os.X_OK):
             return p

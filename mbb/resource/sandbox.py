@@ -35,7 +35,8 @@ from mbb.resource.cgroups import JOIN
 from mbb.resource.seccomp import seccomp_fd
 
 if TYPE_CHECKING:
-    from mbb.resource.cgroups import Trampoline, WindowCgroup
+    from mbb.resource.cgroups import WindowCgroup
+    from mbb.resource.spawner import Spawner
 
 __all__ = [
     "BWRAP_INSTALL",
@@ -225,7 +226,7 @@ def _prlimit(limits: SandboxLimits, grouped: bool) -> list[str]:
 
 
 _JOIN = JOIN  # joins the control group(s) named before `--`, then execs the rest
-_FD_BASE = 10  # where a trampoline places the descriptors bwrap reads
+_FD_BASE = 10  # where the fork server places the descriptors bwrap reads
 
 
 class _Reader(Protocol):
@@ -277,19 +278,19 @@ def _start(
     workspace_writable: bool,
     seccomp: bool,
     cgroup: WindowCgroup | None,
-    tramp: Trampoline | None,
-) -> subprocess.Popen[bytes]:
-    """Start bwrap: through a warm trampoline in the group, or joining the group on the way."""
+    spawner: Spawner | None,
+) -> Any:
+    """Start bwrap: through the group's fork server, or joining the group on the way in."""
     argv: list[str] = []
-    if cgroup is not None and tramp is None:
+    if cgroup is not None and spawner is None:
         argv += ["/bin/sh", "-c", _JOIN, "mbb-cgroup", *cgroup.procs_files(), "--"]
     argv += _prlimit(limits, cgroup is not None)
     opts, tail = _argv(command, workspace, binds, hide, limits, env, workspace_writable)
     fds: list[int] = []
     slots: list[int] = []  # where in opts an fd number goes, in the order of fds
 
-    def number(i: int) -> str:  # an fd's number where bwrap runs (fixed in a trampoline)
-        return str(_FD_BASE + i if tramp is not None else fds[i])
+    def number(i: int) -> str:  # an fd's number where bwrap runs
+        return str(_FD_BASE + i if spawner is not None else fds[i])  # fixed under the server
 
     try:
         for i, a in enumerate(opts):  # copied files: an fd each (the path stays on this side)
@@ -304,8 +305,8 @@ def _start(
             opts[i] = number(k)
         fds.append(_memfd("mbb-args", b"".join(os.fsencode(a) + b"\0" for a in opts)))
         argv += [bwrap_path(), "--args", number(len(fds) - 1), *tail]
-        if tramp is not None:
-            return tramp.launch(argv, [(fd, _FD_BASE + i) for i, fd in enumerate(fds)])
+        if spawner is not None:
+            return spawner.spawn(argv, [(fd, _FD_BASE + i) for i, fd in enumerate(fds)])
         return subprocess.Popen(
             argv,
             stdin=subprocess.PIPE,
@@ -343,7 +344,7 @@ def run_sandboxed(
     broker kills its calls at a window's end with it). Raises OSError only when the sandbox
     could not be started at all (nothing ran)."""
     grouped = cgroup is not None and not cgroup.closed
-    tramp = cgroup.take() if grouped else None  # type: ignore[union-attr]
+    spawner = cgroup.take() if grouped else None  # type: ignore[union-attr]
     timeout = limits.wall_s if timeout_s is None else max(0.0, min(timeout_s, limits.wall_s))
     t0 = time.monotonic()
     try:
@@ -357,13 +358,12 @@ def run_sandboxed(
             workspace_writable,
             seccomp,
             cgroup if grouped else None,
-            tramp,
+            spawner,
         )
     except OSError:
-        if tramp is None:
+        if spawner is None:
             raise
-        tramp.discard()  # a dead trampoline: join the group on the way in instead
-        proc = _start(
+        proc = _start(  # the fork server is gone: join the group on the way in instead
             command, workspace, binds, hide, limits, env, workspace_writable, seccomp, cgroup, None
         )
     if started is not None:

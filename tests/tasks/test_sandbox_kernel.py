@@ -492,3 +492,39 @@ def test_operator_environment_never_inside(w1, monkeypatch):
             "env; echo done",
         )
         assert "done" in r.stdout and "sk-operator-secret" not in r.stdout
+
+
+def _server_up(res) -> object:
+    group = res.window_cgroup()
+    for _ in range(100):
+        sp = group.take()
+        if sp is not None:
+            return sp
+        time.sleep(0.05)
+    raise AssertionError("the fork server did not come up")
+
+
+@needs_cgroups
+def test_commands_start_in_the_window_group_through_its_fork_server(w1):
+    sp = _server_up(w1.resource)
+    group = w1.resource.window_cgroup()
+    assert sp.server.pid in group.pids() or any(group.pids())
+    r, ev = run(w1, "exit 7")
+    assert ev["exit_code"] == 7
+    r = w1.resource.run("W1", "tr a-z A-Z | sort -u; wc -c < /dev/null", stdin=b"abc\n" * 50000)
+    assert r.ok and r.stdout == "ABC\n0\n"
+    r = w1.resource.run("W1", "wc -c", stdin=b"x" * (3 << 20))
+    assert r.ok and r.stdout.strip() == str(3 << 20)
+    r, ev = run(w1, "kill -9 $$")
+    assert not r.ok and ev["exit_code"] != 0
+
+
+@needs_cgroups
+def test_a_dead_fork_server_is_replaced(w1):
+    sp = _server_up(w1.resource)
+    os.kill(sp.server.pid, 9)
+    sp.server.wait(timeout=5)
+    for _ in range(3):  # falls back to joining the group, restarts the server
+        r, _ = run(w1, "echo ok")
+        assert r.ok and r.stdout == "ok\n"
+    assert _server_up(w1.resource) is not sp
