@@ -511,6 +511,8 @@ def test_commands_start_in_the_window_group_through_its_fork_server(w1):
     assert sp.server.pid in group.pids() or any(group.pids())
     r, ev = run(w1, "exit 7")
     assert ev["exit_code"] == 7
+    r, _ = run(w1, "nice")
+    assert r.stdout.strip() == "0"  # the server's own lower priority is not inherited
     r = w1.resource.run("W1", "tr a-z A-Z | sort -u; wc -c < /dev/null", stdin=b"abc\n" * 50000)
     assert r.ok and r.stdout == "ABC\n0\n"
     r = w1.resource.run("W1", "wc -c", stdin=b"x" * (3 << 20))
