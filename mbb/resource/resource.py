@@ -276,9 +276,10 @@ class ExecutionResource:
         group = None
         if cgroups.available():
             lim = self.limits
-            group = cgroups.WindowCgroup(
-                cgroups.CgroupLimits(lim.total_memory_bytes, lim.total_processes, lim.cpus)
-            )
+            with contextlib.suppress(OSError):  # a group that cannot be made: rlimits only
+                group = cgroups.WindowCgroup(
+                    cgroups.CgroupLimits(lim.total_memory_bytes, lim.total_processes, lim.cpus)
+                )
         self._window = _Window(grant, grant.start_s, group)
         if group is not None:
             self._groups.append(group)

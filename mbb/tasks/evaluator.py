@@ -290,10 +290,11 @@ def evaluate_submission(
     scratch = _Scratch(scratch_root, limits)
     group = None
     if cgroups.available():
-        group = cgroups.WindowCgroup(
-            cgroups.CgroupLimits(limits.total_memory_bytes, limits.total_processes, limits.cpus)
-        )
-        group.warm()
+        with contextlib.suppress(OSError):  # a group that cannot be made: rlimits only
+            group = cgroups.WindowCgroup(
+                cgroups.CgroupLimits(limits.total_memory_bytes, limits.total_processes, limits.cpus)
+            )
+            group.warm()
 
     def refused(why: str) -> Evaluation:
         notes.append(f"workspace over the evaluation limits ({why}): not evaluated, score 0")

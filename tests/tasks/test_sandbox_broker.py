@@ -240,3 +240,21 @@ def test_reference_calls_join_the_window_group(broker):
     stop.set()
     th.join()
     assert seen  # the broker's sandbox ran inside the window's group
+
+
+def test_random_bytes_never_break_the_broker(broker, capfd):
+    import random
+
+    rng = random.Random(17)
+    path = _b(broker).socket_path
+    for _ in range(40):
+        s = socket.socket(socket.AF_UNIX)
+        s.settimeout(5)
+        s.connect(str(path))
+        n = rng.choice([0, 1, 7, 8, 9, 64, 4096])
+        with contextlib.suppress(OSError):
+            s.sendall(rng.randbytes(n))
+            s.shutdown(socket.SHUT_WR)
+        _answer(s)
+    _ok(broker)
+    assert "Traceback" not in capfd.readouterr().err

@@ -530,3 +530,14 @@ def test_a_dead_fork_server_is_replaced(w1):
         r, _ = run(w1, "echo ok")
         assert r.ok and r.stdout == "ok\n"
     assert _server_up(w1.resource) is not sp
+
+
+def test_a_group_that_cannot_be_made_leaves_rlimits(tmp_path, suite, monkeypatch):
+    def broken(*a, **k):
+        raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr(cgroups, "WindowCgroup", broken)
+    res = _resource(tmp_path, suite)
+    assert res.window_cgroup() is None
+    assert res.run("W1", "echo ok").stdout == "ok\n"
+    res.close()
