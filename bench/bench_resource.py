@@ -36,6 +36,26 @@ def overhead(n: int) -> tuple[float, float, float]:
     return b, s, s - b
 
 
+def overhead_resource(n: int, task) -> float:
+    """Median wall ms of `true` through ExecutionResource.run: the window's control group,
+    the workspace tmpfs, the seccomp filter, the event record (what a solver's command costs)."""
+    from mbb.agents.base import WindowGrant
+    from mbb.resource.resource import ExecutionResource
+
+    times = []
+    with tempfile.TemporaryDirectory() as d:
+        res = ExecutionResource(Path(d) / "res")
+        res.assign("W1", task)
+        res.open_window(WindowGrant("W1", 0, 1, 0.0, 10**9, 1e9))
+        res.run("W1", "true")
+        for _ in range(n):
+            t0 = time.perf_counter()
+            res.run("W1", "true")
+            times.append(time.perf_counter() - t0)
+        res.close()
+    return statistics.median(times) * 1e3
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=50)
@@ -57,6 +77,12 @@ def main() -> int:
         f"\n`true`, median of {args.n}: bare {b:.1f} ms, sandboxed {s:.1f} ms, "
         f"overhead {o:.1f} ms (target: sandboxed <= 30 ms: {verdict}; "
         f"load average {load:.1f} on {os.cpu_count()} cores)"
+    )
+
+    r = overhead_resource(args.n, suite[suite.task_ids[0]])
+    print(
+        f"`true` through the resource (window cgroup, tmpfs workspace, filter, record), "
+        f"median of {args.n}: {r:.1f} ms ({'ok' if r <= 30 else 'OVER TARGET'})"
     )
 
     print(f"\n{'task':<8} {'tests':>5} {'score':>5} {'eval_s':>7} {'ms/test':>8}")

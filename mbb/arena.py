@@ -964,8 +964,15 @@ class Arena:
         except BackendFatal:  # a misconfigured endpoint or replay miss
             raise
         except Exception as exc:
-            self.backend_failure(holder, "execution", exc, "window forfeited at its start")
-            used, completed, released = 0.0, False, True
+            # commands that ran before the failure stay charged (the resource's clock)
+            used = 0.0
+            if self.resource is not None:
+                used = min(max(0.0, self.resource.used_s(holder)), hard_end - start)
+            what = "window forfeited at its start"
+            if used > 0:
+                what = f"window ended by the failure after {used:g} s of commands"
+            self.backend_failure(holder, "execution", exc, what)
+            completed, released = False, True
         finally:
             if self.resource is not None:
                 self.resource.close_window(holder)  # no-op unless the solver left it open

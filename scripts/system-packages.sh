@@ -2,8 +2,10 @@
 # The Debian packages mbb needs, installed when missing (apt-get, once: a second call finds them
 # and does nothing). Called by `make run`, `make test`, `make local-llm-install` and .ci/run.
 #   scripts/system-packages.sh run        python3-venv (the venv itself)
-#   scripts/system-packages.sh test       + bubblewrap (the sandbox), bsdextrautils and util-linux
-#                                           (reference programs, prlimit), gcc (C submissions),
+#   scripts/system-packages.sh test       + bubblewrap (the sandbox), libseccomp2 (its syscall
+#                                           filter, loaded with ctypes), bsdextrautils and
+#                                           util-linux (reference programs, prlimit, setarch),
+#                                           gcc (C submissions),
 #                                           chromium (browser tests of the offline pages)
 #   scripts/system-packages.sh local-llm  + g++ (compiles llama-cpp-python)
 # Not root, or no apt-get: one line naming what to install, exit 1.
@@ -13,6 +15,9 @@ need=()
 python3 -c 'import ensurepip, venv' 2>/dev/null || need+=(python3-venv)
 if [ "$what" = test ] || [ "$what" = local-llm ]; then
   command -v bwrap >/dev/null || need+=(bubblewrap)
+  # libseccomp2: mbb.resource.seccomp compiles the sandbox's filter with it (ctypes)
+  compgen -G '/usr/lib/*/libseccomp.so.2' >/dev/null || compgen -G '/lib/*/libseccomp.so.2' \
+    >/dev/null || compgen -G '/usr/lib/libseccomp.so.2' >/dev/null || need+=(libseccomp2)
   command -v column >/dev/null || need+=(bsdextrautils)
   command -v prlimit >/dev/null || need+=(util-linux)
   command -v gcc >/dev/null || need+=(gcc)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -40,7 +41,7 @@ from mbb.llm.cache import LlmCache
 from mbb.llm.client import CallMeta, ChatRequest, Emit, LlmClient, LlmResult, LlmUnavailable
 from mbb.llm.config import ModelConfig
 from mbb.llm.structured import InvalidOutput, extract_json, refuse_cut_off, strict_schema
-from mbb.resource.resource import ExecutionResource
+from mbb.resource.resource import ExecutionResource, printable
 from mbb.scheduling.actions import Request, Withdraw
 from mbb.tasks.evaluator import Evaluation
 from mbb.tasks.harness import SolverTools, ToolResult, WorkspaceEvaluation
@@ -365,7 +366,9 @@ class LlmSolver(WorkspaceEvaluation):
         if self.task_id is None:
             return 0.0
         ws = self.resource.workspace(self.worker)
-        if (ws / "executable").is_file():
+        # a link out of the workspace (to a host file) must not count: resolve, stay inside
+        exe = os.path.realpath(ws / "executable")
+        if exe.startswith(f"{os.path.realpath(ws)}/") and os.path.isfile(exe):
             return 2 / 3
         if any(c.tool in ("write", "edit") and c.ok for c in self._commands):
             return 1 / 3
@@ -566,7 +569,8 @@ class LlmSolver(WorkspaceEvaluation):
         else:
             assert isinstance(a, BashArgs)
             r, what = t.bash(a.command), a.command
-        self._commands.append(_CommandLine(call.tool, what[:80], r.runtime_s, r.ok))
+        # what the after-action report shows: no NUL or lone surrogate reaches a prompt
+        self._commands.append(_CommandLine(call.tool, printable(what)[:80], r.runtime_s, r.ok))
         return self._render_result(r)
 
     def _render_result(self, r: ToolResult) -> str:

@@ -7,6 +7,14 @@ sources, /root) simply does not exist inside. There is no network (own, empty ne
 no way back out (own pid namespace, setsid, no capabilities). When the host runs as root, the
 command runs as an unprivileged uid so process-count limits apply (the kernel exempts root) and
 execute-only files stay unreadable.
+
+What the kernel enforces on top (see README, "Sandbox"): a seccomp filter built by libseccomp
+(mbb.resource.seccomp: keyrings, new user namespaces, mount, ptrace, bpf, ...); the caller's
+control group (mbb.resource.cgroups: memory, processes and CPU of the whole window), which the
+command joins before bwrap starts; rlimits per process. No host path is visible inside: bwrap
+reads its mount arguments from a memfd (`--args`), so /proc/1/cmdline shows none, and files
+that must not reveal where they live (the reference, the broker's client) are copied into the
+sandbox (`--ro-bind-data`), so mountinfo shows none either.
 """
 
 from __future__ import annotations
@@ -18,9 +26,17 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from mbb.resource.cgroups import JOIN
+from mbb.resource.seccomp import seccomp_fd
+
+if TYPE_CHECKING:
+    from mbb.resource.cgroups import WindowCgroup
+    from mbb.resource.spawner import Spawner
 
 __all__ = [
     "BWRAP_INSTALL",
@@ -43,6 +59,9 @@ SANDBOX_GID = 2000
 _BWRAP = "/usr/bin/bwrap"
 _PRLIMIT = "/usr/bin/prlimit"
 _ETC_FILES = ("/etc/alternatives", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d")
+# the environment bwrap itself starts with (its pid-1 reaper keeps it): none of the operator's
+# variables (API keys, paths) exist anywhere in the sandbox's processes
+HOST_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C"}
 _ENV = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
     "HOME": WORKSPACE,
@@ -66,8 +85,16 @@ class SandboxLimits:
     processes: int = 64  # RLIMIT_NPROC for the sandbox uid
     file_bytes: int = 16 << 20  # RLIMIT_FSIZE: largest file a command may write
     output_bytes: int = 64 << 10  # captured stdout / stderr each; beyond it: truncated, pipe closed
+    open_files: int = 4096  # RLIMIT_NOFILE per process
     tmp_bytes: int = 64 << 20  # size of the private /tmp
     wall_s: float = 60.0  # wall-clock cap when the caller gives no tighter one
+    # the window's control group (all its processes together; cgroup machines only)
+    total_memory_bytes: int = 2 << 30  # memory of all processes, tmpfs pages included
+    total_processes: int = 256  # processes and threads
+    cpus: float = 1.0  # CPU bandwidth
+    # the workspace's own tmpfs (root hosts only)
+    workspace_bytes: int = 64 << 20
+    workspace_inodes: int = 4096
 
 
 DEFAULT_LIMITS = SandboxLimits()
@@ -80,6 +107,8 @@ class Bind:
     src: Path
     dst: str
     writable: bool = False
+    copy: bool = False  # copy the file's bytes in (read-only, `perms`): its host path stays hidden
+    perms: int = 0o444
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,16 +143,20 @@ def bwrap_path() -> str:
 
 
 def chown_tree(path: Path) -> None:
-    """Give a workspace to the sandbox uid so commands inside may write it (root host only)."""
+    """Give a workspace to the sandbox uid so commands inside may write it (root host only).
+    chown(1) walks without recursion limits and never follows links; a top-level `reference`
+    (the mount point of the execute-only reference) stays root's."""
     if os.geteuid() != 0:
         return
-    for root, dirs, files in os.walk(path):
-        os.lchown(root, SANDBOX_UID, SANDBOX_GID)
-        for name in dirs + files:
-            p = os.path.join(root, name)
-            if name == "reference" and root == str(path):
-                continue  # the mount point placeholder of the execute-only reference stays root's
-            os.lchown(p, SANDBOX_UID, SANDBOX_GID)
+    subprocess.run(
+        ["chown", "-R", "-P", "--no-dereference", f"{SANDBOX_UID}:{SANDBOX_GID}", "--", str(path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        check=False,
+    )
+    ph = Path(path) / "reference"
+    if ph.is_file() and not ph.is_symlink():
+        os.lchown(ph, 0, 0)
 
 
 def _argv(
@@ -134,8 +167,9 @@ def _argv(
     limits: SandboxLimits,
     env: Mapping[str, str] | None,
     workspace_writable: bool = True,
-) -> list[str]:
-    argv = [bwrap_path(), "--ro-bind", "/usr", "/usr"]
+) -> tuple[list[str], list[str]]:
+    """bwrap's options (passed on a memfd) and the command line after them."""
+    argv = ["--ro-bind", "/usr", "/usr"]
     for name in ("bin", "lib", "lib64", "sbin"):
         host = Path("/") / name
         if host.is_symlink():
@@ -154,7 +188,10 @@ def _argv(
         argv += ["--dir", WORKSPACE, "--chdir", WORKSPACE]
     argv += ["--perms", "0755", "--dir", "/run"]  # for the reference broker's socket
     for b in binds:
-        argv += ["--bind" if b.writable else "--ro-bind", str(b.src), b.dst]
+        if b.copy:
+            argv += ["--perms", f"{b.perms:04o}", "--ro-bind-data", f"@{b.src}", b.dst]
+        else:
+            argv += ["--bind" if b.writable else "--ro-bind", str(b.src), b.dst]
     for path in hide:  # e.g. the reference's original: an empty, unreadable file in its place
         argv += ["--ro-bind", "/dev/null", path]
     argv += ["--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
@@ -162,24 +199,51 @@ def _argv(
     argv += ["--clearenv"]
     for k, v in {**_ENV, **(env or {})}.items():
         argv += ["--setenv", k, v]
+    tail = ["--"]
     if os.geteuid() == 0:
-        argv += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "/usr/bin/setpriv"]
-        argv += [f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_GID}", "--clear-groups"]
-        argv += ["--inh-caps=-all", "--bounding-set=-all", "--"]
-    return argv + list(command)
+        argv += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+        tail += ["/usr/bin/setpriv"]
+        tail += [f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_GID}", "--clear-groups"]
+        tail += ["--inh-caps=-all", "--bounding-set=-all", "--"]
+    return argv, tail + list(command)
 
 
-def _prlimit(limits: SandboxLimits) -> list[str]:
-    """rlimits via prlimit(1) exec'd in front of bwrap: no preexec_fn, so Popen can vfork."""
+def _prlimit(limits: SandboxLimits, grouped: bool) -> list[str]:
+    """rlimits via prlimit(1) exec'd in front of bwrap: no preexec_fn, so Popen can vfork.
+    RLIMIT_NPROC counts every process of the sandbox uid on the host (other runs' too): with a
+    control group the window's own `pids.max` is the limit and NPROC only a generous backstop."""
+    nproc = max(limits.processes, 16 * limits.total_processes) if grouped else limits.processes
     return [
         _PRLIMIT,
         f"--cpu={limits.cpu_s}",
         f"--as={limits.memory_bytes}",
-        f"--nproc={limits.processes}",
+        f"--nproc={nproc}",
         f"--fsize={limits.file_bytes}",
+        f"--nofile={limits.open_files}",
         "--core=0",
         "--",
     ]
+
+
+_JOIN = JOIN  # joins the control group(s) named before `--`, then execs the rest
+_FD_BASE = 10  # where the fork server places the descriptors bwrap reads
+
+
+class _Reader(Protocol):
+    def read(self, n: int, /) -> bytes: ...
+
+
+def _memfd(name: str, data: bytes) -> int:
+    fd = os.memfd_create(name, os.MFD_CLOEXEC)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.lseek(fd, 0, os.SEEK_SET)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
 
 
 def _drain(pipe, cap: int, out: list[bytes], counts: list[int], flags: dict[str, bool]) -> None:
@@ -204,30 +268,106 @@ def _drain(pipe, cap: int, out: list[bytes], counts: list[int], flags: dict[str,
             pipe.close()
 
 
+def _start(
+    command: Sequence[str],
+    workspace: Path | None,
+    binds: Sequence[Bind],
+    hide: Sequence[str],
+    limits: SandboxLimits,
+    env: Mapping[str, str] | None,
+    workspace_writable: bool,
+    seccomp: bool,
+    cgroup: WindowCgroup | None,
+    spawner: Spawner | None,
+) -> Any:
+    """Start bwrap: through the group's fork server, or joining the group on the way in."""
+    argv: list[str] = []
+    if cgroup is not None and spawner is None:
+        argv += ["/bin/sh", "-c", _JOIN, "mbb-cgroup", *cgroup.procs_files(), "--"]
+    argv += _prlimit(limits, cgroup is not None)
+    opts, tail = _argv(command, workspace, binds, hide, limits, env, workspace_writable)
+    fds: list[int] = []
+    slots: list[int] = []  # where in opts an fd number goes, in the order of fds
+
+    def number(i: int) -> str:  # an fd's number where bwrap runs
+        return str(_FD_BASE + i if spawner is not None else fds[i])  # fixed under the server
+
+    try:
+        for i, a in enumerate(opts):  # copied files: an fd each (the path stays on this side)
+            if a.startswith("@") and i > 0 and opts[i - 1] == "--ro-bind-data":
+                fds.append(os.open(a[1:], os.O_RDONLY | os.O_CLOEXEC))
+                slots.append(i)
+        if seccomp:
+            fds.append(seccomp_fd())
+            opts += ["--seccomp", ""]
+            slots.append(len(opts) - 1)
+        for k, i in enumerate(slots):
+            opts[i] = number(k)
+        fds.append(_memfd("mbb-args", b"".join(os.fsencode(a) + b"\0" for a in opts)))
+        argv += [bwrap_path(), "--args", number(len(fds) - 1), *tail]
+        if spawner is not None:
+            return spawner.spawn(argv, [(fd, _FD_BASE + i) for i, fd in enumerate(fds)])
+        return subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            pass_fds=tuple(fds),
+            env=HOST_ENV,
+        )
+    finally:
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
 def run_sandboxed(
     command: Sequence[str],
     *,
     workspace: Path | None = None,
-    stdin: bytes = b"",
+    stdin: bytes | _Reader = b"",
     binds: Sequence[Bind] = (),
     hide: Sequence[str] = (),
     limits: SandboxLimits = DEFAULT_LIMITS,
     timeout_s: float | None = None,
     env: Mapping[str, str] | None = None,
     workspace_writable: bool = True,
+    cgroup: WindowCgroup | None = None,
+    started: Callable[[subprocess.Popen[bytes]], Any] | None = None,
+    seccomp: bool = True,
 ) -> SandboxResult:
-    """Run `command` in a fresh sandbox; kill everything in it at `timeout_s` (wall seconds)."""
-    argv = _prlimit(limits)
-    argv += _argv(command, workspace, binds, hide, limits, env, workspace_writable)
+    """Run `command` in a fresh sandbox; kill everything in it at `timeout_s` (wall seconds).
+
+    `stdin` is bytes or a reader (`read(n)`, b"" at the end) streamed in chunks; `cgroup` is
+    the window's control group, joined before bwrap starts; `started` gets the process (the
+    broker kills its calls at a window's end with it). Raises OSError only when the sandbox
+    could not be started at all (nothing ran)."""
+    grouped = cgroup is not None and not cgroup.closed
+    spawner = cgroup.take() if grouped else None  # type: ignore[union-attr]
     timeout = limits.wall_s if timeout_s is None else max(0.0, min(timeout_s, limits.wall_s))
     t0 = time.monotonic()
-    proc = subprocess.Popen(
-        argv,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
+    try:
+        proc = _start(
+            command,
+            workspace,
+            binds,
+            hide,
+            limits,
+            env,
+            workspace_writable,
+            seccomp,
+            cgroup if grouped else None,
+            spawner,
+        )
+    except OSError:
+        if spawner is None:
+            raise
+        proc = _start(  # the fork server is gone: join the group on the way in instead
+            command, workspace, binds, hide, limits, env, workspace_writable, seccomp, cgroup, None
+        )
+    if started is not None:
+        started(proc)
     outs: list[bytes] = []
     errs: list[bytes] = []
     out_n, err_n = [0], [0]
@@ -245,12 +385,20 @@ def run_sandboxed(
         r.start()
 
     def feed() -> None:
+        pipe = proc.stdin
+        assert pipe is not None
         try:
-            if stdin:
-                proc.stdin.write(stdin)  # type: ignore[union-attr]
-            proc.stdin.close()  # type: ignore[union-attr]
+            if isinstance(stdin, bytes | bytearray | memoryview):
+                if stdin:
+                    pipe.write(stdin)
+            else:
+                while chunk := stdin.read(65536):
+                    pipe.write(chunk)
         except (BrokenPipeError, OSError, ValueError):
             pass
+        finally:
+            with contextlib.suppress(OSError, ValueError):
+                pipe.close()
 
     writer = threading.Thread(target=feed, daemon=True)
     writer.start()

@@ -6,15 +6,32 @@ delegate to the program it must reconstruct. Each test runs in its own fresh san
 only that test's arguments and stdin (never the expected outputs). The executable's hash is
 pinned after compiling; if it changes between tests the whole run is refused (score 0). Tests
 with no result (timeout, crash, missing executable) count as failures.
+
+The copy (mbb.resource.fs.copy_tree) is iterative and fd-relative, keeps sparse files sparse
+and hard links linked, copies only directories, regular files and symlinks, and enforces
+`CopyLimits` (depth 64, 4,096 entries, 64 MiB of data, 1 GiB per file, 3,072-byte paths).
+Score-0 rule: a workspace over any limit, before or after compiling, is not evaluated; every
+hidden test fails with the reason "workspace over limits: ...". Each hidden test gets a fresh
+copy of the compiled workspace (its own tmpfs on a root host), so no test sees what another
+wrote, and the sandbox looks like a window's: same paths, environment, uid, limits and a
+`./reference` file (which does not run).
+
+Time: evaluation runs after the subrun and is not charged to any window; it is capped instead:
+compiling at COMPILE_TIMEOUT_S, each test at TEST_TIMEOUT_S and all tests together at
+TESTS_BUDGET_S of wall time (a test not started within the budget fails, "evaluation time
+budget exhausted"), all of it in one control group (memory, processes, one CPU) that is killed
+at the end.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import itertools
 import os
-import shutil
 import stat
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -24,22 +41,36 @@ from typing import Any
 
 from mbb.agents.base import EvaluationResult
 from mbb.events import CommandRun, HiddenTestResult
+from mbb.resource import cgroups, fs
+from mbb.resource.broker import CLIENT_SOURCE
+from mbb.resource.fs import CopyLimits, TreeOverLimits, copy_tree
 from mbb.resource.resource import hidden_paths
 from mbb.resource.sandbox import (
     DEFAULT_LIMITS,
+    SANDBOX_GID,
+    SANDBOX_UID,
     WORKSPACE,
     Bind,
     SandboxLimits,
-    chown_tree,
     run_sandboxed,
 )
 from mbb.tasks.suite import BuiltTask, HiddenTest
 
-__all__ = ["Evaluation", "evaluate_reference", "evaluate_submission"]
+__all__ = [
+    "COMPILE_TIMEOUT_S",
+    "EVAL_LIMITS",
+    "TESTS_BUDGET_S",
+    "TEST_TIMEOUT_S",
+    "Evaluation",
+    "evaluate_reference",
+    "evaluate_submission",
+]
 
 Emit = Callable[..., Any]
-COMPILE_TIMEOUT_S = 120.0
+COMPILE_TIMEOUT_S = 60.0
 TEST_TIMEOUT_S = 10.0
+TESTS_BUDGET_S = 60.0  # all hidden tests of one evaluation together (wall)
+EVAL_LIMITS = CopyLimits()
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,24 +91,6 @@ class Evaluation:
         return pl.DataFrame(self.rows)
 
 
-def _copy_filter(root: Path) -> Callable[[str, list[str]], list[str]]:
-    """Copy only directories, regular files and symlinks (as links); never the reference."""
-    top = os.path.normpath(root)
-
-    def ignore(src: str, names: list[str]) -> list[str]:
-        skip = []
-        for n in names:
-            if os.path.normpath(src) == top and n == "reference":
-                skip.append(n)
-                continue
-            mode = os.lstat(os.path.join(src, n)).st_mode
-            if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
-                skip.append(n)
-        return skip
-
-    return ignore
-
-
 def _hash(path: Path) -> str | None:
     """sha256 of the executable without following links (a link hashes as its target text)."""
     try:
@@ -88,49 +101,128 @@ def _hash(path: Path) -> str | None:
         return "link:" + hashlib.sha256(os.readlink(path).encode()).hexdigest()
     if not stat.S_ISREG(st.st_mode):
         return None
+    h = hashlib.sha256()
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    with os.fdopen(fd, "rb") as fh:
-        return hashlib.sha256(fh.read()).hexdigest()
+    with os.fdopen(fd, "rb") as fh:  # streamed: the size is bounded by EVAL_LIMITS
+        while chunk := fh.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+class _Scratch:
+    """The evaluation's folders: each a tmpfs of the workspace's size on a root host (the
+    sandbox then sees the root of a file system, as in a window), else a plain folder."""
+
+    def __init__(self, root: Path | None, limits: SandboxLimits) -> None:
+        self.base = Path(tempfile.mkdtemp(prefix="mbb-", dir=root))
+        os.chmod(self.base, 0o700)
+        self.limits = limits
+        self.tmpfs = fs.tmpfs_available(self.base)
+        self.mounts: list[Path] = []
+        self.lock = threading.Lock()
+        self.n = itertools.count()
+        root_host = os.geteuid() == 0
+        self.owner = (SANDBOX_UID, SANDBOX_GID) if root_host else None
+
+    def new(self) -> Path:
+        d = self.base / f"w{next(self.n)}"
+        d.mkdir()
+        if self.tmpfs:
+            lim, owner = self.limits, self.owner or (os.geteuid(), os.getegid())
+            try:
+                fs.mount_tmpfs(d, lim.workspace_bytes, lim.workspace_inodes, *owner)
+                with self.lock:
+                    self.mounts.append(d)
+                return d
+            except OSError:
+                pass  # a plain folder instead
+        if self.owner is not None:
+            os.chown(d, *self.owner)
+        return d
+
+    def drop(self, d: Path) -> None:
+        with self.lock:
+            if d in self.mounts:
+                self.mounts.remove(d)
+        fs.remove_tree(d)
+
+    def close(self) -> None:
+        for d in list(self.mounts):
+            self.drop(d)
+        fs.remove_tree(self.base)
+
+
+def _placeholder(ws: Path, task: BuiltTask, reference_mode: str) -> None:
+    """`./reference` as a window shows it: an execute-only file of the reference's size
+    (sparse, it does not run), or in broker mode the broker's client (whose socket is absent)."""
+    ph = ws / "reference"
+    with contextlib.suppress(OSError):
+        fs.remove_tree(ph)
+        if reference_mode == "broker":
+            ph.write_text(CLIENT_SOURCE)
+            os.chmod(ph, 0o555)
+        else:
+            with open(ph, "wb") as f:
+                f.truncate(os.stat(task.reference).st_size)
+            os.chmod(ph, 0o111)
 
 
 def _run_tests(
     task: BuiltTask,
     tests: list[HiddenTest],
-    workspace: Path,
+    fresh: Callable[[], tuple[Path, Callable[[], None]]],
     binds: list[Bind],
     hide: list[str],
     limits: SandboxLimits,
-    check: Callable[[], bool],
+    check: Callable[[Path], bool],
     parallel: int,
+    cgroup: cgroups.WindowCgroup | None = None,
+    budget_s: float = TESTS_BUDGET_S,
 ) -> tuple[list[dict[str, Any]], bool]:
+    """Each test in the fresh workspace `fresh()` gives (and disposes of afterwards); `check`
+    says whether that workspace's executable is still the one pinned after compiling."""
     tampered = False
+    deadline = time.monotonic() + budget_s
 
     def one(t: HiddenTest) -> dict[str, Any]:
         nonlocal tampered
-        if tampered or not check():
-            tampered = True
+        if tampered:
             return _row(t, None, False, "executable changed")
-        r = run_sandboxed(
-            [f"{WORKSPACE}/executable", *t.args],
-            workspace=workspace,
-            stdin=t.stdin.encode("latin-1"),
-            binds=binds,
-            hide=hide,
-            limits=limits,
-            timeout_s=TEST_TIMEOUT_S,
-        )
-        match = r.stdout == t.stdout.encode("latin-1") and not r.truncated
-        reason = None
-        if r.killed:
-            reason = "timeout"
-        elif r.exit_code != t.exit_code:
-            reason = f"exit {r.exit_code} != {t.exit_code}"
-        elif not match:
-            reason = "stdout differs"
-        if not check():
-            tampered = True
-            return _row(t, r.exit_code, match, "executable changed")
-        return _row(t, r.exit_code, match, reason)
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return _row(t, None, False, "evaluation time budget exhausted")
+        try:
+            ws, dispose = fresh()
+        except (OSError, TreeOverLimits) as exc:
+            return _row(t, None, False, f"no workspace for the test: {exc}"[:200])
+        try:
+            try:
+                r = run_sandboxed(
+                    [f"{WORKSPACE}/executable", *t.args],
+                    workspace=ws,
+                    stdin=t.stdin.encode("latin-1"),
+                    binds=binds,
+                    hide=hide,
+                    limits=limits,
+                    timeout_s=min(TEST_TIMEOUT_S, left),
+                    cgroup=cgroup,
+                )
+            except (OSError, ValueError) as exc:
+                return _row(t, None, False, f"could not run: {exc}"[:200])
+            match = r.stdout == t.stdout.encode("latin-1") and not r.truncated
+            reason = None
+            if r.killed:
+                reason = "timeout"
+            elif r.exit_code != t.exit_code:
+                reason = f"exit {r.exit_code} != {t.exit_code}"
+            elif not match:
+                reason = "stdout differs"
+            if not check(ws):
+                tampered = True
+                return _row(t, r.exit_code, match, "executable changed")
+            return _row(t, r.exit_code, match, reason)
+        finally:
+            dispose()
 
     with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
         rows = list(pool.map(one, tests))
@@ -185,21 +277,40 @@ def evaluate_submission(
     limits: SandboxLimits = DEFAULT_LIMITS,
     scratch_root: Path | None = None,
     parallel: int = 2,
+    copy_limits: CopyLimits = EVAL_LIMITS,
+    tests_budget_s: float = TESTS_BUDGET_S,
+    reference_mode: str = "exec_only",
 ) -> Evaluation:
-    """Compile `workspace`'s compile.sh on a copy, then run all hidden tests on ./executable."""
+    """Compile `workspace`'s compile.sh on a copy, then run all hidden tests on ./executable.
+    `reference_mode` is the resource's: ./reference then looks as it did in the windows."""
     t0 = time.monotonic()
     tests = task.hidden_tests()
     notes: list[str] = []
     hide = hidden_paths(task.original, *task.also_hidden)
-    base = Path(tempfile.mkdtemp(prefix="mbb-eval-", dir=scratch_root))
+    scratch = _Scratch(scratch_root, limits)
+    group = None
+    if cgroups.available():
+        with contextlib.suppress(OSError):  # a group that cannot be made: rlimits only
+            group = cgroups.WindowCgroup(
+                cgroups.CgroupLimits(limits.total_memory_bytes, limits.total_processes, limits.cpus)
+            )
+            group.warm()
+
+    def refused(why: str) -> Evaluation:
+        notes.append(f"workspace over the evaluation limits ({why}): not evaluated, score 0")
+        rows = [_row(t, None, False, f"workspace over limits: {why}") for t in tests]
+        return _finish(task, rows, False, False, None, t0, notes, worker, emit)
+
     try:
-        os.chmod(base, 0o700)
-        ev = base / "ws"
-        if workspace.is_dir():
-            shutil.copytree(workspace, ev, symlinks=True, ignore=_copy_filter(workspace))
-        else:
-            ev.mkdir()
-        chown_tree(ev)
+        ev = scratch.new()
+        if workspace.is_dir() and not workspace.is_symlink():
+            try:
+                copy_tree(workspace, ev, copy_limits, skip_top=("reference",), owner=scratch.owner)
+            except TreeOverLimits as exc:
+                return refused(str(exc))
+            except OSError as exc:  # e.g. the quota of the evaluation's tmpfs
+                return refused(f"{exc.strerror or exc}")
+        _placeholder(ev, task, reference_mode)
         failed = [_row(t, None, False, "not compiled") for t in tests]
         if not (ev / "compile.sh").is_file() or (ev / "compile.sh").is_symlink():
             notes.append("no compile.sh")
@@ -210,7 +321,11 @@ def evaluate_submission(
             hide=hide,
             limits=limits,
             timeout_s=COMPILE_TIMEOUT_S,
+            cgroup=group,
         )
+        if group is not None:
+            group.kill()  # nothing compile.sh started survives into the tests
+            group.warm()
         if emit is not None:
             emit(
                 CommandRun,
@@ -225,6 +340,10 @@ def evaluate_submission(
                 killed=c.killed,
                 reason="evaluation",
             )
+        try:  # what compiling left must be within the limits too (it is copied per test)
+            copy_tree(ev, None, copy_limits, skip_top=("reference",))
+        except (TreeOverLimits, OSError) as exc:
+            return refused(f"after compiling: {exc}")
         exe_hash = _hash(ev / "executable")
         if c.exit_code != 0 or exe_hash is None:
             notes.append(
@@ -234,20 +353,35 @@ def evaluate_submission(
             )
         if exe_hash is None:
             return _finish(task, failed, False, False, None, t0, notes, worker, emit)
+
+        def fresh() -> tuple[Path, Callable[[], None]]:
+            d = scratch.new()
+            try:
+                copy_tree(ev, d, copy_limits, skip_top=("reference",), owner=scratch.owner)
+                _placeholder(d, task, reference_mode)
+            except BaseException:
+                scratch.drop(d)
+                raise
+            return d, lambda: scratch.drop(d)
+
         rows, tampered = _run_tests(
             task,
             tests,
-            ev,
+            fresh,
             [],
             hide,
             limits,
-            lambda: _hash(ev / "executable") == exe_hash,
+            lambda ws: _hash(ws / "executable") == exe_hash,
             parallel,
+            group,
+            tests_budget_s,
         )
         compiled = c.exit_code == 0
         return _finish(task, rows, tampered, compiled, exe_hash, t0, notes, worker, emit)
     finally:
-        shutil.rmtree(base, ignore_errors=True)
+        if group is not None:
+            group.close()
+        scratch.close()
 
 
 def evaluate_reference(task: BuiltTask, *, parallel: int = 2) -> Evaluation:
@@ -258,5 +392,15 @@ def evaluate_reference(task: BuiltTask, *, parallel: int = 2) -> Evaluation:
         ws = Path(d)
         (ws / "executable").touch()
         binds = [Bind(task.reference, f"{WORKSPACE}/executable")]
-        rows, _ = _run_tests(task, tests, ws, binds, [], SandboxLimits(), lambda: True, parallel)
+        rows, _ = _run_tests(
+            task,
+            tests,
+            lambda: (ws, lambda: None),
+            binds,
+            [],
+            SandboxLimits(),
+            lambda _ws: True,
+            parallel,
+            budget_s=float("inf"),
+        )
     return _finish(task, rows, False, True, None, t0, [], None, None)

@@ -5,19 +5,26 @@ inside the worker's window, are confined to its sandbox (a symlink to a hidden p
 nowhere), and are charged to the window by the resource's time model. `memory` writes to the
 worker's scratch and is free at any time; `release` ends the window early; `request` records the
 window the solver wants next (the arena collects it via the solver's `next_action`).
+
+Arguments are checked before anything runs: a path (at most 4,096 bytes), a text, an `old` or
+`new` (at most the sandbox's file size limit) with a NUL byte or a lone surrogate is refused
+with reason `invalid_arguments: ...`, recorded as a refused command, charged nothing, and its
+error goes back to the solver (the resource checks commands the same way). A path is never put
+into a shell command: it is the script's `$1` (read, write) or the edit program's argv[1]. A
+command that ran is charged by the resource's time model whatever its outcome.
 """
 
 from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from mbb.agents.base import EvaluationResult
 from mbb.events import ScratchWritten
-from mbb.resource.resource import CommandResult, ExecutionResource
+from mbb.resource.resource import CommandResult, ExecutionResource, check_argument
 from mbb.scheduling.actions import Request
 from mbb.scratch import Scratch
 from mbb.tasks.evaluator import Evaluation, evaluate_submission
@@ -27,17 +34,21 @@ __all__ = ["SolverTools", "ToolResult", "WorkspaceEvaluation"]
 
 _EDIT = r"""
 import json, sys
-a = json.load(sys.stdin)
+a, path = json.load(sys.stdin), sys.argv[1]
 try:
-    s = open(a["path"], encoding="utf-8", errors="surrogateescape").read()
+    s = open(path, encoding="utf-8", errors="surrogateescape").read()
 except OSError as e:
-    print(f"cannot read {a['path']}: {e.strerror}", file=sys.stderr); sys.exit(2)
+    print(f"cannot read {path}: {e.strerror}", file=sys.stderr); sys.exit(2)
 n = s.count(a["old"])
 if n != 1:
     print(n); sys.exit(3)
-with open(a["path"], "w", encoding="utf-8", errors="surrogateescape") as f:
+with open(path, "w", encoding="utf-8", errors="surrogateescape") as f:
     f.write(s.replace(a["old"], a["new"], 1))
 """
+MAX_PATH_BYTES = 4096
+_READ = 'cat -- "$1"'
+_WRITE = 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1"'
+_EDIT_CMD = f'/usr/bin/python3 -c {shlex.quote(_EDIT)} "$1"'
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +62,10 @@ class ToolResult:
 
     @classmethod
     def of(cls, r: CommandResult, error: str | None = None) -> ToolResult:
-        if r.refused:
+        if r.refused and (r.reason or "").startswith("invalid_arguments"):
+            why = (r.reason or "").split(": ", 1)[-1]
+            error = f"invalid arguments: {why} (nothing was run or charged)"
+        elif r.refused:
             error = f"refused: {r.reason} (commands run only inside your window)"
         elif r.killed:
             error = f"cut off: {r.reason}"
@@ -80,23 +94,44 @@ class SolverTools:
         self.pending_request: Request | None = None
         self.released = False
 
+    def _invalid(
+        self, tool: str, command: str, path: object, texts: Sequence[tuple]
+    ) -> ToolResult | None:
+        """Check the arguments before anything runs; a refusal is recorded and returned."""
+        problem = check_argument(path, "the path", MAX_PATH_BYTES)
+        if problem is None and path == "":
+            problem = "the path is empty"
+        cap = self.resource.limits.file_bytes
+        for what, value in texts:
+            problem = problem or check_argument(value, what, cap)
+        if problem is None:
+            return None
+        shown = path if check_argument(path, "", MAX_PATH_BYTES) is None else repr(path)[:200]
+        r = self.resource.refuse_invalid(self.worker, command, tool, problem, (str(shown),))
+        return ToolResult.of(r)
+
     def read(self, path: str) -> ToolResult:
-        return ToolResult.of(
-            self.resource.run(self.worker, f"cat -- {shlex.quote(path)}", tool="read")
-        )
+        bad = self._invalid("read", _READ, path, ())
+        if bad is not None:
+            return bad
+        return ToolResult.of(self.resource.run(self.worker, _READ, tool="read", args=(path,)))
 
     def write(self, path: str, text: str) -> ToolResult:
-        q = shlex.quote(path)
-        cmd = f'mkdir -p -- "$(dirname -- {q})" && cat > {q}'
-        return ToolResult.of(self.resource.run(self.worker, cmd, tool="write", stdin=text.encode()))
+        bad = self._invalid("write", _WRITE, path, (("the text", text),))
+        if bad is not None:
+            return bad
+        r = self.resource.run(self.worker, _WRITE, tool="write", stdin=text.encode(), args=(path,))
+        return ToolResult.of(r)
 
     def edit(self, path: str, old: str, new: str) -> ToolResult:
         """Replace the one exact occurrence of `old`; zero or several matches is an error."""
+        bad = self._invalid("edit", _EDIT_CMD, path, (("`old`", old), ("`new`", new)))
+        if bad is not None:
+            return bad
         if not old:
             return ToolResult(False, "", "edit: `old` must not be empty", 0.0)
-        payload = json.dumps({"path": path, "old": old, "new": new}).encode()
-        cmd = f"/usr/bin/python3 -c {shlex.quote(_EDIT)}  # edit {path}"
-        r = self.resource.run(self.worker, cmd, tool="edit", stdin=payload)
+        payload = json.dumps({"old": old, "new": new}).encode()
+        r = self.resource.run(self.worker, _EDIT_CMD, tool="edit", stdin=payload, args=(path,))
         if r.exit_code == 3:
             n = r.stdout.strip()
             what = "not found" if n == "0" else f"found {n} times (it must be unique; add context)"
@@ -153,6 +188,7 @@ class WorkspaceEvaluation:
             self.resource.workspace(self.worker),
             worker=self.worker,
             emit=self.emit,
+            reference_mode=self.resource.reference_mode,
         )
         self.last_evaluation = ev
         return ev.result

@@ -1,0 +1,253 @@
+"""The sandbox's seccomp filter, built with libseccomp (ctypes over libseccomp.so.2).
+
+The filter is compiled by the library (`seccomp_export_bpf`), never hand-assembled, once per
+process, and handed to bubblewrap's `--seccomp FD` on a memfd for every command. It denies, with
+EPERM (so a libc probe gets an error instead of a crash):
+
+- the kernel keyrings (add_key, keyctl, request_key): a per-uid store that outlives the sandbox
+  and is shared by every sandbox of the uid, i.e. a covert channel across workers and runs;
+- new user namespaces (unshare/clone with CLONE_NEWUSER) and setns: inside one, a process gets
+  the capabilities to mount its own tmpfs (escaping the /tmp size limit) and much else;
+  clone3 gets ENOSYS (its flags are behind a pointer seccomp cannot read; libc falls back to
+  clone, whose flags are checked);
+- mounting of any kind (mount, umount2, pivot_root, the fsopen/fsmount/move_mount family);
+- reading or writing other processes (ptrace, process_vm_readv/writev, kcmp, pidfd_getfd);
+- kernel attack surface nobody's CLI program needs: bpf, perf_event_open, userfaultfd,
+  io_uring_*, kexec_*, init/finit/delete_module, open_by_handle_at, swapon/off, reboot, acct,
+  quotactl, syslog, iopl/ioperm, chroot, vhangup, fanotify_init, lookup_dcookie, uselib;
+- personality() with READ_IMPLIES_EXEC, MMAP_PAGE_ZERO, ADDR_COMPAT_LAYOUT or an address-limit
+  flag (PER_LINUX, PER_LINUX32, UNAME26 and ADDR_NO_RANDOMIZE stay allowed);
+- ioctl TIOCSTI / TIOCLINUX (typing into a terminal);
+- sockets of any family but AF_UNIX, AF_INET, AF_INET6 and AF_NETLINK (the network namespace is
+  empty anyway): AF_VSOCK is not namespaced and reaches a VM's host; the rest is legacy
+  protocols and kernel attack surface (AF_ALG, AF_RDS, AF_TIPC, AF_BLUETOOTH, ...).
+
+Syscalls of a foreign ABI (i386 `int 0x80`, x32) kill the process: the filter is native-only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import errno
+import os
+import platform
+import threading
+
+__all__ = [
+    "SeccompUnavailable",
+    "bpf_program",
+    "denied_syscalls",
+    "seccomp_fd",
+    "syscall_number",
+]
+
+_ALLOW = 0x7FFF0000
+
+
+def _errno(e: int) -> int:
+    return 0x00050000 | (e & 0xFFFF)
+
+
+_MASKED_EQ = 7
+_EQ = 4
+_GE = 5
+_AF_PACKET = 17  # this family and every one above it (AF_VSOCK = 40, AF_ALG = 38, ...)
+_SOCKET_DENY = (3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 14, 15)  # AX25 ... PF_KEY
+CLONE_NEWUSER = 0x10000000
+_TIOCSTI = 0x5412
+_TIOCLINUX = 0x541C
+
+# denied outright with EPERM
+_DENY = [
+    "add_key",
+    "keyctl",
+    "request_key",
+    "setns",
+    "mount",
+    "umount",
+    "umount2",
+    "pivot_root",
+    "fsopen",
+    "fsconfig",
+    "fsmount",
+    "fspick",
+    "move_mount",
+    "open_tree",
+    "mount_setattr",
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "kcmp",
+    "pidfd_getfd",
+    "bpf",
+    "perf_event_open",
+    "userfaultfd",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+    "kexec_load",
+    "kexec_file_load",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "open_by_handle_at",
+    "name_to_handle_at",
+    "swapon",
+    "swapoff",
+    "reboot",
+    "acct",
+    "quotactl",
+    "syslog",
+    "iopl",
+    "ioperm",
+    "chroot",
+    "vhangup",
+    "fanotify_init",
+    "lookup_dcookie",
+    "uselib",
+    "nfsservctl",
+]
+# READ_IMPLIES_EXEC, MMAP_PAGE_ZERO, ADDR_COMPAT_LAYOUT, ADDR_LIMIT_32BIT, ADDR_LIMIT_3GB
+_PERSONALITY_DENY = (0x0400000, 0x0100000, 0x0200000, 0x0800000, 0x8000000)
+
+
+class SeccompUnavailable(RuntimeError):
+    """libseccomp (libseccomp.so.2) is missing: name the install command."""
+
+
+class _ArgCmp(ctypes.Structure):
+    _fields_ = [
+        ("arg", ctypes.c_uint),
+        ("op", ctypes.c_int),
+        ("datum_a", ctypes.c_uint64),
+        ("datum_b", ctypes.c_uint64),
+    ]
+
+
+_lock = threading.Lock()
+_cached: bytes | None = None
+
+
+def _lib() -> ctypes.CDLL:
+    name = ctypes.util.find_library("seccomp") or "libseccomp.so.2"
+    try:
+        lib = ctypes.CDLL(name, use_errno=True)
+    except OSError as exc:
+        raise SeccompUnavailable(
+            f"libseccomp is missing ({exc}); the sandbox's syscall filter needs it: "
+            "apt-get install -y libseccomp2"
+        ) from None
+    lib.seccomp_init.restype = ctypes.c_void_p
+    lib.seccomp_init.argtypes = [ctypes.c_uint32]
+    lib.seccomp_release.argtypes = [ctypes.c_void_p]
+    lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
+    lib.seccomp_syscall_resolve_name.restype = ctypes.c_int
+    lib.seccomp_rule_add_array.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_uint32,
+        ctypes.c_int,
+        ctypes.c_uint,
+        ctypes.POINTER(_ArgCmp),
+    ]
+    lib.seccomp_export_bpf.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    return lib
+
+
+def denied_syscalls() -> list[str]:
+    """The syscalls denied outright (EPERM); see the module doc for the conditional ones."""
+    return list(_DENY)
+
+
+def syscall_number(name: str) -> int:
+    """The native number of syscall `name` (negative if it has none here), by libseccomp."""
+    return int(_lib().seccomp_syscall_resolve_name(name.encode()))
+
+
+def _flags_arg() -> int:
+    """The clone() argument that holds the flags (s390 swaps the first two)."""
+    return 1 if platform.machine().startswith("s390") else 0
+
+
+def _build() -> bytes:
+    lib = _lib()
+    ctx = lib.seccomp_init(_ALLOW)
+    if not ctx:
+        raise SeccompUnavailable("seccomp_init failed")
+    try:
+
+        def rule(action: int, name: str, *cmps: tuple[int, int, int, int]) -> None:
+            nr = lib.seccomp_syscall_resolve_name(name.encode())
+            if nr < 0:
+                return  # not a syscall on this architecture
+            arr = (_ArgCmp * max(1, len(cmps)))(*[_ArgCmp(*c) for c in cmps])
+            rc = lib.seccomp_rule_add_array(ctx, action, nr, len(cmps), arr)
+            if rc < 0:
+                raise SeccompUnavailable(f"seccomp rule for {name} failed: {os.strerror(-rc)}")
+
+        eperm = _errno(errno.EPERM)
+        for name in _DENY:
+            rule(eperm, name)
+        rule(eperm, "unshare", (0, _MASKED_EQ, CLONE_NEWUSER, CLONE_NEWUSER))
+        rule(eperm, "clone", (_flags_arg(), _MASKED_EQ, CLONE_NEWUSER, CLONE_NEWUSER))
+        rule(_errno(errno.ENOSYS), "clone3")
+        # personality: deny the flags that weaken memory protections (libseccomp allows one
+        # comparison per argument and rule, so one rule per flag; a 0xffffffff query has all
+        # bits set and is denied too)
+        for flag in _PERSONALITY_DENY:
+            rule(eperm, "personality", (0, _MASKED_EQ, flag, flag))
+        # sockets: only AF_UNSPEC/UNIX/INET/INET6/NETLINK; in particular AF_VSOCK, which is not
+        # namespaced and reaches the hypervisor of a VM host, and the legacy families
+        for fam in _SOCKET_DENY:
+            rule(eperm, "socket", (0, _EQ, fam, 0))
+        rule(eperm, "socket", (0, _GE, _AF_PACKET, 0))
+        for req in (_TIOCSTI, _TIOCLINUX):
+            rule(eperm, "ioctl", (1, _MASKED_EQ, 0xFFFFFFFF, req))
+        r, w = os.pipe()
+        try:
+            out = bytearray()
+
+            def reader() -> None:
+                while chunk := os.read(r, 65536):
+                    out.extend(chunk)
+
+            t = threading.Thread(target=reader, daemon=True)
+            t.start()
+            rc = lib.seccomp_export_bpf(ctx, w)
+            os.close(w)
+            w = -1
+            t.join()
+            if rc < 0:
+                raise SeccompUnavailable(f"seccomp_export_bpf failed: {os.strerror(-rc)}")
+            return bytes(out)
+        finally:
+            if w >= 0:
+                os.close(w)
+            os.close(r)
+    finally:
+        lib.seccomp_release(ctx)
+
+
+def bpf_program() -> bytes:
+    """The compiled filter (classic BPF, as bwrap --seccomp wants it); built once per process."""
+    global _cached
+    with _lock:
+        if _cached is None:
+            _cached = _build()
+        return _cached
+
+
+def seccomp_fd() -> int:
+    """A fresh memfd holding the filter, positioned at 0 (bwrap reads it to EOF); the caller
+    closes it after starting bwrap."""
+    prog = bpf_program()
+    fd = os.memfd_create("mbb-seccomp", os.MFD_CLOEXEC)
+    try:
+        os.write(fd, prog)
+        os.lseek(fd, 0, os.SEEK_SET)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+        raise
+    return fd
