@@ -45,7 +45,7 @@ __all__ = [
     "write_meta",
 ]
 
-PARALLEL_FROM = 24  # below this many scripted runs one process is faster (bench/bench_runner.py)
+PARALLEL_FROM = 64  # below this many scripted runs one process is faster (bench/bench_runner.py)
 MAX_CHUNK = 8  # seeds per task: progress shows within a second, the cores stay balanced
 MAX_RUNS = 100_000  # runs in one batch (checked before anything is allocated)
 MAX_PROCESSES = 64
