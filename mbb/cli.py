@@ -317,6 +317,18 @@ def _add_set(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _classifier_options(p: argparse.ArgumentParser) -> None:
+    """The options `classify` and `validate-classifier` share: which classifier, and the LLM's."""
+    p.add_argument(
+        "--classifier",
+        choices=["evidence", "llm"],
+        default="evidence",
+        help="evidence: cues, model and structure, offline (default); llm: an endpoint",
+    )
+    p.add_argument("--model-file", default=None, help=argparse.SUPPRESS)
+    _llm_options(p)
+
+
 def _llm_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("LLM classifier (--classifier llm)")
     g.add_argument("--base-url", default="http://127.0.0.1:8080/v1", help="OpenAI-compatible URL")
@@ -342,15 +354,8 @@ def _add_classify_parsers(sub: Any) -> None:
         help="label an utterance file (JSONL, corpus format) with taxonomy labels + evidence",
     )
     c.add_argument("utterances", help="JSONL: id, channel, text, optional context")
-    c.add_argument(
-        "--classifier",
-        choices=["evidence", "llm"],
-        default="evidence",
-        help="evidence: cues, model and structure, offline (default); llm: an endpoint",
-    )
     c.add_argument("--out", default=None, help="output JSONL (default: stdout)")
-    c.add_argument("--model-file", default=None, help=argparse.SUPPRESS)
-    _llm_options(c)
+    _classifier_options(c)
     c.set_defaults(func=_cmd_classify)
 
     v = sub.add_parser(
@@ -358,16 +363,9 @@ def _add_classify_parsers(sub: Any) -> None:
         help="per-category precision/recall/F1 with bootstrap CIs against a gold file",
     )
     v.add_argument("gold", help="gold JSONL (corpus format with labels)")
-    v.add_argument(
-        "--classifier",
-        choices=["evidence", "llm"],
-        default="evidence",
-        help="evidence: cues, model and structure, offline (default); llm: an endpoint",
-    )
     v.add_argument("--boot", type=int, default=1000, help="bootstrap resamples")
     v.add_argument("--json", default=None, help="also write the tables as JSON here")
-    v.add_argument("--model-file", default=None, help=argparse.SUPPRESS)
-    _llm_options(v)
+    _classifier_options(v)
     v.set_defaults(func=_cmd_validate)
 
 
