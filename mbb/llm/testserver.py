@@ -319,6 +319,27 @@ def _schema_of(body: dict[str, Any]) -> dict[str, Any] | None:
         return fmt["schema"]
     if body.get("tools"):
         return body["tools"][0]["function"]["parameters"]
+    return _schema_in_prompt(body)
+
+
+SCHEMA_MARKER = "JSON Schema:\n"
+
+
+def _schema_in_prompt(body: dict[str, Any]) -> dict[str, Any] | None:
+    """prompt_only requests carry the schema in the text, after "JSON Schema:" — the last one."""
+    for m in reversed(body.get("messages") or []):
+        text = m.get("content")
+        if not isinstance(text, str):
+            continue
+        at = text.rfind(SCHEMA_MARKER)
+        if at < 0:
+            continue
+        try:
+            obj, _ = json.JSONDecoder().raw_decode(text, at + len(SCHEMA_MARKER))
+        except json.JSONDecodeError:
+            continue
+        if isinstance(obj, dict):
+            return obj
     return None
 
 
