@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from mbb.arena import run_condition  # noqa: E402
 from mbb.llm.emulate import PrefixLog, prompt_text  # noqa: E402
-from mbb.llm.testserver import FakeOpenAIServer, Reply, schema_responder  # noqa: E402
+from mbb.llm.testserver import FakeOpenAIServer, Reply, declaring_responder  # noqa: E402
 from mbb.params import load_params  # noqa: E402
 
 MIN_CHARS = 4096
@@ -65,26 +65,6 @@ class Logging:
         return reused / total if total else 0.0
 
 
-def _schema_nodes(body: dict[str, Any]) -> list[dict[str, Any]]:
-    fmt = body.get("response_format") or {}
-    nodes = [fmt.get("schema"), (fmt.get("json_schema") or {}).get("schema")]
-    nodes += [t["function"]["parameters"] for t in body.get("tools") or []]
-    return [n for n in nodes if isinstance(n, dict)]
-
-
-def declaring(body: dict[str, Any]) -> Reply:
-    """The tests' stand-in negotiator, except that it never withdraws (a random valid answer
-    would withdraw half the time and end most runs after a few rounds)."""
-    import copy
-
-    body = copy.deepcopy(body)
-    for node in _schema_nodes(body):
-        action = (node.get("properties") or {}).get("action")
-        if isinstance(action, dict) and "enum" in action:
-            action["enum"] = ["declare"]
-    return schema_responder(body)
-
-
 def _model(url: str, hosted: bool) -> dict[str, Any]:
     model = {
         "model": "m-a",
@@ -108,7 +88,7 @@ def measure(kind: str, seeds: list[int], hosted: bool, tmp: Path) -> dict[str, A
 
         inner: Any = SolverScript()
     else:
-        inner = declaring
+        inner = declaring_responder
     log = Logging(inner)
     with FakeOpenAIServer(log, models=("m-a",)) as srv:
         over: dict[str, Any] = {

@@ -225,7 +225,8 @@ class SolverLoopParams(_Strict):
     history_turns: int = Field(
         24,
         ge=1,
-        description="Most recent turns kept in the prompt (older ones are summarised as a count).",
+        description="Most recent turns kept in the prompt; older ones are dropped (and counted) in "
+        "chunks of half as many, so the prompt keeps its prefix between drops.",
     )
     output_chars: int = Field(2000, ge=100, description="Tool output shown to the model, cut.")
     deadline_warning_s: float = Field(

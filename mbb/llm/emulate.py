@@ -44,9 +44,11 @@ def count_tokens(text: str) -> int:
 
 
 def prompt_text(body: dict[str, Any]) -> str:
-    """The prompt as a chat template lays it out: each message's role, content and tool calls in
-    order (what a server's prefix cache sees); tools and schemas are not part of it."""
-    parts = []
+    """The prompt as a chat template lays it out (what a server's prefix cache sees): the tool
+    definitions first (templates render them into the system turn), then each message's role,
+    content and tool calls in order. A response_format schema is a grammar, not prompt text."""
+    tools = body.get("tools")
+    parts = [f"<|tools|>\n{json.dumps(tools, sort_keys=True)}\n"] if tools else []
     for m in body.get("messages") or []:
         content = m.get("content")
         if not isinstance(content, str):

@@ -20,7 +20,13 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["FakeOpenAIServer", "RecordedRequest", "Reply", "schema_responder"]
+__all__ = [
+    "FakeOpenAIServer",
+    "RecordedRequest",
+    "Reply",
+    "declaring_responder",
+    "schema_responder",
+]
 
 
 @dataclass
@@ -392,3 +398,31 @@ def schema_responder(body: dict[str, Any]) -> Reply:
     if body.get("tools"):
         return Reply.tool_call(body["tools"][0]["function"]["name"], payload)
     return Reply.completion(payload)
+
+
+def declaring_responder(body: dict[str, Any]) -> Reply:
+    """`schema_responder`, except that a negotiator never withdraws: a random valid declaration
+    withdraws half the time, which ends most runs after a few rounds."""
+    import copy
+
+    body = copy.deepcopy(body)
+    fmt = body.get("response_format") or {}
+    nodes = [fmt.get("schema"), (fmt.get("json_schema") or {}).get("schema")]
+    nodes += [t["function"]["parameters"] for t in body.get("tools") or []]
+    schema = _schema_in_prompt(body) if not any(nodes) else None
+    for node in [*nodes, schema]:
+        action = (
+            (node or {}).get("properties", {}).get("action") if isinstance(node, dict) else None
+        )
+        if isinstance(action, dict) and "enum" in action:
+            action["enum"] = ["declare"]
+    if schema is not None:  # prompt_only: answer the pinned schema found in the prompt
+        payload = json.dumps(_instance(schema, schema.get("$defs", {}), _rnd(body)))
+        return Reply.completion(payload)
+    return schema_responder(body)
+
+
+def _rnd(body: dict[str, Any]) -> Any:
+    import random
+
+    return random.Random(json.dumps(body.get("messages", []), sort_keys=True))
