@@ -25,17 +25,30 @@ def _overrides(options: Sequence[str] | None) -> dict:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from mbb.runner import run_many
+    from mbb.study import ForeignRunError, with_model
 
-    cond = load_params(args.params, _overrides(args.set))
+    overrides = _overrides(args.set)
+    cond = load_params(args.params, overrides)
+    if getattr(args, "model", None):
+        try:
+            overrides = deep_merge(overrides, with_model(cond, args.model))
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        cond = load_params(args.params, overrides)
     out = Path(args.out) if args.out else Path("outputs") / cond.name
-    batch = run_many(
-        cond,
-        seed=args.seed,
-        runs=args.runs,
-        out_dir=out,
-        processes=args.processes,
-        progress=not args.quiet,
-    )
+    try:
+        batch = run_many(
+            cond,
+            seed=args.seed,
+            runs=args.runs,
+            out_dir=out,
+            processes=args.processes,
+            progress=not args.quiet,
+        )
+    except ForeignRunError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     ok = len(batch.run_ids)
     print(
         f"{ok} run(s) of '{cond.name}' in {batch.seconds:.2f} s -> {out}/ "
@@ -43,7 +56,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     )
     for rid, err in batch.failed.items():
         print(f"FAILED {rid}: {err}", file=sys.stderr)
-    return 1 if batch.failed else 0
+    for rid, why in batch.stopped.items():
+        print(f"STOPPED {rid}: {why} (continue with: mbb resume {out / rid})", file=sys.stderr)
+    return 1 if batch.failed else (3 if batch.stopped else 0)
 
 
 def _cmd_tables(args: argparse.Namespace) -> int:
@@ -101,9 +116,21 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    jobs = plan_sweep(
-        args.params, seeds, args.out, overrides=_overrides(args.set), notebook=args.notebook
-    )
+    models = [m for m in (getattr(args, "models", None) or "").split(",") if m] or None
+    try:
+        jobs = plan_sweep(
+            args.params,
+            seeds,
+            args.out,
+            overrides=_overrides(args.set),
+            notebook=args.notebook,
+            models=models,
+        )
+    except ValueError as exc:
+        if isinstance(exc, ParamsError):
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     cluster = None
     if args.cluster == "dask":
         cluster = args.scheduler or "dask"
@@ -191,6 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--processes", type=int, default=None, help="worker processes (default: auto)")
     r.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a field")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
+    r.add_argument("--model", default=None, help="model config (params `models:`) for LLM workers")
     r.set_defaults(func=_cmd_run)
 
     t = sub.add_parser("tables", help="derive parquet tables from a run (or condition) folder")
@@ -221,6 +249,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--scheduler", default=None, help="with --cluster dask: scheduler address")
     s.add_argument("--force", action="store_true", help="re-run jobs already done")
+    s.add_argument(
+        "--models", default=None, help="model axis: model config names a,b (conditions x models)"
+    )
     s.add_argument("--set", action="append", metavar="KEY=VALUE")
     s.add_argument("--quiet", action="store_true")
     s.set_defaults(func=_cmd_sweep)

@@ -13,7 +13,15 @@ from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from mbb.llm.config import ModelConfig, Price
 from mbb.paths import is_bare_name, params_file, user_path
@@ -249,9 +257,29 @@ class LlmParams(_Strict):
         description="SQLite file of recorded answers (a relative path: to the current directory).",
     )
     solver: SolverLoopParams = Field(default_factory=SolverLoopParams)
+    max_cost_usd: float | None = Field(
+        None,
+        gt=0,
+        description="Stop the batch (its runs: a recorded, resumable stop) once its new calls "
+        "cost this much; cached answers are free (mbb.llm.budget).",
+    )
+    max_tokens_total: int | None = Field(
+        None, gt=0, description="Same, in prompt + completion tokens of new calls."
+    )
 
     def cache_path(self) -> Path:
         return user_path(self.cache_file)
+
+    @model_serializer(mode="wrap")
+    def _caps_only_when_set(self, handler: Any) -> Any:
+        # unset caps are left out, so conditions without them are recorded (and fingerprinted)
+        # exactly as before the caps existed
+        data = handler(self)
+        if isinstance(data, dict):
+            for key in ("max_cost_usd", "max_tokens_total"):
+                if data.get(key) is None:
+                    data.pop(key, None)
+        return data
 
 
 class TimeParams(_Strict):

@@ -27,7 +27,7 @@ from typing import Any
 
 import polars as pl
 
-from mbb.arena import RunResult, run_condition, run_id_for, run_seeds, uses_llm
+from mbb.arena import RunResult, run_condition, run_id_of, run_seeds, uses_llm
 from mbb.params import Condition
 from mbb.provenance import provenance
 from mbb.tables import concat_tables, tables_from_lines, write_tables
@@ -56,6 +56,16 @@ class BatchResult:
             lines = "\n".join(f"  {rid}: {err}" for rid, err in self.failed.items())
             raise RuntimeError(f"{len(self.failed)} run(s) of {self.condition} failed:\n{lines}")
         return self
+
+    @property
+    def stopped(self) -> dict[str, str]:
+        """Runs ended by a spend cap (recorded and resumable; not failures): run id -> why."""
+        out = {}
+        for line in self.by_kind.get("run_ended", []):
+            d = json.loads(line)
+            if d.get("status") == "stopped":
+                out[d["run_id"]] = d.get("error") or "stopped"
+        return out
 
     @property
     def run_dirs(self) -> list[Path]:
@@ -104,7 +114,7 @@ def _run_chunk(condition_json: str, seeds: Sequence[int], out_dir: str | None) -
             walls.append(time.perf_counter() - t0)
     for seed, result, wall in zip(seeds, outcomes, walls, strict=True):
         if isinstance(result, Exception):
-            runs.append((run_id_for(condition.name, seed), f"{type(result).__name__}: {result}"))
+            runs.append((run_id_of(condition, seed), f"{type(result).__name__}: {result}"))
             continue
         if isinstance(result, BaseException):  # KeyboardInterrupt and the like: not isolated
             raise result
@@ -182,6 +192,11 @@ def run_many(
     t0 = time.perf_counter()
     first = condition.seed if seed is None else seed
     seeds = list(range(first, first + runs))
+    if out_dir is not None:  # refused before any run starts, not one failure per seed
+        from mbb.study import check_not_foreign
+
+        for s in seeds:
+            check_not_foreign(Path(out_dir) / run_id_of(condition, s), condition)
     llm = uses_llm(condition)
     if processes is None:
         processes = min(os.cpu_count() or 1, 2) if runs >= PARALLEL_FROM and not llm else 1

@@ -52,7 +52,13 @@ class Job:
     seed_from: int
     seed_to: int
     notebook: str  # absolute
-    out_dir: str  # absolute: <sweep out>/<condition>
+    out_dir: str  # absolute: <sweep out>/<condition> (with a model axis: <condition>-<model>)
+    model: str | None = None  # the model config name of this job (a sweep's model axis)
+
+    @property
+    def label(self) -> str:
+        """The job's name in progress, results and sweep.json: condition, or condition[model]."""
+        return self.condition if self.model is None else f"{self.condition}[{self.model}]"
 
     @property
     def runs(self) -> int:
@@ -88,8 +94,14 @@ def plan_sweep(
     *,
     overrides: dict[str, Any] | None = None,
     notebook: str | Path = DEFAULT_NOTEBOOK,
+    models: Sequence[str] | None = None,
 ) -> list[Job]:
-    """One job per params file; conditions must have distinct names (they name the folders)."""
+    """One job per params file (x model, with `models`: conditions x models x seeds); conditions
+    must have distinct names (they name the folders). Every condition must configure every
+    model: an unknown name is refused, with the configured ones listed, before any job runs."""
+    from mbb.params import deep_merge
+    from mbb.study import with_model
+
     out = user_path(out_dir)
     jobs: list[Job] = []
     seen: dict[str, str] = {}
@@ -99,17 +111,25 @@ def plan_sweep(
         if cond.name in seen:
             raise ValueError(f"{path} and {seen[cond.name]} both name condition {cond.name!r}")
         seen[cond.name] = str(path)
-        jobs.append(
-            Job(
-                condition=cond.name,
-                params_path=str(path),
-                overrides=dict(overrides or {}),
-                seed_from=seeds[0],
-                seed_to=seeds[1],
-                notebook=str(notebook_file(notebook)),
-                out_dir=str(out / cond.name),
+        for model in models or [None]:
+            over = dict(overrides or {})
+            folder = cond.name
+            if model is not None:
+                over = deep_merge(over, with_model(cond, model))
+                load_params(path, over)
+                folder = f"{cond.name}-{model}"
+            jobs.append(
+                Job(
+                    condition=cond.name,
+                    params_path=str(path),
+                    overrides=over,
+                    seed_from=seeds[0],
+                    seed_to=seeds[1],
+                    notebook=str(notebook_file(notebook)),
+                    out_dir=str(out / folder),
+                    model=model,
+                )
             )
-        )
     return jobs
 
 
@@ -121,7 +141,7 @@ def run_job(job: Job, *, skip_done: bool = True) -> JobResult:
     html = nb_out.with_suffix(".html")
     fp = job.fingerprint()
     if skip_done and stamp.is_file() and stamp.read_text().strip() == fp and nb_out.is_file():
-        return JobResult(job.condition, "skipped", 0.0, str(nb_out), str(html))
+        return JobResult(job.label, "skipped", 0.0, str(nb_out), str(html))
     stamp.unlink(missing_ok=True)
     t0 = time.perf_counter()
     params = {
@@ -143,7 +163,7 @@ def run_job(job: Job, *, skip_done: bool = True) -> JobResult:
             except Exception:
                 html_path = None
         return JobResult(
-            job.condition,
+            job.label,
             "failed",
             time.perf_counter() - t0,
             str(nb_out),
@@ -151,7 +171,7 @@ def run_job(job: Job, *, skip_done: bool = True) -> JobResult:
             f"{type(exc).__name__}: {str(exc).strip()[-1500:]}",
         )
     stamp.write_text(fp)
-    return JobResult(job.condition, "ok", time.perf_counter() - t0, str(nb_out), str(page))
+    return JobResult(job.label, "ok", time.perf_counter() - t0, str(nb_out), str(page))
 
 
 def _run_local(
@@ -231,7 +251,7 @@ def run_sweep(
         results = _run_dask(jobs, workers, skip_done, None if cluster == "dask" else cluster, done)
     if bar is not None:
         bar.close()
-    order = {j.condition: i for i, j in enumerate(jobs)}
+    order = {j.label: i for i, j in enumerate(jobs)}
     results.sort(key=lambda r: order[r.condition])
     if jobs:
         root = Path(jobs[0].out_dir).parent

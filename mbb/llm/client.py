@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict
 from mbb.agents.base import BackendFatal
 from mbb.events import LlmCall
 from mbb.llm import presets
+from mbb.llm.budget import SpendLedger
 from mbb.llm.cache import CacheMiss, LlmCache, request_key
 from mbb.llm.config import ModelConfig, Price
 
@@ -239,8 +240,10 @@ class LlmClient:
         backoff_base_s: float = 1.0,
         backoff_cap_s: float = 60.0,
         max_retry_after_s: float = 600.0,
+        budget: SpendLedger | None = None,
     ) -> None:
         self.prices = dict(prices or {})
+        self.budget = budget  # spend caps, checked before every network call (mbb.llm.budget)
         self.sleep = sleep
         self.rng = rng or random.Random(0)
         self.environ = os.environ if environ is None else environ
@@ -398,6 +401,8 @@ class LlmClient:
                 )
                 self._emit(emit, config, meta, LlmResult(key=key), str(err))
                 raise err
+        if self.budget is not None:
+            self.budget.check()  # BudgetExhausted: nothing is sent, nothing recorded
         try:
             result = await self.complete(config, req, meta)
         except LlmError as exc:
@@ -407,6 +412,9 @@ class LlmClient:
                 cache.put(key, body, {"error": str(exc)})
             raise
         result = result.model_copy(update={"key": key})
+        if self.budget is not None:
+            u = result.usage
+            self.budget.add(u.prompt + u.completion, self.cost(config.model, u))
         if cache is not None and cache.mode == "read_write":
             cache.put(key, body, result.model_dump(exclude={"latency_s", "attempts", "key"}))
         self._emit(emit, config, meta, result, None)

@@ -1,0 +1,142 @@
+"""The study's model axis: which model a run used, where it is written, and spend by model.
+
+- `model_label(condition)`: the model config name(s) of a condition's LLM workers (None for a
+  scripted condition). Run ids and folders include it (`<condition>-<model>-seedNNNN`), so runs
+  of the same condition with different models never share a folder; scripted runs keep
+  `<condition>-seedNNNN`.
+- `with_model(params overrides, name, condition)`: `mbb run --model` / `mbb sweep --models`; an
+  unknown name is refused with the configured ones listed.
+- `check_not_foreign(run_dir, condition)`: an existing run folder is only re-written by a run of
+  the same condition with the same parameters; anything else is refused before the run starts.
+- `run_models`, `spend_by_model`: compare, report and the token audit grouped by model.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "ForeignRunError",
+    "check_not_foreign",
+    "model_label",
+    "run_models",
+    "spend_by_model",
+    "with_model",
+]
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.+-]")
+
+
+class ForeignRunError(FileExistsError):
+    """A run folder holds a run of another condition, model or parameters."""
+
+
+def model_label(condition: Any) -> str | None:
+    """'a' or 'a+b' (sorted config names of the LLM workers' models); None when none is LLM."""
+    names = sorted(
+        {
+            s.model
+            for s in condition.worker_specs()
+            if "llm" in (s.negotiator, s.solver) and s.model is not None
+        }
+    )
+    if not names:
+        return None
+    return _UNSAFE.sub("_", "+".join(names))
+
+
+def with_model(condition: Any, name: str) -> dict[str, Any]:
+    """The override selecting model config `name` for the condition's LLM workers."""
+    if name not in condition.models:
+        known = ", ".join(sorted(condition.models)) or "none"
+        raise ValueError(
+            f"unknown model {name!r} for condition {condition.name!r}; configured models: {known}"
+        )
+    if model_label(condition) is None:
+        raise ValueError(
+            f"condition {condition.name!r} has no LLM workers: a model would change nothing"
+        )
+    return {"workers": {"model": name}}
+
+
+def _comparable(params: Mapping[str, Any]) -> dict[str, Any]:
+    """Params without how LLM answers are obtained and paid for (cache, caps): re-running the
+    same run in replay mode, or with a higher cap, is the same run."""
+    return {k: v for k, v in params.items() if k != "llm"}
+
+
+def check_not_foreign(run_dir: Path, condition: Any) -> None:
+    """Raise ForeignRunError if `run_dir` holds a run whose parameters differ from `condition`'s."""
+    path = run_dir / "events.jsonl"
+    if not path.is_file():
+        return
+    with path.open(encoding="utf-8") as fh:
+        first = fh.readline()
+    try:
+        started = json.loads(first)
+    except json.JSONDecodeError:
+        return  # not even one complete event: nothing worth keeping
+    recorded = started.get("params") if started.get("kind") == "run_started" else None
+    if recorded is None:
+        return
+    current = condition.model_dump(mode="json")
+    if _comparable(recorded) == _comparable(current):
+        return
+    differing = sorted(
+        k
+        for k in set(recorded) | set(current)
+        if k != "llm" and recorded.get(k) != current.get(k)
+    )
+    raise ForeignRunError(
+        f"{run_dir} holds a run of condition {recorded.get('name')!r} with other parameters "
+        f"(differing: {', '.join(differing)}); it is not overwritten. Write to another folder "
+        "(--out), give the condition another name, or delete that run first"
+    )
+
+
+def run_models(tables: Mapping[str, Any]) -> Any:
+    """One row per run: run_id, model ('+'-joined model names of its LLM calls; 'scripted')."""
+    import polars as pl
+
+    runs = tables["evaluations"].select("run_id").unique()
+    calls = tables.get("llm_calls")
+    if calls is None or calls.is_empty():
+        return runs.with_columns(pl.lit("scripted").alias("model"))
+    models = calls.group_by("run_id").agg(
+        pl.col("model").unique().sort().str.join("+").alias("model")
+    )
+    return (
+        runs.join(models, on="run_id", how="left")
+        .with_columns(pl.col("model").fill_null("scripted"))
+        .sort("run_id")
+    )
+
+
+def spend_by_model(tables: Mapping[str, Any]) -> Any:
+    """Per model: runs, calls, prompt / cached / completion tokens, cost and cost per run."""
+    import polars as pl
+
+    calls = tables.get("llm_calls")
+    if calls is None or calls.is_empty():
+        return pl.DataFrame()
+    keys = ["condition", "model"] if "condition" in calls.columns else ["model"]
+    return (
+        calls.group_by(keys)
+        .agg(
+            pl.col("run_id").n_unique().alias("runs"),
+            pl.len().alias("calls"),
+            pl.col("prompt_tokens").sum(),
+            pl.col("cached_tokens").sum(),
+            pl.col("completion_tokens").sum(),
+            pl.col("cost_usd").sum().alias("cost_usd"),
+        )
+        .with_columns(
+            (pl.col("cost_usd") / pl.col("runs")).alias("cost_per_run_usd"),
+            (pl.col("cached_tokens") / pl.col("prompt_tokens").clip(1)).alias("cached_share"),
+        )
+        .sort(keys)
+    )
