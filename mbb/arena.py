@@ -34,9 +34,9 @@ from mbb.agents.base import (
     WindowGrant,
 )
 from mbb.agents.modeled import MODELED_TASKS, ModeledSolver
-from mbb.llm.budget import BudgetExhausted
 from mbb.agents.personas import make_scripted_negotiator
 from mbb.board import Board
+from mbb.llm.budget import BudgetExhausted
 from mbb.params import Condition, WorkerSpec
 from mbb.provenance import provenance
 from mbb.scheduling.actions import (
@@ -308,10 +308,9 @@ class Arena:
     def llm_context(self) -> tuple[Any, Any]:
         """One client (connection pools, per-endpoint limits) and one request cache per run."""
         if self._llm is None:
+            from mbb.llm.budget import ledger_for
             from mbb.llm.cache import LlmCache
             from mbb.llm.client import LlmClient
-
-            from mbb.llm.budget import ledger_for
 
             p = self.condition.llm
             budget = ledger_for(p.max_cost_usd, p.max_tokens_total)

@@ -87,9 +87,7 @@ def check_not_foreign(run_dir: Path, condition: Any) -> None:
     if _comparable(recorded) == _comparable(current):
         return
     differing = sorted(
-        k
-        for k in set(recorded) | set(current)
-        if k != "llm" and recorded.get(k) != current.get(k)
+        k for k in set(recorded) | set(current) if k != "llm" and recorded.get(k) != current.get(k)
     )
     raise ForeignRunError(
         f"{run_dir} holds a run of condition {recorded.get('name')!r} with other parameters "

@@ -83,6 +83,7 @@ def test_a_cap_stops_the_run_cleanly_and_resuming_finishes_it(root, tmp_path, mo
         assert last["status"] == "completed"
     resumed = [x.replace("capped-a-seed0003", "R") for x in read_lines(path)]
     base = [x.replace("capped-a-seed0003", "R") for x in full]
+
     def strip(lines):  # the server's prefix cache saw other requests before: cached tokens differ
         out = []
         for x in replay_comparable(lines)[1:]:
