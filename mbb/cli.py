@@ -140,6 +140,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         cluster=cluster,
         skip_done=not args.force,
         progress=not args.quiet,
+        max_cost_usd=getattr(args, "max_cost_usd", None),
+        max_tokens_total=getattr(args, "max_tokens_total", None),
     )
     for r in results:
         line = f"{r.status:8s} {r.condition:24s} {r.seconds:7.1f} s  {r.html or r.notebook}"
@@ -200,6 +202,31 @@ def _cmd_resume(args: argparse.Namespace) -> int:
     return status
 
 
+def _cmd_estimate(args: argparse.Namespace) -> int:
+    from mbb.estimate import estimate_from_runs, estimate_study
+    from mbb.study import with_model
+
+    overrides = _overrides(args.set)
+    cond = load_params(args.params, overrides)
+    models = [m for m in (args.model or "").split(",") if m] or [None]
+    for name in models:
+        c = cond
+        if name is not None:
+            try:
+                c = load_params(args.params, deep_merge(overrides, with_model(cond, name)))
+            except ValueError as exc:
+                if isinstance(exc, ParamsError):
+                    raise
+                print(f"error: {exc}", file=sys.stderr)
+                return 2
+        if args.recorded:
+            est = estimate_from_runs(c, args.runs, args.recorded)
+        else:
+            est = estimate_study(c, args.runs, dry_runs=args.dry_runs)
+        print(est.line())
+    return 0
+
+
 def _cmd_params(args: argparse.Namespace) -> int:
     cond = load_params(args.params, _overrides(args.set))
     print(json.dumps(cond.model_dump(mode="json"), indent=2))
@@ -252,6 +279,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--models", default=None, help="model axis: model config names a,b (conditions x models)"
     )
+    s.add_argument("--max-cost-usd", type=float, default=None, help="cap the sweep's LLM spend")
+    s.add_argument("--max-tokens-total", type=int, default=None, help="cap the sweep's tokens")
     s.add_argument("--set", action="append", metavar="KEY=VALUE")
     s.add_argument("--quiet", action="store_true")
     s.set_defaults(func=_cmd_sweep)
@@ -274,6 +303,17 @@ def build_parser() -> argparse.ArgumentParser:
     from mbb.tasks.cli import add_parsers as add_task_parsers
 
     add_task_parsers(sub)
+
+    e = sub.add_parser("estimate", help="predict the tokens and cost of a study before it runs")
+    e.add_argument("params")
+    e.add_argument("--model", default=None, help="model config name(s), a,b: one line each")
+    e.add_argument("--runs", type=int, default=1, help="runs (seeds) the study will make")
+    e.add_argument("--dry-runs", type=int, default=2, help="seeds of the scripted dry run")
+    e.add_argument(
+        "--recorded", nargs="+", default=None, help="estimate from these recorded run folders"
+    )
+    e.add_argument("--set", action="append", metavar="KEY=VALUE")
+    e.set_defaults(func=_cmd_estimate)
 
     v = sub.add_parser("params", help="validate a params file and print the resolved condition")
     v.add_argument("params")

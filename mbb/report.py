@@ -248,6 +248,12 @@ def _condition_summary(folder: Path) -> dict[str, Any]:
     return row
 
 
+def _spend_by_model(folders: list[Path]) -> str:
+    from mbb.study import spend_table_html
+
+    return spend_table_html(folders)
+
+
 def build_report(root: Path) -> Path:
     """Export every executed notebook under `root` to HTML (when stale) and write
     `root/index.html`: one row per notebook with status, a summary of its condition's tables,
@@ -299,7 +305,9 @@ def build_report(root: Path) -> Path:
         "<th class=l>status</th><th>runs</th><th>completion</th><th>deadline miss</th>"
         "<th>mean progress</th><th>mean bid</th><th class=l>error</th></tr>"
         + "".join(body)
-        + "</table></body></html>"
+        + "</table>"
+        + _spend_by_model(sorted({r[0].parent for r in rows}))
+        + "</body></html>"
     )
     index = root / "index.html"
     index.write_text(page_html, encoding="utf-8")

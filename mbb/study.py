@@ -25,6 +25,7 @@ __all__ = [
     "model_label",
     "run_models",
     "spend_by_model",
+    "spend_table_html",
     "with_model",
 ]
 
@@ -137,4 +138,59 @@ def spend_by_model(tables: Mapping[str, Any]) -> Any:
             (pl.col("cached_tokens") / pl.col("prompt_tokens").clip(1)).alias("cached_share"),
         )
         .sort(keys)
+    )
+
+
+def _folder_calls(folders: list[Path]) -> Any:
+    import polars as pl
+
+    parts = []
+    for folder in folders:
+        path = folder / "tables" / "llm_calls.parquet"
+        if path.is_file():
+            df = pl.read_parquet(path)
+            if not df.is_empty():
+                parts.append(df.with_columns(pl.lit(folder.name).alias("folder")))
+    return pl.concat(parts, how="diagonal_relaxed") if parts else None
+
+
+def spend_table_html(folders: list[Path]) -> str:
+    """The report's "LLM spend by model" table over condition folders ('' without LLM calls):
+    one row per model with its conditions, runs, tokens, cached share, cost and cost per run."""
+    import html
+
+    import polars as pl
+
+    calls = _folder_calls(folders)
+    if calls is None:
+        return ""
+    t = (
+        calls.group_by("model")
+        .agg(
+            pl.col("folder").unique().sort().str.join(", ").alias("conditions"),
+            pl.col("run_id").n_unique().alias("runs"),
+            pl.len().alias("calls"),
+            pl.col("prompt_tokens").sum(),
+            pl.col("cached_tokens").sum(),
+            pl.col("completion_tokens").sum(),
+            pl.col("cost_usd").sum(),
+        )
+        .with_columns((pl.col("cost_usd") / pl.col("runs")).alias("cost_per_run"))
+        .sort("model")
+    )
+    rows = "".join(
+        "<tr>"
+        f"<td class=l>{html.escape(r['model'])}</td><td class=l>{html.escape(r['conditions'])}</td>"
+        f"<td>{r['runs']}</td><td>{r['calls']}</td><td>{r['prompt_tokens']:,}</td>"
+        f"<td>{r['cached_tokens'] / max(1, r['prompt_tokens']):.1%}</td>"
+        f"<td>{r['completion_tokens']:,}</td><td>${r['cost_usd']:.4f}</td>"
+        f"<td>${r['cost_per_run']:.4f}</td></tr>"
+        for r in t.iter_rows(named=True)
+    )
+    return (
+        "<h2>LLM spend by model</h2><table class=by-model><tr><th class=l>model</th>"
+        "<th class=l>conditions</th><th>runs</th><th>calls</th><th>prompt tokens</th>"
+        "<th>cached</th><th>completion tokens</th><th>cost</th><th>cost per run</th></tr>"
+        + rows
+        + "</table>"
     )

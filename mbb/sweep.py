@@ -80,7 +80,7 @@ class Job:
 @dataclass(frozen=True)
 class JobResult:
     condition: str
-    status: str  # ok | failed | skipped
+    status: str  # ok | failed | skipped | stopped (a spend cap: run the sweep again to go on)
     seconds: float
     notebook: str
     html: str | None
@@ -133,8 +133,27 @@ def plan_sweep(
     return jobs
 
 
+def _stopped_runs(out: Path) -> list[str]:
+    """Runs under `out` whose log ends with a spend-cap stop."""
+    from mbb.events import read_lines
+
+    stopped = []
+    for path in sorted(out.glob("*/events.jsonl")):
+        lines = read_lines(path)
+        if lines and '"stopped"' in lines[-1]:
+            last = json.loads(lines[-1])
+            if last.get("kind") == "run_ended" and last.get("status") == "stopped":
+                stopped.append(path.parent.name)
+    return stopped
+
+
 def run_job(job: Job, *, skip_done: bool = True) -> JobResult:
-    """Execute one job; never raises for a failing notebook (the failure is the result)."""
+    """Execute one job; never raises for a failing notebook (the failure is the result).
+
+    A job whose runs were stopped by a spend cap is "stopped" and gets no `.done` stamp: the
+    same sweep run again (with a higher cap) goes on from the cache."""
+    from mbb.llm.budget import ledger_for
+
     out = Path(job.out_dir)
     stamp = out / ".done"
     nb_out = out / Path(job.notebook).name
@@ -143,6 +162,10 @@ def run_job(job: Job, *, skip_done: bool = True) -> JobResult:
     if skip_done and stamp.is_file() and stamp.read_text().strip() == fp and nb_out.is_file():
         return JobResult(job.label, "skipped", 0.0, str(nb_out), str(html))
     stamp.unlink(missing_ok=True)
+    shared = ledger_for(None, None)
+    why = shared.exhausted() if shared is not None else None
+    if why is not None:  # the sweep's cap is spent: not started at all
+        return JobResult(job.label, "stopped", 0.0, str(nb_out), None, why)
     t0 = time.perf_counter()
     params = {
         "params_path": job.params_path,
@@ -169,6 +192,12 @@ def run_job(job: Job, *, skip_done: bool = True) -> JobResult:
             str(nb_out),
             html_path,
             f"{type(exc).__name__}: {str(exc).strip()[-1500:]}",
+        )
+    stopped = _stopped_runs(out)
+    if stopped:
+        note = f"stopped at the spend cap: {', '.join(stopped)}"
+        return JobResult(
+            job.label, "stopped", time.perf_counter() - t0, str(nb_out), str(page), note
         )
     stamp.write_text(fp)
     return JobResult(job.label, "ok", time.perf_counter() - t0, str(nb_out), str(page))
@@ -231,9 +260,23 @@ def run_sweep(
     cluster: Any = None,
     skip_done: bool = True,
     progress: bool = True,
+    max_cost_usd: float | None = None,
+    max_tokens_total: int | None = None,
 ) -> list[JobResult]:
     """Run jobs; writes `<out>/sweep.json`. `cluster`: None (threads here), "dask"/"local"
-    (a Dask LocalCluster), a scheduler address, or a Dask cluster object."""
+    (a Dask LocalCluster), a scheduler address, or a Dask cluster object.
+
+    `max_cost_usd` / `max_tokens_total`: a cap on the whole sweep's new LLM spend, kept in
+    `<out>/spend.sqlite` (so it also counts earlier invocations of the same sweep); jobs reached
+    by it end "stopped" (local threads only: kernels inherit the ledger through the environment)."""
+    import os
+
+    from mbb.llm.budget import COST_ENV, LEDGER_ENV, TOKENS_ENV
+
+    if jobs and (max_cost_usd is not None or max_tokens_total is not None):
+        os.environ[LEDGER_ENV] = str(Path(jobs[0].out_dir).parent / "spend.sqlite")
+        os.environ[COST_ENV] = "" if max_cost_usd is None else str(max_cost_usd)
+        os.environ[TOKENS_ENV] = "" if max_tokens_total is None else str(max_tokens_total)
     bar = None
     if progress:
         from tqdm.auto import tqdm
