@@ -108,3 +108,40 @@ def test_a_shared_ledger_caps_several_batches(tmp_path, monkeypatch):
     with pytest.raises(BudgetExhausted, match="spend cap reached"):
         a.check()
     assert SpendLedger(path=tmp_path / "spend.sqlite").spent() == (pytest.approx(1.1), 200)
+
+
+@pytest.mark.notebook
+def test_a_sweep_stops_at_its_cap_and_goes_on_when_run_again(root, tmp_path, monkeypatch):
+    from mbb.cli import main
+
+    for var in (LEDGER_ENV, "MBB_MAX_COST_USD", "MBB_MAX_TOKENS_TOTAL"):
+        monkeypatch.delenv(var, raising=False)
+    emulator = ProviderEmulator("openai", declaring_responder, reasoning=None)  # counts tokens
+    with FakeOpenAIServer(emulator, models=("m-a",)) as srv:
+        files = []
+        for name in ("cap_a", "cap_b"):
+            p = tmp_path / f"{name}.yaml"
+            model = f"{{model: m-a, base_url: {srv.url}, api_key_env: null, timeout_s: 5}}"
+            p.write_text(
+                f"extends: {root / 'params' / 'llm_negotiators.yaml'}\nname: {name}\n"
+                f"subruns: 1\nworkers: {{count: 2, model: a}}\nmodels: {{a: {model}}}\n"
+                f"llm: {{cache_file: {tmp_path / 'cache.sqlite'}}}\n"
+            )
+            files.append(str(p))
+        out = tmp_path / "sweep"
+        probe = str(root / "tests" / "fixtures" / "sweep_probe.ipynb")
+        argv = ["sweep", *files, "--seeds", "0..1", "--out", str(out), "--quiet"]
+        argv += ["--notebook", probe, "--workers", "1"]
+        assert main([*argv, "--max-tokens-total", "3000"]) == 0
+        results = json.loads((out / "sweep.json").read_text())["results"]
+        assert {r["status"] for r in results} == {"stopped"}
+        assert not list(out.glob("*/.done"))
+        n = len(srv.completions)
+        assert main([*argv, "--max-tokens-total", "100000000"]) == 0
+        results = json.loads((out / "sweep.json").read_text())["results"]
+        assert {r["status"] for r in results} == {"ok"}
+        assert len(srv.completions) > n
+        for cond in ("cap_a", "cap_b"):
+            for seed in (0, 1):
+                path = out / cond / f"{cond}-a-seed000{seed}" / "events.jsonl"
+                assert json.loads(read_lines(path)[-1])["status"] == "completed"
