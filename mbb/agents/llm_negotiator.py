@@ -249,7 +249,7 @@ class LlmNegotiator:
         message_max_chars: int = 600,
         report_words: int = 250,
         summary_words: int = 200,
-        max_history_chars: int = 12_000,
+        max_history_chars: int | None = None,
     ) -> None:
         self.worker = worker
         self.config = config
@@ -261,7 +261,9 @@ class LlmNegotiator:
         self.message_max_chars = message_max_chars
         self.report_words = report_words
         self.summary_words = summary_words
-        self.max_history_chars = max_history_chars
+        self.max_history_chars = (
+            config.history_chars if max_history_chars is None else max_history_chars
+        )
         self._last_view: RoundView | None = None  # for the end-of-subrun transcript
         # this subrun's conversation, as sent (append-only), and what it has shown so far
         self._system: str | None = None

@@ -68,6 +68,12 @@ class ModelConfig(BaseModel):
         "cache_prompt + id_slot). Never part of mbb's replay cache key.",
     )
     slots: int = Field(4, ge=1, le=256, description="llama.cpp server slots (-np): id_slot range.")
+    history_chars: int = Field(
+        12_000,
+        ge=1_000,
+        description="A negotiator's conversation (after the system prompt) is restarted from a "
+        "snapshot of the state once it is longer than this; lower it for small context windows.",
+    )
 
     @model_validator(mode="before")
     @classmethod
