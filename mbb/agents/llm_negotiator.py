@@ -278,7 +278,8 @@ class LlmNegotiator:
     # --- prompts -------------------------------------------------------------------------------
     def system_prompt(self, view: RoundView) -> str:
         """The static part: the rules, then how to answer (with the schemas where the endpoint
-        needs them in the text). The same bytes for every call of this worker in a condition."""
+        needs them in the text), then which worker this is. The same bytes for every call of
+        this worker in a condition, and the same for all workers up to the last paragraph."""
         phases = prompts.PHASES.format(
             window_min=view.window_min_s,
             window_max=view.window_max_s,
@@ -287,7 +288,8 @@ class LlmNegotiator:
                 prompts.REVISION_HINT_ALLOWED if view.revisable else prompts.REVISION_HINT_FIXED
             ),
         )
-        return self._rules_prompt(view) + phases + self._answers_prompt(view)
+        identity = prompts.IDENTITY.format(worker=self.worker)
+        return self._rules_prompt(view) + phases + self._answers_prompt(view) + identity
 
     def _rules_prompt(self, view: RoundView) -> str:
         return prompts.EXPLAINER.format(
@@ -355,12 +357,9 @@ class LlmNegotiator:
         """What is new since this worker's previous turn (everything, on a fresh start)."""
         parts = []
         mine = [p for p in view.posts if p.subrun == view.subrun]
-        if self._snapshot:
+        if self._snapshot:  # the notes are in the turn's head
             parts.append(_render_rounds(view.past_rounds))
             parts.append(_render_posts(mine, self.worker, view.subrun))
-            memory = _render_memory(view.scratch)
-            if memory:
-                parts.append(memory)
         else:
             fresh_rounds = view.past_rounds[self._seen_rounds :]
             if fresh_rounds:

@@ -13,14 +13,12 @@ __all__ = [
     "ANSWERS_TOOLS",
     "ANSWER_JSON",
     "ANSWER_TOOL",
-    "BALLOT",
     "BALLOT_TURN",
     "CANDIDATES",
-    "CONVERSE",
     "CONVERSE_TURN",
-    "DECLARE",
     "DECLARE_TURN",
     "EXPLAINER",
+    "IDENTITY",
     "JSON_ONLY",
     "JSON_WITH_SCHEMA",
     "PHASES",
@@ -40,12 +38,12 @@ __all__ = [
 
 # --- system: how the auction works -------------------------------------------------------------
 EXPLAINER = """\
-You negotiate on behalf of worker {worker}, one of {n_workers} coding agents ({population}) that \
-share a single execution machine. Each subrun every worker gets its own programming task and a \
-private deadline. A solver does the actual work, but it can only run commands (look at the \
-reference program, edit, compile, test) while it holds an execution window on the shared machine. \
-Your job is to get your solver the windows it needs, at a price you can afford, before its \
-deadline.
+You negotiate on behalf of one of {n_workers} coding agents ({population}) that share a single \
+execution machine; which one is said at the end of these instructions. Each subrun every worker \
+gets its own programming task and a private deadline. A solver does the actual work, but it can \
+only run commands (look at the reference program, edit, compile, test) while it holds an \
+execution window on the shared machine. Your job is to get your solver the windows it needs, at \
+a price you can afford, before its deadline.
 
 How time works: a simulated clock runs only while some window is executing. Negotiating is free \
 and stops the clock, but every second you wait in the queue behind other workers' windows is a \
@@ -92,19 +90,6 @@ Candidates this round, in queue order: {candidates}.
 {posts}
 {memory}"""
 
-DECLARE = """\
-Phase: DECLARATION. Decide what you ask for this round: bid (integer credits, 0..{budget}), \
-duration (integer seconds, {window_min}..{window_max}), desired position (1..{n_candidates}), \
-and a short public note (at most a sentence or two). Set "action" to "declare". If your task \
-cannot be finished before your deadline and further spending is pointless, you may set "action" \
-to "withdraw" instead (you leave the queue for the rest of the subrun; the other fields are then \
-ignored)."""
-
-CONVERSE = """\
-Phase: CONVERSATION, turn {turn_no} of {max_turns}. Send zero or more messages: each goes \
-privately to one peer ("to": one of {peers}) or publicly to everyone ("to": null). Use them to \
-propose orderings, trade concessions, make or invoke commitments, or explain your needs. Sending \
-nothing (an empty list) is a valid choice when there is nothing useful to add. {revision_hint}"""
 
 REVISION_HINT_ALLOWED = (
     'To change your declaration, put the full new declaration in "revision"; otherwise set '
@@ -112,14 +97,6 @@ REVISION_HINT_ALLOWED = (
 )
 REVISION_HINT_FIXED = 'Bids are fixed in this condition: "revision" must be null.'
 
-BALLOT = """\
-Phase: BALLOT. Rank ALL candidates ({candidates}) from first to last — each exactly once — and \
-give each an allocation in seconds between 0 and its declared duration ({durations}). The \
-ranking is primarily about declared bid price; desired positions, durations and what was agreed \
-in the conversation can support your ordering, as can deadline pressure someone has actually \
-disclosed. Do not rank by how long someone has waited to talk, and do not guess private \
-budgets or deadlines. Explain your ranking in "reasoning" (it is published after the round, so \
-it can record commitments for later rounds)."""
 
 # --- output format -------------------------------------------------------------------------------
 JSON_ONLY = "Answer with a single JSON object and nothing else."
@@ -209,6 +186,13 @@ How to answer. Each of your turns asks for one of three answers, named in the re
 BALLOT). Submit it by calling the function of that name. At the end of a subrun you are asked, \
 in plain text, for an after-action report and a condensed history; they become your notes for \
 the next subrun."""
+
+# last in the system prompt, so everything before it is the same for every worker of a condition
+# (one cached prefix for all of them on a server that shares its cache)
+IDENTITY = """\
+
+You are worker {worker}: you negotiate for {worker}'s solver, and "you" in the turns below is \
+{worker}."""
 
 SUBRUN_START = """\
 Subrun {subrun_no} of {subruns_total} begins: a new task and a new private deadline.

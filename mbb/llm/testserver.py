@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import socket
 import threading
 import time
@@ -331,13 +332,23 @@ def _schema_of(body: dict[str, Any]) -> dict[str, Any] | None:
 SCHEMA_MARKER = "JSON Schema:\n"
 
 
+_ASKED = re.compile(r"Answer with the `(\w+)` JSON object")
+
+
 def _schema_in_prompt(body: dict[str, Any]) -> dict[str, Any] | None:
-    """prompt_only requests carry the schema in the text, after "JSON Schema:" — the last one."""
-    for m in reversed(body.get("messages") or []):
-        text = m.get("content")
-        if not isinstance(text, str):
-            continue
-        at = text.rfind(SCHEMA_MARKER)
+    """prompt_only requests carry the schema in the text, after "JSON Schema:". When the last
+    message asks for a named answer (a negotiator's conversation lists all three schemas in its
+    system prompt), the schema after that name; else the last one."""
+    messages = body.get("messages") or []
+    texts = [m.get("content") for m in messages if isinstance(m.get("content"), str)]
+    asked = _ASKED.search(texts[-1]) if texts else None
+    for text in reversed(texts):
+        at = -1
+        if asked is not None:
+            named = text.find(f"`{asked.group(1)}` (")
+            at = text.find(SCHEMA_MARKER, named) if named >= 0 else -1
+        if at < 0:
+            at = text.rfind(SCHEMA_MARKER)
         if at < 0:
             continue
         try:

@@ -171,7 +171,7 @@ def test_each_workers_prompts_extend_one_conversation_per_subrun(root, tmp_path,
     extended = restarted = 0
     for body in bodies:
         msgs = body["messages"]
-        worker = msgs[0]["content"].split("on behalf of worker ", 1)[1].split(",", 1)[0]
+        worker = msgs[0]["content"].rsplit("You are worker ", 1)[1].split(":", 1)[0]
         prev = last.get(worker)
         if prev is not None and msgs[: len(prev)] == prev:
             extended += 1

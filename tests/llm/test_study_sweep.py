@@ -12,6 +12,7 @@ import re
 import pytest
 
 from mbb.cli import main
+from mbb.events import read_lines
 from mbb.llm.emulate import ProviderEmulator
 from mbb.llm.testserver import FakeOpenAIServer, declaring_responder
 
@@ -85,6 +86,14 @@ def test_three_models_two_conditions_two_seeds_from_one_command(tmp_path, root, 
     assert sum("tools" in b for b in bodies["gpt"]) > len(bodies["gpt"]) / 2  # native tools
     assert all(b["cache_prompt"] is True and b["id_slot"] in (0, 1, 2) for b in bodies["qwen"])
     assert all("response_format" not in b for b in bodies["claude"])  # prompt-only: ignored there
+    for m in MODELS:  # every protocol works: the stand-in's answers are used, rarely defaulted
+        lines = [x for p in out.glob(f"*-{m}/*/events.jsonl") for x in read_lines(p)]
+        events = [json.loads(x) for x in lines]
+        asked = sum(1 for e in events if e["kind"] == "llm_call" and e["role"] == "negotiator")
+        defaulted = sum(
+            1 for e in events if e["kind"] == "invalid_action" and e["rule"] == "default"
+        )
+        assert asked > 0 and defaulted < 0.2 * asked, (m, defaulted, asked)
     # the report groups the spend by model, with the cost per run
     index = (out / "index.html").read_text()
     table = index.split("<h2>LLM spend by model</h2>", 1)[1]
