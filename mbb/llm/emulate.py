@@ -15,12 +15,11 @@ client side of the same quirks.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
-import hashlib
 import json
 import math
 import threading
-from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -73,31 +72,34 @@ def common_prefix(a: str, b: str) -> int:
 
 class PrefixLog:
     """Prompts seen so far; `add` returns how many leading characters of a new prompt repeat
-    the prefix of an earlier one (0 below `min_chars`)."""
+    the prefix of an earlier one (0 below `min_chars`). The longest common prefix with a set of
+    strings is reached at a lexicographic neighbour, so prompts are kept sorted."""
 
     def __init__(self, min_chars: int = 4096) -> None:
         self.min_chars = min_chars
-        self._buckets: dict[str, list[str]] = defaultdict(list)
+        self._sorted: list[str] = []
         self._lock = threading.Lock()
         self.total_chars = 0
         self.reused_chars = 0
         self.requests = 0
 
     def add(self, text: str) -> int:
-        best = 0
-        if len(text) >= self.min_chars:
-            key = hashlib.sha1(text[: self.min_chars].encode()).hexdigest()
-            with self._lock:
-                for earlier in self._buckets[key]:
-                    best = max(best, common_prefix(text, earlier))
-                    if best == len(text):
-                        break
-                self._buckets[key].append(text)
         with self._lock:
+            at = bisect.bisect_left(self._sorted, text)
+            best = max(
+                (
+                    common_prefix(text, self._sorted[i])
+                    for i in (at - 1, at)
+                    if 0 <= i < len(self._sorted)
+                ),
+                default=0,
+            )
+            self._sorted.insert(at, text)
+            reused = best if best >= self.min_chars else 0
             self.requests += 1
             self.total_chars += len(text)
-            self.reused_chars += best if best >= self.min_chars else 0
-        return best if best >= self.min_chars else 0
+            self.reused_chars += reused
+        return reused
 
     @property
     def share(self) -> float:
