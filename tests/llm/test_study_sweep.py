@@ -12,6 +12,7 @@ import re
 import pytest
 
 from mbb.cli import main
+from mbb.compare import load_conditions, model_table
 from mbb.events import read_lines
 from mbb.llm.emulate import ProviderEmulator
 from mbb.llm.testserver import FakeOpenAIServer, declaring_responder
@@ -106,6 +107,13 @@ def test_three_models_two_conditions_two_seeds_from_one_command(tmp_path, root, 
     assert float(cells["claude-sonnet"][-1][1:]) > float(cells["gpt-4o-mini"][-1][1:]) > 0
     assert cells["qwen-local"][-1] == "$0.0000"
     assert float(cells["gpt-4o-mini"][3].rstrip("%")) > 0  # cached prompt share recorded
+    # compare: condition x model outcomes and spend
+    tables = load_conditions([out / f"study_a-{m}" for m in MODELS])
+    t = model_table(tables)
+    assert t.height == 3 and set(t["runs"]) == {2}
+    assert sorted(t["model"]) == ["claude-sonnet", "gpt-4o-mini", "qwen-local"]
+    cost = dict(zip(t["model"], t["cost_per_run_usd"], strict=True))
+    assert cost["claude-sonnet"] > cost["gpt-4o-mini"] > cost["qwen-local"] == 0
 
 
 def test_run_model_option_and_refusals(tmp_path, root, endpoints, capsys):
