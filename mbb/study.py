@@ -64,10 +64,23 @@ def with_model(condition: Any, name: str) -> dict[str, Any]:
     return {"workers": {"model": name}}
 
 
+# how a model is reached, not what it is asked: another port or key variable is the same run
+_TRANSPORT = ("base_url", "api_key_env", "timeout_s", "max_retries", "concurrency", "cache_hints")
+
+
 def _comparable(params: Mapping[str, Any]) -> dict[str, Any]:
-    """Params without how LLM answers are obtained and paid for (cache, caps): re-running the
-    same run in replay mode, or with a higher cap, is the same run."""
-    return {k: v for k, v in params.items() if k != "llm"}
+    """Params without how LLM answers are obtained and paid for (cache, caps, the endpoint's
+    address and transport settings): re-running the same run in replay mode, with a higher cap
+    or against the same model served elsewhere, is the same run."""
+    out = {k: v for k, v in params.items() if k != "llm"}
+    models = out.get("models")
+    if isinstance(models, Mapping):
+        out["models"] = {
+            name: {k: v for k, v in cfg.items() if k not in _TRANSPORT}
+            for name, cfg in models.items()
+            if isinstance(cfg, Mapping)
+        }
+    return out
 
 
 def check_not_foreign(run_dir: Path, condition: Any) -> None:
@@ -87,9 +100,8 @@ def check_not_foreign(run_dir: Path, condition: Any) -> None:
     current = condition.model_dump(mode="json")
     if _comparable(recorded) == _comparable(current):
         return
-    differing = sorted(
-        k for k in set(recorded) | set(current) if k != "llm" and recorded.get(k) != current.get(k)
-    )
+    a, b = _comparable(recorded), _comparable(current)
+    differing = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
     raise ForeignRunError(
         f"{run_dir} holds a run of condition {recorded.get('name')!r} with other parameters "
         f"(differing: {', '.join(differing)}); it is not overwritten. Write to another folder "

@@ -133,3 +133,24 @@ def test_run_model_option_and_refusals(tmp_path, root, endpoints, capsys):
     assert (out / "study_a-qwen-seed0000" / "events.jsonl").read_bytes() == before
     # a scripted condition has no model to choose
     assert main(["run", "base", "--model", "gpt", "--out", str(out), "--quiet"]) == 2
+
+
+def test_the_same_run_against_the_model_served_elsewhere_is_not_foreign(tmp_path, root):
+    from mbb.params import load_params
+    from mbb.study import ForeignRunError, check_not_foreign
+
+    def cond(url, **extra):
+        model = {"model": "m", "base_url": url, "api_key_env": None, **extra}
+        over = {"workers": {"model": "x"}, "models": {"x": model}}
+        return load_params(root / "params" / "llm_negotiators.yaml", over)
+
+    run_dir = tmp_path / "r"
+    run_dir.mkdir()
+    started = {
+        "kind": "run_started",
+        "params": cond("http://127.0.0.1:1/v1").model_dump(mode="json"),
+    }
+    (run_dir / "events.jsonl").write_text(json.dumps(started) + "\n")
+    check_not_foreign(run_dir, cond("http://127.0.0.1:2/v1", timeout_s=9))  # transport only
+    with pytest.raises(ForeignRunError, match="differing: models"):
+        check_not_foreign(run_dir, cond("http://127.0.0.1:2/v1", temperature=0.1))
