@@ -36,6 +36,7 @@ from mbb.agents.base import (
 from mbb.agents.modeled import MODELED_TASKS, ModeledSolver
 from mbb.agents.personas import make_scripted_negotiator
 from mbb.board import Board
+from mbb.llm.budget import BudgetExhausted
 from mbb.params import Condition, WorkerSpec
 from mbb.provenance import provenance
 from mbb.scheduling.actions import (
@@ -63,6 +64,7 @@ __all__ = [
     "run_condition",
     "run_condition_async",
     "run_id_for",
+    "run_id_of",
     "run_seeds",
     "uses_llm",
     "worker_rng",
@@ -91,8 +93,17 @@ def _round4(x: float) -> float:
     return x if x == 0 or x == 1 else round(x, 4)
 
 
-def run_id_for(condition: str, seed: int) -> str:
+def run_id_for(condition: str, seed: int, model: str | None = None) -> str:
+    """`<condition>-seedNNNN`; with LLM workers `<condition>-<model>-seedNNNN` (mbb.study)."""
+    if model:
+        return f"{condition}-{model}-seed{seed:04d}"
     return f"{condition}-seed{seed:04d}"
+
+
+def run_id_of(condition: Condition, seed: int) -> str:
+    from mbb.study import model_label
+
+    return run_id_for(condition.name, seed, model_label(condition))
 
 
 @dataclass(slots=True, eq=False)
@@ -297,12 +308,14 @@ class Arena:
     def llm_context(self) -> tuple[Any, Any]:
         """One client (connection pools, per-endpoint limits) and one request cache per run."""
         if self._llm is None:
+            from mbb.llm.budget import ledger_for
             from mbb.llm.cache import LlmCache
             from mbb.llm.client import LlmClient
 
             p = self.condition.llm
+            budget = ledger_for(p.max_cost_usd, p.max_tokens_total)
             self._llm = (
-                LlmClient(prices=self.condition.prices),
+                LlmClient(prices=self.condition.prices, budget=budget),
                 LlmCache(p.cache_path() if p.cache != "off" else None, p.cache),
             )
         return self._llm
@@ -349,10 +362,16 @@ class Arena:
         gathered = [w for w in workers if self.workers[w].negotiator.concurrent]
         if gathered:
             self.log.begin_batch()  # their events land in worker order, not completion order
+            results: list[Any] = []
             try:
                 results = await asyncio.gather(*(call(w) for w in gathered), return_exceptions=True)
             finally:
-                self.log.end_batch(gathered)
+                if any(isinstance(r, BudgetExhausted) for r in results):
+                    # a spend cap stopped part of the phase: none of it is recorded, so a resumed
+                    # run (answers from the cache) records the whole phase in worker order
+                    self.log.discard_batch()
+                else:
+                    self.log.end_batch(gathered)
             out.update(zip(gathered, results, strict=True))
         for w in workers:
             if w not in out:
@@ -1116,8 +1135,12 @@ async def run_condition_async(
 ) -> RunResult:
     """`run_condition` on the running event loop; `llm` = (LlmClient, LlmCache) to share."""
     seed = condition.seed if seed is None else seed
-    run_id = run_id_for(condition.name, seed)
+    run_id = run_id_of(condition, seed)
     run_dir = out_dir / run_id if out_dir is not None else None
+    if run_dir is not None and not resume:
+        from mbb.study import check_not_foreign
+
+        check_not_foreign(run_dir, condition)  # never overwrite another condition's run
     log = ev.EventLog(run_id, run_dir / "events.jsonl" if run_dir else None, resume=resume)
     result = RunResult(run_id, seed, run_dir, log)
     try:
@@ -1126,6 +1149,9 @@ async def run_condition_async(
             await arena.run()
         finally:
             arena.close()
+    except BudgetExhausted as exc:  # a spend cap: a recorded stop, resumable (mbb resume)
+        result.status, result.error = "stopped", str(exc)
+        log.emit(ev.RunEnded, status="stopped", error=result.error[:2000])
     except Exception as exc:
         result.status, result.error = "failed", f"{type(exc).__name__}: {exc}"
         log.emit(ev.RunEnded, status="failed", error=result.error[:2000])
@@ -1152,9 +1178,12 @@ def run_seeds(
     box: list[list[RunResult | BaseException]] = []
 
     async def go() -> None:
+        from mbb.llm.budget import ledger_for
+
         p = condition.llm
         cache = LlmCache(p.cache_path() if p.cache != "off" else None, p.cache)
-        shared = (LlmClient(prices=condition.prices), cache)
+        budget = ledger_for(p.max_cost_usd, p.max_tokens_total)
+        shared = (LlmClient(prices=condition.prices, budget=budget), cache)
         try:
             box.append(
                 await asyncio.gather(

@@ -71,9 +71,18 @@ def _overrides(options: Sequence[str] | None) -> dict:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from mbb.runner import run_many
+    from mbb.study import model_label, with_model
 
-    cond = load_params(args.params, _overrides(args.set))
-    out = Path(args.out) if args.out else Path("outputs") / cond.name
+    overrides = _overrides(args.set)
+    cond = load_params(args.params, overrides)
+    if args.model:
+        try:
+            overrides = deep_merge(overrides, with_model(cond, args.model))
+        except ValueError as exc:  # an unknown model: the message lists the configured ones
+            raise CliError(str(exc)) from None
+        cond = load_params(args.params, overrides)
+    label = model_label(cond)  # LLM runs: one default folder per condition and model
+    out = Path(args.out or f"outputs/{cond.name}" + (f"-{label}" if label else ""))
     batch = run_many(
         cond,
         seed=args.seed,
@@ -91,7 +100,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     )
     for rid, err in batch.failed.items():
         print(f"FAILED {rid}: {err}", file=sys.stderr)
-    return 1 if batch.failed else 0
+    for rid, why in batch.stopped.items():
+        print(f"STOPPED {rid}: {why} (continue with: mbb resume {out / rid})", file=sys.stderr)
+    return 1 if batch.failed else (3 if batch.stopped else 0)
 
 
 def _cmd_tables(args: argparse.Namespace) -> int:
@@ -196,13 +207,19 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     if seeds[1] - seeds[0] + 1 > MAX_RUNS:
         raise CliError(f"--seeds {args.seeds}: more than {MAX_RUNS} seeds per condition")
     _notebook_source(args.notebook)
+    models = [m for m in (args.models or "").split(",") if m] or None
     try:
         jobs = plan_sweep(
-            args.params, seeds, args.out, overrides=_overrides(args.set), notebook=args.notebook
+            args.params,
+            seeds,
+            args.out,
+            overrides=_overrides(args.set),
+            notebook=args.notebook,
+            models=models,
         )
     except ParamsError:
         raise
-    except ValueError as exc:  # two files naming one condition
+    except ValueError as exc:  # two files naming one condition, an unknown model
         raise CliError(str(exc)) from None
     cluster = None
     if args.cluster == "dask":
@@ -213,6 +230,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         cluster=cluster,
         skip_done=not args.force,
         progress=not args.quiet,
+        max_cost_usd=getattr(args, "max_cost_usd", None),
+        max_tokens_total=getattr(args, "max_tokens_total", None),
     )
     for r in results:
         line = f"{r.status:8s} {r.condition:24s} {r.seconds:7.1f} s  {r.html or r.notebook}"
@@ -299,6 +318,31 @@ def _cmd_resume(args: argparse.Namespace) -> int:
                 f"{out.total} events now, run finished"
             )
     return status
+
+
+def _cmd_estimate(args: argparse.Namespace) -> int:
+    from mbb.estimate import estimate_from_runs, estimate_study
+    from mbb.study import with_model
+
+    overrides = _overrides(args.set)
+    cond = load_params(args.params, overrides)
+    models = [m for m in (args.model or "").split(",") if m] or [None]
+    for name in models:
+        c = cond
+        if name is not None:
+            try:
+                c = load_params(args.params, deep_merge(overrides, with_model(cond, name)))
+            except ValueError as exc:
+                if isinstance(exc, ParamsError):
+                    raise
+                print(f"error: {exc}", file=sys.stderr)
+                return 2
+        if args.recorded:
+            est = estimate_from_runs(c, args.runs, args.recorded)
+        else:
+            est = estimate_study(c, args.runs, dry_runs=args.dry_runs)
+        print(est.line())
+    return 0
 
 
 def _cmd_params(args: argparse.Namespace) -> int:
@@ -393,7 +437,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument(
         "--runs", type=runs, default=1, help=f"number of runs K, seeds N..N+K-1 (1..{MAX_RUNS})"
     )
-    r.add_argument("--out", default=None, help="output folder (default outputs/<condition>)")
+    r.add_argument(
+        "--out", default=None, help="output folder (default outputs/<condition>[-<model>])"
+    )
     r.add_argument(
         "--processes",
         type=_whole(1, MAX_PROCESSES),
@@ -408,6 +454,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="run again the seeds whose runs already finished in the output folder (default: "
         "keep them, so re-running an interrupted command finishes the rest)",
     )
+    r.add_argument("--model", default=None, help="model config (params `models:`) for LLM workers")
     r.set_defaults(func=_cmd_run)
 
     t = sub.add_parser("tables", help="derive parquet tables from a run (or condition) folder")
@@ -456,6 +503,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--scheduler", default=None, help="with --cluster dask: scheduler address")
     s.add_argument("--force", action="store_true", help="re-run jobs already done")
+    s.add_argument(
+        "--models", default=None, help="model axis: model config names a,b (conditions x models)"
+    )
+    s.add_argument("--max-cost-usd", type=float, default=None, help="cap the sweep's LLM spend")
+    s.add_argument("--max-tokens-total", type=int, default=None, help="cap the sweep's tokens")
     _add_set(s)
     s.add_argument("--quiet", action="store_true", help="no progress bar")
     s.set_defaults(func=_cmd_sweep)
@@ -486,6 +538,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_task_parsers(sub)
 
+    e = sub.add_parser("estimate", help="predict the tokens and cost of a study before it runs")
+    e.add_argument("params", help="params YAML file (the condition), or a condition's name")
+    e.add_argument("--model", default=None, help="model config name(s), a,b: one line each")
+    e.add_argument("--runs", type=runs, default=1, help="runs (seeds) the study will make")
+    e.add_argument("--dry-runs", type=runs, default=2, help="seeds of the scripted dry run")
+    e.add_argument(
+        "--recorded", nargs="+", default=None, help="estimate from these recorded run folders"
+    )
+    _add_set(e)
+    e.set_defaults(func=_cmd_estimate)
+
     v = sub.add_parser("params", help="validate a params file and print the resolved condition")
     v.add_argument("params", help="params YAML file (the condition)")
     _add_set(v)
@@ -509,8 +572,10 @@ def _expected(exc: BaseException) -> str | None:
     from mbb.analysis.corpus import CorpusError
     from mbb.events import EventLogError, ResumeMismatch
     from mbb.outdir import OutputError
+    from mbb.study import ForeignRunError
 
-    if isinstance(exc, CliError | ParamsError | EventLogError | OutputError | CorpusError):
+    expected = (CliError, ParamsError, EventLogError, OutputError, CorpusError, ForeignRunError)
+    if isinstance(exc, expected):
         return " ".join(str(exc).split())
     if isinstance(exc, ResumeMismatch):
         return str(exc).splitlines()[0]

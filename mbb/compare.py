@@ -16,6 +16,7 @@ __all__ = [
     "condition_table",
     "ensure_conditions",
     "load_conditions",
+    "model_table",
     "outcomes_by_condition",
 ]
 
@@ -77,6 +78,36 @@ def condition_table(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     for other in (d, r, p, m):
         out = out.join(other, on="condition", how="left")
     return out.sort("condition")
+
+
+def model_table(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
+    """One row per condition x model (the study's model axis): runs, completion, deadline misses,
+    progress, LLM tokens and cost per run. A run's model is that of its LLM calls ('scripted'
+    for none; see `mbb.study.run_models`)."""
+    from mbb.study import run_models
+
+    models = run_models(tables)
+    e = tables["evaluations"].join(models, on="run_id", how="left")
+    keys = ["condition", "model"] if "condition" in e.columns else ["model"]
+    out = e.group_by(keys).agg(
+        pl.col("run_id").n_unique().alias("runs"),
+        (pl.col("outcome") == "completed").mean().round(3).alias("completion_rate"),
+        (pl.col("outcome") == "terminated").mean().round(3).alias("deadline_miss_rate"),
+        pl.col("progress").mean().round(3).alias("mean_progress"),
+    )
+    calls = tables.get("llm_calls")
+    if calls is not None and not calls.is_empty():
+        c = calls.join(models, on="run_id", how="left", suffix="_run")
+        spend = c.group_by([k if k != "model" else "model_run" for k in keys]).agg(
+            (pl.col("prompt_tokens") + pl.col("completion_tokens")).sum().alias("tokens"),
+            pl.col("cached_tokens").sum(),
+            pl.col("cost_usd").sum(),
+        )
+        spend = spend.rename({"model_run": "model"})
+        out = out.join(spend, on=keys, how="left").with_columns(
+            (pl.col("cost_usd") / pl.col("runs")).alias("cost_per_run_usd")
+        )
+    return out.sort(keys)
 
 
 def outcomes_by_condition(tables: Mapping[str, pl.DataFrame]) -> alt.Chart:

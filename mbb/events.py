@@ -87,7 +87,7 @@ class SubrunEnded(_EventBase):
 
 class RunEnded(_EventBase):
     kind: Literal["run_ended"] = "run_ended"
-    status: Literal["completed", "failed"]
+    status: Literal["completed", "failed", "stopped"]  # stopped: a spend cap (resumable)
     error: str | None = None
 
 
@@ -437,6 +437,10 @@ class EventLog:
         """Hold events emitted by concurrent calls (a gathered phase) until `end_batch`, so the
         log's order does not depend on which call finished first."""
         self._batch = []
+
+    def discard_batch(self) -> None:
+        """Drop the held events (a phase that did not complete)."""
+        self._batch = None
 
     def end_batch(self, worker_order: Sequence[str]) -> None:
         """Emit the held events by worker (in `worker_order`), each worker's in its own order."""

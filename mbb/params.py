@@ -22,6 +22,7 @@ from pydantic import (
     Field,
     ValidationError,
     field_validator,
+    model_serializer,
     model_validator,
 )
 
@@ -444,7 +445,8 @@ class SolverLoopParams(_Strict):
     history_turns: int = Field(
         24,
         ge=1,
-        description="Most recent turns kept in the prompt (older ones are summarised as a count).",
+        description="Most recent turns kept in the prompt; older ones are dropped (and counted) in "
+        "chunks of half as many, so the prompt keeps its prefix between drops.",
     )
     output_chars: int = Field(2000, ge=100, description="Tool output shown to the model, cut.")
     deadline_warning_s: float = Field(
@@ -467,9 +469,29 @@ class LlmParams(_Strict):
         description="SQLite file of recorded answers (a relative path: to the current directory).",
     )
     solver: SolverLoopParams = Field(default_factory=SolverLoopParams)
+    max_cost_usd: float | None = Field(
+        None,
+        gt=0,
+        description="Stop the batch (its runs: a recorded, resumable stop) once its new calls "
+        "cost this much; cached answers are free (mbb.llm.budget).",
+    )
+    max_tokens_total: int | None = Field(
+        None, gt=0, description="Same, in prompt + completion tokens of new calls."
+    )
 
     def cache_path(self) -> Path:
         return user_path(self.cache_file)
+
+    @model_serializer(mode="wrap")
+    def _caps_only_when_set(self, handler: Any) -> Any:
+        # unset caps are left out, so conditions without them are recorded (and fingerprinted)
+        # exactly as before the caps existed
+        data = handler(self)
+        if isinstance(data, dict):
+            for key in ("max_cost_usd", "max_tokens_total"):
+                if data.get(key) is None:
+                    data.pop(key, None)
+        return data
 
 
 class TimeParams(_Strict):

@@ -432,6 +432,12 @@ def _condition_summary(folder: Path) -> dict[str, Any]:
     return row
 
 
+def _spend_by_model(folders: list[Path]) -> str:
+    from mbb.study import spend_table_html
+
+    return spend_table_html(folders)
+
+
 # --- the comparison page ------------------------------------------------------------------------
 MEASURES: dict[str, str] = {
     "completion": "completion rate",
@@ -728,7 +734,9 @@ def build_report(
         "<th class=l>status</th><th>runs</th><th>completion</th><th>deadline miss</th>"
         "<th>mean progress</th><th>mean bid</th><th class=l>error</th></tr>"
         + "".join(body)
-        + f"</table>{skipped_html}</body></html>"
+        + "</table>"
+        + _spend_by_model(sorted({r[0].parent for r in rows}))
+        + f"{skipped_html}</body></html>"
     )
     index = root / "index.html"
     index.write_text(page_html, encoding="utf-8")

@@ -29,7 +29,7 @@ from typing import Any
 
 import polars as pl
 
-from mbb.arena import RunResult, run_condition, run_id_for, run_seeds, uses_llm
+from mbb.arena import RunResult, run_condition, run_id_of, run_seeds, uses_llm
 from mbb.events import EventLogError, kind_of, read_lines
 from mbb.outdir import claim
 from mbb.params import Condition
@@ -81,6 +81,16 @@ class BatchResult:
             lines = "\n".join(f"  {rid}: {err}" for rid, err in self.failed.items())
             raise RuntimeError(f"{len(self.failed)} run(s) of {self.condition} failed:\n{lines}")
         return self
+
+    @property
+    def stopped(self) -> dict[str, str]:
+        """Runs ended by a spend cap (recorded and resumable; not failures): run id -> why."""
+        out = {}
+        for line in self.by_kind.get("run_ended", []):
+            d = json.loads(line)
+            if d.get("status") == "stopped":
+                out[d["run_id"]] = d.get("error") or "stopped"
+        return out
 
     @property
     def run_dirs(self) -> list[Path]:
@@ -166,7 +176,7 @@ def _run_chunk(condition_json: str, seeds: Sequence[int], out_dir: str | None) -
         if isinstance(result, OSError) and result.errno in _FATAL_ERRNOS:
             raise result  # a full disk fails every run: stop the batch, say it once
         if isinstance(result, Exception):
-            runs.append((run_id_for(condition.name, seed), f"{type(result).__name__}: {result}"))
+            runs.append((run_id_of(condition, seed), f"{type(result).__name__}: {result}"))
             continue
         if isinstance(result, BaseException):  # KeyboardInterrupt and the like: not isolated
             raise result
@@ -280,13 +290,16 @@ def _run_many(
     first = condition.seed if seed is None else seed
     all_seeds = list(range(first, first + runs))
     kept: dict[str, list[str]] = {}  # run id -> lines of runs already finished
-    if skip_done and out_dir is not None:
+    if out_dir is not None:
+        from mbb.study import check_not_foreign
+
         for s in all_seeds:
-            rid = run_id_for(condition.name, s)
-            lines = finished_log(out_dir / rid)
-            if lines is not None:
+            rid = run_id_of(condition, s)
+            # a run of other parameters is refused before any run starts
+            check_not_foreign(out_dir / rid, condition)
+            if skip_done and (lines := finished_log(out_dir / rid)) is not None:
                 kept[rid] = lines
-    seeds = [s for s in all_seeds if run_id_for(condition.name, s) not in kept]
+    seeds = [s for s in all_seeds if run_id_of(condition, s) not in kept]
     runs = len(seeds)
     llm = uses_llm(condition)
     if processes is None:
@@ -328,7 +341,9 @@ def _run_many(
                         results[i] = fut.result()
                         _done(len(chunks[i]))
             except BaseException:
-                shutdown_pool(kill=True)  # no worker goes on running seeds nobody waits for
+                # queued chunks are cancelled; the running ones (at most MAX_CHUNK seeds each,
+                # workers ignore Ctrl-C) finish, so no run is cut short and the pool ends cleanly
+                shutdown_pool()
                 raise
     except KeyboardInterrupt:
         if bar is not None:
@@ -376,7 +391,7 @@ def _interrupted(
     tables_dir = None
     if out_dir is not None:
         for s in seeds:
-            rid = run_id_for(condition.name, s)
+            rid = run_id_of(condition, s)
             lines = finished_log(out_dir / rid)
             if lines is not None:
                 done[rid] = lines

@@ -52,7 +52,13 @@ class Job:
     seed_from: int
     seed_to: int
     notebook: str  # absolute
-    out_dir: str  # absolute: <sweep out>/<condition>
+    out_dir: str  # absolute: <sweep out>/<condition> (with a model axis: <condition>-<model>)
+    model: str | None = None  # the model config name of this job (a sweep's model axis)
+
+    @property
+    def label(self) -> str:
+        """The job's name in progress, results and sweep.json: condition, or condition[model]."""
+        return self.condition if self.model is None else f"{self.condition}[{self.model}]"
 
     @property
     def runs(self) -> int:
@@ -74,7 +80,7 @@ class Job:
 @dataclass(frozen=True)
 class JobResult:
     condition: str
-    status: str  # ok | failed | skipped
+    status: str  # ok | failed | skipped | stopped (a spend cap: run the sweep again to go on)
     seconds: float
     notebook: str
     html: str | None
@@ -88,8 +94,14 @@ def plan_sweep(
     *,
     overrides: dict[str, Any] | None = None,
     notebook: str | Path = DEFAULT_NOTEBOOK,
+    models: Sequence[str] | None = None,
 ) -> list[Job]:
-    """One job per params file; conditions must have distinct names (they name the folders)."""
+    """One job per params file (x model, with `models`: conditions x models x seeds); conditions
+    must have distinct names (they name the folders). Every condition must configure every
+    model: an unknown name is refused, with the configured ones listed, before any job runs."""
+    from mbb.params import deep_merge
+    from mbb.study import with_model
+
     out = user_path(out_dir)
     jobs: list[Job] = []
     seen: dict[str, str] = {}
@@ -99,30 +111,61 @@ def plan_sweep(
         if cond.name in seen:
             raise ValueError(f"{path} and {seen[cond.name]} both name condition {cond.name!r}")
         seen[cond.name] = str(path)
-        jobs.append(
-            Job(
-                condition=cond.name,
-                params_path=str(path),
-                overrides=dict(overrides or {}),
-                seed_from=seeds[0],
-                seed_to=seeds[1],
-                notebook=str(notebook_file(notebook)),
-                out_dir=str(out / cond.name),
+        for model in models or [None]:
+            over = dict(overrides or {})
+            folder = cond.name
+            if model is not None:
+                over = deep_merge(over, with_model(cond, model))
+                load_params(path, over)
+                folder = f"{cond.name}-{model}"
+            jobs.append(
+                Job(
+                    condition=cond.name,
+                    params_path=str(path),
+                    overrides=over,
+                    seed_from=seeds[0],
+                    seed_to=seeds[1],
+                    notebook=str(notebook_file(notebook)),
+                    out_dir=str(out / folder),
+                    model=model,
+                )
             )
-        )
     return jobs
 
 
+def _stopped_runs(out: Path) -> list[str]:
+    """Runs under `out` whose log ends with a spend-cap stop."""
+    from mbb.events import read_lines
+
+    stopped = []
+    for path in sorted(out.glob("*/events.jsonl")):
+        lines = read_lines(path)
+        if lines and '"stopped"' in lines[-1]:
+            last = json.loads(lines[-1])
+            if last.get("kind") == "run_ended" and last.get("status") == "stopped":
+                stopped.append(path.parent.name)
+    return stopped
+
+
 def run_job(job: Job, *, skip_done: bool = True) -> JobResult:
-    """Execute one job; never raises for a failing notebook (the failure is the result)."""
+    """Execute one job; never raises for a failing notebook (the failure is the result).
+
+    A job whose runs were stopped by a spend cap is "stopped" and gets no `.done` stamp: the
+    same sweep run again (with a higher cap) goes on from the cache."""
+    from mbb.llm.budget import ledger_for
+
     out = Path(job.out_dir)
     stamp = out / ".done"
     nb_out = out / Path(job.notebook).name
     html = nb_out.with_suffix(".html")
     fp = job.fingerprint()
     if skip_done and stamp.is_file() and stamp.read_text().strip() == fp and nb_out.is_file():
-        return JobResult(job.condition, "skipped", 0.0, str(nb_out), str(html))
+        return JobResult(job.label, "skipped", 0.0, str(nb_out), str(html))
     stamp.unlink(missing_ok=True)
+    shared = ledger_for(None, None)
+    why = shared.exhausted() if shared is not None else None
+    if why is not None:  # the sweep's cap is spent: not started at all
+        return JobResult(job.label, "stopped", 0.0, str(nb_out), None, why)
     t0 = time.perf_counter()
     params = {
         "params_path": job.params_path,
@@ -143,15 +186,21 @@ def run_job(job: Job, *, skip_done: bool = True) -> JobResult:
             except Exception:
                 html_path = None
         return JobResult(
-            job.condition,
+            job.label,
             "failed",
             time.perf_counter() - t0,
             str(nb_out),
             html_path,
             f"{type(exc).__name__}: {str(exc).strip()[-1500:]}",
         )
+    stopped = _stopped_runs(out)
+    if stopped:
+        note = f"stopped at the spend cap: {', '.join(stopped)}"
+        return JobResult(
+            job.label, "stopped", time.perf_counter() - t0, str(nb_out), str(page), note
+        )
     stamp.write_text(fp)
-    return JobResult(job.condition, "ok", time.perf_counter() - t0, str(nb_out), str(page))
+    return JobResult(job.label, "ok", time.perf_counter() - t0, str(nb_out), str(page))
 
 
 def _run_local(
@@ -211,9 +260,23 @@ def run_sweep(
     cluster: Any = None,
     skip_done: bool = True,
     progress: bool = True,
+    max_cost_usd: float | None = None,
+    max_tokens_total: int | None = None,
 ) -> list[JobResult]:
     """Run jobs; writes `<out>/sweep.json`. `cluster`: None (threads here), "dask"/"local"
-    (a Dask LocalCluster), a scheduler address, or a Dask cluster object."""
+    (a Dask LocalCluster), a scheduler address, or a Dask cluster object.
+
+    `max_cost_usd` / `max_tokens_total`: a cap on the whole sweep's new LLM spend, kept in
+    `<out>/spend.sqlite` (so it also counts earlier invocations of the same sweep); jobs reached
+    by it end "stopped" (local threads only: kernels inherit the ledger through the environment)."""
+    import os
+
+    from mbb.llm.budget import COST_ENV, LEDGER_ENV, TOKENS_ENV
+
+    if jobs and (max_cost_usd is not None or max_tokens_total is not None):
+        os.environ[LEDGER_ENV] = str(Path(jobs[0].out_dir).parent / "spend.sqlite")
+        os.environ[COST_ENV] = "" if max_cost_usd is None else str(max_cost_usd)
+        os.environ[TOKENS_ENV] = "" if max_tokens_total is None else str(max_tokens_total)
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -231,7 +294,7 @@ def run_sweep(
         results = _run_dask(jobs, workers, skip_done, None if cluster == "dask" else cluster, done)
     if bar is not None:
         bar.close()
-    order = {j.condition: i for i, j in enumerate(jobs)}
+    order = {j.label: i for i, j in enumerate(jobs)}
     results.sort(key=lambda r: order[r.condition])
     if jobs:
         root = Path(jobs[0].out_dir).parent

@@ -50,7 +50,9 @@ class Run:
 
 def run(cond: Condition, seed: int = 0) -> Run:
     """Run one seed in memory and keep the arena (for its final ledger)."""
-    log = ev.EventLog(f"{cond.name}-seed{seed:04d}")
+    from mbb.arena import run_id_of
+
+    log = ev.EventLog(run_id_of(cond, seed))  # <condition>[-<model>]-seedNNNN, as the arena
     arena = Arena(cond, seed, log)
     asyncio.run(arena.run())
     log.close()

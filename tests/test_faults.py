@@ -218,7 +218,7 @@ CASES: dict[str, Case] = {
         ["frobnicate"],
         "error: mbb: argument COMMAND: invalid choice: 'frobnicate' (choose from 'run', "
         "'tables', 'notebook', 'sweep', 'report', 'view', 'resume', 'figures', "
-        "'classify', 'validate-classifier', 'tasks', 'params') (see mbb --help)",
+        "'classify', 'validate-classifier', 'tasks', 'estimate', 'params') (see mbb --help)",
     ),
     # --- params files ---------------------------------------------------------------------
     "yaml-duplicate-key": Case(

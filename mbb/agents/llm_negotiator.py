@@ -5,10 +5,19 @@ every call is an `LlmCall` event and every unusable answer becomes a stated defa
 `InvalidAction`. The prompt shows the worker only its own private facts (budget, deadline,
 remaining work); everything else it sees is public or addressed to it (the `RoundView`).
 At the end of a subrun it writes an after-action report and a condensed history into scratch.
+
+Prompt layout (laid out for servers' prefix caches): per worker, a static system prompt (the
+rules, then what each phase asks for with its schema), then ONE append-only conversation per
+subrun: each call adds a user turn with only what is new since the worker's previous turn (new
+rounds, new messages, the current declarations) and the phase's instruction, followed by the
+worker's answer (and any repair exchange), exactly as sent. The report and the condensed
+history close the subrun's conversation; the next subrun starts a new one from those notes. A
+conversation longer than `max_history_chars` is restarted mid-subrun from a full snapshot.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -20,7 +29,7 @@ from mbb.llm import prompts
 from mbb.llm.cache import LlmCache
 from mbb.llm.client import CallMeta, ChatRequest, Emit, LlmClient, LlmUnavailable
 from mbb.llm.config import ModelConfig
-from mbb.llm.structured import ActionSpec, InvalidOutput, ask_action, strict_schema
+from mbb.llm.structured import ActionSpec, InvalidOutput, ask_action, strict_schema, tool_for
 from mbb.scheduling.actions import Ballot, ConversationTurn, Declaration, Message, Withdraw
 
 if TYPE_CHECKING:
@@ -240,6 +249,7 @@ class LlmNegotiator:
         message_max_chars: int = 600,
         report_words: int = 250,
         summary_words: int = 200,
+        max_history_chars: int | None = None,
     ) -> None:
         self.worker = worker
         self.config = config
@@ -251,10 +261,37 @@ class LlmNegotiator:
         self.message_max_chars = message_max_chars
         self.report_words = report_words
         self.summary_words = summary_words
+        self.max_history_chars = (
+            config.history_chars if max_history_chars is None else max_history_chars
+        )
         self._last_view: RoundView | None = None  # for the end-of-subrun transcript
+        # this subrun's conversation, as sent (append-only), and what it has shown so far
+        self._system: str | None = None
+        self._history: list[dict[str, Any]] = []
+        self._history_chars = 0
+        self._subrun: int | None = None
+        self._seen_seq = -1  # last post shown
+        self._seen_rounds = 0  # past rounds shown
+        self._snapshot = False  # the next turn restarts a compacted conversation
+        self._shown: dict[str, str] = {}  # situation / candidates / declarations last shown
 
     # --- prompts -------------------------------------------------------------------------------
     def system_prompt(self, view: RoundView) -> str:
+        """The static part: the rules, then how to answer (with the schemas where the endpoint
+        needs them in the text), then which worker this is. The same bytes for every call of
+        this worker in a condition, and the same for all workers up to the last paragraph."""
+        phases = prompts.PHASES.format(
+            window_min=view.window_min_s,
+            window_max=view.window_max_s,
+            max_turns=view.max_turns,
+            revision_hint=(
+                prompts.REVISION_HINT_ALLOWED if view.revisable else prompts.REVISION_HINT_FIXED
+            ),
+        )
+        identity = prompts.IDENTITY.format(worker=self.worker)
+        return self._rules_prompt(view) + phases + self._answers_prompt(view) + identity
+
+    def _rules_prompt(self, view: RoundView) -> str:
         return prompts.EXPLAINER.format(
             worker=self.worker,
             n_workers=len(view.population),
@@ -267,6 +304,153 @@ class LlmNegotiator:
             payment=self.rules.payment,
             budget_rule=self.rules.budget_rule,
         )
+
+    def _static_schemas(self, view: RoundView) -> dict[str, dict[str, Any]]:
+        """The three answers' schemas without the round's enums and bounds (those go into the
+        request's response_format, which is not part of the prompt text)."""
+        turn = strict_schema(TurnOut)
+        if not view.revisable:
+            turn["properties"]["revision"] = {"type": "null"}
+        return {
+            "declaration": strict_schema(DeclarationOut),
+            "conversation_turn": turn,
+            "ballot": strict_schema(BallotOut),
+        }
+
+    def _answers_prompt(self, view: RoundView) -> str:
+        if self.config.tool_protocol == "native":
+            return prompts.ANSWERS_TOOLS
+        return prompts.ANSWERS_JSON.format(
+            **{
+                k: json.dumps(v, separators=(",", ":"))
+                for k, v in self._static_schemas(view).items()
+            }
+        )
+
+    def _tools(self, view: RoundView) -> list[dict[str, Any]] | None:
+        """Native protocol: the same three tools on every call (their schemas are part of the
+        prompt prefix a server caches); the round's constraints are checked on the answer."""
+        if self.config.tool_protocol != "native":
+            return None
+        return [tool_for(k, v) for k, v in self._static_schemas(view).items()]
+
+    # --- the conversation ----------------------------------------------------------------------
+    def _reset(self, subrun: int | None) -> None:
+        self._history, self._history_chars = [], 0
+        self._subrun, self._seen_seq, self._seen_rounds = subrun, -1, 0
+        self._snapshot = False
+        self._shown = {}
+
+    def _changed(self, key: str, text: str) -> str:
+        """`text` if it differs from what this conversation last showed under `key`, else ''."""
+        if self._shown.get(key) == text:
+            return ""
+        self._shown[key] = text
+        return text
+
+    def _append(self, messages: Any) -> None:
+        for m in messages:
+            self._history.append(m)
+            self._history_chars += len(m.get("content") or "")
+
+    def _news(self, view: RoundView) -> str:
+        """What is new since this worker's previous turn (everything, on a fresh start)."""
+        parts = []
+        mine = [p for p in view.posts if p.subrun == view.subrun]
+        if self._snapshot:  # the notes are in the turn's head
+            parts.append(_render_rounds(view.past_rounds))
+            parts.append(_render_posts(mine, self.worker, view.subrun))
+        else:
+            fresh_rounds = view.past_rounds[self._seen_rounds :]
+            if fresh_rounds:
+                parts.append(
+                    "Rounds finished since your last turn (public):\n"
+                    + "\n".join(_render_round(r) for r in fresh_rounds)
+                )
+            fresh_posts = [p for p in mine if p.seq > self._seen_seq]
+            if fresh_posts:
+                parts.append(
+                    "New messages you can see:\n"
+                    + "\n".join(_render_post(p, self.worker) for p in fresh_posts)
+                )
+        if view.declarations:
+            parts.append(self._changed("declarations", _render_declarations(view)))
+        self._seen_rounds = len(view.past_rounds)
+        self._seen_seq = max((p.seq for p in mine), default=self._seen_seq)
+        return "".join(p + "\n" for p in parts if p)
+
+    def _turn_message(self, view: RoundView, phase: str, name: str, instruction: str) -> str:
+        head = ""
+        if not self._history:
+            memory = _render_memory(view.scratch) or "You have no notes from earlier subruns."
+            if self._snapshot:
+                head = f"(The conversation so far was condensed; the state follows.)\n{memory}\n"
+            else:
+                head = (
+                    prompts.SUBRUN_START.format(
+                        subrun_no=view.subrun, subruns_total=view.subruns_total, memory=memory
+                    ).rstrip()
+                    + "\n"
+                )
+        answer = (
+            prompts.ANSWER_TOOL if self.config.tool_protocol == "native" else prompts.ANSWER_JSON
+        ).format(name=name)
+        situation = prompts.SITUATION.format(
+            now=_s(view.now_s),
+            budget=view.budget,
+            time_left=_s(view.time_left_s),
+            deadline=_s(view.deadline_s),
+            need=_s(view.need_s),
+            wanted=view.wanted_s,
+        )
+        lines = [
+            prompts.TURN_HEAD.format(subrun_no=view.subrun, round_no=view.round),
+            self._changed("situation", situation),
+            self._changed(
+                "candidates", prompts.CANDIDATES.format(candidates=", ".join(view.candidates))
+            ),
+            self._news(view).rstrip("\n"),
+            instruction,
+            answer,
+        ]
+        body = "\n".join(x for x in lines if x)
+        return head + body
+
+    def _conversation(self, view: RoundView) -> list[dict[str, Any]]:
+        """[system, *history] for this worker, restarted at a new subrun, a new system prompt,
+        or when it has grown past `max_history_chars` (then from a full snapshot)."""
+        system = self.system_prompt(view)
+        if system != self._system or view.subrun != self._subrun:
+            self._system = system
+            self._reset(view.subrun)
+        elif self._history_chars > self.max_history_chars:
+            self._reset(view.subrun)
+            self._snapshot = True
+        return [{"role": "system", "content": system}, *self._history]
+
+    async def _ask(
+        self, view: RoundView, phase: str, instruction: str, spec: ActionSpec[Any, Any]
+    ) -> Any:
+        convo = self._conversation(view)
+        snapshot = self._snapshot
+        user = {
+            "role": "user",
+            "content": self._turn_message(view, phase, spec.name, instruction),
+        }
+        if snapshot:
+            self._snapshot = False
+        outcome = await ask_action(
+            self.llm,
+            self.config,
+            [*convo, user],
+            spec,
+            meta=self._meta(view, phase),
+            emit=self.emit,
+            cache=self.cache,
+            instruct=False,
+        )
+        self._append([user, *outcome.exchange])
+        return outcome.action
 
     def state_prompt(self, view: RoundView) -> str:
         return prompts.STATE.format(
@@ -357,23 +541,15 @@ class LlmNegotiator:
             default=self.default_declaration(view),
             default_rule="bid 0 for the solver's wanted duration at the last position",
             schema=schema,
+            tools=self._tools(view),
         )
-        instruction = prompts.DECLARE.format(
+        instruction = prompts.DECLARE_TURN.format(
             budget=view.budget,
             window_min=view.window_min_s,
             window_max=view.window_max_s,
             n_candidates=len(view.candidates),
         )
-        outcome = await ask_action(
-            self.llm,
-            self.config,
-            self._messages(view, instruction),
-            spec,
-            meta=self._meta(view, "declaration"),
-            emit=self.emit,
-            cache=self.cache,
-        )
-        return outcome.action
+        return await self._ask(view, "declaration", instruction, spec)
 
     async def converse(self, view: RoundView) -> ConversationTurn:
         self._last_view = view
@@ -410,25 +586,12 @@ class LlmNegotiator:
             default=ConversationTurn(),
             default_rule="pass (no messages, no revision)",
             schema=schema,
+            tools=self._tools(view),
         )
-        instruction = prompts.CONVERSE.format(
-            turn_no=view.turn,
-            max_turns=view.max_turns,
-            peers=", ".join(peers),
-            revision_hint=(
-                prompts.REVISION_HINT_ALLOWED if view.revisable else prompts.REVISION_HINT_FIXED
-            ),
+        instruction = prompts.CONVERSE_TURN.format(
+            turn_no=view.turn, max_turns=view.max_turns, peers=", ".join(peers)
         )
-        outcome = await ask_action(
-            self.llm,
-            self.config,
-            self._messages(view, instruction),
-            spec,
-            meta=self._meta(view, "conversation"),
-            emit=self.emit,
-            cache=self.cache,
-        )
-        return outcome.action
+        return await self._ask(view, "conversation", instruction, spec)
 
     async def vote(self, view: RoundView) -> Ballot:
         self._last_view = view
@@ -473,21 +636,13 @@ class LlmNegotiator:
             default=self.default_ballot(view),
             default_rule="rank by declared bid (ties by queue order), allocate declared durations",
             schema=schema,
+            tools=self._tools(view),
         )
-        instruction = prompts.BALLOT.format(
+        instruction = prompts.BALLOT_TURN.format(
             candidates=", ".join(cands),
             durations=", ".join(f"{w} {declared[w]} s" for w in cands),
         )
-        outcome = await ask_action(
-            self.llm,
-            self.config,
-            self._messages(view, instruction),
-            spec,
-            meta=self._meta(view, "ballot"),
-            emit=self.emit,
-            cache=self.cache,
-        )
-        return outcome.action
+        return await self._ask(view, "ballot", instruction, spec)
 
     # --- subrun boundaries -----------------------------------------------------------------------
     async def start_subrun(self, subrun: int, scratch: Scratch | None) -> None:
@@ -506,10 +661,69 @@ class LlmNegotiator:
         return text or None
 
     async def end_subrun(self, recap: SubrunRecap, scratch: Scratch | None) -> None:
-        """Write an after-action report and a condensed history into scratch (memory on)."""
+        """Write an after-action report and a condensed history into scratch (memory on).
+
+        Both close this subrun's conversation (their prefix is the whole negotiation, already
+        sent); the next subrun starts a new conversation from them."""
         view, self._last_view = self._last_view, None
         if scratch is None:
+            self._reset(None)
             return
+        if view is None or view.subrun != recap.subrun or self._system is None:
+            await self._standalone_reports(recap, scratch, view)
+            self._reset(None)
+            return
+        rounds = "\n".join(_render_round(r) for r in recap.rounds) or "(no rounds)"
+        system = {"role": "system", "content": self._system}
+        report_user = {
+            "role": "user",
+            "content": prompts.REPORT_TURN.format(
+                subrun_no=recap.subrun,
+                subruns_total=view.subruns_total,
+                task=recap.task_id,
+                outcome=recap.outcome,
+                score=f"{recap.score:.2f}",
+                windows=recap.windows,
+                granted=_s(recap.granted_s),
+                used=_s(recap.used_s),
+                waited=_s(recap.waited_s),
+                spent=recap.spent,
+                budget_left=recap.budget_left,
+                rounds=rounds,
+                max_words=self.report_words,
+            ),
+        }
+        meta_r = CallMeta(self.worker, "report", "report", subrun=recap.subrun)
+        report = await self._free_text_messages([system, *self._history, report_user], meta_r)
+        self._append([report_user, {"role": "assistant", "content": report or "(no report)"}])
+        previous = "\n".join(e.text for e in scratch.of_kind("summary")[-1:]) or "(none)"
+        summary_user = {
+            "role": "user",
+            "content": prompts.SUMMARY_TURN.format(previous=previous, max_words=self.summary_words),
+        }
+        meta_s = CallMeta(self.worker, "summary", "summary", subrun=recap.subrun)
+        summary = await self._free_text_messages([system, *self._history, summary_user], meta_s)
+        self._reset(None)
+        if report:
+            scratch.write("report", recap.subrun, report)
+        if summary:
+            scratch.write("summary", recap.subrun, summary)
+
+    async def _free_text_messages(
+        self, messages: list[dict[str, Any]], meta: CallMeta
+    ) -> str | None:
+        req = ChatRequest(messages=messages)
+        try:
+            res = await self.llm.call(self.config, req, meta=meta, emit=self.emit, cache=self.cache)
+        except LlmUnavailable:
+            return None  # recorded in the LlmCall event; the arena sees no new scratch entry
+        text = (res.text or "").strip()
+        return text or None
+
+    async def _standalone_reports(
+        self, recap: SubrunRecap, scratch: Scratch, view: RoundView | None
+    ) -> None:
+        """Report and summary for a subrun this worker never negotiated in (no conversation)."""
         rounds = "\n".join(_render_round(r) for r in recap.rounds) or "(no rounds)"
         transcript = (
             _render_posts(view.posts, self.worker, recap.subrun, limit=60)

@@ -257,6 +257,7 @@ class LlmSolver(WorkspaceEvaluation):
     windows: int = 0
     _head: list[dict[str, Any]] = field(default_factory=list)
     _turns: list[_Turn] = field(default_factory=list)
+    _dropped: int = 0  # turns left out of the prompt (advanced in chunks: see `_request`)
     _notices: list[str] = field(default_factory=list)
     _commands: list[_CommandLine] = field(default_factory=list)
     _deadline_s: float = math.inf
@@ -276,6 +277,7 @@ class LlmSolver(WorkspaceEvaluation):
         self.finished, self.withdrawn, self.pending = False, None, None
         self.last_evaluation, self.windows = None, 0
         self._turns, self._notices, self._commands = [], [], []
+        self._dropped = 0
         self._need_s = float(self.window_max_s)
         self._deadline_s = math.inf
         self._samples = "\n".join(f"  $ {s}" for s in built.samples) or "  (none)"
@@ -485,10 +487,16 @@ class LlmSolver(WorkspaceEvaluation):
         return self._window.grant.round if self._window is not None else None
 
     def _request(self) -> ChatRequest:
-        turns = self._turns[-self.loop.history_turns :]
+        # At most `history_turns` recent turns are shown. Older ones are dropped in chunks of
+        # half that, not one per turn: between two drops every request extends the previous one
+        # (the same prefix for the server's cache); a sliding window would change it every turn.
+        keep = self.loop.history_turns
+        if len(self._turns) - self._dropped > keep:
+            self._dropped = len(self._turns) - max(1, keep // 2)
+        turns = self._turns[self._dropped :]
         messages = [dict(m) for m in self._head]
-        if len(turns) < len(self._turns):
-            skipped = len(self._turns) - len(turns)
+        if self._dropped:
+            skipped = self._dropped
             messages.append({"role": "user", "content": f"({skipped} earlier turns omitted)"})
         for t in turns:
             messages.extend(t.messages)

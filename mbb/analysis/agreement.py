@@ -91,9 +91,7 @@ def main() -> None:
     result = agreement(read_annotations(), list(ALL_LABELS))
     (GOLD_DIR / "agreement.json").write_text(json.dumps(result, indent=1) + "\n")
     for row in result["categories"]:
-        print(
-            f"{row['category']:26s} kappa(author, blind_2) {row['kappa_author_vs_blind_2']}"
-        )
+        print(f"{row['category']:26s} kappa(author, blind_2) {row['kappa_author_vs_blind_2']}")
 
 
 if __name__ == "__main__":

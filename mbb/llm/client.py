@@ -25,6 +25,8 @@ from pydantic import BaseModel, ConfigDict
 
 from mbb.agents.base import BackendFatal
 from mbb.events import LlmCall
+from mbb.llm import presets
+from mbb.llm.budget import SpendLedger
 from mbb.llm.cache import CacheMiss, LlmCache, request_key
 from mbb.llm.config import ModelConfig, Price
 
@@ -82,6 +84,7 @@ class LlmResult(BaseModel):
     tool_arguments: str | None = None
     tool_call_id: str | None = None  # the first tool call's id (echoed by a tool loop)
     refusal: str | None = None
+    reasoning: str | None = None  # reasoning text beside the answer (reasoning_content/reasoning)
     finish_reason: str | None = None
     usage: Usage = Usage()
     latency_s: float = 0.0
@@ -131,20 +134,20 @@ def request_body(config: ModelConfig, req: ChatRequest) -> dict[str, Any]:
         body["tool_choice"] = req.tool_choice
     for k, v in config.extra_body.items():
         body.setdefault(k, v)
-    return body
+    return presets.adapt_body(config, body)
 
 
-def _usage(raw: Any) -> Usage:
-    """Token counts from a response's `usage` object (any part may be missing or null)."""
+def _usage(raw: Any, data: Any = None) -> Usage:
+    """Token counts from a response's `usage` object (any part may be missing or null); cached
+    prompt tokens in any provider's shape (`presets.cached_tokens`)."""
     if not isinstance(raw, dict):
-        return Usage()
+        return Usage(cached=presets.cached_tokens(None, data))
     ctd = raw.get("completion_tokens_details") or {}
-    ptd = raw.get("prompt_tokens_details") or {}
     return Usage(
         prompt=int(raw.get("prompt_tokens") or 0),
         completion=int(raw.get("completion_tokens") or 0),
         reasoning=int(ctd.get("reasoning_tokens") or 0) if isinstance(ctd, dict) else 0,
-        cached=int(ptd.get("cached_tokens") or 0) if isinstance(ptd, dict) else 0,
+        cached=presets.cached_tokens(raw, data),
     )
 
 
@@ -183,8 +186,9 @@ def _parse_response(data: Any) -> dict[str, Any]:
         "tool_arguments": tool_args,
         "tool_call_id": tool_id,
         "refusal": _text(msg.get("refusal")),
+        "reasoning": presets.reasoning_text(msg),
         "finish_reason": _text(choice.get("finish_reason")),
-        "usage": _usage(data.get("usage")),
+        "usage": _usage(data.get("usage"), data),
     }
 
 
@@ -236,8 +240,10 @@ class LlmClient:
         backoff_base_s: float = 1.0,
         backoff_cap_s: float = 60.0,
         max_retry_after_s: float = 600.0,
+        budget: SpendLedger | None = None,
     ) -> None:
         self.prices = dict(prices or {})
+        self.budget = budget  # spend caps, checked before every network call (mbb.llm.budget)
         self.sleep = sleep
         self.rng = rng or random.Random(0)
         self.environ = os.environ if environ is None else environ
@@ -295,9 +301,19 @@ class LlmClient:
         return self.rng.uniform(0, min(self.backoff_cap_s, self.backoff_base_s * 2**attempt))
 
     # --- network -----------------------------------------------------------------------------
-    async def complete(self, config: ModelConfig, req: ChatRequest) -> LlmResult:
-        """One logical call with retries; raises LlmConfigError or LlmUnavailable."""
+    async def complete(
+        self, config: ModelConfig, req: ChatRequest, meta: CallMeta | None = None
+    ) -> LlmResult:
+        """One logical call with retries; raises LlmConfigError or LlmUnavailable.
+
+        The preset's prefix-cache hints (`presets.cache_hints`) are added here, after the body
+        was hashed for the replay cache: they steer the server, not the answer."""
         body = request_body(config, req)
+        hints = presets.cache_hints(
+            config, meta.worker if meta else None, meta.role if meta else "call"
+        )
+        if hints:
+            body = {**body, **hints}
         client = self._client(config)
         attempts = 0
         t0 = time.perf_counter()
@@ -385,8 +401,10 @@ class LlmClient:
                 )
                 self._emit(emit, config, meta, LlmResult(key=key), str(err))
                 raise err
+        if self.budget is not None:
+            self.budget.check()  # BudgetExhausted: nothing is sent, nothing recorded
         try:
-            result = await self.complete(config, req)
+            result = await self.complete(config, req, meta)
         except LlmError as exc:
             failed = LlmResult(key=key, attempts=exc.attempts, latency_s=exc.latency_s)
             self._emit(emit, config, meta, failed, str(exc))
@@ -394,6 +412,9 @@ class LlmClient:
                 cache.put(key, body, {"error": str(exc)})
             raise
         result = result.model_copy(update={"key": key})
+        if self.budget is not None:
+            u = result.usage
+            self.budget.add(u.prompt + u.completion, self.cost(config.model, u))
         if cache is not None and cache.mode == "read_write":
             cache.put(key, body, result.model_dump(exclude={"latency_s", "attempts", "key"}))
         self._emit(emit, config, meta, result, None)
@@ -444,11 +465,7 @@ class LlmClient:
 
 
 def _safe_message(exc: Exception) -> str:
-    body = getattr(exc, "body", None)
-    if isinstance(body, dict):
-        msg = body.get("message") or body.get("error", {})
-        if isinstance(msg, dict):
-            msg = msg.get("message")
-        if isinstance(msg, str):
-            return msg[:300]
+    msg = presets.error_message(getattr(exc, "body", None))
+    if isinstance(msg, str) and msg:
+        return msg[:300]
     return str(exc)[:300]

@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from mbb.llm import presets
+
 __all__ = ["ModelConfig", "Price", "StructuredMode", "ToolProtocol"]
 
 StructuredMode = Literal["json_schema", "json_object_schema", "prompt_only"]
@@ -26,6 +28,13 @@ class ModelConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True, strict=True)
 
     model: str = Field(description="Model name sent to the endpoint.")
+    preset: str | None = Field(
+        None,
+        description="Endpoint preset (mbb.llm.presets): openai, openai_reasoning, anthropic, "
+        "gemini, deepseek, openrouter, vllm, ollama, llamacpp. Fills base_url, api_key_env, "
+        "max_tokens_field, structured and tool_protocol when they are left out, and refuses "
+        "options the endpoint does not support.",
+    )
     base_url: str = Field("https://api.openai.com/v1", description="OpenAI-compatible base URL.")
     api_key_env: str | None = Field(
         "OPENAI_API_KEY",
@@ -53,6 +62,28 @@ class ModelConfig(BaseModel):
     timeout_s: float = Field(120.0, gt=0, description="Per-attempt HTTP timeout.")
     max_retries: int = Field(4, ge=0, le=20, description="Retries after the first attempt.")
     concurrency: int = Field(8, ge=1, le=1024, description="In-flight requests per endpoint.")
+    cache_hints: bool = Field(
+        True,
+        description="Send the preset's prefix-cache hints (prompt_cache_key; llama.cpp "
+        "cache_prompt + id_slot). Never part of mbb's replay cache key.",
+    )
+    slots: int = Field(4, ge=1, le=256, description="llama.cpp server slots (-np): id_slot range.")
+    history_chars: int = Field(
+        12_000,
+        ge=1_000,
+        description="A negotiator's conversation (after the system prompt) is restarted from a "
+        "snapshot of the state once it is longer than this; lower it for small context windows.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _preset_defaults(cls, data: Any) -> Any:
+        return presets.fill_defaults(data)
+
+    @model_validator(mode="after")
+    def _preset_supports(self) -> ModelConfig:
+        presets.check_config(self)
+        return self
 
     @model_validator(mode="before")
     @classmethod

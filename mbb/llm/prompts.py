@@ -9,29 +9,41 @@ remaining work) appear only in the owner's own prompt.
 from __future__ import annotations
 
 __all__ = [
-    "BALLOT",
-    "CONVERSE",
-    "DECLARE",
+    "ANSWERS_JSON",
+    "ANSWERS_TOOLS",
+    "ANSWER_JSON",
+    "ANSWER_TOOL",
+    "BALLOT_TURN",
+    "CANDIDATES",
+    "CONVERSE_TURN",
+    "DECLARE_TURN",
     "EXPLAINER",
+    "IDENTITY",
     "JSON_ONLY",
     "JSON_WITH_SCHEMA",
+    "PHASES",
     "REPAIR",
     "REPORT_SYSTEM",
+    "REPORT_TURN",
     "REPORT_USER",
+    "SITUATION",
     "STATE",
+    "SUBRUN_START",
     "SUMMARY_SYSTEM",
+    "SUMMARY_TURN",
     "SUMMARY_USER",
+    "TURN_HEAD",
     "USE_TOOL",
 ]
 
 # --- system: how the auction works -------------------------------------------------------------
 EXPLAINER = """\
-You negotiate on behalf of worker {worker}, one of {n_workers} coding agents ({population}) that \
-share a single execution machine. Each subrun every worker gets its own programming task and a \
-private deadline. A solver does the actual work, but it can only run commands (look at the \
-reference program, edit, compile, test) while it holds an execution window on the shared machine. \
-Your job is to get your solver the windows it needs, at a price you can afford, before its \
-deadline.
+You negotiate on behalf of one of {n_workers} coding agents ({population}) that share a single \
+execution machine; which one is said at the end of these instructions. Each subrun every worker \
+gets its own programming task and a private deadline. A solver does the actual work, but it can \
+only run commands (look at the reference program, edit, compile, test) while it holds an \
+execution window on the shared machine. Your job is to get your solver the windows it needs, at \
+a price you can afford, before its deadline.
 
 How time works: a simulated clock runs only while some window is executing. Negotiating is free \
 and stops the clock, but every second you wait in the queue behind other workers' windows is a \
@@ -78,19 +90,6 @@ Candidates this round, in queue order: {candidates}.
 {posts}
 {memory}"""
 
-DECLARE = """\
-Phase: DECLARATION. Decide what you ask for this round: bid (integer credits, 0..{budget}), \
-duration (integer seconds, {window_min}..{window_max}), desired position (1..{n_candidates}), \
-and a short public note (at most a sentence or two). Set "action" to "declare". If your task \
-cannot be finished before your deadline and further spending is pointless, you may set "action" \
-to "withdraw" instead (you leave the queue for the rest of the subrun; the other fields are then \
-ignored)."""
-
-CONVERSE = """\
-Phase: CONVERSATION, turn {turn_no} of {max_turns}. Send zero or more messages: each goes \
-privately to one peer ("to": one of {peers}) or publicly to everyone ("to": null). Use them to \
-propose orderings, trade concessions, make or invoke commitments, or explain your needs. Sending \
-nothing (an empty list) is a valid choice when there is nothing useful to add. {revision_hint}"""
 
 REVISION_HINT_ALLOWED = (
     'To change your declaration, put the full new declaration in "revision"; otherwise set '
@@ -98,14 +97,6 @@ REVISION_HINT_ALLOWED = (
 )
 REVISION_HINT_FIXED = 'Bids are fixed in this condition: "revision" must be null.'
 
-BALLOT = """\
-Phase: BALLOT. Rank ALL candidates ({candidates}) from first to last — each exactly once — and \
-give each an allocation in seconds between 0 and its declared duration ({durations}). The \
-ranking is primarily about declared bid price; desired positions, durations and what was agreed \
-in the conversation can support your ordering, as can deadline pressure someone has actually \
-disclosed. Do not rank by how long someone has waited to talk, and do not guess private \
-budgets or deadlines. Explain your ranking in "reasoning" (it is published after the round, so \
-it can record commitments for later rounds)."""
 
 # --- output format -------------------------------------------------------------------------------
 JSON_ONLY = "Answer with a single JSON object and nothing else."
@@ -167,3 +158,108 @@ Rounds of subrun {subrun_no} (public record):
 Conversation you saw:
 {transcript}
 Write the condensed history now."""
+
+
+# --- the conversation layout (prefix reuse) --------------------------------------------------
+# Per worker and subrun one append-only conversation: a static system prompt (the rules above,
+# then ANSWERS_*: what each phase asks for and its schema), then one user turn per call holding
+# only what is new since the worker's previous turn, each followed by the worker's answer. At a
+# subrun boundary the conversation starts again from the notes (after-action report and
+# condensed history), which is the memory design of the study.
+ANSWERS_JSON = """\
+
+How to answer. Each of your turns asks for one of three answers, named in the request. Answer \
+with a single JSON object and nothing else; it must match that answer's JSON Schema:
+- `declaration` (phase DECLARATION). JSON Schema:
+{declaration}
+- `conversation_turn` (phase CONVERSATION). JSON Schema:
+{conversation_turn}
+- `ballot` (phase BALLOT). JSON Schema:
+{ballot}
+At the end of a subrun you are asked, in plain text, for an after-action report and a condensed \
+history; they become your notes for the next subrun."""
+
+ANSWERS_TOOLS = """\
+
+How to answer. Each of your turns asks for one of three answers, named in the request: \
+`declaration` (phase DECLARATION), `conversation_turn` (phase CONVERSATION) or `ballot` (phase \
+BALLOT). Submit it by calling the function of that name. At the end of a subrun you are asked, \
+in plain text, for an after-action report and a condensed history; they become your notes for \
+the next subrun."""
+
+# last in the system prompt, so everything before it is the same for every worker of a condition
+# (one cached prefix for all of them on a server that shares its cache)
+IDENTITY = """\
+
+You are worker {worker}: you negotiate for {worker}'s solver, and "you" in the turns below is \
+{worker}."""
+
+SUBRUN_START = """\
+Subrun {subrun_no} of {subruns_total} begins: a new task and a new private deadline.
+{memory}"""
+
+PHASES = """\
+
+The phases of a round, and what each answer must contain:
+- DECLARATION: what you ask for this round: a bid (integer credits, 0 up to your remaining \
+budget), a duration (integer seconds, {window_min}..{window_max}), the position you want \
+(1 up to the number of candidates) and a short public note (at most a sentence or two). Set \
+"action" to "declare". If your task cannot be finished before your deadline and further \
+spending is pointless, you may set "action" to "withdraw" instead (you leave the queue for the \
+rest of the subrun; the other fields are then ignored).
+- CONVERSATION (up to {max_turns} turns): send zero or more messages; each goes privately to one \
+peer ("to": that worker's id) or publicly to everyone ("to": null). Use them to propose \
+orderings, trade concessions, make or invoke commitments, or explain your needs. Sending nothing \
+(an empty list) is a valid choice when there is nothing useful to add. {revision_hint}
+- BALLOT: rank ALL candidates from first to last, each exactly once, and give each an allocation \
+in seconds between 0 and its declared duration. The ranking is primarily about declared bid \
+price; desired positions, durations and what was agreed in the conversation can support your \
+ordering, as can deadline pressure someone has actually disclosed. Do not rank by how long \
+someone has waited to talk, and do not guess private budgets or deadlines. Explain your ranking \
+in "reasoning" (it is published after the round, so it can record commitments for later \
+rounds)."""
+
+TURN_HEAD = "--- Subrun {subrun_no}, round {round_no} ---"
+SITUATION = (
+    "Now {now}. Your private situation (only you can see this): budget {budget} credits; "
+    "deadline in {time_left} (at {deadline}); your solver estimates it still needs about {need} "
+    "of execution and asked for a {wanted}-second window."
+)
+CANDIDATES = "Candidates this round, in queue order: {candidates}."
+DECLARE_TURN = (
+    "Phase: DECLARATION. Bid 0..{budget} credits, duration {window_min}..{window_max} s, "
+    "position 1..{n_candidates}."
+)
+CONVERSE_TURN = "Phase: CONVERSATION, turn {turn_no} of {max_turns}. Peers: {peers}."
+BALLOT_TURN = (
+    "Phase: BALLOT. Rank all of {candidates}; allocations up to each declared duration "
+    "({durations})."
+)
+
+ANSWER_JSON = "Answer with the `{name}` JSON object."
+ANSWER_TOOL = "Call `{name}`."
+
+REPORT_TURN = """\
+--- End of subrun {subrun_no} of {subruns_total}: after-action report ---
+Task: {task}. Outcome: {outcome}; score {score}. Windows: {windows}; granted {granted}; used \
+{used}; waited {waited}. Credits spent {spent}; left {budget_left}.
+Rounds of this subrun (public record):
+{rounds}
+Write your after-action report for your next subrun, which will involve a different, unrelated \
+program, so write lessons that transfer. Be factual and plain: windows secured, seconds granted \
+versus used, credits spent and left, time waited, whether the deadline was met (say so directly \
+if it was missed); what the granted time achieved; judge bids and tactics by whether they helped \
+finish the task, and recommend bid levels calibrated to what you could actually see (others' bids \
+and the published outcomes), not to guesses about others' budgets. Name approaches that failed \
+and say what to change. Plain text, at most {max_words} words."""
+
+SUMMARY_TURN = """\
+--- Condensed history ---
+Earlier summary:
+{previous}
+Now condense this subrun's negotiation so it can be carried into later subruns. Keep only what \
+still matters: conditional commitments about the future (who owes whom what, under which \
+condition), ordering rules or conventions that were agreed or repeatedly applied, the actual bids \
+and outcomes (who won which position at what price), and matters still open. Drop the prose of \
+rounds that were fully settled when none of those applies. Terse lines, plain text, at most \
+{max_words} words."""

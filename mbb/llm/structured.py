@@ -35,6 +35,7 @@ __all__ = [
     "parse_output",
     "refuse_cut_off",
     "strict_schema",
+    "tool_for",
 ]
 
 OutT = TypeVar("OutT", bound=BaseModel)
@@ -63,6 +64,9 @@ class ActionSpec(Generic[OutT, A]):
     default: A
     default_rule: str  # human-readable statement of the default, recorded in InvalidAction
     schema: dict[str, Any] | None = None  # overrides out_model's schema (e.g. enums of peers)
+    # native tool protocol: the tools sent (default: this action's alone). A caller that keeps
+    # one conversation sends the same list every turn, so the prompt's prefix stays the same
+    tools: list[dict[str, Any]] | None = None
 
     def json_schema(self) -> dict[str, Any]:
         return self.schema if self.schema is not None else strict_schema(self.out_model)
@@ -75,6 +79,9 @@ class StructuredOutcome(Generic[A]):
     repaired: bool  # a repair round-trip was needed (whatever its result)
     defaulted: bool
     error: str | None = None
+    # the messages that followed the request: the model's answer(s) and any repair request, so a
+    # caller keeping a conversation can append exactly what was said
+    exchange: tuple[dict[str, Any], ...] = ()
 
 
 def strict_schema(model: type[BaseModel]) -> dict[str, Any]:
@@ -135,33 +142,44 @@ def extract_json(text: str) -> Any:
     raise InvalidOutput("the reply contains no JSON object", "output")
 
 
+def tool_for(name: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """A function tool submitting the action `name`."""
+    return {
+        "type": "function",
+        "function": {"name": name, "description": f"Submit your {name}.", "parameters": schema},
+    }
+
+
 def build_request(
-    config: ModelConfig, messages: list[dict[str, Any]], spec: ActionSpec[Any, Any]
+    config: ModelConfig,
+    messages: list[dict[str, Any]],
+    spec: ActionSpec[Any, Any],
+    *,
+    instruct: bool = True,
 ) -> ChatRequest:
-    """Attach the schema the way this endpoint understands it (see `ModelConfig.structured`)."""
+    """Attach the schema the way this endpoint understands it (see `ModelConfig.structured`).
+
+    `instruct=False`: the messages already say how to answer (and, where the endpoint needs it
+    in the text, give the schema), so nothing is appended to the last message."""
     schema = spec.json_schema()
     msgs = [dict(m) for m in messages]
     if config.tool_protocol == "native":
-        tool = {
-            "type": "function",
-            "function": {
-                "name": spec.name,
-                "description": f"Submit your {spec.name}.",
-                "parameters": schema,
-            },
-        }
+        tools = spec.tools if spec.tools is not None else [tool_for(spec.name, schema)]
         choice = {"type": "function", "function": {"name": spec.name}}
-        msgs[-1]["content"] += "\n\n" + prompts.USE_TOOL.format(name=spec.name)
-        return ChatRequest(messages=msgs, tools=[tool], tool_choice=choice)
+        if instruct:
+            msgs[-1]["content"] += "\n\n" + prompts.USE_TOOL.format(name=spec.name)
+        return ChatRequest(messages=msgs, tools=tools, tool_choice=choice)
     if config.structured == "json_schema":
         fmt = {
             "type": "json_schema",
             "json_schema": {"name": spec.name, "schema": schema, "strict": True},
         }
-        msgs[-1]["content"] += "\n\n" + prompts.JSON_ONLY
+        if instruct:
+            msgs[-1]["content"] += "\n\n" + prompts.JSON_ONLY
         return ChatRequest(messages=msgs, response_format=fmt)
-    schema_text = json.dumps(schema, separators=(",", ":"))
-    msgs[-1]["content"] += "\n\n" + prompts.JSON_WITH_SCHEMA.format(schema=schema_text)
+    if instruct:
+        schema_text = json.dumps(schema, separators=(",", ":"))
+        msgs[-1]["content"] += "\n\n" + prompts.JSON_WITH_SCHEMA.format(schema=schema_text)
     if config.structured == "json_object_schema":
         return ChatRequest(messages=msgs, response_format={"type": "json_object", "schema": schema})
     return ChatRequest(messages=msgs)  # prompt_only
@@ -221,9 +239,11 @@ async def ask_action(
     meta: CallMeta,
     emit: Emit | None = None,
     cache: LlmCache | None = None,
+    instruct: bool = True,
 ) -> StructuredOutcome[A]:
     """One call, at most one repair round-trip, else the spec's default (recorded)."""
-    req = build_request(config, messages, spec)
+    req = build_request(config, messages, spec, instruct=instruct)
+    sent = len(req.messages)
     calls = 0
     error: InvalidOutput | None = None
     raw = ""
@@ -233,19 +253,25 @@ async def ask_action(
             result = await llm.call(config, req, meta=call_meta, emit=emit, cache=cache)
         except LlmUnavailable as exc:
             _record_default(emit, meta, "llm", None, str(exc), spec)
-            return StructuredOutcome(spec.default, calls + 1, attempt > 0, True, str(exc))
+            gone = {"role": "assistant", "content": "(no answer: the endpoint was unavailable)"}
+            exchange = (*req.messages[sent:], gone)
+            return StructuredOutcome(
+                spec.default, calls + 1, attempt > 0, True, str(exc), exchange=exchange
+            )
         calls += 1
+        raw = _raw(result) or (result.refusal or "")
+        answer = {"role": "assistant", "content": raw or "(no content)"}
         try:
             action = parse_output(result, spec)
-            return StructuredOutcome(action, calls, attempt > 0, False)
+            exchange = (*req.messages[sent:], answer)
+            return StructuredOutcome(action, calls, attempt > 0, False, exchange=exchange)
         except InvalidOutput as exc:
             error = exc
-            raw = _raw(result) or (result.refusal or "")
         if attempt == 0:
             req = ChatRequest(
                 messages=[
                     *req.messages,
-                    {"role": "assistant", "content": raw or "(no content)"},
+                    answer,
                     {"role": "user", "content": prompts.REPAIR.format(error=str(error))},
                 ],
                 response_format=req.response_format,
@@ -254,7 +280,8 @@ async def ask_action(
             )
     assert error is not None
     _record_default(emit, meta, error.field, raw[:500], str(error), spec)
-    return StructuredOutcome(spec.default, calls, True, True, str(error))
+    exchange = (*req.messages[sent:], {"role": "assistant", "content": raw or "(no content)"})
+    return StructuredOutcome(spec.default, calls, True, True, str(error), exchange=exchange)
 
 
 def _record_default(

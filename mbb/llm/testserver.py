@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import socket
 import threading
 import time
@@ -20,7 +21,13 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["FakeOpenAIServer", "RecordedRequest", "Reply", "schema_responder"]
+__all__ = [
+    "FakeOpenAIServer",
+    "RecordedRequest",
+    "Reply",
+    "declaring_responder",
+    "schema_responder",
+]
 
 
 @dataclass
@@ -317,8 +324,51 @@ def _schema_of(body: dict[str, Any]) -> dict[str, Any] | None:
         return fmt["json_schema"]["schema"]
     if fmt.get("schema"):
         return fmt["schema"]
-    if body.get("tools"):
-        return body["tools"][0]["function"]["parameters"]
+    tool = _chosen_tool(body)
+    if tool is not None:
+        return tool["function"]["parameters"]
+    return _schema_in_prompt(body)
+
+
+def _chosen_tool(body: dict[str, Any]) -> dict[str, Any] | None:
+    """The tool a request forces (`tool_choice` names a function), else its first tool."""
+    tools = body.get("tools") or []
+    choice = body.get("tool_choice")
+    name = (choice.get("function") or {}).get("name") if isinstance(choice, dict) else None
+    for t in tools:
+        if name is not None and t["function"]["name"] == name:
+            return t
+    return tools[0] if tools else None
+
+
+SCHEMA_MARKER = "JSON Schema:\n"
+
+
+_ASKED = re.compile(r"Answer with the `(\w+)` JSON object")
+
+
+def _schema_in_prompt(body: dict[str, Any]) -> dict[str, Any] | None:
+    """prompt_only requests carry the schema in the text, after "JSON Schema:". When the last
+    message asks for a named answer (a negotiator's conversation lists all three schemas in its
+    system prompt), the schema after that name; else the last one."""
+    messages = body.get("messages") or []
+    texts = [m.get("content") for m in messages if isinstance(m.get("content"), str)]
+    asked = _ASKED.search(texts[-1]) if texts else None
+    for text in reversed(texts):
+        at = -1
+        if asked is not None:
+            named = text.find(f"`{asked.group(1)}` (")
+            at = text.find(SCHEMA_MARKER, named) if named >= 0 else -1
+        if at < 0:
+            at = text.rfind(SCHEMA_MARKER)
+        if at < 0:
+            continue
+        try:
+            obj, _ = json.JSONDecoder().raw_decode(text, at + len(SCHEMA_MARKER))
+        except json.JSONDecodeError:
+            continue
+        if isinstance(obj, dict):
+            return obj
     return None
 
 
@@ -368,6 +418,81 @@ def schema_responder(body: dict[str, Any]) -> Reply:
     if schema is None:
         return Reply.completion("Noted: bids, outcomes and commitments of this subrun.")
     payload = json.dumps(_instance(schema, schema.get("$defs", {}), rnd))
-    if body.get("tools"):
-        return Reply.tool_call(body["tools"][0]["function"]["name"], payload)
+    tool = _chosen_tool(body)
+    if tool is not None:
+        return Reply.tool_call(tool["function"]["name"], payload)
     return Reply.completion(payload)
+
+
+_IDS = r"([A-Za-z0-9_.-]+(?:, [A-Za-z0-9_.-]+)*)"
+_PEERS = re.compile(r"Peers: " + _IDS + r"\.")
+_RANK = re.compile(r"Rank all of " + _IDS + r";")
+_DECLARE = re.compile(r"Bid 0\.\.(\d+) credits, duration (\d+)\.\.(\d+) s, position 1\.\.(\d+)")
+
+
+def _read_the_turn(schema: dict[str, Any], text: str) -> None:
+    """Constrain a schema by what the turn's instruction says, as a model reading it would:
+    peers, candidates to rank, bid and duration ranges (the schemas in the prompt and in the
+    tools are static, for the prefix cache; the round's limits are in the text)."""
+    props = schema.get("properties", {})
+    defs = schema.get("$defs", {})
+    if (m := _DECLARE.search(text)) and "bid" in props:
+        budget, lo, hi, n = map(int, m.groups())
+        props["bid"].update(minimum=0, maximum=budget)
+        props["duration"].update(minimum=lo, maximum=hi)
+        props["position"].update(minimum=1, maximum=n)
+    if (m := _PEERS.search(text)) and "MessageOut" in defs:
+        to = defs["MessageOut"]["properties"]["to"]
+        peers = m.group(1).split(", ")
+        for branch in to.get("anyOf", [to]):
+            if branch.get("type") == "string":
+                branch["enum"] = peers
+    if (m := _RANK.search(text)) and "ranking" in props:
+        cands = m.group(1).split(", ")
+        for key in ("ranking", "allocations"):
+            props[key].update(minItems=len(cands), maxItems=len(cands))
+        props["ranking"]["items"]["enum"] = cands
+        alloc = defs["AllocationOut"]["properties"]
+        alloc["candidate"]["enum"] = cands
+        alloc["seconds"].update(minimum=0, maximum=30)
+    if "revision" in props:  # keep to the declared bid: no revision
+        props["revision"] = {"const": None}
+
+
+def declaring_responder(body: dict[str, Any]) -> Reply:
+    """`schema_responder` as a negotiator that reads its turn: it never withdraws (a random valid
+    declaration withdraws half the time, which ends most runs after a few rounds), and keeps to
+    the peers, candidates and ranges the turn's instruction states."""
+    import copy
+
+    body = copy.deepcopy(body)
+    fmt = body.get("response_format") or {}
+    tool = _chosen_tool(body)
+    nodes = [fmt.get("schema"), (fmt.get("json_schema") or {}).get("schema")]
+    nodes += [tool["function"]["parameters"]] if tool else []
+    schema = _schema_in_prompt(body) if not any(nodes) else None
+    users = [m.get("content") for m in body.get("messages") or [] if m.get("role") == "user"]
+    last = users[-1] if users and isinstance(users[-1], str) else ""
+    for node in [*nodes, schema]:
+        if not isinstance(node, dict):
+            continue
+        action = node.get("properties", {}).get("action")
+        if isinstance(action, dict) and "enum" in action:
+            action["enum"] = ["declare"]
+        _read_the_turn(node, last)
+    target = next((n for n in [*nodes, schema] if isinstance(n, dict)), None)
+    if target is None:
+        return schema_responder(body)
+    answer = _instance(target, target.get("$defs", {}), _rnd(body))
+    if isinstance(answer, dict) and answer.get("ranking") and "allocations" in answer:
+        answer["allocations"] = [{"candidate": c, "seconds": 30} for c in answer["ranking"]]
+    payload = json.dumps(answer)
+    if tool is not None:
+        return Reply.tool_call(tool["function"]["name"], payload)
+    return Reply.completion(payload)
+
+
+def _rnd(body: dict[str, Any]) -> Any:
+    import random
+
+    return random.Random(json.dumps(body.get("messages", []), sort_keys=True))

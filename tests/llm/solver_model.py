@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from mbb.agents.oracle import DEFAULT_ORACLE_DIR
-from mbb.llm.testserver import Reply, schema_responder
+from mbb.llm.testserver import Reply, declaring_responder
 
 _TASK = re.compile(r"^Task (\S+) \(subrun (\d+)\)", re.M)
 _WORKER = re.compile(r"You are the solver of worker (\S+)\.")
@@ -112,7 +112,7 @@ class SolverScript:
         if not system.startswith("You are the solver of worker"):
             if system.startswith("You are writing the solver's after-action report"):
                 return Reply.completion("Solver report: observed, wrote, compiled, released.")
-            return schema_responder(body)
+            return declaring_responder(body)
         self.seen.append(body)
         action = self.next_action(body)
         if action is None:

@@ -157,3 +157,26 @@ def test_seeds_share_one_event_loop_and_one_rate_limit(root, tmp_path, key_in_en
     together = (tmp_path / "batch" / alone.run_id / "events.jsonl").read_text().splitlines()
     assert len(batch.run_ids) == 3
     assert replay_comparable(together) == replay_comparable(alone.log.lines)
+
+
+def test_each_workers_prompts_extend_one_conversation_per_subrun(root, tmp_path, key_in_env):
+    """Prefix reuse by construction: within a subrun, every request of a worker repeats its
+    previous request exactly (system prompt, earlier turns, answers as sent) and appends to it,
+    unless the conversation was restarted (a new subrun, or compacted: two messages again)."""
+    with FakeOpenAIServer(schema_responder, api_key=SECRET, models=("m-a", "m-b")) as srv:
+        cond = condition(root, srv, tmp_path, subruns=2, llm={"cache": "off"})
+        run_condition(cond, 4, None)
+        bodies = [r.body for r in srv.completions]
+    last: dict[str, list] = {}
+    extended = restarted = 0
+    for body in bodies:
+        msgs = body["messages"]
+        worker = msgs[0]["content"].rsplit("You are worker ", 1)[1].split(":", 1)[0]
+        prev = last.get(worker)
+        if prev is not None and msgs[: len(prev)] == prev:
+            extended += 1
+        else:
+            assert len(msgs) == 2, "a conversation is only ever restarted from the beginning"
+            restarted += 1
+        last[worker] = msgs
+    assert extended > 4 * restarted

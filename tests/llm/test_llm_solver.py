@@ -350,3 +350,24 @@ def test_condition_with_native_tool_calls(root, tmp_path, monkeypatch):
     done = ev.filter(ev["outcome"] == "completed")
     assert ev.height == 3 and done.height >= 2 and (done["score"] == 1.0).all()
     assert all(b.get("tools") for b in script.seen)
+
+
+def test_old_turns_are_dropped_in_chunks_so_the_prompt_keeps_its_prefix(tmp_path, suite):
+    from mbb.agents.llm_solver import _Turn
+
+    with FakeOpenAIServer(SolverScript(), api_key=SECRET) as srv:
+        rig = Rig(tmp_path, suite, srv, loop={"history_turns": 4})
+        rig.start("rev")
+        solver = rig.solver
+        prev: list = []
+        restarts = 0
+        for i in range(12):
+            solver._turns.append(_Turn([{"role": "user", "content": f"turn {i}"}]))
+            msgs = solver._request().messages
+            turns = [m for m in msgs if m["content"].startswith("turn ")]
+            assert 1 <= len(turns) <= 4 and turns[-1]["content"] == f"turn {i}"
+            if prev and msgs[: len(prev)] != prev:
+                restarts += 1
+                assert "earlier turns omitted" in msgs[len(solver._head)]["content"]
+            prev = msgs
+        assert restarts == 3  # a sliding window would have changed the prefix 8 times

@@ -111,8 +111,15 @@ def test_end_subrun_writes_report_and_summary(server, sleeps, log) -> None:
     assert ("summary", 1, "summary text for the next subrun") in kinds
     roles = [json.loads(x)["role"] for x in log.by_kind["llm_call"]]
     assert roles == ["negotiator", "report", "summary"]
-    report_req = server.completions[1].body["messages"][1]["content"]
+    report_msgs = server.completions[1].body["messages"]
+    report_req = report_msgs[-1]["content"]
     assert "terminated" in report_req and "310 s" in report_req
+    # the report continues the subrun's conversation: its prefix is the ballot request, as sent
+    ballot_msgs = server.completions[0].body["messages"]
+    assert report_msgs[: len(ballot_msgs)] == ballot_msgs
+    summary_msgs = server.completions[2].body["messages"]
+    assert summary_msgs[: len(report_msgs)] == report_msgs
+    assert summary_msgs[len(report_msgs)]["content"] == "report text for the next subrun"
 
 
 def test_end_subrun_without_memory_makes_no_calls(server, sleeps, log) -> None:

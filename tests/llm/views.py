@@ -56,13 +56,15 @@ def make_view(worker: str = "W1", *, declared: bool = False, revisable: bool = T
 
 
 def phase_of(body: dict[str, Any]) -> str:
-    text = "\n".join(
-        m["content"] for m in body["messages"] if m["role"] == "user" and m.get("content")
-    )
+    """The phase a request asks for, from its last user message (a negotiator keeps one
+    conversation per subrun, so earlier turns name earlier phases)."""
+    users = [m["content"] for m in body["messages"] if m["role"] == "user" and m.get("content")]
+    text = users[-1] if users else ""
     for phase in ("DECLARATION", "CONVERSATION", "BALLOT"):
         if f"Phase: {phase}" in text:
             return phase.lower()
-    if "after-action report" in body["messages"][0]["content"]:
+    system = body["messages"][0]["content"]
+    if "after-action report ---" in text or system.startswith("You are writing an after-action"):
         return "report"
     return "summary"
 
@@ -91,6 +93,10 @@ def good_responder(body: dict[str, Any]) -> Reply:
     if phase in GOOD:
         payload = json.dumps(GOOD[phase])
         if body.get("tools"):
-            return Reply.tool_call(body["tools"][0]["function"]["name"], payload)
+            choice = body.get("tool_choice") or {}
+            name = (choice.get("function") or {}).get("name") or body["tools"][0]["function"][
+                "name"
+            ]
+            return Reply.tool_call(name, payload)
         return Reply.completion(payload)
     return Reply.completion(f"{phase} text for the next subrun")

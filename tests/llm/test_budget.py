@@ -1,0 +1,147 @@
+"""Spend caps: a run stops cleanly at `llm.max_tokens_total` / `llm.max_cost_usd` as a recorded,
+resumable stop (whole event lines, nothing after the stop record), and resuming it until it
+completes gives the same events as a run without a cap."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mbb.events import read_lines
+from mbb.llm.budget import LEDGER_ENV, BudgetExhausted, SpendLedger, ledger_for
+from mbb.llm.emulate import ProviderEmulator
+from mbb.llm.testserver import FakeOpenAIServer, declaring_responder
+from mbb.params import load_params
+from mbb.resume import resume_run
+from mbb.runner import run_many
+
+from .conftest import KEY_ENV, SECRET, replay_comparable
+
+
+def condition(root, url, tmp_path, **llm):
+    model = {
+        "model": "m-a",
+        "base_url": url,
+        "api_key_env": KEY_ENV,
+        "timeout_s": 5.0,
+        "structured": "json_object_schema",
+        "concurrency": 5,
+    }
+    over = {
+        "name": "capped",
+        "subruns": 2,
+        "workers": {"negotiator": "llm", "model": "a"},
+        "models": {"a": model},
+        "prices": {"m-a": {"prompt": 1.0, "completion": 2.0, "cached_prompt": 0.1}},
+        "llm": {"cache": "read_write", "cache_file": str(tmp_path / "cache.sqlite"), **llm},
+    }
+    return load_params(root / "params" / "llm_negotiators.yaml", over)
+
+
+def test_caps_are_left_out_of_the_params_when_unset(root):
+    cond = load_params(root / "params" / "base.yaml")
+    assert "max_cost_usd" not in cond.model_dump(mode="json")["llm"]
+    cond = load_params(root / "params" / "base.yaml", {"llm": {"max_cost_usd": 2.5}})
+    assert cond.model_dump(mode="json")["llm"]["max_cost_usd"] == 2.5
+
+
+@pytest.mark.parametrize("cap", [{"max_tokens_total": 60_000}, {"max_cost_usd": 0.04}])
+def test_a_cap_stops_the_run_cleanly_and_resuming_finishes_it(root, tmp_path, monkeypatch, cap):
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    emulator = ProviderEmulator("openai", declaring_responder, reasoning=None)
+    with FakeOpenAIServer(emulator, api_key=SECRET, models=("m-a",)) as srv:
+        free = run_many(
+            condition(root, srv.url, tmp_path / "free"), seed=3, out_dir=tmp_path / "free"
+        ).check()
+        full = read_lines(free.run_dirs[0] / "events.jsonl")
+        calls_free = len(srv.completions)
+
+        cond = condition(root, srv.url, tmp_path / "capped", **cap)
+        out = tmp_path / "capped"
+        batch = run_many(cond, seed=3, out_dir=out).check()  # a stop is not a failure
+        assert list(batch.stopped) == batch.run_ids == ["capped-a-seed0003"]
+        path = out / "capped-a-seed0003" / "events.jsonl"
+        lines = read_lines(path)
+        assert path.read_text().endswith("\n")  # whole lines only
+        last = json.loads(lines[-1])
+        assert last["kind"] == "run_ended" and last["status"] == "stopped"
+        assert "cap reached" in last["error"]
+        spent = [json.loads(x) for x in lines if '"llm_call"' in x]
+        tokens = sum(c["prompt_tokens"] + c["completion_tokens"] for c in spent)
+        if "max_tokens_total" in cap:  # stopped at the cap, overshooting by one phase at most
+            assert cap["max_tokens_total"] <= tokens < cap["max_tokens_total"] * 1.5
+        meta = json.loads((out / "capped-a-seed0003" / "meta.json").read_text())
+        assert meta["status"] == "stopped"
+
+        for _ in range(30):  # each resume gets the cap again for new calls
+            resume_run(path.parent)
+            last = json.loads(read_lines(path)[-1])
+            if last["status"] == "completed":
+                break
+            assert last["status"] == "stopped"
+        assert last["status"] == "completed"
+    resumed = [x.replace("capped-a-seed0003", "R") for x in read_lines(path)]
+    base = [x.replace("capped-a-seed0003", "R") for x in full]
+
+    def strip(lines):  # the server's prefix cache saw other requests before: cached tokens differ
+        out = []
+        for x in replay_comparable(lines)[1:]:
+            d = json.loads(x)
+            d.pop("cached_tokens", None), d.pop("cost_usd", None)
+            out.append(d)
+        return out
+
+    assert [json.loads(x)["kind"] for x in resumed] == [json.loads(x)["kind"] for x in base]
+    assert strip(resumed) == strip(base)
+    assert len(srv.completions) >= calls_free  # nothing was asked twice beyond the stop
+
+
+def test_a_shared_ledger_caps_several_batches(tmp_path, monkeypatch):
+    monkeypatch.setenv(LEDGER_ENV, str(tmp_path / "spend.sqlite"))
+    monkeypatch.setenv("MBB_MAX_COST_USD", "1.0")
+    a, b = ledger_for(None, None), ledger_for(None, None)
+    assert a is not None and b is not None
+    a.add(100, 0.6)
+    b.check()
+    b.add(100, 0.5)
+    with pytest.raises(BudgetExhausted, match="spend cap reached"):
+        a.check()
+    assert SpendLedger(path=tmp_path / "spend.sqlite").spent() == (pytest.approx(1.1), 200)
+
+
+@pytest.mark.notebook
+def test_a_sweep_stops_at_its_cap_and_goes_on_when_run_again(root, tmp_path, monkeypatch):
+    from mbb.cli import main
+
+    for var in (LEDGER_ENV, "MBB_MAX_COST_USD", "MBB_MAX_TOKENS_TOTAL"):
+        monkeypatch.delenv(var, raising=False)
+    emulator = ProviderEmulator("openai", declaring_responder, reasoning=None)  # counts tokens
+    with FakeOpenAIServer(emulator, models=("m-a",)) as srv:
+        files = []
+        for name in ("cap_a", "cap_b"):
+            p = tmp_path / f"{name}.yaml"
+            model = f"{{model: m-a, base_url: {srv.url}, api_key_env: null, timeout_s: 5}}"
+            p.write_text(
+                f"extends: {root / 'params' / 'llm_negotiators.yaml'}\nname: {name}\n"
+                f"subruns: 1\nworkers: {{count: 2, model: a}}\nmodels: {{a: {model}}}\n"
+                f"llm: {{cache_file: {tmp_path / 'cache.sqlite'}}}\n"
+            )
+            files.append(str(p))
+        out = tmp_path / "sweep"
+        probe = str(root / "tests" / "fixtures" / "sweep_probe.ipynb")
+        argv = ["sweep", *files, "--seeds", "0..1", "--out", str(out), "--quiet"]
+        argv += ["--notebook", probe, "--workers", "1"]
+        assert main([*argv, "--max-tokens-total", "3000"]) == 0
+        results = json.loads((out / "sweep.json").read_text())["results"]
+        assert {r["status"] for r in results} == {"stopped"}
+        assert not list(out.glob("*/.done"))
+        n = len(srv.completions)
+        assert main([*argv, "--max-tokens-total", "100000000"]) == 0
+        results = json.loads((out / "sweep.json").read_text())["results"]
+        assert {r["status"] for r in results} == {"ok"}
+        assert len(srv.completions) > n
+        for cond in ("cap_a", "cap_b"):
+            for seed in (0, 1):
+                path = out / cond / f"{cond}-a-seed000{seed}" / "events.jsonl"
+                assert json.loads(read_lines(path)[-1])["status"] == "completed"
