@@ -158,6 +158,22 @@ def _render_declarations(view: RoundView) -> str:
     return "\n".join(lines)
 
 
+def _recap_fields(recap: SubrunRecap) -> dict[str, Any]:
+    """The subrun's outcome as the report prompts' placeholders (one formatting for both)."""
+    return {
+        "subrun_no": recap.subrun,
+        "task": recap.task_id,
+        "outcome": recap.outcome,
+        "score": f"{recap.score:.2f}",
+        "windows": recap.windows,
+        "granted": _s(recap.granted_s),
+        "used": _s(recap.used_s),
+        "waited": _s(recap.waited_s),
+        "spent": recap.spent,
+        "budget_left": recap.budget_left,
+    }
+
+
 def _render_round(r: PastRound) -> str:
     parts = []
     for pos, w in enumerate(r.order, 1):
@@ -678,17 +694,8 @@ class LlmNegotiator:
         report_user = {
             "role": "user",
             "content": prompts.REPORT_TURN.format(
-                subrun_no=recap.subrun,
+                **_recap_fields(recap),
                 subruns_total=view.subruns_total,
-                task=recap.task_id,
-                outcome=recap.outcome,
-                score=f"{recap.score:.2f}",
-                windows=recap.windows,
-                granted=_s(recap.granted_s),
-                used=_s(recap.used_s),
-                waited=_s(recap.waited_s),
-                spent=recap.spent,
-                budget_left=recap.budget_left,
                 rounds=rounds,
                 max_words=self.report_words,
             ),
@@ -733,18 +740,9 @@ class LlmNegotiator:
         memory = scratch.render() or "(none)"
         subruns_total = view.subruns_total if view is not None else 0
         report_user = prompts.REPORT_USER.format(
+            **_recap_fields(recap),
             worker=self.worker,
-            subrun_no=recap.subrun,
             subruns_total=subruns_total or "?",
-            task=recap.task_id,
-            outcome=recap.outcome,
-            score=f"{recap.score:.2f}",
-            windows=recap.windows,
-            granted=_s(recap.granted_s),
-            used=_s(recap.used_s),
-            waited=_s(recap.waited_s),
-            spent=recap.spent,
-            budget_left=recap.budget_left,
             memory=memory,
             rounds=rounds,
             transcript=transcript,
