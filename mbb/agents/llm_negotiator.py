@@ -468,30 +468,6 @@ class LlmNegotiator:
         self._append([user, *outcome.exchange])
         return outcome.action
 
-    def state_prompt(self, view: RoundView) -> str:
-        return prompts.STATE.format(
-            subrun_no=view.subrun,
-            subruns_total=view.subruns_total,
-            round_no=view.round,
-            now=_s(view.now_s),
-            budget=view.budget,
-            time_left=_s(view.time_left_s),
-            deadline=_s(view.deadline_s),
-            need=_s(view.need_s),
-            wanted=view.wanted_s,
-            candidates=", ".join(view.candidates),
-            declarations=_render_declarations(view),
-            past_rounds=_render_rounds(view.past_rounds),
-            posts=_render_posts(view.posts, self.worker, view.subrun),
-            memory=_render_memory(view.scratch),
-        ).rstrip()
-
-    def _messages(self, view: RoundView, instruction: str) -> list[dict[str, Any]]:
-        return [
-            {"role": "system", "content": self.system_prompt(view)},
-            {"role": "user", "content": self.state_prompt(view) + "\n\n" + instruction},
-        ]
-
     @property
     def _ranges_in_schema(self) -> bool:
         """Numeric/array bounds go into the schema where they help (llama.cpp grammars enforce

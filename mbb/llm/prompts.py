@@ -27,7 +27,6 @@ __all__ = [
     "REPORT_TURN",
     "REPORT_USER",
     "SITUATION",
-    "STATE",
     "SUBRUN_START",
     "SUMMARY_SYSTEM",
     "SUMMARY_TURN",
@@ -78,19 +77,7 @@ REVISION_ALLOWED = (
 )
 REVISION_FIXED = "Declarations are final once made: bids cannot be revised during conversation."
 
-# --- user: the state a negotiator sees -----------------------------------------------------------
-STATE = """\
-Subrun {subrun_no} of {subruns_total}, round {round_no}. Simulated time now: {now}.
-Your private situation (only you can see this): budget {budget} credits; deadline in {time_left} \
-(at {deadline}); your solver estimates it still needs about {need} of execution and asked for \
-a {wanted}-second window.
-Candidates this round, in queue order: {candidates}.
-{declarations}
-{past_rounds}
-{posts}
-{memory}"""
-
-
+# --- user: how a declaration may be revised ---------------------------------------------------
 REVISION_HINT_ALLOWED = (
     'To change your declaration, put the full new declaration in "revision"; otherwise set '
     '"revision" to null.'
