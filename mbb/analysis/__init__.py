@@ -20,10 +20,10 @@ from mbb.analysis.evidence import (
 )
 from mbb.analysis.gold_eval import agreement_table, evaluate_gold, score_gold
 from mbb.analysis.institutions import (
-    LLM_MANDATES,
     PERSONA_MANDATES,
     institution_summary,
     institutions,
+    llm_mandates,
     pair_institutions,
 )
 from mbb.analysis.linguistic import linguistic_drift, worker_linguistics
@@ -82,7 +82,6 @@ from mbb.analysis.validation import (
 __all__ = [
     "CUES",
     "GROUPS",
-    "LLM_MANDATES",
     "PERSONA_MANDATES",
     "FakeLLM",
     "LLMClassifier",
@@ -113,6 +112,7 @@ __all__ = [
     "ipw_estimates",
     "kappa_table",
     "linguistic_drift",
+    "llm_mandates",
     "llm_layer_complete_json",
     "mean_bid_by_subrun",
     "outcomes",
