@@ -49,7 +49,7 @@ def llm_mandates() -> frozenset[str]:
     from mbb.analysis.instructions import suggested_for_condition
     from mbb.params import Condition
 
-    return suggested_for_condition(Condition()) | {"price_primary"}
+    return suggested_for_condition(Condition.model_validate({})) | {"price_primary"}
 
 
 PERSONA_MANDATES: dict[str, frozenset[str]] = {

@@ -14,8 +14,8 @@ import numpy as np
 import polars as pl
 
 from mbb.analysis._frames import condition_of, labels_of
-from mbb.analysis.stats import chi2_contingency
 from mbb.analysis.rules import rule_statements
+from mbb.analysis.stats import chi2_contingency
 from mbb.taxonomy import CATEGORIES, CATEGORY_NAMES
 
 __all__ = [
