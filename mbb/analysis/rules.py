@@ -13,16 +13,20 @@ known rules is involved, so a rule an LLM invents is found like any other.
 Statements are clustered into *rules* within a run by their normalised content: each sentence
 becomes a set of concept tokens (synonyms folded: "alternate"/"rotate"/"take turns" -> TURN,
 "shorter window"/"shortest job" -> SHORT, caps, ties, deadlines, bids ...) plus content-word
-stems; a statement joins the earliest rule of the run whose signature it matches (Jaccard
-similarity of concepts >= 0.5, or of all tokens >= 0.35), else it starts a new rule.
+stems; a statement joins the earliest rule of the run whose signature it matches (they share
+a distinctive concept — turns, ties, deadlines, caps, ... — and their concepts have Jaccard
+similarity >= 0.5, or all their tokens have Jaccard similarity >= 0.35), else it starts a new
+rule.
 
-Roles (mbb's reading of the paper's rule-making vs rule-citation, §5.3 and Fig. 7):
-- *making*: the first statement of a rule in the run, and repeats of it in that same round,
-  unless phrased as a reference to an earlier agreement;
-- *citation*: a statement of a rule first stated in an earlier round, or any statement phrased
-  as a reference to an agreement ("as agreed in subrun 1 ..."): the speaker invokes a rule as
-  established, whether or not the log holds its first statement (with memory off, a rule
-  re-derived from scratch is *making* again, which is what separates the two conditions).
+Roles (mbb's reading of the paper's rule-making vs rule-citation, §5.3, Fig. 7, Table 10):
+- *citation*: a statement phrased as a reference to an agreement ("as agreed in subrun 1 ...",
+  "per our rule"), or a restatement of a rule already stated earlier in the same subrun: the
+  speaker invokes a rule as established;
+- *making*: a rule proposed as new in its subrun: its first statement in the run, or a rule
+  stated in an earlier subrun proposed afresh rather than invoked. The log cannot tell a rule
+  re-invented without memory from one re-proposed from memory; `new_to_run` separates the
+  rules never stated before in the run. So memory shows as citation ("as we agreed") where
+  its absence shows as re-making, and an LLM's new rule is making wherever it appears.
 
 A *forward-scoped commitment* (the paper's "forward-scoped", §4.3) is a sentence that commits
 its speaker or the group (a promise, an offer, an agreement, a standing rule) and is scoped to
@@ -105,7 +109,11 @@ CONCEPTS: tuple[tuple[str, str], ...] = (
     ("TIE", r"\bties?\b|\btied\b|tie-?break|same bid|equal bids?"),
     ("DEADLINE", r"deadline|urgent|time left|terminat|margin"),
     ("SHORT", r"short(?:er|est)?\b|smallest window|quick(?:er|est)? (?:job|task)"),
-    ("ARRIVAL", r"arriv|queue order|first come|waited (?:longer|longest)|came first"),
+    (
+        "ARRIVAL",
+        r"arriv|queue (?:order|rank)|first come|waited (?:longer|longest)|came first"
+        r"|joined the queue|asked (?:for the machine )?first",
+    ),
     ("CAP", r"\bcap(?:ped|s)?\b|at most|no more than|longer than|over \d|above \d|count as"),
     ("BID", r"\bbids?\b|\bbidding\b|\bprice|\bcredits?\b|highest"),
     ("WINDOW", r"\bwindows?\b|\bseconds\b|\d+ ?s\b|duration"),
@@ -281,10 +289,17 @@ def rule_signature(sentence: str) -> frozenset[str]:
     return frozenset(concepts | words)
 
 
+# concepts that say what a rule is about; the others (bid, window, first, last) are only
+# how it is phrased, and alone do not make two statements the same rule
+_DISTINCTIVE = frozenset(
+    {"TURN", "TIE", "DEADLINE", "SHORT", "ARRIVAL", "CAP", "DISCLOSE", "RELEASE", "ONCE", "YIELD"}
+)
+
+
 def _similar(a: frozenset[str], b: frozenset[str]) -> bool:
     ca = {t for t in a if t.isupper()}
     cb = {t for t in b if t.isupper()}
-    if ca and cb and len(ca & cb) / len(ca | cb) >= 0.5:
+    if ca & cb & _DISTINCTIVE and len(ca & cb) / len(ca | cb) >= 0.5:
         return True
     return bool(a and b) and len(a & b) / len(a | b) >= 0.35
 
@@ -313,6 +328,7 @@ _STATEMENT_SCHEMA = {
     "sentence": pl.String,
     "rule": pl.Int64,
     "role": pl.String,
+    "new_to_run": pl.Boolean,
     "rule_first_subrun": pl.Int64,
     "rule_first_round": pl.Int64,
 }
@@ -321,8 +337,8 @@ _STATEMENT_SCHEMA = {
 def rule_statements(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     """One row per utterance that states a rule: run, seq, subrun, round, worker, source,
     kind (standing/reference), the sentence, `rule` (the rule's index within its run, in order
-    of first statement), `role` (making/citation, see the module docstring) and where the rule
-    was first stated.
+    of first statement), `role` (making/citation, see the module docstring), `new_to_run`
+    (the round is the rule's first in the run) and where the rule was first stated.
 
     tables: the run tables of `mbb.tables` (declarations, messages, ballots)."""
     u = utterances(tables).select("run_id", "seq", "subrun", "round", "worker", "source", "text")
@@ -337,12 +353,16 @@ def rule_statements(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
                 found.append((seq, sub, rnd, worker, source, st[0], st[1]))
         rules = _cluster([rule_signature(f[6]) for f in found])
         first: dict[int, tuple[int, int]] = {}
+        in_subrun: dict[tuple[int, int], int] = {}  # (rule, subrun) -> first round there
         for f, k in zip(found, rules, strict=True):
             seq, sub, rnd, worker, source, kind, sent = f
             first.setdefault(k, (sub, rnd))
-            earlier = first[k] < (sub, rnd)
-            role = "citation" if earlier or kind == "reference" else "making"
-            rows.append((run_id[0], seq, sub, rnd, worker, source, kind, sent, k, role, *first[k]))
+            r0 = in_subrun.setdefault((k, sub), rnd)
+            role = "citation" if kind == "reference" or r0 < rnd else "making"
+            new = first[k] == (sub, rnd)
+            rows.append(
+                (run_id[0], seq, sub, rnd, worker, source, kind, sent, k, role, new, *first[k])
+            )
     return pl.DataFrame(rows, schema=_STATEMENT_SCHEMA, orient="row")
 
 

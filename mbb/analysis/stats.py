@@ -1,5 +1,5 @@
 """Significance tests, bootstrap intervals, effect sizes and power, with numpy and the standard
-library (scipy is not a dependency); `compare_conditions` takes and returns polars tables."""
+library (scipy is not a dependency); `condition_differences` takes and returns polars tables."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ __all__ = [
     "bootstrap_ci",
     "chi2_contingency",
     "chi2_sf",
-    "compare_conditions",
     "compare_samples",
+    "condition_differences",
     "diff_bootstrap_ci",
     "hedges_g",
     "paired_bootstrap_ci",
@@ -243,7 +243,7 @@ def compare_samples(
     }
 
 
-def compare_conditions(
+def condition_differences(
     per_seed: pl.DataFrame,
     measures: list[str],
     baseline: str,

@@ -123,9 +123,10 @@ def test_rule_citation_in_a_later_round_is_not_making(events):
 
 
 def test_a_new_rule_in_a_later_subrun_is_making(events):
-    """Any rule counts, not a fixed list: a second, different rule invented in subrun 2 is
-    making there, and restating the first one is citation."""
+    """Any rule counts, not a fixed list: a rule invented in subrun 2 is making there, and an
+    earlier rule invoked as agreed is citation."""
     from mbb.analysis import classify_evidence
+    from mbb.analysis.rules import rule_statements
 
     Log, tables_of = events
     log = _rule_run(
@@ -134,8 +135,8 @@ def test_a_new_rule_in_a_later_subrun_is_making(events):
         [
             "From now on, ties go to the shorter window.",
             "Going forward nobody bids more than 150 credits per window.",
-            "Ties go to the shorter window, as we settled in subrun 1 rule.",
-            "Going forward nobody bids more than 150 credits per window, I repeat.",
+            "Ties go to the shorter window, as we settled in the subrun 1 rule.",
+            "From now on, a window that ends early passes its unused seconds to the next in line.",
         ],
         subruns=2,
     )
@@ -143,9 +144,16 @@ def test_a_new_rule_in_a_later_subrun_is_making(events):
     r = rule_dynamics(t, classify_evidence(t)).filter(pl.col("behaviour") != "renegotiation")
     assert r.select("subrun", "behaviour", "rounds_with").sort("behaviour", "subrun").rows() == [
         (1, "rule_citation", 0),
-        (2, "rule_citation", 2),
+        (2, "rule_citation", 1),
         (1, "rule_making", 2),
-        (2, "rule_making", 0),
+        (2, "rule_making", 1),
+    ]
+    st = rule_statements(t).select("subrun", "round", "rule", "role", "new_to_run")
+    assert st.rows() == [
+        (1, 1, 0, "making", True),
+        (1, 2, 1, "making", True),
+        (2, 1, 0, "citation", False),
+        (2, 2, 2, "making", True),
     ]
 
 
