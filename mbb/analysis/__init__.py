@@ -7,7 +7,13 @@ worker's model) to a tidy polars DataFrame. Behaviour measures take the evidence
 
     ev = classify_evidence(tables)
     wr = worker_round_predictions(ev)
-    behaviour_prevalence(tables, wr); transmission_rates(tables, ev); outcomes(tables)
+    behaviour_prevalence(tables, wr); transmission_rates(tables, ev); rule_dynamics(tables, ev)
+
+Comparing conditions: the seed (run) is the unit. `text_measures_by_run` (and
+`mbb.compare.run_table` for outcomes) give one value per run; `condition_differences` puts
+each condition against a baseline with the difference, its percentile-bootstrap CI over seeds
+(paired when the seeds are shared), an effect size and n; `seeds_for_power` says how many
+seeds a study needs, simulated from a pilot's per-seed values.
 """
 
 from mbb.analysis._frames import run_info, run_info_from_dirs, utterances, with_run_info
