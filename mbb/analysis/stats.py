@@ -260,7 +260,8 @@ def condition_differences(
     per_seed: a polars DataFrame with one row per run: `condition`, `seed_col` and the
     measure columns. measures: the columns to compare. baseline: the reference condition.
     condition, seed_col: column names. Comparisons are paired (same seed in both conditions)
-    when every seed of the condition also ran under the baseline, else independent.
+    when every seed of the condition also ran under the baseline (each seed once), else
+    independent.
     n_resamples, level: as in `bootstrap_ci`.
     """
     df = per_seed
@@ -273,7 +274,12 @@ def condition_differences(
     rows = []
     for cond in sorted(set(df[condition].to_list()) - {baseline}):
         cur = df.filter(pl.col(condition) == cond).sort(seed_col)
-        paired = cur.height >= 2 and set(cur[seed_col]) <= set(base[seed_col])
+        paired = (
+            cur.height >= 2
+            and cur[seed_col].is_unique().all()
+            and base[seed_col].is_unique().all()
+            and set(cur[seed_col]) <= set(base[seed_col])
+        )
         for m in measures:
             if paired:
                 j = cur.select(seed_col, m).join(

@@ -111,10 +111,8 @@ def text_measures_by_run(
         .group_by("run_id")
         .agg(pl.col("fc").fill_null(False).mean().alias("forward_commitments"))
     )
-    ev = evidence if evidence is not None else pl.DataFrame(schema={"run_id": pl.String})
-    ling = worker_linguistics(
-        tables, ev if evidence is not None else _no_evidence(), reference=reference
-    )
+    ev = evidence if evidence is not None else _no_evidence()
+    ling = worker_linguistics(tables, ev, reference=reference)
     smin = ling.group_by("run_id").agg(
         pl.col("subrun").min().alias("s0"), pl.col("subrun").max().alias("s1")
     )

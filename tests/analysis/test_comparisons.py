@@ -82,6 +82,8 @@ def test_condition_differences_pairs_shared_seeds():
     assert t["n"] == t["n_baseline"] == 4
     o = d["other"]  # other seeds: independent resampling, Hedges' g
     assert not o["paired"] and o["effect_size_kind"] == "hedges_g" and o["n"] == 3
+    dup = per.with_columns(pl.lit(0).alias("seed"))  # every run "seed 0": nothing to pair
+    assert not condition_differences(dup, ["m"], "base")["paired"].any()
     with pytest.raises(ValueError, match="no runs of the baseline"):
         condition_differences(per, ["m"], "nope")
     with pytest.raises(ValueError, match="no column 'x'"):
