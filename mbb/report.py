@@ -626,6 +626,51 @@ def _compare_html(conditions: dict[str, Any], default: str, viewer: bool) -> str
     )
 
 
+_INDEX_MEASURES = ("completion", "deadline_miss", "progress", "mean_bid")
+
+
+def _index_cell(per: Any, base: Any, measure: str, is_base: bool) -> str:
+    """An index-table cell: the mean over seeds with its 95 % percentile-bootstrap CI and, off
+    the baseline, the difference with its CI and effect size (paired on shared seeds)."""
+    from mbb.analysis.stats import bootstrap_ci, compare_samples
+
+    if per is None or per.is_empty() or measure not in per.columns:
+        return "<td>—</td>"
+    x = per[measure].drop_nulls().to_numpy()
+    if not x.size:
+        return "<td>—</td>"
+    txt = f"{_num(float(x.mean()), measure)}<div class=ci>{_ci(bootstrap_ci(x), measure)}</div>"
+    if is_base:
+        return f"<td>{txt}<div class=d>baseline</div></td>"
+    if base is None or base.is_empty() or measure not in base.columns:
+        return f"<td>{txt}</td>"
+    a = per.select("run_id", measure).with_columns(_seed_expr())
+    b = base.select("run_id", measure).with_columns(_seed_expr())
+    shared = a.join(b, on="_seed", suffix="_b").drop_nulls([measure, f"{measure}_b"])
+    paired = shared.height >= 2 and shared.height == a.height
+    if paired:
+        r = compare_samples(shared[measure], shared[f"{measure}_b"], paired=True)
+    else:
+        r = compare_samples(a[measure], b[measure])
+    lo, hi, diff = r["ci_low"], r["ci_high"], r["diff"]
+    ci = (float(lo), float(hi)) if isinstance(lo, float) and isinstance(hi, float) else None
+    es = "" if r["effect_size"] is None else f", {r['effect_size_kind']} {r['effect_size']:+.2f}"
+    if not isinstance(diff, float):
+        return f"<td>{txt}</td>"
+    cls = "d sig" if r["excludes_zero"] else "d"
+    return (
+        f"<td>{txt}<div class='{cls}'>Δ {_num(diff, measure, True)}"
+        f" <span class=ci>{_ci(ci, measure, True)}{es}{', paired' if paired else ''}</span>"
+        "</div></td>"
+    )
+
+
+def _seed_expr() -> Any:
+    import polars as pl
+
+    return pl.col("run_id").str.extract(r"seed(\d+)", 1).alias("_seed")
+
+
 def build_report(
     root: Path, *, baseline: str | None = None, viewer: bool = True, quiet: bool = False
 ) -> Path:
@@ -676,6 +721,7 @@ def build_report(
         if not per.is_empty():
             conditions[folder.relative_to(root).as_posix() or root.name] = per
     has_compare = bool(conditions)
+    default = ""
     if has_compare:
         default = baseline if baseline in conditions else next(iter(conditions))
         if baseline is None and "base" in conditions:
@@ -690,10 +736,12 @@ def build_report(
         return f"{v:.1%}" if pct else (f"{v:.1f}" if isinstance(v, float) else str(v))
 
     esc = html.escape
+    base_per = conditions.get(default) if has_compare else None
     body = []
     for nb_path, page, status, error, s in rows:
         rel = page.relative_to(root).as_posix()
         cond = nb_path.parent.relative_to(root).as_posix() or "."
+        key = nb_path.parent.relative_to(root).as_posix() or root.name  # as in `conditions`
         runs_link = (
             f' <a href="{VIEWER_DIR}/index.html#cond={esc(urllib.parse.quote(cond))}">runs</a>'
             if viewer_index is not None and s.get("runs")
@@ -704,10 +752,14 @@ def build_report(
             f"<td class=l>{esc(cond)}{runs_link}</td>"
             f'<td class=l><a href="{esc(urllib.parse.quote(rel))}">{esc(nb_path.stem)}</a></td>'
             f"<td class='l {esc(status)}'>{esc(status)}</td>"
-            f"<td>{fmt(s.get('runs'))}</td><td>{fmt(s.get('completion'), True)}</td>"
-            f"<td>{fmt(s.get('deadline_miss'), True)}</td><td>{fmt(s.get('progress'), True)}</td>"
-            f"<td>{fmt(s.get('mean_bid'))}</td>"
-            f"<td class=l>{esc(error or '')}</td></tr>"
+            f"<td>{fmt(s.get('runs'))}</td>"
+            + "".join(
+                _index_cell(conditions.get(key), base_per, m, key == default)
+                if has_compare
+                else f"<td>{fmt(s.get(m), m in _PCT)}</td>"
+                for m in _INDEX_MEASURES
+            )
+            + f"<td class=l>{esc(error or '')}</td></tr>"
         )
     n_failed = sum(1 for r in rows if r[2] == "failed")
     links = []
@@ -730,7 +782,16 @@ def build_report(
         f"<style>{_INDEX_CSS}</style></head><body>"
         f"<h1>mbb report</h1><nav class=links>{''.join(links)}</nav>"
         f"<p><code>{esc(root.name)}</code> — {len(rows)} notebook(s), {n_failed} failed.</p>"
-        "<table><tr><th class=l>condition</th><th class=l>notebook</th>"
+        + (
+            "<p>Each cell: the mean over seeds (one value per run) with its 95% percentile "
+            f"bootstrap CI; below it, the difference from <code>{esc(default)}</code> with the "
+            "CI of the difference and its effect size (d_z, seeds paired, when both conditions "
+            "ran the same seeds; else Hedges' g, seeds resampled independently; bold: the CI "
+            "excludes 0).</p>"
+            if has_compare
+            else ""
+        )
+        + "<table><tr><th class=l>condition</th><th class=l>notebook</th>"
         "<th class=l>status</th><th>runs</th><th>completion</th><th>deadline miss</th>"
         "<th>mean progress</th><th>mean bid</th><th class=l>error</th></tr>"
         + "".join(body)

@@ -266,3 +266,21 @@ def test_bootstrap_ci() -> None:
     lo, hi = bootstrap_ci([0.1, 0.2, 0.3, 0.2, 0.1, 0.3], [1.0, 1.1, 0.9, 1.0, 1.2, 0.8])
     assert lo < -0.8 < hi < 0  # mean difference -0.8, CI excludes 0
     assert bootstrap_ci([1.0, 5.0, 3.0], seed=1) == bootstrap_ci([1.0, 5.0, 3.0], seed=1)
+
+
+def test_index_cell_shows_ci_difference_and_effect_size() -> None:
+    import polars as pl
+
+    from mbb.report import _index_cell
+
+    ids = [f"c-seed{i:04d}" for i in range(4)]
+    base = pl.DataFrame({"run_id": ids, "completion": [0.2, 0.3, 0.4, 0.3]})
+    treated = pl.DataFrame({"run_id": ids, "completion": [0.6, 0.7, 0.9, 0.8]})
+    cell = _index_cell(treated, base, "completion", is_base=False)
+    assert "75.0%" in cell and "95% CI [" in cell
+    # same seeds under both conditions: a paired difference, d_z, CI excluding 0 (bold)
+    assert "Δ +45.0%" in cell and "d_z" in cell and "paired" in cell and "'d sig'" in cell
+    assert "baseline" in _index_cell(base, base, "completion", is_base=True)
+    other = treated.with_columns(pl.col("run_id").str.replace("seed", "seed1"))
+    assert "hedges_g" in _index_cell(other, base, "completion", is_base=False)
+    assert _index_cell(None, base, "completion", is_base=False) == "<td>—</td>"

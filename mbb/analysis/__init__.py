@@ -7,7 +7,13 @@ worker's model) to a tidy polars DataFrame. Behaviour measures take the evidence
 
     ev = classify_evidence(tables)
     wr = worker_round_predictions(ev)
-    behaviour_prevalence(tables, wr); transmission_rates(tables, ev); outcomes(tables)
+    behaviour_prevalence(tables, wr); transmission_rates(tables, ev); rule_dynamics(tables, ev)
+
+Comparing conditions: the seed (run) is the unit. `text_measures_by_run` (and
+`mbb.compare.run_table` for outcomes) give one value per run; `condition_differences` puts
+each condition against a baseline with the difference, its percentile-bootstrap CI over seeds
+(paired when the seeds are shared), an effect size and n; `seeds_for_power` says how many
+seeds a study needs, simulated from a pilot's per-seed values.
 """
 
 from mbb.analysis._frames import run_info, run_info_from_dirs, utterances, with_run_info
@@ -20,11 +26,16 @@ from mbb.analysis.evidence import (
 )
 from mbb.analysis.gold_eval import agreement_table, evaluate_gold, score_gold
 from mbb.analysis.institutions import (
-    LLM_MANDATES,
     PERSONA_MANDATES,
     institution_summary,
     institutions,
+    llm_mandates,
     pair_institutions,
+)
+from mbb.analysis.instructions import (
+    condition_instructions,
+    suggested_categories,
+    suggested_for_condition,
 )
 from mbb.analysis.linguistic import linguistic_drift, worker_linguistics
 from mbb.analysis.llm_classifier import (
@@ -50,7 +61,33 @@ from mbb.analysis.measures import (
     urgency_premium,
     worker_rounds,
 )
-from mbb.analysis.stats import chi2_contingency, chi2_sf, permutation_pvalue
+from mbb.analysis.rules import (
+    commitment_sentence,
+    forward_commitments,
+    gold_rule_detection,
+    rule_statement,
+    rule_statements,
+)
+from mbb.analysis.stats import (
+    bootstrap_ci,
+    chi2_contingency,
+    chi2_sf,
+    compare_samples,
+    condition_differences,
+    diff_bootstrap_ci,
+    hedges_g,
+    paired_bootstrap_ci,
+    paired_effect_size,
+    permutation_pvalue,
+    power_curve,
+    seeds_for_power,
+)
+from mbb.analysis.text_measures import (
+    TEXT_MEASURES,
+    metagaming,
+    reasoning_effort_table,
+    text_measures_by_run,
+)
 from mbb.analysis.tokens import (
     approx_tokens,
     classifier_spend,
@@ -82,14 +119,15 @@ from mbb.analysis.validation import (
 __all__ = [
     "CUES",
     "GROUPS",
-    "LLM_MANDATES",
     "PERSONA_MANDATES",
+    "TEXT_MEASURES",
     "FakeLLM",
     "LLMClassifier",
     "agreement_table",
     "approx_tokens",
     "behaviour_drift",
     "behaviour_prevalence",
+    "bootstrap_ci",
     "chi2_contingency",
     "chi2_sf",
     "classifier_spend",
@@ -97,16 +135,24 @@ __all__ = [
     "coalitions",
     "cohen_kappa",
     "commitment_acts",
+    "commitment_sentence",
     "commitments",
+    "compare_samples",
+    "condition_differences",
+    "condition_instructions",
     "contested_win_rates",
     "cost_by_model",
+    "diff_bootstrap_ci",
     "direct_message_use",
     "drift_tests",
     "evaluate_gold",
     "export_ipw_sample",
     "export_review_sample",
+    "forward_commitments",
     "gold_prf",
+    "gold_rule_detection",
     "ground_truth",
+    "hedges_g",
     "import_review",
     "institution_summary",
     "institutions",
@@ -114,11 +160,17 @@ __all__ = [
     "kappa_table",
     "linguistic_drift",
     "llm_layer_complete_json",
+    "llm_mandates",
     "mean_bid_by_subrun",
+    "metagaming",
     "outcomes",
     "pair_institutions",
+    "paired_bootstrap_ci",
+    "paired_effect_size",
     "permutation_pvalue",
+    "power_curve",
     "prf_table",
+    "reasoning_effort_table",
     "relational_vs_bid",
     "response_schema",
     "review_agreement",
@@ -126,11 +178,17 @@ __all__ = [
     "round_orders",
     "rule_dynamics",
     "rule_lifecycle",
+    "rule_statement",
+    "rule_statements",
     "run_info",
     "run_info_from_dirs",
     "score_gold",
+    "seeds_for_power",
     "structural_metrics",
+    "suggested_categories",
+    "suggested_for_condition",
     "system_prompt",
+    "text_measures_by_run",
     "token_audit",
     "token_efficiency",
     "transmission_rates",

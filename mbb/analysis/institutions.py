@@ -1,38 +1,57 @@
 """Institutions: behaviours that are self-discovered and forward-scoped (SCARCE §4.3).
 
-- self-discovered: not mandated. For LLM workers the prompt mandates price-primary ranking
-  (the ballot instructions order by declared bid). For scripted workers a category is mandated
-  when the persona's definition dictates it: `PERSONA_MANDATES` lists, per persona, what its
-  strategy (mbb/agents/personas.py, the table in its module docstring) is written to do.
-  What a scripted worker does beyond that arises from interaction (e.g. a price-first worker
-  that accepted a reciprocal offer and later honours it) and counts as self-discovered.
-- forward-scoped: the worker exhibits the category in at least two distinct rounds, so it
-  persists or is invoked later (`cross_subrun` when the rounds span subruns).
+- self-discovered: not suggested by what the worker was told. For LLM workers, the categories
+  the condition's own agent instructions suggest (`mbb.analysis.instructions`: derived from the
+  prompt text the negotiators receive, which says e.g. "trade concessions, make or invoke
+  commitments" and ranks "primarily about declared bid price"); `llm_mandates()` lists them for
+  the default prompt, and `institutions(..., suggested=...)` takes them per condition. For
+  scripted workers a category is mandated when the persona's definition dictates it:
+  `PERSONA_MANDATES` lists, per persona, what its strategy (mbb/agents/personas.py, the table
+  in its module docstring) is written to do. What a scripted worker does beyond that arises
+  from interaction (e.g. a price-first worker that accepted a reciprocal offer and later
+  honours it) and counts as self-discovered.
+- forward-scoped: the paper's "scoped to future rounds". The worker voices the category in an
+  utterance (or, given worker-round labels only, in a round) where it makes a commitment scoped
+  to future rounds (`mbb.analysis.rules.forward_commitments`: "next time we meet, you go
+  ahead", "for the rest of the run ties go to ..."). Recurrence alone is not scope: `persistent`
+  (exhibited in two or more rounds) and `cross_subrun` (rounds in two or more subruns) are
+  reported beside it. Without text tables nothing is forward-scoped.
 - relational (†) vs non-relational (‡) from the taxonomy marker; unmarked categories are never
   institutions.
-Per pair: relational categories voiced in private messages to the same peer in two or more
-rounds.
+Per pair: relational categories voiced in private messages to the same peer, forward-scoped
+when one of those messages is.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from functools import cache
 
 import polars as pl
 
 from mbb.analysis._frames import condition_of, labels_of
+from mbb.analysis.rules import forward_commitments
 from mbb.taxonomy import CATEGORIES
 
 __all__ = [
-    "LLM_MANDATES",
     "PERSONA_MANDATES",
     "institution_summary",
     "institutions",
+    "llm_mandates",
     "pair_institutions",
 ]
 
-# price-primary is the operator's mechanism and the prompt's instruction: mandated for everyone
-LLM_MANDATES: frozenset[str] = frozenset({"price_primary"})
+
+@cache
+def llm_mandates() -> frozenset[str]:
+    """Categories the default LLM negotiator instructions (a default `Condition`) suggest,
+    plus price-primary (the operator's mechanism orders by bid in every condition)."""
+    from mbb.analysis.instructions import suggested_for_condition
+    from mbb.params import Condition
+
+    return suggested_for_condition(Condition.model_validate({})) | {"price_primary"}
+
+
 PERSONA_MANDATES: dict[str, frozenset[str]] = {
     # bids high and anchors, ranks by bid, argues talk is cheap, raises bids to stay ahead
     "price_first": frozenset({"price_primary", "anchoring", "cheap_talk", "iterative_bargaining"}),
@@ -88,7 +107,11 @@ def _mandates_frame() -> pl.DataFrame:
     )
 
 
-def _mandated(df: pl.DataFrame, tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
+def _mandated(
+    df: pl.DataFrame,
+    tables: Mapping[str, pl.DataFrame],
+    suggested: Mapping[str, Iterable[str]] | None,
+) -> pl.DataFrame:
     if "workers" in tables:
         w = tables["workers"].select("run_id", "worker", "persona", "negotiator")
     else:
@@ -101,24 +124,70 @@ def _mandated(df: pl.DataFrame, tables: Mapping[str, pl.DataFrame]) -> pl.DataFr
         )
     df = df.join(w, on=["run_id", "worker"], how="left")
     df = df.join(_mandates_frame(), on=["persona", "category"], how="left")
-    # an LLM negotiator's persona field is unused: only the prompt's mandates apply to it
+    # an LLM negotiator's persona field is unused: what its instructions suggest applies
+    default = sorted(llm_mandates())
+    if suggested:
+        cond = condition_of(df.select("run_id").unique(), tables)
+        rows = [
+            (c, cat)
+            for c in cond["condition"].unique().to_list()
+            for cat in sorted(set(suggested.get(c, default)) | {"price_primary"})
+        ]
+    else:
+        cond = df.select("run_id").unique().with_columns(pl.lit("").alias("condition"))
+        rows = [("", cat) for cat in default]
+    told = (
+        pl.DataFrame(rows, schema=["condition", "category"], orient="row")
+        .join(cond, on="condition")
+        .select("run_id", "category")
+        .with_columns(pl.lit(True).alias("told"))
+    )
+    df = df.join(told, on=["run_id", "category"], how="left")
     is_llm = pl.col("negotiator") == "llm"
     persona = pl.col("mandated").fill_null(False) & ~is_llm
-    prompt = pl.col("category").is_in(list(LLM_MANDATES)) | (pl.col("category") == "price_primary")
-    return df.with_columns((persona | prompt).alias("mandated"))
+    prompt = (pl.col("told").fill_null(False) & is_llm) | (pl.col("category") == "price_primary")
+    return df.with_columns((persona | prompt).alias("mandated")).drop("told")
 
 
-def institutions(tables: Mapping[str, pl.DataFrame], wr_pred: pl.DataFrame) -> pl.DataFrame:
+def _forward(tables: Mapping[str, pl.DataFrame], by_seq: bool) -> pl.DataFrame:
+    """Keys (run, seq) or (run, subrun, round, worker) with a forward-scoped commitment."""
+    keys = ["run_id", "seq"] if by_seq else ["run_id", "subrun", "round", "worker"]
+    if not all(t in tables for t in ("declarations", "messages", "ballots")):
+        return pl.DataFrame(
+            schema={k: pl.Int64 if k in ("seq", "subrun", "round") else pl.String for k in keys}
+        ).with_columns(pl.lit(True).alias("fwd"))
+    return forward_commitments(tables).select(keys).unique().with_columns(pl.lit(True).alias("fwd"))
+
+
+def institutions(
+    tables: Mapping[str, pl.DataFrame],
+    wr_pred: pl.DataFrame,
+    *,
+    suggested: Mapping[str, Iterable[str]] | None = None,
+) -> pl.DataFrame:
     """Per (run, worker, category): rounds and subruns exhibited, mandated, forward-scoped,
-    marker, and `institutional` (= marked, self-discovered and forward-scoped)."""
-    g = wr_pred.group_by("run_id", "worker", "category").agg(
+    persistent, marker, and `institutional` (= marked, self-discovered and forward-scoped).
+
+    tables: the run tables (with `workers` for personas and negotiators; declarations,
+    messages and ballots for forward scope). wr_pred: worker-round labels
+    (`worker_round_predictions`), or utterance labels with `seq` (`utterance_predictions`),
+    which tie forward scope to the very utterance. suggested: per condition name, the
+    categories its LLM instructions suggest (`mbb.analysis.instructions.
+    suggested_for_condition`); default: `llm_mandates()` for every condition."""
+    by_seq = "seq" in wr_pred.columns
+    keys = ["run_id", "seq"] if by_seq else ["run_id", "subrun", "round", "worker"]
+    fwd = wr_pred.join(_forward(tables, by_seq), on=keys, how="left").with_columns(
+        pl.col("fwd").fill_null(False)
+    )
+    g = fwd.group_by("run_id", "worker", "category").agg(
         pl.struct("subrun", "round").n_unique().alias("rounds"),
         pl.col("subrun").n_unique().alias("subruns"),
         pl.col("subrun").min().alias("first_subrun"),
+        pl.col("fwd").any().alias("forward_scoped"),
     )
-    g = _mandated(g, tables).join(_MARKERS, on="category", how="left")
+    g = _mandated(g, tables, suggested).join(_MARKERS, on="category", how="left")
     g = g.with_columns(
-        (pl.col("rounds") >= 2).alias("forward_scoped"),
+        (pl.col("rounds") >= 2).alias("persistent"),
         (pl.col("subruns") >= 2).alias("cross_subrun"),
     ).with_columns(
         ((pl.col("marker") != "none") & ~pl.col("mandated") & pl.col("forward_scoped")).alias(
@@ -140,28 +209,43 @@ def institutions(tables: Mapping[str, pl.DataFrame], wr_pred: pl.DataFrame) -> p
         "first_subrun",
         "mandated",
         "forward_scoped",
+        "persistent",
         "cross_subrun",
         "institutional",
     ).sort("run_id", "worker", "category")
 
 
-def pair_institutions(tables: Mapping[str, pl.DataFrame], evidence: pl.DataFrame) -> pl.DataFrame:
-    """Per (run, worker, peer, category) for relational categories in private messages."""
+def pair_institutions(
+    tables: Mapping[str, pl.DataFrame],
+    evidence: pl.DataFrame,
+    *,
+    suggested: Mapping[str, Iterable[str]] | None = None,
+) -> pl.DataFrame:
+    """Per (run, worker, peer, category) for relational categories in private messages:
+    rounds, forward-scoped (one of the messages commits to future rounds), persistent,
+    mandated, institutional. tables, suggested: as in `institutions`; evidence: the
+    classifier's evidence rows (with `seq`)."""
     rel = [c.name for c in CATEGORIES if c.marker == "relational"]
     msgs = (
         tables["messages"]
         .filter(pl.col("to").is_not_null())
         .select("run_id", "seq", pl.col("to").alias("peer"))
     )
-    e = evidence.filter(pl.col("category").is_in(rel)).join(msgs, on=["run_id", "seq"])
+    e = (
+        evidence.filter(pl.col("category").is_in(rel))
+        .join(msgs, on=["run_id", "seq"])
+        .join(_forward(tables, True), on=["run_id", "seq"], how="left")
+        .with_columns(pl.col("fwd").fill_null(False))
+    )
     g = e.group_by("run_id", "worker", "peer", "category").agg(
         pl.struct("subrun", "round").n_unique().alias("rounds"),
         pl.col("subrun").n_unique().alias("subruns"),
+        pl.col("fwd").any().alias("forward_scoped"),
     )
     g = (
-        _mandated(g, tables)
+        _mandated(g, tables, suggested)
         .with_columns(
-            (pl.col("rounds") >= 2).alias("forward_scoped"),
+            (pl.col("rounds") >= 2).alias("persistent"),
             (pl.col("subruns") >= 2).alias("cross_subrun"),
         )
         .with_columns((~pl.col("mandated") & pl.col("forward_scoped")).alias("institutional"))

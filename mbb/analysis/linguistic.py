@@ -1,8 +1,15 @@
 """Linguistic drift (Figs. 18-19): does the way workers write change across subruns?
 
 Per worker and subrun, over all its utterances (notes, messages, ballot reasoning):
-- new_vocab_share: share of the word types it uses that it never used in an earlier subrun
-  (1.0 in its first subrun, by definition);
+- new_vocab_share: share of the word types it uses in a round that nobody had used earlier in
+  the run (in any earlier round, by any worker) and that are not in the agents' instructions
+  (`reference`), summed over the worker's rounds of the subrun (new types / types). The
+  paper's summary gives the result (~50 % falling to ~12 %), not the reference vocabulary;
+  this is mbb's choice of reference: what the conversation had already said plus what the
+  agents were told, so the first subrun is not new by definition. Measured per round, the
+  first round of a run is all new and later rounds of the first subrun are not;
+- new_vocab_share_own: share of the word types it uses that it itself never used in an
+  earlier subrun (the older, per-worker definition: 1.0 in its first subrun);
 - bow_similarity: cosine similarity of its bag of words with its previous subrun's;
 - trigram_similarity: Jaccard similarity of its word-trigram set with its previous subrun's;
 - institutional_share: share of its utterances with evidence of an institutional category
@@ -12,6 +19,7 @@ Words are lower-cased runs of letters and apostrophes; worker ids and numbers ar
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 import polars as pl
@@ -25,15 +33,23 @@ W = ["run_id", "worker"]
 INSTITUTIONAL = [c.name for c in CATEGORIES if c.marker != "none"]
 
 
-def worker_linguistics(tables: Mapping[str, pl.DataFrame], evidence: pl.DataFrame) -> pl.DataFrame:
-    """The four measures per (run, worker, subrun).
+_WORD = r"[a-z][a-z']*"
 
+
+def worker_linguistics(
+    tables: Mapping[str, pl.DataFrame], evidence: pl.DataFrame, *, reference: str | None = None
+) -> pl.DataFrame:
+    """The measures per (run, worker, subrun).
+
+    tables: the run tables. evidence: the classifier's evidence rows (for
+    institutional_share). reference: text whose words never count as new (the agents'
+    instructions, e.g. `mbb.analysis.instructions.condition_instructions`); None: none.
     Words, workers and trigrams are mapped to integers (ranks and hashes) first so the
     group-bys over millions of word rows stay fast.
     """
     u = (
         utterances(tables)
-        .select("run_id", "seq", "subrun", "worker", "text")
+        .select("run_id", "seq", "subrun", "round", "worker", "text")
         .with_columns(
             pl.struct("run_id", "worker").rank("dense").cast(pl.Int64).alias("wid"),
             pl.int_range(pl.len()).alias("uid"),
@@ -44,14 +60,32 @@ def worker_linguistics(tables: Mapping[str, pl.DataFrame], evidence: pl.DataFram
         u.select(
             "uid",
             "wid",
+            "run_id",
             "subrun",
-            pl.col("text").str.to_lowercase().str.extract_all(r"[a-z][a-z']*").alias("w"),
+            "round",
+            pl.col("text").str.to_lowercase().str.extract_all(_WORD).alias("w"),
         )
         .explode("w")
         .drop_nulls("w")
         .with_columns(pl.col("w").hash())
     )
     K = ["wid", "subrun"]
+    # new to the run: first used (by anyone) in this round, and not in the instructions
+    told = pl.DataFrame(
+        {"w": sorted(set(re.findall(_WORD, (reference or "").lower())))}, schema={"w": pl.String}
+    ).select(pl.col("w").hash(), pl.lit(True).alias("told"))
+    rk = pl.col("subrun") * 100_000 + pl.col("round")
+    wr = words.select("wid", "run_id", "subrun", "round", "w").unique()
+    wr = wr.with_columns(rk.min().over("run_id", "w").alias("first_rk")).join(
+        told, on="w", how="left"
+    )
+    run_new = (
+        wr.with_columns(((rk == pl.col("first_rk")) & pl.col("told").is_null()).alias("fresh"))
+        .group_by(K)
+        .agg(pl.len().alias("round_types"), pl.col("fresh").sum().alias("fresh_types"))
+        .with_columns((pl.col("fresh_types") / pl.col("round_types")).alias("new_vocab_share"))
+    )
+    words = words.drop("run_id", "round")
     # sorted by (worker, word, subrun), a row's predecessor tells whether the worker used the
     # word before (new vocabulary) and how often in the previous subrun (bag-of-words dot)
     counts = words.group_by(*K, "w").agg(pl.len().alias("c")).sort("wid", "w", "subrun")
@@ -69,7 +103,7 @@ def worker_linguistics(tables: Mapping[str, pl.DataFrame], evidence: pl.DataFram
             (pl.col("c") ** 2).sum().alias("sq"),
             (pl.col("c") * pl.col("cp")).sum().alias("dot"),
         )
-        .with_columns((pl.col("new_types") / pl.col("types")).alias("new_vocab_share"))
+        .with_columns((pl.col("new_types") / pl.col("types")).alias("new_vocab_share_own"))
     )
     sq_prev = vocab.select(
         "wid", (pl.col("subrun") + 1).alias("subrun"), pl.col("sq").alias("sq_prev")
@@ -133,7 +167,8 @@ def worker_linguistics(tables: Mapping[str, pl.DataFrame], evidence: pl.DataFram
         )
     )
     out = (
-        ish.join(bow.select(*K, "new_vocab_share", "bow_similarity"), on=K, how="left")
+        ish.join(bow.select(*K, "new_vocab_share_own", "bow_similarity"), on=K, how="left")
+        .join(run_new.select(*K, "new_vocab_share"), on=K, how="left")
         .join(tj.select(*K, "trigram_similarity"), on=K, how="left")
         .join(wmap, on="wid")
         .drop("wid")
@@ -141,14 +176,18 @@ def worker_linguistics(tables: Mapping[str, pl.DataFrame], evidence: pl.DataFram
     return labels_of(condition_of(out, tables), tables).sort(*W, "subrun")
 
 
-def linguistic_drift(tables: Mapping[str, pl.DataFrame], evidence: pl.DataFrame) -> pl.DataFrame:
-    """Means of the per-worker measures by condition, model and subrun."""
-    w = worker_linguistics(tables, evidence)
+def linguistic_drift(
+    tables: Mapping[str, pl.DataFrame], evidence: pl.DataFrame, *, reference: str | None = None
+) -> pl.DataFrame:
+    """Means of the per-worker measures by condition, model and subrun. tables, evidence,
+    reference: as in `worker_linguistics`."""
+    w = worker_linguistics(tables, evidence, reference=reference)
     return (
         w.group_by("condition", "model", "subrun")
         .agg(
             pl.len().alias("workers"),
             pl.col("new_vocab_share").mean(),
+            pl.col("new_vocab_share_own").mean(),
             pl.col("bow_similarity").mean(),
             pl.col("trigram_similarity").mean(),
             pl.col("institutional_share").mean(),

@@ -14,8 +14,8 @@ import numpy as np
 import polars as pl
 
 from mbb.analysis._frames import condition_of, labels_of
+from mbb.analysis.rules import rule_statements
 from mbb.analysis.stats import chi2_contingency
-from mbb.analysis.transmission import rule_mentions
 from mbb.taxonomy import CATEGORIES, CATEGORY_NAMES
 
 __all__ = [
@@ -107,32 +107,16 @@ def rule_dynamics(tables: Mapping[str, pl.DataFrame], evidence: pl.DataFrame) ->
     """Fig. 7 / Table 10: share of rounds with rule-making, rule-citation and renegotiation,
     by condition, bid regime (revisable/fixed) and subrun.
 
-    A rule-making/citation utterance is *making* when the rule it names first appears in the
-    run in that round (or it names no known rule), *citation* when the rule appeared in an
-    earlier round.
+    Rule-making and citation are read from the rule statements in the text, whatever the
+    rule (`mbb.analysis.rules.rule_statements`): a round has rule-making when some utterance
+    states a rule for the first time in the run (or repeats it in the round it was first
+    stated), rule-citation when some utterance invokes a rule stated in an earlier round or
+    refers to it as agreed. Renegotiation comes from the classifier's `evidence`.
     """
-    rmc = (
-        evidence.filter(pl.col("category") == "rule_making_citation")
-        .select("run_id", "seq", "subrun", "round")
-        .unique()
-    )
-    men = rule_mentions(evidence)
-    first = men.group_by("run_id", "rule").agg(
-        (pl.col("subrun") * 100_000 + pl.col("round")).min().alias("first_rk")
-    )
-    k = (
-        rmc.join(men.select("run_id", "seq", "rule"), on=["run_id", "seq"], how="left")
-        .join(first, on=["run_id", "rule"], how="left")
-        .with_columns(
-            (
-                pl.col("first_rk").is_null()
-                | (pl.col("subrun") * 100_000 + pl.col("round") <= pl.col("first_rk"))
-            ).alias("making")
-        )
-    )
-    per_round = k.group_by("run_id", "subrun", "round").agg(
-        pl.col("making").any().alias("rule_making"),
-        (~pl.col("making")).any().alias("rule_citation"),
+    st = rule_statements(tables)
+    per_round = st.group_by("run_id", "subrun", "round").agg(
+        (pl.col("role") == "making").any().alias("rule_making"),
+        (pl.col("role") == "citation").any().alias("rule_citation"),
     )
     reneg = (
         evidence.filter(pl.col("category") == "renegotiation")

@@ -81,10 +81,14 @@ def test_prompt_mandates_price_primary_for_llm_workers():
         }
     )
     wr = pl.concat([wr, wr.with_columns(pl.lit(3, pl.Int64).alias("round"))])
-    inst = institutions({"workers": workers}, wr).select("category", "mandated", "institutional")
-    # anchoring is unmarked; SJF (non-relational) is self-discovered for an LLM worker
+    inst = institutions({"workers": workers}, wr).select(
+        "category", "mandated", "forward_scoped", "institutional"
+    )
+    # anchoring is unmarked; SJF (non-relational) is not suggested by the LLM prompt, so
+    # self-discovered, but with no text to show it is scoped to future rounds, not an
+    # institution
     assert inst.rows() == [
-        ("anchoring", False, False),
-        ("price_primary", True, False),
-        ("shortest_job_first", False, True),
+        ("anchoring", False, False, False),
+        ("price_primary", True, False, False),
+        ("shortest_job_first", False, False, False),
     ]

@@ -9,6 +9,7 @@ from mbb.analysis import (
     institution_summary,
     institutions,
     pair_institutions,
+    utterance_predictions,
     worker_round_predictions,
 )
 from mbb.params import PERSONAS
@@ -22,7 +23,8 @@ def test_mandates_cover_every_persona_with_known_categories():
 
 
 def test_worker_institutions(scen, scen_ev):
-    inst = institutions(scen, worker_round_predictions(scen_ev))
+    # utterance labels tie forward scope to the utterance (worker-round labels to the round)
+    inst = institutions(scen, utterance_predictions(scen_ev))
     marked = inst.filter(pl.col("marker") != "none").select(
         "worker", "category", "rounds", "subruns", "mandated", "forward_scoped", "institutional"
     )
@@ -30,8 +32,9 @@ def test_worker_institutions(scen, scen_ev):
     # "owe me one from before" as reputation; see test_evidence.test_exact_labels_per_utterance)
     assert marked.rows() == [
         # the price-first worker took up a debt and honoured it a subrun later: institutional
+        # ("Accepted, W3. Next time we meet, you go ahead of me": scoped to a later round)
         ("W1", "reciprocity", 2, 2, False, True, True),
-        # "equal bids by queue order", once: not forward-scoped, so not an institution
+        # "equal bids by queue order": about this round, so not an institution
         ("W1", "tie_break_deference", 1, 1, False, False, False),
         ("W2", "earliest_deadline_first", 1, 1, True, False, False),
         ("W2", "rule_making_citation", 1, 1, True, False, False),
@@ -54,7 +57,57 @@ def test_summary_and_pairs(scen, scen_ev):
         "worker", "peer", "category", "rounds", "forward_scoped", "institutional"
     )
     assert p.rows() == [
-        ("W1", "W3", "reciprocity", 1, False, False),
-        # W3 calls in the favour in s2 (message 27, "you owe me one from before"): two rounds
+        # one round, but W1's acceptance commits to "next time we meet": forward-scoped, and
+        # reciprocity is no part of the price-first persona: an institution of the pair
+        ("W1", "W3", "reciprocity", 1, True, True),
+        # the reciprocator's offer is forward-scoped but its persona dictates reciprocity
         ("W3", "W1", "reciprocity", 2, True, False),
     ]
+
+
+def test_llm_mandates_come_from_the_instructions():
+    """The default LLM prompt tells negotiators to "trade concessions, make or invoke
+    commitments" and to rank primarily by bid: none of those is self-discovered."""
+    from mbb.analysis import llm_mandates
+    from mbb.analysis.instructions import suggested_categories
+
+    assert {"reciprocity", "rule_making_citation", "price_primary"} <= llm_mandates()
+    # coalitions are not suggested by the prompt: an LLM coalition can be self-discovered
+    assert "coalition_formation" not in llm_mandates()
+    # derived from the text: drop the suggestion and the category is no longer excluded
+    assert "reciprocity" not in suggested_categories("Rank all candidates by declared bid.")
+
+
+def test_forward_scope_is_scope_not_recurrence(events):
+    """A category voiced in many rounds for the round at hand is persistent, not
+    forward-scoped; one utterance scoped to later rounds is forward-scoped."""
+    from mbb.analysis import classify_evidence
+
+    Log, tables_of = events
+    log = Log("base-seed0007")
+    log.run_started(
+        "base", [("A", "quitter", 100, 100.0), ("B", "price_first", 100, 100.0)], subruns=1
+    )
+    log.subrun_started(1, {"A": 100, "B": 100}, {"A": 100.0, "B": 100.0})
+    texts = [
+        ("A", "W2, you go first this round and in return rank me first next round. Deal?"),
+        ("A", "Tied again at 50. Same as before: the tie goes by queue rank, no contest."),
+        ("A", "Tied again at 50. Same as before: the tie goes by queue rank, no contest."),
+    ]
+    for r, (w, text) in enumerate(texts, 1):
+        log.round(
+            1,
+            r,
+            ["A", "B"],
+            {"A": (5, 60, ""), "B": (9, 90, "")},
+            [(w, "B", text)],
+            {"A": (["B", "A"], ""), "B": (["B", "A"], "")},
+            ["B", "A"],
+            [9, 5],
+        )
+    t = tables_of(log)
+    inst = institutions(t, utterance_predictions(classify_evidence(t)))
+    got = {r["category"]: r for r in inst.filter(pl.col("worker") == "A").iter_rows(named=True)}
+    assert got["reciprocity"]["forward_scoped"] and got["reciprocity"]["institutional"]
+    tie = got["tie_break_deference"]
+    assert tie["persistent"] and not tie["forward_scoped"] and not tie["institutional"]

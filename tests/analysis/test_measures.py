@@ -63,46 +63,97 @@ def test_direct_message_use(scen):
 
 
 def test_rule_dynamics(scen, scen_ev):
+    # the scenario advocates EDF for this round ("Proposal: earliest deadline first") but
+    # states no standing rule: a convention advocated once is EDF, not rule-making
     r = rule_dynamics(scen, scen_ev).select("bids", "subrun", "behaviour", "rounds", "rounds_with")
     assert r.rows() == [
         ("revisable", 1, "renegotiation", 1, 0),
         ("revisable", 2, "renegotiation", 2, 0),
         ("revisable", 1, "rule_citation", 1, 0),
         ("revisable", 2, "rule_citation", 2, 0),
-        ("revisable", 1, "rule_making", 1, 1),
+        ("revisable", 1, "rule_making", 1, 0),
         ("revisable", 2, "rule_making", 2, 0),
     ]
+
+
+def _rule_run(Log, run_id: str, texts: list[str], *, subruns: int = 1):
+    """One run of two workers, one round per text (A says it publicly), `subruns` subruns."""
+    log = Log(run_id)
+    log.run_started(
+        run_id.split("-seed")[0],
+        [("A", "shortest_job_advocate", 100, 100.0), ("B", "price_first", 100, 100.0)],
+        bids="fixed",
+        subruns=subruns,
+    )
+    per = len(texts) // subruns
+    for s in range(1, subruns + 1):
+        log.subrun_started(s, {"A": 100, "B": 100}, {"A": 100.0, "B": 100.0})
+        for r, text in enumerate(texts[(s - 1) * per : s * per], 1):
+            log.round(
+                s,
+                r,
+                ["A", "B"],
+                {"A": (5, 60, ""), "B": (9, 90, "")},
+                [("A", None, text)],
+                {"A": (["A", "B"], ""), "B": (["B", "A"], "")},
+                ["B", "A"],
+                [9, 5],
+            )
+    return log
 
 
 def test_rule_citation_in_a_later_round_is_not_making(events):
     from mbb.analysis import classify_evidence
 
     Log, tables_of = events
-
-    log = Log("fixed_bids-seed0003")
-    log.run_started(
-        "fixed_bids",
-        [("A", "shortest_job_advocate", 100, 100.0), ("B", "price_first", 100, 100.0)],
-        bids="fixed",
-        subruns=1,
+    log = _rule_run(
+        Log,
+        "fixed_bids-seed0003",
+        [
+            "From now on, whoever held the first slot last round goes last.",
+            "Whoever held the first slot last round goes last, per the rule from round 1.",
+        ],
     )
-    log.subrun_started(1, {"A": 100, "B": 100}, {"A": 100.0, "B": 100.0})
-    for r in (1, 2):
-        log.round(
-            1,
-            r,
-            ["A", "B"],
-            {"A": (5, 60, ""), "B": (9, 90, "")},
-            [("A", None, "Shortest job first minimises everyone's waiting.")],
-            {"A": (["A", "B"], ""), "B": (["B", "A"], "")},
-            ["B", "A"],
-            [9, 5],
-        )
     t = tables_of(log)
     r = rule_dynamics(t, classify_evidence(t)).filter(pl.col("behaviour") != "renegotiation")
     assert r.select("bids", "behaviour", "rounds", "rounds_with").rows() == [
         ("fixed", "rule_citation", 2, 1),
         ("fixed", "rule_making", 2, 1),
+    ]
+
+
+def test_a_new_rule_in_a_later_subrun_is_making(events):
+    """Any rule counts, not a fixed list: a rule invented in subrun 2 is making there, and an
+    earlier rule invoked as agreed is citation."""
+    from mbb.analysis import classify_evidence
+    from mbb.analysis.rules import rule_statements
+
+    Log, tables_of = events
+    log = _rule_run(
+        Log,
+        "base-seed0004",
+        [
+            "From now on, ties go to the shorter window.",
+            "Going forward nobody bids more than 150 credits per window.",
+            "Ties go to the shorter window, as we settled in the subrun 1 rule.",
+            "From now on, a window that ends early passes its unused seconds to the next in line.",
+        ],
+        subruns=2,
+    )
+    t = tables_of(log)
+    r = rule_dynamics(t, classify_evidence(t)).filter(pl.col("behaviour") != "renegotiation")
+    assert r.select("subrun", "behaviour", "rounds_with").sort("behaviour", "subrun").rows() == [
+        (1, "rule_citation", 0),
+        (2, "rule_citation", 1),
+        (1, "rule_making", 2),
+        (2, "rule_making", 1),
+    ]
+    st = rule_statements(t).select("subrun", "round", "rule", "role", "new_to_run")
+    assert st.rows() == [
+        (1, 1, 0, "making", True),
+        (1, 2, 1, "making", True),
+        (2, 1, 0, "citation", False),
+        (2, 2, 2, "making", True),
     ]
 
 

@@ -154,3 +154,29 @@ def test_linguistic_measures_exact(events):
     assert b.select(
         "subrun", "new_vocab_share", "bow_similarity", "trigram_similarity", "institutional_share"
     ).rows() == [(1, 1.0, None, None, 1.0), (2, 0.0, pytest.approx(1.0), 1.0, 1.0)]
+
+
+def test_new_vocabulary_is_new_to_the_run_not_to_the_worker(events):
+    """In its first subrun a worker repeating what another said earlier writes nothing new to
+    the run (the per-worker share calls it all new); words of the instructions never count."""
+    Log, tables_of = events
+    log = Log("base-seed0006")
+    log.run_started("base", [("A", "price_first", 100, 100.0), ("B", "quitter", 100, 100.0)])
+    log.subrun_started(1, {"A": 100, "B": 100}, {"A": 100.0, "B": 100.0})
+    for r, (note_a, note_b) in enumerate(
+        [("alpha beta gamma", "delta"), ("delta", "alpha beta epsilon")], 1
+    ):
+        log.round(
+            1, r, ["A", "B"], {"A": (5, 60, note_a), "B": (1, 60, note_b)}, [], {}, ["A"], [5]
+        )
+    t = tables_of(log)
+    ev = classify_evidence(t)
+    w = {r["worker"]: r for r in worker_linguistics(t, ev).iter_rows(named=True)}
+    # A: round 1 alpha beta gamma (3 new), round 2 delta (B said it in round 1): 3 of 4
+    assert w["A"]["new_vocab_share"] == pytest.approx(3 / 4)
+    # B: round 1 delta (new), round 2 alpha beta epsilon (only epsilon new): 2 of 4
+    assert w["B"]["new_vocab_share"] == pytest.approx(2 / 4)
+    assert w["A"]["new_vocab_share_own"] == w["B"]["new_vocab_share_own"] == 1.0
+    told = worker_linguistics(t, ev, reference="Alpha and gamma are in the prompt.")
+    a = told.filter(pl.col("worker") == "A")["new_vocab_share"].item()
+    assert a == pytest.approx(1 / 4)  # only beta is new

@@ -1,0 +1,221 @@
+"""Comparisons over seeds: bootstrap CIs, effect sizes, condition differences, power; the
+condition table; the rule and commitment readers; what instructions suggest; metagaming and the
+reasoning-effort table."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+
+from mbb.analysis import (
+    bootstrap_ci,
+    compare_samples,
+    condition_differences,
+    diff_bootstrap_ci,
+    hedges_g,
+    paired_bootstrap_ci,
+    paired_effect_size,
+    power_curve,
+    seeds_for_power,
+)
+from mbb.analysis.rules import (
+    commitment_sentence,
+    gold_rule_detection,
+    rule_signature,
+    rule_statement,
+)
+
+
+def test_bootstrap_ci_covers_the_mean_and_narrows_with_n():
+    rng = np.random.default_rng(0)
+    x = rng.normal(5.0, 1.0, 200)
+    lo, hi = bootstrap_ci(x)
+    assert lo < x.mean() < hi
+    # about 2 * 1.96 * sd / sqrt(n) wide
+    assert (hi - lo) == pytest.approx(2 * 1.96 / np.sqrt(200), rel=0.15)
+    lo5, hi5 = bootstrap_ci(x[:20])
+    assert hi5 - lo5 > hi - lo
+    assert bootstrap_ci([1.0, float("nan")]) is None  # one finite value: no interval
+    assert bootstrap_ci([3.0, 3.0, 3.0]) == (3.0, 3.0)
+    with pytest.raises(ValueError, match="level"):
+        bootstrap_ci(x, level=95)
+
+
+def test_paired_ci_removes_what_the_seed_fixes():
+    rng = np.random.default_rng(1)
+    seed_effect = rng.normal(0, 5.0, 12)  # large between-seed spread (workload)
+    base = seed_effect + rng.normal(0, 0.1, 12)
+    treated = seed_effect + 0.5 + rng.normal(0, 0.1, 12)
+    lo, hi = paired_bootstrap_ci(treated, base)
+    assert 0.3 < lo < 0.5 < hi < 0.7
+    ilo, ihi = diff_bootstrap_ci(treated, base)  # independent: the spread swamps the effect
+    assert ilo < 0 < ihi
+    assert paired_effect_size(treated, base) > 3
+    with pytest.raises(ValueError, match="differ in length"):
+        paired_bootstrap_ci([1.0, 2.0], [1.0])
+
+
+def test_hedges_g_and_compare_samples():
+    a, b = np.array([2.0, 3.0, 4.0]), np.array([0.0, 1.0, 2.0])
+    # pooled sd 1, d = 2, small-sample factor 1 - 3 / (4 * 4 - 1) = 0.8
+    assert hedges_g(a, b) == pytest.approx(1.6)
+    assert np.isnan(hedges_g([1.0, 1.0], [1.0, 1.0]))
+    r = compare_samples(a, b)
+    assert (r["n_a"], r["n_b"], r["diff"], r["effect_size_kind"]) == (3, 3, 2.0, "hedges_g")
+    assert r["ci_low"] <= 2.0 <= r["ci_high"]
+    same = compare_samples([1.0, 2.0, 3.0], [1.0, 2.0, 3.0], paired=True)
+    assert same["diff"] == 0.0 and not same["excludes_zero"] and same["effect_size"] is None
+
+
+def test_condition_differences_pairs_shared_seeds():
+    per = pl.DataFrame(
+        {
+            "condition": ["base"] * 4 + ["treated"] * 4 + ["other"] * 3,
+            "seed": [0, 1, 2, 3, 0, 1, 2, 3, 10, 11, 12],
+            "m": [1.0, 5.0, 9.0, 3.0, 2.0, 6.0, 10.0, 4.0, 4.0, 5.0, 6.0],
+        }
+    )
+    d = {r["condition"]: r for r in condition_differences(per, ["m"], "base").iter_rows(named=True)}
+    t = d["treated"]
+    assert t["paired"] and t["diff"] == 1.0 and t["ci_low"] == t["ci_high"] == 1.0
+    assert t["n"] == t["n_baseline"] == 4
+    o = d["other"]  # other seeds: independent resampling, Hedges' g
+    assert not o["paired"] and o["effect_size_kind"] == "hedges_g" and o["n"] == 3
+    dup = per.with_columns(pl.lit(0).alias("seed"))  # every run "seed 0": nothing to pair
+    assert not condition_differences(dup, ["m"], "base")["paired"].any()
+    with pytest.raises(ValueError, match="no runs of the baseline"):
+        condition_differences(per, ["m"], "nope")
+    with pytest.raises(ValueError, match="no column 'x'"):
+        condition_differences(per, ["x"], "base")
+
+
+def test_seeds_for_power_matches_the_normal_approximation():
+    pilot = np.random.default_rng(2).normal(0, 1.0, 400)
+    # two-sample, d = 1, 80 % power at alpha 0.05: about 16-17 seeds per condition
+    n = seeds_for_power(pilot, 1.0, n_sim=200, n_resamples=300)
+    assert n is not None and 12 <= n <= 22
+    curve = dict(power_curve(pilot, 1.0, [4, 30], n_sim=200, n_resamples=300))
+    assert curve[4] < 0.5 < 0.9 < curve[30]
+    # a tiny effect is out of reach within the cap
+    assert seeds_for_power(pilot, 0.01, max_seeds=16, n_sim=50, n_resamples=200) is None
+    with pytest.raises(ValueError, match="non-zero"):
+        seeds_for_power(pilot, 0.0)
+
+
+def test_rule_statements_any_rule_and_their_roles():
+    assert rule_statement("From now on, ties go to whoever released early last round.") == (
+        "standing",
+        "From now on, ties go to whoever released early last round.",
+    )
+    kind, _ = rule_statement("Per the alternation we agreed, W3 leads this round.")
+    assert kind == "reference"
+    # allocation wording is required; the operator's own mechanism is not an agent's rule
+    assert rule_statement("From now on I will write shorter notes.") is None
+    assert rule_statement("The operator's rule orders by bid; ties by queue order.") is None
+    assert rule_statement("I don't want a standing rule here, just this round's order.") is None
+    # two phrasings of one rule share a signature's distinctive concept; a cap does not
+    a = rule_signature("Going forward we alternate who takes slot 1.")
+    b = rule_signature("Rotation continues: your turn for the first window.")
+    c = rule_signature("No window longer than 180 s for the rest of the run.")
+    assert "TURN" in a & b and "TURN" not in c and "CAP" in c
+
+
+def test_forward_scoped_commitments():
+    assert commitment_sentence("I'll take second now if you rank me first next round.")
+    assert commitment_sentence("Deal. In a later subrun I back you at the first tie.")
+    # a commitment for this round only, or a future remark without a commitment: neither
+    assert commitment_sentence("I'll take second this round.") is None
+    assert commitment_sentence("The next round will probably be crowded.") is None
+
+
+def test_gold_rule_detection_on_the_dev_split():
+    t = {r["metric"]: r for r in gold_rule_detection(split="dev", n_boot=200).iter_rows(named=True)}
+    assert t["recall"]["support"] == 82
+    assert t["recall"]["value"] > 0.9 and t["precision"]["value"] > 0.45
+    assert t["f1"]["ci_low"] < t["f1"]["value"] < t["f1"]["ci_high"]
+    with pytest.raises(ValueError, match="split"):
+        gold_rule_detection(split="train")
+
+
+def test_condition_table_reports_n_ci_and_paired_differences(events):
+    from mbb.compare import OUTCOME_MEASURES, condition_table
+
+    from .synthetic import Knobs, synthetic_run
+
+    Log, tables_of = events
+    rng = np.random.default_rng(3)
+    logs = [
+        synthetic_run(Log, f"{c}-seed{i:04d}", Knobs(), rng)
+        for c in ("base", "x")
+        for i in range(3)
+    ]
+    t = tables_of(*logs)
+    # the synthetic runs carry no evaluations or payments; give every run the same ones
+    evals = t["declarations"].select("run_id", "subrun", "worker").unique()
+    t = {
+        **t,
+        "evaluations": evals.with_columns(
+            pl.lit("completed").alias("outcome"),
+            pl.when(pl.col("run_id").str.starts_with("x"))
+            .then(0.9)
+            .otherwise(0.5)
+            .alias("progress"),
+        ),
+    }
+    t = {
+        k: v.with_columns(pl.col("run_id").str.replace(r"-seed.*", "").alias("condition"))
+        if "run_id" in v.columns
+        else v
+        for k, v in t.items()
+    }
+    ct = condition_table(t, n_resamples=200)
+    assert set(ct["measure"]) == set(OUTCOME_MEASURES) and set(ct["condition"]) == {"base", "x"}
+    row = ct.filter((pl.col("condition") == "x") & (pl.col("measure") == "mean_progress")).row(
+        0, named=True
+    )
+    assert row["n"] == 3 and row["paired"] and row["diff"] == pytest.approx(0.4)
+    assert row["excludes_zero"] and row["baseline"] == "base"
+    assert ct.filter(pl.col("condition") == "base")["diff"].is_null().all()
+    with pytest.raises(ValueError, match="not among the conditions"):
+        condition_table(t, "missing")
+
+
+def test_metagaming_and_reasoning_effort_tables(events):
+    from mbb.analysis import (
+        classify_evidence,
+        metagaming,
+        reasoning_effort_table,
+        worker_round_predictions,
+    )
+
+    from .synthetic import Knobs, synthetic_run
+
+    Log, tables_of = events
+    rng = np.random.default_rng(4)
+    logs = [
+        synthetic_run(Log, f"reasoning_high-seed{i:04d}", Knobs(meta=0.5), rng) for i in range(2)
+    ]
+    logs += [synthetic_run(Log, f"reasoning_low-seed{i:04d}", Knobs(), rng) for i in range(2)]
+    t = tables_of(*logs)
+    ev = classify_evidence(t)
+    mg = {r["condition"]: r for r in metagaming(t, ev).iter_rows(named=True)}
+    assert mg["reasoning_high"]["share"] > 0.2 and mg["reasoning_low"]["share"] < 0.05
+    assert mg["reasoning_high"]["runs_with"] == 2 and len(mg["reasoning_high"]["examples"]) == 3
+    r9 = reasoning_effort_table(t, worker_round_predictions(ev))
+    assert set(r9["effort"]) == {"high", "low"}
+    assert set(r9["group"]) >= {"price_primary", "scope_reduction", "relational", "coalition"}
+    assert r9["reasoning_tokens_per_call"].is_null().all()  # scripted: no LLM calls
+    named = reasoning_effort_table(
+        t, worker_round_predictions(ev), effort_of={"reasoning_low": "x"}
+    )
+    assert set(named["effort"]) == {"x", "unset"}
+
+
+def test_instructions_are_rendered_by_the_prompt_builder():
+    from mbb.analysis.instructions import condition_instructions
+    from mbb.params import load_params
+
+    text = condition_instructions(load_params("fixed_bids"))
+    assert "trade concessions, make or invoke commitments" in text
+    assert "bids cannot be revised" in text  # the fixed-bids condition's own wording
