@@ -122,8 +122,9 @@ def parse_lines(lines: Iterable[str], name: str, *, require_labels: bool = False
             continue
         try:
             obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise CorpusError(f"{name}:{n}: not valid JSON ({exc.msg})") from None
+        except ValueError as exc:  # JSONDecodeError, or a number too long to convert to int
+            why = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc).split(":")[0]
+            raise CorpusError(f"{name}:{n}: not valid JSON ({why})") from None
         if not isinstance(obj, dict):
             raise CorpusError(f"{name}:{n}: expected a JSON object, got {type(obj).__name__}")
         try:
