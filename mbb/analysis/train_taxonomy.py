@@ -36,7 +36,7 @@ C_REG = 8.0  # inverse regularisation strength of each logistic regression (when
 # strength follows the dev file as writers are added (writer CV on the 4 dev writers: mean
 # macro-F1 0.749 with C fixed at 8 -> 0.751, the worst writer's neutral items labelled 9.7% ->
 # 5.3%; one-element grid = fixed C)
-C_GRID = (4.0, 8.0, 16.0)
+C_GRID: tuple[float, ...] = (4.0, 8.0, 16.0)
 MIN_DF = 2  # an n-gram must occur in at least this many dev utterances
 # ...and be used by at least this many writers (when the training items have that many): an
 # n-gram only one writer uses is that writer's style, not the category's (writer CV: mean
