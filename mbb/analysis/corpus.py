@@ -112,7 +112,9 @@ def _first_error(exc: ValidationError) -> str:
     return f"{where}: {msg}" if where else msg
 
 
-def parse_lines(lines: Iterable[str], name: str, *, require_labels: bool = False):
+def parse_lines(
+    lines: Iterable[str], name: str, *, require_labels: bool = False
+) -> list[Utterance]:
     """Utterances from JSONL lines; `name` is used in error messages. Blank lines are skipped
     (they carry nothing); every other line must be a valid utterance."""
     out: list[Utterance] = []
