@@ -26,9 +26,11 @@ test: $(VENV)/.installed
 	@$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc = 5 ]; then echo "pytest collected no tests: that is a failure" >&2; fi; exit $$rc
 
+# ruff (lint + format) and mypy (types: the package, configured in pyproject's [tool.mypy])
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check mbb tests bench
 	$(VENV)/bin/ruff format --check mbb tests bench
+	$(VENV)/bin/mypy
 
 # As root (the usual case in a container) Jupyter refuses to start without --allow-root.
 lab: $(VENV)/.installed

@@ -445,7 +445,8 @@ class EventLog:
     def end_batch(self, worker_order: Sequence[str]) -> None:
         """Emit the held events by worker (in `worker_order`), each worker's in its own order."""
         batch, self._batch = self._batch, None
-        rank = {w: i for i, w in enumerate(worker_order)}
+        # an event without a worker (None) is not in the order: it sorts after every worker's
+        rank: dict[str | None, int] = {w: i for i, w in enumerate(worker_order)}
         for _, (cls, worker, fields) in sorted(
             enumerate(batch or ()), key=lambda x: (rank.get(x[1][1], len(rank)), x[0])
         ):

@@ -111,7 +111,8 @@ def plan_sweep(
         if cond.name in seen:
             raise ValueError(f"{path} and {seen[cond.name]} both name condition {cond.name!r}")
         seen[cond.name] = str(path)
-        for model in models or [None]:
+        choices: list[str | None] = [*models] if models else [None]  # None: the file's model
+        for model in choices:
             over = dict(overrides or {})
             folder = cond.name
             if model is not None:

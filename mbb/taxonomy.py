@@ -25,8 +25,12 @@ institution in a given run when it is also self-discovered and forward-scoped
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    import polars as pl
 
 __all__ = [
     "ALL_BY_NAME",
@@ -357,7 +361,7 @@ ROLLUP: dict[str, tuple[str, ...]] = {
 }
 
 
-def roll_up(labels) -> list[str]:
+def roll_up(labels: Iterable[str]) -> list[str]:
     """The 21-category view of a set of labels: separate labels replaced by their roll-ups
     (exclusionary coalition and divide-and-conquer imply rival targeting), sorted, unique."""
     out: set[str] = set()
@@ -371,7 +375,7 @@ def roll_up(labels) -> list[str]:
     return sorted(out)
 
 
-def category_table(*, separate: bool = False):  # -> polars.DataFrame (polars imported lazily)
+def category_table(*, separate: bool = False) -> pl.DataFrame:  # polars is imported lazily
     """The taxonomy as a table (the paper's Table 6 plus mbb's columns): name, title, family,
     marker, symbol, definition, concept, literature, source; `separate=True` appends the three
     separately reported labels (column `reported`: 'taxonomy' or 'separately').

@@ -118,8 +118,9 @@ def read_run(run_dir: Path) -> RunLog:
             continue
         try:
             ev = json.loads(line)
-        except ValueError as exc:
-            problem(f"line {i}: not valid JSON ({exc.msg}); line left out")
+        except ValueError as exc:  # JSONDecodeError, or a number too long to convert to int
+            why = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc).split(":")[0]
+            problem(f"line {i}: not valid JSON ({why}); line left out")
             continue
         if not isinstance(ev, dict) or ev.get("kind") not in EVENT_KINDS:
             kind = ev.get("kind") if isinstance(ev, dict) else type(ev).__name__
@@ -362,10 +363,10 @@ def _labels(runs: list[RunLog]) -> tuple[dict[str, dict[int, list[list[str]]]], 
                 by_kind[ev["kind"]].append(line)
     out: dict[str, dict[int, list[list[str]]]] = defaultdict(lambda: defaultdict(list))
     try:
-        ev = classify_evidence(tables_from_lines(by_kind))
+        labels = classify_evidence(tables_from_lines(by_kind))
     except Exception as exc:  # a log that parses as JSON but not as tables: say so, show the rest
         return {}, f"taxonomy labels unavailable: {type(exc).__name__}: {str(exc)[:300]}"
-    for run_id, seq, cat, basis, evidence in ev.select(
+    for run_id, seq, cat, basis, evidence in labels.select(
         "run_id", "seq", "category", "basis", "evidence"
     ).iter_rows():
         out[run_id][int(seq)].append([cat, basis, evidence])

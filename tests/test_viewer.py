@@ -288,6 +288,17 @@ def test_read_run_reports_lines_by_number(sweep_copy) -> None:
     assert any(p.startswith(f"line {len(_lines(log))}: not an mbb event") for p in run.problems)
 
 
+def test_a_number_too_long_for_an_int_is_a_bad_line_not_a_crash(sweep_copy) -> None:
+    """json.loads raises a plain ValueError (no `.msg`) past Python's int digit limit."""
+    log = sweep_copy / "base" / "base-seed0000" / "events.jsonl"
+    n_events = len(_lines(log))
+    log.write_text(log.read_text() + "1" * 5000 + "\n")
+    run = read_run(log.parent)
+    assert run.fatal is None and len(run.events) == n_events
+    want = f"line {n_events + 1}: not valid JSON (Exceeds the limit (4300 digits)"
+    assert any(p.startswith(want) for p in run.problems), run.problems
+
+
 def test_cli_view(sweep_copy, tmp_path, capsys) -> None:
     assert main(["view", str(sweep_copy), "--out", str(tmp_path / "v")]) == 0
     out = capsys.readouterr().out

@@ -14,6 +14,7 @@ import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -137,17 +138,15 @@ class OracleSolver(WorkspaceEvaluation):
             _Step("observe:help", "observe", lambda: self._observe("help", "./reference --help"))
         ]
         for i, s in enumerate(samples[:2]):
-            steps.append(
-                _Step(f"observe:{i}", "observe", lambda i=i, s=s: self._observe(str(i), s))
-            )
+            steps.append(_Step(f"observe:{i}", "observe", partial(self._observe, str(i), s)))
         files = sorted(p for p in src.iterdir() if p.is_file())
         files.sort(key=lambda p: p.name == "compile.sh")  # the build script last
         for p in files:
             text = p.read_text()
-            steps.append(_Step(f"write:{p.name}", "write", lambda n=p.name, x=text: t.write(n, x)))
+            steps.append(_Step(f"write:{p.name}", "write", partial(t.write, p.name, text)))
         steps.append(_Step("compile", "compile", lambda: t.bash("bash compile.sh", tool="compile")))
         for i, s in enumerate(samples[:1]):
-            steps.append(_Step(f"selftest:{i}", "bash", lambda i=i, s=s: self._selftest(str(i), s)))
+            steps.append(_Step(f"selftest:{i}", "bash", partial(self._selftest, str(i), s)))
         return steps
 
     def _observe(self, key: str, command: str) -> ToolResult:

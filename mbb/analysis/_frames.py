@@ -45,10 +45,10 @@ RUN_SCHEMA = {
 }
 
 _RUN_STARTED = pl.Schema(
-    {
-        "run_id": pl.String,
-        "condition": pl.String,
-        "seed": pl.Int64,
+    {  # instances, not classes, so that the mapping has one value type (DataType)
+        "run_id": pl.String(),
+        "condition": pl.String(),
+        "seed": pl.Int64(),
         "params": pl.Struct(
             {
                 "subruns": pl.Int64,

@@ -33,12 +33,14 @@ def _evidence(items: Sequence[Utterance], model_path: str | None) -> list[list[d
     return evidence_labels(items, model_path)
 
 
-def _llm(items: Sequence[Utterance], args: argparse.Namespace) -> tuple[list, Any]:
+def _llm(
+    items: Sequence[Utterance], args: argparse.Namespace | None
+) -> tuple[list[list[dict[str, Any]]], Any]:
     from mbb.analysis.llm_classifier import LLMClassifier, llm_layer_complete_json
     from mbb.llm.client import LlmClient
     from mbb.llm.config import ModelConfig
 
-    if not args.model:
+    if args is None or not args.model:
         raise CorpusError("--classifier llm needs --model (and --base-url for a local server)")
     config = ModelConfig(
         model=args.model,
@@ -97,7 +99,7 @@ def _read(path: str, *, gold: bool) -> list[Utterance]:
     return read_utterances(path, require_labels=gold)
 
 
-def _labels(items, args) -> list[list[dict[str, Any]]]:
+def _labels(items: Sequence[Utterance], args: argparse.Namespace) -> list[list[dict[str, Any]]]:
     from mbb.llm.client import LlmConfigError, LlmUnavailable
 
     try:

@@ -112,7 +112,9 @@ def _first_error(exc: ValidationError) -> str:
     return f"{where}: {msg}" if where else msg
 
 
-def parse_lines(lines: Iterable[str], name: str, *, require_labels: bool = False):
+def parse_lines(
+    lines: Iterable[str], name: str, *, require_labels: bool = False
+) -> list[Utterance]:
     """Utterances from JSONL lines; `name` is used in error messages. Blank lines are skipped
     (they carry nothing); every other line must be a valid utterance."""
     out: list[Utterance] = []
@@ -122,8 +124,9 @@ def parse_lines(lines: Iterable[str], name: str, *, require_labels: bool = False
             continue
         try:
             obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise CorpusError(f"{name}:{n}: not valid JSON ({exc.msg})") from None
+        except ValueError as exc:  # JSONDecodeError, or a number too long to convert to int
+            why = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc).split(":")[0]
+            raise CorpusError(f"{name}:{n}: not valid JSON ({why})") from None
         if not isinstance(obj, dict):
             raise CorpusError(f"{name}:{n}: expected a JSON object, got {type(obj).__name__}")
         try:

@@ -30,7 +30,9 @@ __all__ = ["GOLD_DIR", "agreement_table", "evaluate_gold", "evidence_labels", "s
 GOLD_DIR = Path(__file__).resolve().parent / "gold"
 
 
-def evidence_labels(items: Sequence[Utterance], model_path: str | Path | None = None):
+def evidence_labels(
+    items: Sequence[Utterance], model_path: str | Path | None = None
+) -> list[list[dict[str, Any]]]:
     """The evidence (text) classifier's labels for each item, with evidence."""
     from mbb.analysis.textclf import load_model
 

@@ -277,13 +277,14 @@ class LLMClassifier:
         self.model = model
         self.batch_size = batch_size
         self.concurrency = concurrency
-        self.cache_path = Path(cache) if isinstance(cache, str | Path) else None
-        if self.cache_path is not None:
-            self.cache: MutableMapping[str, list[dict[str, str]]] = (
-                json.loads(self.cache_path.read_text()) if self.cache_path.exists() else {}
-            )
-        else:
-            self.cache = cache if cache is not None else {}
+        self.cache_path: Path | None = None
+        self.cache: MutableMapping[str, list[dict[str, str]]] = {}
+        if isinstance(cache, str | Path):
+            self.cache_path = Path(cache)
+            if self.cache_path.exists():
+                self.cache = json.loads(self.cache_path.read_text())
+        elif cache is not None:
+            self.cache = cache
         self.usage: list[dict[str, Any]] = []
         self.problems: list[dict[str, Any]] = []
         self.cache_hits = 0
@@ -297,10 +298,10 @@ class LLMClassifier:
     async def _call(self, batch: list[tuple[str, str, str, str]], sem: asyncio.Semaphore) -> None:
         items = []
         for i, (_, s, t, c) in enumerate(batch):
-            it: dict[str, Any] = {"id": str(i), "source": s, "text": t}
+            item: dict[str, Any] = {"id": str(i), "source": s, "text": t}
             if c:
-                it["context"] = json.loads(c)
-            items.append(it)
+                item["context"] = json.loads(c)
+            items.append(item)
         messages = self._messages(items)
         async with sem:
             reply = await self.complete_json(messages, response_schema(), role="classifier")
@@ -374,7 +375,7 @@ class LLMClassifier:
                 cats.append(lab["category"])
                 quotes.append(lab["quote"])
                 ok.append(lab["in_text"])
-        lab = pl.DataFrame(
+        labels = pl.DataFrame(
             {"key": keys, "category": cats, "evidence": quotes, "quote_in_text": ok},
             schema={
                 "key": pl.String,
@@ -384,7 +385,7 @@ class LLMClassifier:
             },
         )
         return (
-            u.join(lab, on="key")
+            u.join(labels, on="key")
             .with_columns(pl.lit("llm").alias("basis"))
             .select(*_KEYS, "category", "basis", "evidence", "quote_in_text")
             .sort("run_id", "seq", "category")

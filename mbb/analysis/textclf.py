@@ -208,7 +208,7 @@ class TextModel:
         feats = features(text, channel, ctx)
         probs = self.scores(feats)
         src = {"note": "declaration", "ballot": "ballot"}.get(channel, "message")
-        spans = {}
+        spans: dict[str, str] = {}
         trusted = set(self.spec.get("trusted_cues", ()))
         required = set(self.spec.get("cue_required", ()))
         sure: dict[str, str] = {}

@@ -21,12 +21,16 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from mbb.analysis.corpus import CorpusError, Utterance, read_utterances
 from mbb.analysis.textclf import MODEL_PATH, TextModel, features
 from mbb.taxonomy import ALL_LABELS, CATEGORY_NAMES, roll_up
+
+if TYPE_CHECKING:
+    from scipy.sparse import csr_matrix
 
 __all__ = ["DEFAULT_DEV", "fit", "main", "score_items", "writer_cv"]
 
@@ -36,7 +40,7 @@ C_REG = 8.0  # inverse regularisation strength of each logistic regression (when
 # strength follows the dev file as writers are added (writer CV on the 4 dev writers: mean
 # macro-F1 0.749 with C fixed at 8 -> 0.751, the worst writer's neutral items labelled 9.7% ->
 # 5.3%; one-element grid = fixed C)
-C_GRID = (4.0, 8.0, 16.0)
+C_GRID: tuple[float, ...] = (4.0, 8.0, 16.0)
 MIN_DF = 2  # an n-gram must occur in at least this many dev utterances
 # ...and be used by at least this many writers (when the training items have that many): an
 # n-gram only one writer uses is that writer's style, not the category's (writer CV: mean
@@ -49,11 +53,17 @@ CUED_DISCOUNT = 0.1  # a label whose category's cue fired needs only p >= thresh
 GRID = [round(0.30 + 0.05 * i, 2) for i in range(13)]  # candidate thresholds 0.30..0.90
 
 
-def _feats(items: Sequence[Utterance]) -> list[dict[str, float]]:
+Features = list[dict[str, float]]  # one feature dict per utterance (textclf.features)
+LabelModels = dict[
+    str, tuple[np.ndarray, float]
+]  # label -> (weights over the vocabulary, intercept)
+
+
+def _feats(items: Sequence[Utterance]) -> Features:
     return [features(u.text, u.channel, u.context.model_dump(exclude_none=True)) for u in items]
 
 
-def _matrix(fs: list[dict[str, float]], vocab: dict[str, int]):
+def _matrix(fs: Features, vocab: dict[str, int]) -> csr_matrix:
     from scipy.sparse import csr_matrix
 
     rows, cols, vals = [], [], []
@@ -67,7 +77,7 @@ def _matrix(fs: list[dict[str, float]], vocab: dict[str, int]):
     return csr_matrix((vals, (rows, cols)), shape=(len(fs), len(vocab)), dtype=np.float64)
 
 
-def _vocab(fs: list[dict[str, float]], writers: Sequence[str] | None = None) -> dict[str, int]:
+def _vocab(fs: Features, writers: Sequence[str] | None = None) -> dict[str, int]:
     df: dict[str, int] = {}
     by: dict[str, set[str]] = {}
     for i, f in enumerate(fs):
@@ -104,13 +114,15 @@ def _gate_threshold(p: np.ndarray, y: np.ndarray) -> float:
     return float(np.floor(pos[k] * 1000) / 1000)
 
 
-def _fit_weights(fs, items, labels, c: float = C_REG):
+def _fit_weights(
+    fs: Features, items: Sequence[Utterance], labels: Sequence[str], c: float = C_REG
+) -> tuple[dict[str, int], LabelModels]:
     """(vocab, {label: (coef array, intercept)}) from logistic regressions."""
     from sklearn.linear_model import LogisticRegression
 
     vocab = _vocab(fs, [u.writer or "" for u in items])
     X = _matrix(fs, vocab)
-    models = {}
+    models: LabelModels = {}
     for lab in labels:
         y = _y(items, lab)
         if y.sum() < MIN_SUPPORT or y.sum() == len(y):
@@ -150,9 +162,11 @@ def _own_cues_only(vocab: dict[str, int], lab: str) -> np.ndarray:
     return np.array(sorted(keep))
 
 
-def _probs(vocab, models, fs, labels) -> dict[str, np.ndarray]:
+def _probs(
+    vocab: dict[str, int], models: LabelModels, fs: Features, labels: Sequence[str]
+) -> dict[str, np.ndarray]:
     X = _matrix(fs, vocab)
-    out = {}
+    out: dict[str, np.ndarray] = {}
     for lab in labels:
         if lab in models:
             w, b = models[lab]
@@ -189,7 +203,9 @@ def _best_threshold(p: np.ndarray, y: np.ndarray) -> float:
     return best
 
 
-def _oof(items, fs, labels, c: float) -> dict[str, np.ndarray]:
+def _oof(
+    items: Sequence[Utterance], fs: Features, labels: Sequence[str], c: float
+) -> dict[str, np.ndarray]:
     """Out-of-fold probabilities (folds by writer) of models with inverse regularisation c."""
     oof = {lab: np.zeros(len(items)) for lab in labels}
     for test in _folds(items):
@@ -207,7 +223,9 @@ def _f1_at_best(p: np.ndarray, y: np.ndarray) -> float:
     return 2 * int((pred & (y == 1)).sum()) / (int(pred.sum()) + int(y.sum())) if y.sum() else 0.0
 
 
-def _choose_c(items, fs, labels) -> tuple[float, dict[str, np.ndarray]]:
+def _choose_c(
+    items: Sequence[Utterance], fs: Features, labels: Sequence[str]
+) -> tuple[float, dict[str, np.ndarray]]:
     """The C of C_GRID whose out-of-fold (by writer) macro-F1 is best, and its probabilities."""
     best: tuple[float, float, dict[str, np.ndarray]] | None = None
     for c in C_GRID:
@@ -221,7 +239,9 @@ def _choose_c(items, fs, labels) -> tuple[float, dict[str, np.ndarray]]:
     return best[1], best[2]
 
 
-def _thresholds(items, fs, labels, oof) -> dict[str, float]:
+def _thresholds(
+    items: Sequence[Utterance], labels: Sequence[str], oof: dict[str, np.ndarray]
+) -> dict[str, float]:
     return {
         lab: (_gate_threshold if lab == ANY else _best_threshold)(oof[lab], _y(items, lab))
         for lab in labels
@@ -254,14 +274,16 @@ def _trusted_cues(items: Sequence[Utterance]) -> list[str]:
     )
 
 
-def fit(items: Sequence[Utterance], *, source_name: str = "", source_sha: str = "") -> dict:
+def fit(
+    items: Sequence[Utterance], *, source_name: str = "", source_sha: str = ""
+) -> dict[str, Any]:
     """The model spec (JSON-able) trained on `items`."""
     labels = [*ALL_LABELS, ANY]
     fs = _feats(items)
     c, oof = _choose_c(items, fs, labels)
-    thresholds = _thresholds(items, fs, labels, oof)
+    thresholds = _thresholds(items, labels, oof)
     vocab, models = _fit_weights(fs, items, labels, c)
-    inv = sorted(vocab, key=vocab.get)
+    inv = sorted(vocab, key=vocab.__getitem__)  # feature names by column
     used: dict[str, list[tuple[str, float]]] = {}
     for lab, (w, _) in models.items():
         nz = np.flatnonzero(np.abs(w) >= PRUNE)
@@ -296,16 +318,18 @@ def fit(items: Sequence[Utterance], *, source_name: str = "", source_sha: str = 
     }
 
 
-def dumps(spec: dict) -> str:
+def dumps(spec: dict[str, Any]) -> str:
     return json.dumps(spec, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n"
 
 
 def score_items(
-    gold: Sequence[Utterance], pred: Sequence[Sequence[str]], categories=CATEGORY_NAMES
-) -> dict:
+    gold: Sequence[Utterance],
+    pred: Sequence[Sequence[str]],
+    categories: Sequence[str] = CATEGORY_NAMES,
+) -> dict[str, Any]:
     """Per-category P/R/F1 in the 21-category view (labels rolled up), macro-F1 over the
     categories with support, and the share of neutral items given any label."""
-    per = {}
+    per: dict[str, dict[str, Any]] = {}
     g = [set(roll_up(u.labels or [])) for u in gold]
     p = [set(roll_up([x for x in ps if x in ALL_LABELS])) for ps in pred]
     for c in categories:
@@ -327,9 +351,9 @@ def score_items(
     }
 
 
-def writer_cv(items: Sequence[Utterance]) -> dict[str, dict]:
+def writer_cv(items: Sequence[Utterance]) -> dict[str, dict[str, Any]]:
     """Train on every writer but one (thresholds by inner CV), test on the held-out one."""
-    out = {}
+    out: dict[str, dict[str, Any]] = {}
     for w in sorted({u.writer or "" for u in items}):
         train = [u for u in items if (u.writer or "") != w]
         test = [u for u in items if (u.writer or "") == w]
@@ -342,7 +366,7 @@ def writer_cv(items: Sequence[Utterance]) -> dict[str, dict]:
     return out
 
 
-def _cv_table(cv: dict[str, dict]) -> str:
+def _cv_table(cv: dict[str, dict[str, Any]]) -> str:
     """Per-category F1 by held-out writer, with the mean over writers with support."""
     ws = list(cv)
     head = f"{'category':<28}" + "".join(f"{w:>7}" for w in ws) + f"{'mean':>7}"

@@ -132,7 +132,7 @@ def _frame(out: bytes, err: bytes, code: int) -> bytes:
 class _Server(socketserver.ThreadingUnixStreamServer):
     daemon_threads = True
 
-    def handle_error(self, request, client_address) -> None:  # type: ignore[no-untyped-def]
+    def handle_error(self, request: object, client_address: object) -> None:
         pass  # never a traceback on the operator's side (the handler answers what it can)
 
 

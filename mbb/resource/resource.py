@@ -340,7 +340,8 @@ class ExecutionResource:
         for i, a in enumerate(args):
             problem = problem or check_argument(a, f"argument {i + 1}", MAX_ARG_BYTES)
         if problem is None and not isinstance(stdin, bytes):
-            problem = "stdin must be bytes"
+            # a guard for callers the type checker does not see (notebooks, tool loops)
+            problem = "stdin must be bytes"  # type: ignore[unreachable]
         elif problem is None and len(stdin) > self.limits.file_bytes:
             problem = f"the input is {len(stdin)} bytes long (at most {self.limits.file_bytes})"
         if isinstance(command, str) and all(isinstance(a, str) for a in args):

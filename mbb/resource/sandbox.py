@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from mbb.resource.cgroups import JOIN
 from mbb.resource.seccomp import seccomp_fd
@@ -246,7 +246,9 @@ def _memfd(name: str, data: bytes) -> int:
     return fd
 
 
-def _drain(pipe, cap: int, out: list[bytes], counts: list[int], flags: dict[str, bool]) -> None:
+def _drain(
+    pipe: IO[bytes], cap: int, out: list[bytes], counts: list[int], flags: dict[str, bool]
+) -> None:
     """Read a pipe until EOF; past `cap` bytes, close it so a flooding writer dies of SIGPIPE."""
     kept = 0
     try:

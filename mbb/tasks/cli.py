@@ -42,7 +42,9 @@ def _cmd_build(args: argparse.Namespace) -> int:
     return 0
 
 
-def check_suite(suite: Any, oracle_dir: Path, tasks: Sequence[str] | None = None) -> list[dict]:
+def check_suite(
+    suite: Any, oracle_dir: Path, tasks: Sequence[str] | None = None
+) -> list[dict[str, Any]]:
     """One row per task: oracle, stub, empty and reference scores, and whether all is well."""
     from mbb.tasks.evaluator import evaluate_reference, evaluate_submission
 

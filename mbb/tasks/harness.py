@@ -95,7 +95,7 @@ class SolverTools:
         self.released = False
 
     def _invalid(
-        self, tool: str, command: str, path: object, texts: Sequence[tuple]
+        self, tool: str, command: str, path: object, texts: Sequence[tuple[str, object]]
     ) -> ToolResult | None:
         """Check the arguments before anything runs; a refusal is recorded and returned."""
         problem = check_argument(path, "the path", MAX_PATH_BYTES)

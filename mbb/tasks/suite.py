@@ -20,6 +20,7 @@ import subprocess
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from mbb.resource.sandbox import SandboxLimits, run_sandboxed
 from mbb.tasks.specs import TASK_SPECS, TaskSpec, TestInput
@@ -183,7 +184,7 @@ def _candidates(spec: TaskSpec, seed: int, n: int) -> tuple[list[TestInput], int
     return out, dup
 
 
-def _record(program: Path, tests: list[TestInput]) -> list[list[list]]:
+def _record(program: Path, tests: list[TestInput]) -> list[list[list[Any]]]:
     req = {"program": str(program), "tests": [{"args": t.args, "stdin": t.stdin} for t in tests]}
     limits = SandboxLimits(output_bytes=64 << 20, wall_s=300)
     res = run_sandboxed(
@@ -224,7 +225,7 @@ def _build_task(spec: TaskSpec, root: Path, seed: int, n_tests: int) -> bool:
     (tmp / "docs.txt").write_text(_docs(original))
     cands, dup = _candidates(spec, seed, n_tests * 2)
     runs = _record(original, cands)
-    kept: list[dict] = []
+    kept: list[dict[str, Any]] = []
     dropped = {"flaky": 0, "stub": 0, "timeout": 0, "duplicate": dup, "surplus": 0}
     options: set[str] = set()
     for t, a, b in zip(cands, runs[0], runs[1], strict=True):

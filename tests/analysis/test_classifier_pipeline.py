@@ -10,7 +10,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from mbb.analysis.corpus import read_utterances
+from mbb.analysis.classify_cli import classify_items
+from mbb.analysis.corpus import CorpusError, read_utterances
 from mbb.analysis.validation import export_ipw_sample, gold_prf, ipw_estimates
 from mbb.cli import main
 from mbb.taxonomy import ALL_LABELS, roll_up
@@ -55,6 +56,11 @@ def test_reader_keeps_context_and_allows_extra_context_keys(tmp_path):
         (
             "{not json",
             "{path}:2: not valid JSON (Expecting property name enclosed in double quotes)",
+        ),
+        (  # past Python's int digit limit json.loads raises a plain ValueError
+            "1" * 5000,
+            "{path}:2: not valid JSON (Exceeds the limit (4300 digits) for integer string "
+            "conversion)",
         ),
         ('["a list"]', "{path}:2: expected a JSON object, got list"),
         ('{"id": "b", "channel": "radio", "text": "t"}', "{path}:2: channel: Input should be "),
@@ -114,6 +120,12 @@ def test_classify_round_trip(tmp_path):
         assert all(e["evidence"] for e in r["evidence"])  # every label keeps its evidence
     assert "price_primary" in rows[0]["labels"]
     assert "rule_making_citation" in rows[2]["labels"]
+
+
+def test_the_llm_classifier_without_options_says_what_it_needs(tmp_path):
+    items = read_utterances(write(tmp_path / "u.jsonl", ITEMS))
+    with pytest.raises(CorpusError, match=r"^--classifier llm needs --model"):
+        classify_items(items, "llm")  # no argparse namespace at all (a library call)
 
 
 def test_validate_prints_the_table_with_cis(tmp_path, capsys):
