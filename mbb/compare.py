@@ -1,23 +1,25 @@
-"""Put finished conditions side by side: load their tables, summarise, draw."""
+"""Put conditions side by side: run or load their tables and summarise them (the charts are in
+`mbb.viz.compare`)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
-import altair as alt
 import polars as pl
+import polars.selectors as cs
 
 from mbb.paths import user_path
 from mbb.tables import TABLES, load_tables
 
 __all__ = [
-    "bids_by_condition",
+    "CONDITION_COLUMNS",
     "condition_table",
+    "condition_tables",
     "ensure_conditions",
     "load_conditions",
     "model_table",
-    "outcomes_by_condition",
 ]
 
 
@@ -38,62 +40,40 @@ def load_conditions(dirs: Iterable[str | Path]) -> dict[str, pl.DataFrame]:
     return {n: pl.concat(v, how="diagonal_relaxed") for n, v in parts.items() if v}
 
 
+CONDITION_COLUMNS = (
+    "runs",
+    "completion",
+    "deadline_miss",
+    "progress",
+    "score",
+    "mean_bid",
+    "rounds_per_subrun",
+    "credits_per_run",
+    "private_msgs_per_run",
+)
+
+
 def condition_table(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
-    """One row per condition: runs, completion, deadline misses, progress, bids, spend."""
-    e = (
-        tables["evaluations"]
-        .group_by("condition")
-        .agg(
-            pl.col("run_id").n_unique().alias("runs"),
-            (pl.col("outcome") == "completed").mean().round(3).alias("completion_rate"),
-            (pl.col("outcome") == "terminated").mean().round(3).alias("deadline_miss_rate"),
-            pl.col("progress").mean().round(3).alias("mean_progress"),
-        )
-    )
-    d = (
-        tables["declarations"]
-        .group_by("condition")
-        .agg(pl.col("bid").mean().round(1).alias("mean_bid"))
-    )
-    r = (
-        tables["rounds"]
-        .group_by("condition")
-        .agg((pl.len() / pl.col("run_id").n_unique()).round(2).alias("rounds_per_run"))
-    )
-    p = (
-        tables["payments"]
-        .group_by("condition")
-        .agg((pl.col("amount").sum() / pl.col("run_id").n_unique()).round(1).alias("paid_per_run"))
-    )
-    m = (
-        tables["messages"]
-        .group_by("condition")
-        .agg(
-            (pl.col("to").is_not_null().sum() / pl.col("run_id").n_unique())
-            .round(1)
-            .alias("private_msgs_per_run")
-        )
-    )
-    out = e
-    for other in (d, r, p, m):
-        out = out.join(other, on="condition", how="left")
-    return out.sort("condition")
+    """One row per condition: `CONDITION_COLUMNS` of `mbb.analysis.outcome.outcomes` (defined
+    there), floats rounded to 3 decimals for display."""
+    from mbb.analysis.outcome import outcomes
+
+    out = outcomes(tables, "condition").select("condition", *CONDITION_COLUMNS)
+    return out.with_columns(cs.float().round(3))
 
 
 def model_table(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     """One row per condition x model (the study's model axis): runs, completion, deadline misses,
-    progress, LLM tokens and cost per run. A run's model is that of its LLM calls ('scripted'
-    for none; see `mbb.study.run_models`)."""
+    progress and LLM cost per run (`mbb.analysis.outcome.outcomes`), with the tokens and cost
+    of all runs. A run's model is that of its LLM calls ('scripted' for none; see
+    `mbb.study.run_models`)."""
+    from mbb.analysis.outcome import outcomes
     from mbb.study import run_models
 
     models = run_models(tables)
-    e = tables["evaluations"].join(models, on="run_id", how="left")
-    keys = ["condition", "model"] if "condition" in e.columns else ["model"]
-    out = e.group_by(keys).agg(
-        pl.col("run_id").n_unique().alias("runs"),
-        (pl.col("outcome") == "completed").mean().round(3).alias("completion_rate"),
-        (pl.col("outcome") == "terminated").mean().round(3).alias("deadline_miss_rate"),
-        pl.col("progress").mean().round(3).alias("mean_progress"),
+    keys = ["condition", "model"] if "condition" in tables["evaluations"].columns else ["model"]
+    out = outcomes(tables, keys, attributes=[models]).select(
+        *keys, "runs", "completion", "deadline_miss", "progress", "cost_usd_per_run"
     )
     calls = tables.get("llm_calls")
     if calls is not None and not calls.is_empty():
@@ -104,62 +84,47 @@ def model_table(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
             pl.col("cost_usd").sum(),
         )
         spend = spend.rename({"model_run": "model"})
-        out = out.join(spend, on=keys, how="left").with_columns(
-            (pl.col("cost_usd") / pl.col("runs")).alias("cost_per_run_usd")
-        )
+        out = out.join(spend, on=keys, how="left")
     return out.sort(keys)
 
 
-def outcomes_by_condition(tables: Mapping[str, pl.DataFrame]) -> alt.Chart:
-    e = (
-        tables["evaluations"]
-        .group_by("condition", "subrun")
-        .agg(
-            (pl.col("outcome") == "completed").mean().alias("completion"),
-            (pl.col("outcome") == "terminated").mean().alias("deadline miss"),
-            pl.col("progress").mean().alias("mean progress"),
-        )
-    )
-    long = e.unpivot(
-        index=["condition", "subrun"], variable_name="measure", value_name="value"
-    ).sort("condition", "subrun")
-    return (
-        alt.Chart(long)
-        .mark_line(point=True)
-        .encode(
-            x=alt.X("subrun:O", title="Subrun"),
-            y=alt.Y("value:Q", title="Share of workers", axis=alt.Axis(format="%")),
-            color=alt.Color("condition:N", title="Condition"),
-            column=alt.Column("measure:N", title=None),
-            tooltip=["condition:N", "subrun:O", "measure:N", alt.Tooltip("value:Q", format=".1%")],
-        )
-        .properties(width=200, height=200, title="Outcomes by condition and subrun")
-    )
+def condition_tables(
+    params_paths: Iterable[str | Path],
+    *,
+    runs: int,
+    out_root: str | Path,
+    overrides: Mapping[str, Any] | None = None,
+    seed: int | None = None,
+) -> dict[str, pl.DataFrame]:
+    """Run each params file (same overrides, deep-merged) into `<out_root>/<condition>` and
+    return one tables dict with `runs` and `workers`, as the analyses expect.
 
+    params_paths: the conditions' params files.
+    runs: seeds per condition (seed..seed+runs-1).
+    out_root: the folder that receives one folder per condition.
+    overrides: params deep-merged into every condition (e.g. `{"subruns": 2}`).
+    seed: the first seed (default: each condition's own).
 
-def bids_by_condition(tables: Mapping[str, pl.DataFrame]) -> alt.Chart:
-    d = (
-        tables["declarations"]
-        .group_by("condition", "subrun")
-        .agg(pl.col("bid").mean().alias("mean_bid"), pl.col("bid").std().alias("sd"))
-        .sort("condition", "subrun")
-    )
-    return (
-        alt.Chart(d)
-        .mark_line(point=True)
-        .encode(
-            x=alt.X("subrun:O", title="Subrun"),
-            y=alt.Y("mean_bid:Q", title="Mean declared bid (credits)"),
-            color=alt.Color("condition:N", title="Condition"),
-            tooltip=[
-                "condition:N",
-                "subrun:O",
-                alt.Tooltip("mean_bid:Q", format=".1f", title="mean bid"),
-                alt.Tooltip("sd:Q", format=".1f", title="sd"),
-            ],
-        )
-        .properties(width=420, height=240, title="Mean bid by subrun and condition")
-    )
+    Runs are always redone rather than read back, so a notebook's numbers never come from a
+    stale folder left by another parameter set (a scripted run takes milliseconds).
+    """
+    from mbb.analysis import with_run_info
+    from mbb.params import load_params
+    from mbb.runner import run_many
+    from mbb.tables import concat_tables
+
+    parts = []
+    for p in params_paths:
+        cond = load_params(p, overrides)
+        out = user_path(out_root) / cond.name
+        b = run_many(cond, seed=seed, runs=runs, out_dir=out).check()
+        parts.append(with_run_info(b.tables, by_kind=b.by_kind))
+    if not parts:
+        raise ValueError("condition_tables needs at least one params path")
+    t = concat_tables(parts)
+    t["runs"] = pl.concat([p["runs"] for p in parts])
+    t["workers"] = pl.concat([p["workers"] for p in parts])
+    return t
 
 
 def ensure_conditions(

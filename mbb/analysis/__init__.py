@@ -7,7 +7,7 @@ worker's model) to a tidy polars DataFrame. Behaviour measures take the evidence
 
     ev = classify_evidence(tables)
     wr = worker_round_predictions(ev)
-    behaviour_prevalence(tables, wr); transmission_rates(tables, ev); outcomes(tables)
+    behaviour_prevalence(tables, wr); transmission_rates(tables, ev); outcomes(tables, "subrun")
 """
 
 from mbb.analysis._frames import run_info, run_info_from_dirs, utterances, with_run_info
@@ -42,7 +42,6 @@ from mbb.analysis.measures import (
     direct_message_use,
     drift_tests,
     mean_bid_by_subrun,
-    outcomes,
     relational_vs_bid,
     rich_worker,
     rule_dynamics,
@@ -50,6 +49,7 @@ from mbb.analysis.measures import (
     urgency_premium,
     worker_rounds,
 )
+from mbb.analysis.outcome import OUTCOME_COLUMNS, outcomes
 from mbb.analysis.stats import chi2_contingency, chi2_sf, permutation_pvalue
 from mbb.analysis.tokens import (
     approx_tokens,
@@ -83,6 +83,7 @@ __all__ = [
     "CUES",
     "GROUPS",
     "LLM_MANDATES",
+    "OUTCOME_COLUMNS",
     "PERSONA_MANDATES",
     "FakeLLM",
     "LLMClassifier",
