@@ -80,7 +80,7 @@ def _long(out: pl.DataFrame, measures: Sequence[str]) -> pl.DataFrame:
 def _per_measure(
     agg: pl.DataFrame,
     measures: Sequence[str],
-    panel: Callable[[pl.DataFrame], alt.LayerChart],
+    panel: Callable[[pl.DataFrame], alt.LayerChart | alt.FacetChart],
     title: str,
 ) -> alt.HConcatChart:
     """One column per measure, its conditions stacked in rows sharing the measure's scale."""
@@ -118,8 +118,8 @@ def outcome_comparison(
         alt.Tooltip("runs:Q", title="runs"),
     ]
 
-    def panel(data: pl.DataFrame) -> alt.LayerChart:
-        base = alt.Chart().encode(y=_mech_axis())
+    def panel(data: pl.DataFrame) -> alt.LayerChart | alt.FacetChart:
+        base = alt.Chart().encode(y=_mech_axis(None))
         bars = base.mark_bar().encode(
             x=alt.X("mean:Q", title="Mean over runs"),
             color=alt.Color("mechanism:N", scale=MECHANISM_SCALE, legend=None),
@@ -165,8 +165,8 @@ def differences_vs_institutions(
         alt.Tooltip("runs:Q", title="paired runs"),
     ]
 
-    def panel(data: pl.DataFrame) -> alt.LayerChart:
-        base = alt.Chart().encode(y=_mech_axis())
+    def panel(data: pl.DataFrame) -> alt.LayerChart | alt.FacetChart:
+        base = alt.Chart().encode(y=_mech_axis(None))
         zero = alt.Chart().mark_rule(color="#888", strokeDash=[4, 3]).encode(x=alt.datum(0))
         pts = base.mark_point(filled=True, size=60).encode(
             x=alt.X("mean:Q", title="Mechanism − institutions"),

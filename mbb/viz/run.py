@@ -35,14 +35,17 @@ def _subruns(tables: Mapping[str, pl.DataFrame]) -> list[int]:
     return sorted(tables["subrun_workers"]["subrun"].unique().drop_nulls().to_list())
 
 
-def resource_timeline(tables: Mapping[str, pl.DataFrame], run_id: str | None = None) -> alt.Chart:
+def resource_timeline(
+    tables: Mapping[str, pl.DataFrame], run_id: str | None = None
+) -> alt.FacetChart | alt.Chart:
     """Gantt of execution windows per worker and subrun; deadlines marked; waiting shaded. The
     subrun rows share one time axis, so their lengths compare.
 
     tables: the event tables (`mbb.tables`).
     run_id: the run to draw (default: the first run id).
     """
-    run_id = run_id or tables["subrun_workers"]["run_id"].min()
+    first = tables["subrun_workers"]["run_id"].min()
+    run_id = run_id or (str(first) if first is not None else None)
     if run_id is None:
         return none_chart("Resource timeline", "no runs in these tables")
     win = tables["windows"].filter((pl.col("run_id") == run_id) & (pl.col("status") == "ran"))

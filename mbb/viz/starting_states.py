@@ -7,6 +7,8 @@ uniform baseline).
 
 from __future__ import annotations
 
+from typing import Any
+
 import altair as alt
 import polars as pl
 
@@ -28,7 +30,7 @@ def urgency_chart(premium: pl.DataFrame) -> alt.HConcatChart | alt.Chart:
             "Urgency premium, then termination discount", "no urgent worker (no deadline differs)"
         )
     d = _series(premium)
-    tip = [
+    tip: list[Any] = [
         "series:N",
         "subrun:O",
         alt.Tooltip("mean_bid:Q", format=".1f", title="mean bid (credits)"),

@@ -290,10 +290,13 @@ def _bars(
     )
 
 
-def transmission_rates_chart(rates: pl.DataFrame) -> alt.LayerChart | alt.Chart:
+def transmission_rates_chart(
+    rates: pl.DataFrame,
+) -> alt.LayerChart | alt.FacetChart | alt.Chart:
     """Share of institutions active in subrun s still cited in s+1, by kind, memory on vs
-    off (scratch memory is what can carry them across the boundary); "none" above a kind and
-    condition with no institution to transmit (the rate is undefined there, not 0).
+    off (scratch memory is what can carry them across the boundary); each bar carries its value
+    (so 0 % is seen, not a missing bar), and "none" marks a kind and condition with no
+    institution to transmit (the rate is undefined there, not 0).
 
     rates: `mbb.analysis.transmission_rates` output.
     """
@@ -340,4 +343,13 @@ def transmission_rates_chart(rates: pl.DataFrame) -> alt.LayerChart | alt.Chart:
         .encode(y=alt.datum(0))
         .transform_filter("datum.empty === true")
     )
-    return alt.layer(bars, none, data=d).properties(width=260, height=220, title=title)
+    values = (
+        base.mark_text(dy=-6, fontSize=11)
+        .encode(
+            y="transmission_rate:Q",
+            text=alt.Text("transmission_rate:Q", format=".0%"),
+            color=alt.value("black"),
+        )
+        .transform_filter("datum.empty !== true")
+    )
+    return alt.layer(bars, values, none, data=d).properties(width=260, height=220, title=title)
