@@ -220,9 +220,11 @@ def _units(tables: Mapping[str, pl.DataFrame], attributes: Sequence[pl.DataFrame
 def _tag(
     events: pl.DataFrame, units: pl.DataFrame, by: Sequence[str], on: Sequence[str]
 ) -> pl.DataFrame:
-    """`events` with the group keys of the worker-subruns they belong to (joined on `on`)."""
+    """`events` with the group keys of the worker-subruns they belong to (joined on `on`); an
+    event column named like a grouping key (an LLM call's own `model`) gives way to the key."""
     keys = units.select(*dict.fromkeys([*on, *by])).unique()
-    return events.join(keys, on=list(on), how="inner")
+    own = [c for c in by if c in events.columns and c not in on]
+    return events.drop(own).join(keys, on=list(on), how="inner")
 
 
 def outcomes(

@@ -145,3 +145,25 @@ def test_attributes_and_bad_keys(two_conditions):
         outcomes(t, "parity", attributes=[seeds.drop("run_id")])
     with pytest.raises(ValueError, match="at least one grouping key"):
         outcomes(t, [])
+
+
+def test_a_grouping_key_wins_over_an_event_column_of_the_same_name(base_batch):
+    """Grouping LLM cost by the run's model must not regroup calls by each call's own model."""
+    t = dict(base_batch.tables)
+    runs = t["evaluations"]["run_id"].unique().sort().to_list()
+    calls = pl.DataFrame(
+        {
+            "run_id": [runs[0], runs[0], runs[1]],
+            "subrun": [1, 1, 1],
+            "worker": ["W1", "W2", "W1"],
+            "model": ["small", "large", "small"],
+            "cost_usd": [1.0, 2.0, 4.0],
+        }
+    )
+    t["llm_calls"] = calls
+    run_model = pl.DataFrame(
+        {"run_id": runs, "model": ["small+large"] + ["small"] * (len(runs) - 1)}
+    )
+    got = {r["model"]: r for r in outcomes(t, "model", attributes=[run_model]).to_dicts()}
+    assert got["small+large"]["cost_usd_per_run"] == pytest.approx(3.0)
+    assert got["small"]["cost_usd_per_run"] == pytest.approx(4.0 / (len(runs) - 1))
