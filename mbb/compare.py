@@ -73,7 +73,7 @@ def model_table(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     models = run_models(tables)
     keys = ["condition", "model"] if "condition" in tables["evaluations"].columns else ["model"]
     out = outcomes(tables, keys, attributes=[models]).select(
-        *keys, "runs", "completion", "deadline_miss", "progress", "cost_usd_per_run"
+        *keys, "runs", "completion", "deadline_miss", "progress", "cost_per_run_usd"
     )
     calls = tables.get("llm_calls")
     if calls is not None and not calls.is_empty():

@@ -472,7 +472,7 @@ def run_measures(folder: Path) -> Any:
         return pl.DataFrame()
     return (
         outcomes(tables, "run_id")
-        .rename({"cost_usd_per_run": "cost_usd"})
+        .rename({"cost_per_run_usd": "cost_usd"})
         .select("run_id", *MEASURES)
         .sort("run_id")
     )

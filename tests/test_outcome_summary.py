@@ -165,5 +165,5 @@ def test_a_grouping_key_wins_over_an_event_column_of_the_same_name(base_batch):
         {"run_id": runs, "model": ["small+large"] + ["small"] * (len(runs) - 1)}
     )
     got = {r["model"]: r for r in outcomes(t, "model", attributes=[run_model]).to_dicts()}
-    assert got["small+large"]["cost_usd_per_run"] == pytest.approx(3.0)
-    assert got["small"]["cost_usd_per_run"] == pytest.approx(4.0 / (len(runs) - 1))
+    assert got["small+large"]["cost_per_run_usd"] == pytest.approx(3.0)
+    assert got["small"]["cost_per_run_usd"] == pytest.approx(4.0 / (len(runs) - 1))

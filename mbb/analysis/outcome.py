@@ -32,7 +32,7 @@ Columns, besides the grouping keys (definitions; "share" = share of the group's 
 - `rounds_per_subrun`: negotiation rounds per subrun, over the (run, subrun) pairs the group
   covers (a subrun-free count, so conditions with different subrun counts compare).
 - `private_msgs_per_run`: private (addressed) messages sent by the group's workers, per run.
-- `cost_usd_per_run`: LLM cost per run of the calls made by the group's workers (0 for scripted
+- `cost_per_run_usd`: LLM cost per run of the calls made by the group's workers (0 for scripted
   runs).
 
 Grouping keys: `run_id`, `subrun`, `worker`, `task` (from `subrun_started`), `condition` (a
@@ -75,7 +75,7 @@ OUTCOME_COLUMNS = (
     "mean_bid",
     "rounds_per_subrun",
     "private_msgs_per_run",
-    "cost_usd_per_run",
+    "cost_per_run_usd",
 )
 _UNIT = ["run_id", "subrun", "worker"]
 
@@ -328,7 +328,7 @@ def outcomes(
             pl.col("max_wait_s").fill_null(0.0),
             (pl.col("_credits").fill_null(0) / pl.col("runs")).alias("credits_per_run"),
             (pl.col("_private").fill_null(0) / pl.col("runs")).alias("private_msgs_per_run"),
-            (pl.col("_cost").fill_null(0.0) / pl.col("runs")).alias("cost_usd_per_run"),
+            (pl.col("_cost").fill_null(0.0) / pl.col("runs")).alias("cost_per_run_usd"),
         )
         .select(*by, *OUTCOME_COLUMNS)
         .sort(by, nulls_last=True)
