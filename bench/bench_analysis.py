@@ -68,7 +68,7 @@ def main() -> None:
         ("relational vs bid", lambda: A.relational_vs_bid(tables, wr)),
         ("mean bid by subrun", lambda: A.mean_bid_by_subrun(tables)),
         ("structural metrics", lambda: A.structural_metrics(tables)),
-        ("outcomes", lambda: A.outcomes(tables)),
+        ("outcomes", lambda: A.outcomes(tables, ["condition", "subrun"])),
         ("behaviour drift (subrun)", lambda: A.behaviour_drift(tables, wr)),
         ("behaviour drift (round)", lambda: A.behaviour_drift(tables, wr, level="round")),
         ("drift tests", lambda: A.drift_tests(tables, wr)),

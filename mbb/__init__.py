@@ -18,11 +18,11 @@ _LAZY = {
     "BatchResult": "mbb.runner",
     "Condition": "mbb.params",
     "ParamsError": "mbb.params",
-    "figures": "",
     "load_params": "mbb.params",
     "load_tables": "mbb.tables",
     "params_file": "mbb.paths",
     "user_path": "mbb.paths",
+    "viz": "",
     "render": "",
     "run_condition": "mbb.arena",
     "run_many": "mbb.runner",
@@ -35,7 +35,6 @@ __all__ = [
     "BatchResult",
     "Condition",
     "ParamsError",
-    "figures",
     "load_params",
     "load_tables",
     "params_file",
@@ -45,12 +44,13 @@ __all__ = [
     "tables",
     "tables_from_run_dirs",
     "user_path",
+    "viz",
     "write_tables",
 ]
 assert sorted(__all__) == sorted(_LAZY)
 
 if TYPE_CHECKING:
-    from mbb import figures, render, tables
+    from mbb import render, tables, viz
     from mbb.arena import run_condition
     from mbb.params import Condition, ParamsError, load_params
     from mbb.paths import params_file, user_path

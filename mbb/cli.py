@@ -277,8 +277,9 @@ def _cmd_view(args: argparse.Namespace) -> int:
 
 
 def _cmd_figures(args: argparse.Namespace) -> int:
-    from mbb import figures, render
+    from mbb import render
     from mbb.runner import run_many
+    from mbb.viz import run as figures
 
     cond = load_params(args.params, _overrides(args.set))
     batch = run_many(cond, runs=args.runs, out_dir=None, write=False).check()

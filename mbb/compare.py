@@ -1,11 +1,12 @@
-"""Put finished conditions side by side: load their tables, summarise, draw."""
+"""Put conditions side by side: run or load their tables and summarise them (the charts are in
+`mbb.viz.compare`)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
-import altair as alt
 import polars as pl
 
 from mbb.paths import user_path
@@ -13,12 +14,11 @@ from mbb.tables import TABLES, load_tables
 
 __all__ = [
     "OUTCOME_MEASURES",
-    "bids_by_condition",
     "condition_table",
+    "condition_tables",
     "ensure_conditions",
     "load_conditions",
     "model_table",
-    "outcomes_by_condition",
     "run_table",
 ]
 
@@ -41,48 +41,28 @@ def load_conditions(dirs: Iterable[str | Path]) -> dict[str, pl.DataFrame]:
 
 
 OUTCOME_MEASURES: tuple[str, ...] = (
-    "completion_rate",
-    "deadline_miss_rate",
-    "mean_progress",
+    "completion",
+    "deadline_miss",
+    "progress",
+    "score",
     "mean_bid",
     "rounds_per_subrun",
-    "paid_per_run",
+    "credits_per_run",
     "private_msgs_per_run",
 )
 
 
 def run_table(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     """One row per run (the seed is the unit a comparison resamples): condition, run_id, seed
-    and the `OUTCOME_MEASURES` — completion and deadline-miss rates and mean progress over the
-    run's worker-subruns, mean declared bid, rounds per subrun, credits paid and private
-    messages. tables: tables with a `condition` column (`load_conditions`)."""
+    and the `OUTCOME_MEASURES`, as `mbb.analysis.outcome.outcomes` defines them per run.
+    tables: tables with a `condition` column (`load_conditions`)."""
+    from mbb.analysis.outcome import outcomes
     from mbb.analysis.text_measures import seed_of
 
-    e = (
-        tables["evaluations"]
-        .group_by("condition", "run_id")
-        .agg(
-            (pl.col("outcome") == "completed").mean().alias("completion_rate"),
-            (pl.col("outcome") == "terminated").mean().alias("deadline_miss_rate"),
-            pl.col("progress").mean().alias("mean_progress"),
-            pl.col("subrun").n_unique().alias("_subruns"),
-        )
-    )
-    parts = [
-        tables["declarations"].group_by("run_id").agg(pl.col("bid").mean().alias("mean_bid")),
-        tables["rounds"].group_by("run_id").agg(pl.len().alias("_rounds")),
-        tables["payments"].group_by("run_id").agg(pl.col("amount").sum().alias("paid_per_run")),
-        tables["messages"]
-        .group_by("run_id")
-        .agg(pl.col("to").is_not_null().sum().alias("private_msgs_per_run")),
-    ]
-    out = e
-    for part in parts:
-        out = out.join(part, on="run_id", how="left")
     return (
-        out.with_columns(
-            (pl.col("_rounds").fill_null(0) / pl.col("_subruns")).alias("rounds_per_subrun"),
-            pl.col("paid_per_run", "private_msgs_per_run").fill_null(0).cast(pl.Float64),
+        outcomes(tables, ["condition", "run_id"])
+        .with_columns(
+            pl.col(*OUTCOME_MEASURES).cast(pl.Float64),
             seed_of(pl.col("run_id")).alias("seed"),
         )
         .select("condition", "run_id", "seed", *OUTCOME_MEASURES)
@@ -169,18 +149,16 @@ def condition_table(
 
 def model_table(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     """One row per condition x model (the study's model axis): runs, completion, deadline misses,
-    progress, LLM tokens and cost per run. A run's model is that of its LLM calls ('scripted'
-    for none; see `mbb.study.run_models`)."""
+    progress and LLM cost per run (`mbb.analysis.outcome.outcomes`), with the tokens and cost
+    of all runs. A run's model is that of its LLM calls ('scripted' for none; see
+    `mbb.study.run_models`)."""
+    from mbb.analysis.outcome import outcomes
     from mbb.study import run_models
 
     models = run_models(tables)
-    e = tables["evaluations"].join(models, on="run_id", how="left")
-    keys = ["condition", "model"] if "condition" in e.columns else ["model"]
-    out = e.group_by(keys).agg(
-        pl.col("run_id").n_unique().alias("runs"),
-        (pl.col("outcome") == "completed").mean().round(3).alias("completion_rate"),
-        (pl.col("outcome") == "terminated").mean().round(3).alias("deadline_miss_rate"),
-        pl.col("progress").mean().round(3).alias("mean_progress"),
+    keys = ["condition", "model"] if "condition" in tables["evaluations"].columns else ["model"]
+    out = outcomes(tables, keys, attributes=[models]).select(
+        *keys, "runs", "completion", "deadline_miss", "progress", "cost_per_run_usd"
     )
     calls = tables.get("llm_calls")
     if calls is not None and not calls.is_empty():
@@ -191,62 +169,47 @@ def model_table(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
             pl.col("cost_usd").sum(),
         )
         spend = spend.rename({"model_run": "model"})
-        out = out.join(spend, on=keys, how="left").with_columns(
-            (pl.col("cost_usd") / pl.col("runs")).alias("cost_per_run_usd")
-        )
+        out = out.join(spend, on=keys, how="left")
     return out.sort(keys)
 
 
-def outcomes_by_condition(tables: Mapping[str, pl.DataFrame]) -> alt.Chart:
-    e = (
-        tables["evaluations"]
-        .group_by("condition", "subrun")
-        .agg(
-            (pl.col("outcome") == "completed").mean().alias("completion"),
-            (pl.col("outcome") == "terminated").mean().alias("deadline miss"),
-            pl.col("progress").mean().alias("mean progress"),
-        )
-    )
-    long = e.unpivot(
-        index=["condition", "subrun"], variable_name="measure", value_name="value"
-    ).sort("condition", "subrun")
-    return (
-        alt.Chart(long)
-        .mark_line(point=True)
-        .encode(
-            x=alt.X("subrun:O", title="Subrun"),
-            y=alt.Y("value:Q", title="Share of workers", axis=alt.Axis(format="%")),
-            color=alt.Color("condition:N", title="Condition"),
-            column=alt.Column("measure:N", title=None),
-            tooltip=["condition:N", "subrun:O", "measure:N", alt.Tooltip("value:Q", format=".1%")],
-        )
-        .properties(width=200, height=200, title="Outcomes by condition and subrun")
-    )
+def condition_tables(
+    params_paths: Iterable[str | Path],
+    *,
+    runs: int,
+    out_root: str | Path,
+    overrides: Mapping[str, Any] | None = None,
+    seed: int | None = None,
+) -> dict[str, pl.DataFrame]:
+    """Run each params file (same overrides, deep-merged) into `<out_root>/<condition>` and
+    return one tables dict with `runs` and `workers`, as the analyses expect.
 
+    params_paths: the conditions' params files.
+    runs: seeds per condition (seed..seed+runs-1).
+    out_root: the folder that receives one folder per condition.
+    overrides: params deep-merged into every condition (e.g. `{"subruns": 2}`).
+    seed: the first seed (default: each condition's own).
 
-def bids_by_condition(tables: Mapping[str, pl.DataFrame]) -> alt.Chart:
-    d = (
-        tables["declarations"]
-        .group_by("condition", "subrun")
-        .agg(pl.col("bid").mean().alias("mean_bid"), pl.col("bid").std().alias("sd"))
-        .sort("condition", "subrun")
-    )
-    return (
-        alt.Chart(d)
-        .mark_line(point=True)
-        .encode(
-            x=alt.X("subrun:O", title="Subrun"),
-            y=alt.Y("mean_bid:Q", title="Mean declared bid (credits)"),
-            color=alt.Color("condition:N", title="Condition"),
-            tooltip=[
-                "condition:N",
-                "subrun:O",
-                alt.Tooltip("mean_bid:Q", format=".1f", title="mean bid"),
-                alt.Tooltip("sd:Q", format=".1f", title="sd"),
-            ],
-        )
-        .properties(width=420, height=240, title="Mean bid by subrun and condition")
-    )
+    Runs are always redone rather than read back, so a notebook's numbers never come from a
+    stale folder left by another parameter set (a scripted run takes milliseconds).
+    """
+    from mbb.analysis import with_run_info
+    from mbb.params import load_params
+    from mbb.runner import run_many
+    from mbb.tables import concat_tables
+
+    parts = []
+    for p in params_paths:
+        cond = load_params(p, overrides)
+        out = user_path(out_root) / cond.name
+        b = run_many(cond, seed=seed, runs=runs, out_dir=out).check()
+        parts.append(with_run_info(b.tables, by_kind=b.by_kind))
+    if not parts:
+        raise ValueError("condition_tables needs at least one params path")
+    t = concat_tables(parts)
+    t["runs"] = pl.concat([p["runs"] for p in parts])
+    t["workers"] = pl.concat([p["workers"] for p in parts])
+    return t
 
 
 def ensure_conditions(

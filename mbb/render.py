@@ -29,6 +29,8 @@ from typing import Any
 import altair as alt
 import vl_convert as vlc
 
+from mbb.viz.theme import FONT_SIZES
+
 __all__ = [
     "LEGIBLE_CONFIG",
     "MIMETYPE",
@@ -51,14 +53,8 @@ VEGA_MIMETYPE = "application/vnd.vega.v5+json"  # JupyterLab 4's built-in Vega r
 # Vega-Lite compiles for JupyterLab's Vega 5 with the newest Vega-Lite 5 vl-convert has (the same
 # spec compiled by Vega-Lite 6 targets Vega 6); if that fails, the Vega-Lite 6 compilation.
 _LAB_VL_VERSION = "v5_21"
-# Vega-Lite's defaults (10-11 px) are small on screen and in shared pages: legible defaults,
-# merged under a chart's own config (which wins).
-LEGIBLE_CONFIG: dict[str, Any] = {
-    "axis": {"labelFontSize": 12, "titleFontSize": 13},
-    "legend": {"labelFontSize": 12, "titleFontSize": 13},
-    "header": {"labelFontSize": 12, "titleFontSize": 13},
-    "title": {"fontSize": 15},
-}
+# legible font sizes (the shared theme's), merged under a chart's own config (which wins)
+LEGIBLE_CONFIG: dict[str, Any] = FONT_SIZES
 RENDERER_NAME = "mbb"
 PPI = 144  # 2x the 72 ppi default: sharp PNGs on high-DPI screens and in READMEs
 _DEFAULT_PPI = 72

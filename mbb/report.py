@@ -411,25 +411,33 @@ def _notebook_failed(nb_path: Path) -> str | None:
     return None
 
 
+def _folder_tables(folder: Path) -> dict[str, Any] | None:
+    """The event tables of a condition folder (a table missing on disk read as empty), or
+    None when it has none."""
+    from mbb.tables import TABLES, load_tables, tables_from_lines
+
+    tdir = folder / "tables"
+    if not (tdir / "evaluations.parquet").is_file():
+        return None
+    present = [n for n in TABLES if (tdir / f"{n}.parquet").is_file()]
+    return {**tables_from_lines({}), **load_tables(tdir, present)}
+
+
 def _condition_summary(folder: Path) -> dict[str, Any]:
+    """Runs, completion, deadline misses, progress and mean bid of a condition folder, pooled
+    over its worker-subruns (`mbb.analysis.outcome.outcomes`); {} when it has no tables."""
     import polars as pl
 
-    ev_path = folder / "tables" / "evaluations.parquet"
-    if not ev_path.is_file():
+    from mbb.analysis.outcome import outcomes
+
+    tables = _folder_tables(folder)
+    if tables is None:
         return {}
-    e = pl.read_parquet(ev_path)
-    if e.is_empty():
+    if tables["evaluations"].is_empty():
         return {"runs": 0}
-    row: dict[str, Any] = {
-        "runs": e["run_id"].n_unique(),
-        "completion": (e["outcome"] == "completed").mean(),
-        "deadline_miss": (e["outcome"] == "terminated").mean(),
-        "progress": e["progress"].mean(),
-    }
-    d_path = folder / "tables" / "declarations.parquet"
-    if d_path.is_file():
-        row["mean_bid"] = pl.read_parquet(d_path)["bid"].mean()
-    return row
+    whole = tables["evaluations"].select("run_id").unique().with_columns(pl.lit(1).alias("_all"))
+    row = outcomes(tables, "_all", attributes=[whole]).row(0, named=True)
+    return {k: row[k] for k in ("runs", "completion", "deadline_miss", "progress", "mean_bid")}
 
 
 def _spend_by_model(folders: list[Path]) -> str:
@@ -453,37 +461,21 @@ _PCT = frozenset({"completion", "deadline_miss", "progress", "score"})
 
 def run_measures(folder: Path) -> Any:
     """One row per run of a condition folder (`tables/*.parquet`): the measures of
-    :data:`MEASURES`. Empty when the folder has no tables."""
+    :data:`MEASURES`, as `mbb.analysis.outcome.outcomes` defines them. Empty when the folder
+    has no tables (or no runs)."""
     import polars as pl
 
-    tdir = folder / "tables"
-    if not (tdir / "evaluations.parquet").is_file():
+    from mbb.analysis.outcome import outcomes
+
+    tables = _folder_tables(folder)
+    if tables is None or tables["evaluations"].is_empty():
         return pl.DataFrame()
-    ev = pl.read_parquet(tdir / "evaluations.parquet")
-    per = ev.group_by("run_id").agg(
-        (pl.col("outcome") == "completed").mean().alias("completion"),
-        (pl.col("outcome") == "terminated").mean().alias("deadline_miss"),
-        pl.col("progress").mean().alias("progress"),
-        pl.col("score").mean().alias("score"),
-        pl.col("subrun").n_unique().alias("_subruns"),
+    return (
+        outcomes(tables, "run_id")
+        .rename({"cost_per_run_usd": "cost_usd"})
+        .select("run_id", *MEASURES)
+        .sort("run_id")
     )
-    parts = {
-        "declarations.parquet": lambda d: d.group_by("run_id").agg(
-            pl.col("bid").mean().alias("mean_bid")
-        ),
-        "rounds.parquet": lambda d: d.group_by("run_id").agg(pl.len().alias("_rounds")),
-        "llm_calls.parquet": lambda d: d.group_by("run_id").agg(
-            pl.col("cost_usd").sum().alias("cost_usd")
-        ),
-    }
-    for name, agg in parts.items():
-        if (tdir / name).is_file():
-            per = per.join(agg(pl.read_parquet(tdir / name)), on="run_id", how="left")
-    if "_rounds" in per.columns:
-        per = per.with_columns((pl.col("_rounds") / pl.col("_subruns")).alias("rounds_per_subrun"))
-    if "cost_usd" in per.columns:
-        per = per.with_columns(pl.col("cost_usd").fill_null(0.0))
-    return per.drop([c for c in per.columns if c.startswith("_")]).sort("run_id")
 
 
 def bootstrap_ci(

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 import polars as pl
 
-from mbb.figures import PALETTE, _worker_key
+from mbb.viz.theme import PALETTE, worker_key
 
 __all__ = ["Transcript", "busiest_round", "round_transcript_html"]
 
@@ -65,7 +65,7 @@ def round_transcript_html(
         key = next((k for k in ("seq", "position") if k in df.columns), None)
         return df.sort(key) if key else df
 
-    workers = sorted(tables["subrun_workers"]["worker"].unique().to_list(), key=_worker_key)
+    workers = sorted(tables["subrun_workers"]["worker"].unique().to_list(), key=worker_key)
     colours = {w: PALETTE[i % len(PALETTE)] for i, w in enumerate(workers)}
     parts = [
         _CSS,

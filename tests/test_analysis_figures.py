@@ -1,5 +1,6 @@
-"""Every analysis figure builds from a small scripted batch, stays under altair's row limit,
-and renders offline to PNG/SVG/spec."""
+"""Every analysis figure (`mbb.viz`) builds from a small scripted batch, stays under altair's
+row limit and renders offline; lifecycles are a funnel only when their stages nest, compared
+panels share scales, and empty panels say "none"."""
 
 from __future__ import annotations
 
@@ -11,15 +12,21 @@ import polars as pl
 import pytest
 
 from mbb import analysis as A
-from mbb import analysis_figures as F
+from mbb.compare import condition_tables
 from mbb.render import save_chart
+from mbb.viz import mechanisms as M
+from mbb.viz import starting_states as S
+from mbb.viz import taxonomy as T
+from mbb.viz import theme
+from mbb.viz import tokens as K
+from mbb.viz import transmission as X
 
 WR = ["run_id", "subrun", "round", "worker"]
 
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory) -> dict[str, Any]:
-    t = F.condition_tables(
+    t = condition_tables(
         [
             "params/base.yaml",
             "params/memory_off.yaml",
@@ -39,39 +46,39 @@ def data(tmp_path_factory) -> dict[str, Any]:
 
 
 FIGURES: dict[str, Callable[[dict[str, Any]], alt.TopLevelMixin]] = {
-    "prevalence_model": lambda d: F.prevalence_heatmap(d["t"], d["wr"]),
-    "prevalence_persona": lambda d: F.prevalence_heatmap(d["t"], d["wr"], by="persona"),
-    "prevalence_condition": lambda d: F.prevalence_heatmap(d["t"], d["wr"], by="condition"),
-    "strategic_profile": lambda d: F.strategic_profile(d["t"], d["wr"]),
-    "institutions": lambda d: F.institutional_behaviours(
+    "prevalence_model": lambda d: T.prevalence_heatmap(d["t"], d["wr"]),
+    "prevalence_persona": lambda d: T.prevalence_heatmap(d["t"], d["wr"], by="persona"),
+    "prevalence_condition": lambda d: T.prevalence_heatmap(d["t"], d["wr"], by="condition"),
+    "strategic_profile": lambda d: T.strategic_profile(d["t"], d["wr"]),
+    "institutions": lambda d: T.institutional_behaviours(
         A.institutions(d["t"], d["wr"]), A.pair_institutions(d["t"], d["ev"])
     ),
-    "validation": lambda d: F.classifier_validation(
+    "validation": lambda d: T.classifier_validation(
         A.prf_table(A.ground_truth(d["t"], "worker_round"), d["wr"], WR),
         A.kappa_table(A.utterances(d["t"]), d["ev"], d["lev"]),
     ),
-    "validation_no_kappa": lambda d: F.classifier_validation(
+    "validation_no_kappa": lambda d: T.classifier_validation(
         A.prf_table(A.ground_truth(d["t"], "utterance"), d["lev"], ["run_id", "seq"])
     ),
-    "behaviour_drift": lambda d: F.behaviour_drift_chart(
+    "behaviour_drift": lambda d: T.behaviour_drift_chart(
         A.behaviour_drift(d["t"], d["wr"]), A.drift_tests(d["t"], d["wr"])
     ),
-    "linguistic_drift": lambda d: F.linguistic_drift_chart(A.linguistic_drift(d["t"], d["ev"])),
-    "tokens_worker": lambda d: F.token_audit_chart(d["audit"]),
-    "tokens_subrun": lambda d: F.token_audit_chart(d["audit"], by="subrun"),
-    "tokens_model": lambda d: F.token_audit_chart(d["audit"], by="model"),
-    "tokens_per_credit": lambda d: F.tokens_per_credit_chart(
+    "linguistic_drift": lambda d: T.linguistic_drift_chart(A.linguistic_drift(d["t"], d["ev"])),
+    "tokens_worker": lambda d: K.token_audit_chart(d["audit"]),
+    "tokens_subrun": lambda d: K.token_audit_chart(d["audit"], by="subrun"),
+    "tokens_model": lambda d: K.token_audit_chart(d["audit"], by="model"),
+    "tokens_per_credit": lambda d: K.tokens_per_credit_chart(
         A.token_efficiency(d["t"], d["audit"])
     ),
-    "funnel": lambda d: F.transmission_funnel(
-        A.rule_lifecycle(d["t"], d["ev"]), A.commitments(d["t"])
+    "lifecycle_stages": lambda d: X.transmission_stages(
+        A.rule_lifecycle(d["t"], d["ev"]), A.commitments(d["t"]), runs=d["t"]["runs"].height
     ),
-    "transmission_rates": lambda d: F.transmission_rates_chart(
+    "transmission_rates": lambda d: X.transmission_rates_chart(
         A.transmission_rates(d["t"], d["ev"])
     ),
-    "urgency": lambda d: F.urgency_chart(A.urgency_premium(d["t"])),
-    "rich_worker": lambda d: F.rich_worker_chart(A.rich_worker(d["t"])),
-    "contested": lambda d: F.contested_win_chart(A.contested_win_rates(d["t"])),
+    "urgency": lambda d: S.urgency_chart(A.urgency_premium(d["t"])),
+    "rich_worker": lambda d: S.rich_worker_chart(A.rich_worker(d["t"])),
+    "contested": lambda d: S.contested_win_chart(A.contested_win_rates(d["t"])),
 }
 
 
@@ -99,31 +106,184 @@ def test_condition_tables_carries_run_info(data):
 
 def test_condition_tables_needs_a_path(tmp_path):
     with pytest.raises(ValueError, match="at least one params path"):
-        F.condition_tables([], runs=1, out_root=tmp_path)
+        condition_tables([], runs=1, out_root=tmp_path)
 
 
 def test_bad_grouping_is_rejected(data):
     with pytest.raises(ValueError, match="by must be"):
-        F.prevalence_heatmap(data["t"], data["wr"], by="seed")
+        T.prevalence_heatmap(data["t"], data["wr"], by="seed")
     with pytest.raises(ValueError, match="by must be"):
-        F.token_audit_chart(data["audit"], by="phase")
+        K.token_audit_chart(data["audit"], by="phase")
 
 
 def test_transmission_chart_labels_memory(data):
-    spec = F.transmission_rates_chart(A.transmission_rates(data["t"], data["ev"])).to_dict()
+    spec = X.transmission_rates_chart(A.transmission_rates(data["t"], data["ev"])).to_dict()
     rows = next(iter(spec["datasets"].values()))
-    assert {r["memory_label"] for r in rows} == {"on", "off"}
+    assert {r["series"] for r in rows} == {
+        "base (memory on)",
+        "memory_off (memory off)",
+        "rich_worker (memory on)",
+        "urgent_worker (memory on)",
+    }  # each condition its own colour, even when two share a memory setting
 
 
 def test_drift_title_reports_the_test(data):
     tests = A.drift_tests(data["t"], data["wr"])
-    chart = F.behaviour_drift_chart(A.behaviour_drift(data["t"], data["wr"]), tests)
+    chart = T.behaviour_drift_chart(A.behaviour_drift(data["t"], data["wr"]), tests)
     title = chart.to_dict()["title"]
     n_sig = tests.filter(pl.col("p_value") < 0.05).height
     assert f"{n_sig} of {tests.height}" in title
 
 
 def test_model_colours_are_stable():
-    a = F.model_color(["b", "a", "c"]).to_dict()
-    b = F.model_color(["c", "b", "a", "a"]).to_dict()
+    a = theme.model_color(["b", "a", "c"]).to_dict()
+    b = theme.model_color(["c", "b", "a", "a"]).to_dict()
     assert a == b and a["domain"] == ["a", "b", "c"]
+
+
+# --- honest figures -----------------------------------------------------------------------
+
+
+def _walk(node: Any):
+    if isinstance(node, dict):
+        yield node
+        for v in node.values():
+            yield from _walk(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _walk(v)
+
+
+def _data(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    return [r for rows in spec.get("datasets", {}).values() for r in rows]
+
+
+def _has_none_text(spec: dict[str, Any]) -> bool:
+    return any(
+        isinstance(n.get("mark"), dict) and n["mark"].get("text") == theme.NONE for n in _walk(spec)
+    )
+
+
+def _lifecycles(nested: bool) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Two runs' rules and commitments; with nested=False one rule is honoured by its
+    proposer without anyone accepting or citing it (what the scripted runs produce)."""
+    rules = pl.DataFrame(
+        {
+            "run_id": ["r1", "r1", "r1", "r2"],
+            "subrun": [1, 1, 2, 1],
+            "accepted": [True, True, True, nested],
+            "citing_rounds": [2, 1, 1, 1 if nested else 0],
+            "status": ["honoured", "broken", "open", "honoured"],
+        }
+    )
+    commits = pl.DataFrame(
+        {
+            "run_id": ["r1", "r2"],
+            "subrun": [1, 1],
+            "accepted": [True, False],
+            "claim_round": [3, None],
+            "status": ["honoured", "open"],
+        },
+        schema_overrides={"claim_round": pl.Int64},
+    )
+    return rules, commits
+
+
+def test_nesting_is_checked_item_by_item():
+    ok = X.nesting_violations(X.stage_flags(*_lifecycles(nested=True)))
+    assert ok.is_empty()
+    bad = X.nesting_violations(X.stage_flags(*_lifecycles(nested=False)))
+    assert bad.rows() == [("rule", "honoured", "cited", 1)]
+
+
+def test_funnel_is_refused_when_stages_do_not_nest():
+    rules, commits = _lifecycles(nested=False)
+    with pytest.raises(ValueError, match=r"1 honoured rule\(s\) not cited"):
+        X.transmission_funnel(rules, commits)
+    spec = X.transmission_stages(rules, commits).to_dict()
+    assert "Not a funnel" in str(spec["title"]["subtitle"])
+    marks = {
+        n["mark"]["type"] if isinstance(n["mark"], dict) else n["mark"]
+        for n in _walk(spec)
+        if "mark" in n
+    }
+    assert not any("x2" in n.get("encoding", {}) for n in _walk(spec))  # bars from zero
+    assert "bar" in marks
+
+
+def test_funnel_is_drawn_when_stages_nest():
+    rules, commits = _lifecycles(nested=True)
+    spec = X.transmission_stages(rules, commits, runs=2).to_dict()
+    assert str(spec["title"]["subtitle"]).startswith("A funnel")
+    assert any("x2" in n.get("encoding", {}) for n in _walk(spec))  # centred bars
+    per_run = {
+        (r["kind"], r["subrun"], r["stage"]): r["per_run"] for r in _data(spec) if not r["empty"]
+    }
+    assert per_run[("rule", 1, "proposed")] == 1.5  # 3 rules over the 2 runs given
+    assert X.transmission_funnel(rules, commits).to_dict()["title"] == spec["title"] | {
+        "text": "Rule and commitment lifecycles (2 run(s))"
+    }
+
+
+@pytest.mark.parametrize("nested", [True, False])
+def test_lifecycle_panels_share_scales_and_say_none(nested):
+    rules, commits = _lifecycles(nested)
+    spec = X.transmission_stages(rules, commits, subruns=[1, 2, 3]).to_dict()
+    assert not any("resolve" in n for n in _walk(spec)), "panels must share their scales"
+    empty = sorted((r["kind"], r["subrun"]) for r in _data(spec) if r["empty"])
+    # nothing proposed: commitments in subruns 2 and 3, rules in subrun 3
+    assert empty == [("commitment", 2), ("commitment", 3), ("rule", 3)]
+    assert _has_none_text(spec)
+
+
+def test_transmission_rate_without_institutions_says_none():
+    rates = pl.DataFrame(
+        {
+            "condition": ["base", "memory_off"],
+            "memory": [True, False],
+            "kind": ["rule", "rule"],
+            "institutions": [4, 0],
+            "cited_next_subrun": [2, 0],
+            "transmission_rate": [0.5, None],
+            "mean_rounds_to_first_citation": [1.0, None],
+        }
+    )
+    spec = X.transmission_rates_chart(rates).to_dict()
+    assert [r["empty"] for r in _data(spec)] == [False, True]
+    texts = [n["mark"].get("text") for n in _walk(spec) if isinstance(n.get("mark"), dict)]
+    assert "none" in texts
+    assert X.transmission_rates_chart(rates.clear()).to_dict()["data"]["values"] == [
+        {"text": "none"}
+    ]
+
+
+def test_drift_panel_of_an_absent_model_says_none(data):
+    drift = A.behaviour_drift(data["t"], data["wr"])
+    tests = A.drift_tests(data["t"], data["wr"])
+    # a persona that only one condition has leaves the other conditions' panels empty
+    only_urgent = drift.filter(
+        (pl.col("model") != "price_first") | (pl.col("condition") == "urgent_worker")
+    )
+    spec = T.behaviour_drift_chart(only_urgent, tests).to_dict()
+    empty = {(r["condition"], r["model"]) for r in _data(spec) if r.get("empty")}
+    assert ("base", "price_first") in empty and _has_none_text(spec)
+
+
+def test_mechanism_panels_share_each_measure_scale_across_conditions():
+    out = pl.DataFrame(
+        {
+            "condition": ["a", "a", "b", "b"],
+            "mechanism": ["negotiated", "fcfs", "negotiated", "fcfs"],
+            "base_run": ["a-1", "a-1", "b-1", "b-1"],
+            "deadline_miss": [0.1, 0.2, 0.5, 0.9],
+            "progress": [0.9, 0.8, 0.5, 0.4],
+        }
+    )
+    spec = M.outcome_comparison(out, ["deadline_miss", "progress"]).to_dict()
+    assert len(spec["hconcat"]) == 2  # one column of panels per measure
+    assert spec["resolve"] == {"scale": {"x": "independent"}}  # measures differ in units
+    for column in spec["hconcat"]:  # conditions one above the other: one shared x scale
+        assert "facet" in column and "resolve" not in column
+    assert M.outcome_comparison(out.clear(), ["progress"]).to_dict()["data"]["values"] == [
+        {"text": "none"}
+    ]

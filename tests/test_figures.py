@@ -1,8 +1,18 @@
+"""Run figures (`mbb.viz.run`): offline rendering, one worker palette and order, subrun panels
+on one scale, "none" where nothing happened, and altair kept out of `import mbb`."""
+
 from __future__ import annotations
 
+import subprocess
+import sys
+from typing import Any
+
+import polars as pl
 import pytest
 
-from mbb import figures, render
+from mbb import render
+from mbb.viz import run as figures
+from mbb.viz import theme
 
 FIGURES = [
     figures.resource_timeline,
@@ -10,6 +20,29 @@ FIGURES = [
     figures.budgets_over_rounds,
     figures.outcomes_by_subrun,
 ]
+
+
+def walk(node: Any):
+    """Every dict in a Vega-Lite spec, depth first."""
+    if isinstance(node, dict):
+        yield node
+        for v in node.values():
+            yield from walk(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from walk(v)
+
+
+def data_rows(spec: dict) -> list[dict]:
+    return [r for rows in spec.get("datasets", {}).values() for r in rows]
+
+
+def none_marks(spec: dict) -> list[dict]:
+    return [
+        n["mark"]
+        for n in walk(spec)
+        if isinstance(n.get("mark"), dict) and n["mark"].get("text") == theme.NONE
+    ]
 
 
 @pytest.mark.parametrize("fig", FIGURES, ids=lambda f: f.__name__)
@@ -23,25 +56,11 @@ def test_figure_renders_offline(fig, base_batch, tmp_path):
 
 
 def test_worker_colours_are_consistent_across_figures(base_batch):
-    def scale(spec):
-        found = []
-
-        def walk(node):
-            if isinstance(node, dict):
-                if node.get("field") == "worker" and "scale" in node:
-                    found.append((tuple(node["scale"]["domain"]), tuple(node["scale"]["range"])))
-                for v in node.values():
-                    walk(v)
-            elif isinstance(node, list):
-                for v in node:
-                    walk(v)
-
-        walk(spec)
-        return set(found)
-
     scales = set()
     for fig in (figures.resource_timeline, figures.bids_by_round, figures.budgets_over_rounds):
-        scales |= scale(fig(base_batch.tables).to_dict())
+        for node in walk(fig(base_batch.tables).to_dict()):
+            if node.get("field") == "worker" and "scale" in node:
+                scales.add((tuple(node["scale"]["domain"]), tuple(node["scale"]["range"])))
     assert len(scales) == 1
     ((domain, colours),) = scales
     assert domain == ("W1", "W2", "W3", "W4", "W5")
@@ -49,5 +68,55 @@ def test_worker_colours_are_consistent_across_figures(base_batch):
 
 
 def test_worker_colour_order_is_numeric():
-    s = figures.worker_color(["W10", "W2", "W1"])
+    s = theme.worker_color(["W10", "W2", "W1"])
     assert s.domain == ["W1", "W2", "W10"]
+    assert theme.worker_order(["late", "W10", "W2", "W2"]) == ["W2", "W10", "late"]
+
+
+@pytest.mark.parametrize("fig", FIGURES, ids=lambda f: f.__name__)
+def test_subrun_panels_share_their_scales(fig, base_batch):
+    spec = fig(base_batch.tables).to_dict()
+    resolved = [n["resolve"] for n in walk(spec) if "resolve" in n]
+    assert not any("independent" in str(r) for r in resolved), resolved
+
+
+def test_outcome_shares_are_drawn_on_one_zero_to_one_scale(base_batch):
+    spec = figures.outcomes_by_subrun(base_batch.tables).to_dict()
+    domains = [
+        n["scale"]["domain"] for n in walk(spec) if n.get("field") == "value" and "scale" in n
+    ]
+    assert domains == [[0, 1]]
+
+
+def test_a_subrun_without_bids_says_none(base_batch):
+    t = dict(base_batch.tables)
+    t["declarations"] = t["declarations"].filter(pl.col("subrun") != 3)
+    spec = figures.bids_by_round(t).to_dict()
+    empty = [r for r in data_rows(spec) if r.get("empty") is True]
+    assert [r["subrun"] for r in empty] == [3]
+    assert none_marks(spec), "no 'none' text layer"
+    full = figures.bids_by_round(base_batch.tables).to_dict()
+    assert not [r for r in data_rows(full) if r.get("empty") is True]
+
+
+def test_a_run_without_any_bid_says_none(base_batch):
+    t = {**base_batch.tables, "declarations": base_batch.tables["declarations"].clear()}
+    spec = figures.bids_by_round(t).to_dict()
+    assert [r["text"] for r in data_rows(spec) or spec["data"]["values"]] == [theme.NONE]
+    assert "no bid was declared" in str(spec["title"])
+
+
+def test_import_mbb_leaves_altair_unimported():
+    code = (
+        "import sys, runpy\n"
+        "import mbb, mbb.viz, mbb.viz.theme, mbb.compare, mbb.analysis.outcome, mbb.transcript\n"
+        "assert 'altair' not in sys.modules, 'imported by mbb'\n"
+        "sys.argv = ['mbb', '--help']\n"
+        "try:\n    runpy.run_module('mbb', run_name='__main__')\n"
+        "except SystemExit:\n    pass\n"
+        "assert 'altair' not in sys.modules, 'imported by mbb --help'\n"
+        "from mbb.viz import run\n"
+        "assert 'altair' in sys.modules  # the figure modules do import it\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -7,11 +7,10 @@ import polars as pl
 import pytest
 
 from mbb import analysis as A
-from mbb import figures
-from mbb.mechanisms.outcomes import outcomes as mechanism_outcomes
 from mbb.mechanisms.screens import screens
 from mbb.params import ParamsError, load_params
 from mbb.runner import run_many
+from mbb.viz import run as figures
 
 CHANGES = {
     "population_changes": [
@@ -75,13 +74,14 @@ def test_every_analysis_table_handles_it(changing):
         A.relational_vs_bid(t, wr),
         A.mean_bid_by_subrun(t),
         A.structural_metrics(t),
-        A.outcomes(t),
+        A.outcomes(t, ["condition", "subrun"]),
+        A.outcomes(t, ["worker", "persona"]),
         A.behaviour_drift(t, wr),
         A.drift_tests(t, wr),
         A.linguistic_drift(t, ev),
         A.worker_linguistics(t, ev),
         A.token_audit(t),
-        mechanism_outcomes(t),
+        A.outcomes(t, ["run_id", "mechanism"]),
         screens(t),
     ]
     assert all(isinstance(x, pl.DataFrame) for x in tables)

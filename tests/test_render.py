@@ -131,7 +131,7 @@ def test_legible_keeps_a_charts_own_config() -> None:
 
 
 def test_every_figure_compiles_for_jupyterlab(base_batch) -> None:
-    from mbb import figures
+    from mbb.viz import run as figures
 
     for fn in (figures.resource_timeline, figures.bids_by_round, figures.outcomes_by_subrun):
         vega = render.to_vega(fn(base_batch.tables).to_dict())

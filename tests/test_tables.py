@@ -4,8 +4,9 @@ import json
 
 import polars as pl
 
+from mbb.analysis.outcome import outcomes
 from mbb.events import read_lines
-from mbb.tables import TABLES, load_tables, outcome_summary, tables_from_run_dirs
+from mbb.tables import TABLES, load_tables, tables_from_run_dirs
 
 
 def test_tables_written_for_every_name(base_batch):
@@ -48,9 +49,9 @@ def test_window_prices_equal_payments(base_batch):
     assert w["price"].sum() == p["amount"].sum()
 
 
-def test_outcome_summary_shape(base_batch):
-    s = outcome_summary(base_batch.tables)
+def test_outcomes_per_subrun_shape(base_batch):
+    s = outcomes(base_batch.tables, "subrun")
     assert s["subrun"].to_list() == [1, 2, 3, 4]
     assert (s["worker_subruns"] == 15).all()
-    rates = s["completion_rate"] + s["deadline_miss_rate"]
+    rates = s["completion"] + s["deadline_miss"]
     assert (rates <= 1.0 + 1e-9).all()

@@ -8,6 +8,7 @@ worker's model) to a tidy polars DataFrame. Behaviour measures take the evidence
     ev = classify_evidence(tables)
     wr = worker_round_predictions(ev)
     behaviour_prevalence(tables, wr); transmission_rates(tables, ev); rule_dynamics(tables, ev)
+    outcomes(tables, "subrun")
 
 Comparing conditions: the seed (run) is the unit. `text_measures_by_run` (and
 `mbb.compare.run_table` for outcomes) give one value per run; `condition_differences` puts
@@ -53,7 +54,6 @@ from mbb.analysis.measures import (
     direct_message_use,
     drift_tests,
     mean_bid_by_subrun,
-    outcomes,
     relational_vs_bid,
     rich_worker,
     rule_dynamics,
@@ -61,6 +61,7 @@ from mbb.analysis.measures import (
     urgency_premium,
     worker_rounds,
 )
+from mbb.analysis.outcome import OUTCOME_COLUMNS, outcomes
 from mbb.analysis.rules import (
     commitment_sentence,
     forward_commitments,
@@ -119,6 +120,7 @@ from mbb.analysis.validation import (
 __all__ = [
     "CUES",
     "GROUPS",
+    "OUTCOME_COLUMNS",
     "PERSONA_MANDATES",
     "TEXT_MEASURES",
     "FakeLLM",

@@ -26,7 +26,6 @@ __all__ = [
     "direct_message_use",
     "drift_tests",
     "mean_bid_by_subrun",
-    "outcomes",
     "relational_vs_bid",
     "rich_worker",
     "rule_dynamics",
@@ -434,24 +433,6 @@ def structural_metrics(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     )
     cols = ["condition", "model", "subrun", "metric", "value"]
     return pl.concat([o.select(cols) for o in out]).sort("condition", "metric", "model", "subrun")
-
-
-def outcomes(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
-    """Fig. 14: completion rate, deadline-miss rate, mean collective progress and mean test
-    score, by condition and subrun (one evaluation per worker-subrun)."""
-    e = condition_of(tables["evaluations"], tables)
-    return (
-        e.group_by("condition", "subrun")
-        .agg(
-            pl.len().alias("worker_subruns"),
-            (pl.col("outcome") == "completed").mean().alias("completion_rate"),
-            (pl.col("outcome") == "terminated").mean().alias("deadline_miss_rate"),
-            pl.col("progress").mean().alias("mean_progress"),
-            pl.col("score").mean().alias("mean_score"),
-            pl.col("resolved").mean().alias("resolved_rate"),
-        )
-        .sort("condition", "subrun")
-    )
 
 
 def _group_hits(tables: Mapping[str, pl.DataFrame], wr_pred: pl.DataFrame) -> pl.DataFrame:

@@ -186,6 +186,6 @@ def cost_by_model(audit: pl.DataFrame) -> pl.DataFrame:
             .alias("cost_usd"),
             pl.col("approximate").all(),
         )
-        .with_columns((pl.col("cost_usd") / pl.col("runs")).alias("cost_usd_per_run"))
+        .with_columns((pl.col("cost_usd") / pl.col("runs")).alias("cost_per_run_usd"))
         .sort("condition", "model")
     )

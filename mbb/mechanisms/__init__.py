@@ -3,14 +3,15 @@
 - `mbb.scheduling.centralized`: the schedulers (FCFS, EDF, SJF, round robin, sealed-bid first-
   and second-price auctions, proportional share) that replace negotiation in a condition;
 - `replay`: re-schedule a finished run's recorded demand under any of them;
-- `outcomes`: deadline misses, progress, completion, waits, lateness, Gini of execution time,
-  credits spent and social welfare per run;
+- `outcomes` (`mbb.analysis.outcome`, grouped per run and mechanism here): deadline misses,
+  progress, completion, waits, lateness, Gini of execution time, credits spent and social
+  welfare (mean score);
 - `screens`: procurement-style collusion and bid-rotation screens per run;
-- `compare`: all of it on many seeds (and conditions); `figures`: the charts.
+- `compare`: all of it on many seeds (and conditions); the charts are in `mbb.viz.mechanisms`.
 """
 
-from mbb.mechanisms.compare import Comparison, compare, compare_conditions, summary
-from mbb.mechanisms.outcomes import MEASURES, execution_by_worker, gini, outcomes, waits
+from mbb.analysis.outcome import execution_by_worker, gini, waits
+from mbb.mechanisms.compare import MEASURES, Comparison, compare, compare_conditions, summary
 from mbb.mechanisms.replay import RecordedDemand, ReplayError, recorded_demand, replay
 from mbb.mechanisms.screens import ScreenThresholds, screens
 from mbb.scheduling.centralized import CENTRALIZED
@@ -26,7 +27,6 @@ __all__ = [
     "compare_conditions",
     "execution_by_worker",
     "gini",
-    "outcomes",
     "recorded_demand",
     "replay",
     "screens",

@@ -18,20 +18,35 @@ from typing import Any
 
 import polars as pl
 
+from mbb.analysis.outcome import execution_by_worker, outcomes, waits
 from mbb.arena import run_condition
-from mbb.mechanisms.outcomes import MEASURES, execution_by_worker, outcomes, waits
 from mbb.mechanisms.replay import replay
 from mbb.mechanisms.screens import screens
 from mbb.params import Condition, load_params
 from mbb.scheduling.centralized import CENTRALIZED
 from mbb.tables import tables_from_lines, write_tables
 
-__all__ = ["Comparison", "compare", "compare_conditions", "summary"]
+__all__ = ["MEASURES", "Comparison", "compare", "compare_conditions", "summary"]
+
+# the columns of `mbb.analysis.outcome.outcomes` that compare allocations on one workload
+MEASURES = (
+    "deadline_miss",
+    "completion",
+    "progress",
+    "mean_wait_s",
+    "max_wait_s",
+    "max_lateness_s",
+    "gini_exec",
+    "credits_per_run",
+    "score",
+)
+RUN_KEYS = ["run_id", "base_run", "mechanism"]
 
 
 @dataclass(frozen=True, kw_only=True)
 class Comparison:
-    """Per-run outcomes (one row per run and mechanism), per-request waits, per-worker
+    """Per-run outcomes (one row per run and mechanism: `RUN_KEYS`, `worker_subruns` and
+    `MEASURES`, defined in `mbb.analysis.outcome`), per-request waits, per-worker
     execution and per-run screens, each with a `condition` column; plus all event tables."""
 
     outcomes: pl.DataFrame
@@ -77,7 +92,12 @@ def compare(
                 by_kind[k].extend(lines)
     tables = tables_from_lines(by_kind)
     label = pl.lit(condition.name).alias("condition")
-    out = outcomes(tables).with_columns(label)
+    out = (
+        outcomes(tables, RUN_KEYS)
+        .select(*RUN_KEYS, "worker_subruns", *MEASURES)
+        .sort("base_run", "mechanism")
+        .with_columns(label)
+    )
     w = waits(tables).join(out.select("run_id", "mechanism", "base_run"), on="run_id")
     negotiated = out.filter(pl.col("mechanism") == "negotiated")["run_id"].to_list()
     result = Comparison(

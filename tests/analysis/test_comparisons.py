@@ -161,6 +161,8 @@ def test_condition_table_reports_n_ci_and_paired_differences(events):
             .then(0.9)
             .otherwise(0.5)
             .alias("progress"),
+            pl.lit(1.0).alias("score"),
+            pl.lit(True).alias("resolved"),
         ),
     }
     t = {
@@ -171,7 +173,7 @@ def test_condition_table_reports_n_ci_and_paired_differences(events):
     }
     ct = condition_table(t, n_resamples=200)
     assert set(ct["measure"]) == set(OUTCOME_MEASURES) and set(ct["condition"]) == {"base", "x"}
-    row = ct.filter((pl.col("condition") == "x") & (pl.col("measure") == "mean_progress")).row(
+    row = ct.filter((pl.col("condition") == "x") & (pl.col("measure") == "progress")).row(
         0, named=True
     )
     assert row["n"] == 3 and row["paired"] and row["diff"] == pytest.approx(0.4)

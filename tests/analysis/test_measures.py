@@ -232,8 +232,8 @@ def test_structural_metrics(scen):
 
 
 def test_outcomes(scen):
-    o = outcomes(scen).select(
-        "subrun", "completion_rate", "deadline_miss_rate", "mean_progress", "mean_score"
+    o = outcomes(scen, "subrun").select(
+        "subrun", "completion", "deadline_miss", "progress", "score"
     )
     assert o.rows() == [
         (1, pytest.approx(2 / 3), pytest.approx(1 / 3), pytest.approx(2.5 / 3), pytest.approx(0.8)),

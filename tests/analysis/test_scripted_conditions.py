@@ -44,7 +44,7 @@ def test_every_measure_runs(batch):
         A.relational_vs_bid(batch, wr),
         A.mean_bid_by_subrun(batch),
         A.structural_metrics(batch),
-        A.outcomes(batch),
+        A.outcomes(batch, ["condition", "subrun"]),
         A.behaviour_drift(batch, wr),
         A.behaviour_drift(batch, wr, level="round"),
         A.drift_tests(batch, wr),
@@ -57,7 +57,11 @@ def test_every_measure_runs(batch):
         A.commitments(batch),
     ]
     assert all(o.height > 0 for o in outs)
-    assert set(A.outcomes(batch)["condition"]) == {"urgent_worker", "rich_worker", "fixed_bids"}
+    assert set(A.outcomes(batch, "condition")["condition"]) == {
+        "urgent_worker",
+        "rich_worker",
+        "fixed_bids",
+    }
 
 
 def test_asymmetries_are_found(batch):

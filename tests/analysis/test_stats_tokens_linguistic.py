@@ -107,7 +107,7 @@ def test_token_audit_with_llm_calls(scen):
     assert set(per_model) == {"m", "judge"}
     m = per_model["m"]
     assert (m["runs"], m["calls"], m["total_tokens"]) == (1, 2, 185)
-    assert m["cost_usd"] == pytest.approx(0.03) == m["cost_usd_per_run"]
+    assert m["cost_usd"] == pytest.approx(0.03) == m["cost_per_run_usd"]
     assert per_model["judge"]["cost_usd"] == pytest.approx(0.5)
 
 

@@ -2,21 +2,26 @@
 
 Every chart aggregates in polars first (means with 95 % intervals, quantiles), labels axes with
 units, carries tooltips, and keeps one order and colour per mechanism (the agents'
-institutions first, in black); worker colours come from `mbb.figures.worker_color`.
+institutions first, in black); workers are coloured and ordered as everywhere
+(`mbb.viz.theme`). Conditions drawn one above the other share each measure's scale, so a bar
+in one condition compares with the bar below it; measures in different units get their own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import altair as alt
 import polars as pl
 
-from mbb.figures import worker_color
 from mbb.scheduling.centralized import CENTRALIZED
+from mbb.viz.theme import WIDE_WIDTH, none_chart, worker_color, worker_order
 
 __all__ = [
+    "DEFAULT_MEASURES",
+    "LABELS",
     "MECHANISM_ORDER",
+    "MECHANISM_SCALE",
     "differences_vs_institutions",
     "execution_by_worker",
     "outcome_comparison",
@@ -27,18 +32,19 @@ __all__ = [
 MECHANISM_ORDER = ["negotiated", *CENTRALIZED]
 _COLORS = ["#222222", "#4c78a8", "#72b7b2", "#54a24b", "#eeca3b", "#f58518", "#e45756", "#b279a2"]
 MECHANISM_SCALE = alt.Scale(domain=MECHANISM_ORDER, range=_COLORS)
+# the columns of `mbb.analysis.outcome.outcomes` (definitions there) and their axis titles
 LABELS = {
-    "miss_rate": "Deadline-miss rate (share of worker-subruns)",
+    "deadline_miss": "Deadline-miss rate (share of worker-subruns)",
     "completion": "Completion (share of worker-subruns)",
     "progress": "Collective progress (mean share of work done)",
     "mean_wait_s": "Mean wait per request (s)",
     "max_wait_s": "Max wait (s)",
     "max_lateness_s": "Max lateness (s)",
     "gini_exec": "Gini of execution time (0 = equal)",
-    "credits_spent": "Credits spent per run",
-    "welfare": "Social welfare (mean test score)",
+    "credits_per_run": "Credits spent per run",
+    "score": "Social welfare (mean test score)",
 }
-DEFAULT_MEASURES = ("miss_rate", "progress", "gini_exec", "welfare")
+DEFAULT_MEASURES = ("deadline_miss", "progress", "gini_exec", "score")
 
 
 def _mech_axis(title: str | None = "Mechanism") -> alt.Y:
@@ -71,8 +77,36 @@ def _long(out: pl.DataFrame, measures: Sequence[str]) -> pl.DataFrame:
     ).with_columns(pl.col("measure").replace_strict(LABELS, default=pl.col("measure")))
 
 
-def outcome_comparison(out: pl.DataFrame, measures: Sequence[str] = DEFAULT_MEASURES) -> alt.Chart:
-    """Mean of each measure per mechanism (bar) with its 95 % interval over runs (rule)."""
+def _per_measure(
+    agg: pl.DataFrame,
+    measures: Sequence[str],
+    panel: Callable[[pl.DataFrame], alt.LayerChart | alt.FacetChart],
+    title: str,
+) -> alt.HConcatChart:
+    """One column per measure, its conditions stacked in rows sharing the measure's scale."""
+    columns = []
+    for m in measures:
+        label = LABELS.get(m, m)
+        columns.append(
+            panel(agg.filter(pl.col("measure") == label))
+            .properties(width=170, height=30 * max(1, agg["mechanism"].n_unique()))
+            .facet(row=alt.Row("condition:N", title="Condition"))
+            .properties(title=label)
+        )
+    return alt.hconcat(*columns).resolve_scale(x="independent").properties(title=title)
+
+
+def outcome_comparison(
+    out: pl.DataFrame, measures: Sequence[str] = DEFAULT_MEASURES
+) -> alt.HConcatChart | alt.Chart:
+    """Mean of each measure per mechanism (bar) with its 95 % interval over runs (rule).
+
+    out: `Comparison.outcomes` (one row per run and mechanism).
+    measures: the outcome columns to draw, one column of panels each.
+    """
+    title = "Institutions (negotiated, black) vs centralized mechanisms, same workloads"
+    if out.is_empty():
+        return none_chart(title, "no runs to compare")
     agg = _ci(_long(out, measures), ["condition", "measure", "mechanism"])
     tooltip = [
         "condition:N",
@@ -83,35 +117,32 @@ def outcome_comparison(out: pl.DataFrame, measures: Sequence[str] = DEFAULT_MEAS
         alt.Tooltip("hi:Q", format=".3f", title="95% high"),
         alt.Tooltip("runs:Q", title="runs"),
     ]
-    base = alt.Chart().encode(y=_mech_axis())
-    bars = base.mark_bar().encode(
-        x=alt.X("mean:Q", title="Mean over runs (units in the panel title)"),
-        color=alt.Color("mechanism:N", scale=MECHANISM_SCALE, legend=None),
-        tooltip=tooltip,
-    )
-    err = base.mark_rule(color="black").encode(x="lo:Q", x2="hi:Q", tooltip=tooltip)
-    return (
-        alt.layer(bars, err, data=agg)
-        .properties(width=170, height=180)
-        .facet(
-            column=alt.Column("measure:N", title=None, sort=[LABELS.get(m, m) for m in measures]),
-            row=alt.Row("condition:N", title="Condition"),
+
+    def panel(data: pl.DataFrame) -> alt.LayerChart | alt.FacetChart:
+        base = alt.Chart().encode(y=_mech_axis(None))
+        bars = base.mark_bar().encode(
+            x=alt.X("mean:Q", title="Mean over runs"),
+            color=alt.Color("mechanism:N", scale=MECHANISM_SCALE, legend=None),
+            tooltip=tooltip,
         )
-        .resolve_scale(x="independent")
-        .properties(
-            title="Institutions (negotiated, black) vs centralized mechanisms, same workloads"
-        )
-    )
+        err = base.mark_rule(color="black").encode(x="lo:Q", x2="hi:Q", tooltip=tooltip)
+        return alt.layer(bars, err, data=data)
+
+    return _per_measure(agg, measures, panel, title)
 
 
 def differences_vs_institutions(
     out: pl.DataFrame, measures: Sequence[str] = DEFAULT_MEASURES
-) -> alt.Chart:
+) -> alt.HConcatChart | alt.Chart:
     """Paired difference mechanism − institutions per run (same workload), mean ± 95 %.
 
     Right of zero: the mechanism scores higher than the agents' institutions did on the same
     demand (better for progress and welfare, worse for misses and inequality).
+
+    out: `Comparison.outcomes` (one row per run and mechanism).
+    measures: the outcome columns to draw, one column of panels each.
     """
+    title = "Paired differences: each mechanism minus the agents' institutions"
     long = _long(out, measures)
     inst = long.filter(pl.col("mechanism") == "negotiated").select(
         "condition", "base_run", "measure", pl.col("value").alias("institutions")
@@ -121,6 +152,8 @@ def differences_vs_institutions(
         .join(inst, on=["condition", "base_run", "measure"])
         .with_columns((pl.col("value") - pl.col("institutions")).alias("diff"))
     )
+    if diff.is_empty():
+        return none_chart(title, "no run has both the institutions and a mechanism")
     agg = _ci(diff, ["condition", "measure", "mechanism"], "diff")
     tooltip = [
         "condition:N",
@@ -131,30 +164,32 @@ def differences_vs_institutions(
         alt.Tooltip("hi:Q", format="+.3f", title="95% high"),
         alt.Tooltip("runs:Q", title="paired runs"),
     ]
-    base = alt.Chart().encode(y=_mech_axis())
-    zero = alt.Chart().mark_rule(color="#888", strokeDash=[4, 3]).encode(x=alt.datum(0))
-    pts = base.mark_point(filled=True, size=60).encode(
-        x=alt.X("mean:Q", title="Mechanism − institutions (same run, units of the panel)"),
-        color=alt.Color("mechanism:N", scale=MECHANISM_SCALE, legend=None),
-        tooltip=tooltip,
-    )
-    err = base.mark_rule().encode(
-        x="lo:Q", x2="hi:Q", color=alt.Color("mechanism:N", scale=MECHANISM_SCALE, legend=None)
-    )
-    return (
-        alt.layer(zero, err, pts, data=agg)
-        .properties(width=170, height=170)
-        .facet(
-            column=alt.Column("measure:N", title=None, sort=[LABELS.get(m, m) for m in measures]),
-            row=alt.Row("condition:N", title="Condition"),
+
+    def panel(data: pl.DataFrame) -> alt.LayerChart | alt.FacetChart:
+        base = alt.Chart().encode(y=_mech_axis(None))
+        zero = alt.Chart().mark_rule(color="#888", strokeDash=[4, 3]).encode(x=alt.datum(0))
+        pts = base.mark_point(filled=True, size=60).encode(
+            x=alt.X("mean:Q", title="Mechanism − institutions"),
+            color=alt.Color("mechanism:N", scale=MECHANISM_SCALE, legend=None),
+            tooltip=tooltip,
         )
-        .resolve_scale(x="independent")
-        .properties(title="Paired differences: each mechanism minus the agents' institutions")
-    )
+        err = base.mark_rule().encode(
+            x="lo:Q", x2="hi:Q", color=alt.Color("mechanism:N", scale=MECHANISM_SCALE, legend=None)
+        )
+        return alt.layer(zero, err, pts, data=data)
+
+    return _per_measure(agg, measures, panel, title)
 
 
-def waiting_distribution(waits: pl.DataFrame) -> alt.Chart:
-    """Distribution of the wait per request (s) per mechanism: whiskers p5–p95, box p25–p75."""
+def waiting_distribution(waits: pl.DataFrame) -> alt.FacetChart | alt.Chart:
+    """Distribution of the wait per request (s) per mechanism: whiskers p5–p95, box p25–p75;
+    the conditions' rows share the time axis.
+
+    waits: `Comparison.waits` (one row per request).
+    """
+    title = "Waiting per request (box p25–p75, whiskers p5–p95, diamond max)"
+    if waits.is_empty():
+        return none_chart(title, "no window was requested")
     q = waits.group_by("condition", "mechanism").agg(
         pl.col("wait_s").quantile(0.05).alias("p5"),
         pl.col("wait_s").quantile(0.25).alias("p25"),
@@ -183,16 +218,26 @@ def waiting_distribution(waits: pl.DataFrame) -> alt.Chart:
     mx = base.mark_point(shape="diamond", color="black").encode(x="max:Q")
     return (
         alt.layer(whisk, box, med, mx, data=q)
-        .properties(width=420, height=200)
+        .properties(width=WIDE_WIDTH, height=200)
         .facet(row=alt.Row("condition:N", title="Condition"))
-        .properties(title="Waiting per request (box p25–p75, whiskers p5–p95, diamond max)")
+        .properties(title=title)
     )
 
 
-def execution_by_worker(execution: pl.DataFrame) -> alt.Chart:
-    """Mean execution seconds each worker received per run, stacked, per mechanism."""
-    agg = execution.group_by("condition", "mechanism", "worker").agg(
-        pl.col("exec_s").mean().alias("exec_s"), pl.len().alias("runs")
+def execution_by_worker(execution: pl.DataFrame) -> alt.FacetChart:
+    """Mean execution seconds each worker received per run, stacked W1 first, per mechanism.
+
+    execution: `Comparison.execution` (one row per run and worker).
+    """
+    order = worker_order(execution["worker"].to_list())
+    agg = (
+        execution.group_by("condition", "mechanism", "worker")
+        .agg(pl.col("exec_s").mean().alias("exec_s"), pl.len().alias("runs"))
+        .with_columns(
+            pl.col("worker")
+            .replace_strict({w: i for i, w in enumerate(order)})
+            .alias("worker_rank")
+        )
     )
     return (
         alt.Chart(agg)
@@ -200,10 +245,8 @@ def execution_by_worker(execution: pl.DataFrame) -> alt.Chart:
         .encode(
             y=_mech_axis(),
             x=alt.X("exec_s:Q", stack="zero", title="Execution time received per run (s)"),
-            color=alt.Color(
-                "worker:N", scale=worker_color(agg["worker"].unique().to_list()), title="Worker"
-            ),
-            order=alt.Order("worker:N"),
+            color=alt.Color("worker:N", scale=worker_color(order), title="Worker"),
+            order=alt.Order("worker_rank:Q"),
             tooltip=[
                 "condition:N",
                 "mechanism:N",
@@ -212,7 +255,7 @@ def execution_by_worker(execution: pl.DataFrame) -> alt.Chart:
                 alt.Tooltip("runs:Q"),
             ],
         )
-        .properties(width=420, height=200)
+        .properties(width=WIDE_WIDTH, height=200)
         .facet(row=alt.Row("condition:N", title="Condition"))
         .properties(title="Who got the resource: execution time per worker")
     )
@@ -227,7 +270,15 @@ _SCREENS = {
 
 
 def screen_trips(screens: pl.DataFrame) -> alt.Chart:
-    """Share of the institutions' runs in which each collusion screen tripped, and flagged."""
+    """Share of the institutions' runs in which each collusion screen tripped, and flagged, on
+    one 0-100 % scale for every condition.
+
+    screens: `Comparison.screens` (one row per run of the institutions).
+    """
+    if screens.is_empty():
+        return none_chart(
+            "Collusion screens on the institutions' runs", "no negotiated run to screen"
+        )
     rows = []
     for (cond,), grp in screens.group_by("condition"):
         n = grp.height

@@ -1,0 +1,443 @@
+"""Figures of the taxonomy analyses: behaviour prevalence, strategic profiles, institutions,
+behaviour and linguistic drift, and the classifier's validation.
+
+Inputs are the tables dict (with `runs`/`workers` from `mbb.analysis.with_run_info`) and the
+tidy outputs of `mbb.analysis`. Categories are in taxonomy order († relational,
+‡ non-relational); models and personas keep one colour (`mbb.viz.theme.model_color`), workers
+one order. Shares are drawn on a 0-100 % scale shared by every panel; a chart with nothing to
+show says "none".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import altair as alt
+import polars as pl
+
+from mbb import analysis as A
+from mbb.taxonomy import CATEGORIES
+from mbb.viz.theme import model_color, none_chart, none_layer, with_empty_panels, worker_order
+
+__all__ = [
+    "behaviour_drift_chart",
+    "classifier_validation",
+    "institutional_behaviours",
+    "linguistic_drift_chart",
+    "prevalence_heatmap",
+    "strategic_profile",
+]
+
+_TITLE = {c.name: f"{c.title} {c.symbol}".strip() for c in CATEGORIES}
+_ORDER = [_TITLE[c.name] for c in CATEGORIES]
+_CAT = pl.DataFrame(
+    {
+        "category": [c.name for c in CATEGORIES],
+        "label": [_TITLE[c.name] for c in CATEGORIES],
+        "family": [c.family for c in CATEGORIES],
+        "marker": [c.marker for c in CATEGORIES],
+    }
+)
+_MARKER_NAME = {"relational": "relational †", "non_relational": "non-relational ‡", "none": "none"}
+
+
+def prevalence_heatmap(
+    tables: Mapping[str, pl.DataFrame], wr_pred: pl.DataFrame, by: str = "model"
+) -> alt.Chart:
+    """Share of worker-rounds showing each category, per model, persona or condition — the
+    paper's Fig. 6 grid; categories in taxonomy order, † relational, ‡ non-relational."""
+    if by not in ("model", "persona", "condition"):
+        raise ValueError(f"by must be 'model', 'persona' or 'condition', got {by!r}")
+    wr = A.worker_rounds(tables)
+    if wr.is_empty():
+        return none_chart(f"Behaviour prevalence by {by}", "no worker took part in a round")
+    if by == "persona":
+        wr = wr.join(
+            _workers(tables).select("run_id", "worker", "persona"),
+            on=["run_id", "worker"],
+            how="left",
+        ).with_columns(pl.col("persona").fill_null("unknown"))
+    keys = ["run_id", "subrun", "round", "worker"]
+    denom = wr.group_by(by).agg(pl.len().alias("worker_rounds"))
+    hits = (
+        wr.join(wr_pred.select(*keys, "category").unique(), on=keys)
+        .group_by(by, "category")
+        .agg(pl.len().alias("n"))
+    )
+    grid = (
+        denom.join(_CAT, how="cross")
+        .join(hits, on=[by, "category"], how="left")
+        .with_columns(pl.col("n").fill_null(0))
+        .with_columns((pl.col("n") / pl.col("worker_rounds")).alias("prevalence"))
+    )
+    return (
+        alt.Chart(grid)
+        .mark_rect()
+        .encode(
+            x=alt.X(f"{by}:N", title=by.capitalize(), axis=alt.Axis(labelAngle=-30)),
+            y=alt.Y("label:N", title="Taxonomy category", sort=_ORDER),
+            color=alt.Color(
+                "prevalence:Q",
+                title="Share of worker-rounds",
+                scale=alt.Scale(scheme="blues", domain=[0, 1]),
+                legend=alt.Legend(format="%"),
+            ),
+            tooltip=[
+                alt.Tooltip(f"{by}:N"),
+                alt.Tooltip("label:N", title="category"),
+                alt.Tooltip("prevalence:Q", format=".1%", title="share of worker-rounds"),
+                alt.Tooltip("n:Q", title="worker-rounds with it"),
+                alt.Tooltip("worker_rounds:Q", title="worker-rounds"),
+            ],
+        )
+        .properties(
+            width=max(120, 60 * denom.height),
+            height=21 * 16,
+            title=f"Behaviour prevalence by {by} (share of worker-rounds)",
+        )
+    )
+
+
+def strategic_profile(tables: Mapping[str, pl.DataFrame], wr_pred: pl.DataFrame) -> alt.Chart:
+    """Per model: share of worker-rounds using any category of each family (negotiation,
+    rules) and each institution marker (relational †, non-relational ‡) — a model's style."""
+    keys = ["run_id", "subrun", "round", "worker"]
+    wr = A.worker_rounds(tables)
+    if wr.is_empty():
+        return none_chart("Strategic profile per model", "no worker took part in a round")
+    p = wr_pred.select(*keys, "category").unique().join(_CAT, on="category")
+    profile = pl.concat(
+        [
+            p.select(*keys, pl.format("family: {}", "family").alias("profile")),
+            p.filter(pl.col("marker") != "none").select(
+                *keys,
+                pl.col("marker").replace_strict(_MARKER_NAME).alias("profile"),
+            ),
+        ]
+    ).unique()
+    denom = wr.group_by("model").agg(pl.len().alias("worker_rounds"))
+    hits = (
+        wr.select(*keys, "model")
+        .join(profile, on=keys)
+        .group_by("model", "profile")
+        .agg(pl.len().alias("n"))
+    )
+    order = ["family: negotiation", "family: rules", "relational †", "non-relational ‡"]
+    grid = (
+        denom.join(pl.DataFrame({"profile": order}), how="cross")
+        .join(hits, on=["model", "profile"], how="left")
+        .with_columns(pl.col("n").fill_null(0))
+        .with_columns((pl.col("n") / pl.col("worker_rounds")).alias("share"))
+    )
+    colors = model_color(grid["model"].to_list())
+    return (
+        alt.Chart(grid)
+        .mark_bar()
+        .encode(
+            x=alt.X("model:N", title=None, axis=alt.Axis(labels=False, ticks=False)),
+            y=alt.Y(
+                "share:Q",
+                title="Share of worker-rounds",
+                axis=alt.Axis(format="%"),
+                scale=alt.Scale(domain=[0, 1]),
+            ),
+            color=alt.Color("model:N", scale=colors, title="Model / persona"),
+            column=alt.Column("profile:N", title=None, sort=order),
+            tooltip=[
+                "model:N",
+                alt.Tooltip("profile:N", title="family / marker"),
+                alt.Tooltip("share:Q", format=".1%", title="share of worker-rounds"),
+                alt.Tooltip("n:Q", title="worker-rounds"),
+            ],
+        )
+        .properties(width=130, height=220, title="Strategic profile per model")
+    )
+
+
+def institutional_behaviours(
+    inst: pl.DataFrame, pairs: pl.DataFrame
+) -> alt.HConcatChart | alt.Chart:
+    """Left: institutions per worker and run (self-discovered, forward-scoped, marked), by
+    marker. Right: per (worker, peer), the share of runs with a forward-scoped relational
+    behaviour in private messages, and how many of those are self-discovered."""
+    n_runs = max(1, inst["run_id"].n_unique())
+    if (
+        not inst.filter(pl.col("institutional")).height
+        and not pairs.filter(pl.col("forward_scoped")).height
+    ):
+        return none_chart(
+            f"Institutional behaviours ({n_runs} run(s))",
+            "no institutional category and no forward-scoped relational tie",
+        )
+    per_worker = (
+        inst.filter(pl.col("institutional"))
+        .group_by("worker", "marker")
+        .agg(
+            (pl.len() / n_runs).alias("per_run"),
+            pl.col("category").unique().sort().str.join(", ").alias("categories"),
+        )
+        .with_columns(pl.col("marker").replace_strict(_MARKER_NAME))
+    )
+    workers = worker_order(inst["worker"].to_list())
+    left = (
+        alt.Chart(per_worker)
+        .mark_bar()
+        .encode(
+            x=alt.X("worker:N", title="Worker", sort=workers),
+            y=alt.Y("per_run:Q", title="Institutional categories per run"),
+            color=alt.Color(
+                "marker:N",
+                title="Marker",
+                scale=alt.Scale(
+                    domain=["relational †", "non-relational ‡"], range=["#e45756", "#4c78a8"]
+                ),
+            ),
+            tooltip=[
+                "worker:N",
+                "marker:N",
+                alt.Tooltip("per_run:Q", format=".2f", title="categories per run"),
+                alt.Tooltip("categories:N", title="categories"),
+            ],
+        )
+        .properties(width=36 * max(3, len(workers)), height=220, title="Per worker")
+    )
+    n_pair_runs = max(1, pairs["run_id"].n_unique()) if pairs.height else 1
+    pw = (
+        pairs.filter(pl.col("forward_scoped"))
+        .group_by("worker", "peer")
+        .agg(
+            (pl.col("run_id").n_unique() / n_pair_runs).alias("share_of_runs"),
+            pl.col("institutional").sum().alias("self_discovered"),
+            pl.col("category").unique().sort().str.join(", ").alias("categories"),
+        )
+    )
+    right = (
+        alt.Chart(pw)
+        .mark_rect()
+        .encode(
+            x=alt.X("peer:N", title="Peer (addressee of private messages)", sort=workers),
+            y=alt.Y("worker:N", title="Worker", sort=workers),
+            color=alt.Color(
+                "share_of_runs:Q",
+                title="Share of runs",
+                scale=alt.Scale(scheme="oranges", domain=[0, 1]),
+                legend=alt.Legend(format="%"),
+            ),
+            tooltip=[
+                "worker:N",
+                "peer:N",
+                alt.Tooltip("share_of_runs:Q", format=".0%", title="runs with a tie"),
+                alt.Tooltip("self_discovered:Q", title="self-discovered (worker-peer-category)"),
+                alt.Tooltip("categories:N", title="relational categories"),
+            ],
+        )
+        .properties(width=36 * max(3, len(workers)), height=36 * max(3, len(workers)))
+        .properties(title="Per pair (forward-scoped relational ties)")
+    )
+    return alt.hconcat(left, right).properties(title=f"Institutional behaviours ({n_runs} run(s))")
+
+
+def classifier_validation(
+    prf: pl.DataFrame, kappa: pl.DataFrame | None = None
+) -> alt.HConcatChart | alt.Chart:
+    """Per-category F1 (bars) with precision and recall (points) against ground truth, and,
+    when given, Cohen's kappa between two classifiers; categories without support are
+    dropped (their F1 is undefined)."""
+    macro = prf.filter(pl.col("category") == "macro (enacted)")
+    body = (
+        prf.filter(pl.col("support") > 0)
+        .join(_CAT.select("category", "label"), on="category")
+        .select("label", "support", "predicted", "tp", "precision", "recall", "f1")
+    )
+    order = [c for c in _ORDER if c in set(body["label"])]
+    if body.is_empty():
+        return none_chart(
+            "Classifier validation against ground truth", "no category has ground-truth labels"
+        )
+    y = alt.Y("label:N", title="Taxonomy category", sort=order)
+    tip = [
+        alt.Tooltip("label:N", title="category"),
+        alt.Tooltip("f1:Q", format=".2f", title="F1"),
+        alt.Tooltip("precision:Q", format=".2f"),
+        alt.Tooltip("recall:Q", format=".2f"),
+        alt.Tooltip("support:Q", title="true labels"),
+        alt.Tooltip("predicted:Q", title="predicted labels"),
+    ]
+    h = 16 * max(3, len(order))
+    f1 = (
+        alt.Chart(body)
+        .mark_bar(color="#4c78a8")
+        .encode(x=alt.X("f1:Q", title="F1 (0-1)", scale=alt.Scale(domain=[0, 1])), y=y, tooltip=tip)
+        .properties(width=200, height=h, title="F1 per category")
+    )
+    pr_long = body.unpivot(
+        index=["label", "support", "predicted"],
+        on=["precision", "recall"],
+        variable_name="measure",
+        value_name="value",
+    )
+    pr = (
+        alt.Chart(pr_long)
+        .mark_point(filled=True, size=60)
+        .encode(
+            x=alt.X("value:Q", title="Precision / recall (0-1)", scale=alt.Scale(domain=[0, 1])),
+            y=alt.Y("label:N", title=None, sort=order, axis=alt.Axis(labels=False)),
+            color=alt.Color(
+                "measure:N",
+                title="Measure",
+                scale=alt.Scale(domain=["precision", "recall"], range=["#f58518", "#54a24b"]),
+            ),
+            shape=alt.Shape(
+                "measure:N",
+                title="Measure",
+                scale=alt.Scale(domain=["precision", "recall"], range=["circle", "square"]),
+            ),
+            tooltip=[
+                alt.Tooltip("label:N", title="category"),
+                "measure:N",
+                alt.Tooltip("value:Q", format=".2f"),
+                alt.Tooltip("support:Q", title="true labels"),
+                alt.Tooltip("predicted:Q", title="predicted labels"),
+            ],
+        )
+        .properties(width=200, height=h, title="Precision and recall")
+    )
+    parts: list[alt.Chart] = [f1, pr]
+    title = "Classifier validation against ground truth"
+    if macro.height and macro["f1"][0] is not None:
+        title += f" — macro F1 {macro['f1'][0]:.2f}"
+    if kappa is not None:
+        pooled = kappa.filter(pl.col("category") == "pooled")
+        k = (
+            kappa.filter(pl.col("category") != "pooled")
+            .join(_CAT.select("category", "label"), on="category")
+            .filter(pl.col("label").is_in(order) | ((pl.col("n_a") + pl.col("n_b")) > 0))
+        )
+        korder = [c for c in _ORDER if c in set(k["label"])]
+        parts.append(
+            alt.Chart(k)
+            .mark_bar(color="#b279a2")
+            .encode(
+                x=alt.X(
+                    "kappa:Q", title="Cohen's kappa (-1 to 1)", scale=alt.Scale(domain=[-1, 1])
+                ),
+                y=alt.Y("label:N", title=None, sort=korder),
+                tooltip=[
+                    alt.Tooltip("label:N", title="category"),
+                    alt.Tooltip("kappa:Q", format=".2f"),
+                    alt.Tooltip("agreement:Q", format=".1%", title="raw agreement"),
+                    alt.Tooltip("n_a:Q", title="labels by A"),
+                    alt.Tooltip("n_b:Q", title="labels by B"),
+                    alt.Tooltip("units:Q", title="units"),
+                ],
+            )
+            .properties(width=200, height=16 * max(3, len(korder)), title="Agreement (kappa)")
+        )
+        if pooled.height and pooled["kappa"][0] is not None:
+            title += f"; pooled kappa {pooled['kappa'][0]:.2f}"
+    return alt.hconcat(*parts).properties(title=title)
+
+
+def behaviour_drift_chart(drift: pl.DataFrame, tests: pl.DataFrame) -> alt.FacetChart | alt.Chart:
+    """Prevalence of each strategy group by subrun, one panel per model and condition (all on
+    one 0-100 % scale; "none" for a model absent from a condition); the chi-square test of
+    change across subruns is in each line's tooltip, and the count of significant changes in
+    the title.
+
+    drift: `mbb.analysis.behaviour_drift` output.
+    tests: `mbb.analysis.drift_tests` output.
+    """
+    keys = ["condition", "model", "group"]
+    if drift.is_empty():
+        return none_chart("Behaviour drift", "no worker-round to classify")
+    t = tests.select(*keys, "chi2", "dof", "p_value", "delta")
+    d = drift.join(t, on=keys, how="left")
+    n_sig = tests.filter(pl.col("p_value") < 0.05).height
+    level = "subrun" if "subrun" in drift.columns else "round"
+    panels = d.select("condition").unique().join(d.select("model").unique(), how="cross")
+    data = with_empty_panels(d, panels)
+    lines = (
+        alt.Chart()
+        .mark_line(point=True)
+        .encode(
+            x=alt.X(f"{level}:O", title=level.capitalize()),
+            y=alt.Y(
+                "prevalence:Q",
+                title="Share of worker-rounds",
+                axis=alt.Axis(format="%"),
+                scale=alt.Scale(domain=[0, 1]),
+            ),
+            color=alt.Color("group:N", title="Strategy group"),
+            tooltip=[
+                "condition:N",
+                "model:N",
+                "group:N",
+                alt.Tooltip(f"{level}:O"),
+                alt.Tooltip("prevalence:Q", format=".1%"),
+                alt.Tooltip("worker_rounds:Q", title="worker-rounds"),
+                alt.Tooltip("chi2:Q", format=".2f", title="chi-square"),
+                alt.Tooltip("dof:Q", title="dof"),
+                alt.Tooltip("p_value:Q", format=".3g", title="p (change across levels)"),
+                alt.Tooltip("delta:Q", format="+.1%", title="last minus first"),
+            ],
+        )
+        .transform_filter("datum.empty !== true")
+    )
+    none = none_layer(alt.value(65), alt.value(75))
+    return (
+        alt.layer(lines, none, data=data)
+        .properties(width=130, height=150)
+        .facet(
+            column=alt.Column("model:N", title="Model"),
+            row=alt.Row("condition:N", title="Condition"),
+        )
+        .properties(
+            title=f"Behaviour drift over {level}s — chi-square test: {n_sig} of {tests.height} "
+            "(model, group) series change at p < 0.05"
+        )
+    )
+
+
+def linguistic_drift_chart(ling: pl.DataFrame) -> alt.FacetChart | alt.Chart:
+    """The four linguistic measures by subrun (means over workers), one line per model and
+    condition: vocabulary renewal, similarity to the previous subrun, institutional talk."""
+    measures = ["new_vocab_share", "bow_similarity", "trigram_similarity", "institutional_share"]
+    long = ling.unpivot(
+        index=["condition", "model", "subrun", "workers"],
+        on=measures,
+        variable_name="measure",
+        value_name="value",
+    ).drop_nulls("value")
+    if long.is_empty():
+        return none_chart("Linguistic drift across subruns", "no negotiation text")
+    colors = model_color(long["model"].to_list())
+    return (
+        alt.Chart(long)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("subrun:O", title="Subrun"),
+            y=alt.Y("value:Q", title="Share / similarity (0-1)", scale=alt.Scale(domain=[0, 1])),
+            color=alt.Color("model:N", scale=colors, title="Model / persona"),
+            strokeDash=alt.StrokeDash("condition:N", title="Condition"),
+            tooltip=[
+                "condition:N",
+                "model:N",
+                "measure:N",
+                "subrun:O",
+                alt.Tooltip("value:Q", format=".3f"),
+                alt.Tooltip("workers:Q", title="worker-subruns"),
+            ],
+        )
+        .properties(width=160, height=180)
+        .facet(column=alt.Column("measure:N", title=None, sort=measures))
+        .properties(title="Linguistic drift across subruns (mean over workers)")
+    )
+
+
+def _workers(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
+    if "workers" not in tables:
+        raise KeyError(
+            "this figure needs the 'workers' table; add it with "
+            "mbb.analysis.with_run_info(tables, by_kind=batch.by_kind) or run_dirs=..."
+        )
+    return tables["workers"]

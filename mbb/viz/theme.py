@@ -1,0 +1,150 @@
+"""The look every mbb figure shares: palette, worker order, panel sizes, fonts, and "none".
+
+Importing this module does not import altair (the functions that build altair objects import
+it when called), so modules that only need the palette or the worker order stay light.
+
+Conventions the figures follow (mbb's choices):
+
+- Workers are ordered W1, W2, ... W10 (by the number in their id, not as text), and keep one
+  colour each across every figure of a population (`worker_color`); models and personas
+  likewise (`model_color`).
+- Panels that are compared with each other share their scales; a panel whose scale is its own
+  says so in its title.
+- A panel (or a whole chart) where nothing happened says "none" (`none_layer`, `none_chart`)
+  instead of being left empty.
+- Font sizes (`FONT_SIZES`) are applied when a chart is rendered (`mbb.render.legible`), under
+  a chart's own config, so charts stay composable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import altair as alt
+    import polars as pl
+
+__all__ = [
+    "FONT_SIZES",
+    "NONE",
+    "PALETTE",
+    "PANEL_HEIGHT",
+    "PANEL_WIDTH",
+    "ROW_HEIGHT",
+    "WIDE_WIDTH",
+    "model_color",
+    "none_chart",
+    "none_layer",
+    "with_empty_panels",
+    "worker_color",
+    "worker_key",
+    "worker_order",
+]
+
+PALETTE = (
+    "#4c78a8",
+    "#f58518",
+    "#54a24b",
+    "#e45756",
+    "#72b7b2",
+    "#b279a2",
+    "#ff9da6",
+    "#9d755d",
+    "#bab0ac",
+    "#eeca3b",
+)
+# sizes in pixels: one panel of a faceted chart, a chart alone, one row of a Gantt or bar list
+PANEL_WIDTH = 150
+PANEL_HEIGHT = 200
+WIDE_WIDTH = 420
+ROW_HEIGHT = 26
+# Vega-Lite's defaults (10-11 px) are small on screen and in shared pages
+FONT_SIZES: dict[str, dict[str, Any]] = {
+    "axis": {"labelFontSize": 12, "titleFontSize": 13},
+    "legend": {"labelFontSize": 12, "titleFontSize": 13},
+    "header": {"labelFontSize": 12, "titleFontSize": 13},
+    "title": {"fontSize": 15},
+}
+NONE = "none"  # the word a figure writes where nothing happened
+
+
+def worker_key(worker: str) -> tuple[int, str]:
+    """Sort key putting W2 before W10 (the number in the id; ids without one go last)."""
+    digits = "".join(ch for ch in worker if ch.isdigit())
+    return (int(digits) if digits else 10**9, worker)
+
+
+def worker_order(workers: Iterable[str]) -> list[str]:
+    """The distinct workers in figure order (W1, W2, ... W10, then ids without a number)."""
+    return sorted({w for w in workers if w is not None}, key=worker_key)
+
+
+def worker_color(workers: Iterable[str]) -> alt.Scale:
+    """One colour per worker, identical in every figure for the same population."""
+    import altair as alt
+
+    domain = worker_order(workers)
+    return alt.Scale(domain=domain, range=[PALETTE[i % len(PALETTE)] for i in range(len(domain))])
+
+
+def model_color(models: Iterable[str]) -> alt.Scale:
+    """One colour per model (or persona), identical in every figure."""
+    import altair as alt
+
+    domain = sorted({m for m in models if m is not None})
+    return alt.Scale(domain=domain, range=[PALETTE[i % len(PALETTE)] for i in range(len(domain))])
+
+
+def none_layer(x: Any, y: Any, flag: str = "empty") -> alt.Chart:
+    """A text layer writing "none" at (`x`, `y`) on the rows whose `flag` column is true: the
+    figure adds one such row per panel where nothing happened, so a faceted chart that layers
+    this never shows a blank panel.
+
+    x, y: the position, as altair encodings or `alt.value(pixels)`.
+    flag: the boolean column marking the rows of empty panels.
+    """
+    import altair as alt
+
+    return (
+        alt.Chart()
+        .mark_text(text=NONE, fontSize=14, fontStyle="italic", color="#666")
+        .encode(x=x, y=y)
+        .transform_filter(f"datum.{flag} === true")
+    )
+
+
+def with_empty_panels(df: pl.DataFrame, panels: pl.DataFrame) -> pl.DataFrame:
+    """`df` with a boolean `empty` column (false on its rows) plus one row with `empty` true
+    for each row of `panels` (the panel keys every panel should have) absent from `df`; draw
+    `df`'s marks on the rows where `empty` is not true and `none_layer` on the others.
+
+    df: the rows a faceted chart draws.
+    panels: one row per panel the chart must show, with the facet columns only.
+    """
+    import polars as pl
+
+    keys = panels.columns
+    missing = panels.unique().join(df.select(keys).unique(), on=keys, how="anti")
+    out = df.with_columns(pl.lit(False).alias("empty"))
+    if missing.is_empty():
+        return out
+    filler = missing.with_columns(pl.lit(True).alias("empty"))
+    return pl.concat([out, filler], how="diagonal_relaxed")
+
+
+def none_chart(title: str, reason: str, width: int = WIDE_WIDTH, height: int = 120) -> alt.Chart:
+    """A chart that says "none" and why, for a figure whose data has no rows at all.
+
+    title: the title the figure would have had.
+    reason: what did not happen (shown under the title).
+    width, height: the size of the empty plot area in pixels.
+    """
+    import altair as alt
+
+    return (
+        alt.Chart(alt.Data(values=[{"text": NONE}]))
+        .mark_text(fontSize=16, fontStyle="italic", color="#666")
+        .encode(text="text:N")
+        .properties(width=width, height=height, title={"text": title, "subtitle": reason})
+    )
