@@ -22,7 +22,6 @@ from typing import Any, Literal, TypeVar
 import numpy as np
 
 from mbb import events as ev
-from mbb.provenance import provenance
 from mbb.agents.base import (
     BackendFatal,
     EvaluationResult,
@@ -50,6 +49,7 @@ from mbb.protocol.backends import (
 from mbb.protocol.explain import plan_of
 from mbb.protocol.phases import Round
 from mbb.protocol.rules import MECHANISMS
+from mbb.provenance import provenance
 from mbb.scheduling.actions import Declaration, Request, Withdraw
 from mbb.scheduling.ledger import Ledger
 from mbb.scheduling.validation import Issue
@@ -622,6 +622,8 @@ class Arena:
                 rnd,
                 record,
             )
+        if self.plan.reasoning_published:
+            phases.publish_ballot_reasoning(self, rnd, record)
 
     def advance_to(self, t_end: float, holder: str | None) -> None:
         """Move the clock to t_end, terminating waiting workers whose deadline passes on the way.

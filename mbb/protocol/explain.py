@@ -180,12 +180,16 @@ _BALLOT = (
     "duration, with its reasoning."
 )
 _COMBINE = "The operator combines the ballots: "
-_EXECUTION = (
-    "Windows run one after another in the published order. A worker terminated before its "
-    "window begins pays nothing. A holder that finishes or releases early hands the machine to "
-    "the next one at once; a window that reaches its allocation is cut off, even in the middle "
-    "of a command."
+_ROUND = (
+    "A round starts whenever the machine is idle and workers are queued for it (the queued "
+    "workers are the round's candidates). "
 )
+_EXECUTION = (
+    "Windows run one after another in the published order. A holder that finishes or releases "
+    "early hands the machine to the next one at once; a window that reaches its allocation is "
+    "cut off, even in the middle of a command."
+)
+_TERMINATED_PAYS_NOTHING = " A worker terminated before its window begins pays nothing."
 _BUDGET_RESET = "Credits: budgets are refilled at the start of every subrun."
 _BUDGET_CARRY = "Credits: your budget carries over from one subrun to the next; it is not refilled."
 _SPENT = " Spent credits are gone; there is nothing else to buy with them."
@@ -205,7 +209,7 @@ def explain(cond: Condition, population: list[str] | None = None) -> list[Sectio
     f = _fields(cond)
     mech = mechanism_rule(cond.mechanism.kind)
     pop = population or [s.id for s in cond.worker_specs() if s.present_in(1)]
-    charged = mech.centralized and bool(mech.payment_explains) or not mech.centralized
+    charged = (mech.centralized and bool(mech.payment_explains)) or not mech.centralized
     out = [
         Section(
             SETTING,
@@ -221,7 +225,11 @@ def explain(cond: Condition, population: list[str] | None = None) -> list[Sectio
     ]
     if plan.declarations:
         out.append(
-            Section(DECLARATION, "protocol", (_DECLARE_SEALED if plan.sealed else _DECLARE_PUBLIC).format(**f))
+            Section(
+                DECLARATION,
+                "protocol",
+                (_DECLARE_SEALED if plan.sealed else _DECLARE_PUBLIC).format(**f),
+            )
         )
         w = _switch("negotiation.withdrawal", cond.negotiation.withdrawal, WITHDRAWAL, f)
         if w is not None:
@@ -235,7 +243,9 @@ def explain(cond: Condition, population: list[str] | None = None) -> list[Sectio
             out.append(r)
     if plan.ballots:
         out.append(Section(BALLOT, "protocol", _BALLOT))
-        r = _switch("negotiation.ballot_reasoning", cond.negotiation.ballot_reasoning, BALLOT_REASONING, f)
+        r = _switch(
+            "negotiation.ballot_reasoning", cond.negotiation.ballot_reasoning, BALLOT_REASONING, f
+        )
         if r is not None:
             out.append(r)
         agg = _from(AGGREGATION, cond.mechanism.aggregation, AGGREGATION_TAG, f)
@@ -244,7 +254,9 @@ def explain(cond: Condition, population: list[str] | None = None) -> list[Sectio
     if not mech.centralized:
         out.append(_from(PAYMENT, cond.mechanism.payment, PAYMENT_TAG, f))
     elif mech.payment_explains:
-        out.append(Section(PAYMENT_TAG, f"mechanism:{mech.name}", mech.payment_explains.format(**f)))
+        out.append(
+            Section(PAYMENT_TAG, f"mechanism:{mech.name}", mech.payment_explains.format(**f))
+        )
     out.append(Section(EXECUTION, "protocol", _EXECUTION))
     if plan.declarations:
         carry = _BUDGET_RESET if cond.budget.reset_each_subrun else _BUDGET_CARRY
@@ -262,7 +274,7 @@ def explain(cond: Condition, population: list[str] | None = None) -> list[Sectio
 
 def _from_mechanism(kind: str, f: dict[str, Any]) -> Section:
     rule = mechanism_rule(kind)
-    return Section(MECHANISM, f"mechanism:{kind}", rule.explains.format(**f))
+    return Section(MECHANISM, f"mechanism:{kind}", _ROUND + rule.explains.format(**f))
 
 
 def _public_things(plan: Plan) -> str:

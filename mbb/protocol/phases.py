@@ -18,6 +18,7 @@ from mbb.scheduling.actions import Ballot, ConversationTurn, Declaration, Withdr
 from mbb.scheduling.validation import (
     Issue,
     default_ballot,
+    default_declaration,
     repair_ballot,
     repair_declaration,
     repair_message,
@@ -83,7 +84,7 @@ def accept_declaration(
     c = arena.condition
     if isinstance(action, BaseException):
         arena.backend_failure(w, "declaration", action, DEFAULT_DECLARATION)
-        action = Declaration(bid=0, duration=arena.workers[w].wanted_s, position=n_candidates)
+        action = default_declaration(arena.workers[w].wanted_s, n_candidates)
     if isinstance(action, Withdraw):
         if c.negotiation.withdrawal == "allowed":
             arena.workers[w].status = "withdrawn"
@@ -94,7 +95,7 @@ def accept_declaration(
             "declaration",
             [Issue("action", "withdraw", DEFAULT_DECLARATION, "withdrawal is not allowed")],
         )
-        action = Declaration(bid=0, duration=arena.workers[w].wanted_s, position=n_candidates)
+        action = default_declaration(arena.workers[w].wanted_s, n_candidates)
     d, issues = repair_declaration(
         action,
         budget=arena.ledger.balances[w],
@@ -300,4 +301,4 @@ def publish_ballot_reasoning(arena: Arena, rnd: Round, record: PastRound) -> Non
     if not rnd.ballots:
         return
     record.reasoning = {w: b.reasoning for w, b in rnd.ballots.items()}
-    arena.emit(ev.BallotsPublished, workers=list(rnd.ballots), reasoning=list(record.reasoning.values()))
+    arena.emit(ev.BallotsPublished, workers=list(rnd.ballots))

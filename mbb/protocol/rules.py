@@ -220,10 +220,7 @@ def _centralized(kind: str) -> Mechanism:
     return CentralizedMechanism(kind, cz.SCHEDULERS[kind], bids=kind in cz.BID_MECHANISMS)
 
 
-_OPERATOR = (
-    "The operator schedules the queued workers itself; you are not asked for declarations, "
-    "messages or ballots. "
-)
+_OPERATOR = "The operator schedules the candidates itself; you take no part in it. "
 _AUCTION = (
     "Each round sells ONE window, the next one, by sealed bid: every candidate declares a bid "
     "and a duration that no one else sees; the highest bid wins a window of its declared "
@@ -284,7 +281,7 @@ MECHANISMS: Registry[Callable[[], Mechanism]] = Registry(
         MechanismRule(
             "negotiated",
             "the agents' declarations, conversation and ballots decide (phases 1-4)",
-            "The candidates decide the schedule themselves, round by round.",
+            "The candidates decide the schedule themselves, in the phases below.",
             _negotiated,
             asks_bids=True,
             centralized=False,

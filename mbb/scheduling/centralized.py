@@ -57,7 +57,6 @@ __all__ = [
 ]
 
 
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Job:
     """One queued request as the operator sees it (deadline: the true private one)."""
@@ -177,7 +176,5 @@ def schedule(kind: str, jobs: Sequence[Job], *, quantum: int = 60, min_s: int = 
     """Dispatch to the named scheduler (the arena and the replay use this one entry point)."""
     scheduler = SCHEDULERS.get(kind)
     if scheduler is None:
-        raise ValueError(
-            f"unknown centralized mechanism {kind!r}; known: {', '.join(CENTRALIZED)}"
-        )
+        raise ValueError(f"unknown centralized mechanism {kind!r}; known: {', '.join(CENTRALIZED)}")
     return scheduler(jobs, quantum, min_s)
