@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -40,6 +40,7 @@ from mbb.protocol.explain import (
     plan_of,
     render,
 )
+from mbb.protocol.history import posts_summary, rounds_summary
 from mbb.scheduling.actions import Ballot, ConversationTurn, Declaration, Message, Withdraw
 from mbb.scheduling.aggregation import tie_break_order
 from mbb.scheduling.validation import (
@@ -153,16 +154,21 @@ def _render_round(r: PastRound) -> str:
     if r.ballots:
         ballots = ", ".join(f"{w}: {'>'.join(rk)}" for w, rk in sorted(r.ballots.items()))
         line += f". Ballots: {ballots}"
+    if r.reasoning:  # published after the round (negotiation.ballot_reasoning)
+        why = "; ".join(f"{w}: {text!r}" for w, text in sorted(r.reasoning.items()) if text)
+        if why:
+            line += f". Ballot reasoning: {why}"
     return line
 
 
 def _render_rounds(rounds: list[PastRound], limit: int = 8) -> str:
+    """The latest `limit` rounds in full, a summary of the earlier ones of this subrun."""
     if not rounds:
         return "No earlier rounds this subrun."
     shown = rounds[-limit:]
     head = "Earlier rounds this subrun (public):"
     if len(rounds) > limit:
-        head += f" (last {limit} of {len(rounds)})"
+        head = rounds_summary(rounds[:-limit]) + "\n" + head + f" (last {limit} of {len(rounds)})"
     return "\n".join([head, *(_render_round(r) for r in shown)])
 
 
@@ -178,13 +184,14 @@ def _render_post(p: Post, me: str) -> str:
     return f"[r{p.round} t{p.turn}] {author} → {to} (private): {p.text}"
 
 
-def _render_posts(posts: list[Post], me: str, subrun: int, limit: int = 40) -> str:
+def _render_posts(posts: Sequence[Post], me: str, subrun: int, limit: int = 40) -> str:
+    """This subrun's latest `limit` visible posts in full; the earlier ones counted by author."""
     mine = [p for p in posts if p.subrun == subrun]
     if not mine:
         return "No messages yet this subrun."
     head = "Messages you can see this subrun:"
     if len(mine) > limit:
-        head += f" (last {limit} of {len(mine)})"
+        head = posts_summary(mine[:-limit], me) + "\n" + head + f" (last {limit} of {len(mine)})"
     return "\n".join([head, *(_render_post(p, me) for p in mine[-limit:])])
 
 
@@ -695,12 +702,13 @@ class LlmNegotiator:
         return text or None
 
     async def end_subrun(self, recap: SubrunRecap, scratch: Scratch | None) -> None:
-        """Write an after-action report and a condensed history into scratch (memory on).
+        """Write an after-action report (reports on) and a condensed history (memory on) into
+        scratch; each is asked for only if scratch keeps it (`Scratch.accepts`).
 
         Both close this subrun's conversation (their prefix is the whole negotiation, already
         sent); the next subrun starts a new conversation from them."""
         view, self._last_view = self._last_view, None
-        if scratch is None:
+        if scratch is None or not (scratch.accepts("report") or scratch.accepts("summary")):
             self._reset(None)
             return
         if view is None or view.subrun != recap.subrun or self._system is None:
@@ -718,16 +726,21 @@ class LlmNegotiator:
                 max_words=self.report_words,
             ),
         }
-        meta_r = CallMeta(self.worker, "report", "report", subrun=recap.subrun)
-        report = await self._free_text_messages([system, *self._history, report_user], meta_r)
-        self._append([report_user, {"role": "assistant", "content": report or "(no report)"}])
-        previous = "\n".join(e.text for e in scratch.of_kind("summary")[-1:]) or "(none)"
-        summary_user = {
-            "role": "user",
-            "content": prompts.SUMMARY_TURN.format(previous=previous, max_words=self.summary_words),
-        }
-        meta_s = CallMeta(self.worker, "summary", "summary", subrun=recap.subrun)
-        summary = await self._free_text_messages([system, *self._history, summary_user], meta_s)
+        report = summary = None
+        if scratch.accepts("report"):
+            meta_r = CallMeta(self.worker, "report", "report", subrun=recap.subrun)
+            report = await self._free_text_messages([system, *self._history, report_user], meta_r)
+            self._append([report_user, {"role": "assistant", "content": report or "(no report)"}])
+        if scratch.accepts("summary"):
+            previous = "\n".join(e.text for e in scratch.of_kind("summary")[-1:]) or "(none)"
+            summary_user = {
+                "role": "user",
+                "content": prompts.SUMMARY_TURN.format(
+                    previous=previous, max_words=self.summary_words
+                ),
+            }
+            meta_s = CallMeta(self.worker, "summary", "summary", subrun=recap.subrun)
+            summary = await self._free_text_messages([system, *self._history, summary_user], meta_s)
         self._reset(None)
         if report:
             scratch.write("report", recap.subrun, report)
@@ -765,22 +778,25 @@ class LlmNegotiator:
             rounds=rounds,
             transcript=transcript,
         )
-        meta_r = CallMeta(self.worker, "report", "report", subrun=recap.subrun)
-        report = await self._free_text(
-            prompts.REPORT_SYSTEM.format(worker=self.worker, max_words=self.report_words),
-            report_user,
-            meta_r,
-        )
-        previous = "\n".join(e.text for e in scratch.of_kind("summary")[-1:]) or "(none)"
-        summary_user = prompts.SUMMARY_USER.format(
-            previous=previous, subrun_no=recap.subrun, rounds=rounds, transcript=transcript
-        )
-        meta_s = CallMeta(self.worker, "summary", "summary", subrun=recap.subrun)
-        summary = await self._free_text(
-            prompts.SUMMARY_SYSTEM.format(worker=self.worker, max_words=self.summary_words),
-            summary_user,
-            meta_s,
-        )
+        report = summary = None
+        if scratch.accepts("report"):
+            meta_r = CallMeta(self.worker, "report", "report", subrun=recap.subrun)
+            report = await self._free_text(
+                prompts.REPORT_SYSTEM.format(worker=self.worker, max_words=self.report_words),
+                report_user,
+                meta_r,
+            )
+        if scratch.accepts("summary"):
+            previous = "\n".join(e.text for e in scratch.of_kind("summary")[-1:]) or "(none)"
+            summary_user = prompts.SUMMARY_USER.format(
+                previous=previous, subrun_no=recap.subrun, rounds=rounds, transcript=transcript
+            )
+            meta_s = CallMeta(self.worker, "summary", "summary", subrun=recap.subrun)
+            summary = await self._free_text(
+                prompts.SUMMARY_SYSTEM.format(worker=self.worker, max_words=self.summary_words),
+                summary_user,
+                meta_s,
+            )
         if report:
             scratch.write("report", recap.subrun, report)
         if summary:
