@@ -245,7 +245,9 @@ class Arena:
             self.resource = ExecutionResource(
                 root,
                 emit=self.log.emit,
-                time_model=self.condition.time.model,
+                # a registered time model (mbb.protocol.rules.TIME_MODELS); the resource charges
+                # commands by virtual or measured time ("charged" adds the solver's own time)
+                time_model=self.condition.time.model,  # type: ignore[arg-type]
                 reference_mode=self.condition.tasks.reference_mode,
             )
         return self.resource, self.suite
@@ -482,27 +484,27 @@ class Arena:
             )
         queue: list[str] = []
         past: list[PastRound] = []
-        for w in self.present:
-            if self.workers[w].active:
-                await self.poll(w, queue)
+        for wid in self.present:
+            if self.workers[wid].active:
+                await self.poll(wid, queue)
         rounds = 0
         reason = "all_done"
-        present = [self.workers[w] for w in self.present]
-        while any(w.active for w in present):
-            candidates = [w for w in queue if self.workers[w].active]
+        present = [self.workers[wid] for wid in self.present]
+        while any(ws.active for ws in present):
+            candidates = [wid for wid in queue if self.workers[wid].active]
             queue.clear()
             if not candidates:
-                for w in self.present:
-                    if self.workers[w].active:
-                        await self.poll(w, queue)
+                for wid in self.present:
+                    if self.workers[wid].active:
+                        await self.poll(wid, queue)
                 if not queue:
                     reason = "stalled"
-                    for w in self.present:
-                        if self.workers[w].active:
-                            self.workers[w].status = "withdrawn"
+                    for wid in self.present:
+                        if self.workers[wid].active:
+                            self.workers[wid].status = "withdrawn"
                             self.emit(
                                 ev.Withdrawn,
-                                w,
+                                wid,
                                 reason="idle: no request with the "
                                 "resource idle (stated rule: withdraw)",
                             )
@@ -698,6 +700,7 @@ class Arena:
         self.emit(ev.WindowStarted, holder, position=pos, allocation=allocation, price=price)
         hard_end = min(start + allocation, w.spec.deadline_s)
         grant = WindowGrant(holder, rnd.subrun, rnd.number, start, allocation, hard_end)
+        used = 0.0
 
         def failed_window(exc: BaseException) -> str:
             # commands that ran before the failure stay charged (the resource's clock)
@@ -708,7 +711,6 @@ class Arena:
                 return f"window ended by the failure after {used:g} s of commands"
             return "window forfeited at its start"
 
-        used = 0.0
         try:
             outcome = await self.guarded(
                 holder, "execution", failed_window, w.solver.run_window(grant)

@@ -11,7 +11,16 @@ import copy
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, get_args, get_origin
+from typing import (
+    TYPE_CHECKING,
+    Annotated,
+    Any,
+    ClassVar,
+    Literal,
+    TypeAlias,
+    get_args,
+    get_origin,
+)
 
 import yaml
 from pydantic import (
@@ -83,8 +92,16 @@ def _choices(registry: Registry[Any] | dict[str, Any]) -> Any:
 
 
 if TYPE_CHECKING:  # the registries decide the values; a type checker sees names
-    AggregationRule = PaymentRule = AllocationRule = MechanismKind = TimeModel = str
-    Withdrawal = BallotReasoning = BidsRule = NegotiatorBackend = SolverBackend = str
+    AggregationRule: TypeAlias = str
+    PaymentRule: TypeAlias = str
+    AllocationRule: TypeAlias = str
+    MechanismKind: TypeAlias = str
+    TimeModel: TypeAlias = str
+    Withdrawal: TypeAlias = str
+    BallotReasoning: TypeAlias = str
+    BidsRule: TypeAlias = str
+    NegotiatorBackend: TypeAlias = str
+    SolverBackend: TypeAlias = str
 else:
     AggregationRule = _choices(AGGREGATION)
     PaymentRule = _choices(PAYMENT)

@@ -53,7 +53,7 @@ PERSONAS = ["price_first", "deadline_advocate", "reciprocator", "coalition_build
 
 
 def scripted(kind: str, change: dict[str, Any]) -> Any:
-    base = {
+    base: dict[str, Any] = {
         "subruns": 2,
         "deadline": {"minutes": 12},
         "workers": {

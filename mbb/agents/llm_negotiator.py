@@ -540,7 +540,9 @@ class LlmNegotiator:
         """The declaration if the protocol would accept it as it is; an answer it would repair
         (a bid, duration or position out of range) goes back to the model. A note that is too
         long is left to the arena, which cuts it (recorded)."""
-        decl = Declaration(bid=d.bid, duration=d.duration, position=d.position, note=d.note)
+        decl = Declaration(
+            bid=d.bid, duration=d.duration, position=d.position, note=d.note, labels=()
+        )
         _, issues = repair_declaration(
             decl,
             budget=view.budget,

@@ -9,11 +9,12 @@ guarded phase call, so a failing backend gets its stated default and the others 
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from mbb import events as ev
-from mbb.agents.base import PastRound
+from mbb.agents.base import PastRound, RoundView
 from mbb.scheduling.actions import Ballot, ConversationTurn, Declaration, Withdraw, as_payload
 from mbb.scheduling.validation import (
     Issue,
@@ -153,9 +154,11 @@ async def converse(arena: Arena, rnd: Round) -> None:
     workers = arena.workers
     for turn in range(1, arena.condition.negotiation.max_turns + 1):
         views = {w: arena.round_view(w, rnd, turn, dict(rnd.declarations)) for w in rnd.candidates}
-        results = await arena.phase(
-            rnd.candidates, lambda w, v=views: workers[w].negotiator.converse(v[w])
-        )
+
+        def turn_of(w: str, views: dict[str, RoundView] = views) -> Awaitable[ConversationTurn]:
+            return workers[w].negotiator.converse(views[w])
+
+        results = await arena.phase(rnd.candidates, turn_of)
         spoke = False
         for w, turn_action in results.items():
             if isinstance(turn_action, BaseException):

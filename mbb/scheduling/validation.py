@@ -100,7 +100,7 @@ def repair_message(
 def default_declaration(wanted_s: int, n_candidates: int) -> Declaration:
     """The declaration made for a candidate whose backend produced none (or that withdrew
     where withdrawal is not allowed): bid 0 for its requested duration, at the last position."""
-    return Declaration(bid=0, duration=wanted_s, position=n_candidates)
+    return Declaration(bid=0, duration=wanted_s, position=n_candidates, note="", labels=())
 
 
 def default_ballot(tiebreak: Sequence[str], declared: Mapping[str, int]) -> Ballot:
