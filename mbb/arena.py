@@ -3,10 +3,13 @@
 Time is a virtual clock in seconds since the subrun started. It advances only while an
 execution window runs; the negotiation phases take no simulated time. Waiting in the queue
 therefore costs deadline time, negotiating does not. A round starts when the resource is idle
-and the queue is not empty: declarations -> conversation -> ballots -> aggregation -> the
-published windows run one after another. The holder pays when its window starts; a window ends
-at its allocation, at its holder's deadline (hard cut-off), or as soon as the holder finishes
-or releases. A worker whose deadline passes is terminated for the subrun.
+and the queue is not empty. The condition's mechanism (`mbb.protocol.mechanisms`: the
+negotiated phases of `mbb.protocol.phases`, or a centralized scheduler) decides its schedule;
+the arena publishes it and runs the windows one after another, on one path for every
+mechanism. The holder pays when its window starts; a window ends at its allocation, at its
+holder's deadline (hard cut-off), or as soon as the holder finishes or releases. A worker whose
+deadline passes is terminated for the subrun. Rules come from `mbb.protocol.rules`, agent
+backends from `mbb.protocol.backends`; every agent call is guarded (`Arena.guarded`).
 """
 
 from __future__ import annotations

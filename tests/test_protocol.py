@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 from helpers import condition, run
@@ -61,9 +62,15 @@ def test_every_rule_explains_itself_and_is_documented_in_params() -> None:
     mech_doc = described["MechanismParams"]["properties"]["kind"]["description"]
     for rule in rules.MECHANISMS:
         assert rule.explains and f"{rule.name}: {rule.summary}" in mech_doc
-    for registry in (rules.AGGREGATION, rules.PAYMENT, rules.ALLOCATION, rules.TIME_MODELS):
-        for rule in registry:
-            assert rule.summary and rule.explains
+    registries: tuple[rules.Registry[Any], ...] = (
+        rules.AGGREGATION,
+        rules.PAYMENT,
+        rules.ALLOCATION,
+        rules.TIME_MODELS,
+    )
+    for registry in registries:
+        for each in registry:
+            assert each.summary and each.explains
     assert rules.TIME_MODELS["charged"].summary == (
         "a solver's model latency and tool time advance its subrun clock; negotiation pauses it"
     )
