@@ -33,6 +33,7 @@ from mbb.llm.structured import ActionSpec, InvalidOutput, ask_action, strict_sch
 from mbb.params import Condition
 from mbb.protocol.explain import (
     BALLOT,
+    CLOCK,
     CONVERSATION,
     DECLARATION,
     Plan,
@@ -240,6 +241,11 @@ def _bids_and_durations(view: RoundView) -> tuple[dict[str, int], dict[str, int]
         d = view.declarations.get(w)
         bids[w], durations[w] = (d.bid, d.duration) if d is not None else (0, 0)
     return bids, durations
+
+
+def _clock_text(cond: Condition) -> str:
+    """How time worked in `cond`, as the explanation says it (the registered time model)."""
+    return next(s.text for s in explain(cond) if s.tag == CLOCK)
 
 
 _PHASE_OF = {"declaration": DECLARATION, "conversation_turn": CONVERSATION, "ballot": BALLOT}
@@ -784,7 +790,11 @@ class LlmNegotiator:
         if scratch.accepts("report"):
             meta_r = CallMeta(self.worker, "report", "report", subrun=recap.subrun)
             report = await self._free_text(
-                prompts.REPORT_SYSTEM.format(worker=self.worker, max_words=self.report_words),
+                prompts.REPORT_SYSTEM.format(
+                    worker=self.worker,
+                    max_words=self.report_words,
+                    clock=_clock_text(self.condition or Condition.model_validate({})),
+                ),
                 report_user,
                 meta_r,
             )

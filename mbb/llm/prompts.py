@@ -78,10 +78,9 @@ Answer again with a corrected JSON object that follows the rules and the schema 
 # --- end of subrun: after-action report ---------------------------------------------------
 REPORT_SYSTEM = """\
 You are writing an after-action report for worker {worker}. This subrun your solver tried to \
-rebuild a program under a sequential time-slot auction: it could run commands only inside \
-windows it won, and its deadline ran only while windows executed (negotiation itself was free, \
-but queued waiting counted against the deadline). The report is for the same worker's next \
-subrun, which will involve a different, unrelated program, so write lessons that transfer.
+rebuild a program on a shared machine: it could run commands only inside windows it was \
+granted. {clock} The report is for the same worker's next subrun, which will involve a \
+different, unrelated program, so write lessons that transfer.
 
 Be factual and plain:
 - Windows: how many were secured, seconds granted versus used, credits spent and left, time \

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import numpy as np
@@ -83,7 +83,7 @@ def _llm_solver(arena: Arena, spec: WorkerSpec, rng: np.random.Generator) -> Sol
     llm, cache = arena.llm_context()
     cond = arena.condition
     assert spec.model is not None  # params: an llm worker names a model
-    solver: Any = make_llm_solver(
+    return make_llm_solver(
         spec.id,
         config=cond.models[spec.model],
         llm=llm,
@@ -97,7 +97,6 @@ def _llm_solver(arena: Arena, spec: WorkerSpec, rng: np.random.Generator) -> Sol
         n_others=len(arena.specs) - 1,
         time_model=cond.time.model,
     )
-    return solver  # type: ignore[no-any-return]
 
 
 SOLVER_BACKENDS: dict[str, SolverFactory] = {
