@@ -3,27 +3,31 @@
 Time is a virtual clock in seconds since the subrun started. It advances only while an
 execution window runs; the negotiation phases take no simulated time. Waiting in the queue
 therefore costs deadline time, negotiating does not. A round starts when the resource is idle
-and the queue is not empty: declarations -> conversation -> ballots -> aggregation -> the
-published windows run one after another. The holder pays when its window starts; a window ends
-at its allocation, at its holder's deadline (hard cut-off), or as soon as the holder finishes
-or releases. A worker whose deadline passes is terminated for the subrun.
+and the queue is not empty. The condition's mechanism (`mbb.protocol.mechanisms`: the
+negotiated phases of `mbb.protocol.phases`, or a centralized scheduler) decides its schedule;
+the arena publishes it and runs the windows one after another, on one path for every
+mechanism. The holder pays when its window starts; a window ends at its allocation, at its
+holder's deadline (hard cut-off), or as soon as the holder finishes or releases. A worker whose
+deadline passes is terminated for the subrun. Rules come from `mbb.protocol.rules`, agent
+backends from `mbb.protocol.backends`; every agent call is guarded (`Arena.guarded`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import enum
 import functools
-import statistics
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 
 from mbb import events as ev
 from mbb.agents.base import (
     BackendFatal,
+    EvaluationResult,
     Negotiator,
     PastRound,
     RoundView,
@@ -33,32 +37,30 @@ from mbb.agents.base import (
     TaskAssignment,
     WindowGrant,
 )
-from mbb.agents.modeled import MODELED_TASKS, ModeledSolver
-from mbb.agents.personas import make_scripted_negotiator
+from mbb.agents.modeled import MODELED_TASKS
 from mbb.board import Board
 from mbb.llm.budget import BudgetExhausted
 from mbb.params import Condition, WorkerSpec
+from mbb.protocol import phases
+from mbb.protocol.backends import (
+    NEGOTIATOR_BACKENDS,
+    SOLVER_BACKENDS,
+    NegotiatorFactory,
+    RngSource,
+    SolverFactory,
+)
+from mbb.protocol.explain import plan_of
+from mbb.protocol.phases import Round
+from mbb.protocol.rules import MECHANISMS
 from mbb.provenance import provenance
-from mbb.scheduling.actions import (
-    Ballot,
-    ConversationTurn,
-    Declaration,
-    Request,
-    Withdraw,
-    as_payload,
-)
-from mbb.scheduling.aggregation import aggregate, tie_break_order
+from mbb.scheduling.actions import Declaration, Request, Withdraw
 from mbb.scheduling.ledger import Ledger
-from mbb.scheduling.validation import (
-    Issue,
-    default_ballot,
-    repair_ballot,
-    repair_declaration,
-    repair_message,
-)
+from mbb.scheduling.validation import Issue
 from mbb.scratch import Scratch
 
 __all__ = [
+    "NEGOTIATOR_BACKENDS",
+    "SOLVER_BACKENDS",
     "Arena",
     "RunResult",
     "run_condition",
@@ -73,12 +75,19 @@ __all__ = [
 T = TypeVar("T")
 
 
+class Failed(enum.Enum):
+    """What `Arena.guarded` returns for an agent call that failed (and was recorded)."""
+
+    FAILED = "failed"
+
+
+FAILED = Failed.FAILED
+_REPORTS = frozenset({"report"})  # scratch kinds that are after-action reports
+
+
 def worker_rng(seed: int, index: int, role: int) -> np.random.Generator:
     """Independent stream per (run seed, worker index, role); role 0 negotiator, 1 solver."""
     return np.random.default_rng(np.random.SeedSequence(entropy=seed, spawn_key=(index, role)))
-
-
-RngSource = Callable[[], np.random.Generator]  # the same generator on every call
 
 
 def lazy_worker_rng(seed: int, index: int, role: int) -> RngSource:
@@ -150,89 +159,26 @@ class RunResult:
     lines: list[str] = field(default_factory=list)
 
 
-SolverFactory = Callable[["Arena", WorkerSpec, np.random.Generator], Solver]
-NegotiatorFactory = Callable[["Arena", WorkerSpec, RngSource], Negotiator]
-
-
-def _modeled_solver(arena: Arena, spec: WorkerSpec, rng: np.random.Generator) -> Solver:
-    w = arena.condition.windows
-    return ModeledSolver(spec.id, rng, min_s=w.min_s, max_s=w.max_s)
-
-
-def _scripted_negotiator(arena: Arena, spec: WorkerSpec, rng: RngSource) -> Negotiator:
-    return make_scripted_negotiator(spec.id, spec.persona, rng)
-
-
-def _oracle_solver(arena: Arena, spec: WorkerSpec, rng: np.random.Generator) -> Solver:
-    import random
-
-    from mbb.agents.oracle import make_oracle_solver
-
-    resource, suite = arena.real_tasks()
-    return make_oracle_solver(
-        spec.id,
-        suite=suite,
-        resource=resource,
-        emit=arena.log.emit,
-        time_model=arena.condition.time.model,
-        rng=random.Random(int(rng.integers(2**31))),
-    )
-
-
-def _llm_negotiator(arena: Arena, spec: WorkerSpec, rng: RngSource) -> Negotiator:
-    from mbb.agents.llm_negotiator import make_llm_negotiator
-
-    llm, cache = arena.llm_context()
-    cond = arena.condition
-    return make_llm_negotiator(
-        spec.id,
-        config=cond.models[spec.model],
-        llm=llm,
-        emit=arena.log.emit,
-        cache=cache,
-        condition=cond,
-    )
-
-
-def _llm_solver(arena: Arena, spec: WorkerSpec, rng: np.random.Generator) -> Solver:
-    from mbb.agents.llm_solver import make_llm_solver
-
-    resource, suite = arena.real_tasks()
-    llm, cache = arena.llm_context()
-    cond = arena.condition
-    return make_llm_solver(
-        spec.id,
-        config=cond.models[spec.model],
-        llm=llm,
-        suite=suite,
-        resource=resource,
-        emit=arena.log.emit,
-        cache=cache,
-        loop=cond.llm.solver,
-        window_min_s=cond.windows.min_s,
-        window_max_s=cond.windows.max_s,
-        n_others=len(arena.specs) - 1,
-        time_model=cond.time.model,
-    )
-
-
-# Backends register here (the LLM package adds its own when imported).
-SOLVER_BACKENDS: dict[str, SolverFactory] = {
-    "modeled": _modeled_solver,
-    "oracle": _oracle_solver,
-    "llm": _llm_solver,
-}
-NEGOTIATOR_BACKENDS: dict[str, NegotiatorFactory] = {
-    "scripted": _scripted_negotiator,
-    "llm": _llm_negotiator,
-}
-
-
 class Arena:
+    """Runs one seed of a condition: subruns of rounds, each round's schedule decided by the
+    condition's mechanism (`mbb.protocol.mechanisms`) and published, paid and executed here.
+
+    `llm`: (LlmClient, LlmCache) shared with other runs; `negotiators` / `solvers`: backend
+    factories by name (default: the registered ones, `mbb.protocol.backends`)."""
+
     def __init__(
-        self, condition: Condition, seed: int, log: ev.EventLog, *, llm: Any = None
+        self,
+        condition: Condition,
+        seed: int,
+        log: ev.EventLog,
+        *,
+        llm: Any = None,
+        negotiators: Mapping[str, NegotiatorFactory] | None = None,
+        solvers: Mapping[str, SolverFactory] | None = None,
     ) -> None:
         self.condition = condition
+        self.plan = plan_of(condition)  # the phases that run (the explanation reads the same)
+        self.mechanism = MECHANISMS[condition.mechanism.kind].implementation()
         self.seed = seed
         self.log = log
         # events are stamped with the log's clock, so the arena's clock (`t`) is the log's. The
@@ -250,15 +196,17 @@ class Arena:
         self.ledger = Ledger()
         self.specs = specs = condition.worker_specs()
         self.workers: dict[str, WorkerState] = {}
+        negotiators = NEGOTIATOR_BACKENDS if negotiators is None else negotiators
+        solvers = SOLVER_BACKENDS if solvers is None else solvers
         for spec in specs:
-            neg_factory = NEGOTIATOR_BACKENDS.get(spec.negotiator)
-            sol_factory = SOLVER_BACKENDS.get(spec.solver)
+            neg_factory = negotiators.get(spec.negotiator)
+            sol_factory = solvers.get(spec.solver)
             if neg_factory is None or sol_factory is None:
                 missing = spec.negotiator if neg_factory is None else spec.solver
                 raise ValueError(
                     f"worker {spec.id}: backend {missing!r} is not available in this build "
-                    f"(available negotiators: {sorted(NEGOTIATOR_BACKENDS)}, "
-                    f"solvers: {sorted(SOLVER_BACKENDS)})"
+                    f"(available negotiators: {sorted(negotiators)}, "
+                    f"solvers: {sorted(solvers)})"
                 )
             self.workers[spec.id] = WorkerState(
                 spec=spec,
@@ -300,7 +248,9 @@ class Arena:
             self.resource = ExecutionResource(
                 root,
                 emit=self.log.emit,
-                time_model=self.condition.time.model,
+                # a registered time model (mbb.protocol.rules.TIME_MODELS); the resource charges
+                # commands by virtual or measured time ("charged" adds the solver's own time)
+                time_model=self.condition.time.model,  # type: ignore[arg-type]
                 reference_mode=self.condition.tasks.reference_mode,
             )
         return self.resource, self.suite
@@ -397,6 +347,24 @@ class Arena:
             detail=str(exc)[:500],
         )
 
+    async def guarded(
+        self,
+        worker: str,
+        phase: str,
+        rule: str | Callable[[BaseException], str],
+        call: Awaitable[T],
+    ) -> T | Literal[Failed.FAILED]:
+        """Await one agent call. A failure is recorded (`invalid_action` naming the stated
+        `rule`, or `rule(exc)`) and returned as FAILED, so the caller applies that rule; a
+        `BackendFatal` (misconfigured endpoint, replay miss) stops the run."""
+        try:
+            return await call
+        except BackendFatal:
+            raise
+        except Exception as exc:  # recorded; never silent
+            self.backend_failure(worker, phase, exc, rule if isinstance(rule, str) else rule(exc))
+            return FAILED
+
     # --- the run -------------------------------------------------------------------------------
     async def run(self) -> None:
         c = self.condition
@@ -483,8 +451,7 @@ class Arena:
             )
             w.requested_at = None
             w.task, w.work_s = tasks[w.id]
-            if not c.memory.enabled:
-                w.scratch.wipe()
+            self.carry_memory(w.scratch)
             if c.budget.reset_each_subrun and subrun > 1:
                 self.ledger.reset(w.id, w.spec.budget)
         self.emit(
@@ -502,44 +469,45 @@ class Arena:
             ],
         )
         for w in map(self.workers.__getitem__, self.present):
-            memory = w.scratch if c.memory.enabled else None
-            try:
-                await w.solver.start_subrun(TaskAssignment(w.task, w.work_s, subrun), memory)
-            except BackendFatal:  # a misconfigured endpoint or replay miss
-                raise
-            except Exception as exc:
-                self.backend_failure(w.id, "subrun start", exc, "withdrawn for this subrun")
+            memory = self.memory_of(w)
+            started = await self.guarded(
+                w.id,
+                "subrun start",
+                "withdrawn for this subrun",
+                w.solver.start_subrun(TaskAssignment(w.task, w.work_s, subrun), memory),
+            )
+            if started is FAILED:
                 w.status = "withdrawn"
                 self.emit(ev.Withdrawn, w.id, reason="solver failed to start the task")
-            try:
-                await w.negotiator.start_subrun(subrun, memory)
-            except BackendFatal:  # a misconfigured endpoint or replay miss
-                raise
-            except Exception as exc:
-                self.backend_failure(w.id, "subrun start", exc, "negotiator starts with no memory")
+            await self.guarded(
+                w.id,
+                "subrun start",
+                "negotiator starts with no memory",
+                w.negotiator.start_subrun(subrun, memory),
+            )
         queue: list[str] = []
         past: list[PastRound] = []
-        for w in self.present:
-            if self.workers[w].active:
-                await self.poll(w, queue)
+        for wid in self.present:
+            if self.workers[wid].active:
+                await self.poll(wid, queue)
         rounds = 0
         reason = "all_done"
-        present = [self.workers[w] for w in self.present]
-        while any(w.active for w in present):
-            candidates = [w for w in queue if self.workers[w].active]
+        present = [self.workers[wid] for wid in self.present]
+        while any(ws.active for ws in present):
+            candidates = [wid for wid in queue if self.workers[wid].active]
             queue.clear()
             if not candidates:
-                for w in self.present:
-                    if self.workers[w].active:
-                        await self.poll(w, queue)
+                for wid in self.present:
+                    if self.workers[wid].active:
+                        await self.poll(wid, queue)
                 if not queue:
                     reason = "stalled"
-                    for w in self.present:
-                        if self.workers[w].active:
-                            self.workers[w].status = "withdrawn"
+                    for wid in self.present:
+                        if self.workers[wid].active:
+                            self.workers[wid].status = "withdrawn"
                             self.emit(
                                 ev.Withdrawn,
-                                w,
+                                wid,
                                 reason="idle: no request with the "
                                 "resource idle (stated rule: withdraw)",
                             )
@@ -549,11 +517,27 @@ class Arena:
                 reason = "max_rounds"
                 break
             rounds += 1
-            await self.run_round(subrun, rounds, candidates, queue, past)
+            await self.run_round(Round(subrun, rounds, candidates, queue, past))
             self.log.flush()
         self.log.round = None
         await self.end_subrun(subrun, rounds, reason, past)
         self.log.flush()
+
+    # --- memory and after-action reports (two switches) ----------------------------------------
+    def carry_memory(self, scratch: Scratch) -> None:
+        """At a subrun start: with memory off, scratch keeps only the after-action reports (when
+        reports are on), else nothing; with reports off, no report is ever accepted."""
+        plan = self.plan
+        if not (plan.memory or plan.reports):
+            scratch.wipe()
+        elif not plan.memory:
+            scratch.restrict(allow=_REPORTS)
+        elif not plan.reports:
+            scratch.restrict(refuse=_REPORTS)
+
+    def memory_of(self, w: WorkerState) -> Scratch | None:
+        """What a worker's agents read and write across subruns (None: nothing carries over)."""
+        return w.scratch if self.plan.memory or self.plan.reports else None
 
     async def poll(self, worker: str, queue: list[str]) -> None:
         """Ask an idle solver what it wants: a window request, a withdrawal, or nothing yet."""
@@ -567,13 +551,9 @@ class Arena:
             c.windows.min_s,
             c.windows.max_s,
         )
-        try:
-            action = await w.solver.next_action(view)
-        except BackendFatal:  # a misconfigured endpoint or replay miss
-            raise
-        except Exception as exc:
-            self.backend_failure(worker, "request", exc, "no request this time")
-            return
+        action = await self.guarded(
+            worker, "request", "no request this time", w.solver.next_action(view)
+        )
         if isinstance(action, Request):
             dur = max(c.windows.min_s, min(c.windows.max_s, action.duration))
             if dur != action.duration:
@@ -597,311 +577,58 @@ class Arena:
             w.status = "withdrawn"
             self.emit(ev.Withdrawn, worker, reason=action.reason)
 
-    def view(
-        self,
-        worker: str,
-        subrun: int,
-        rnd: int,
-        turn: int,
-        candidates: list[str],
-        declarations: dict[str, Declaration],
-        past: list[PastRound],
+    def round_view(
+        self, worker: str, rnd: Round, turn: int, declarations: dict[str, Declaration]
     ) -> RoundView:
+        """What `worker`'s negotiator sees in this round at conversation turn `turn` (0 outside
+        the conversation), given the declarations made so far."""
         c = self.condition
         w = self.workers[worker]
         return RoundView(
             worker=worker,
-            subrun=subrun,
-            round=rnd,
+            subrun=rnd.subrun,
+            round=rnd.number,
             turn=turn,
             now_s=self.t,
             budget=self.ledger.balances[worker],
             deadline_s=w.spec.deadline_s,
             need_s=w.solver.need_s(),
             wanted_s=w.wanted_s,
-            scratch=w.scratch if c.memory.enabled else None,
-            candidates=candidates,
+            scratch=self.memory_of(w),
+            candidates=rnd.candidates,
             population=self.present,
             declarations=declarations,
             posts=self.board.visible(worker),
-            past_rounds=past,
+            past_rounds=rnd.past,
             window_min_s=c.windows.min_s,
             window_max_s=c.windows.max_s,
-            revisable=c.negotiation.bids == "revisable",
+            revisable=self.plan.revisable,
             max_turns=c.negotiation.max_turns,
             subruns_total=c.subruns,
         )
 
-    async def declaration_phase(
-        self, subrun: int, rnd: int, candidates: list[str], past: list[PastRound], *, public: bool
-    ) -> dict[str, Declaration]:
-        """Phase 1: every candidate declares at once; repaired declarations are recorded, and
-        with `public` their notes are posted (a sealed-bid mechanism keeps them off the board)."""
-        views = {w: self.view(w, subrun, rnd, 0, candidates, {}, past) for w in candidates}
-        results = await self.phase(
-            candidates, lambda w: self.workers[w].negotiator.declare(views[w])
-        )
-        decls: dict[str, Declaration] = {}
-        for w, action in results.items():
-            d = self.accept_declaration(w, action, len(candidates))
-            if d is None:
-                continue
-            decls[w] = d
-            self.emit(
-                ev.Declared,
-                w,
-                bid=d.bid,
-                duration=d.duration,
-                position=d.position,
-                note=d.note,
-                labels=list(d.labels),
-                intents=as_payload(d.intents),
-            )
-            if public and (d.note or d.intents):
-                self.board.post(
-                    w,
-                    d.note,
-                    to=None,
-                    subrun=subrun,
-                    round=rnd,
-                    turn=0,
-                    kind="note",
-                    payload=as_payload(d.intents),
-                )
-        return decls
-
-    def accept_declaration(
-        self, w: str, action: Declaration | Withdraw | BaseException, n_candidates: int
-    ) -> Declaration | None:
-        """Apply the stated rules to one declaration: a backend failure gets the default
-        declaration, a withdrawal takes the worker out, anything else is repaired (each issue
-        recorded). Returns the declaration to use, or None after a withdrawal."""
-        c = self.condition
-        if isinstance(action, BaseException):
-            self.backend_failure(
-                w,
-                "declaration",
-                action,
-                "default declaration: bid 0, requested duration, last position",
-            )
-            action = Declaration(bid=0, duration=self.workers[w].wanted_s, position=n_candidates)
-        if isinstance(action, Withdraw):
-            self.workers[w].status = "withdrawn"
-            self.emit(ev.Withdrawn, w, reason=action.reason)
-            return None
-        d, issues = repair_declaration(
-            action,
-            budget=self.ledger.balances[w],
-            min_s=c.windows.min_s,
-            max_s=c.windows.max_s,
-            n_candidates=n_candidates,
-            note_max=c.negotiation.note_max_chars,
-        )
-        self.record_issues(w, "declaration", issues)
-        return d
-
-    async def run_round(
-        self, subrun: int, rnd: int, candidates: list[str], queue: list[str], past: list[PastRound]
-    ) -> None:
-        c = self.condition
-        neg = c.negotiation
-        self.log.round = rnd
-        self.emit(ev.RoundStarted, candidates=list(candidates))
-        if c.mechanism.kind != "negotiated":  # issue 7: a centralized scheduler replaces 1-4
-            from mbb.scheduling.centralized import run_centralized_round
-
-            await run_centralized_round(self, subrun, rnd, candidates, queue, past)
+    async def run_round(self, rnd: Round) -> None:
+        """One round: the mechanism decides a schedule; it is published, then each window is
+        paid for at its start and run, in order (the same path for every mechanism)."""
+        self.log.round = rnd.number
+        self.emit(ev.RoundStarted, candidates=list(rnd.candidates))
+        schedule = await self.mechanism.schedule(self, rnd)
+        if schedule is None:
             return
-        decls: dict[str, Declaration] = {}
-
-        # 1. declarations (simultaneous, public)
-        decls.update(await self.declaration_phase(subrun, rnd, candidates, past, public=True))
-        candidates = [w for w in candidates if w in decls]
-        if not candidates:
-            return
-
-        # 2. conversation (turns are simultaneous; posts land in queue order)
-        if neg.conversation and neg.max_turns > 0 and len(candidates) > 1:
-            for turn in range(1, neg.max_turns + 1):
-                views = {
-                    w: self.view(w, subrun, rnd, turn, candidates, dict(decls), past)
-                    for w in candidates
-                }
-                results = await self.phase(
-                    candidates, lambda w, v=views: self.workers[w].negotiator.converse(v[w])
-                )
-                spoke = False
-                for w, turn_action in results.items():
-                    if isinstance(turn_action, BaseException):
-                        self.backend_failure(w, "conversation", turn_action, "pass this turn")
-                        continue
-                    spoke |= self.apply_turn(w, turn_action, turn, subrun, rnd, decls, candidates)
-                if not spoke:
-                    break
-
-        # 3. ballots (simultaneous, secret until published)
-        bids = {w: decls[w].bid for w in candidates}
-        declared = {w: decls[w].duration for w in candidates}
-        tiebreak = tie_break_order(candidates, bids)
-        views = {w: self.view(w, subrun, rnd, 0, candidates, dict(decls), past) for w in candidates}
-        results = await self.phase(candidates, lambda w: self.workers[w].negotiator.vote(views[w]))
-        ballots: dict[str, Ballot] = {}
-        for w, b in results.items():
-            defaulted = False
-            if isinstance(b, BaseException):
-                self.backend_failure(w, "ballot", b, "default ballot: bid order, declared time")
-                b, defaulted = default_ballot(tiebreak, declared), True
-            b, issues = repair_ballot(
-                b, tiebreak=tiebreak, declared=declared, reasoning_max=neg.reasoning_max_chars
-            )
-            self.record_issues(w, "ballot", issues)
-            ballots[w] = b
-            self.emit(
-                ev.BallotCast,
-                w,
-                ranking=list(b.ranking),
-                allocations=[b.allocations[x] for x in b.ranking],
-                reasoning=b.reasoning,
-                labels=list(b.labels),
-                intents=as_payload(b.intents),
-                defaulted=defaulted or b.defaulted,
-            )
-
-        # 4. aggregation -> published schedule
-        rankings = [ballots[w].ranking for w in candidates]
-        order, rule = aggregate(
-            c.mechanism.aggregation,
-            candidates,
-            rankings,
-            bids,
-            exact_max=c.mechanism.kemeny_exact_max,
-        )
-        alloc = {}
-        for x in order:
-            if c.mechanism.allocation == "declared":
-                alloc[x] = declared[x]
-            else:
-                alloc[x] = min(
-                    declared[x],
-                    int(statistics.median_low(ballots[w].allocations[x] for w in candidates)),
-                )
-        self.emit(
-            ev.SchedulePublished,
-            rule=rule,
-            order=order,
-            allocations=[alloc[x] for x in order],
-            bids=[bids[x] for x in order],
-            ballots_unanimous=len({tuple(r) for r in rankings}) == 1,
-        )
-        record = PastRound(
-            rnd,
-            list(order),
-            dict(bids),
-            dict(alloc),
-            ballots={w: ballots[w].ranking for w in candidates},
-        )
-        past.append(record)
-
-        # 5. execution
-        prices = self.prices(order, bids)
-        for pos, holder in enumerate(order, 1):
+        record = phases.publish(self, rnd, schedule)
+        prices = schedule.prices
+        for pos, holder in enumerate(schedule.order, 1):
             await self.execute_window(
-                holder, pos, alloc[holder], prices[holder], subrun, rnd, record, queue
+                holder,
+                pos,
+                schedule.allocations[holder],
+                prices[holder],
+                schedule.payment_rule,
+                rnd,
+                record,
             )
-
-    def apply_turn(
-        self,
-        w: str,
-        turn_action: ConversationTurn,
-        turn: int,
-        subrun: int,
-        rnd: int,
-        decls: dict[str, Declaration],
-        candidates: list[str],
-    ) -> bool:
-        c = self.condition
-        spoke = False
-        for m in turn_action.messages:
-            fixed, issues = repair_message(
-                m, sender=w, population=self.present, max_chars=c.negotiation.message_max_chars
-            )
-            self.record_issues(w, "conversation", issues)
-            if fixed is None:
-                continue
-            spoke = True
-            self.emit(
-                ev.MessagePosted,
-                w,
-                to=fixed.to,
-                text=fixed.text,
-                turn=turn,
-                labels=list(fixed.labels),
-                intents=as_payload(fixed.intents),
-            )
-            self.board.post(
-                w,
-                fixed.text,
-                to=fixed.to,
-                subrun=subrun,
-                round=rnd,
-                turn=turn,
-                payload=as_payload(fixed.intents),
-            )
-        r = turn_action.revision
-        if r is not None:
-            if c.negotiation.bids == "fixed":
-                self.record_issues(
-                    w,
-                    "conversation",
-                    [Issue("revision", r.bid, "drop", "bids are fixed in this condition")],
-                )
-            else:
-                r, issues = repair_declaration(
-                    r,
-                    budget=self.ledger.balances[w],
-                    min_s=c.windows.min_s,
-                    max_s=c.windows.max_s,
-                    n_candidates=len(candidates),
-                    note_max=c.negotiation.note_max_chars,
-                )
-                self.record_issues(w, "revision", issues)
-                decls[w] = r
-                spoke = True
-                self.emit(
-                    ev.Declared,
-                    w,
-                    bid=r.bid,
-                    duration=r.duration,
-                    position=r.position,
-                    note=r.note,
-                    labels=list(r.labels),
-                    intents=as_payload(r.intents),
-                    revision=True,
-                    turn=turn,
-                )
-                self.board.post(
-                    w,
-                    r.note,
-                    to=None,
-                    subrun=subrun,
-                    round=rnd,
-                    turn=turn,
-                    kind="note",
-                    payload=as_payload(r.intents),
-                )
-        return spoke
-
-    def prices(self, order: list[str], bids: dict[str, int]) -> dict[str, int]:
-        rule = self.condition.mechanism.payment
-        if rule == "none":
-            return dict.fromkeys(order, 0)
-        if rule == "pay_your_bid":
-            return {x: bids[x] for x in order}
-        # next_price (generalised second price): the next bid down the schedule, capped at one's own
-        return {
-            x: min(bids[x], bids[order[i + 1]] if i + 1 < len(order) else 0)
-            for i, x in enumerate(order)
-        }
+        if self.plan.reasoning_published:
+            phases.publish_ballot_reasoning(self, rnd, record)
 
     def advance_to(self, t_end: float, holder: str | None) -> None:
         """Move the clock to t_end, terminating waiting workers whose deadline passes on the way.
@@ -925,17 +652,27 @@ class Arena:
         prog = w.solver.progress
         self.emit(ev.Terminated, wid, deadline_s=w.spec.deadline_s, progress=_round4(prog))
 
+    def pay(self, holder: str, price: int, rule: str) -> None:
+        """Charge a window's price at its start (nothing is recorded for a free window)."""
+        if price <= 0:
+            return
+        w = self.workers[holder]
+        balance = self.ledger.pay(holder, price)
+        w.spent += price
+        self.emit(ev.Payment, holder, amount=price, balance=balance, rule=rule)
+
     async def execute_window(
         self,
         holder: str,
         pos: int,
         allocation: int,
         price: int,
-        subrun: int,
-        rnd: int,
+        payment_rule: str,
+        rnd: Round,
         record: PastRound,
-        queue: list[str],
     ) -> None:
+        """Pay for and run the window at `pos` of the published schedule: its holder runs until
+        the allocation ends, its deadline passes, or it finishes or releases."""
         w = self.workers[holder]
         if not w.active:
             reason = (
@@ -951,7 +688,7 @@ class Arena:
                 allocation=allocation,
                 reason="zero_allocation",
             )
-            await self.poll(holder, queue)
+            await self.poll(holder, rnd.queue)
             return
         if self.t >= w.spec.deadline_s:  # defensive: advance_to terminates before this
             self.terminate(holder)
@@ -962,39 +699,33 @@ class Arena:
         start = self.t
         if w.requested_at is not None:
             w.waited_s += start - w.requested_at
-        if price > 0:
-            balance = self.ledger.pay(holder, price)
-            w.spent += price
-            mech = self.condition.mechanism
-            self.emit(
-                ev.Payment,
-                holder,
-                amount=price,
-                balance=balance,
-                rule=mech.payment if mech.kind == "negotiated" else mech.kind,
-            )
+        self.pay(holder, price, payment_rule)
         self.emit(ev.WindowStarted, holder, position=pos, allocation=allocation, price=price)
         hard_end = min(start + allocation, w.spec.deadline_s)
-        grant = WindowGrant(holder, subrun, rnd, start, allocation, hard_end)
-        try:
-            outcome = await w.solver.run_window(grant)
-            used = min(max(0.0, outcome.used_s), hard_end - start)
-            completed, released = outcome.completed, outcome.released
-        except BackendFatal:  # a misconfigured endpoint or replay miss
-            raise
-        except Exception as exc:
+        grant = WindowGrant(holder, rnd.subrun, rnd.number, start, allocation, hard_end)
+        used = 0.0
+
+        def failed_window(exc: BaseException) -> str:
             # commands that ran before the failure stay charged (the resource's clock)
-            used = 0.0
+            nonlocal used
             if self.resource is not None:
                 used = min(max(0.0, self.resource.used_s(holder)), hard_end - start)
-            what = "window forfeited at its start"
             if used > 0:
-                what = f"window ended by the failure after {used:g} s of commands"
-            self.backend_failure(holder, "execution", exc, what)
-            completed, released = False, True
+                return f"window ended by the failure after {used:g} s of commands"
+            return "window forfeited at its start"
+
+        try:
+            outcome = await self.guarded(
+                holder, "execution", failed_window, w.solver.run_window(grant)
+            )
         finally:
             if self.resource is not None:
                 self.resource.close_window(holder)  # no-op unless the solver left it open
+        if outcome is FAILED:
+            completed, released = False, True
+        else:
+            used = min(max(0.0, outcome.used_s), hard_end - start)
+            completed, released = outcome.completed, outcome.released
         # a window run to its hard end ends exactly there (no float drift past the deadline)
         end = hard_end if used >= hard_end - start else start + used
         self.advance_to(end, holder)
@@ -1029,22 +760,17 @@ class Arena:
         elif why == "deadline":
             self.terminate(holder)
         else:
-            await self.poll(holder, queue)
+            await self.poll(holder, rnd.queue)
 
     async def end_subrun(
         self, subrun: int, rounds: int, reason: str, past: list[PastRound]
     ) -> None:
-        c = self.condition
+        """Evaluate every present worker, then ask its agents for their end-of-subrun reports
+        (they write to scratch, which the memory and report switches gate)."""
         self.emit(ev.SubrunEnded, rounds=rounds, reason=reason)
         for w in map(self.workers.__getitem__, self.present):
-            try:
-                res = await w.solver.evaluate()
-            except BackendFatal:  # a misconfigured endpoint or replay miss
-                raise
-            except Exception as exc:
-                self.backend_failure(w.id, "evaluation", exc, "score 0")
-                from mbb.agents.base import EvaluationResult
-
+            res = await self.guarded(w.id, "evaluation", "score 0", w.solver.evaluate())
+            if res is FAILED:
                 res = EvaluationResult(score=0.0, passed=0, total=0, progress=0.0)
             outcome = "unfinished" if w.status == "active" else w.status
             self.emit(
@@ -1073,21 +799,13 @@ class Arena:
                 waited_s=w.waited_s,
                 rounds=past,
             )
-            memory = w.scratch if c.memory.enabled else None
+            memory = self.memory_of(w)
             solver_report = getattr(w.solver, "end_subrun", None)  # optional (LLM solvers)
             if solver_report is not None:
-                try:
-                    await solver_report(recap, memory)
-                except BackendFatal:
-                    raise
-                except Exception as exc:
-                    self.backend_failure(w.id, "report", exc, "no solver report")
-            try:
-                await w.negotiator.end_subrun(recap, memory)
-            except BackendFatal:  # a misconfigured endpoint or replay miss
-                raise
-            except Exception as exc:
-                self.backend_failure(w.id, "report", exc, "no after-action report")
+                await self.guarded(w.id, "report", "no solver report", solver_report(recap, memory))
+            await self.guarded(
+                w.id, "report", "no after-action report", w.negotiator.end_subrun(recap, memory)
+            )
         self.ledger.audit()
 
 

@@ -157,6 +157,14 @@ class SchedulePublished(_EventBase):
     ballots_unanimous: bool
 
 
+class BallotsPublished(_EventBase):
+    """After a round's windows ran: the reasoning of these workers' ballots (their `ballot`
+    events) became visible to everyone (`negotiation.ballot_reasoning: published`)."""
+
+    kind: Literal["ballots_published"] = "ballots_published"
+    workers: list[str]
+
+
 # --- execution --------------------------------------------------------------------------------
 class WindowStarted(_EventBase):
     kind: Literal["window_started"] = "window_started"
@@ -282,6 +290,7 @@ Event = Annotated[
     | BallotCast
     | InvalidAction
     | SchedulePublished
+    | BallotsPublished
     | WindowStarted
     | Payment
     | WindowEnded

@@ -11,7 +11,16 @@ import copy
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, get_args, get_origin
+from typing import (
+    TYPE_CHECKING,
+    Annotated,
+    Any,
+    ClassVar,
+    Literal,
+    TypeAlias,
+    get_args,
+    get_origin,
+)
 
 import yaml
 from pydantic import (
@@ -28,6 +37,16 @@ from pydantic import (
 
 from mbb.llm.config import ModelConfig, Price
 from mbb.paths import is_bare_name, params_file, user_path
+from mbb.protocol.backends import NEGOTIATOR_BACKENDS, SOLVER_BACKENDS
+from mbb.protocol.rules import (
+    AGGREGATION,
+    ALLOCATION,
+    MECHANISMS,
+    PAYMENT,
+    SWITCHES,
+    TIME_MODELS,
+    Registry,
+)
 
 __all__ = [
     "PERSONAS",
@@ -64,9 +83,50 @@ PersonaName = Literal[
 ]
 PERSONAS: tuple[str, ...] = PersonaName.__args__  # type: ignore[attr-defined]
 
-AggregationRule = Literal["kemeny", "borda", "price_only", "consensus_else_price"]
-PaymentRule = Literal["pay_your_bid", "next_price", "none"]
-AllocationRule = Literal["median_ballot", "declared"]
+
+def _choices(registry: Registry[Any] | dict[str, Any]) -> Any:
+    """A Literal of a registry's names: params accept exactly the registered rules, and an
+    unknown name is one line listing the valid ones."""
+    names = registry.names() if isinstance(registry, Registry) else tuple(registry)
+    return Literal[names]
+
+
+if TYPE_CHECKING:  # the registries decide the values; a type checker sees names
+    AggregationRule: TypeAlias = str
+    PaymentRule: TypeAlias = str
+    AllocationRule: TypeAlias = str
+    MechanismKind: TypeAlias = str
+    TimeModel: TypeAlias = str
+    Withdrawal: TypeAlias = str
+    BallotReasoning: TypeAlias = str
+    BidsRule: TypeAlias = str
+    NegotiatorBackend: TypeAlias = str
+    SolverBackend: TypeAlias = str
+else:
+    AggregationRule = _choices(AGGREGATION)
+    PaymentRule = _choices(PAYMENT)
+    AllocationRule = _choices(ALLOCATION)
+    MechanismKind = _choices(MECHANISMS)
+    TimeModel = _choices(TIME_MODELS)
+    Withdrawal = _choices(SWITCHES["negotiation.withdrawal"])
+    BallotReasoning = _choices(SWITCHES["negotiation.ballot_reasoning"])
+    BidsRule = _choices(SWITCHES["negotiation.bids"])
+    NegotiatorBackend = _choices(NEGOTIATOR_BACKENDS)
+    SolverBackend = _choices(SOLVER_BACKENDS)
+
+
+def _switch_doc(key: str) -> str:
+    return SWITCHES[key].describe()
+
+
+def _defaults_left_out(data: Any, defaults: dict[str, Any]) -> Any:
+    """Drop fields added after conditions were first recorded while they hold their default,
+    so such conditions are recorded (and fingerprinted) exactly as before the field existed."""
+    if isinstance(data, dict):
+        for key, default in defaults.items():
+            if key in data and data[key] == default:
+                data.pop(key)
+    return data
 
 
 class ParamsError(ValueError):
@@ -264,8 +324,8 @@ class WorkerOverride(_Strict):
         "or _ (at most 32).",
     )
     persona: PersonaName | None = Field(None, description="Scripted negotiation persona.")
-    negotiator: Literal["scripted", "llm"] | None = Field(None, description="Negotiator backend.")
-    solver: Literal["modeled", "oracle", "llm"] | None = Field(None, description="Solver backend.")
+    negotiator: NegotiatorBackend | None = Field(None, description="Negotiator backend.")
+    solver: SolverBackend | None = Field(None, description="Solver backend.")
     model: str | None = Field(None, description="LLM model config name (llm backends).")
     budget: int | None = Field(None, ge=0, description="Starting credits for this worker.")
     deadline_min: float | None = Field(None, gt=0, description="Deadline in simulated minutes.")
@@ -289,8 +349,12 @@ class WorkersParams(_Strict):
         "another length is an error. Not given: the default roster of five in order, repeated "
         "from the start for a sixth worker and beyond.",
     )
-    negotiator: Literal["scripted", "llm"] = "scripted"
-    solver: Literal["modeled", "oracle", "llm"] = "modeled"
+    negotiator: NegotiatorBackend = Field(
+        "scripted", description="Negotiator backend (registered in mbb.protocol.backends)."
+    )
+    solver: SolverBackend = Field(
+        "modeled", description="Solver backend (registered in mbb.protocol.backends)."
+    )
     model: str | None = None
     overrides: dict[str, WorkerOverride] = Field(
         default_factory=dict, description="Keyed by default id (W1..Wn)."
@@ -342,19 +406,38 @@ class DeadlineParams(_Strict):
 
 
 class MemoryParams(_Strict):
-    enabled: Flag = Field(True, description="Scratch memory persists across subruns.")
+    """Memory and after-action reports are separate factors (as in the paper). The paper's
+    memory-off (`params/memory_off.yaml`) turns off the persistent memory (scratch notes: the
+    condensed history, debts, rules) and keeps the after-action reports."""
+
+    enabled: Flag = Field(True, description=_switch_doc("memory.enabled"))
+    reports: Flag = Field(True, description=_switch_doc("memory.reports"))
     max_chars: int = Field(
         4000, ge=0, description="Scratch size bound per worker (oldest dropped)."
     )
 
+    @model_serializer(mode="wrap")
+    def _new_fields_at_default_left_out(self, handler: Any) -> Any:
+        return _defaults_left_out(handler(self), {"reports": True})
+
 
 class NegotiationParams(_Strict):
-    conversation: Flag = Field(True, description="Run the conversation phase.")
+    conversation: Flag = Field(True, description=_switch_doc("negotiation.conversation"))
     max_turns: int = Field(3, ge=0, le=50, description="Conversation turns per round.")
-    bids: Literal["revisable", "fixed"] = Field("revisable", description="May bids be revised?")
+    bids: BidsRule = Field("revisable", description=_switch_doc("negotiation.bids"))
+    withdrawal: Withdrawal = Field("allowed", description=_switch_doc("negotiation.withdrawal"))
+    ballot_reasoning: BallotReasoning = Field(
+        "published", description=_switch_doc("negotiation.ballot_reasoning")
+    )
     note_max_chars: int = Field(280, ge=0)
     message_max_chars: int = Field(600, ge=1)
     reasoning_max_chars: int = Field(600, ge=0)
+
+    @model_serializer(mode="wrap")
+    def _new_fields_at_default_left_out(self, handler: Any) -> Any:
+        return _defaults_left_out(
+            handler(self), {"withdrawal": "allowed", "ballot_reasoning": "published"}
+        )
 
 
 class WindowParams(_Strict):
@@ -368,26 +451,11 @@ class WindowParams(_Strict):
         return self
 
 
-MechanismKind = Literal[
-    "negotiated",
-    "fcfs",
-    "edf",
-    "sjf",
-    "round_robin",
-    "first_price",
-    "second_price",
-    "proportional_share",
-]
-
-
 class MechanismParams(_Strict):
     kind: MechanismKind = Field(
         "negotiated",
-        description="negotiated: the agents' declarations, conversation and ballots decide "
-        "(phases 1-4). Anything else: a centralized scheduler replaces them "
-        "(mbb.scheduling.centralized): fcfs, edf (true private deadlines), sjf (requested "
-        "durations), round_robin (quantum_s), first_price / second_price (sealed bids, one "
-        "window per round), proportional_share (bid share of a round budget).",
+        description="Who decides the schedule (mbb.protocol.rules.MECHANISMS): "
+        + MECHANISMS.describe(),
     )
     quantum_s: int = Field(
         60,
@@ -396,11 +464,15 @@ class MechanismParams(_Strict):
         "proportional_share (seconds).",
     )
     aggregation: AggregationRule = Field(
-        "kemeny", description="How ballots become one order; ties by bid, then queue order."
+        "kemeny",
+        description="How ballots become one order; ties by bid, then queue order: "
+        + AGGREGATION.describe(),
     )
-    payment: PaymentRule = Field("pay_your_bid", description="What a holder pays at window start.")
+    payment: PaymentRule = Field(
+        "pay_your_bid", description="What a holder pays at window start: " + PAYMENT.describe()
+    )
     allocation: AllocationRule = Field(
-        "median_ballot", description="Window length: median of ballot allocations, or declared."
+        "median_ballot", description="Window length: " + ALLOCATION.describe()
     )
     kemeny_exact_max: int = Field(
         8, ge=1, le=16, description="Exact Kemeny up to this many candidates; Borda beyond."
@@ -495,8 +567,10 @@ class LlmParams(_Strict):
 
 
 class TimeParams(_Strict):
-    model: Literal["virtual", "measured"] = Field(
-        "virtual", description="Command runtime modeled (deterministic) or measured (real tasks)."
+    model: TimeModel = Field(
+        "virtual",
+        description="How the subrun clock moves (virtual is the default): "
+        + TIME_MODELS.describe(),
     )
     max_rounds_per_subrun: int = Field(500, ge=1, description="Safety stop for a runaway subrun.")
 
@@ -631,8 +705,8 @@ class WorkerSpec(_Strict):
     id: str
     index: int
     persona: PersonaName
-    negotiator: Literal["scripted", "llm"]
-    solver: Literal["modeled", "oracle", "llm"]
+    negotiator: NegotiatorBackend
+    solver: SolverBackend
     model: str | None
     budget: int
     deadline_s: float

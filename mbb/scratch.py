@@ -1,13 +1,14 @@
 """Scratch: a worker's bounded persistent memory across subruns.
 
 Entries are kept oldest-first; when the total exceeds `max_chars`, the oldest entries are
-dropped (and the count reported) so the newest notes always fit. With memory off the arena
-wipes scratch at every subrun start, so nothing carries from one task to the next.
+dropped (and the count reported) so the newest notes always fit. With memory and reports off the
+arena wipes scratch at every subrun start, so nothing carries from one task to the next; with
+only one of them off it `restrict`s scratch to the other's kinds (reports are kind `report`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 __all__ = ["Scratch", "ScratchEntry"]
@@ -32,6 +33,9 @@ class Scratch:
         default=None, repr=False, compare=False
     )
     _chars: int = field(default=0, init=False, repr=False, compare=False)
+    # kinds `write` stores: only `_allow` (None: any) and never `_refuse`
+    _allow: Collection[str] | None = field(default=None, init=False, repr=False, compare=False)
+    _refuse: Collection[str] = field(default=(), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self._chars = sum(len(e.text) for e in self.entries)
@@ -40,8 +44,26 @@ class Scratch:
     def chars(self) -> int:
         return self._chars
 
+    def accepts(self, kind: str) -> bool:
+        """Whether `write` stores an entry of `kind` (see `restrict`)."""
+        return (self._allow is None or kind in self._allow) and kind not in self._refuse
+
+    def restrict(
+        self, *, allow: Collection[str] | None = None, refuse: Collection[str] = ()
+    ) -> None:
+        """Keep (and from now on store) only entries of the `allow`ed kinds (None: any) that
+        are not `refuse`d; a write of another kind is ignored. Dropped entries are not logged."""
+        self._allow, self._refuse = allow, refuse
+        kept = [e for e in self.entries if self.accepts(e.kind)]
+        if len(kept) != len(self.entries):
+            self.entries[:] = kept
+            self._chars = sum(len(e.text) for e in kept)
+
     def write(self, kind: str, subrun: int, text: str) -> int:
-        """Append an entry; returns how many characters of older entries were dropped to fit."""
+        """Append an entry; returns how many characters of older entries were dropped to fit.
+        A kind this scratch does not accept (`restrict`) is ignored (0)."""
+        if not self.accepts(kind):
+            return 0
         if len(text) > self.max_chars:
             text = text[: self.max_chars]
         entry = ScratchEntry(kind, subrun, text)

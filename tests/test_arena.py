@@ -225,7 +225,13 @@ def test_allocation_ending_exactly_at_the_deadline_terminates_the_holder(monkeyp
     cond = condition({"workers": {"count": 1}, "subruns": 1, "deadline": {"minutes": 1}})
     r = run(cond)
     kinds = [e["kind"] for e in r.events if e["subrun"] == 1]
-    assert kinds[-4:] == ["window_ended", "terminated", "subrun_ended", "evaluation"]
+    assert kinds[-5:] == [
+        "window_ended",
+        "terminated",
+        "ballots_published",  # after the round's windows ran
+        "subrun_ended",
+        "evaluation",
+    ]
     assert r.of("window_ended")[0]["reason"] == "deadline"
     assert len(r.of("round_started")) == 1 and len(r.of("requested")) == 1
     check_invariants(r, cond)

@@ -141,20 +141,33 @@ def test_scratch_written_events_record_every_write_and_every_drop(monkeypatch, m
 
 
 @pytest.mark.parametrize("enabled", [True, False])
-def test_memory_off_wipes_scratch_at_every_subrun_start(enabled: bool) -> None:
-    """With the scripted population: memory off -> scratch_chars is 0 at every subrun start and
-    nothing is written; memory on -> after-action reports make it grow after subrun 1."""
-    cond = condition({"subruns": 3, "workers": {"count": 3}, "memory": {"enabled": enabled}})
+@pytest.mark.parametrize("reports", [True, False])
+def test_memory_and_reports_are_separate_switches(enabled: bool, reports: bool) -> None:
+    """Scripted population. Memory off and reports off: scratch_chars is 0 at every subrun start
+    and nothing is written. Memory off, reports on (the paper's memory-off): only after-action
+    reports are written and carried. Memory on, reports off: notes but no reports."""
+    cond = condition(
+        {
+            "subruns": 3,
+            "workers": {"count": 3},
+            "memory": {"enabled": enabled, "reports": reports},
+        }
+    )
     r = run(cond, 5)
     starts = [
         {w["worker"]: w["scratch_chars"] for w in e["workers"]} for e in r.of("subrun_started")
     ]
     assert starts[0] == {"W1": 0, "W2": 0, "W3": 0}
-    if enabled:
-        assert all(starts[1][w] > 0 for w in starts[1])
-        assert r.of("scratch_written")
-        assert all(starts[2][w] >= starts[1][w] for w in starts[2])
-    else:
+    kinds = {e["entry"] for e in r.of("scratch_written")}
+    if not enabled and not reports:
         assert all(v == 0 for s in starts for v in s.values())
-        assert not r.of("scratch_written")
+        assert not kinds
+    elif not enabled:
+        assert kinds == {"report"}
+        assert all(starts[1][w] > 0 for w in starts[1])
+        assert r.arena.workers["W1"].scratch.of_kind("report")
+        assert {e.kind for e in r.arena.workers["W1"].scratch.entries} == {"report"}
+    else:
+        assert kinds and ("report" in kinds) == reports
+        assert all(starts[2][w] >= starts[1][w] for w in starts[2])
     check_invariants(r, cond)

@@ -59,7 +59,10 @@ class PastRound:
     bids: dict[str, int]
     allocations: dict[str, int]
     used: dict[str, float] = field(default_factory=dict)  # filled as windows end
-    ballots: dict[str, tuple[str, ...]] = field(default_factory=dict)  # published after the round
+    ballots: dict[str, tuple[str, ...]] = field(default_factory=dict)  # published rankings
+    # each ballot's reasoning, published after the round's windows ran (when the condition
+    # publishes it: `negotiation.ballot_reasoning`)
+    reasoning: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(slots=True)

@@ -17,9 +17,9 @@ conversation longer than `max_history_chars` is restarted mid-subrun from a full
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -30,22 +30,40 @@ from mbb.llm.cache import LlmCache
 from mbb.llm.client import CallMeta, ChatRequest, Emit, LlmClient, LlmUnavailable
 from mbb.llm.config import ModelConfig
 from mbb.llm.structured import ActionSpec, InvalidOutput, ask_action, strict_schema, tool_for
+from mbb.params import Condition
+from mbb.protocol.explain import (
+    BALLOT,
+    CLOCK,
+    CONVERSATION,
+    DECLARATION,
+    Plan,
+    explain,
+    plan_of,
+    render,
+)
+from mbb.protocol.history import posts_summary, rounds_summary
 from mbb.scheduling.actions import Ballot, ConversationTurn, Declaration, Message, Withdraw
+from mbb.scheduling.aggregation import tie_break_order
+from mbb.scheduling.validation import (
+    Issue,
+    default_ballot,
+    default_declaration,
+    repair_ballot,
+    repair_declaration,
+    repair_message,
+)
 
 if TYPE_CHECKING:
     from mbb.board import Post
-    from mbb.params import Condition
     from mbb.scratch import Scratch
 
 __all__ = [
     "BallotOut",
     "DeclarationOut",
     "LlmNegotiator",
-    "RulesText",
     "TurnOut",
     "make_llm_negotiator",
     "negotiator_backend",
-    "rules_from_condition",
 ]
 
 
@@ -88,54 +106,6 @@ class BallotOut(_Out):
     ranking: list[str]
     allocations: list[AllocationOut]
     reasoning: str
-
-
-# --- condition-specific rule sentences for the explainer ---------------------------------------
-@dataclass(frozen=True)
-class RulesText:
-    aggregation: str = (
-        "the order that best agrees with all ballots wins; ties are broken by bid, then by "
-        "queue order. Each window gets the median of the allocations ballots gave it, capped "
-        "at its declared duration."
-    )
-    payment: str = "Each holder pays its own bid when its window begins."
-    budget_rule: str = "your budget carries over from one subrun to the next."
-
-
-_AGGREGATION = {
-    "kemeny": "the order that agrees with the most pairwise preferences across all ballots "
-    "wins (Kemeny); ties are broken by bid, then by queue order.",
-    "borda": "positions on the ballots are scored (Borda count) and the highest total goes "
-    "first; ties are broken by bid, then by queue order.",
-    "price_only": "the schedule is ordered by declared bid, highest first; ties by queue order "
-    "(ballots are recorded but do not change the order).",
-    "consensus_else_price": "if all ballots agree, that order is used; otherwise candidates "
-    "are ordered by declared bid, highest first, ties by queue order.",
-}
-_PAYMENT = {
-    "pay_your_bid": "Each holder pays its own bid when its window begins.",
-    "next_price": "Each holder pays the next-highest bid in the schedule when its window begins.",
-    "none": "No credits are charged in this condition; bids only signal priority.",
-}
-
-
-def rules_from_condition(cond: Condition) -> RulesText:
-    alloc = (
-        " Each window gets the median of the allocations ballots gave it, capped at its "
-        "declared duration."
-        if cond.mechanism.allocation == "median_ballot"
-        else " Each window gets its declared duration."
-    )
-    budget = (
-        "budgets are refilled at the start of every subrun."
-        if cond.budget.reset_each_subrun
-        else "your budget carries over from one subrun to the next; it is not refilled."
-    )
-    return RulesText(
-        aggregation=_AGGREGATION[cond.mechanism.aggregation] + alloc,
-        payment=_PAYMENT[cond.mechanism.payment],
-        budget_rule=budget,
-    )
 
 
 # --- rendering (deterministic: same view → same bytes → same cache key) ------------------------
@@ -185,16 +155,21 @@ def _render_round(r: PastRound) -> str:
     if r.ballots:
         ballots = ", ".join(f"{w}: {'>'.join(rk)}" for w, rk in sorted(r.ballots.items()))
         line += f". Ballots: {ballots}"
+    if r.reasoning:  # published after the round (negotiation.ballot_reasoning)
+        why = "; ".join(f"{w}: {text!r}" for w, text in sorted(r.reasoning.items()) if text)
+        if why:
+            line += f". Ballot reasoning: {why}"
     return line
 
 
 def _render_rounds(rounds: list[PastRound], limit: int = 8) -> str:
+    """The latest `limit` rounds in full, a summary of the earlier ones of this subrun."""
     if not rounds:
         return "No earlier rounds this subrun."
     shown = rounds[-limit:]
     head = "Earlier rounds this subrun (public):"
     if len(rounds) > limit:
-        head += f" (last {limit} of {len(rounds)})"
+        head = rounds_summary(rounds[:-limit]) + "\n" + head + f" (last {limit} of {len(rounds)})"
     return "\n".join([head, *(_render_round(r) for r in shown)])
 
 
@@ -210,13 +185,14 @@ def _render_post(p: Post, me: str) -> str:
     return f"[r{p.round} t{p.turn}] {author} → {to} (private): {p.text}"
 
 
-def _render_posts(posts: list[Post], me: str, subrun: int, limit: int = 40) -> str:
+def _render_posts(posts: Sequence[Post], me: str, subrun: int, limit: int = 40) -> str:
+    """This subrun's latest `limit` visible posts in full; the earlier ones counted by author."""
     mine = [p for p in posts if p.subrun == subrun]
     if not mine:
         return "No messages yet this subrun."
     head = "Messages you can see this subrun:"
     if len(mine) > limit:
-        head += f" (last {limit} of {len(mine)})"
+        head = posts_summary(mine[:-limit], me) + "\n" + head + f" (last {limit} of {len(mine)})"
     return "\n".join([head, *(_render_post(p, me) for p in mine[-limit:])])
 
 
@@ -247,6 +223,47 @@ def _declaration_bounds(props: dict[str, Any], view: RoundView) -> None:
     _bound(props["position"], 1, len(view.candidates))
 
 
+def _refuse(issues: list[Issue], prefix: str = "") -> None:
+    """Send an answer the protocol would repair back to the model, naming each problem (cuts
+    to a length limit are the arena's, recorded there)."""
+    problems = [i for i in issues if i.rule != "truncate"]
+    if problems:
+        raise InvalidOutput(
+            "; ".join(f"{prefix}{i.field}: {i.detail} (got {i.value!r})" for i in problems),
+            prefix + problems[0].field,
+        )
+
+
+def _bids_and_durations(view: RoundView) -> tuple[dict[str, int], dict[str, int]]:
+    """The candidates' declared bids and durations (0 for one that has not declared)."""
+    bids, durations = {}, {}
+    for w in view.candidates:
+        d = view.declarations.get(w)
+        bids[w], durations[w] = (d.bid, d.duration) if d is not None else (0, 0)
+    return bids, durations
+
+
+def _clock_text(cond: Condition) -> str:
+    """How time worked in `cond`, as the explanation says it (the registered time model)."""
+    return next(s.text for s in explain(cond) if s.tag == CLOCK)
+
+
+_PHASE_OF = {"declaration": DECLARATION, "conversation_turn": CONVERSATION, "ballot": BALLOT}
+
+
+@functools.cache
+def _view_condition(window_min: int, window_max: int, max_turns: int, revisable: bool) -> Condition:
+    return Condition.model_validate(
+        {
+            "windows": {"min_s": window_min, "max_s": window_max},
+            "negotiation": {
+                "max_turns": max_turns,
+                "bids": "revisable" if revisable else "fixed",
+            },
+        }
+    )
+
+
 class LlmNegotiator:
     """Negotiator protocol over an OpenAI-compatible model; safe to gather within a phase."""
 
@@ -260,21 +277,20 @@ class LlmNegotiator:
         llm: LlmClient,
         emit: Emit | None = None,
         cache: LlmCache | None = None,
-        rules: RulesText | None = None,
-        note_max_chars: int = 280,
-        message_max_chars: int = 600,
+        condition: Condition | None = None,
         report_words: int = 250,
         summary_words: int = 200,
         max_history_chars: int | None = None,
     ) -> None:
+        """`condition`: the condition whose rules the prompts explain and whose limits apply;
+        without one, the default condition's rules with the view's window bounds, turns and
+        bid revision (a negotiator driven by hand-built views)."""
         self.worker = worker
         self.config = config
         self.llm = llm
         self.emit = emit
         self.cache = cache
-        self.rules = rules or RulesText()
-        self.note_max_chars = note_max_chars
-        self.message_max_chars = message_max_chars
+        self.condition = condition
         self.report_words = report_words
         self.summary_words = summary_words
         self.max_history_chars = (
@@ -291,64 +307,109 @@ class LlmNegotiator:
         self._snapshot = False  # the next turn restarts a compacted conversation
         self._shown: dict[str, str] = {}  # situation / candidates / declarations last shown
 
+    # --- the condition ---------------------------------------------------------------------------
+    def condition_for(self, view: RoundView) -> Condition:
+        """The condition the prompts explain (see `__init__`)."""
+        if self.condition is not None:
+            return self.condition
+        return _view_condition(view.window_min_s, view.window_max_s, view.max_turns, view.revisable)
+
+    def plan(self, view: RoundView) -> Plan:
+        return plan_of(self.condition_for(view))
+
     # --- prompts -------------------------------------------------------------------------------
     def system_prompt(self, view: RoundView) -> str:
-        """The static part: the rules, then how to answer (with the schemas where the endpoint
-        needs them in the text), then which worker this is. The same bytes for every call of
-        this worker in a condition, and the same for all workers up to the last paragraph."""
-        phases = prompts.PHASES.format(
-            window_min=view.window_min_s,
-            window_max=view.window_max_s,
-            max_turns=view.max_turns,
-            revision_hint=(
-                prompts.REVISION_HINT_ALLOWED if view.revisable else prompts.REVISION_HINT_FIXED
-            ),
-        )
+        """The static part: the condition's rules (generated through the protocol's registry:
+        only the phases that run), what each of those phases' answers must contain and how to
+        answer, then which worker this is. The same bytes for every call of this worker in a
+        condition, and the same for all workers up to the last paragraph."""
+        cond = self.condition_for(view)
+        plan = plan_of(cond)
+        rules = render(explain(cond, list(view.population)))
+        if plan.conversation:
+            rules += "\n" + prompts.CLOSING_CONVERSATION
         identity = prompts.IDENTITY.format(worker=self.worker)
-        return self._rules_prompt(view) + phases + self._answers_prompt(view) + identity
+        return rules + self._phases_prompt(view, plan) + self._answers_prompt(view, plan) + identity
 
-    def _rules_prompt(self, view: RoundView) -> str:
-        return prompts.EXPLAINER.format(
-            worker=self.worker,
-            n_workers=len(view.population),
-            population=", ".join(view.population),
-            window_min=view.window_min_s,
-            window_max=view.window_max_s,
-            max_turns=view.max_turns,
-            revision_rule=prompts.REVISION_ALLOWED if view.revisable else prompts.REVISION_FIXED,
-            aggregation=self.rules.aggregation,
-            payment=self.rules.payment,
-            budget_rule=self.rules.budget_rule,
-        )
+    def _phases_prompt(self, view: RoundView, plan: Plan) -> str:
+        if not plan.phases:
+            return ""
+        parts = [prompts.PHASES_HEAD]
+        fields = {"window_min": view.window_min_s, "window_max": view.window_max_s}
+        if plan.declarations:
+            sealed = prompts.PHASE_DECLARATION_SEALED if plan.sealed else prompts.PHASE_DECLARATION
+            parts.append(sealed.format(**fields))
+            if plan.withdrawal:
+                parts.append(prompts.PHASE_WITHDRAW)
+        if plan.conversation:
+            hint = prompts.REVISION_HINT_ALLOWED if plan.revisable else prompts.REVISION_HINT_FIXED
+            parts.append(
+                prompts.PHASE_CONVERSATION.format(max_turns=view.max_turns, revision_hint=hint)
+            )
+        if plan.ballots:
+            parts.append(
+                prompts.PHASE_BALLOT.format(
+                    agreed=prompts.BALLOT_AGREED if plan.conversation else "",
+                    published=(
+                        prompts.BALLOT_PUBLISHED
+                        if plan.reasoning_published
+                        else prompts.BALLOT_SECRET
+                    ),
+                )
+            )
+        return "".join(parts)
 
-    def _static_schemas(self, view: RoundView) -> dict[str, dict[str, Any]]:
-        """The three answers' schemas without the round's enums and bounds (those go into the
-        request's response_format, which is not part of the prompt text)."""
-        turn = strict_schema(TurnOut)
-        if not view.revisable:
-            turn["properties"]["revision"] = {"type": "null"}
-        return {
-            "declaration": strict_schema(DeclarationOut),
-            "conversation_turn": turn,
-            "ballot": strict_schema(BallotOut),
-        }
+    def _static_schemas(self, view: RoundView, plan: Plan) -> dict[str, dict[str, Any]]:
+        """The schemas of the answers this condition asks for, without the round's enums and
+        bounds (those go into the request's response_format, not part of the prompt text)."""
+        out: dict[str, dict[str, Any]] = {}
+        if plan.declarations:
+            decl = strict_schema(DeclarationOut)
+            if not plan.withdrawal:
+                decl["properties"]["action"] = {"type": "string", "enum": ["declare"]}
+            out["declaration"] = decl
+        if plan.conversation:
+            turn = strict_schema(TurnOut)
+            if not plan.revisable:
+                turn["properties"]["revision"] = {"type": "null"}
+            out["conversation_turn"] = turn
+        if plan.ballots:
+            out["ballot"] = strict_schema(BallotOut)
+        return out
 
-    def _answers_prompt(self, view: RoundView) -> str:
+    def _answers_prompt(self, view: RoundView, plan: Plan) -> str:
+        schemas = self._static_schemas(view, plan)
+        if not schemas:
+            return ""
         if self.config.tool_protocol == "native":
-            return prompts.ANSWERS_TOOLS
-        return prompts.ANSWERS_JSON.format(
-            **{
-                k: json.dumps(v, separators=(",", ":"))
-                for k, v in self._static_schemas(view).items()
-            }
-        )
+            text = prompts.ANSWERS_TOOLS.format(
+                answers=", ".join(
+                    prompts.ANSWER_TOOL_ITEM.format(name=k, phase=_PHASE_OF[k].upper())
+                    for k in schemas
+                )
+            )
+        else:
+            text = prompts.ANSWERS_JSON_HEAD + "".join(
+                prompts.ANSWER_JSON_ITEM.format(
+                    name=k, phase=_PHASE_OF[k].upper(), schema=json.dumps(v, separators=(",", ":"))
+                )
+                for k, v in schemas.items()
+            )
+        ends = [prompts.END_REPORT] if plan.reports else []
+        if plan.memory:
+            ends.append(prompts.END_SUMMARY)
+        if ends:
+            text += prompts.END_OF_SUBRUN.format(
+                what=" and ".join(ends), they="they become" if len(ends) > 1 else "it becomes"
+            )
+        return text
 
     def _tools(self, view: RoundView) -> list[dict[str, Any]] | None:
-        """Native protocol: the same three tools on every call (their schemas are part of the
-        prompt prefix a server caches); the round's constraints are checked on the answer."""
+        """Native protocol: the same tools on every call (their schemas are part of the prompt
+        prefix a server caches); the round's constraints are checked on the answer."""
         if self.config.tool_protocol != "native":
             return None
-        return [tool_for(k, v) for k, v in self._static_schemas(view).items()]
+        return [tool_for(k, v) for k, v in self._static_schemas(view, self.plan(view)).items()]
 
     # --- the conversation ----------------------------------------------------------------------
     def _reset(self, subrun: int | None) -> None:
@@ -480,50 +541,51 @@ class LlmNegotiator:
     def _meta(self, view: RoundView, phase: str, role: str = "negotiator") -> CallMeta:
         return CallMeta(self.worker, role, phase, subrun=view.subrun, round=view.round)
 
-    # --- validation against the round ------------------------------------------------------------
+    # --- validation against the round: the protocol's own rules (mbb.scheduling.validation) -----
     def _check_declaration(self, view: RoundView, d: RevisionOut | DeclarationOut) -> Declaration:
-        n = len(view.candidates)
-        problems = []
-        if not 0 <= d.bid <= view.budget:
-            problems.append(f"bid must be between 0 and your budget {view.budget}, got {d.bid}")
-        if not view.window_min_s <= d.duration <= view.window_max_s:
-            problems.append(
-                f"duration must be between {view.window_min_s} and {view.window_max_s} s, "
-                f"got {d.duration}"
-            )
-        if not 1 <= d.position <= n:
-            problems.append(f"position must be between 1 and {n}, got {d.position}")
-        if problems:
-            raise InvalidOutput("; ".join(problems), "bid" if "bid" in problems[0] else "duration")
-        return Declaration(
-            bid=d.bid, duration=d.duration, position=d.position, note=d.note[: self.note_max_chars]
+        """The declaration if the protocol would accept it as it is; an answer it would repair
+        (a bid, duration or position out of range) goes back to the model. A note that is too
+        long is left to the arena, which cuts it (recorded)."""
+        decl = Declaration(
+            bid=d.bid, duration=d.duration, position=d.position, note=d.note, labels=()
         )
+        _, issues = repair_declaration(
+            decl,
+            budget=view.budget,
+            min_s=view.window_min_s,
+            max_s=view.window_max_s,
+            n_candidates=len(view.candidates),
+            note_max=len(decl.note),
+        )
+        _refuse(issues)
+        return decl
 
     def default_declaration(self, view: RoundView) -> Declaration:
-        dur = min(max(view.wanted_s, view.window_min_s), view.window_max_s)
-        return Declaration(bid=0, duration=dur, position=len(view.candidates), note="")
+        """The protocol's default declaration (as for a failed backend)."""
+        return default_declaration(view.wanted_s, len(view.candidates))
 
     def default_ballot(self, view: RoundView) -> Ballot:
-        bids = {w: (d.bid if (d := view.declarations.get(w)) else 0) for w in view.candidates}
-        order = sorted(view.candidates, key=lambda w: (-bids[w], view.candidates.index(w)))
-        alloc = {w: view.declarations[w].duration if w in view.declarations else 0 for w in order}
-        return Ballot(
-            ranking=tuple(order),
-            allocations=alloc,
-            reasoning="default ballot: ordered by declared bid, ties by queue order",
-            defaulted=True,
-        )
+        """The protocol's default ballot (as for a failed backend)."""
+        bids, declared = _bids_and_durations(view)
+        return default_ballot(tie_break_order(view.candidates, bids), declared)
 
     # --- phases --------------------------------------------------------------------------------
     async def declare(self, view: RoundView) -> Declaration | Withdraw:
         self._last_view = view
+        withdrawal = self.plan(view).withdrawal
 
         def convert(out: DeclarationOut) -> Declaration | Withdraw:
             if out.action == "withdraw":
-                return Withdraw(reason=out.note[: self.note_max_chars] or "withdrew")
+                if not withdrawal:
+                    raise InvalidOutput(
+                        "withdrawal is not allowed: action must be declare", "action"
+                    )
+                return Withdraw(reason=out.note or "withdrew")
             return self._check_declaration(view, out)
 
         schema = strict_schema(DeclarationOut)
+        if not withdrawal:
+            schema["properties"]["action"] = {"type": "string", "enum": ["declare"]}
         if self._ranges_in_schema:
             _declaration_bounds(schema["properties"], view)
         spec: ActionSpec[DeclarationOut, Declaration | Withdraw] = ActionSpec(
@@ -550,14 +612,16 @@ class LlmNegotiator:
         def convert(out: TurnOut) -> ConversationTurn:
             msgs = []
             for i, m in enumerate(out.messages):
-                if m.to is not None and m.to not in peers:
-                    raise InvalidOutput(
-                        f"messages[{i}].to must be one of {peers} or null, got {m.to!r}",
-                        f"messages.{i}.to",
-                    )
                 if not m.text.strip():
                     continue
-                msgs.append(Message(to=m.to, text=m.text[: self.message_max_chars]))
+                msg, issues = repair_message(
+                    Message(to=m.to, text=m.text),
+                    sender=self.worker,
+                    population=view.population,
+                    max_chars=len(m.text),
+                )
+                _refuse(issues, f"messages.{i}.")
+                msgs.append(msg or Message(to=m.to, text=m.text))
             revision = None
             if out.revision is not None:
                 if not view.revisable:
@@ -588,29 +652,22 @@ class LlmNegotiator:
     async def vote(self, view: RoundView) -> Ballot:
         self._last_view = view
         cands = list(view.candidates)
-        declared = {w: (d.duration if (d := view.declarations.get(w)) else 0) for w in cands}
+        bids, declared = _bids_and_durations(view)
+        tiebreak = tie_break_order(cands, bids)
 
         def convert(out: BallotOut) -> Ballot:
-            if sorted(out.ranking) != sorted(cands):
-                raise InvalidOutput(
-                    f"ranking must contain each of {cands} exactly once, got {out.ranking}",
-                    "ranking",
-                )
-            alloc: dict[str, int] = {}
-            for a in out.allocations:
-                if a.candidate not in declared:
-                    raise InvalidOutput(f"allocation for unknown candidate {a.candidate!r}")
-                if not 0 <= a.seconds <= declared[a.candidate]:
-                    raise InvalidOutput(
-                        f"allocation for {a.candidate} must be 0..{declared[a.candidate]} s "
-                        f"(its declared duration), got {a.seconds}",
-                        "allocations",
-                    )
-                alloc[a.candidate] = a.seconds
-            missing = [w for w in cands if w not in alloc]
-            if missing:
-                raise InvalidOutput(f"allocations missing for {missing}", "allocations")
-            return Ballot(ranking=tuple(out.ranking), allocations=alloc, reasoning=out.reasoning)
+            if not out.allocations:
+                raise InvalidOutput(f"allocations missing for {cands}", "allocations")
+            ballot = Ballot(
+                ranking=tuple(out.ranking),
+                allocations={a.candidate: a.seconds for a in out.allocations},
+                reasoning=out.reasoning,
+            )
+            _, issues = repair_ballot(
+                ballot, tiebreak=tiebreak, declared=declared, reasoning_max=len(out.reasoning)
+            )
+            _refuse(issues)
+            return ballot
 
         schema = strict_schema(BallotOut)
         _patch_enum(schema["properties"]["ranking"]["items"], cands)
@@ -653,12 +710,13 @@ class LlmNegotiator:
         return text or None
 
     async def end_subrun(self, recap: SubrunRecap, scratch: Scratch | None) -> None:
-        """Write an after-action report and a condensed history into scratch (memory on).
+        """Write an after-action report (reports on) and a condensed history (memory on) into
+        scratch; each is asked for only if scratch keeps it (`Scratch.accepts`).
 
         Both close this subrun's conversation (their prefix is the whole negotiation, already
         sent); the next subrun starts a new conversation from them."""
         view, self._last_view = self._last_view, None
-        if scratch is None:
+        if scratch is None or not (scratch.accepts("report") or scratch.accepts("summary")):
             self._reset(None)
             return
         if view is None or view.subrun != recap.subrun or self._system is None:
@@ -676,16 +734,21 @@ class LlmNegotiator:
                 max_words=self.report_words,
             ),
         }
-        meta_r = CallMeta(self.worker, "report", "report", subrun=recap.subrun)
-        report = await self._free_text_messages([system, *self._history, report_user], meta_r)
-        self._append([report_user, {"role": "assistant", "content": report or "(no report)"}])
-        previous = "\n".join(e.text for e in scratch.of_kind("summary")[-1:]) or "(none)"
-        summary_user = {
-            "role": "user",
-            "content": prompts.SUMMARY_TURN.format(previous=previous, max_words=self.summary_words),
-        }
-        meta_s = CallMeta(self.worker, "summary", "summary", subrun=recap.subrun)
-        summary = await self._free_text_messages([system, *self._history, summary_user], meta_s)
+        report = summary = None
+        if scratch.accepts("report"):
+            meta_r = CallMeta(self.worker, "report", "report", subrun=recap.subrun)
+            report = await self._free_text_messages([system, *self._history, report_user], meta_r)
+            self._append([report_user, {"role": "assistant", "content": report or "(no report)"}])
+        if scratch.accepts("summary"):
+            previous = "\n".join(e.text for e in scratch.of_kind("summary")[-1:]) or "(none)"
+            summary_user = {
+                "role": "user",
+                "content": prompts.SUMMARY_TURN.format(
+                    previous=previous, max_words=self.summary_words
+                ),
+            }
+            meta_s = CallMeta(self.worker, "summary", "summary", subrun=recap.subrun)
+            summary = await self._free_text_messages([system, *self._history, summary_user], meta_s)
         self._reset(None)
         if report:
             scratch.write("report", recap.subrun, report)
@@ -723,22 +786,29 @@ class LlmNegotiator:
             rounds=rounds,
             transcript=transcript,
         )
-        meta_r = CallMeta(self.worker, "report", "report", subrun=recap.subrun)
-        report = await self._free_text(
-            prompts.REPORT_SYSTEM.format(worker=self.worker, max_words=self.report_words),
-            report_user,
-            meta_r,
-        )
-        previous = "\n".join(e.text for e in scratch.of_kind("summary")[-1:]) or "(none)"
-        summary_user = prompts.SUMMARY_USER.format(
-            previous=previous, subrun_no=recap.subrun, rounds=rounds, transcript=transcript
-        )
-        meta_s = CallMeta(self.worker, "summary", "summary", subrun=recap.subrun)
-        summary = await self._free_text(
-            prompts.SUMMARY_SYSTEM.format(worker=self.worker, max_words=self.summary_words),
-            summary_user,
-            meta_s,
-        )
+        report = summary = None
+        if scratch.accepts("report"):
+            meta_r = CallMeta(self.worker, "report", "report", subrun=recap.subrun)
+            report = await self._free_text(
+                prompts.REPORT_SYSTEM.format(
+                    worker=self.worker,
+                    max_words=self.report_words,
+                    clock=_clock_text(self.condition or Condition.model_validate({})),
+                ),
+                report_user,
+                meta_r,
+            )
+        if scratch.accepts("summary"):
+            previous = "\n".join(e.text for e in scratch.of_kind("summary")[-1:]) or "(none)"
+            summary_user = prompts.SUMMARY_USER.format(
+                previous=previous, subrun_no=recap.subrun, rounds=rounds, transcript=transcript
+            )
+            meta_s = CallMeta(self.worker, "summary", "summary", subrun=recap.subrun)
+            summary = await self._free_text(
+                prompts.SUMMARY_SYSTEM.format(worker=self.worker, max_words=self.summary_words),
+                summary_user,
+                meta_s,
+            )
         if report:
             scratch.write("report", recap.subrun, report)
         if summary:
@@ -754,19 +824,10 @@ def make_llm_negotiator(
     cache: LlmCache | None,
     condition: Condition | None = None,
 ) -> LlmNegotiator:
-    """The arena's entry point; `condition` (optional) tailors the explainer and length limits."""
-    if condition is None:
-        return LlmNegotiator(worker, config=config, llm=llm, emit=emit, cache=cache)
-    neg = condition.negotiation
+    """The arena's entry point; `condition` (optional) is the condition whose rules the prompts
+    explain (see `LlmNegotiator`)."""
     return LlmNegotiator(
-        worker,
-        config=config,
-        llm=llm,
-        emit=emit,
-        cache=cache,
-        rules=rules_from_condition(condition),
-        note_max_chars=neg.note_max_chars,
-        message_max_chars=neg.message_max_chars,
+        worker, config=config, llm=llm, emit=emit, cache=cache, condition=condition
     )
 
 

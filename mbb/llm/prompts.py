@@ -1,31 +1,48 @@
 """Prompt text for LLM negotiators, as plain `str.format` templates (no logic here).
 
-Written for this project from the protocol in the README. Placeholders are filled by
-`mbb.agents.llm_negotiator`; every number is pre-formatted there so prompts (and thus cache
-keys) are byte-identical for identical states. Private facts (own budget, own deadline, own
-remaining work) appear only in the owner's own prompt.
+The rules of the condition are not here: they are generated from the condition through the
+protocol's registry (`mbb.protocol.explain`), so agents read exactly the phases that run. These
+templates say what each of those phases' answers must contain and how to answer. Placeholders
+are filled by `mbb.agents.llm_negotiator`; every number is pre-formatted there so prompts (and
+thus cache keys) are byte-identical for identical states. Private facts (own budget, own
+deadline, own remaining work) appear only in the owner's own prompt.
 """
 
 from __future__ import annotations
 
 __all__ = [
-    "ANSWERS_JSON",
+    "ANSWERS_JSON_HEAD",
     "ANSWERS_TOOLS",
     "ANSWER_JSON",
+    "ANSWER_JSON_ITEM",
     "ANSWER_TOOL",
+    "ANSWER_TOOL_ITEM",
+    "BALLOT_AGREED",
+    "BALLOT_PUBLISHED",
+    "BALLOT_SECRET",
     "BALLOT_TURN",
     "CANDIDATES",
+    "CLOSING_CONVERSATION",
     "CONVERSE_TURN",
     "DECLARE_TURN",
-    "EXPLAINER",
+    "END_OF_SUBRUN",
+    "END_REPORT",
+    "END_SUMMARY",
     "IDENTITY",
     "JSON_ONLY",
     "JSON_WITH_SCHEMA",
-    "PHASES",
+    "PHASES_HEAD",
+    "PHASE_BALLOT",
+    "PHASE_CONVERSATION",
+    "PHASE_DECLARATION",
+    "PHASE_DECLARATION_SEALED",
+    "PHASE_WITHDRAW",
     "REPAIR",
     "REPORT_SYSTEM",
     "REPORT_TURN",
     "REPORT_USER",
+    "REVISION_HINT_ALLOWED",
+    "REVISION_HINT_FIXED",
     "SITUATION",
     "SUBRUN_START",
     "SUMMARY_SYSTEM",
@@ -35,47 +52,10 @@ __all__ = [
     "USE_TOOL",
 ]
 
-# --- system: how the auction works -------------------------------------------------------------
-EXPLAINER = """\
-You negotiate on behalf of one of {n_workers} coding agents ({population}) that share a single \
-execution machine; which one is said at the end of these instructions. Each subrun every worker \
-gets its own programming task and a private deadline. A solver does the actual work, but it can \
-only run commands (look at the reference program, edit, compile, test) while it holds an \
-execution window on the shared machine. Your job is to get your solver the windows it needs, at \
-a price you can afford, before its deadline.
-
-How time works: a simulated clock runs only while some window is executing. Negotiating is free \
-and stops the clock, but every second you wait in the queue behind other workers' windows is a \
-second of your deadline gone. If your deadline passes, your solver is terminated for the subrun \
-and any later windows you won are dropped.
-
-How a round works, whenever the machine is idle and workers are queued (the queued workers are \
-the candidates):
-1. Declaration (public, simultaneous): a bid in whole credits (0 up to your remaining budget), a \
-duration in seconds ({window_min}..{window_max}), the position you want in the schedule \
-(1 = first), and a short public note.
-2. Conversation (up to {max_turns} turns): private messages to one peer or public posts to \
-everyone. {revision_rule}
-3. Ballot (secret until the schedule is published): every candidate submits a full ranking of \
-all candidates and a time allocation for each, no longer than that candidate's declared \
-duration, with its reasoning.
-4. The operator combines the ballots: {aggregation} The resulting schedule is published.
-5. Windows run one after another in that order. {payment} A worker terminated before its window \
-begins pays nothing. A holder that finishes or releases early hands the machine to the next one \
-at once; a window that reaches its allocation is cut off, even in the middle of a command.
-
-Credits: {budget_rule} Spent credits are gone; there is nothing else to buy with them.
-Privacy: your budget, your deadline and your remaining work are known only to you unless you \
-choose to disclose them. Bids, declarations, notes, public posts, published ballots and \
-schedules are seen by everyone. Do not invent or guess other workers' private budgets or \
-deadlines; reason from what you can actually see and from what they have told you.
-Keep messages short and concrete. Commitments you make are remembered by others."""
-
-REVISION_ALLOWED = (
-    "During the conversation you may revise your declaration (bid, duration, position, note); "
-    "revisions are public."
+# --- system: the rules are generated from the condition (mbb.protocol.explain); then these --------
+CLOSING_CONVERSATION = (
+    "Keep messages short and concrete. Commitments you make are remembered by others."
 )
-REVISION_FIXED = "Declarations are final once made: bids cannot be revised during conversation."
 
 # --- user: how a declaration may be revised ---------------------------------------------------
 REVISION_HINT_ALLOWED = (
@@ -98,10 +78,9 @@ Answer again with a corrected JSON object that follows the rules and the schema 
 # --- end of subrun: after-action report ---------------------------------------------------
 REPORT_SYSTEM = """\
 You are writing an after-action report for worker {worker}. This subrun your solver tried to \
-rebuild a program under a sequential time-slot auction: it could run commands only inside \
-windows it won, and its deadline ran only while windows executed (negotiation itself was free, \
-but queued waiting counted against the deadline). The report is for the same worker's next \
-subrun, which will involve a different, unrelated program, so write lessons that transfer.
+rebuild a program on a shared machine: it could run commands only inside windows it was \
+granted. {clock} The report is for the same worker's next subrun, which will involve a \
+different, unrelated program, so write lessons that transfer.
 
 Be factual and plain:
 - Windows: how many were secured, seconds granted versus used, credits spent and left, time \
@@ -153,26 +132,24 @@ Write the condensed history now."""
 # only what is new since the worker's previous turn, each followed by the worker's answer. At a
 # subrun boundary the conversation starts again from the notes (after-action report and
 # condensed history), which is the memory design of the study.
-ANSWERS_JSON = """\
+ANSWERS_JSON_HEAD = """\
 
-How to answer. Each of your turns asks for one of three answers, named in the request. Answer \
-with a single JSON object and nothing else; it must match that answer's JSON Schema:
-- `declaration` (phase DECLARATION). JSON Schema:
-{declaration}
-- `conversation_turn` (phase CONVERSATION). JSON Schema:
-{conversation_turn}
-- `ballot` (phase BALLOT). JSON Schema:
-{ballot}
-At the end of a subrun you are asked, in plain text, for an after-action report and a condensed \
-history; they become your notes for the next subrun."""
-
+How to answer. Each of your turns asks for one of these answers, named in the request. Answer \
+with a single JSON object and nothing else; it must match that answer's JSON Schema:"""
+ANSWER_JSON_ITEM = """
+- `{name}` (phase {phase}). JSON Schema:
+{schema}"""
 ANSWERS_TOOLS = """\
 
-How to answer. Each of your turns asks for one of three answers, named in the request: \
-`declaration` (phase DECLARATION), `conversation_turn` (phase CONVERSATION) or `ballot` (phase \
-BALLOT). Submit it by calling the function of that name. At the end of a subrun you are asked, \
-in plain text, for an after-action report and a condensed history; they become your notes for \
-the next subrun."""
+How to answer. Each of your turns asks for one of these answers, named in the request: \
+{answers}. Submit it by calling the function of that name."""
+ANSWER_TOOL_ITEM = "`{name}` (phase {phase})"
+END_OF_SUBRUN = (
+    " At the end of a subrun you are asked, in plain text, for {what}; {they} your notes for "
+    "the next subrun."
+)
+END_REPORT = "an after-action report"
+END_SUMMARY = "a condensed history"
 
 # last in the system prompt, so everything before it is the same for every worker of a condition
 # (one cached prefix for all of them on a server that shares its cache)
@@ -185,26 +162,38 @@ SUBRUN_START = """\
 Subrun {subrun_no} of {subruns_total} begins: a new task and a new private deadline.
 {memory}"""
 
-PHASES = """\
+PHASES_HEAD = """\
 
-The phases of a round, and what each answer must contain:
+The phases of a round, and what each answer must contain:"""
+PHASE_DECLARATION = """
 - DECLARATION: what you ask for this round: a bid (integer credits, 0 up to your remaining \
 budget), a duration (integer seconds, {window_min}..{window_max}), the position you want \
 (1 up to the number of candidates) and a short public note (at most a sentence or two). Set \
-"action" to "declare". If your task cannot be finished before your deadline and further \
+"action" to "declare"."""
+PHASE_DECLARATION_SEALED = """
+- DECLARATION: your sealed bid (integer credits, 0 up to your remaining budget) and the \
+duration you want (integer seconds, {window_min}..{window_max}); no one else sees them. \
+"position" and "note" are recorded but play no part (give 1 and an empty note). Set "action" \
+to "declare"."""
+PHASE_WITHDRAW = """ If your task cannot be finished before your deadline and further \
 spending is pointless, you may set "action" to "withdraw" instead (you leave the queue for the \
-rest of the subrun; the other fields are then ignored).
+rest of the subrun; the other fields are then ignored)."""
+PHASE_CONVERSATION = """
 - CONVERSATION (up to {max_turns} turns): send zero or more messages; each goes privately to one \
 peer ("to": that worker's id) or publicly to everyone ("to": null). Use them to propose \
 orderings, trade concessions, make or invoke commitments, or explain your needs. Sending nothing \
-(an empty list) is a valid choice when there is nothing useful to add. {revision_hint}
+(an empty list) is a valid choice when there is nothing useful to add. {revision_hint}"""
+PHASE_BALLOT = """
 - BALLOT: rank ALL candidates from first to last, each exactly once, and give each an allocation \
 in seconds between 0 and its declared duration. The ranking is primarily about declared bid \
-price; desired positions, durations and what was agreed in the conversation can support your \
-ordering, as can deadline pressure someone has actually disclosed. Do not rank by how long \
-someone has waited to talk, and do not guess private budgets or deadlines. Explain your ranking \
-in "reasoning" (it is published after the round, so it can record commitments for later \
-rounds)."""
+price; desired positions, durations{agreed} can support your ordering, as can deadline \
+pressure someone has actually disclosed. Do not rank by how long someone has waited to talk, \
+and do not guess private budgets or deadlines. Explain your ranking in "reasoning"{published}."""
+BALLOT_AGREED = " and what was agreed in the conversation"
+BALLOT_PUBLISHED = (
+    " (it is published after the round, so it can record commitments for later rounds)"
+)
+BALLOT_SECRET = " (no one else sees it)"
 
 TURN_HEAD = "--- Subrun {subrun_no}, round {round_no} ---"
 SITUATION = (

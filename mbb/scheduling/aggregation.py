@@ -20,9 +20,13 @@ __all__ = [
     "AggregationResult",
     "aggregate",
     "borda",
+    "borda_rule",
+    "consensus_else_price_rule",
     "kemeny",
     "kemeny_disagreement",
+    "kemeny_rule",
     "pairwise_matrix",
+    "price_only_rule",
     "tie_break_order",
 ]
 
@@ -126,6 +130,38 @@ def borda(tiebreak: Sequence[str], ballots: Sequence[Sequence[str]]) -> list[str
     return sorted(tiebreak, key=lambda c: (-score[c], rank[c]))
 
 
+def kemeny_rule(
+    tiebreak: Sequence[str], ballots: Sequence[Sequence[str]], exact_max: int
+) -> AggregationResult:
+    """Exact Kemeny up to `exact_max` candidates; Borda beyond (recorded as a fallback)."""
+    if len(tiebreak) > exact_max:
+        return AggregationResult(borda(tiebreak, ballots), "borda (kemeny fallback)")
+    return AggregationResult(kemeny(tiebreak, ballots), "kemeny")
+
+
+def borda_rule(
+    tiebreak: Sequence[str], ballots: Sequence[Sequence[str]], exact_max: int
+) -> AggregationResult:
+    return AggregationResult(borda(tiebreak, ballots), "borda")
+
+
+def price_only_rule(
+    tiebreak: Sequence[str], ballots: Sequence[Sequence[str]], exact_max: int
+) -> AggregationResult:
+    """Bids decide (the tie-break order itself); ballots are ignored."""
+    return AggregationResult(list(tiebreak), "price_only")
+
+
+def consensus_else_price_rule(
+    tiebreak: Sequence[str], ballots: Sequence[Sequence[str]], exact_max: int
+) -> AggregationResult:
+    """A unanimous ballot order if there is one, otherwise the price (tie-break) order."""
+    first = tuple(ballots[0]) if ballots else None
+    if first is not None and all(tuple(b) == first for b in ballots):
+        return AggregationResult(list(first), "consensus")
+    return AggregationResult(list(tiebreak), "price_only")
+
+
 def aggregate(
     rule: str,
     candidates: Sequence[str],
@@ -134,19 +170,9 @@ def aggregate(
     *,
     exact_max: int = 8,
 ) -> AggregationResult:
-    """Apply `rule`. Ballots must already be valid full rankings of `candidates`."""
-    tb = tie_break_order(candidates, bids)
-    if rule == "price_only":
-        return AggregationResult(tb, "price_only")
-    if rule == "consensus_else_price":
-        first = tuple(ballots[0]) if ballots else None
-        if first is not None and all(tuple(b) == first for b in ballots):
-            return AggregationResult(list(first), "consensus")
-        return AggregationResult(tb, "price_only")
-    if rule == "borda":
-        return AggregationResult(borda(tb, ballots), "borda")
-    if rule == "kemeny":
-        if len(tb) > exact_max:
-            return AggregationResult(borda(tb, ballots), "borda (kemeny fallback)")
-        return AggregationResult(kemeny(tb, ballots), "kemeny")
-    raise ValueError(f"unknown aggregation rule {rule!r}")
+    """Apply the registered rule `rule` (`mbb.protocol.rules.AGGREGATION`). Ballots must
+    already be valid full rankings of `candidates`."""
+    from mbb.protocol.rules import AGGREGATION  # the registry imports this module
+
+    impl = AGGREGATION[rule].implementation
+    return impl(tie_break_order(candidates, bids), ballots, exact_max)

@@ -1,8 +1,10 @@
 """Centralized schedulers: baselines that replace negotiation on the same demand.
 
 When `mechanism.kind` is not `negotiated`, a round skips conversation and ballots; the operator
-orders the queued candidates itself. Demand, solvers, clock, ledger and event log are the
-arena's own, so every table and figure works unchanged.
+orders the queued candidates itself. These are pure functions of the queued jobs: the round
+around them (sealed bids, publishing, payment, execution) is `mbb.protocol.mechanisms`, so
+demand, solvers, clock, ledger and event log are the arena's own and every table and figure
+works unchanged.
 
 | kind               | order                                   | window            | payment   |
 |--------------------|-----------------------------------------|-------------------|-----------|
@@ -31,46 +33,28 @@ the declared duration; each holder pays its bid (a terminated holder pays nothin
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-from mbb import events as ev
-from mbb.agents.base import PastRound
-from mbb.scheduling.actions import Declaration
-
-if TYPE_CHECKING:
-    from mbb.arena import Arena
+from typing import Any
 
 __all__ = [
     "AUCTIONS",
     "BID_MECHANISMS",
     "CENTRALIZED",
+    "SCHEDULERS",
     "Job",
+    "Scheduler",
     "Slot",
     "edf",
     "fcfs",
     "first_price",
     "proportional_share",
     "round_robin",
-    "run_centralized_round",
     "schedule",
     "second_price",
     "sjf",
     "vickrey",
 ]
-
-CENTRALIZED = (
-    "fcfs",
-    "edf",
-    "sjf",
-    "round_robin",
-    "first_price",
-    "second_price",
-    "proportional_share",
-)
-AUCTIONS = ("first_price", "second_price")
-BID_MECHANISMS = (*AUCTIONS, "proportional_share")  # these ask the negotiators for bids
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -99,7 +83,7 @@ class Slot:
     price: int = 0
 
 
-def _ordered(jobs: Sequence[Job], key) -> list[Job]:
+def _ordered(jobs: Sequence[Job], key: Callable[[Job], tuple[Any, ...]]) -> list[Job]:
     """By `key`, then request time, then queue position (the sort is stable)."""
     return sorted(jobs, key=lambda j: (*key(j), j.requested_at))
 
@@ -170,77 +154,27 @@ def proportional_share(jobs: Sequence[Job], quantum: int, min_s: int) -> list[Sl
     return out
 
 
+Scheduler = Callable[[Sequence[Job], int, int], list[Slot]]
+"""(queued jobs, quantum_s, windows.min_s) -> the published windows, in order."""
+
+# the schedulers by mechanism name; `mbb.protocol.rules.MECHANISMS` names and explains them
+SCHEDULERS: dict[str, Scheduler] = {
+    "fcfs": lambda jobs, quantum, min_s: fcfs(jobs),
+    "edf": lambda jobs, quantum, min_s: edf(jobs),
+    "sjf": lambda jobs, quantum, min_s: sjf(jobs),
+    "round_robin": lambda jobs, quantum, min_s: round_robin(jobs, quantum),
+    "first_price": lambda jobs, quantum, min_s: first_price(jobs),
+    "second_price": lambda jobs, quantum, min_s: second_price(jobs),
+    "proportional_share": proportional_share,
+}
+CENTRALIZED = tuple(SCHEDULERS)
+AUCTIONS = ("first_price", "second_price")
+BID_MECHANISMS = (*AUCTIONS, "proportional_share")  # these ask the negotiators for bids
+
+
 def schedule(kind: str, jobs: Sequence[Job], *, quantum: int = 60, min_s: int = 30) -> list[Slot]:
     """Dispatch to the named scheduler (the arena and the replay use this one entry point)."""
-    if kind == "fcfs":
-        return fcfs(jobs)
-    if kind == "edf":
-        return edf(jobs)
-    if kind == "sjf":
-        return sjf(jobs)
-    if kind == "round_robin":
-        return round_robin(jobs, quantum)
-    if kind == "first_price":
-        return first_price(jobs)
-    if kind == "second_price":
-        return second_price(jobs)
-    if kind == "proportional_share":
-        return proportional_share(jobs, quantum, min_s)
-    raise ValueError(f"unknown centralized mechanism {kind!r}; known: {', '.join(CENTRALIZED)}")
-
-
-async def _sealed_bids(
-    arena: Arena, subrun: int, rnd: int, candidates: list[str], past: list[PastRound]
-) -> dict[str, Declaration]:
-    """Phase 1 only: each candidate declares a sealed bid; nothing is posted to the board."""
-    return await arena.declaration_phase(subrun, rnd, candidates, past, public=False)
-
-
-async def run_centralized_round(
-    arena: Arena,
-    subrun: int,
-    rnd: int,
-    candidates: list[str],
-    queue: list[str],
-    past: list[PastRound],
-) -> None:
-    """Phases 1-4 replaced by the operator's scheduler; phase 5 (execution) is the arena's."""
-    c = arena.condition
-    kind = c.mechanism.kind
-    bids: dict[str, int] = dict.fromkeys(candidates, 0)
-    durations = {w: arena.workers[w].wanted_s for w in candidates}
-    if kind in BID_MECHANISMS:
-        decls = await _sealed_bids(arena, subrun, rnd, candidates, past)
-        candidates = [w for w in candidates if w in decls]
-        bids = {w: decls[w].bid for w in candidates}
-        durations = {w: decls[w].duration for w in candidates}
-    if not candidates:
-        return
-    jobs = [
-        Job(
-            id=w,
-            requested_at=arena.workers[w].requested_at or 0.0,
-            duration=durations[w],
-            deadline=arena.workers[w].spec.deadline_s,
-            bid=bids[w],
-        )
-        for w in candidates
-    ]
-    slots = schedule(kind, jobs, quantum=c.mechanism.quantum_s, min_s=c.windows.min_s)
-    order = [s.id for s in slots]
-    alloc = {s.id: s.allocation for s in slots}
-    arena.emit(
-        ev.SchedulePublished,
-        rule=kind,
-        order=order,
-        allocations=[alloc[x] for x in order],
-        bids=[bids[x] for x in order],
-        ballots_unanimous=False,
-    )
-    record = PastRound(rnd, list(order), dict(bids), dict(alloc))
-    past.append(record)
-    # auction losers keep their place: they re-enter the queue in request order, ahead of
-    # anyone who requests during this round's window
-    queue.extend(w for w in candidates if w not in alloc)
-    for pos, s in enumerate(slots, 1):
-        await arena.execute_window(s.id, pos, s.allocation, s.price, subrun, rnd, record, queue)
+    scheduler = SCHEDULERS.get(kind)
+    if scheduler is None:
+        raise ValueError(f"unknown centralized mechanism {kind!r}; known: {', '.join(CENTRALIZED)}")
+    return scheduler(jobs, quantum, min_s)

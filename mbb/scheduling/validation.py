@@ -16,6 +16,8 @@ every issue as an `invalid_action` event. The rules:
 | allocation missing                        | the candidate's declared duration              |
 | allocation < 0 or > declared duration     | clamp to [0, declared]                         |
 | no ballot at all (backend failure)        | default ballot: tie-break order, declared time |
+| no declaration at all (backend failure)   | default declaration: bid 0, requested, last    |
+| withdrawal where withdrawal is forbidden  | default declaration (recorded)                 |
 | revision while bids are fixed             | drop the revision                              |
 """
 
@@ -27,7 +29,14 @@ from typing import Any
 
 from mbb.scheduling.actions import Ballot, Declaration, Message
 
-__all__ = ["Issue", "default_ballot", "repair_ballot", "repair_declaration", "repair_message"]
+__all__ = [
+    "Issue",
+    "default_ballot",
+    "default_declaration",
+    "repair_ballot",
+    "repair_declaration",
+    "repair_message",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,12 +97,20 @@ def repair_message(
     return m, issues
 
 
+def default_declaration(wanted_s: int, n_candidates: int) -> Declaration:
+    """The declaration made for a candidate whose backend produced none (or that withdrew
+    where withdrawal is not allowed): bid 0 for its requested duration, at the last position."""
+    return Declaration(bid=0, duration=wanted_s, position=n_candidates, note="", labels=())
+
+
 def default_ballot(tiebreak: Sequence[str], declared: Mapping[str, int]) -> Ballot:
-    """The ballot cast for a candidate whose backend produced none."""
+    """The ballot cast for a candidate whose backend produced none: the tie-break order (bid,
+    then queue), declared durations."""
     return Ballot(
         ranking=tuple(tiebreak),
         allocations={c: declared[c] for c in tiebreak},
         reasoning="(default ballot: bid order, declared durations)",
+        defaulted=True,
     )
 
 

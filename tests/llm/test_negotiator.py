@@ -74,7 +74,7 @@ def test_ballot_must_rank_everyone_and_respect_durations(server, sleeps, log) ->
     assert ballot.ranking == ("W2", "W1", "W3")  # default: by bid 60 > 40 > 10
     assert ballot.allocations == {"W2": 90, "W1": 120, "W3": 200}
     assert ballot.defaulted  # so the ballot_cast event says it was the stated default
-    assert "each of" in server.completions[1].body["messages"][-1]["content"]
+    assert "candidates missing" in server.completions[1].body["messages"][-1]["content"]
 
 
 def test_fixed_bids_reject_revisions(server, sleeps, log) -> None:

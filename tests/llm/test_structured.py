@@ -96,7 +96,7 @@ def test_context_violation_repaired(server, sleeps, log) -> None:
     server.push(Reply.json(over), Reply.completion(DECL))
     action = asyncio.run(negotiator(server, sleeps, log).declare(make_view()))
     assert action.bid == 50
-    assert "budget 700" in server.completions[1].body["messages"][-1]["content"]
+    assert "0..700 (budget)" in server.completions[1].body["messages"][-1]["content"]
 
 
 def test_still_invalid_after_repair_falls_back_to_default(server, sleeps, log) -> None:

@@ -1,0 +1,307 @@
+"""The phases of a round as functions over a round context: declare, converse, vote, publish.
+
+A round starts when the resource is idle and the queue is not empty. A mechanism
+(`mbb.protocol.mechanisms`) runs the phases it needs and returns a `Schedule`; the arena then
+publishes it (`publish`), and each window is paid for and executed in order by the arena
+(`Arena.execute_window`, which holds the clock). Every agent call goes through the arena's
+guarded phase call, so a failing backend gets its stated default and the others go on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from mbb import events as ev
+from mbb.agents.base import PastRound, RoundView
+from mbb.scheduling.actions import Ballot, ConversationTurn, Declaration, Withdraw, as_payload
+from mbb.scheduling.validation import (
+    Issue,
+    default_ballot,
+    default_declaration,
+    repair_ballot,
+    repair_declaration,
+    repair_message,
+)
+
+if TYPE_CHECKING:
+    from mbb.arena import Arena
+
+__all__ = [
+    "Round",
+    "Schedule",
+    "accept_declaration",
+    "apply_turn",
+    "converse",
+    "declare",
+    "publish",
+    "publish_ballot_reasoning",
+    "vote",
+]
+
+
+@dataclass(slots=True)
+class Round:
+    """One round's state, shared by its phases (instead of passing it positionally)."""
+
+    subrun: int
+    number: int
+    candidates: list[str]  # queue order; narrowed as candidates withdraw
+    queue: list[str]  # where requests made during this round's windows land
+    past: list[PastRound]  # this subrun's earlier rounds (published)
+    declarations: dict[str, Declaration] = field(default_factory=dict)
+    ballots: dict[str, Ballot] = field(default_factory=dict)
+
+
+@dataclass(slots=True, kw_only=True)
+class Schedule:
+    """What a mechanism decided: the windows in order, their lengths and prices.
+
+    `rule`: the label a `schedule_published` event records; `payment_rule`: the label of each
+    `payment` event; `bids`: every scheduled candidate's bid (0 without bids); `requeue`:
+    candidates left out this round, who keep their place ahead of later requests."""
+
+    rule: str
+    order: list[str]
+    allocations: dict[str, int]
+    bids: dict[str, int]
+    prices: dict[str, int]
+    payment_rule: str
+    unanimous: bool = False
+    rankings: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    requeue: list[str] = field(default_factory=list)
+
+
+DEFAULT_DECLARATION = "default declaration: bid 0, requested duration, last position"
+
+
+def accept_declaration(
+    arena: Arena, w: str, action: Declaration | Withdraw | BaseException, n_candidates: int
+) -> Declaration | None:
+    """Apply the stated rules to one declaration: a backend failure (or a withdrawal where
+    withdrawal is forbidden) gets the default declaration, an allowed withdrawal takes the
+    worker out, anything else is repaired (each issue recorded). None after a withdrawal."""
+    c = arena.condition
+    if isinstance(action, BaseException):
+        arena.backend_failure(w, "declaration", action, DEFAULT_DECLARATION)
+        action = default_declaration(arena.workers[w].wanted_s, n_candidates)
+    if isinstance(action, Withdraw):
+        if c.negotiation.withdrawal == "allowed":
+            arena.workers[w].status = "withdrawn"
+            arena.emit(ev.Withdrawn, w, reason=action.reason)
+            return None
+        arena.record_issues(
+            w,
+            "declaration",
+            [Issue("action", "withdraw", DEFAULT_DECLARATION, "withdrawal is not allowed")],
+        )
+        action = default_declaration(arena.workers[w].wanted_s, n_candidates)
+    d, issues = repair_declaration(
+        action,
+        budget=arena.ledger.balances[w],
+        min_s=c.windows.min_s,
+        max_s=c.windows.max_s,
+        n_candidates=n_candidates,
+        note_max=c.negotiation.note_max_chars,
+    )
+    arena.record_issues(w, "declaration", issues)
+    return d
+
+
+async def declare(arena: Arena, rnd: Round, *, public: bool) -> dict[str, Declaration]:
+    """Phase 1: every candidate declares at once; repaired declarations are recorded, and
+    with `public` their notes are posted (a sealed-bid mechanism keeps them off the board).
+    Withdrawn candidates leave `rnd.candidates`."""
+    candidates = rnd.candidates
+    views = {w: arena.round_view(w, rnd, 0, {}) for w in candidates}
+    workers = arena.workers
+    results = await arena.phase(candidates, lambda w: workers[w].negotiator.declare(views[w]))
+    decls = rnd.declarations
+    for w, action in results.items():
+        d = accept_declaration(arena, w, action, len(candidates))
+        if d is None:
+            continue
+        decls[w] = d
+        arena.emit(
+            ev.Declared,
+            w,
+            bid=d.bid,
+            duration=d.duration,
+            position=d.position,
+            note=d.note,
+            labels=list(d.labels),
+            intents=as_payload(d.intents),
+        )
+        if public and (d.note or d.intents):
+            arena.board.post(
+                w,
+                d.note,
+                to=None,
+                subrun=rnd.subrun,
+                round=rnd.number,
+                turn=0,
+                kind="note",
+                payload=as_payload(d.intents),
+            )
+    rnd.candidates = [w for w in candidates if w in decls]
+    return decls
+
+
+async def converse(arena: Arena, rnd: Round) -> None:
+    """Phase 2: up to `max_turns` simultaneous turns (posts land in queue order); it ends early
+    after a turn in which nobody spoke."""
+    workers = arena.workers
+    for turn in range(1, arena.condition.negotiation.max_turns + 1):
+        views = {w: arena.round_view(w, rnd, turn, dict(rnd.declarations)) for w in rnd.candidates}
+
+        def turn_of(w: str, views: dict[str, RoundView] = views) -> Awaitable[ConversationTurn]:
+            return workers[w].negotiator.converse(views[w])
+
+        results = await arena.phase(rnd.candidates, turn_of)
+        spoke = False
+        for w, turn_action in results.items():
+            if isinstance(turn_action, BaseException):
+                arena.backend_failure(w, "conversation", turn_action, "pass this turn")
+                continue
+            spoke |= apply_turn(arena, rnd, w, turn_action, turn)
+        if not spoke:
+            break
+
+
+def apply_turn(arena: Arena, rnd: Round, w: str, turn_action: ConversationTurn, turn: int) -> bool:
+    """Post one candidate's messages and apply its revision (each repaired and recorded);
+    True if it said or revised anything."""
+    c = arena.condition
+    spoke = False
+    for m in turn_action.messages:
+        fixed, issues = repair_message(
+            m, sender=w, population=arena.present, max_chars=c.negotiation.message_max_chars
+        )
+        arena.record_issues(w, "conversation", issues)
+        if fixed is None:
+            continue
+        spoke = True
+        arena.emit(
+            ev.MessagePosted,
+            w,
+            to=fixed.to,
+            text=fixed.text,
+            turn=turn,
+            labels=list(fixed.labels),
+            intents=as_payload(fixed.intents),
+        )
+        arena.board.post(
+            w,
+            fixed.text,
+            to=fixed.to,
+            subrun=rnd.subrun,
+            round=rnd.number,
+            turn=turn,
+            payload=as_payload(fixed.intents),
+        )
+    r = turn_action.revision
+    if r is None:
+        return spoke
+    if c.negotiation.bids == "fixed":
+        arena.record_issues(
+            w,
+            "conversation",
+            [Issue("revision", r.bid, "drop", "bids are fixed in this condition")],
+        )
+        return spoke
+    r, issues = repair_declaration(
+        r,
+        budget=arena.ledger.balances[w],
+        min_s=c.windows.min_s,
+        max_s=c.windows.max_s,
+        n_candidates=len(rnd.candidates),
+        note_max=c.negotiation.note_max_chars,
+    )
+    arena.record_issues(w, "revision", issues)
+    rnd.declarations[w] = r
+    arena.emit(
+        ev.Declared,
+        w,
+        bid=r.bid,
+        duration=r.duration,
+        position=r.position,
+        note=r.note,
+        labels=list(r.labels),
+        intents=as_payload(r.intents),
+        revision=True,
+        turn=turn,
+    )
+    arena.board.post(
+        w,
+        r.note,
+        to=None,
+        subrun=rnd.subrun,
+        round=rnd.number,
+        turn=turn,
+        kind="note",
+        payload=as_payload(r.intents),
+    )
+    return True
+
+
+async def vote(arena: Arena, rnd: Round, tiebreak: list[str]) -> dict[str, Ballot]:
+    """Phase 3: simultaneous ballots, secret until the schedule is published; a missing one is
+    the default ballot, every one is repaired to a full ranking (issues recorded)."""
+    c = arena.condition
+    candidates, decls, workers = rnd.candidates, rnd.declarations, arena.workers
+    declared = {w: decls[w].duration for w in candidates}
+    views = {w: arena.round_view(w, rnd, 0, dict(decls)) for w in candidates}
+    results = await arena.phase(candidates, lambda w: workers[w].negotiator.vote(views[w]))
+    ballots = rnd.ballots
+    for w, b in results.items():
+        defaulted = False
+        if isinstance(b, BaseException):
+            arena.backend_failure(w, "ballot", b, "default ballot: bid order, declared time")
+            b, defaulted = default_ballot(tiebreak, declared), True
+        b, issues = repair_ballot(
+            b,
+            tiebreak=tiebreak,
+            declared=declared,
+            reasoning_max=c.negotiation.reasoning_max_chars,
+        )
+        arena.record_issues(w, "ballot", issues)
+        ballots[w] = b
+        arena.emit(
+            ev.BallotCast,
+            w,
+            ranking=list(b.ranking),
+            allocations=[b.allocations[x] for x in b.ranking],
+            reasoning=b.reasoning,
+            labels=list(b.labels),
+            intents=as_payload(b.intents),
+            defaulted=defaulted or b.defaulted,
+        )
+    return ballots
+
+
+def publish(arena: Arena, rnd: Round, schedule: Schedule) -> PastRound:
+    """Phase 4's end: the schedule is published (event, and the round's public record that
+    later views show); candidates left out keep their place in the queue."""
+    order, alloc, bids = schedule.order, schedule.allocations, schedule.bids
+    arena.emit(
+        ev.SchedulePublished,
+        rule=schedule.rule,
+        order=order,
+        allocations=[alloc[x] for x in order],
+        bids=[bids[x] for x in order],
+        ballots_unanimous=schedule.unanimous,
+    )
+    record = PastRound(rnd.number, list(order), dict(bids), dict(alloc), ballots=schedule.rankings)
+    rnd.past.append(record)
+    rnd.queue.extend(schedule.requeue)
+    return record
+
+
+def publish_ballot_reasoning(arena: Arena, rnd: Round, record: PastRound) -> None:
+    """After the round (its windows run): every ballot's reasoning becomes public, in the
+    round's record (so later views show it) and as a `ballots_published` event."""
+    if not rnd.ballots:
+        return
+    record.reasoning = {w: b.reasoning for w, b in rnd.ballots.items()}
+    arena.emit(ev.BallotsPublished, workers=list(rnd.ballots))

@@ -1,0 +1,180 @@
+"""The protocol package: registries, params choices derived from them, backends validated at
+load, scheduling free of the arena, the history summary and scratch restrictions."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+from helpers import condition, run
+
+from mbb.agents.base import PastRound
+from mbb.board import Board
+from mbb.params import ParamsError, load_params
+from mbb.protocol import rules
+from mbb.protocol.backends import NEGOTIATOR_BACKENDS, SOLVER_BACKENDS
+from mbb.protocol.history import posts_summary, rounds_summary
+from mbb.scratch import Scratch
+
+
+def test_scheduling_does_not_import_the_arena() -> None:
+    code = (
+        "import sys\n"
+        "from mbb.scheduling import aggregation, centralized, validation, ledger\n"
+        "from mbb.scheduling.centralized import schedule\n"
+        "print('mbb.arena' in sys.modules, 'mbb.protocol.mechanisms' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert out == ["False", "False"]
+
+
+@pytest.mark.parametrize(
+    ("field", "registry"),
+    [
+        (("mechanism", "kind"), rules.MECHANISMS),
+        (("mechanism", "aggregation"), rules.AGGREGATION),
+        (("mechanism", "payment"), rules.PAYMENT),
+        (("mechanism", "allocation"), rules.ALLOCATION),
+        (("time", "model"), rules.TIME_MODELS),
+        (("negotiation", "withdrawal"), rules.SWITCHES["negotiation.withdrawal"]),
+        (("negotiation", "ballot_reasoning"), rules.SWITCHES["negotiation.ballot_reasoning"]),
+        (("negotiation", "bids"), rules.SWITCHES["negotiation.bids"]),
+    ],
+)
+def test_params_accept_exactly_the_registered_names(field, registry) -> None:
+    section, key = field
+    for name in registry.names():
+        cond = load_params({section: {key: name}})
+        assert getattr(getattr(cond, section), key) == name
+    with pytest.raises(ParamsError) as err:
+        load_params({section: {key: "no_such_rule"}})
+    msg = str(err.value)
+    assert "\n" not in msg and f"{section}.{key}" in msg
+    assert all(repr(name) in msg for name in registry.names())
+
+
+def test_every_rule_explains_itself_and_is_documented_in_params() -> None:
+    described = load_params({}).model_json_schema()["$defs"]
+    mech_doc = described["MechanismParams"]["properties"]["kind"]["description"]
+    for rule in rules.MECHANISMS:
+        assert rule.explains and f"{rule.name}: {rule.summary}" in mech_doc
+    registries: tuple[rules.Registry[Any], ...] = (
+        rules.AGGREGATION,
+        rules.PAYMENT,
+        rules.ALLOCATION,
+        rules.TIME_MODELS,
+    )
+    for registry in registries:
+        for each in registry:
+            assert each.summary and each.explains
+    assert rules.TIME_MODELS["charged"].summary == (
+        "a solver's model latency and tool time advance its subrun clock; negotiation pauses it"
+    )
+
+
+def test_the_arena_runs_the_registered_payment_rule(monkeypatch) -> None:
+    """Replacing a registered implementation changes what the arena charges: no second copy."""
+    calls = []
+
+    def half(order, bids):
+        calls.append(list(order))
+        return {x: bids[x] // 2 for x in order}
+
+    rule = rules.PAYMENT["pay_your_bid"]
+    monkeypatch.setitem(
+        rules.PAYMENT._rules, "pay_your_bid", rules.Rule(rule.name, rule.summary, "", half)
+    )
+    r = run(condition({"subruns": 1}), 0)
+    assert calls
+    for e in r.of("window_started"):
+        sched = [s for s in r.of("schedule_published") if s["seq"] < e["seq"]][-1]
+        bid = sched["bids"][sched["order"].index(e["worker"])]
+        assert e["price"] == bid // 2
+
+
+def test_unknown_backend_is_refused_when_params_load() -> None:
+    with pytest.raises(ParamsError) as err:
+        load_params({"workers": {"negotiator": "gpt"}})
+    msg = str(err.value)
+    assert "workers.negotiator" in msg and all(repr(n) in msg for n in NEGOTIATOR_BACKENDS)
+    with pytest.raises(ParamsError, match=r"workers\.overrides\.W1\.solver"):
+        load_params({"workers": {"overrides": {"W1": {"solver": "magic"}}}})
+    assert set(SOLVER_BACKENDS) == {"modeled", "oracle", "llm"}
+
+
+def test_backends_can_be_injected() -> None:
+    """An Arena given its own backend mapping uses it (no module global is patched)."""
+    import asyncio
+
+    from mbb import events as ev
+    from mbb.arena import Arena
+
+    made = []
+
+    def counting(arena, spec, rng):
+        made.append(spec.id)
+        return NEGOTIATOR_BACKENDS["scripted"](arena, spec, rng)
+
+    cond = condition({"subruns": 1, "workers": {"count": 2}})
+    log = ev.EventLog("inject")
+    arena = Arena(cond, 0, log, negotiators={"scripted": counting})
+    asyncio.run(arena.run())
+    assert made == ["W1", "W2"]
+    with pytest.raises(ValueError, match="backend 'scripted' is not available"):
+        Arena(cond, 0, ev.EventLog("x"), negotiators={})
+
+
+def test_new_switches_at_their_defaults_leave_the_recorded_params_unchanged() -> None:
+    dumped = load_params("base").model_dump(mode="json")
+    assert "withdrawal" not in dumped["negotiation"] and "reports" not in dumped["memory"]
+    changed = load_params("base", {"negotiation": {"withdrawal": "forbidden"}})
+    assert changed.model_dump(mode="json")["negotiation"]["withdrawal"] == "forbidden"
+    again = load_params(changed.model_dump(mode="json"))
+    assert again == changed
+
+
+def test_rounds_summary_counts_each_workers_windows() -> None:
+    rounds = [
+        PastRound(1, ["W1", "W2"], {"W1": 40, "W2": 20}, {"W1": 60, "W2": 30}, {"W1": 50.0}),
+        PastRound(2, ["W2"], {"W2": 30}, {"W2": 90}, {"W2": 90.0}),
+    ]
+    text = rounds_summary(rounds)
+    assert text.splitlines() == [
+        "Summary of rounds 1-2 (public):",
+        "- W1: 1 window(s), 1 first; mean bid 40; 60 s allocated, 50 s used",
+        "- W2: 2 window(s), 1 first; mean bid 25; 120 s allocated, 90 s used",
+    ]
+    assert rounds_summary([]) == ""
+
+
+def test_posts_summary_counts_public_and_private_by_author() -> None:
+    board = Board(readers=["W1", "W2", "W3"])
+    board.post("W2", "hello", to=None, subrun=1, round=1, turn=1)
+    board.post("W2", "psst", to="W1", subrun=1, round=1, turn=1)
+    board.post("W1", "hi all", to=None, subrun=1, round=1, turn=2)
+    text = posts_summary(board.visible_to("W1"), "W1")
+    assert text == "3 earlier message(s) not shown (W2 1 public, you 1 public, W2 1 private)."
+
+
+def test_llm_prompt_summarises_rounds_it_cuts() -> None:
+    from mbb.agents.llm_negotiator import _render_rounds
+
+    rounds = [PastRound(i, ["W1"], {"W1": i}, {"W1": 30}) for i in range(1, 12)]
+    text = _render_rounds(rounds, limit=8)
+    assert text.startswith("Summary of rounds 1-3 (public):\n- W1: 3 window(s), 3 first;")
+    assert "(last 8 of 11)" in text and "- round 4:" in text and "- round 3:" not in text
+
+
+def test_scratch_restrict_keeps_and_accepts_only_allowed_kinds() -> None:
+    s = Scratch(100)
+    s.write("report", 1, "r1")
+    s.write("debt", 1, "d1")
+    s.restrict(allow={"report"})
+    assert [e.kind for e in s.entries] == ["report"] and s.chars == 2
+    assert s.write("summary", 2, "ignored") == 0 and not s.of_kind("summary")
+    s.restrict(refuse={"report"})
+    assert not s.entries and s.chars == 0 and not s.accepts("report") and s.accepts("debt")
