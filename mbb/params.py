@@ -495,7 +495,7 @@ class LlmParams(_Strict):
 
 
 class TimeParams(_Strict):
-    model: Literal["virtual", "measured"] = Field(
+    model: Literal["virtual", "measured", "charged"] = Field(
         "virtual", description="Command runtime modeled (deterministic) or measured (real tasks)."
     )
     max_rounds_per_subrun: int = Field(500, ge=1, description="Safety stop for a runaway subrun.")

@@ -15,25 +15,17 @@ import time
 from pathlib import Path
 from typing import Any, Literal
 
-from mbb.agents.base import BackendFatal
+from mbb.errors import CacheMiss, LlmCacheError
 
 __all__ = ["CacheMiss", "CacheMode", "LlmCache", "LlmCacheError", "request_key"]
 
 CacheMode = Literal["off", "read_write", "replay"]
 
 
-class CacheMiss(LookupError, BackendFatal):
-    """Replay mode found no recorded response for a request."""
-
-
 def request_key(request: dict[str, Any]) -> str:
     """Hex SHA-256 of the canonical JSON of a request body (sorted keys, no whitespace)."""
     canonical = json.dumps(request, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode()).hexdigest()
-
-
-class LlmCacheError(RuntimeError):
-    """The cache file cannot be used (not an SQLite database, unreadable)."""
 
 
 class LlmCache:
