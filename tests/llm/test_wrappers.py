@@ -25,7 +25,7 @@ from mbb.llm.types import CallMeta, ChatRequest, LlmResult
 from mbb.llm.wrappers import Audited, Budgeted, Cached, ConcurrencyLimit, Pricing, Retrying
 from mbb.params import load_params
 
-from .conftest import KEY_ENV, SECRET, Sleeps, make_client, make_config
+from .conftest import KEY_ENV, SECRET, FakeClock, Sleeps, make_client, make_config
 
 FIXTURES = Path(__file__).parent / "fixtures"
 META = CallMeta(worker="W1", role="negotiator", phase="declaration", subrun=1, round=1)
@@ -309,25 +309,6 @@ def test_new_entries_store_the_latency_and_replay_it(server, tmp_path) -> None:
         "text", "tool_name", "tool_arguments", "tool_call_id", "refusal", "reasoning",
         "finish_reason", "usage", "cache_hit", "latency_s",
     }  # fmt: skip
-
-
-class FakeClock:
-    """A clock that moves only when a scripted reply says it took time."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def answering(self, seconds: float, respond):
-        """A server responder that advances this clock by `seconds` before answering."""
-
-        def responder(body):
-            self.now += seconds
-            return respond(body)
-
-        return responder
 
 
 # --- connections closed when a run ends -------------------------------------------------------
