@@ -4,6 +4,9 @@ The key is a SHA-256 of the canonical request (model, messages, sampling params,
 or tools — never the endpoint's key and never the base URL, so a recorded run replays against any
 endpoint serving the same model). Modes: "off"; "read_write" (hits are served, misses are
 fetched and stored); "replay" (zero network calls: a miss is an error naming the request).
+A stored answer holds its latency (`latency_s`) too, so a replay charges what the recorded run
+charged (`time.model: charged`); entries from before carry none and replay with 0. How entries
+are read and written is `mbb.llm.wrappers.Cached`.
 """
 
 from __future__ import annotations
