@@ -379,8 +379,8 @@ class LlmSolver(WorkspaceEvaluation):
 
     @property
     def progress(self) -> float:
-        """Milestones the solver can see without the hidden tests: a file written, a build that
-        produced ./executable, the task declared finished (0, 1/3, 2/3, 1)."""
+        """Milestones the solver can see: a file written, a build that produced ./executable,
+        the task completed (a claim the hidden tests confirmed) (0, 1/3, 2/3, 1)."""
         if self.finished:
             return 1.0
         if self.task_id is None:

@@ -43,29 +43,33 @@ class LlmCache:
         self.misses = 0
         self._db: sqlite3.Connection | None = None
         if mode != "off":
+            self._db = self._open()
+
+    def _open(self) -> sqlite3.Connection:
+        db: sqlite3.Connection | None = None
+        try:
             if self.path is None:
-                self._db = sqlite3.connect(":memory:")
+                db = sqlite3.connect(":memory:")
             else:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                if self.path is not None:
-                    self._db = sqlite3.connect(self.path, check_same_thread=False)
-                    # WAL + NORMAL: a commit no longer fsyncs (it blocked the event loop ~15 ms
-                    # per stored response); a crash can lose only the last responses.
-                    self._db.execute("PRAGMA journal_mode=WAL")
-                    self._db.execute("PRAGMA synchronous=NORMAL")
-                self._db.execute(
-                    "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, model TEXT, "
-                    "request TEXT, response TEXT, created REAL)"
-                )
-                self._db.commit()
-            except sqlite3.DatabaseError as exc:
-                if self._db is not None:
-                    self._db.close()
-                raise LlmCacheError(
-                    f"{self.path}: the LLM cache is not a usable SQLite database ({exc}); move "
-                    "it away or set llm.cache_file to another file"
-                ) from None
+                db = sqlite3.connect(self.path, check_same_thread=False)
+                # WAL + NORMAL: a commit no longer fsyncs (it blocked the event loop ~15 ms
+                # per stored response); a crash can lose only the last responses.
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=NORMAL")
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, model TEXT, "
+                "request TEXT, response TEXT, created REAL)"
+            )
+            db.commit()
+        except sqlite3.DatabaseError as exc:
+            if db is not None:
+                db.close()
+            raise LlmCacheError(
+                f"{self.path}: the LLM cache is not a usable SQLite database ({exc}); move "
+                "it away or set llm.cache_file to another file"
+            ) from None
+        return db
 
     @property
     def enabled(self) -> bool:
