@@ -866,6 +866,8 @@ async def run_condition_async(
         try:
             await arena.run()
         finally:
+            if arena._owns_llm and arena._llm is not None:
+                await arena._llm[0].aclose()  # the run's endpoint connections
             arena.close()
     except BudgetExhausted as exc:  # a spend cap: a recorded stop, resumable (mbb resume)
         result.status, result.error = "stopped", str(exc)
@@ -910,6 +912,7 @@ def run_seeds(
                 )
             )
         finally:
+            await shared[0].aclose()
             cache.close()
 
     _run_coroutine(go)

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from mbb.errors import BackendFatal  # re-exported: it lives with the other shared errors
 from mbb.scheduling.actions import Ballot, ConversationTurn, Declaration, Request, Withdraw
 
 if TYPE_CHECKING:
@@ -35,12 +36,6 @@ __all__ = [
     "WindowGrant",
     "WindowOutcome",
 ]
-
-
-class BackendFatal(Exception):
-    """An agent-backend error that must stop the run instead of being repaired by a default:
-    a misconfigured endpoint, or a replay that has no recorded answer (defaulting there would
-    silently change the run)."""
 
 
 @dataclass(slots=True)

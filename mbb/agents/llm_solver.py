@@ -16,6 +16,22 @@ goes back to the model as the turn's result and an `InvalidAction` event (rule "
 records it. An unavailable endpoint ends the window (rule "release") or, outside a window,
 gives the default request (rule "default"). A window holds at most `max_turns_per_window`
 model turns; then the solver releases it. Configuration errors and replay misses stop the run.
+
+Completion is decided by the hidden tests, not by the model: `release(finished=true)` runs the
+task's evaluation (`mbb.tasks.evaluator`) on the workspace as it is. Only if every hidden test
+passes is the task completed (the window ends, the arena records `completed`). Otherwise the
+claim is recorded as an `InvalidAction` (field `release.finished`, rule "not_completed", with
+the pass count), the model is told the task is not complete yet (not which tests fail, nor how
+many: the tests stay hidden) and the window goes on. The paper is silent on failed claims; this
+is mbb's choice. The check is not charged to the window, like the evaluation after the subrun.
+
+Time (`time.model`): under `virtual` and `measured` only commands consume a window. Under
+`charged` (the paper's clock: the deadline ticks while the solver thinks) each model call made
+inside a window consumes it too, by the call's latency (`LlmResult.latency_s`, recorded in the
+`llm_call` event and stored with the answer in the replay cache, so a replay charges the same
+seconds and reproduces the run). Calls outside windows (planning a request, the after-action
+report) happen while negotiation pauses the clock and cost nothing. A reply that arrives after
+the window's hard end is not executed.
 """
 
 from __future__ import annotations
@@ -43,7 +59,7 @@ from mbb.llm.config import ModelConfig
 from mbb.llm.structured import InvalidOutput, extract_json, refuse_cut_off, strict_schema
 from mbb.resource.resource import ExecutionResource, printable
 from mbb.scheduling.actions import Request, Withdraw
-from mbb.tasks.evaluator import Evaluation
+from mbb.tasks.evaluator import Evaluation, evaluate_submission
 from mbb.tasks.harness import SolverTools, ToolResult, WorkspaceEvaluation
 from mbb.tasks.suite import Suite
 
@@ -245,6 +261,7 @@ class LlmSolver(WorkspaceEvaluation):
     window_min_s: int
     window_max_s: int
     n_others: int = 0
+    time_model: str = "virtual"  # virtual | measured | charged (charged: model latency counts)
     concurrent: bool = False  # windows are sequential; requests are polled one by one
 
     task_id: str | None = None
@@ -265,6 +282,7 @@ class LlmSolver(WorkspaceEvaluation):
     _window: _Window | None = None
     _samples: str = ""
     _memory: str = "(none)"
+    _claim_failed: bool = False  # the last release(finished=true) failed the hidden tests
 
     # --- Solver protocol ----------------------------------------------------------------------
     async def start_subrun(self, task: TaskAssignment, scratch: Scratch | None) -> None:
@@ -335,7 +353,7 @@ class LlmSolver(WorkspaceEvaluation):
                 if call is None:  # endpoint unavailable: recorded; the window is handed back
                     win.why = "released: the model was unavailable"
                     break
-                if call.tool == "release":
+                if call.tool == "release" and not self._claim_failed:
                     win.why = "released"
                     break
                 self._after_command_notice(win)
@@ -361,8 +379,8 @@ class LlmSolver(WorkspaceEvaluation):
 
     @property
     def progress(self) -> float:
-        """Milestones the solver can see without the hidden tests: a file written, a build that
-        produced ./executable, the task declared finished (0, 1/3, 2/3, 1)."""
+        """Milestones the solver can see: a file written, a build that produced ./executable,
+        the task completed (a claim the hidden tests confirmed) (0, 1/3, 2/3, 1)."""
         if self.finished:
             return 1.0
         if self.task_id is None:
@@ -458,15 +476,21 @@ class LlmSolver(WorkspaceEvaluation):
         meta = CallMeta(
             self.worker, "solver", phase, subrun=self.subrun, round=self._round(), repair=False
         )
+        self._claim_failed = False
         try:
             result = await self.llm.call(
                 self.config, req, meta=meta, emit=self.emit, cache=self.cache
             )
         except LlmUnavailable as exc:
+            self._charge(exc.latency_s)
             rule = "release" if phase == "work" else "default"
             self._invalid(phase, "llm", None, rule, str(exc))
             return None
         reply = self._reply_message(result)
+        if self._charge(result.latency_s) and self.resource.remaining_s(self.worker) <= 0:
+            msg = "error: your window ended while you were deciding (nothing was run)"
+            self._record_turn(reply, result, msg)
+            return ToolCall("late", _Args())
         try:
             call = parse_tool_call(result)
         except InvalidOutput as exc:
@@ -566,8 +590,16 @@ class LlmSolver(WorkspaceEvaluation):
             self.withdrawn = a.reason or "withdrawn"
             return "ok: you withdraw from this task"
         if isinstance(a, ReleaseArgs):
-            self.finished = a.finished
-            return "ok: window released" + (" (task declared finished)" if a.finished else "")
+            if not a.finished:
+                return "ok: window released"
+            if self._hidden_tests_pass():
+                self.finished = True
+                return "ok: window released (the hidden tests pass: task completed)"
+            self._claim_failed = True
+            return (
+                "not completed: the hidden tests do not all pass yet, so the task is not "
+                "finished; your window continues (release with finished=false to hand it back)"
+            )
         if isinstance(a, ReadArgs):
             r, what = t.read(a.path), a.path
         elif isinstance(a, WriteArgs):
@@ -580,6 +612,34 @@ class LlmSolver(WorkspaceEvaluation):
         # what the after-action report shows: no NUL or lone surrogate reaches a prompt
         self._commands.append(_CommandLine(call.tool, printable(what)[:80], r.runtime_s, r.ok))
         return self._render_result(r)
+
+    def _charge(self, seconds: float) -> bool:
+        """`charged` time model, inside a window: the model's latency consumes the window."""
+        if self.time_model != "charged" or self._window is None:
+            return False
+        self.resource.charge(self.worker, seconds)
+        return True
+
+    def _hidden_tests_pass(self) -> bool:
+        """Check a claim of completion against the task's hidden tests (recorded if it fails)."""
+        assert self.task_id is not None
+        ev = evaluate_submission(
+            self.suite[self.task_id],
+            self.resource.workspace(self.worker),
+            worker=self.worker,
+            reference_mode=self.resource.reference_mode,
+        )
+        if ev.result.resolved:
+            return True
+        self._invalid(
+            "work",
+            "release.finished",
+            True,
+            "not_completed",
+            f"declared finished, but {ev.result.passed} of {ev.result.total} hidden tests pass: "
+            "not completed; the window continues",
+        )
+        return False
 
     def _render_result(self, r: ToolResult) -> str:
         cap = self.loop.output_chars
@@ -652,4 +712,5 @@ def make_llm_solver(
         window_min_s,
         window_max_s,
         n_others,
+        tm,
     )

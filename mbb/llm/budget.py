@@ -20,17 +20,13 @@ import sqlite3
 import threading
 from pathlib import Path
 
-from mbb.agents.base import BackendFatal
+from mbb.errors import BudgetExhausted
 
 __all__ = ["LEDGER_ENV", "BudgetExhausted", "SpendLedger", "ledger_for"]
 
 LEDGER_ENV = "MBB_SPEND_LEDGER"
 COST_ENV = "MBB_MAX_COST_USD"
 TOKENS_ENV = "MBB_MAX_TOKENS_TOTAL"
-
-
-class BudgetExhausted(BackendFatal, RuntimeError):
-    """The spend cap is reached: no further request is sent."""
 
 
 class SpendLedger:

@@ -4,6 +4,9 @@ The key is a SHA-256 of the canonical request (model, messages, sampling params,
 or tools — never the endpoint's key and never the base URL, so a recorded run replays against any
 endpoint serving the same model). Modes: "off"; "read_write" (hits are served, misses are
 fetched and stored); "replay" (zero network calls: a miss is an error naming the request).
+A stored answer holds its latency (`latency_s`) too, so a replay charges what the recorded run
+charged (`time.model: charged`); entries from before carry none and replay with 0. How entries
+are read and written is `mbb.llm.wrappers.Cached`.
 """
 
 from __future__ import annotations
@@ -15,25 +18,17 @@ import time
 from pathlib import Path
 from typing import Any, Literal
 
-from mbb.agents.base import BackendFatal
+from mbb.errors import CacheMiss, LlmCacheError
 
 __all__ = ["CacheMiss", "CacheMode", "LlmCache", "LlmCacheError", "request_key"]
 
 CacheMode = Literal["off", "read_write", "replay"]
 
 
-class CacheMiss(LookupError, BackendFatal):
-    """Replay mode found no recorded response for a request."""
-
-
 def request_key(request: dict[str, Any]) -> str:
     """Hex SHA-256 of the canonical JSON of a request body (sorted keys, no whitespace)."""
     canonical = json.dumps(request, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode()).hexdigest()
-
-
-class LlmCacheError(RuntimeError):
-    """The cache file cannot be used (not an SQLite database, unreadable)."""
 
 
 class LlmCache:
@@ -48,29 +43,33 @@ class LlmCache:
         self.misses = 0
         self._db: sqlite3.Connection | None = None
         if mode != "off":
+            self._db = self._open()
+
+    def _open(self) -> sqlite3.Connection:
+        db: sqlite3.Connection | None = None
+        try:
             if self.path is None:
-                self._db = sqlite3.connect(":memory:")
+                db = sqlite3.connect(":memory:")
             else:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                if self.path is not None:
-                    self._db = sqlite3.connect(self.path, check_same_thread=False)
-                    # WAL + NORMAL: a commit no longer fsyncs (it blocked the event loop ~15 ms
-                    # per stored response); a crash can lose only the last responses.
-                    self._db.execute("PRAGMA journal_mode=WAL")
-                    self._db.execute("PRAGMA synchronous=NORMAL")
-                self._db.execute(
-                    "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, model TEXT, "
-                    "request TEXT, response TEXT, created REAL)"
-                )
-                self._db.commit()
-            except sqlite3.DatabaseError as exc:
-                if self._db is not None:
-                    self._db.close()
-                raise LlmCacheError(
-                    f"{self.path}: the LLM cache is not a usable SQLite database ({exc}); move "
-                    "it away or set llm.cache_file to another file"
-                ) from None
+                db = sqlite3.connect(self.path, check_same_thread=False)
+                # WAL + NORMAL: a commit no longer fsyncs (it blocked the event loop ~15 ms
+                # per stored response); a crash can lose only the last responses.
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=NORMAL")
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, model TEXT, "
+                "request TEXT, response TEXT, created REAL)"
+            )
+            db.commit()
+        except sqlite3.DatabaseError as exc:
+            if db is not None:
+                db.close()
+            raise LlmCacheError(
+                f"{self.path}: the LLM cache is not a usable SQLite database ({exc}); move "
+                "it away or set llm.cache_file to another file"
+            ) from None
+        return db
 
     @property
     def enabled(self) -> bool:

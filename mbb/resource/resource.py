@@ -12,6 +12,8 @@ the arena's clock stays deterministic; a call that would not fit in what is left
 is cut off at the hard end without being started (its partial effects would depend on the
 machine). With the `measured` model the wall-clock runtime is charged and a command still
 running at the hard end is killed there, with everything it spawned (own pid namespace).
+With the `charged` model commands cost what they cost under `virtual`, and the holder's other
+time in the window (an LLM solver's model latency) is charged too, through `charge`.
 
 Each window gets a control group of its own (where the machine allows: mbb.resource.cgroups)
 that every command of the window and every reference call the broker serves for it joins;
@@ -61,7 +63,7 @@ __all__ = [
     "printable",
 ]
 
-TimeModel = Literal["virtual", "measured"]
+TimeModel = Literal["virtual", "measured", "charged"]
 Emit = Callable[..., Any]
 _CMD_MAX = 2000
 MAX_COMMAND_BYTES = 64 << 10  # one command line (the kernel's cap for one argument is 128 KiB)
@@ -183,8 +185,10 @@ class ExecutionResource:
         bwrap_path()  # fail early, naming the install command
         if self.reference_mode not in ("exec_only", "broker"):
             raise ValueError(f"reference_mode must be exec_only or broker: {self.reference_mode!r}")
-        if self.time_model not in ("virtual", "measured"):
-            raise ValueError(f"time_model must be 'virtual' or 'measured', got {self.time_model!r}")
+        if self.time_model not in ("virtual", "measured", "charged"):
+            raise ValueError(
+                f"time_model must be 'virtual', 'measured' or 'charged', got {self.time_model!r}"
+            )
         self.root = Path(self.root)
         (self.root / "workspaces").mkdir(parents=True, exist_ok=True)
         os.chmod(self.root, 0o700)
@@ -306,6 +310,17 @@ class ExecutionResource:
     def window_cgroup(self) -> cgroups.WindowCgroup | None:
         return self._window.cgroup if self._window else None
 
+    def charge(self, worker: str, seconds: float) -> float:
+        """Advance `worker`'s window clock by `seconds` spent outside commands (`charged` time
+        model: the solver's model latency), at most to the hard end; returns what was charged
+        (0 if `worker` holds no window)."""
+        w = self._window
+        if w is None or w.grant.worker != worker or seconds <= 0:
+            return 0.0
+        spent = max(0.0, min(seconds, w.grant.hard_end_s - w.clock_s))
+        w.clock_s += spent
+        return spent
+
     def now_s(self) -> float | None:
         return self._window.clock_s if self._window else None
 
@@ -359,7 +374,7 @@ class ExecutionResource:
         remaining = w.grant.hard_end_s - w.clock_s
         if remaining <= 0:
             return self._refuse(worker, command, tool, "window_over")
-        if self.time_model == "virtual":
+        if self.time_model != "measured":
             cost = self.costs.of(tool)
             if cost > remaining:  # would still be running at the hard end: cut off unstarted
                 res = CommandResult(None, "", "", remaining, killed=True, reason="window_end")
@@ -385,7 +400,7 @@ class ExecutionResource:
             )
         except (OSError, ValueError) as exc:  # the sandbox could not start: nothing ran
             return self._refuse(worker, command, tool, f"sandbox_error: {exc}"[:300])
-        if self.time_model == "virtual":
+        if self.time_model != "measured":
             charged = remaining if sr.killed else self.costs.of(tool)
             reason = "wall_cap" if sr.killed else None
         else:

@@ -27,6 +27,25 @@ class Sleeps:
         self.delays.append(seconds)
 
 
+class FakeClock:
+    """A clock that moves only when a scripted reply says it took time."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def answering(self, seconds: float, respond):
+        """A server responder that advances this clock by `seconds` before answering."""
+
+        def responder(body):
+            self.now += seconds
+            return respond(body)
+
+        return responder
+
+
 @pytest.fixture
 def server() -> Iterator[FakeOpenAIServer]:
     with FakeOpenAIServer(api_key=SECRET) as srv:

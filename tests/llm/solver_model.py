@@ -31,6 +31,7 @@ class SolverScript:
     invalid_first: bool = False  # the first in-window answer is unusable
     never_request: bool = False  # outside a window, only ever write notes
     idle_reads: bool = False  # inside a window, read docs.txt forever (never releases)
+    claim_early: bool = False  # first thing in a window: declare the task finished (it is not)
     seen: list[dict[str, Any]] = field(default_factory=list)  # bodies it answered
 
     # --- reading the conversation -------------------------------------------------------------
@@ -100,6 +101,8 @@ class SolverScript:
         in_window = [d for d in done if d[0] not in ("memory", "request")]
         if self.invalid_first and not in_window:
             return None
+        if self.claim_early and not any(t == "release" for t, _, _ in done):
+            return "release", {"finished": True}
         if self.idle_reads:
             return "read", {"path": "docs.txt"}
         for tool, args in self._plan(task):

@@ -36,15 +36,24 @@ def suite():
 class Rig:
     """One LLM solver on a fresh resource, driven by hand like the arena drives it."""
 
-    def __init__(self, tmp: Path, suite, server: FakeOpenAIServer, **config) -> None:
+    def __init__(
+        self,
+        tmp: Path,
+        suite,
+        server: FakeOpenAIServer,
+        *,
+        time_model: str = "virtual",
+        clock=None,
+        **config,
+    ) -> None:
         self.log = EventLog("solver-test", tmp / "events.jsonl")
-        self.resource = ExecutionResource(tmp / "res", emit=self.log.emit, time_model="virtual")
+        self.resource = ExecutionResource(tmp / "res", emit=self.log.emit, time_model=time_model)
         self.scratch = Scratch(4000, on_write=lambda e, d: None)
         self.loop = SolverLoopParams(**config.pop("loop", {}))
         self.solver: LlmSolver = make_llm_solver(
             "W1",
             config=make_config(server, **config),
-            llm=make_client(),
+            llm=make_client() if clock is None else make_client(clock=clock),
             suite=suite,
             resource=self.resource,
             emit=self.log.emit,
@@ -53,7 +62,7 @@ class Rig:
             window_min_s=30,
             window_max_s=300,
             n_others=2,
-            time_model="virtual",
+            time_model=time_model,
         )
         self.t = 0.0
 

@@ -1,0 +1,80 @@
+"""The errors that cross layers, in one module every layer may import (it imports nothing of mbb).
+
+Two families. `BackendFatal`: an agent backend failed in a way a default must not paper over,
+so the run stops (a misconfigured endpoint, a replay with no recorded answer, a spend cap).
+`LlmError`: what an LLM call cost before it failed (attempts, seconds, whether the replay cache
+answered), so the audit records failures like successes; `LlmUnavailable` is the one a caller
+repairs with its stated default.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BackendFatal",
+    "BudgetExhausted",
+    "CacheMiss",
+    "LlmCacheError",
+    "LlmConfigError",
+    "LlmError",
+    "LlmTransient",
+    "LlmUnavailable",
+]
+
+
+class BackendFatal(Exception):
+    """An agent-backend error that must stop the run instead of being repaired by a default:
+    a misconfigured endpoint, or a replay that has no recorded answer (defaulting there would
+    silently change the run)."""
+
+
+class LlmError(RuntimeError):
+    """Base of LLM-layer failures: `attempts` and `latency_s` say what the failure cost,
+    `cache_hit` that the replay cache answered with a recorded failure."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        attempts: int = 0,
+        latency_s: float = 0.0,
+        cache_hit: bool = False,
+    ) -> None:
+        """`message`: one line naming the model and endpoint (never a key); `attempts`: requests
+        sent; `latency_s`: wall seconds spent; `cache_hit`: answered from the replay cache."""
+        super().__init__(message)
+        self.attempts = attempts
+        self.latency_s = latency_s
+        self.cache_hit = cache_hit
+
+
+class LlmConfigError(LlmError, BackendFatal):
+    """Not retryable and not the agent's fault: bad key, unknown model, missing env variable."""
+
+
+class LlmUnavailable(LlmError):
+    """Retries exhausted, or a non-retryable request error: the caller applies its default."""
+
+
+class LlmTransient(LlmUnavailable):
+    """One attempt failed in a way worth retrying (429, 5xx, timeout, dropped connection,
+    malformed body). The retry wrapper consumes it; without one it is simply unavailable."""
+
+    def __init__(
+        self, message: str, *, retry_after_s: float | None = None, latency_s: float = 0.0
+    ) -> None:
+        """`retry_after_s`: the server's `Retry-After` in seconds, if it sent one;
+        `latency_s`: the failed attempt's wall seconds."""
+        super().__init__(message, attempts=1, latency_s=latency_s)
+        self.retry_after_s = retry_after_s
+
+
+class CacheMiss(LlmError, LookupError, BackendFatal):
+    """Replay mode found no recorded response for a request."""
+
+
+class LlmCacheError(RuntimeError):
+    """The cache file cannot be used (not an SQLite database, unreadable)."""
+
+
+class BudgetExhausted(BackendFatal, RuntimeError):
+    """The spend cap is reached: no further request is sent."""

@@ -1,0 +1,285 @@
+"""The provider protocol and its one implementation, an OpenAI-compatible chat endpoint.
+
+A provider does one attempt of one request: it sends the body, parses the answer, and turns
+every failure into a typed error from `mbb.errors` (`LlmConfigError` fails fast, `LlmTransient`
+is worth retrying, any other `LlmUnavailable` is the request's own fault). Retries, the
+concurrency limit, the replay cache, spend caps and the audit are wrappers around it
+(`mbb.llm.wrappers`), each a `Provider` itself, so they compose in any order.
+
+The openai client runs with `max_retries=0`: its own retries are invisible, so they could not be
+counted in the token audit or made deterministic in tests. Endpoint quirks (field names, cache
+hints, where reasoning text and cached tokens are) come from `mbb.llm.presets`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import openai
+
+from mbb.errors import LlmConfigError, LlmTransient, LlmUnavailable
+from mbb.llm import presets
+from mbb.llm.cache import request_key
+from mbb.llm.config import ModelConfig
+from mbb.llm.types import CallMeta, ChatRequest, LlmResult, Usage
+
+__all__ = [
+    "NO_KEY_PLACEHOLDER",
+    "Call",
+    "Clock",
+    "MalformedResponse",
+    "OpenAICompatibleProvider",
+    "Provider",
+    "request_body",
+]
+
+Clock = Callable[[], float]  # seconds, monotonic (time.perf_counter, or a test's fake clock)
+NO_KEY_PLACEHOLDER = "no-key"  # sent when a config needs no key (local servers)
+
+
+def request_body(config: ModelConfig, req: ChatRequest) -> dict[str, Any]:
+    """The JSON body sent to the endpoint (and hashed for the cache); holds no secret."""
+    body: dict[str, Any] = {"model": config.model, "messages": req.messages}
+    body[config.max_tokens_field] = config.max_tokens
+    if config.temperature is not None:
+        body["temperature"] = config.temperature
+    if config.reasoning_effort is not None:
+        body["reasoning_effort"] = config.reasoning_effort
+    if req.response_format is not None:
+        body["response_format"] = req.response_format
+    if req.tools is not None:
+        body["tools"] = req.tools
+    if req.tool_choice is not None:
+        body["tool_choice"] = req.tool_choice
+    for k, v in config.extra_body.items():
+        body.setdefault(k, v)
+    return presets.adapt_body(config, body)
+
+
+@dataclass(frozen=True)
+class Call:
+    """One logical request as it travels through the wrappers: the model's config, the body
+    (built once) and its replay-cache key, and who asked (None for an unaudited call)."""
+
+    config: ModelConfig
+    body: dict[str, Any]
+    key: str
+    meta: CallMeta | None = None
+
+    @classmethod
+    def of(cls, config: ModelConfig, req: ChatRequest, meta: CallMeta | None = None) -> Call:
+        """Build the body for `config` and key it (`mbb.llm.cache.request_key`).
+
+        `config`: the model and endpoint; `req`: messages, format and tools; `meta`: the
+        caller, for the audit and the cache-miss message."""
+        body = request_body(config, req)
+        return cls(config, body, request_key(body), meta)
+
+
+class Provider(Protocol):
+    """Answers one call. Wrappers and the endpoint implementation alike."""
+
+    async def complete(self, call: Call) -> LlmResult:
+        """The answer, or a typed `mbb.errors.LlmError`."""
+        ...
+
+    async def aclose(self) -> None:
+        """Close what the provider holds open (connections); idempotent."""
+        ...
+
+
+class MalformedResponse(ValueError):
+    """The endpoint answered 200 with a body that is not a chat-completion JSON object."""
+
+
+def _usage(raw: Any, data: Any = None) -> Usage:
+    """Token counts from a response's `usage` object (any part may be missing or null); cached
+    prompt tokens in any provider's shape (`presets.cached_tokens`)."""
+    if not isinstance(raw, dict):
+        return Usage(cached=presets.cached_tokens(None, data))
+    ctd = raw.get("completion_tokens_details") or {}
+    return Usage(
+        prompt=int(raw.get("prompt_tokens") or 0),
+        completion=int(raw.get("completion_tokens") or 0),
+        reasoning=int(ctd.get("reasoning_tokens") or 0) if isinstance(ctd, dict) else 0,
+        cached=presets.cached_tokens(raw, data),
+    )
+
+
+def _text(value: Any) -> str | None:
+    """A reply field as text: some servers send tool arguments as an object, not a string."""
+    if value is None or isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True)
+
+
+def parse_response(data: Any) -> dict[str, Any]:
+    """The reply's parts, read from the JSON body (`choices[0]`, its message, `usage`)."""
+    if isinstance(data, str | bytes):  # served without a JSON content type
+        data = json.loads(data)  # JSONDecodeError: malformed, retried like any other
+    if not isinstance(data, dict):
+        raise MalformedResponse(f"expected a JSON object, got {type(data).__name__}")
+    choices = data.get("choices") or []
+    choice = choices[0] if isinstance(choices, list) and choices else {}
+    choice = choice if isinstance(choice, dict) else {}
+    msg = choice.get("message")
+    msg = msg if isinstance(msg, dict) else {}
+    tool_name = tool_args = tool_id = None
+    calls = msg.get("tool_calls")
+    if calls and isinstance(calls, list) and isinstance(calls[0], dict):
+        fn = calls[0].get("function")
+        tool_id = _text(calls[0].get("id"))
+        if isinstance(fn, dict):
+            tool_name, tool_args = _text(fn.get("name")), _text(fn.get("arguments"))
+    return {
+        "text": _text(msg.get("content")),
+        "tool_name": tool_name,
+        "tool_arguments": tool_args,
+        "tool_call_id": tool_id,
+        "refusal": _text(msg.get("refusal")),
+        "reasoning": presets.reasoning_text(msg),
+        "finish_reason": _text(choice.get("finish_reason")),
+        "usage": _usage(data.get("usage"), data),
+    }
+
+
+def _retry_after_s(exc: Exception) -> float | None:
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None)
+    if headers is None:
+        return None
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        return None  # an HTTP date: the retry wrapper falls back to its own backoff
+    return seconds if seconds >= 0 else None
+
+
+_TRANSIENT = (
+    openai.RateLimitError,
+    openai.InternalServerError,
+    openai.APITimeoutError,
+    openai.APIConnectionError,
+    json.JSONDecodeError,  # a truncated/malformed body (proxies, overloaded servers)
+    MalformedResponse,
+)
+
+
+def describe(exc: Exception) -> str:
+    """The exception's class and HTTP status, e.g. `RateLimitError (HTTP 429)`."""
+    status = getattr(exc, "status_code", None)
+    name = type(exc).__name__
+    return f"{name} (HTTP {status})" if status else name
+
+
+def _safe_message(exc: Exception) -> str:
+    msg = presets.error_message(getattr(exc, "body", None))
+    if isinstance(msg, str) and msg:
+        return msg[:300]
+    return str(exc)[:300]
+
+
+class OpenAICompatibleProvider:
+    """One `openai.AsyncOpenAI` per (base_url, key variable), made on first use.
+
+    httpx pools belong to one event loop: the clients are kept per loop and replaced (the old
+    ones closed when their loop still runs) when a new loop comes along. `aclose` closes them
+    all; `clients` lists the live ones (a run's end can be checked to leave none open)."""
+
+    def __init__(
+        self, *, environ: Mapping[str, str] | None = None, clock: Clock = time.perf_counter
+    ) -> None:
+        """`environ`: where key variables are read (default: the process environment);
+        `clock`: measures each attempt's latency."""
+        self.environ: Mapping[str, str] = os.environ if environ is None else environ
+        self.clock = clock
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._clients: dict[tuple[str, str | None], openai.AsyncOpenAI] = {}
+
+    @property
+    def clients(self) -> list[openai.AsyncOpenAI]:
+        return list(self._clients.values())
+
+    def _client(self, config: ModelConfig) -> openai.AsyncOpenAI:
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:
+            self._loop = loop
+            self._clients = {}  # the old ones' connections died with their loop
+        slot = (config.base_url, config.api_key_env)
+        client = self._clients.get(slot)
+        if client is None:
+            if config.api_key_env is None:
+                key = NO_KEY_PLACEHOLDER
+            else:
+                key = self.environ.get(config.api_key_env, "")
+                if not key:
+                    raise LlmConfigError(
+                        f"environment variable {config.api_key_env} is not set (needed for model "
+                        f"{config.model!r} at {config.base_url}); export it, or use the cache in "
+                        "replay mode"
+                    )
+            client = openai.AsyncOpenAI(
+                base_url=config.base_url, api_key=key, max_retries=0, timeout=config.timeout_s
+            )
+            self._clients[slot] = client
+        return client
+
+    async def complete(self, call: Call) -> LlmResult:
+        """One attempt. The preset's prefix-cache hints (`presets.cache_hints`) are added to
+        the body here, after it was keyed for the replay cache: they steer the server, not the
+        answer."""
+        config, meta = call.config, call.meta
+        hints = presets.cache_hints(
+            config, meta.worker if meta else None, meta.role if meta else "call"
+        )
+        body = {**call.body, **hints} if hints else call.body
+        client = self._client(config)
+        t0 = self.clock()
+        try:
+            # The body is already plain JSON: posting it directly skips the SDK's typed
+            # `chat.completions.create` transform (~0.6 ms of CPU per call) and its model
+            # construction; the client, headers, auth and errors are the same.
+            data = await client.post("/chat/completions", body=body, cast_to=object)
+            parts = parse_response(data)
+        except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
+            raise LlmConfigError(
+                f"{describe(exc)}: the endpoint {config.base_url} rejected the key from "
+                f"environment variable {config.api_key_env} for model {config.model!r}",
+                attempts=1,
+                latency_s=self.clock() - t0,
+            ) from None
+        except openai.NotFoundError as exc:
+            raise LlmConfigError(
+                f"{describe(exc)}: model {config.model!r} not found at {config.base_url} "
+                f"(key from {config.api_key_env}); check `model` and `base_url`",
+                attempts=1,
+                latency_s=self.clock() - t0,
+            ) from None
+        except _TRANSIENT as exc:
+            raise LlmTransient(
+                describe(exc), retry_after_s=_retry_after_s(exc), latency_s=self.clock() - t0
+            ) from None
+        except openai.APIStatusError as exc:  # 400, 409, 422...: the request itself is wrong
+            raise LlmUnavailable(
+                f"{describe(exc)} for model {config.model!r} at {config.base_url}: "
+                f"{_safe_message(exc)}",
+                attempts=1,
+                latency_s=self.clock() - t0,
+            ) from None
+        return LlmResult(**parts, latency_s=self.clock() - t0, attempts=1, key=call.key)
+
+    async def aclose(self) -> None:
+        for client in self._clients.values():
+            with contextlib.suppress(RuntimeError):  # its loop is gone
+                await client.close()
+        self._clients.clear()

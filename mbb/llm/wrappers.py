@@ -1,0 +1,294 @@
+"""Cross-cutting concerns of an LLM call, each a `Provider` wrapping another one.
+
+`LlmClient` stacks them, outermost first, as
+
+    Audited → Cached → Budgeted → Retrying → ConcurrencyLimit → OpenAICompatibleProvider
+
+and each position is a choice that shows in the record:
+
+- `Audited` outside `Cached`: a replayed answer is an `llm_call` event too (`cache_hit`), so a
+  replayed run's log has the same calls as the run it replays. Inside, only calls that reached
+  the network are events.
+- `Budgeted` inside `Cached`: answers from the replay cache are free and never blocked by a
+  spend cap. Outside, a cap would stop even a replay of answers already paid for.
+- `Cached` outside `Retrying`: a hit needs no attempt, and only the final outcome of a call (its
+  answer, or the failure after the last retry) is recorded.
+- `ConcurrencyLimit` inside `Retrying`: a call waiting out a backoff gives its slot to another
+  call. Outside, it would hold the slot while it sleeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+
+from mbb.errors import CacheMiss, LlmError, LlmTransient, LlmUnavailable
+from mbb.events import LlmCall
+from mbb.llm.budget import SpendLedger
+from mbb.llm.cache import LlmCache
+from mbb.llm.config import Price
+from mbb.llm.provider import Call, Clock, Provider
+from mbb.llm.types import Emit, LlmResult, Usage
+
+__all__ = [
+    "Audited",
+    "Budgeted",
+    "Cached",
+    "ConcurrencyLimit",
+    "Pricing",
+    "Retrying",
+    "Sleep",
+]
+
+Sleep = Callable[[float], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Pricing:
+    """USD per call from per-model prices (looked up by the model name sent to the endpoint);
+    a model without a price costs 0."""
+
+    prices: Mapping[str, Price] = field(default_factory=dict)
+
+    def cost(self, model: str, usage: Usage) -> float:
+        """`model`: the endpoint's model name; `usage`: the answer's token counts."""
+        price = self.prices.get(model)
+        if price is None:
+            return 0.0
+        return price.cost(usage.prompt, usage.completion, usage.cached)
+
+
+class Retrying:
+    """Retries `LlmTransient` failures with exponential backoff and full jitter, honouring a
+    server's `Retry-After` (capped), up to the config's `max_retries`; then `LlmUnavailable`.
+
+    The result's `attempts`, `latency_s` (all attempts and waits, on `clock`) and `retried`
+    (each retried failure) say what the call cost; `sleeps` keeps every backoff slept."""
+
+    def __init__(
+        self,
+        inner: Provider,
+        *,
+        sleep: Sleep = asyncio.sleep,
+        rng: random.Random | None = None,
+        clock: Clock = time.perf_counter,
+        backoff_base_s: float = 1.0,
+        backoff_cap_s: float = 60.0,
+        max_retry_after_s: float = 600.0,
+    ) -> None:
+        """`inner`: the provider retried; `sleep`: waits a backoff (injected in tests); `rng`:
+        the jitter's source; `clock`: measures the call; `backoff_base_s`, `backoff_cap_s`:
+        the envelope `min(cap, base * 2**attempt)`; `max_retry_after_s`: cap on `Retry-After`."""
+        self.inner = inner
+        self.sleep = sleep
+        self.rng = rng or random.Random(0)
+        self.clock = clock
+        self.backoff_base_s = backoff_base_s
+        self.backoff_cap_s = backoff_cap_s
+        self.max_retry_after_s = max_retry_after_s
+        self.sleeps: list[float] = []
+
+    def backoff(self, attempt: int, exc: LlmTransient) -> float:
+        """Seconds to wait before attempt `attempt + 2` after the failure `exc`."""
+        if exc.retry_after_s is not None:
+            return min(exc.retry_after_s, self.max_retry_after_s)
+        return self.rng.uniform(0, min(self.backoff_cap_s, self.backoff_base_s * 2**attempt))
+
+    async def complete(self, call: Call) -> LlmResult:
+        config = call.config
+        retried: list[str] = []
+        t0 = self.clock()
+        while True:
+            try:
+                result = await self.inner.complete(call)
+            except LlmTransient as exc:
+                retried.append(str(exc))
+                if len(retried) > config.max_retries:
+                    raise LlmUnavailable(
+                        f"{exc} after {len(retried)} attempt(s) for model {config.model!r} at "
+                        f"{config.base_url}",
+                        attempts=len(retried),
+                        latency_s=round(self.clock() - t0, 6),
+                    ) from None
+                delay = self.backoff(len(retried) - 1, exc)
+                self.sleeps.append(delay)
+                await self.sleep(delay)
+                continue
+            except LlmError as exc:  # not retryable: say what the whole call cost
+                if exc.attempts or retried:  # (a missing key variable sent nothing)
+                    exc.attempts += len(retried)
+                    exc.latency_s = round(self.clock() - t0, 6)
+                raise
+            return result.model_copy(
+                update={
+                    "attempts": len(retried) + 1,
+                    "latency_s": round(self.clock() - t0, 6),
+                    "retried": tuple(retried),
+                }
+            )
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+class ConcurrencyLimit:
+    """At most `config.concurrency` calls in flight per base URL (the size is taken from the
+    first config that reaches that endpoint). Semaphores belong to one event loop: they are
+    kept per loop."""
+
+    def __init__(self, inner: Provider) -> None:
+        """`inner`: the provider whose calls are limited."""
+        self.inner = inner
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._limits: dict[str, asyncio.Semaphore] = {}
+
+    def _limit(self, call: Call) -> asyncio.Semaphore:
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:
+            self._loop, self._limits = loop, {}
+        sem = self._limits.get(call.config.base_url)
+        if sem is None:
+            sem = self._limits[call.config.base_url] = asyncio.Semaphore(call.config.concurrency)
+        return sem
+
+    async def complete(self, call: Call) -> LlmResult:
+        async with self._limit(call):
+            return await self.inner.complete(call)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+class Budgeted:
+    """Spend caps (`mbb.llm.budget`): checked before the call (`BudgetExhausted`: nothing is
+    sent, nothing recorded); a successful call's tokens and cost are added after it."""
+
+    def __init__(self, inner: Provider, ledger: SpendLedger, pricing: Pricing) -> None:
+        """`inner`: the provider whose calls cost; `ledger`: the caps and what was spent;
+        `pricing`: the USD of an answer."""
+        self.inner = inner
+        self.ledger = ledger
+        self.pricing = pricing
+
+    async def complete(self, call: Call) -> LlmResult:
+        self.ledger.check()
+        result = await self.inner.complete(call)
+        u = result.usage
+        self.ledger.add(u.prompt + u.completion, self.pricing.cost(call.config.model, u))
+        return result
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+class Cached:
+    """The replay cache (`mbb.llm.cache`): a hit is answered without calling `inner`, a miss is
+    fetched and stored (read_write) or an error naming the request (replay: `CacheMiss`).
+
+    A stored entry is the answer plus its latency (`latency_s`), so a replay charges the time
+    the original run charged; an entry recorded without one replays with 0. A final
+    `LlmUnavailable` is stored too: replay reproduces it (so the caller applies the same
+    default); read_write tries the network again. Keys are `request_key` of the body."""
+
+    def __init__(self, inner: Provider, cache: LlmCache) -> None:
+        """`inner`: the provider asked on a miss; `cache`: the store and its mode."""
+        self.inner = inner
+        self.cache = cache
+
+    async def complete(self, call: Call) -> LlmResult:
+        cache = self.cache
+        if not cache.enabled:
+            return await self.inner.complete(call)
+        stored = cache.get(call.key)
+        if stored is not None and "error" in stored:
+            if cache.mode == "replay":
+                raise LlmUnavailable(
+                    stored["error"], latency_s=float(stored.get("latency_s", 0.0)), cache_hit=True
+                )
+            stored = None
+        if stored is not None:
+            update = {"latency_s": 0.0, **stored, "attempts": 0, "cache_hit": True}
+            return LlmResult.model_validate({**update, "key": call.key})
+        if cache.mode == "replay":
+            m, cfg = call.meta, call.config
+            who = (
+                f"worker {m.worker}, {m.role}/{m.phase}, subrun {m.subrun}, round {m.round}"
+                if m is not None
+                else "an unaudited call"
+            )
+            raise CacheMiss(
+                f"replay cache miss: no recorded response for model {cfg.model!r}, {who} "
+                f"(request key {call.key[:16]}); record it first in read_write mode"
+            )
+        try:
+            result = await self.inner.complete(call)
+        except LlmUnavailable as exc:
+            if cache.mode == "read_write":
+                cache.put(call.key, call.body, {"error": str(exc), "latency_s": exc.latency_s})
+            raise
+        if cache.mode == "read_write":
+            cache.put(
+                call.key, call.body, result.model_dump(exclude={"attempts", "key", "retried"})
+            )
+        return result
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+class Audited:
+    """One `LlmCall` event per call through it, also for a failure (its `error`, with what
+    the failure cost) and for an answer from the cache (`cache_hit`)."""
+
+    def __init__(self, inner: Provider, emit: Emit, pricing: Pricing) -> None:
+        """`inner`: the provider audited; `emit`: `EventLog.emit`; `pricing`: the USD shown."""
+        self.inner = inner
+        self.emit = emit
+        self.pricing = pricing
+
+    async def complete(self, call: Call) -> LlmResult:
+        try:
+            result = await self.inner.complete(call)
+        except LlmError as exc:
+            failed = LlmResult(
+                key=call.key,
+                attempts=exc.attempts,
+                latency_s=exc.latency_s,
+                cache_hit=exc.cache_hit,
+            )
+            self._record(call, failed, str(exc))
+            raise
+        self._record(call, result, None)
+        return result
+
+    def _record(self, call: Call, result: LlmResult, error: str | None) -> None:
+        meta = call.meta
+        if meta is None:
+            raise ValueError("an audited call needs a CallMeta (who asked, and why)")
+        model = call.config.model
+        self.emit(
+            LlmCall,
+            worker=meta.worker,
+            subrun=meta.subrun,
+            round=meta.round,
+            role=meta.role,
+            phase=meta.phase,
+            model=model,
+            prompt_tokens=result.usage.prompt,
+            completion_tokens=result.usage.completion,
+            reasoning_tokens=result.usage.reasoning,
+            cached_tokens=result.usage.cached,
+            latency_s=round(result.latency_s, 6),
+            attempts=result.attempts,
+            cache_hit=result.cache_hit,
+            cost_usd=self.pricing.cost(model, result.usage),
+            repair=meta.repair,
+            request_key=result.key,
+            error=error,
+        )
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
