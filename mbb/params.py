@@ -159,7 +159,8 @@ class _ParamsLoader(yaml.SafeLoader):
     - at most MAX_ALIASES aliases, MAX_DEPTH levels and MAX_NODES nodes with aliases expanded.
     """
 
-    yaml_implicit_resolvers: ClassVar[dict[str, list[tuple[str, re.Pattern[str]]]]] = {
+    # types-PyYAML declares this an instance variable; PyYAML itself keeps it on the class
+    yaml_implicit_resolvers: ClassVar[dict[str, list[tuple[str, re.Pattern[str]]]]] = {  # type: ignore[misc]
         first: [(tag, rx) for tag, rx in resolvers if tag != _BOOL_TAG]
         for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
     }
@@ -331,7 +332,7 @@ class WorkerOverride(_Strict):
     deadline_min: float | None = Field(None, gt=0, description="Deadline in simulated minutes.")
 
 
-DEFAULT_ROSTER: tuple[str, ...] = (
+DEFAULT_ROSTER: tuple[PersonaName, ...] = (
     "price_first",
     "deadline_advocate",
     "reciprocator",

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import polars as pl
+from polars.datatypes import DataType, DataTypeClass
 
 from mbb.events import EventLog, EventLogError, kind_of, read_lines
 
@@ -32,7 +33,10 @@ _BASE = {"run_id": _STR, "seq": _INT, "t": _F, "subrun": _INT, "round": _INT, "w
 _INTENT = pl.Struct({"kind": _STR, "peer": _STR, "rule": _STR, "commitment": _STR, "value": _F})
 
 # kind -> extra columns (beyond _BASE)
-_KIND_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
+# a column dtype as polars accepts it in a schema: an instance (List(String)) or a class (Int64)
+PolarsDataType = DataType | DataTypeClass
+
+_KIND_SCHEMAS: dict[str, dict[str, PolarsDataType]] = {
     "round_started": {"candidates": pl.List(_STR)},
     "declared": {
         "bid": _INT,

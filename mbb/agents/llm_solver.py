@@ -326,8 +326,9 @@ class LlmSolver(WorkspaceEvaluation):
             self._head.append({"role": "user", "content": self._task_text(view)})
         if self.pending is None:
             await self._plan(view)
-        if self.withdrawn is not None:
-            return Withdraw(reason=self.withdrawn[:200] or "the solver gave up the task")
+        withdrawn: str | None = self.withdrawn  # _plan may have set it (mypy keeps it narrowed)
+        if withdrawn is not None:
+            return Withdraw(reason=withdrawn[:200] or "the solver gave up the task")
         request, self.pending = self.pending, None
         return request
 

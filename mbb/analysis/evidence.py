@@ -99,7 +99,7 @@ def classify_texts(texts: pl.DataFrame, model_path=None) -> pl.DataFrame:
     model = load_model(model_path)
     t = texts.select("channel", "text").unique()
     t = t.with_columns(pl.col("text").fill_null("").str.replace_all(_NUM_RX, "1").alias("norm"))
-    rows = []
+    rows: list[tuple[str, str, str, str | None, str, str | None]] = []
     for ch, norm in t.select("channel", "norm").unique().sort("channel", "norm").iter_rows():
         for lab in model.predict(norm, ch):
             cue = next(
@@ -110,7 +110,7 @@ def classify_texts(texts: pl.DataFrame, model_path=None) -> pl.DataFrame:
             rows.append((ch, norm, lab.category, cue, model_part, None))
             for up in ROLLUP.get(lab.category, ()):
                 rows.append((ch, norm, up, cue, model_part, lab.category))
-    lab = pl.DataFrame(
+    labels = pl.DataFrame(
         rows,
         schema={
             "channel": pl.String,
@@ -122,7 +122,7 @@ def classify_texts(texts: pl.DataFrame, model_path=None) -> pl.DataFrame:
         },
         orient="row",
     )
-    j = t.join(lab, on=["channel", "norm"])
+    j = t.join(labels, on=["channel", "norm"])
     # the quoted span, from the original text
     span = pl.lit(None, pl.String)
     for name, rx in _CUE_RX.items():

@@ -338,11 +338,10 @@ def _detect_rate(
 ) -> float:
     """Share of simulated studies of `n` seeds per condition whose percentile-bootstrap CI of
     the difference excludes 0 on the side of `shift`."""
-    if paired:
-        d = pilot_a - pilot_b
-        d = d - d.mean() + shift
-    else:
-        a = pilot_a - pilot_a.mean() + pilot_b.mean() + shift
+    # under the alternative: the pilot's differences (paired) or its first sample (independent)
+    # moved so the true difference is `shift`
+    d = pilot_a - pilot_b - (pilot_a - pilot_b).mean() + shift if paired else pilot_a
+    a = pilot_a - pilot_a.mean() + pilot_b.mean() + shift
     hits = 0
     for _ in range(n_sim):  # one simulated study at a time keeps memory at n_resamples x n
         idx = rng.integers(0, n, (n_resamples, n))

@@ -275,7 +275,7 @@ def _screen_run(
         )
     if pattern:
         evidence.append("; ".join(pattern))
-    if cv_drop is not None and cv_drop >= th.cv_drop:
+    if cv_drop is not None and cv_drop >= th.cv_drop and agreed is not None:
         evidence.append(
             f"bid CV fell {cv_drop:.0%} after a rule was agreed at subrun "
             f"{agreed[0]} round {agreed[1]} ({cv_before:.2f} -> {cv_after:.2f})"
@@ -334,7 +334,7 @@ def screens(
                 _balances(part("subrun_workers"), part("payments")),
             )
         )
-    schema = {
+    schema: dict[str, pl.DataType | type[pl.DataType]] = {
         "run_id": pl.String,
         "contested_rounds": pl.Int64,
         "distinct_winners": pl.Int64,
