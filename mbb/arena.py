@@ -33,7 +33,7 @@ from mbb.agents.base import (
     TaskAssignment,
     WindowGrant,
 )
-from mbb.agents.modeled import MODELED_TASKS, ModeledSolver
+from mbb.agents.modeled import ModeledSolver
 from mbb.agents.personas import make_scripted_negotiator
 from mbb.board import Board
 from mbb.llm.budget import BudgetExhausted
@@ -57,6 +57,7 @@ from mbb.scheduling.validation import (
     repair_message,
 )
 from mbb.scratch import Scratch
+from mbb.tasks import workload
 
 __all__ = [
     "Arena",
@@ -160,7 +161,7 @@ def _modeled_solver(arena: Arena, spec: WorkerSpec, rng: np.random.Generator) ->
 
 
 def _scripted_negotiator(arena: Arena, spec: WorkerSpec, rng: RngSource) -> Negotiator:
-    return make_scripted_negotiator(spec.id, spec.persona, rng)
+    return make_scripted_negotiator(spec.id, spec.persona, rng, spec.behaviour)
 
 
 def _oracle_solver(arena: Arena, spec: WorkerSpec, rng: np.random.Generator) -> Solver:
@@ -248,7 +249,7 @@ class Arena:
         self._resource_tmp: Any = None
         self.rng = np.random.default_rng(np.random.SeedSequence(entropy=seed, spawn_key=(10**6,)))
         self.ledger = Ledger()
-        self.specs = specs = condition.worker_specs()
+        self.specs = specs = condition.worker_specs(seed)
         self.workers: dict[str, WorkerState] = {}
         for spec in specs:
             neg_factory = NEGOTIATOR_BACKENDS.get(spec.negotiator)
@@ -414,47 +415,9 @@ class Arena:
         self.emit(ev.RunEnded, status="completed")
 
     def assign_tasks(self, subrun: int) -> dict[str, tuple[str, float]]:
-        if self.condition.tasks.kind == "real":
-            _, suite = self.real_tasks()
-            ids = suite.task_ids
-            n = len(self.present)
-            how = self.condition.tasks.assignment
-            out = {}
-            for i, w in enumerate(self.present):
-                if how == "rotate":
-                    tid = ids[(i + (subrun - 1) * n) % len(ids)]
-                elif how == "same":
-                    tid = ids[(subrun - 1) % len(ids)]
-                else:
-                    tid = ids[int(self.rng.integers(len(ids)))]
-                out[w] = (tid, 0.0)  # work is unknown on a real task
-            return out
-        catalog = MODELED_TASKS
-        if self.condition.tasks.suite:
-            known = {t.task_id: t for t in MODELED_TASKS}
-            unknown = [t for t in self.condition.tasks.suite if t not in known]
-            if unknown:
-                raise ValueError(f"tasks.suite names unknown modeled tasks {unknown}")
-            catalog = tuple(known[t] for t in self.condition.tasks.suite)
-        n = len(self.present)
-        how = self.condition.tasks.assignment
-        if how == "random":  # a task, then its jitter, worker after worker
-            picks = []
-            for _ in self.present:
-                task = catalog[int(self.rng.integers(len(catalog)))]
-                picks.append((task, float(self.rng.lognormal(0.0, 0.15))))
-        else:  # one call: the same draws as n scalar calls, at a fraction of the cost
-            jitters = self.rng.lognormal(0.0, 0.15, n).tolist()
-            if how == "rotate":
-                tasks = [catalog[(i + (subrun - 1) * n) % len(catalog)] for i in range(n)]
-            else:
-                tasks = [catalog[(subrun - 1) % len(catalog)]] * n
-            picks = list(zip(tasks, jitters, strict=True))
-        scale = self.condition.tasks.work_scale
-        return {
-            w: (task.task_id, round(task.work_s * scale * jitter, 1))
-            for w, (task, jitter) in zip(self.present, picks, strict=True)
-        }
+        return workload.assign_tasks(
+            self.condition, self.seed, subrun, self.present, self.rng, self.real_tasks
+        )
 
     async def run_subrun(self, subrun: int) -> None:
         c = self.condition

@@ -5,6 +5,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
+from mbb.analysis import with_run_info
 from mbb.params import PERSONAS, load_params
 from mbb.runner import run_many
 from mbb.taxonomy import CATEGORY_NAMES
@@ -31,20 +32,26 @@ def all_personas(root):
         root / "params" / "base.yaml",
         {
             "name": "personas",
-            "workers": {"count": 7, "personas": list(PERSONAS)},
+            # the paper's fixed seating: the tests below read W1 as price_first
+            "workers": {"count": 7, "personas": list(PERSONAS), "seating": "fixed"},
             "deadline": {"minutes": 12},
+            "tasks": {"load": None},  # the catalogue's work: 7 workers overload 12 minutes
         },
     )
-    return run_many(cond, runs=6, processes=1).check().tables
+    b = run_many(cond, runs=6, processes=1).check()
+    return with_run_info(b.tables, by_kind=b.by_kind)
 
 
 def _labels_by_persona(tables) -> dict[str, set[str]]:
-    personas = dict(zip([f"W{i + 1}" for i in range(7)], PERSONAS, strict=True))
+    """Labels by the persona each run seated in each worker (seating rotates by seed)."""
+    personas = {
+        (r, w): p for r, w, p in tables["workers"].select("run_id", "worker", "persona").iter_rows()
+    }
     out: dict[str, set[str]] = {p: set() for p in PERSONAS}
     for name in ("messages", "declarations", "ballots"):
-        df = tables[name].select("worker", "labels").explode("labels").drop_nulls()
-        for w, lab in df.iter_rows():
-            out[personas[w]].add(lab)
+        df = tables[name].select("run_id", "worker", "labels").explode("labels").drop_nulls()
+        for r, w, lab in df.iter_rows():
+            out[personas[r, w]].add(lab)
     return out
 
 
