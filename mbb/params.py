@@ -468,7 +468,8 @@ class TaskParams(_Strict):
     def _one_way_to_scale(self) -> TaskParams:
         if self.load is not None and self.work_scale != 1.0:
             raise ValueError(
-                f"give tasks.load ({self.load}) or tasks.work_scale ({self.work_scale}), not both"
+                f"give tasks.load ({self.load}) or tasks.work_scale ({self.work_scale}), not "
+                "both (tasks.load: null scales the catalogue's work by work_scale)"
             )
         return self
 

@@ -631,7 +631,7 @@ def paired_seed_difference(
         diff = (part["t"] - part["b"]).to_numpy()
         mean, low, high = seed_bootstrap_ci(diff, level=level)
         rows.append((*key, part.height, part["t"].mean(), part["b"].mean(), mean, low, high))
-    schema = {
+    schema: dict[str, pl.DataType | type[pl.DataType]] = {
         **{c: j.schema[c] for c in by},
         "n": pl.Int64,
         "treated_mean": pl.Float64,
