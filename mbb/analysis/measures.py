@@ -199,7 +199,9 @@ def urgency_premium(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     """Fig. 9 / Table 4: the worker with the closest deadline vs the others, by subrun — mean
     bid, mean requested duration, rounds per worker and withdrawals; `bid_ratio` is the
     group's mean bid over the others' (>1 early = urgency premium, <1 later = termination
-    discount)."""
+    discount). The others are other personas too, so this mixes the deadline's effect with the
+    urgent seat's strategy; `urgency_premium_paired` compares the same seat and persona in the
+    base run of the same seed."""
     grp = _start_state(tables, "deadline_s", "min")
     wr = worker_rounds(tables).join(grp, on=["run_id", "worker"])
     g = wr.group_by("condition", "subrun", "group").agg(
@@ -250,7 +252,9 @@ def _wins(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
 
 def rich_worker(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     """Table 5: the worker with the largest starting budget vs the others, by subrun — credits
-    spent, wins (first place in the schedule), rounds and win rate, per worker."""
+    spent, wins (first place in the schedule), rounds and win rate, per worker. The others are
+    other personas too; `rich_worker_paired` compares the same seat and persona in the base run
+    of the same seed."""
     grp = _start_state(tables, "budget", "max")
     w = _wins(tables).join(grp, on=["run_id", "worker"])
     g = w.group_by("condition", "subrun", "group").agg(
