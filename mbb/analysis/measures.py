@@ -25,8 +25,10 @@ __all__ = [
     "behaviour_drift",
     "behaviour_prevalence",
     "contested_win_rates",
+    "contested_win_rates_by_seed",
     "direct_message_use",
     "drift_tests",
+    "mean_bid_by_seed",
     "mean_bid_by_subrun",
     "outcomes",
     "paired_seed_difference",
@@ -35,6 +37,7 @@ __all__ = [
     "rich_worker_paired",
     "rule_dynamics",
     "seed_bootstrap_ci",
+    "structural_by_seed",
     "structural_metrics",
     "termination_discount_by_seed",
     "treated_seats",
@@ -288,6 +291,54 @@ def contested_win_rates(
     """Table 7: win rate in contested rounds at full vs depleted budget. A worker's budget is
     'depleted' at a round when its balance at the round's start is below `depleted_below` of
     its starting budget (balance = subrun-start budget minus this subrun's earlier payments)."""
+    return (
+        _contested_rounds(tables, depleted_below)
+        .group_by("condition", "group", "budget_state")
+        .agg(
+            pl.len().alias("contested_rounds"),
+            pl.col("won").sum().alias("wins"),
+            pl.col("won").mean().alias("win_rate"),
+        )
+        .sort("condition", "group", "budget_state")
+    )
+
+
+def contested_win_rates_by_seed(
+    tables: Mapping[str, pl.DataFrame], depleted_below: float = 0.5
+) -> pl.DataFrame:
+    """Table 7 per run, for a CI over seeds, within workers: each worker's win rate in
+    contested rounds at full minus at depleted budget (as in `contested_win_rates`), averaged
+    over the run's workers that had rounds in both states (`workers`); a run with none has no
+    row. Within workers, so the personas that run their budget down (the high bidders) do not
+    read as "depleted workers win more" (mbb's choice; the paper pools the rounds).
+
+    `tables`: one or more conditions' tables (with `runs` from `with_run_info` for the seed);
+    `depleted_below`: the share of the starting budget under which a balance is depleted."""
+    w = _contested_rounds(tables, depleted_below)
+    runs = tables["runs"].select("run_id", "seed")
+    per_worker = (
+        w.group_by("condition", "run_id", "worker")
+        .agg(
+            pl.col("won").filter(pl.col("budget_state") == "full").mean().alias("full"),
+            pl.col("won").filter(pl.col("budget_state") == "depleted").mean().alias("depleted"),
+        )
+        .drop_nulls(["full", "depleted"])
+    )
+    return (
+        per_worker.group_by("condition", "run_id")
+        .agg(
+            pl.len().alias("workers"),
+            pl.col("full").mean().alias("full_win_rate"),
+            pl.col("depleted").mean().alias("depleted_win_rate"),
+            (pl.col("full") - pl.col("depleted")).mean().alias("difference"),
+        )
+        .join(runs, on="run_id")
+        .sort("condition", "seed")
+    )
+
+
+def _contested_rounds(tables: Mapping[str, pl.DataFrame], depleted_below: float) -> pl.DataFrame:
+    """Contested worker-rounds with won, the start-state group and budget_state."""
     grp = _start_state(tables, "budget", "max")
     w = _wins(tables).filter(pl.col("contested")).join(grp, on=["run_id", "worker"])
     sw = tables["subrun_workers"].select(
@@ -314,15 +365,7 @@ def contested_win_rates(
         .otherwise(pl.lit("full"))
         .alias("budget_state")
     )
-    return (
-        w.group_by("condition", "group", "budget_state")
-        .agg(
-            pl.len().alias("contested_rounds"),
-            pl.col("won").sum().alias("wins"),
-            pl.col("won").mean().alias("win_rate"),
-        )
-        .sort("condition", "group", "budget_state")
-    )
+    return w
 
 
 def relational_vs_bid(
@@ -383,11 +426,26 @@ def mean_bid_by_subrun(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     )
 
 
-def structural_metrics(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
-    """Table 8, long format (condition, model, subrun, metric, value):
-    repeat_win_rate and its chance level (the previous winner, if a candidate again, wins by
-    chance with 1/n); median_winning_bid per subrun and winning_bid_drift (last subrun minus
-    the first); rounds_participated per worker-subrun; message_chars per message."""
+def mean_bid_by_seed(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
+    """Fig. 13 per run, for a CI over seeds: mean declared bid (after revisions) per condition,
+    seed and subrun, with `drift` = the run's last subrun's mean bid minus its first's.
+
+    `tables`: one or more conditions' tables (with `runs` from `with_run_info` for the seed)."""
+    wr = worker_rounds(tables).join(tables["runs"].select("run_id", "seed"), on="run_id")
+    per = wr.group_by("condition", "seed", "run_id", "subrun").agg(
+        pl.len().alias("worker_rounds"), pl.col("bid").mean().alias("mean_bid")
+    )
+    drift = (
+        per.sort("subrun")
+        .group_by("run_id")
+        .agg((pl.col("mean_bid").last() - pl.col("mean_bid").first()).alias("drift"))
+    )
+    return per.join(drift, on="run_id").sort("condition", "seed", "subrun")
+
+
+def _winners(tables: Mapping[str, pl.DataFrame]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(rounds with winner and winning bid, consecutive-round pairs with `repeat` and its
+    chance level)."""
     r = (
         tables["rounds"]
         .select(
@@ -408,6 +466,52 @@ def structural_metrics(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
         .otherwise(0.0)
         .alias("chance"),
     )
+    return r, pairs
+
+
+def structural_by_seed(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
+    """Table 8 per run, for a CI over seeds: repeat_win_rate, its chance level and
+    `repeat_excess` (rate minus chance); winning_bid_drift (median winning bid of the last
+    subrun minus the first's); rounds_participated (mean rounds per worker-subrun).
+
+    `tables`: one or more conditions' tables (with `runs` from `with_run_info` for the seed)."""
+    r, pairs = _winners(tables)
+    rep = pairs.group_by("run_id").agg(
+        pl.col("repeat").mean().alias("repeat_win_rate"),
+        pl.col("chance").mean().alias("repeat_win_chance"),
+    )
+    med = r.group_by("run_id", "subrun").agg(pl.col("winning_bid").median().alias("m"))
+    drift = (
+        med.sort("subrun")
+        .group_by("run_id")
+        .agg((pl.col("m").last() - pl.col("m").first()).alias("winning_bid_drift"))
+    )
+    part = (
+        worker_rounds(tables)
+        .group_by("run_id", "worker", "subrun")
+        .agg(pl.len().alias("n"))
+        .group_by("run_id")
+        .agg(pl.col("n").mean().cast(pl.Float64).alias("rounds_participated"))
+    )
+    runs = tables["runs"].select("run_id", "condition", "seed")
+    return (
+        runs.join(rep, on="run_id", how="left")
+        .join(drift, on="run_id", how="left")
+        .join(part, on="run_id", how="left")
+        .with_columns(
+            (pl.col("repeat_win_rate") - pl.col("repeat_win_chance")).alias("repeat_excess")
+        )
+        .sort("condition", "seed")
+    )
+
+
+def structural_metrics(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
+    """Table 8, long format (condition, model, subrun, metric, value):
+    repeat_win_rate and its chance level (the previous winner, if a candidate again, wins by
+    chance with 1/n); median_winning_bid per subrun and winning_bid_drift (last subrun minus
+    the first); rounds_participated per worker-subrun; message_chars per message. Per seed:
+    `structural_by_seed`."""
+    r, pairs = _winners(tables)
     pairs = condition_of(pairs, tables)
     out = [
         pairs.group_by("condition")

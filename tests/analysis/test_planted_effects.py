@@ -42,11 +42,11 @@ def excludes_zero(low: float, high: float) -> bool:
     return low > 0 or high < 0
 
 
-def null_coverage(per_seed: pl.DataFrame, value: str) -> int:
-    """How many of the REPS disjoint seed sets give a CI that includes 0."""
+def null_coverage(per_seed: pl.DataFrame, value: str, per_rep: int = PER_REP) -> int:
+    """How many of the REPS disjoint sets of `per_rep` seeds give a CI that includes 0."""
     hits = 0
     for rep in range(REPS):
-        part = per_seed.filter(pl.col("seed").is_in(range(rep * PER_REP, (rep + 1) * PER_REP)))
+        part = per_seed.filter(pl.col("seed").is_in(range(rep * per_rep, (rep + 1) * per_rep)))
         _, low, high = ci(part[value])
         hits += low <= 0 <= high
     return hits
@@ -187,3 +187,67 @@ def test_seed_bootstrap_ci_covers_and_excludes():
     assert excludes_zero(*A.seed_bootstrap_ci([0.9, 1.1, 1.0, 1.2, 0.8])[1:])
     assert not excludes_zero(*A.seed_bootstrap_ci([-1.0, 1.0, -0.5, 0.5])[1:])
     assert np.isnan(A.seed_bootstrap_ci([])[0])
+
+
+# --- bids by subrun and winning bids -----------------------------------------------------------
+@pytest.fixture(scope="module")
+def refill():
+    """Budgets refilled every subrun: spread over fewer subruns left, bids climb."""
+    return batch("base", {"name": "refill", "budget": {"reset_each_subrun": True}})
+
+
+@pytest.fixture(scope="module")
+def memory_pair():
+    """base and memory_off over 20 x 5 seeds: scratch memory does not move bids."""
+    seeds = range(REPS * 5)
+    return batch("base", None, seeds), batch("memory_off", None, seeds)
+
+
+def per_seed_difference(a: pl.DataFrame, b: pl.DataFrame, value: str) -> pl.DataFrame:
+    return a.join(b.select("seed", pl.col(value).alias("b")), on="seed").with_columns(
+        (pl.col(value) - pl.col("b")).alias("d")
+    )
+
+
+def test_bid_drift_planted_by_refilled_budgets(base, refill):
+    per_run = [A.mean_bid_by_seed(t).unique("run_id") for t in (refill, base)]
+    d = A.paired_seed_difference(*per_run, "drift").row(0, named=True)
+    assert d["n"] == len(SEEDS) and d["difference"] > 0 and d["ci_low"] > 0, d
+
+
+def test_bid_drift_null_memory_does_not_move_bids(memory_pair):
+    on, off = (A.mean_bid_by_seed(t).unique("run_id") for t in memory_pair)
+    assert null_coverage(per_seed_difference(on, off, "drift"), "d", per_rep=5) >= 0.9 * REPS
+
+
+def test_winning_bid_drift_planted_by_refilled_budgets(base, refill):
+    s = [A.structural_by_seed(t) for t in (refill, base)]
+    d = A.paired_seed_difference(*s, "winning_bid_drift").row(0, named=True)
+    assert d["n"] == len(SEEDS) and d["difference"] > 0 and d["ci_low"] > 0, d
+
+
+def test_winning_bid_drift_null_memory_does_not_move_bids(memory_pair):
+    on, off = (A.structural_by_seed(t) for t in memory_pair)
+    diff = per_seed_difference(on, off, "winning_bid_drift")
+    assert null_coverage(diff, "d", per_rep=5) >= 0.9 * REPS
+
+
+def test_contested_win_rates_by_seed_exact(scen):
+    # W1 starts with 1500: full in s1 (won), depleted in s2 (600 < 750: lost r1, won r2);
+    # W3 is never depleted and W2 plays one subrun, so only W1 compares
+    row = A.contested_win_rates_by_seed(scen).row(0, named=True)
+    assert (row["workers"], row["full_win_rate"], row["depleted_win_rate"]) == (1, 1.0, 0.5)
+    assert row["difference"] == 0.5
+
+
+def test_structural_by_seed_exact(scen):
+    # winners W1 | W3, W1: one consecutive pair in s2 (W3 then W1; W3 a candidate of 2);
+    # median winning bid 900 in s1, (60 + 100) / 2 in s2; rounds 1, 1, 1 in s1 and 2, 2 in s2
+    row = A.structural_by_seed(scen).row(0, named=True)
+    assert (row["repeat_win_rate"], row["repeat_win_chance"], row["repeat_excess"]) == (
+        0.0,
+        0.5,
+        -0.5,
+    )
+    assert row["winning_bid_drift"] == 80 - 900
+    assert row["rounds_participated"] == pytest.approx(1.4)
