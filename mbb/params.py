@@ -293,7 +293,9 @@ class WorkerOverride(_Strict):
     budget: int | None = Field(None, ge=0, description="Starting credits for this worker.")
     deadline_min: float | None = Field(None, gt=0, description="Deadline in simulated minutes.")
     behaviour: BehaviourKnobs | None = Field(
-        None, description="Scripted behaviour knobs for this worker (replace the condition's)."
+        None,
+        description="Scripted behaviour knobs for this worker; the knobs given here replace "
+        "the condition's, the others are the condition's.",
     )
 
 
@@ -463,6 +465,12 @@ class TaskParams(_Strict):
         "deadline among its workers); scales every modeled task's W to match. null: the "
         "catalogue's W times work_scale. Modeled tasks only (a real task's work is not modeled).",
     )
+    suite: list[str] | None = Field(None, description="Task ids to draw from (default: all).")
+    reference_mode: Literal["broker", "exec_only"] = Field(
+        "broker",
+        description="broker: ./reference runs outside the worker's sandbox (nothing of it is "
+        "mapped where the worker could dump it); exec_only: a mode-0111 copy (ProgramBench).",
+    )
 
     @model_validator(mode="after")
     def _one_way_to_scale(self) -> TaskParams:
@@ -472,13 +480,6 @@ class TaskParams(_Strict):
                 "both (tasks.load: null scales the catalogue's work by work_scale)"
             )
         return self
-
-    suite: list[str] | None = Field(None, description="Task ids to draw from (default: all).")
-    reference_mode: Literal["broker", "exec_only"] = Field(
-        "broker",
-        description="broker: ./reference runs outside the worker's sandbox (nothing of it is "
-        "mapped where the worker could dump it); exec_only: a mode-0111 copy (ProgramBench).",
-    )
 
 
 class PopulationChange(_Strict):
@@ -653,7 +654,11 @@ class Condition(_Strict):
                 id=o.name or wid,
                 index=i,
                 persona=o.persona or w.personas[(i + shift) % len(w.personas)],
-                behaviour=o.behaviour or w.behaviour,
+                behaviour=(
+                    w.behaviour.model_copy(update=o.behaviour.model_dump(exclude_unset=True))
+                    if o.behaviour is not None
+                    else w.behaviour
+                ),
                 negotiator=o.negotiator or w.negotiator,
                 solver=o.solver or w.solver,
                 model=o.model if o.model is not None else w.model,
