@@ -62,7 +62,8 @@ class CatalogTask:
 
 def catalog_for(condition: Condition, real_ids: Sequence[str] | None = None) -> list[CatalogTask]:
     """The condition's catalogue in the order the fixed rotation uses (`tasks.suite` order, else
-    the built-in order); `real_ids`: the built suite's task ids (real tasks only)."""
+    the built-in order). `condition`: its `tasks` say modeled or real and which suite;
+    `real_ids`: the built suite's task ids (real tasks only)."""
     tasks = condition.tasks
     if tasks.kind == "real":
         from mbb.tasks.specs import TASK_SPECS
@@ -87,7 +88,7 @@ def catalog_for(condition: Condition, real_ids: Sequence[str] | None = None) -> 
 
 def tiers_of(catalog: Sequence[CatalogTask], n_seats: int) -> list[list[CatalogTask]]:
     """The catalogue sorted by difficulty and cut into min(n_seats, size) contiguous tiers whose
-    sizes differ by at most one."""
+    sizes differ by at most one. `catalog`: from `catalog_for`; `n_seats`: workers present."""
     ordered = sorted(catalog, key=lambda t: (t.difficulty, t.task_id))
     k = max(1, min(n_seats, len(ordered)))
     size = len(ordered)
@@ -102,7 +103,8 @@ def _stream(seed: int, *key: int) -> np.random.Generator:
 def balanced_slots(seed: int, subrun: int, n_seats: int) -> list[int]:
     """Slot 0..n-1 of each seat (by position among the present workers) in a subrun: a Latin
     square rotated by seed (a random seat permutation, and a random order of the n offsets for
-    each block of n subruns)."""
+    each block of n subruns). `seed`: the run's seed; `subrun`: 1-based; `n_seats`: workers
+    present in the subrun."""
     if n_seats <= 0:
         return []
     g = _stream(seed, n_seats)
@@ -134,7 +136,8 @@ def _mean_work_per_worker(condition: Condition, catalog: Sequence[CatalogTask], 
 
 def work_factor(condition: Condition, n_present: int, capacity_s: float) -> float:
     """What multiplies every modeled task's W: `tasks.work_scale`, or, with `tasks.load`, the
-    factor that makes the expected demand of a subrun `load` x `capacity_s`."""
+    factor that makes the expected demand of a subrun `load` x `capacity_s`. `condition`: its
+    `tasks`; `n_present`: workers in the subrun; `capacity_s`: the subrun's resource time."""
     load = condition.tasks.load
     if load is None or condition.tasks.kind == "real":
         return condition.tasks.work_scale
@@ -144,7 +147,9 @@ def work_factor(condition: Condition, n_present: int, capacity_s: float) -> floa
 
 
 def expected_demand_s(condition: Condition, n_present: int) -> float:
-    """Expected total modeled work W of a subrun with `n_present` workers (over seeds)."""
+    """Expected total modeled work W of a subrun with `n_present` workers (over seeds), its
+    capacity being the latest deadline of the condition. `condition`: the condition;
+    `n_present`: workers in the subrun."""
     catalog = catalog_for(condition)
     capacity = max(s.deadline_s for s in condition.worker_specs())
     per_worker = _mean_work_per_worker(condition, catalog, n_present) * math.exp(JITTER_SD**2 / 2)
@@ -169,6 +174,8 @@ def assign_tasks(
     ids = list(present)
     how = condition.tasks.assignment
     n = len(ids)
+    if n == 0:
+        return {}
     if condition.tasks.kind == "real":
         if real_tasks is None:
             raise ValueError("a real-task condition needs the task suite to assign tasks")
