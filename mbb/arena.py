@@ -37,7 +37,6 @@ from mbb.agents.base import (
     TaskAssignment,
     WindowGrant,
 )
-from mbb.agents.modeled import MODELED_TASKS
 from mbb.board import Board
 from mbb.llm.budget import BudgetExhausted
 from mbb.params import Condition, WorkerSpec
@@ -57,6 +56,7 @@ from mbb.scheduling.actions import Declaration, Request, Withdraw
 from mbb.scheduling.ledger import Ledger
 from mbb.scheduling.validation import Issue
 from mbb.scratch import Scratch
+from mbb.tasks import workload
 
 __all__ = [
     "NEGOTIATOR_BACKENDS",
@@ -194,7 +194,7 @@ class Arena:
         self._resource_tmp: Any = None
         self.rng = np.random.default_rng(np.random.SeedSequence(entropy=seed, spawn_key=(10**6,)))
         self.ledger = Ledger()
-        self.specs = specs = condition.worker_specs()
+        self.specs = specs = condition.worker_specs(seed)
         self.workers: dict[str, WorkerState] = {}
         negotiators = NEGOTIATOR_BACKENDS if negotiators is None else negotiators
         solvers = SOLVER_BACKENDS if solvers is None else solvers
@@ -382,47 +382,9 @@ class Arena:
         self.emit(ev.RunEnded, status="completed")
 
     def assign_tasks(self, subrun: int) -> dict[str, tuple[str, float]]:
-        if self.condition.tasks.kind == "real":
-            _, suite = self.real_tasks()
-            ids = suite.task_ids
-            n = len(self.present)
-            how = self.condition.tasks.assignment
-            out = {}
-            for i, w in enumerate(self.present):
-                if how == "rotate":
-                    tid = ids[(i + (subrun - 1) * n) % len(ids)]
-                elif how == "same":
-                    tid = ids[(subrun - 1) % len(ids)]
-                else:
-                    tid = ids[int(self.rng.integers(len(ids)))]
-                out[w] = (tid, 0.0)  # work is unknown on a real task
-            return out
-        catalog = MODELED_TASKS
-        if self.condition.tasks.suite:
-            known = {t.task_id: t for t in MODELED_TASKS}
-            unknown = [t for t in self.condition.tasks.suite if t not in known]
-            if unknown:
-                raise ValueError(f"tasks.suite names unknown modeled tasks {unknown}")
-            catalog = tuple(known[t] for t in self.condition.tasks.suite)
-        n = len(self.present)
-        how = self.condition.tasks.assignment
-        if how == "random":  # a task, then its jitter, worker after worker
-            picks = []
-            for _ in self.present:
-                task = catalog[int(self.rng.integers(len(catalog)))]
-                picks.append((task, float(self.rng.lognormal(0.0, 0.15))))
-        else:  # one call: the same draws as n scalar calls, at a fraction of the cost
-            jitters = self.rng.lognormal(0.0, 0.15, n).tolist()
-            if how == "rotate":
-                tasks = [catalog[(i + (subrun - 1) * n) % len(catalog)] for i in range(n)]
-            else:
-                tasks = [catalog[(subrun - 1) % len(catalog)]] * n
-            picks = list(zip(tasks, jitters, strict=True))
-        scale = self.condition.tasks.work_scale
-        return {
-            w: (task.task_id, round(task.work_s * scale * jitter, 1))
-            for w, (task, jitter) in zip(self.present, picks, strict=True)
-        }
+        return workload.assign_tasks(
+            self.condition, self.seed, subrun, self.present, self.rng, self.real_tasks
+        )
 
     async def run_subrun(self, subrun: int) -> None:
         c = self.condition

@@ -50,6 +50,7 @@ from mbb.protocol.rules import (
 
 __all__ = [
     "PERSONAS",
+    "BehaviourKnobs",
     "BudgetParams",
     "Condition",
     "DeadlineParams",
@@ -316,6 +317,28 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, strict=True)
 
 
+class BehaviourKnobs(_Strict):
+    """Explicit switches of the scripted personas' behaviour, so an effect can be planted or
+    removed (mbb.agents.personas). The defaults reproduce the personas as they always were."""
+
+    urgency_premium: Flag = Field(
+        True, description="Bids rise with urgency (remaining need over time left)."
+    )
+    termination_discount: Flag = Field(
+        True, description="Bids drop to a quarter once the task cannot finish in time."
+    )
+    rule_recall: Literal["memory_or_new", "memory", "rederive"] = Field(
+        "memory_or_new",
+        description="Where a rule-advocating persona's rule comes from in a later subrun. "
+        "memory_or_new: scratch memory if it holds one, else a fresh proposal (as always); "
+        "memory: scratch memory only (after its first subrun it states no rule without it); "
+        "rederive: its own standing preference, restated every subrun whatever memory holds.",
+    )
+    honour_rate: float = Field(
+        1.0, ge=0, le=1, description="Probability that a debt is honoured when it falls due."
+    )
+
+
 class WorkerOverride(_Strict):
     """Per-worker settings that replace the condition-wide ones for that worker only."""
 
@@ -330,6 +353,11 @@ class WorkerOverride(_Strict):
     model: str | None = Field(None, description="LLM model config name (llm backends).")
     budget: int | None = Field(None, ge=0, description="Starting credits for this worker.")
     deadline_min: float | None = Field(None, gt=0, description="Deadline in simulated minutes.")
+    behaviour: BehaviourKnobs | None = Field(
+        None,
+        description="Scripted behaviour knobs for this worker; the knobs given here replace "
+        "the condition's, the others are the condition's.",
+    )
 
 
 DEFAULT_ROSTER: tuple[PersonaName, ...] = (
@@ -349,6 +377,16 @@ class WorkersParams(_Strict):
         description="One persona per worker (W1..Wn in order), or one for everyone; a list of "
         "another length is an error. Not given: the default roster of five in order, repeated "
         "from the start for a sixth worker and beyond.",
+    )
+    seating: Literal["fixed", "rotate"] = Field(
+        "rotate",
+        description="rotate: the persona list is rotated by the run's seed (seat i gets "
+        "personas[(i + seed) mod n]), so every persona sits in every seat equally often over "
+        "seeds and seed 0 is the list as written; fixed: the list as written in every run (the "
+        "paper's roster). Personas named in overrides stay where they are.",
+    )
+    behaviour: BehaviourKnobs = Field(
+        default_factory=BehaviourKnobs, description="Scripted behaviour knobs for every worker."
     )
     negotiator: NegotiatorBackend = Field(
         "scripted", description="Negotiator backend (registered in mbb.protocol.backends)."
@@ -484,16 +522,37 @@ class TaskParams(_Strict):
     kind: Literal["modeled", "real"] = Field(
         "modeled", description="Modeled work or real programs."
     )
-    assignment: Literal["rotate", "random", "same"] = Field(
-        "rotate", description="rotate: a different program per worker and subrun."
+    assignment: Literal["balanced", "rotate", "random", "same"] = Field(
+        "balanced",
+        description="balanced: difficulty tiers in a Latin square over seats x subruns, "
+        "randomized per seed (mbb.tasks.workload); rotate: the paper's fixed rotation (every "
+        "seed gives a seat the same task in each subrun); random: any task; same: one task for "
+        "everyone per subrun.",
     )
     work_scale: float = Field(1.0, gt=0, description="Multiplies every modeled task's work W.")
+    load: float | None = Field(
+        None,
+        gt=0,
+        le=10,
+        description="Expected total modeled work of a subrun over its capacity (the latest "
+        "deadline among its workers); scales every modeled task's W to match. null: the "
+        "catalogue's W times work_scale. Modeled tasks only (a real task's work is not modeled).",
+    )
     suite: list[str] | None = Field(None, description="Task ids to draw from (default: all).")
     reference_mode: Literal["broker", "exec_only"] = Field(
         "broker",
         description="broker: ./reference runs outside the worker's sandbox (nothing of it is "
         "mapped where the worker could dump it); exec_only: a mode-0111 copy (ProgramBench).",
     )
+
+    @model_validator(mode="after")
+    def _one_way_to_scale(self) -> TaskParams:
+        if self.load is not None and self.work_scale != 1.0:
+            raise ValueError(
+                f"give tasks.load ({self.load}) or tasks.work_scale ({self.work_scale}), not "
+                "both (tasks.load: null scales the catalogue's work by work_scale)"
+            )
+        return self
 
 
 class PopulationChange(_Strict):
@@ -657,16 +716,24 @@ class Condition(_Strict):
                 )
         return self
 
-    def worker_specs(self) -> list[WorkerSpec]:
+    def worker_specs(self, seed: int | None = None) -> list[WorkerSpec]:
         """Everyone who takes part at some point: W1..Wn with their overrides, then newcomers
-        from `population_changes` (with the subrun they join and the one they leave before)."""
+        from `population_changes` (with the subrun they join and the one they leave before).
+        `seed`: the run's seed, which rotates the persona list under `workers.seating: rotate`
+        (None: the list as written)."""
         w = self.workers
+        shift = seed if seed is not None and w.seating == "rotate" else 0
 
         def spec(i: int, wid: str, o: WorkerOverride, joins: int) -> WorkerSpec:
             return WorkerSpec(
                 id=o.name or wid,
                 index=i,
-                persona=o.persona or w.personas[i % len(w.personas)],
+                persona=o.persona or w.personas[(i + shift) % len(w.personas)],
+                behaviour=(
+                    w.behaviour.model_copy(update=o.behaviour.model_dump(exclude_unset=True))
+                    if o.behaviour is not None
+                    else w.behaviour
+                ),
                 negotiator=o.negotiator or w.negotiator,
                 solver=o.solver or w.solver,
                 model=o.model if o.model is not None else w.model,
@@ -711,6 +778,7 @@ class WorkerSpec(_Strict):
     model: str | None
     budget: int
     deadline_s: float
+    behaviour: BehaviourKnobs = Field(default_factory=BehaviourKnobs)
     joins: int = 1  # first subrun the worker takes part in
     leaves: int | None = None  # first subrun it no longer takes part in
 

@@ -15,6 +15,19 @@ what should outlive the subrun is written to scratch, so it carries over only wi
 | shortest_job_advocate | low, short windows   | shortest duration first (SJF) | SJF, gating     |
 | quitter               | low; steps aside     | others first, itself last     | scope reduction |
 | rule_maker            | moderate             | by its standing rule          | rules           |
+
+Behaviour knobs (`mbb.params.BehaviourKnobs`, condition-wide or per worker) switch parts of
+these strategies on and off so an effect can be planted or removed; their defaults are the
+personas as described above:
+
+- `urgency_premium`: bids rise with urgency (need over time left); off: urgency leaves bids alone.
+- `termination_discount`: bids drop to a quarter once the task cannot finish; off: they do not.
+- `rule_recall` (rule_maker, and the EDF/SJF advocates' rules): `memory_or_new` (as always: the
+  rule in scratch, else a fresh proposal; EDF/SJF advocates restate theirs every subrun);
+  `memory` (the rule proposed in the first subrun survives only through scratch: without it
+  the persona states no rule and ranks by bid); `rederive` (a standing preference drawn once
+  per run, restated every subrun whatever memory holds).
+- `honour_rate`: probability that a debt is honoured when it falls due (else it is dropped).
 """
 
 from __future__ import annotations
@@ -28,6 +41,7 @@ import numpy as np
 
 from mbb.agents.base import RoundView, SubrunRecap
 from mbb.board import Post
+from mbb.params import BehaviourKnobs
 from mbb.scheduling.actions import (
     Ballot,
     ConversationTurn,
@@ -42,6 +56,7 @@ from mbb.scratch import Scratch
 __all__ = ["PERSONA_CLASSES", "ScriptedNegotiator", "make_scripted_negotiator"]
 
 EXPECTED_ROUNDS_PER_SUBRUN = 4
+_DEFAULT_KNOBS = BehaviourKnobs()
 # the lines `end_subrun` writes to scratch for the next subrun, read back by `start_subrun`
 _DEBT = re.compile(r"DEBT (\S+) owes (\S+) \[(\S+)\]")
 _RULE = re.compile(r"RULE (\S+)")
@@ -66,13 +81,19 @@ class ScriptedNegotiator:
     persona = "base"
     aggression = 1.0
     concurrent = False
+    advocated_rule: str | None = None  # the convention this persona proposes (EDF, SJF)
 
     def __init__(
-        self, worker: str, rng: np.random.Generator | Callable[[], np.random.Generator]
+        self,
+        worker: str,
+        rng: np.random.Generator | Callable[[], np.random.Generator],
+        knobs: BehaviourKnobs | None = None,
     ) -> None:
         self.worker = worker
         self._rng = rng
+        self.knobs = knobs or _DEFAULT_KNOBS
         self.subrun = 0
+        self.first_subrun = 0  # the first subrun this negotiator took part in
         self.owed_by: dict[str, str] = {}  # peer -> commitment id: the peer owes me a favour
         self.owe_to: dict[str, str] = {}  # peer -> commitment id: I owe the peer a favour
         self.owe_round: dict[str, tuple[int, int]] = {}  # peer -> (subrun, round) debt was made
@@ -148,7 +169,9 @@ class ScriptedNegotiator:
         subruns_left = max(1, v.subruns_total - v.subrun + 1)
         per_round = v.budget / subruns_left / EXPECTED_ROUNDS_PER_SUBRUN
         u = self.urgency(v)
-        mult = 0.25 if u > 1.0 else 1.0 + 1.5 * u  # urgency premium, termination discount
+        k = self.knobs
+        premium = 1.0 + 1.5 * min(u, 1.0) if k.urgency_premium else 1.0
+        mult = 0.25 if u > 1.0 and k.termination_discount else premium
         noise = 0.85 + 0.3 * self.uniform()
         bid = int(round(per_round * self.aggression * mult * noise / 5.0) * 5)
         return max(0, min(v.budget, bid))
@@ -157,8 +180,17 @@ class ScriptedNegotiator:
         return max(v.window_min_s, min(v.window_max_s, v.wanted_s))
 
     # --- lifecycle -----------------------------------------------------------------------------
+    def holds_rule(self) -> bool:
+        """Whether an EDF/SJF advocate states its rule this subrun: always, unless its rule
+        lives in memory only (`rule_recall: memory`) and this is not its first subrun and its
+        scratch did not bring the rule back."""
+        if self.knobs.rule_recall != "memory" or self.subrun == self.first_subrun:
+            return True
+        return self.rule == self.advocated_rule
+
     async def start_subrun(self, subrun: int, scratch: Scratch | None) -> None:
         self.subrun = subrun
+        self.first_subrun = self.first_subrun or subrun
         self.owed_by, self.owe_to, self.owe_round = {}, {}, {}
         self.rule, self.rule_origin = None, ""
         self.coalition, self.rival = set(), None
@@ -182,6 +214,15 @@ class ScriptedNegotiator:
             if m:
                 self.coalition = {w for w in m.group(1).split(",") if w}
                 self.rival = None if m.group(2) == "-" else m.group(2)
+
+    async def end_subrun(self, recap: SubrunRecap, scratch: Scratch | None) -> None:
+        if (
+            self.advocated_rule is not None
+            and self.knobs.rule_recall == "memory"
+            and self.holds_rule()
+        ):
+            self.rule = self.advocated_rule  # what it advocated is what it writes down
+        await self._write_memory(recap, scratch)
 
     async def declare(self, v: RoundView) -> Declaration | Withdraw:
         bid = self.bid_for(v)
@@ -254,7 +295,7 @@ class ScriptedNegotiator:
             intents=tuple(intents),
         )
 
-    async def end_subrun(self, recap: SubrunRecap, scratch: Scratch | None) -> None:
+    async def _write_memory(self, recap: SubrunRecap, scratch: Scratch | None) -> None:
         if scratch is None:
             return
         scratch.write("report", recap.subrun, self._report(recap))
@@ -319,6 +360,9 @@ class ScriptedNegotiator:
                 and self.worker in order
                 and order.index(peer) > order.index(self.worker)
             ):
+                if self.knobs.honour_rate < 1.0 and not self.chance(self.knobs.honour_rate):
+                    del self.owe_to[peer]  # falls due and is not honoured: the debt is dropped
+                    continue
                 order.remove(peer)
                 order.insert(order.index(self.worker), peer)
                 intents.append(Intent(kind="honour_commitment", peer=peer, commitment=cid))
@@ -425,6 +469,7 @@ class PriceFirst(ScriptedNegotiator):
 class DeadlineAdvocate(ScriptedNegotiator):
     persona = "deadline_advocate"
     aggression = 1.0
+    advocated_rule = "edf"
 
     def _note(self, v, bid, dur):
         left = v.time_left_s
@@ -439,7 +484,7 @@ class DeadlineAdvocate(ScriptedNegotiator):
 
     def _talk(self, v):
         out: list[Message | None] = []
-        if v.turn == 1 and self.once(v, "edf"):
+        if v.turn == 1 and self.holds_rule() and self.once(v, "edf"):
             out.append(
                 Message(
                     text=self.pick(
@@ -497,6 +542,8 @@ class DeadlineAdvocate(ScriptedNegotiator):
         return out
 
     def _rank(self, v):
+        if not self.holds_rule():
+            return super()._rank(v)
         left = self.disclosed_deadlines(v)
         bids = self.bids(v)
         tb = tie_break_order(v.candidates, bids)
@@ -722,6 +769,7 @@ class CoalitionBuilder(ScriptedNegotiator):
 class ShortestJobAdvocate(ScriptedNegotiator):
     persona = "shortest_job_advocate"
     aggression = 0.8
+    advocated_rule = "sjf"
 
     def duration_for(self, v):
         return max(v.window_min_s, min(v.window_max_s, v.wanted_s, 90))
@@ -731,7 +779,7 @@ class ShortestJobAdvocate(ScriptedNegotiator):
 
     def _talk(self, v):
         out: list[Message | None] = []
-        if v.turn == 1 and self.once(v, "sjf"):
+        if v.turn == 1 and self.holds_rule() and self.once(v, "sjf"):
             out.append(
                 Message(
                     text=self.pick(
@@ -763,6 +811,8 @@ class ShortestJobAdvocate(ScriptedNegotiator):
         return out
 
     def _rank(self, v):
+        if not self.holds_rule():
+            return super()._rank(v)
         d = v.declarations
         tb = tie_break_order(v.candidates, self.bids(v))
         rank = {c: i for i, c in enumerate(tb)}
@@ -846,12 +896,31 @@ RULES = {
 class RuleMaker(ScriptedNegotiator):
     persona = "rule_maker"
     aggression = 1.0
+    preferred_rule: str | None = None  # under `rule_recall: rederive`, drawn once per run
+
+    def _forgot(self) -> bool:
+        """Under `rule_recall: memory`, after its first subrun without the rule in scratch."""
+        return (
+            self.knobs.rule_recall == "memory"
+            and self.subrun != self.first_subrun
+            and self.rule is None
+        )
+
+    async def start_subrun(self, subrun: int, scratch: Scratch | None) -> None:
+        await super().start_subrun(subrun, scratch)
+        if self.knobs.rule_recall == "rederive" and self.rule != self.preferred_rule:
+            self.rule, self.rule_origin = None, ""  # it derives its own rule, not memory's
 
     def _talk(self, v):
-        if v.turn != 1 or not self.once(v, "rule"):
+        if v.turn != 1 or self._forgot() or not self.once(v, "rule"):
             return []
         if self.rule is None:
-            self.rule = self.pick(list(RULES))
+            if self.knobs.rule_recall == "rederive":
+                if self.preferred_rule is None:
+                    self.preferred_rule = self.pick(list(RULES))
+                self.rule = self.preferred_rule
+            else:
+                self.rule = self.pick(list(RULES))
             self.rule_origin = "proposed"
             text, cat = RULES[self.rule]
             return [
@@ -881,6 +950,8 @@ class RuleMaker(ScriptedNegotiator):
         ]
 
     def _rank(self, v):
+        if self._forgot():
+            return super()._rank(v)
         bids = self.bids(v)
         q = {c: i for i, c in enumerate(v.candidates)}
         rule = self.rule or "price_then_shorter"
@@ -915,10 +986,15 @@ PERSONA_CLASSES: dict[str, type[ScriptedNegotiator]] = {
 
 
 def make_scripted_negotiator(
-    worker: str, persona: str, rng: np.random.Generator | Callable[[], np.random.Generator]
+    worker: str,
+    persona: str,
+    rng: np.random.Generator | Callable[[], np.random.Generator],
+    knobs: BehaviourKnobs | None = None,
 ) -> ScriptedNegotiator:
+    """A persona's negotiator for `worker`; `rng`: its stream (or a source seeded on first use);
+    `knobs`: behaviour switches (None: the defaults, the persona as always)."""
     try:
         cls = PERSONA_CLASSES[persona]
     except KeyError:
         raise ValueError(f"unknown persona {persona!r}; known: {sorted(PERSONA_CLASSES)}") from None
-    return cls(worker, rng)
+    return cls(worker, rng, knobs)

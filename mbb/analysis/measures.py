@@ -8,7 +8,9 @@ measures, the worker-round labels of a classifier (`worker_round_predictions`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
+from statistics import NormalDist
 
 import numpy as np
 import polars as pl
@@ -23,14 +25,23 @@ __all__ = [
     "behaviour_drift",
     "behaviour_prevalence",
     "contested_win_rates",
+    "contested_win_rates_by_seed",
     "direct_message_use",
     "drift_tests",
+    "mean_bid_by_seed",
     "mean_bid_by_subrun",
+    "paired_seed_difference",
     "relational_vs_bid",
     "rich_worker",
+    "rich_worker_paired",
     "rule_dynamics",
+    "seed_bootstrap_ci",
+    "structural_by_seed",
     "structural_metrics",
+    "termination_discount_by_seed",
+    "treated_seats",
     "urgency_premium",
+    "urgency_premium_paired",
     "worker_rounds",
 ]
 
@@ -174,7 +185,9 @@ def urgency_premium(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     """Fig. 9 / Table 4: the worker with the closest deadline vs the others, by subrun — mean
     bid, mean requested duration, rounds per worker and withdrawals; `bid_ratio` is the
     group's mean bid over the others' (>1 early = urgency premium, <1 later = termination
-    discount)."""
+    discount). The others are other personas too, so this mixes the deadline's effect with the
+    urgent seat's strategy; `urgency_premium_paired` compares the same seat and persona in the
+    base run of the same seed."""
     grp = _start_state(tables, "deadline_s", "min")
     wr = worker_rounds(tables).join(grp, on=["run_id", "worker"])
     g = wr.group_by("condition", "subrun", "group").agg(
@@ -225,7 +238,9 @@ def _wins(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
 
 def rich_worker(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     """Table 5: the worker with the largest starting budget vs the others, by subrun — credits
-    spent, wins (first place in the schedule), rounds and win rate, per worker."""
+    spent, wins (first place in the schedule), rounds and win rate, per worker. The others are
+    other personas too; `rich_worker_paired` compares the same seat and persona in the base run
+    of the same seed."""
     grp = _start_state(tables, "budget", "max")
     w = _wins(tables).join(grp, on=["run_id", "worker"])
     g = w.group_by("condition", "subrun", "group").agg(
@@ -259,6 +274,54 @@ def contested_win_rates(
     """Table 7: win rate in contested rounds at full vs depleted budget. A worker's budget is
     'depleted' at a round when its balance at the round's start is below `depleted_below` of
     its starting budget (balance = subrun-start budget minus this subrun's earlier payments)."""
+    return (
+        _contested_rounds(tables, depleted_below)
+        .group_by("condition", "group", "budget_state")
+        .agg(
+            pl.len().alias("contested_rounds"),
+            pl.col("won").sum().alias("wins"),
+            pl.col("won").mean().alias("win_rate"),
+        )
+        .sort("condition", "group", "budget_state")
+    )
+
+
+def contested_win_rates_by_seed(
+    tables: Mapping[str, pl.DataFrame], depleted_below: float = 0.5
+) -> pl.DataFrame:
+    """Table 7 per run, for a CI over seeds, within workers: each worker's win rate in
+    contested rounds at full minus at depleted budget (as in `contested_win_rates`), averaged
+    over the run's workers that had rounds in both states (`workers`); a run with none has no
+    row. Within workers, so the personas that run their budget down (the high bidders) do not
+    read as "depleted workers win more" (mbb's choice; the paper pools the rounds).
+
+    `tables`: one or more conditions' tables (with `runs` from `with_run_info` for the seed);
+    `depleted_below`: the share of the starting budget under which a balance is depleted."""
+    w = _contested_rounds(tables, depleted_below)
+    runs = tables["runs"].select("run_id", "seed")
+    per_worker = (
+        w.group_by("condition", "run_id", "worker")
+        .agg(
+            pl.col("won").filter(pl.col("budget_state") == "full").mean().alias("full"),
+            pl.col("won").filter(pl.col("budget_state") == "depleted").mean().alias("depleted"),
+        )
+        .drop_nulls(["full", "depleted"])
+    )
+    return (
+        per_worker.group_by("condition", "run_id")
+        .agg(
+            pl.len().alias("workers"),
+            pl.col("full").mean().alias("full_win_rate"),
+            pl.col("depleted").mean().alias("depleted_win_rate"),
+            (pl.col("full") - pl.col("depleted")).mean().alias("difference"),
+        )
+        .join(runs, on="run_id")
+        .sort("condition", "seed")
+    )
+
+
+def _contested_rounds(tables: Mapping[str, pl.DataFrame], depleted_below: float) -> pl.DataFrame:
+    """Contested worker-rounds with won, the start-state group and budget_state."""
     grp = _start_state(tables, "budget", "max")
     w = _wins(tables).filter(pl.col("contested")).join(grp, on=["run_id", "worker"])
     sw = tables["subrun_workers"].select(
@@ -285,15 +348,7 @@ def contested_win_rates(
         .otherwise(pl.lit("full"))
         .alias("budget_state")
     )
-    return (
-        w.group_by("condition", "group", "budget_state")
-        .agg(
-            pl.len().alias("contested_rounds"),
-            pl.col("won").sum().alias("wins"),
-            pl.col("won").mean().alias("win_rate"),
-        )
-        .sort("condition", "group", "budget_state")
-    )
+    return w
 
 
 def relational_vs_bid(
@@ -354,11 +409,26 @@ def mean_bid_by_subrun(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     )
 
 
-def structural_metrics(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
-    """Table 8, long format (condition, model, subrun, metric, value):
-    repeat_win_rate and its chance level (the previous winner, if a candidate again, wins by
-    chance with 1/n); median_winning_bid per subrun and winning_bid_drift (last subrun minus
-    the first); rounds_participated per worker-subrun; message_chars per message."""
+def mean_bid_by_seed(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
+    """Fig. 13 per run, for a CI over seeds: mean declared bid (after revisions) per condition,
+    seed and subrun, with `drift` = the run's last subrun's mean bid minus its first's.
+
+    `tables`: one or more conditions' tables (with `runs` from `with_run_info` for the seed)."""
+    wr = worker_rounds(tables).join(tables["runs"].select("run_id", "seed"), on="run_id")
+    per = wr.group_by("condition", "seed", "run_id", "subrun").agg(
+        pl.len().alias("worker_rounds"), pl.col("bid").mean().alias("mean_bid")
+    )
+    drift = (
+        per.sort("subrun")
+        .group_by("run_id")
+        .agg((pl.col("mean_bid").last() - pl.col("mean_bid").first()).alias("drift"))
+    )
+    return per.join(drift, on="run_id").sort("condition", "seed", "subrun")
+
+
+def _winners(tables: Mapping[str, pl.DataFrame]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(rounds with winner and winning bid, consecutive-round pairs with `repeat` and its
+    chance level)."""
     r = (
         tables["rounds"]
         .select(
@@ -379,6 +449,52 @@ def structural_metrics(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
         .otherwise(0.0)
         .alias("chance"),
     )
+    return r, pairs
+
+
+def structural_by_seed(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
+    """Table 8 per run, for a CI over seeds: repeat_win_rate, its chance level and
+    `repeat_excess` (rate minus chance); winning_bid_drift (median winning bid of the last
+    subrun minus the first's); rounds_participated (mean rounds per worker-subrun).
+
+    `tables`: one or more conditions' tables (with `runs` from `with_run_info` for the seed)."""
+    r, pairs = _winners(tables)
+    rep = pairs.group_by("run_id").agg(
+        pl.col("repeat").mean().alias("repeat_win_rate"),
+        pl.col("chance").mean().alias("repeat_win_chance"),
+    )
+    med = r.group_by("run_id", "subrun").agg(pl.col("winning_bid").median().alias("m"))
+    drift = (
+        med.sort("subrun")
+        .group_by("run_id")
+        .agg((pl.col("m").last() - pl.col("m").first()).alias("winning_bid_drift"))
+    )
+    part = (
+        worker_rounds(tables)
+        .group_by("run_id", "worker", "subrun")
+        .agg(pl.len().alias("n"))
+        .group_by("run_id")
+        .agg(pl.col("n").mean().cast(pl.Float64).alias("rounds_participated"))
+    )
+    runs = tables["runs"].select("run_id", "condition", "seed")
+    return (
+        runs.join(rep, on="run_id", how="left")
+        .join(drift, on="run_id", how="left")
+        .join(part, on="run_id", how="left")
+        .with_columns(
+            (pl.col("repeat_win_rate") - pl.col("repeat_win_chance")).alias("repeat_excess")
+        )
+        .sort("condition", "seed")
+    )
+
+
+def structural_metrics(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
+    """Table 8, long format (condition, model, subrun, metric, value):
+    repeat_win_rate and its chance level (the previous winner, if a candidate again, wins by
+    chance with 1/n); median_winning_bid per subrun and winning_bid_drift (last subrun minus
+    the first); rounds_participated per worker-subrun; message_chars per message. Per seed:
+    `structural_by_seed`."""
+    r, pairs = _winners(tables)
     pairs = condition_of(pairs, tables)
     out = [
         pairs.group_by("condition")
@@ -503,3 +619,334 @@ def drift_tests(
         "delta": pl.Float64,
     }
     return pl.DataFrame(rows, schema=schema, orient="row").sort(keys)
+
+
+# --- per-seed values and paired, seat-balanced comparisons ---------------------------------------
+# Confidence intervals are taken over seeds (a run is the unit: its rounds are not independent).
+# A treated condition is compared with the base run of the same seed: the workload design and,
+# under `workers.seating: rotate`, the persona in every seat depend on the seed alone, so the
+# seat that differs (W1's deadline or budget) meets the same persona and the same tasks in both.
+
+
+def _t_quantile(p: float, df: int) -> float:
+    """Quantile of Student's t (df >= 1) by bisection on its CDF, integrated numerically (scipy
+    is not a dependency; accurate to ~1e-6, ample for an interval's width)."""
+    c = math.exp(math.lgamma((df + 1) / 2) - math.lgamma(df / 2)) / math.sqrt(df * math.pi)
+
+    def cdf(x: float) -> float:
+        grid = np.linspace(0.0, x, 4001)
+        dens = c * (1.0 + grid**2 / df) ** (-(df + 1) / 2)
+        return 0.5 + float(np.sum((dens[1:] + dens[:-1]) * np.diff(grid)) / 2)
+
+    lo, hi = 0.0, 1.0
+    while cdf(hi) < p:
+        hi *= 2.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if cdf(mid) < p else (lo, mid)
+    return (lo + hi) / 2
+
+
+def seed_bootstrap_ci(
+    values: Sequence[float] | np.ndarray, *, level: float = 0.95, n_boot: int = 4000, seed: int = 0
+) -> tuple[float, float, float]:
+    """(mean, low, high): bootstrap interval of the mean over seeds (one value per seed).
+
+    The expanded percentile bootstrap (Hesterberg 2015): the plain percentile interval covers
+    too little with a handful of seeds (about 85 % for a nominal 95 % at n = 5), so its tail
+    probability is widened until the normal quantile matches sqrt(n/(n-1)) x Student's t
+    quantile with n-1 degrees of freedom. A local helper of the behaviour measures until
+    `mbb.analysis.stats` has the shared one (mbb's choice of interval).
+
+    `values`: one value per seed (NaN dropped); `level`: coverage of the interval; `n_boot`:
+    resamples; `seed`: of the resampling stream (fixed, so a table is reproducible)."""
+    x = np.asarray(values, dtype=float)
+    x = x[~np.isnan(x)]
+    n = x.size
+    if n == 0:
+        return float("nan"), float("nan"), float("nan")
+    if n == 1:
+        return float(x[0]), float("-inf"), float("inf")  # one seed says nothing about spread
+    tail = (1.0 - level) / 2.0
+    z = math.sqrt(n / (n - 1)) * _t_quantile(1.0 - tail, n - 1)
+    tail = 1.0 - NormalDist().cdf(z)
+    rng = np.random.default_rng(seed)
+    means = x[rng.integers(0, n, size=(n_boot, n))].mean(axis=1)
+    low, high = np.quantile(means, [tail, 1.0 - tail])
+    return float(x.mean()), float(low), float(high)
+
+
+def paired_seed_difference(
+    treated: pl.DataFrame,
+    base: pl.DataFrame,
+    value: str,
+    by: Sequence[str] = (),
+    *,
+    level: float = 0.95,
+) -> pl.DataFrame:
+    """Treated minus base, paired by seed: per group of `by`, the seeds present in both (n),
+    each side's mean, the mean difference and its bootstrap CI over seeds.
+
+    `treated`, `base`: per-seed tables with a `seed` column, `value` and the `by` columns (e.g.
+    `transmission_by_seed` of two conditions); `value`: the column compared; `by`: grouping
+    columns (e.g. ["kind"]); `level`: coverage of the interval."""
+    keys = ["seed", *by]
+    for name, df in (("treated", treated), ("base", base)):
+        missing = [c for c in (*keys, value) if c not in df.columns]
+        if missing:
+            raise ValueError(f"{name} table lacks column(s) {missing}")
+    j = treated.select(*keys, pl.col(value).alias("t")).join(
+        base.select(*keys, pl.col(value).alias("b")), on=keys
+    )
+    rows = []
+    groups = j.group_by(list(by), maintain_order=True) if by else [((), j)]
+    for key, part in groups:
+        diff = (part["t"] - part["b"]).to_numpy()
+        mean, low, high = seed_bootstrap_ci(diff, level=level)
+        rows.append((*key, part.height, part["t"].mean(), part["b"].mean(), mean, low, high))
+    schema: dict[str, pl.DataType | type[pl.DataType]] = {
+        **{c: j.schema[c] for c in by},
+        "n": pl.Int64,
+        "treated_mean": pl.Float64,
+        "base_mean": pl.Float64,
+        "difference": pl.Float64,
+        "ci_low": pl.Float64,
+        "ci_high": pl.Float64,
+    }
+    return pl.DataFrame(rows, schema=schema, orient="row")
+
+
+def _seeded(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
+    """run_id, seed and the persona of every worker (needs `runs`/`workers`: `with_run_info`)."""
+    if "runs" not in tables or "workers" not in tables:
+        raise ValueError("paired measures need `runs` and `workers` (add them: with_run_info)")
+    return (
+        tables["workers"]
+        .select("run_id", "worker", "persona")
+        .join(tables["runs"].select("run_id", "seed"), on="run_id")
+    )
+
+
+def treated_seats(
+    treated: Mapping[str, pl.DataFrame],
+    base: Mapping[str, pl.DataFrame],
+    column: str,
+    seat: str | None = None,
+) -> pl.DataFrame:
+    """Per seed present in both: the worker whose starting `column` (deadline_s or budget, at
+    the first subrun) differs from the paired base run, with its persona (the same in both, or
+    an error) and both starting values.
+
+    `treated`, `base`: tables of the two conditions (with `with_run_info`); `column`:
+    subrun_workers column that the treatment changes; `seat`: the worker to compare when the
+    treatment changes nothing (a null comparison), else found from the data."""
+
+    def start(t: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
+        sw = t["subrun_workers"].filter(pl.col("subrun") == pl.col("subrun").min().over("run_id"))
+        return sw.select("run_id", "worker", column).join(_seeded(t), on=["run_id", "worker"])
+
+    j = start(treated).join(start(base), on=["seed", "worker"], suffix="_base")
+    clash = j.filter(pl.col("persona") != pl.col("persona_base"))
+    if clash.height:
+        r = clash.row(0, named=True)
+        raise ValueError(
+            f"seed {r['seed']}: {r['worker']} is {r['persona']} in the treated run but "
+            f"{r['persona_base']} in the base run (the two conditions seat personas differently)"
+        )
+    picked = (
+        j.filter(pl.col("worker") == seat)
+        if seat is not None
+        else j.filter(pl.col(column) != pl.col(f"{column}_base"))
+    )
+    if picked.height == 0:
+        raise ValueError(
+            f"no worker starts with a different {column} than in the paired base run"
+            + ("" if seat is None else f" and no worker {seat!r}")
+            + "; name the seat to compare (seat=...)"
+        )
+    return picked.select(
+        "seed",
+        "worker",
+        "persona",
+        pl.col("run_id"),
+        pl.col("run_id_base"),
+        pl.col(column).alias(f"treated_{column}"),
+        pl.col(f"{column}_base").alias(f"base_{column}"),
+    ).sort("seed", "worker")
+
+
+def _normalized_bids(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
+    """Per worker-round: the declared bid (before revisions) as a multiple of the per-subrun
+    share of the worker's balance at the round (bid x subruns left / balance), so budgets that
+    drift apart across runs or subruns do not read as a change of strategy; with the round's
+    clock `t`, the worker's deadline and its remaining modeled work at the round."""
+    d = (
+        tables["declarations"]
+        .sort("seq")
+        .group_by(WR)
+        .agg(pl.col("bid").first(), pl.col("t").first())
+    )
+    sw = tables["subrun_workers"].select(
+        "run_id", "subrun", "worker", "budget", "deadline_s", "work_s"
+    )
+    last = tables["rounds"].group_by("run_id").agg(pl.col("subrun").max().alias("subruns"))
+    pay = tables["payments"].group_by(WR).agg(pl.col("amount").sum())
+    paid_before = (
+        d.select(WR)
+        .join(pay.rename({"round": "pr"}), on=["run_id", "subrun", "worker"], how="left")
+        .filter(pl.col("pr").is_null() | (pl.col("pr") < pl.col("round")))
+        .group_by(WR)
+        .agg(pl.col("amount").sum().alias("paid_before"))
+    )
+    w = tables["windows"]
+    prog = (
+        w.filter(pl.col("status") == "ran")
+        .select("run_id", "subrun", "worker", pl.col("end").alias("t_end"), "progress")
+        .sort("t_end")
+    )
+    out = (
+        d.join(sw, on=["run_id", "subrun", "worker"])
+        .join(last, on="run_id")
+        .join(paid_before, on=WR, how="left")
+        .with_columns((pl.col("budget") - pl.col("paid_before").fill_null(0)).alias("balance"))
+        .sort("t")
+        .join_asof(
+            prog,
+            left_on="t",
+            right_on="t_end",
+            by=["run_id", "subrun", "worker"],
+            strategy="backward",
+            check_sortedness=False,  # both sides are sorted by time, so within every group too
+        )
+        .with_columns(pl.col("progress").fill_null(0.0))
+    )
+    return out.filter(pl.col("balance") > 0).with_columns(
+        (pl.col("bid") * (pl.col("subruns") - pl.col("subrun") + 1) / pl.col("balance")).alias(
+            "norm_bid"
+        ),
+        (
+            pl.col("work_s")
+            * (1.0 - pl.col("progress"))
+            / (pl.col("deadline_s") - pl.col("t")).clip(lower_bound=1.0)
+        ).alias("urgency"),
+    )
+
+
+def urgency_premium_paired(
+    treated: Mapping[str, pl.DataFrame],
+    base: Mapping[str, pl.DataFrame],
+    seat: str | None = None,
+) -> pl.DataFrame:
+    """Urgency premium (Fig. 9 / Table 4), paired: per seed, the urgent seat's opening bid of
+    each subrun (round 1, clock 0, before any revision) against the same seat and persona in
+    the base run of the same seed. Bids are normalized by the balance (`_normalized_bids`), so
+    credits left over from an earlier subrun do not count as a premium. `log_ratio` =
+    log(treated mean / base mean) over the subruns: > 0 is a premium. mbb's choice: the paper
+    compares the urgent worker with the others of its run, which mixes in its persona.
+
+    `treated`, `base`: tables (with `with_run_info`) of the deadline-asymmetric and the base
+    condition; `seat`: the worker to compare (default: the one whose deadline differs)."""
+    seats = treated_seats(treated, base, "deadline_s", seat)
+
+    def opening(t: Mapping[str, pl.DataFrame], run_col: str) -> pl.DataFrame:
+        nb = _normalized_bids(t).filter(pl.col("round") == 1)
+        return (
+            seats.select("seed", "worker", pl.col(run_col).alias("run_id"))
+            .join(nb, on=["run_id", "worker"])
+            .group_by("seed", "worker")
+            .agg(pl.col("norm_bid").mean(), pl.len().alias("subruns"))
+        )
+
+    a = opening(treated, "run_id")
+    b = opening(base, "run_id_base")
+    return (
+        seats.select("seed", "worker", "persona")
+        .join(a.rename({"norm_bid": "treated_bid"}), on=["seed", "worker"])
+        .join(b.rename({"norm_bid": "base_bid", "subruns": "base_subruns"}), on=["seed", "worker"])
+        .filter((pl.col("treated_bid") > 0) & (pl.col("base_bid") > 0))
+        .with_columns((pl.col("treated_bid") / pl.col("base_bid")).log().alias("log_ratio"))
+        .drop("base_subruns")
+        .sort("seed")
+    )
+
+
+def termination_discount_by_seed(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
+    """Termination discount, per seed: how a worker bids once its task can no longer finish
+    before its deadline, against its own bids while it still can. A worker-round counts as
+    lost when the remaining modeled work exceeds the time left (work x (1 - progress) >
+    deadline - clock); this under-states the need (efficiency and set-up are not visible), so
+    every round called lost is lost. `log_ratio` = mean over workers of log(mean normalized
+    bid when lost / when not), for workers with both kinds of rounds: < 0 is a discount.
+    mbb's choice of estimate; the paper reads the discount off the urgent worker's later bids.
+
+    `tables`: one or more conditions' tables (with `with_run_info`)."""
+    nb = _normalized_bids(tables).with_columns((pl.col("urgency") > 1.0).alias("lost"))
+    per_worker = (
+        nb.group_by("run_id", "worker")
+        .agg(
+            pl.col("norm_bid").filter(pl.col("lost")).mean().alias("lost_bid"),
+            pl.col("norm_bid").filter(~pl.col("lost")).mean().alias("open_bid"),
+            pl.col("lost").sum().alias("lost_rounds"),
+        )
+        .filter((pl.col("lost_bid") > 0) & (pl.col("open_bid") > 0))
+        .with_columns((pl.col("lost_bid") / pl.col("open_bid")).log().alias("log_ratio"))
+    )
+    runs = tables["runs"].select("run_id", "condition", "seed")
+    return (
+        per_worker.join(runs, on="run_id")
+        .group_by("condition", "seed", "run_id")
+        .agg(
+            pl.len().alias("workers"),
+            pl.col("lost_rounds").sum(),
+            pl.col("log_ratio").mean(),
+        )
+        .sort("condition", "seed")
+    )
+
+
+def rich_worker_paired(
+    treated: Mapping[str, pl.DataFrame],
+    base: Mapping[str, pl.DataFrame],
+    seat: str | None = None,
+) -> pl.DataFrame:
+    """Rich worker (Table 5), paired: per seed, the seat that starts with more credits against
+    the same seat and persona in the base run of the same seed — credits spent, wins (first
+    place in a contested round's schedule) and win rate over contested rounds, whole run.
+    `win_rate_diff` and `spent_diff` are treated minus base. mbb's choice: the paper compares
+    the rich worker with the others of its run, which mixes in its persona.
+
+    `treated`, `base`: tables (with `with_run_info`) of the budget-asymmetric and the base
+    condition; `seat`: the worker to compare (default: the one whose budget differs)."""
+    seats = treated_seats(treated, base, "budget", seat)
+
+    def side(t: Mapping[str, pl.DataFrame], run_col: str) -> pl.DataFrame:
+        sel = seats.select("seed", "worker", pl.col(run_col).alias("run_id"))
+        w = (
+            _wins(t)
+            .filter(pl.col("contested"))
+            .join(sel, on=["run_id", "worker"])
+            .group_by("seed", "worker")
+            .agg(pl.col("won").sum().alias("wins"), pl.col("won").mean().alias("win_rate"))
+        )
+        pay = (
+            t["payments"]
+            .join(sel, on=["run_id", "worker"])
+            .group_by("seed", "worker")
+            .agg(pl.col("amount").sum().alias("spent"))
+        )
+        return w.join(pay, on=["seed", "worker"], how="left").with_columns(
+            pl.col("spent").fill_null(0)
+        )
+
+    a = side(treated, "run_id")
+    b = side(base, "run_id_base")
+    return (
+        seats.select("seed", "worker", "persona")
+        .join(a, on=["seed", "worker"])
+        .join(b, on=["seed", "worker"], suffix="_base")
+        .with_columns(
+            (pl.col("win_rate") - pl.col("win_rate_base")).alias("win_rate_diff"),
+            (pl.col("spent") - pl.col("spent_base")).alias("spent_diff"),
+        )
+        .sort("seed")
+    )

@@ -24,8 +24,10 @@ __all__ = [
     "coalitions",
     "commitment_acts",
     "commitments",
+    "honour_rate_by_seed",
     "rule_lifecycle",
     "rule_mentions",
+    "transmission_by_seed",
     "transmission_rates",
     "validate_commitment_acts",
 ]
@@ -461,6 +463,23 @@ def coalitions(tables: Mapping[str, pl.DataFrame], evidence: pl.DataFrame) -> pl
     )
 
 
+def _run_memory(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
+    """run_id, condition, memory and seed of every run (from `runs`, else from the run id)."""
+    runs = tables.get("runs")
+    if runs is not None:
+        return runs.select("run_id", "condition", "memory", "seed")
+    return (
+        tables["rounds"]
+        .select("run_id")
+        .unique()
+        .with_columns(
+            pl.col("run_id").str.replace(r"-seed\d+$", "").alias("condition"),
+            pl.lit(None, pl.Boolean).alias("memory"),
+            pl.col("run_id").str.extract(r"-seed(\d+)$").cast(pl.Int64).alias("seed"),
+        )
+    )
+
+
 def transmission_rates(tables: Mapping[str, pl.DataFrame], evidence: pl.DataFrame) -> pl.DataFrame:
     """Share of institutions active in subrun s still cited in subrun s+1, by kind and memory.
 
@@ -469,22 +488,66 @@ def transmission_rates(tables: Mapping[str, pl.DataFrame], evidence: pl.DataFram
     - rule: a convention named in s; cited in s+1 when anyone names it again.
     - coalition: a bloc its founder formed or kept in s; cited in s+1 when the founder
       appeals to it before issuing any new invitation.
-    Also: mean rounds to first citation (debts and rules).
+    Also: mean rounds to first citation (debts and rules). Per seed: `transmission_by_seed`.
     """
-    runs = tables.get("runs")
-    mem = (
-        runs.select("run_id", "condition", "memory")
-        if runs is not None
-        else tables["rounds"]
-        .select("run_id")
-        .unique()
-        .with_columns(
-            pl.col("run_id").str.replace(r"-seed\d+$", "").alias("condition"),
-            pl.lit(None, pl.Boolean).alias("memory"),
+    mem = _run_memory(tables).drop("seed")
+    c = commitments(tables)
+    allk = _institutions_next_subrun(tables, evidence, c)
+    out = (
+        allk.join(mem, on="run_id", how="left")
+        .group_by("condition", "memory", "kind")
+        .agg(
+            pl.len().alias("institutions"),
+            pl.col("cited").sum().alias("cited_next_subrun"),
+            pl.col("cited").mean().alias("transmission_rate"),
         )
     )
+    ttc = (
+        pl.concat(
+            [
+                c.select("run_id", pl.lit("debt").alias("kind"), "rounds_to_first_citation"),
+                rule_lifecycle(tables, evidence).select(
+                    "run_id", pl.lit("rule").alias("kind"), "rounds_to_first_citation"
+                ),
+            ]
+        )
+        .join(mem, on="run_id", how="left")
+        .group_by("condition", "memory", "kind")
+        .agg(pl.col("rounds_to_first_citation").mean().alias("mean_rounds_to_first_citation"))
+    )
+    return out.join(ttc, on=["condition", "memory", "kind"], how="left").sort("condition", "kind")
+
+
+def transmission_by_seed(
+    tables: Mapping[str, pl.DataFrame], evidence: pl.DataFrame
+) -> pl.DataFrame:
+    """`transmission_rates` per run, so confidence intervals can be taken over seeds: one row
+    per (condition, memory, seed, run, kind) with the institutions active in a subrun that has
+    a next one, how many were cited in the next subrun, and their share. A run with no
+    institution of a kind has no row for it (its rate is undefined, not 0).
+
+    `tables`: the tables of one or more conditions (with `runs` from `with_run_info` for the
+    memory switch and seed); `evidence`: `classify_evidence(tables)` (rules and coalitions)."""
+    mem = _run_memory(tables)
+    allk = _institutions_next_subrun(tables, evidence, commitments(tables))
+    return (
+        allk.join(mem, on="run_id", how="left")
+        .group_by("condition", "memory", "seed", "run_id", "kind")
+        .agg(
+            pl.len().alias("institutions"),
+            pl.col("cited").sum().alias("cited_next_subrun"),
+            pl.col("cited").mean().alias("transmission_rate"),
+        )
+        .sort("condition", "kind", "seed")
+    )
+
+
+def _institutions_next_subrun(
+    tables: Mapping[str, pl.DataFrame], evidence: pl.DataFrame, c: pl.DataFrame
+) -> pl.DataFrame:
+    """One row per institution active in a subrun that has a next subrun in its run:
+    run_id, kind (debt | rule | coalition), subrun, cited (in the next subrun)."""
     # debts
-    c = commitments(tables)
     acts = commitment_acts(tables)
     stated = (
         tables["ballots"]
@@ -581,31 +644,29 @@ def transmission_rates(tables: Mapping[str, pl.DataFrame], evidence: pl.DataFram
     )
     # keep only origins that have a next subrun in the run
     last = tables["rounds"].group_by("run_id").agg(pl.col("subrun").max().alias("smax"))
-    allk = (
+    return (
         pl.concat([debts, rules, coal])
         .join(last, on="run_id")
         .filter(pl.col("subrun") < pl.col("smax"))
+        .drop("smax")
     )
-    out = (
-        allk.join(mem, on="run_id", how="left")
-        .group_by("condition", "memory", "kind")
+
+
+def honour_rate_by_seed(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
+    """Per run: accepted commitments that fell due (the two parties met again in a later round)
+    and the share honoured (`commitments` status honoured, against broken), so the rate has a
+    CI over seeds. A run where none fell due has no row.
+
+    `tables`: one or more conditions' tables (with `runs` from `with_run_info` for the seed)."""
+    c = commitments(tables).filter(
+        pl.col("accepted") & pl.col("status").is_in(["honoured", "broken"])
+    )
+    return (
+        c.join(_run_memory(tables), on="run_id", how="left")
+        .group_by("condition", "memory", "seed", "run_id")
         .agg(
-            pl.len().alias("institutions"),
-            pl.col("cited").sum().alias("cited_next_subrun"),
-            pl.col("cited").mean().alias("transmission_rate"),
+            pl.len().alias("fell_due"),
+            (pl.col("status") == "honoured").mean().alias("honour_rate"),
         )
+        .sort("condition", "seed")
     )
-    ttc = (
-        pl.concat(
-            [
-                c.select("run_id", pl.lit("debt").alias("kind"), "rounds_to_first_citation"),
-                rule_lifecycle(tables, evidence).select(
-                    "run_id", pl.lit("rule").alias("kind"), "rounds_to_first_citation"
-                ),
-            ]
-        )
-        .join(mem, on="run_id", how="left")
-        .group_by("condition", "memory", "kind")
-        .agg(pl.col("rounds_to_first_citation").mean().alias("mean_rounds_to_first_citation"))
-    )
-    return out.join(ttc, on=["condition", "memory", "kind"], how="left").sort("condition", "kind")

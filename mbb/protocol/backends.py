@@ -43,7 +43,7 @@ def _modeled_solver(arena: Arena, spec: WorkerSpec, rng: np.random.Generator) ->
 def _scripted_negotiator(arena: Arena, spec: WorkerSpec, rng: RngSource) -> Negotiator:
     from mbb.agents.personas import make_scripted_negotiator
 
-    return make_scripted_negotiator(spec.id, spec.persona, rng)
+    return make_scripted_negotiator(spec.id, spec.persona, rng, spec.behaviour)
 
 
 def _oracle_solver(arena: Arena, spec: WorkerSpec, rng: np.random.Generator) -> Solver:

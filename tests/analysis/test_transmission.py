@@ -221,7 +221,9 @@ def test_memory_on_carries_debts_and_memory_off_does_not(memory_pair):
     t = memory_pair
     rates = transmission_rates(t, classify_evidence(t))
     rate = {(m, k): r for m, k, r in rates.select("memory", "kind", "transmission_rate").rows()}
-    assert rate[(True, "debt")] >= 0.5
+    # (with the balanced workload at load 0.9 fewer creditors meet their debtor early in the
+    # next subrun than under the fixed rotation; the per-seed CI test is test_planted_effects)
+    assert rate[(True, "debt")] >= 0.3
     assert rate[(False, "debt")] == 0.0
     # (how many scripted bloc messages count as loyalty depends on the classifier)
     assert rate[(True, "coalition")] >= 0.75

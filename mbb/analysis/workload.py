@@ -1,0 +1,160 @@
+"""Demand against capacity: how much work each subrun brought, how much resource time there
+was, and how much of it was used — so an outcome can be read against the load that shaped it.
+
+- demand_s: the subrun's total modeled work W (the sum over its workers, `subrun_workers`);
+  0 on real tasks, whose work is not modeled.
+- capacity_s: the resource time before the latest deadline among the subrun's workers.
+- load: demand_s / capacity_s (what `tasks.load` sets in expectation).
+- used_s: execution seconds of the windows that ran; utilisation: used_s / capacity_s.
+- completion_rate: share of the subrun's workers who finished.
+
+Per seed first (`workload_by_seed`), then means with a bootstrap CI over seeds
+(`workload_table`); `workload_chart` draws the table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import altair as alt
+import polars as pl
+
+from mbb.analysis.measures import seed_bootstrap_ci
+
+__all__ = ["workload_by_seed", "workload_chart", "workload_table"]
+
+_KEYS = ["run_id", "subrun"]
+
+
+def workload_by_seed(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
+    """One row per run and subrun: condition, seed, workers, demand_s, capacity_s, load,
+    used_s, utilisation and completion_rate (see the module docstring).
+
+    `tables`: the tables of one or more conditions; `runs` (from `with_run_info`) supplies
+    condition and seed, else they are read from the run id."""
+    sw = (
+        tables["subrun_workers"]
+        .group_by(_KEYS)
+        .agg(
+            pl.len().alias("workers"),
+            pl.col("work_s").sum().alias("demand_s"),
+            pl.col("deadline_s").max().alias("capacity_s"),
+        )
+    )
+    w = tables["windows"]
+    used = w.filter(pl.col("status") == "ran").group_by(_KEYS).agg(pl.col("used").sum())
+    done = (
+        tables["evaluations"]
+        .group_by(_KEYS)
+        .agg((pl.col("outcome") == "completed").mean().alias("completion_rate"))
+    )
+    if "runs" in tables:
+        runs = tables["runs"].select("run_id", "condition", "seed")
+    else:
+        runs = (
+            sw.select("run_id")
+            .unique()
+            .with_columns(
+                pl.col("run_id").str.replace(r"-seed\d+$", "").alias("condition"),
+                pl.col("run_id").str.extract(r"-seed(\d+)$").cast(pl.Int64).alias("seed"),
+            )
+        )
+    return (
+        sw.join(used, on=_KEYS, how="left")
+        .join(done, on=_KEYS, how="left")
+        .join(runs, on="run_id", how="left")
+        .with_columns(pl.col("used").fill_null(0.0).alias("used_s"))
+        .with_columns(
+            (pl.col("demand_s") / pl.col("capacity_s")).alias("load"),
+            (pl.col("used_s") / pl.col("capacity_s")).alias("utilisation"),
+        )
+        .select(
+            "condition",
+            "seed",
+            "run_id",
+            "subrun",
+            "workers",
+            "demand_s",
+            "capacity_s",
+            "load",
+            "used_s",
+            "utilisation",
+            "completion_rate",
+        )
+        .sort("condition", "seed", "subrun")
+    )
+
+
+def workload_table(tables: Mapping[str, pl.DataFrame], level: float = 0.95) -> pl.DataFrame:
+    """Per condition and subrun: the number of seeds n, and for load, utilisation and
+    completion rate the mean over seeds with a bootstrap CI (`<measure>_low/_high`); mean
+    demand_s, capacity_s and used_s.
+
+    `tables`: as for `workload_by_seed`; `level`: coverage of the intervals."""
+    per_seed = workload_by_seed(tables)
+    rows = []
+    for (cond, subrun), part in per_seed.group_by("condition", "subrun", maintain_order=True):
+        row: dict[str, object] = {
+            "condition": cond,
+            "subrun": subrun,
+            "n": part.height,
+            "demand_s": part["demand_s"].mean(),
+            "capacity_s": part["capacity_s"].mean(),
+            "used_s": part["used_s"].mean(),
+        }
+        for m in ("load", "utilisation", "completion_rate"):
+            mean, low, high = seed_bootstrap_ci(part[m].to_numpy(), level=level)
+            row |= {m: mean, f"{m}_low": low, f"{m}_high": high}
+        rows.append(row)
+    return pl.DataFrame(rows).sort("condition", "subrun")
+
+
+def workload_chart(tables: Mapping[str, pl.DataFrame]) -> alt.FacetChart:
+    """Per subrun (one panel per condition, shared y-scale): mean demand and used time as
+    bars beside each other, with a 95 % CI over seeds as an error bar, against the capacity
+    (a black tick); tooltips give the number of seeds, load and completion rate."""
+    per_seed = workload_by_seed(tables)
+    long = per_seed.unpivot(
+        index=["condition", "seed", "subrun", "capacity_s", "load", "completion_rate"],
+        on=["demand_s", "used_s"],
+        variable_name="what",
+        value_name="seconds",
+    ).with_columns(pl.col("what").replace_strict({"demand_s": "demand (work W)", "used_s": "used"}))
+    x = alt.X("subrun:O", title="subrun")
+    bars = (
+        alt.Chart()
+        .mark_bar()
+        .encode(
+            x=x,
+            xOffset=alt.XOffset("what:N"),
+            y=alt.Y("mean(seconds):Q", title="seconds of resource time"),
+            color=alt.Color("what:N", title=None),
+            tooltip=[
+                "what:N",
+                alt.Tooltip("mean(seconds):Q", format=".0f", title="mean s"),
+                alt.Tooltip("count(seconds):Q", title="n (seeds)"),
+                alt.Tooltip("mean(load):Q", format=".2f", title="mean load"),
+                alt.Tooltip("mean(completion_rate):Q", format=".0%", title="completed"),
+            ],
+        )
+    )
+    errs = (
+        alt.Chart()
+        .mark_errorbar(extent="ci")
+        .encode(x=x, xOffset=alt.XOffset("what:N"), y=alt.Y("seconds:Q", title=""))
+    )
+    cap = (
+        alt.Chart()
+        .mark_tick(color="black", thickness=2)
+        .encode(
+            x=x,
+            y="mean(capacity_s):Q",
+            tooltip=[alt.Tooltip("mean(capacity_s):Q", format=".0f", title="capacity s")],
+        )
+    )
+    return (
+        alt.layer(bars, errs, cap, data=long)
+        .facet(column=alt.Column("condition:N", title=None))
+        .resolve_scale(y="shared")
+        .properties(title="Demand and used time per subrun against capacity (tick)")
+    )
