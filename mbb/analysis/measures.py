@@ -8,9 +8,7 @@ measures, the worker-round labels of a classifier (`worker_round_predictions`).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
-from statistics import NormalDist
 
 import numpy as np
 import polars as pl
@@ -628,52 +626,24 @@ def drift_tests(
 # seat that differs (W1's deadline or budget) meets the same persona and the same tasks in both.
 
 
-def _t_quantile(p: float, df: int) -> float:
-    """Quantile of Student's t (df >= 1) by bisection on its CDF, integrated numerically (scipy
-    is not a dependency; accurate to ~1e-6, ample for an interval's width)."""
-    c = math.exp(math.lgamma((df + 1) / 2) - math.lgamma(df / 2)) / math.sqrt(df * math.pi)
-
-    def cdf(x: float) -> float:
-        grid = np.linspace(0.0, x, 4001)
-        dens = c * (1.0 + grid**2 / df) ** (-(df + 1) / 2)
-        return 0.5 + float(np.sum((dens[1:] + dens[:-1]) * np.diff(grid)) / 2)
-
-    lo, hi = 0.0, 1.0
-    while cdf(hi) < p:
-        hi *= 2.0
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if cdf(mid) < p else (lo, mid)
-    return (lo + hi) / 2
-
-
 def seed_bootstrap_ci(
     values: Sequence[float] | np.ndarray, *, level: float = 0.95, n_boot: int = 4000, seed: int = 0
 ) -> tuple[float, float, float]:
-    """(mean, low, high): bootstrap interval of the mean over seeds (one value per seed).
-
-    The expanded percentile bootstrap (Hesterberg 2015): the plain percentile interval covers
-    too little with a handful of seeds (about 85 % for a nominal 95 % at n = 5), so its tail
-    probability is widened until the normal quantile matches sqrt(n/(n-1)) x Student's t
-    quantile with n-1 degrees of freedom. A local helper of the behaviour measures until
-    `mbb.analysis.stats` has the shared one (mbb's choice of interval).
+    """(mean, low, high): `mbb.analysis.stats.bootstrap_ci` (the expanded percentile bootstrap
+    over seeds) with the mean, as the behaviour measures' tables show it; one seed gives
+    (value, -inf, inf), since one seed says nothing about spread.
 
     `values`: one value per seed (NaN dropped); `level`: coverage of the interval; `n_boot`:
     resamples; `seed`: of the resampling stream (fixed, so a table is reproducible)."""
+    from mbb.analysis.stats import bootstrap_ci
+
     x = np.asarray(values, dtype=float)
     x = x[~np.isnan(x)]
-    n = x.size
-    if n == 0:
+    if x.size == 0:
         return float("nan"), float("nan"), float("nan")
-    if n == 1:
-        return float(x[0]), float("-inf"), float("inf")  # one seed says nothing about spread
-    tail = (1.0 - level) / 2.0
-    z = math.sqrt(n / (n - 1)) * _t_quantile(1.0 - tail, n - 1)
-    tail = 1.0 - NormalDist().cdf(z)
-    rng = np.random.default_rng(seed)
-    means = x[rng.integers(0, n, size=(n_boot, n))].mean(axis=1)
-    low, high = np.quantile(means, [tail, 1.0 - tail])
-    return float(x.mean()), float(low), float(high)
+    ci = bootstrap_ci(x, n_resamples=n_boot, level=level, seed=seed)
+    low, high = ci if ci is not None else (float("-inf"), float("inf"))
+    return float(x.mean()), low, high
 
 
 def paired_seed_difference(
