@@ -9,19 +9,18 @@ was, and how much of it was used — so an outcome can be read against the load 
 - completion_rate: share of the subrun's workers who finished.
 
 Per seed first (`workload_by_seed`), then means with a bootstrap CI over seeds
-(`workload_table`); `workload_chart` draws the table.
+(`workload_table`); `mbb.viz.workload.workload_chart` draws them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-import altair as alt
 import polars as pl
 
 from mbb.analysis.measures import seed_bootstrap_ci
 
-__all__ = ["workload_by_seed", "workload_chart", "workload_table"]
+__all__ = ["workload_by_seed", "workload_table"]
 
 _KEYS = ["run_id", "subrun"]
 
@@ -107,54 +106,3 @@ def workload_table(tables: Mapping[str, pl.DataFrame], level: float = 0.95) -> p
             row |= {m: mean, f"{m}_low": low, f"{m}_high": high}
         rows.append(row)
     return pl.DataFrame(rows).sort("condition", "subrun")
-
-
-def workload_chart(tables: Mapping[str, pl.DataFrame]) -> alt.FacetChart:
-    """Per subrun (one panel per condition, shared y-scale): mean demand and used time as
-    bars beside each other, with a 95 % CI over seeds as an error bar, against the capacity
-    (a black tick); tooltips give the number of seeds, load and completion rate."""
-    per_seed = workload_by_seed(tables)
-    long = per_seed.unpivot(
-        index=["condition", "seed", "subrun", "capacity_s", "load", "completion_rate"],
-        on=["demand_s", "used_s"],
-        variable_name="what",
-        value_name="seconds",
-    ).with_columns(pl.col("what").replace_strict({"demand_s": "demand (work W)", "used_s": "used"}))
-    x = alt.X("subrun:O", title="subrun")
-    bars = (
-        alt.Chart()
-        .mark_bar()
-        .encode(
-            x=x,
-            xOffset=alt.XOffset("what:N"),
-            y=alt.Y("mean(seconds):Q", title="seconds of resource time"),
-            color=alt.Color("what:N", title=None),
-            tooltip=[
-                "what:N",
-                alt.Tooltip("mean(seconds):Q", format=".0f", title="mean s"),
-                alt.Tooltip("count(seconds):Q", title="n (seeds)"),
-                alt.Tooltip("mean(load):Q", format=".2f", title="mean load"),
-                alt.Tooltip("mean(completion_rate):Q", format=".0%", title="completed"),
-            ],
-        )
-    )
-    errs = (
-        alt.Chart()
-        .mark_errorbar(extent="ci")
-        .encode(x=x, xOffset=alt.XOffset("what:N"), y=alt.Y("seconds:Q", title=""))
-    )
-    cap = (
-        alt.Chart()
-        .mark_tick(color="black", thickness=2)
-        .encode(
-            x=x,
-            y="mean(capacity_s):Q",
-            tooltip=[alt.Tooltip("mean(capacity_s):Q", format=".0f", title="capacity s")],
-        )
-    )
-    return (
-        alt.layer(bars, errs, cap, data=long)
-        .facet(column=alt.Column("condition:N", title=None))
-        .resolve_scale(y="shared")
-        .properties(title="Demand and used time per subrun against capacity (tick)")
-    )

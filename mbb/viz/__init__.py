@@ -9,7 +9,8 @@ One module per topic, all drawn with the shared look of `mbb.viz.theme`:
   transmission across subruns;
 - `starting_states`: urgent and rich workers, contested wins;
 - `tokens`: the token audit and tokens per credit won;
-- `mechanisms`: the agents' institutions against centralized mechanisms.
+- `mechanisms`: the agents' institutions against centralized mechanisms;
+- `workload`: demand and used time against capacity per subrun.
 
 Every figure aggregates in polars first and returns an altair chart. The submodules are
 imported on first use (PEP 562) and altair only with them, so `import mbb.viz` stays light.
@@ -30,6 +31,7 @@ __all__ = [
     "theme",
     "tokens",
     "transmission",
+    "workload",
 ]
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mbb.analysis.workload import workload_by_seed, workload_chart, workload_table
+from mbb.analysis.workload import workload_by_seed, workload_table
+from mbb.viz.workload import workload_chart
 
 
 def test_workload_by_seed_exact(scen):
