@@ -17,7 +17,9 @@ from __future__ import annotations
 import asyncio
 import enum
 import functools
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+import signal
+import threading
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -771,17 +773,53 @@ class Arena:
         self.ledger.audit()
 
 
-def _run_coroutine(factory: Callable[[], Awaitable[None]]) -> None:
-    """asyncio.run, also from inside a running loop (a Jupyter kernel): then in a helper thread."""
+def _new_loop_deferring_sigint() -> asyncio.AbstractEventLoop:
+    """An event loop built with SIGINT held back (main thread only): a Ctrl-C that lands inside
+    the loop's constructor leaves a half-built loop whose finaliser prints a traceback. The
+    signal is delivered as soon as the loop exists, and the runner handles it from there."""
+    if threading.current_thread() is not threading.main_thread():
+        return asyncio.new_event_loop()
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        loop = asyncio.new_event_loop()
+    except BaseException:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        raise
+    try:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)  # a held Ctrl-C is raised about here
+        return loop
+    except BaseException:
+        loop.close()
+        raise
+
+
+def _run_to_end(factory: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    """Run the coroutine `factory` makes on a fresh loop, closed whatever happens (a Ctrl-C
+    included: asyncio.Runner cancels the task, and a coroutine never started is closed, so
+    neither a loop nor a coroutine is left for the garbage collector to complain about)."""
+    with asyncio.Runner(loop_factory=_new_loop_deferring_sigint) as runner:
+        coro = None
+        try:
+            coro = factory()
+            runner.run(coro)
+        except BaseException:
+            if coro is not None:
+                coro.close()
+            raise
+
+
+def run_coroutine(factory: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    """Run the coroutine `factory` makes to its end, also from inside a running loop (a Jupyter
+    kernel): then in a helper thread. factory: makes the coroutine (called once)."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        asyncio.run(factory())  # type: ignore[arg-type]
+        _run_to_end(factory)
         return
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=1) as pool:
-        pool.submit(lambda: asyncio.run(factory())).result()  # type: ignore[arg-type]
+        pool.submit(_run_to_end, factory).result()
 
 
 def run_condition(
@@ -801,7 +839,7 @@ def run_condition(
     async def go() -> None:
         box.append(await run_condition_async(condition, seed, out_dir, resume=resume))
 
-    _run_coroutine(go)
+    run_coroutine(go)
     return box[0]
 
 
@@ -877,5 +915,5 @@ def run_seeds(
             await shared[0].aclose()
             cache.close()
 
-    _run_coroutine(go)
+    run_coroutine(go)
     return box[0]

@@ -64,7 +64,7 @@ def test_report_renders_offline_in_chromium(report):
         assert page.locator("td.ok").count() == 1
         page.goto(page_path.as_uri())
         n = page.locator("div.mbb-chart").count()
-        assert n == 6
+        assert n == 7  # the run_condition notebook draws seven charts
         # vega-embed marks each container and draws its own SVG inside it
         page.wait_for_function(
             "n => document.querySelectorAll('div.mbb-chart.vega-embed svg.marks').length === n",

@@ -33,7 +33,9 @@ def test_run_condition_notebook_executes(root, tmp_path):
         for o in c.get("outputs", [])
         if MIMETYPE in o.get("data", {})
     ]
-    assert len(charts) == 6
+    assert (
+        len(charts) == 7
+    )  # timeline, bids, budgets, demand vs capacity, outcomes, tokens, transmission
     for o in charts:
         assert {"image/png", "image/svg+xml"} <= set(o["data"])
     errors = [

@@ -665,8 +665,13 @@ def paired_seed_difference(
         missing = [c for c in (*keys, value) if c not in df.columns]
         if missing:
             raise ValueError(f"{name} table lacks column(s) {missing}")
-    j = treated.select(*keys, pl.col(value).alias("t")).join(
-        base.select(*keys, pl.col(value).alias("b")), on=keys
+        if df.select(keys).is_duplicated().any():
+            raise ValueError(
+                f"{name} table has several rows per {keys}: name the other key columns in by="
+            )
+    # as floats: counts come as unsigned integers, whose difference would wrap around
+    j = treated.select(*keys, pl.col(value).cast(pl.Float64).alias("t")).join(
+        base.select(*keys, pl.col(value).cast(pl.Float64).alias("b")), on=keys
     )
     rows = []
     groups = j.group_by(list(by), maintain_order=True) if by else [((), j)]

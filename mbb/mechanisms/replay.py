@@ -32,7 +32,7 @@ from typing import Any
 
 from mbb import events as ev
 from mbb.agents.base import RoundView, SubrunRecap
-from mbb.arena import Arena, RunResult, _run_coroutine
+from mbb.arena import Arena, RunResult, run_coroutine
 from mbb.params import Condition, deep_merge
 from mbb.scheduling.actions import Ballot, ConversationTurn, Declaration, Withdraw
 from mbb.scratch import Scratch
@@ -215,7 +215,7 @@ def replay(
     result = RunResult(run_id, demand.seed, run_dir, log)
     try:
         arena = ReplayArena(condition, demand, log)
-        _run_coroutine(arena.run)
+        run_coroutine(arena.run)
     finally:
         log.close()
     return result
