@@ -20,7 +20,7 @@ from pathlib import Path
 import polars as pl
 
 from mbb import analysis as A
-from mbb.tables import load_tables
+from mbb.core.tables import load_tables
 
 
 def main() -> None:

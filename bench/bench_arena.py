@@ -13,10 +13,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from mbb.arena import run_condition
+from mbb.batch.runner import run_many
+from mbb.core.paths import params_file
 from mbb.params import load_params
-from mbb.paths import params_file
-from mbb.runner import run_many
+from mbb.protocol.arena import run_condition
 
 
 def main() -> None:

@@ -2,7 +2,7 @@
 
 The estimate dry-runs `--dry-runs` seeds (the condition's first seeds) through the real prompt
 builder; the study then runs `--runs` other seeds (from 100) against the same kind of scripted
-endpoint (`mbb.llm.emulate`, OpenAI-style prefix caching, the non-withdrawing stand-in
+endpoint (`mbb.testing.emulate`, OpenAI-style prefix caching, the non-withdrawing stand-in
 negotiator). Reported: the error of the estimate in total tokens, prompt tokens, completion
 tokens and cost.
 
@@ -20,12 +20,12 @@ sys.path.insert(0, str(ROOT))
 
 import polars as pl  # noqa: E402
 
-from mbb.arena import run_condition  # noqa: E402
-from mbb.estimate import _loopback, estimate_study, price_calls  # noqa: E402
-from mbb.llm.emulate import ProviderEmulator  # noqa: E402
-from mbb.llm.testserver import FakeOpenAIServer, declaring_responder  # noqa: E402
+from mbb.batch.estimate import _loopback, estimate_study, price_calls  # noqa: E402
+from mbb.core.tables import tables_from_log  # noqa: E402
 from mbb.params import load_params  # noqa: E402
-from mbb.tables import tables_from_log  # noqa: E402
+from mbb.protocol.arena import run_condition  # noqa: E402
+from mbb.testing.emulate import ProviderEmulator  # noqa: E402
+from mbb.testing.testserver import FakeOpenAIServer, declaring_responder  # noqa: E402
 
 PRICES = {"m-a": {"prompt": 0.4, "completion": 1.6, "cached_prompt": 0.1}}
 

@@ -40,11 +40,11 @@ sys.path.insert(0, str(ROOT))
 import openai  # noqa: E402
 
 from mbb.agents.llm_negotiator import make_llm_negotiator  # noqa: E402
-from mbb.events import EventLog  # noqa: E402
+from mbb.core.events import EventLog  # noqa: E402
 from mbb.llm.cache import LlmCache  # noqa: E402
 from mbb.llm.client import LlmClient  # noqa: E402
 from mbb.llm.config import ModelConfig  # noqa: E402
-from mbb.llm.testserver import FakeOpenAIServer  # noqa: E402
+from mbb.testing.testserver import FakeOpenAIServer  # noqa: E402
 from tests.llm.views import good_responder, make_view  # noqa: E402
 
 WORKERS = ["W1", "W2", "W3", "W4", "W5"]

@@ -6,7 +6,8 @@ same private deadlines, window bounds, request rule and modeled solver (efficien
 set-up drawn from the same `worker_rng` streams) — is also written as an idiomatic SimPy model:
 one process per worker and a `Resource` (FCFS) or `PriorityResource` keyed by deadline (EDF);
 a waiting request races a timeout at the deadline. The SimPy model is timed twice: bare
-(outcomes kept in a list) and emitting the same typed events through `mbb.events.EventLog.emit`,
+(outcomes kept in a list) and emitting the same typed events through
+`mbb.core.events.EventLog.emit`,
 which validates each one (mbb's arena writes its own events with `EventLog.record`: the same
 lines, not re-validated; mbb also records rounds, schedules, dropped windows, after-action
 reports and scores, which the SimPy model does not). Its outcomes are checked against mbb's
@@ -27,12 +28,12 @@ from collections.abc import Callable
 
 import simpy
 
-from mbb import events as ev
 from mbb.agents.modeled import STAGES
-from mbb.arena import run_condition, worker_rng
+from mbb.core import events as ev
+from mbb.core.paths import params_file
 from mbb.params import Condition, load_params
-from mbb.paths import params_file
-from mbb.scheduling.centralized import CENTRALIZED
+from mbb.protocol.arena import run_condition, worker_rng
+from mbb.protocol.scheduling.centralized import CENTRALIZED
 
 SETUP_MEAN_S = 6.0  # mbb.agents.modeled.ModeledSolver.setup_mean_s
 

@@ -13,8 +13,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from mbb.notebooks import execute_notebook
-from mbb.paths import PROJECT_ROOT
+from mbb.batch.notebooks import execute_notebook
+from mbb.core.paths import PROJECT_ROOT
 
 
 def main() -> None:

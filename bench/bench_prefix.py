@@ -2,7 +2,7 @@
 
 The share reported is: of all prompt characters sent, the share that repeats a prefix of at
 least 4,096 characters of an earlier request. A prompt is laid out as a chat template lays it
-out (`mbb.llm.emulate.prompt_text`: each message's role and content in order), which is what a
+out (`mbb.testing.emulate.prompt_text`: each message's role and content in order), which is what a
 server-side prefix cache (OpenAI's automatic caching, vLLM/SGLang prefix caching, llama.cpp's
 `cache_prompt`) can reuse. The replay cache is off, so every request reaches the server.
 
@@ -28,10 +28,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from mbb.arena import run_condition  # noqa: E402
-from mbb.llm.emulate import PrefixLog, prompt_text  # noqa: E402
-from mbb.llm.testserver import FakeOpenAIServer, Reply, declaring_responder  # noqa: E402
 from mbb.params import load_params  # noqa: E402
+from mbb.protocol.arena import run_condition  # noqa: E402
+from mbb.testing.emulate import PrefixLog, prompt_text  # noqa: E402
+from mbb.testing.testserver import FakeOpenAIServer, Reply, declaring_responder  # noqa: E402
 
 MIN_CHARS = 4096
 

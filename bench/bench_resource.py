@@ -39,7 +39,7 @@ def overhead(n: int) -> tuple[float, float, float]:
 def overhead_resource(n: int, task) -> float:
     """Median wall ms of `true` through ExecutionResource.run: the window's control group,
     the workspace tmpfs, the seccomp filter, the event record (what a solver's command costs)."""
-    from mbb.agents.base import WindowGrant
+    from mbb.core.agent_api import WindowGrant
     from mbb.resource.resource import ExecutionResource
 
     times = []

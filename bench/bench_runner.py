@@ -4,7 +4,7 @@ meta and tables written), to find where two processes start to pay.
 
 Usage: python bench/bench_runner.py [--runs 8 16 24 32 64 200] [--repeat 3]
 Target (issue 18): 200 base runs with the default settings <= 0.75 x the wall time of
-`--processes 1` on a 2-core machine; the crossover sets `mbb.runner.PARALLEL_FROM`.
+`--processes 1` on a 2-core machine; the crossover sets `mbb.batch.runner.PARALLEL_FROM`.
 Measure on an idle machine: with the other core busy, two processes cannot win.
 """
 

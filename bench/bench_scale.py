@@ -18,8 +18,8 @@ SIZES = (5, 20, 50, 100)
 CHILD = r"""
 import json, resource, statistics, sys, tempfile, time
 from pathlib import Path
-from mbb.arena import run_condition
-from mbb.paths import params_file
+from mbb.protocol.arena import run_condition
+from mbb.core.paths import params_file
 from mbb.params import load_params
 n, repeats = int(sys.argv[1]), int(sys.argv[2])
 cond = load_params(params_file("base"), {"workers": {"count": n}, "name": f"n{n}"})
@@ -65,7 +65,7 @@ def main() -> None:
         import altair as alt
         import polars as pl
 
-        from mbb.render import save_chart
+        from mbb.viz.render import save_chart
 
         df = pl.DataFrame(rows)
         chart = (

@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from mbb.viewer import build_viewer
+from mbb.batch.viewer import build_viewer
 
 
 def main() -> None:

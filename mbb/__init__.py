@@ -12,23 +12,23 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-# public name -> the module that defines it ("" for a submodule of its own)
+# public name -> the module that defines it, or the module itself (a "=" before its path)
 _LAZY = {
-    "CATEGORIES": "mbb.taxonomy",
-    "BatchResult": "mbb.runner",
+    "CATEGORIES": "mbb.core.taxonomy",
+    "BatchResult": "mbb.batch.runner",
     "Condition": "mbb.params",
     "ParamsError": "mbb.params",
     "load_params": "mbb.params",
-    "load_tables": "mbb.tables",
-    "params_file": "mbb.paths",
-    "user_path": "mbb.paths",
-    "viz": "",
-    "render": "",
-    "run_condition": "mbb.arena",
-    "run_many": "mbb.runner",
-    "tables": "",
-    "tables_from_run_dirs": "mbb.tables",
-    "write_tables": "mbb.tables",
+    "load_tables": "mbb.core.tables",
+    "params_file": "mbb.core.paths",
+    "user_path": "mbb.core.paths",
+    "viz": "=mbb.viz",
+    "render": "=mbb.viz.render",
+    "run_condition": "mbb.protocol.arena",
+    "run_many": "mbb.batch.runner",
+    "tables": "=mbb.core.tables",
+    "tables_from_run_dirs": "mbb.core.tables",
+    "write_tables": "mbb.core.tables",
 }
 __all__ = [
     "CATEGORIES",
@@ -50,13 +50,15 @@ __all__ = [
 assert sorted(__all__) == sorted(_LAZY)
 
 if TYPE_CHECKING:
-    from mbb import render, tables, viz
-    from mbb.arena import run_condition
+    from mbb import viz
+    from mbb.batch.runner import BatchResult, run_many
+    from mbb.core import tables
+    from mbb.core.paths import params_file, user_path
+    from mbb.core.tables import load_tables, tables_from_run_dirs, write_tables
+    from mbb.core.taxonomy import CATEGORIES
     from mbb.params import Condition, ParamsError, load_params
-    from mbb.paths import params_file, user_path
-    from mbb.runner import BatchResult, run_many
-    from mbb.tables import load_tables, tables_from_run_dirs, write_tables
-    from mbb.taxonomy import CATEGORIES
+    from mbb.protocol.arena import run_condition
+    from mbb.viz import render
 
 
 def __getattr__(name: str) -> Any:
@@ -65,8 +67,8 @@ def __getattr__(name: str) -> Any:
     except KeyError:
         raise AttributeError(f"module 'mbb' has no attribute {name!r}") from None
     value = (
-        importlib.import_module(f"mbb.{name}")
-        if not module
+        importlib.import_module(module[1:])
+        if module.startswith("=")
         else getattr(importlib.import_module(module), name)
     )
     globals()[name] = value

@@ -70,8 +70,8 @@ def _overrides(options: Sequence[str] | None) -> dict:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from mbb.runner import run_many
-    from mbb.study import model_label, with_model
+    from mbb.batch.runner import run_many
+    from mbb.batch.study import model_label, with_model
 
     overrides = _overrides(args.set)
     cond = load_params(args.params, overrides)
@@ -106,7 +106,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_tables(args: argparse.Namespace) -> int:
-    from mbb.tables import tables_from_run_dirs, write_tables
+    from mbb.core.tables import tables_from_run_dirs, write_tables
 
     root = Path(args.run_dir)
     if not root.is_dir():
@@ -129,7 +129,7 @@ def _cmd_tables(args: argparse.Namespace) -> int:
 
 
 def _notebook_source(notebook: str) -> Path:
-    from mbb.paths import notebook_file
+    from mbb.core.paths import notebook_file
 
     try:
         src = notebook_file(notebook)
@@ -164,8 +164,8 @@ def _notebook_parameters(src: Path, given: Sequence[Sequence[str]] | None) -> di
 
 
 def _cmd_notebook(args: argparse.Namespace) -> int:
-    from mbb.notebooks import execute_notebook
-    from mbb.paths import params_file, user_path
+    from mbb.batch.notebooks import execute_notebook
+    from mbb.core.paths import params_file, user_path
 
     src = _notebook_source(args.notebook)
     overrides = _overrides(args.set)
@@ -197,8 +197,8 @@ def _cmd_notebook(args: argparse.Namespace) -> int:
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
-    from mbb.report import build_report
-    from mbb.sweep import parse_seeds, plan_sweep, run_sweep
+    from mbb.batch.report import build_report
+    from mbb.batch.sweep import parse_seeds, plan_sweep, run_sweep
 
     try:
         seeds = parse_seeds(args.seeds)
@@ -242,7 +242,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from mbb.report import build_report
+    from mbb.batch.report import build_report
 
     root = Path(args.dir)
     if not root.is_dir():
@@ -259,7 +259,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_view(args: argparse.Namespace) -> int:
-    from mbb.viewer import build_viewer
+    from mbb.batch.viewer import build_viewer
 
     root = Path(args.dir)
     if not root.is_dir():
@@ -277,8 +277,8 @@ def _cmd_view(args: argparse.Namespace) -> int:
 
 
 def _cmd_figures(args: argparse.Namespace) -> int:
-    from mbb import render
-    from mbb.runner import run_many
+    from mbb.batch.runner import run_many
+    from mbb.viz import render
     from mbb.viz import run as figures
 
     cond = load_params(args.params, _overrides(args.set))
@@ -296,7 +296,7 @@ def _cmd_figures(args: argparse.Namespace) -> int:
 
 
 def _cmd_resume(args: argparse.Namespace) -> int:
-    from mbb.resume import resume_run
+    from mbb.batch.resume import resume_run
 
     status = 0
     for d in args.run_dirs:
@@ -322,8 +322,8 @@ def _cmd_resume(args: argparse.Namespace) -> int:
 
 
 def _cmd_estimate(args: argparse.Namespace) -> int:
-    from mbb.estimate import estimate_from_runs, estimate_study
-    from mbb.study import with_model
+    from mbb.batch.estimate import estimate_from_runs, estimate_study
+    from mbb.batch.study import with_model
 
     overrides = _overrides(args.set)
     cond = load_params(args.params, overrides)
@@ -571,9 +571,9 @@ def _expected(exc: BaseException) -> str | None:
     import sqlite3
 
     from mbb.analysis.corpus import CorpusError
-    from mbb.events import EventLogError, ResumeMismatch
-    from mbb.outdir import OutputError
-    from mbb.study import ForeignRunError
+    from mbb.batch.outdir import OutputError
+    from mbb.batch.study import ForeignRunError
+    from mbb.core.events import EventLogError, ResumeMismatch
 
     expected = (CliError, ParamsError, EventLogError, OutputError, CorpusError, ForeignRunError)
     if isinstance(exc, expected):
@@ -597,7 +597,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except KeyboardInterrupt as exc:
-        from mbb.runner import BatchInterrupted
+        from mbb.batch.runner import BatchInterrupted
 
         if isinstance(exc, BatchInterrupted):
             tables = f", tables in {exc.tables_dir}" if exc.tables_dir else ""

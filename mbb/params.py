@@ -35,8 +35,8 @@ from pydantic import (
     model_validator,
 )
 
+from mbb.core.paths import is_bare_name, params_file, user_path
 from mbb.llm.config import ModelConfig, Price
-from mbb.paths import is_bare_name, params_file, user_path
 from mbb.protocol.backends import NEGOTIATOR_BACKENDS, SOLVER_BACKENDS
 from mbb.protocol.rules import (
     AGGREGATION,
@@ -922,7 +922,7 @@ def load_params(
     """Load a condition from a YAML path (or a mapping), deep-merging `overrides` on top.
 
     `source`: a path relative to the current directory, a bare name of one of mbb's conditions
-    (`base`, see `mbb.paths`), or the params as a mapping; `overrides`: nested fields merged on
+    (`base`, see `mbb.core.paths`), or the params as a mapping; `overrides`: nested fields merged on
     top."""
     if isinstance(source, Mapping):
         label, data = "<params>", dict(source)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from mbb.core.paths import PROJECT_ROOT
 from mbb.params import Condition, load_params
-from mbb.paths import PROJECT_ROOT
 
 LOCAL_LLM_ENV = "MBB_LOCAL_LLM"
 
@@ -37,7 +37,7 @@ def base() -> Condition:
 
 @pytest.fixture(scope="session")
 def base_batch(base, tmp_path_factory):
-    from mbb.runner import run_many
+    from mbb.batch.runner import run_many
 
     out = tmp_path_factory.mktemp("base_batch")
     return run_many(base, runs=3, out_dir=out, processes=1).check()

@@ -14,8 +14,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from mbb import events as ev
-from mbb.agents.base import (
+from mbb.core import events as ev
+from mbb.core.actions import Ballot, ConversationTurn, Declaration, Request, Withdraw
+from mbb.core.agent_api import (
     EvaluationResult,
     RoundView,
     SolverView,
@@ -24,10 +25,9 @@ from mbb.agents.base import (
     WindowGrant,
     WindowOutcome,
 )
-from mbb.arena import Arena
 from mbb.params import Condition, load_params
-from mbb.scheduling.actions import Ballot, ConversationTurn, Declaration, Request, Withdraw
-from mbb.scratch import Scratch
+from mbb.protocol.arena import Arena
+from mbb.protocol.scratch import Scratch
 
 EPS = 1e-9
 NEGOTIATION_KINDS = ("round_started", "declared", "message", "ballot", "schedule_published")
@@ -50,7 +50,7 @@ class Run:
 
 def run(cond: Condition, seed: int = 0) -> Run:
     """Run one seed in memory and keep the arena (for its final ledger)."""
-    from mbb.arena import run_id_of
+    from mbb.protocol.arena import run_id_of
 
     log = ev.EventLog(run_id_of(cond, seed))  # <condition>[-<model>]-seedNNNN, as the arena
     arena = Arena(cond, seed, log)
@@ -289,7 +289,7 @@ def install_backends(monkeypatch, negotiators=None, solvers=None) -> None:
     `negotiators` / `solvers` map a worker id to a zero-argument-free factory `f(worker_id)`;
     workers not listed keep the real backend.
     """
-    from mbb import arena as arena_mod
+    from mbb.protocol import arena as arena_mod
 
     real_neg = arena_mod.NEGOTIATOR_BACKENDS["scripted"]
     real_sol = arena_mod.SOLVER_BACKENDS["modeled"]
@@ -325,7 +325,7 @@ def check_rounds(r: Run, cond: Condition) -> None:
     """
     import statistics
 
-    from mbb.scheduling.aggregation import aggregate
+    from mbb.protocol.scheduling.aggregation import aggregate
 
     mech, win = cond.mechanism, cond.windows
     balance: dict[str, int] = {}

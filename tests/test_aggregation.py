@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mbb.scheduling.aggregation import (
+from mbb.protocol.scheduling.aggregation import (
     aggregate,
     borda,
     kemeny,

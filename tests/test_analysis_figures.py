@@ -12,14 +12,14 @@ import polars as pl
 import pytest
 
 from mbb import analysis as A
-from mbb.compare import condition_tables
-from mbb.render import save_chart
+from mbb.analysis.compare import condition_tables
 from mbb.viz import mechanisms as M
 from mbb.viz import starting_states as S
 from mbb.viz import taxonomy as T
 from mbb.viz import theme
 from mbb.viz import tokens as K
 from mbb.viz import transmission as X
+from mbb.viz.render import save_chart
 
 WR = ["run_id", "subrun", "round", "worker"]
 

@@ -11,8 +11,8 @@ from typing import Any
 import nbformat
 import pytest
 
-from mbb.notebooks import execute_notebook
-from mbb.render import MIMETYPE
+from mbb.batch.notebooks import execute_notebook
+from mbb.viz.render import MIMETYPE
 
 NOTEBOOKS = ("taxonomy_audit", "token_audit", "transmission", "starting_states")
 # small enough to keep the suite quick; two subruns so drift and transmission have an s+1

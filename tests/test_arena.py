@@ -24,9 +24,9 @@ from helpers import (
     run,
 )
 
-from mbb.arena import run_condition
-from mbb.events import read_lines
-from mbb.scheduling.actions import Ballot, Declaration
+from mbb.core.actions import Ballot, Declaration
+from mbb.core.events import read_lines
+from mbb.protocol.arena import run_condition
 
 SHORT = {"name": "short", "deadline": {"minutes": 6}, "subruns": 2}
 SEEDS = range(6)
@@ -259,7 +259,7 @@ def test_negotiation_events_carry_the_round_start_time() -> None:
 def test_deadline_passes_while_waiting_in_the_queue(monkeypatch) -> None:
     """W1 negotiates for many turns at t=0 and loses its 1-minute deadline only while waiting
     behind W2's 90 s window, not during the talk."""
-    from mbb.scheduling.actions import ConversationTurn, Message
+    from mbb.core.actions import ConversationTurn, Message
 
     def chatty(v):
         return ConversationTurn(messages=(Message(text=f"turn {v.turn}"),))
@@ -361,7 +361,7 @@ def test_budget_reset_each_subrun_restores_budgets(reset: bool) -> None:
 
 
 def test_unknown_backend_is_a_clear_error(monkeypatch) -> None:
-    from mbb import arena as arena_mod
+    from mbb.protocol import arena as arena_mod
 
     monkeypatch.delitem(arena_mod.SOLVER_BACKENDS, "modeled")
     with pytest.raises(ValueError, match="backend 'modeled' is not available"):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from helpers import FixedSolver, PlainNegotiator, check_invariants, condition, install_backends, run
 
-from mbb.board import Board
-from mbb.scratch import Scratch
+from mbb.protocol.board import Board
+from mbb.protocol.scratch import Scratch
 
 
 # --- board ----------------------------------------------------------------------------------------
@@ -64,7 +64,7 @@ def test_unknown_author_or_recipient_is_refused(author, to) -> None:
 
 def test_board_in_a_run_shows_each_negotiator_only_what_it_may_see(monkeypatch) -> None:
     """Negotiators record what they saw; a private message reaches only its two parties."""
-    from mbb.scheduling.actions import ConversationTurn, Message
+    from mbb.core.actions import ConversationTurn, Message
 
     seen: dict[str, list[tuple[str, str | None, str]]] = {}
 

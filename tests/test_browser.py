@@ -11,9 +11,9 @@ import shutil
 
 import pytest
 
-from mbb.notebooks import execute_notebook
-from mbb.paths import PROJECT_ROOT
-from mbb.report import build_report
+from mbb.batch.notebooks import execute_notebook
+from mbb.batch.report import build_report
+from mbb.core.paths import PROJECT_ROOT
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 

@@ -9,9 +9,9 @@ import pytest
 from helpers import condition
 from pydantic import ValidationError
 
-from mbb import events as ev
-from mbb.arena import run_condition
-from mbb.scheduling.actions import Withdraw
+from mbb.core import events as ev
+from mbb.core.actions import Withdraw
+from mbb.protocol.arena import run_condition
 
 SMALL = {"name": "ev", "workers": {"count": 3}, "subruns": 2, "deadline": {"minutes": 6}}
 
@@ -108,7 +108,7 @@ def test_event_log_writes_lines_and_flushes_them(tmp_path) -> None:
 
 def test_a_crashing_run_ends_with_a_failed_run_ended(tmp_path, monkeypatch) -> None:
     """An exception outside the stated repair rules still leaves a valid, closed log."""
-    from mbb import arena as arena_mod
+    from mbb.protocol import arena as arena_mod
 
     def broken(self, subrun):
         raise RuntimeError("sandbox missing")
@@ -125,7 +125,7 @@ def test_a_crashing_run_ends_with_a_failed_run_ended(tmp_path, monkeypatch) -> N
 
 
 def test_a_solver_that_cannot_start_is_recorded_and_withdrawn(tmp_path, monkeypatch) -> None:
-    from mbb import arena as arena_mod
+    from mbb.protocol import arena as arena_mod
 
     real = arena_mod.SOLVER_BACKENDS["modeled"]
 
@@ -189,7 +189,7 @@ def test_every_kind_the_arena_writes_validates_and_round_trips(monkeypatch) -> N
     """The arena records its own events without validating them (`EventLog.record`): every line
     of scripted, centralized, changing-population and repaired runs must parse through the full
     schema and serialize back to the very same line, so a wrong field type or value fails here."""
-    from mbb.scheduling.centralized import CENTRALIZED
+    from mbb.protocol.scheduling.centralized import CENTRALIZED
 
     small = {"workers": {"count": 4}, "subruns": 3, "deadline": {"minutes": 8}}
     conditions = [

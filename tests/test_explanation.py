@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 from helpers import condition, run
 
-from mbb.arena import run_condition
-from mbb.llm.testserver import FakeOpenAIServer, declaring_responder
 from mbb.params import load_params
 from mbb.protocol import explain as ex
+from mbb.protocol.arena import run_condition
 from mbb.protocol.rules import MECHANISMS
+from mbb.testing.testserver import FakeOpenAIServer, declaring_responder
 
 # one change from the defaults per entry: every value of every switch and rule
 SWITCH_VALUES: dict[str, dict[str, Any]] = {

@@ -20,12 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from mbb.arena import run_condition
+from mbb.batch.outdir import claim
 from mbb.cli import BUG_REPORT, build_parser, main
-from mbb.events import read_lines
-from mbb.outdir import claim
+from mbb.core.events import read_lines
+from mbb.core.tables import load_tables
 from mbb.params import load_params
-from mbb.tables import load_tables
+from mbb.protocol.arena import run_condition
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = ROOT / "params" / "base.yaml"
@@ -125,21 +125,21 @@ def _read_only(tmp: Path, _run: Path, mp: pytest.MonkeyPatch) -> None:
 
 
 def _full_disk_meta(tmp: Path, _run: Path, mp: pytest.MonkeyPatch) -> None:
-    import mbb.runner
+    import mbb.batch.runner
 
     def full(result, condition, wall_s):
         raise OSError(errno.ENOSPC, "No space left on device", str(result.out_dir / "meta.json"))
 
-    mp.setattr(mbb.runner, "write_meta", full)
+    mp.setattr(mbb.batch.runner, "write_meta", full)
 
 
 def _full_disk_events(tmp: Path, _run: Path, mp: pytest.MonkeyPatch) -> None:
-    import mbb.runner
+    import mbb.batch.runner
 
     def full(condition, seed, out):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    mp.setattr(mbb.runner, "run_condition", full)
+    mp.setattr(mbb.batch.runner, "run_condition", full)
 
 
 def _busy(tmp: Path, _run: Path, mp: pytest.MonkeyPatch) -> None:
@@ -147,7 +147,7 @@ def _busy(tmp: Path, _run: Path, mp: pytest.MonkeyPatch) -> None:
     code = textwrap.dedent(
         f"""
         import sys, time
-        from mbb.outdir import claim
+        from mbb.batch.outdir import claim
         from mbb.params import load_params
         with claim({str(tmp / "o")!r}, load_params({str(BASE)!r})):
             print("held", flush=True)
@@ -612,12 +612,12 @@ def test_every_argument_has_help_text():
 
 
 def test_a_bug_keeps_its_traceback_and_says_so(tmp_path, capsys, monkeypatch):
-    import mbb.runner
+    import mbb.batch.runner
 
     def broken(*a, **k):
         raise ZeroDivisionError("an unexpected failure")
 
-    monkeypatch.setattr(mbb.runner, "run_many", broken)
+    monkeypatch.setattr(mbb.batch.runner, "run_many", broken)
     rc = main(["run", str(BASE), "--out", str(tmp_path / "o")])
     err = capsys.readouterr().err
     assert rc == 1

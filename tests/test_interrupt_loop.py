@@ -9,7 +9,7 @@ import warnings
 
 import pytest
 
-from mbb import arena
+from mbb.protocol import arena
 
 
 def test_ctrl_c_inside_the_loop_constructor_is_raised_once_the_loop_exists(monkeypatch):

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mbb.scheduling.ledger import Ledger, LedgerError
+from mbb.protocol.scheduling.ledger import Ledger, LedgerError
 
 
 def test_grant_pay_reset_and_audit() -> None:

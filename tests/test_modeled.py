@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mbb.agents import modeled
-from mbb.agents.base import SolverView, TaskAssignment, WindowGrant
 from mbb.agents.modeled import STAGES, TESTS_PER_TASK, ModeledSolver, stage_of
-from mbb.scheduling.actions import Request
+from mbb.core.actions import Request
+from mbb.core.agent_api import SolverView, TaskAssignment, WindowGrant
 
 
 def _solver(work: float = 200.0, seed: int = 0) -> ModeledSolver:

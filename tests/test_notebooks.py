@@ -7,9 +7,9 @@ import json
 import nbformat
 import pytest
 
-from mbb.notebooks import execute_notebook
-from mbb.render import MIMETYPE
-from mbb.report import external_urls
+from mbb.batch.notebooks import execute_notebook
+from mbb.batch.report import external_urls
+from mbb.viz.render import MIMETYPE
 
 
 @pytest.mark.notebook

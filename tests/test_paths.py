@@ -1,4 +1,4 @@
-"""One path rule (mbb.paths): relative paths are relative to the current directory for every
+"""One path rule (mbb.core.paths): relative paths are relative to the current directory for every
 command and notebook parameter; bare names are mbb's own conditions and notebooks."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
+from mbb.core.paths import NOTEBOOKS_DIR, PARAMS_DIR, notebook_file, params_file, user_path
 from mbb.params import ParamsError, load_params
-from mbb.paths import NOTEBOOKS_DIR, PARAMS_DIR, notebook_file, params_file, user_path
 
 
 def test_user_paths_are_relative_to_the_current_directory(tmp_path, monkeypatch):

@@ -6,9 +6,9 @@ import polars as pl
 import pytest
 
 from mbb.analysis import with_run_info
+from mbb.batch.runner import run_many
+from mbb.core.taxonomy import CATEGORY_NAMES
 from mbb.params import PERSONAS, load_params
-from mbb.runner import run_many
-from mbb.taxonomy import CATEGORY_NAMES
 
 EXPECTED = {  # labels each persona must enact somewhere in a handful of runs
     "price_first": {"price_primary", "anchoring", "cheap_talk"},

@@ -7,9 +7,9 @@ import polars as pl
 import pytest
 
 from mbb import analysis as A
-from mbb.mechanisms.screens import screens
+from mbb.analysis.mechanisms.screens import screens
+from mbb.batch.runner import run_many
 from mbb.params import ParamsError, load_params
-from mbb.runner import run_many
 from mbb.viz import run as figures
 
 CHANGES = {

@@ -10,21 +10,21 @@ from typing import Any
 import pytest
 from helpers import condition, run
 
-from mbb.agents.base import PastRound
-from mbb.board import Board
+from mbb.core.agent_api import PastRound
 from mbb.params import ParamsError, load_params
 from mbb.protocol import rules
 from mbb.protocol.backends import NEGOTIATOR_BACKENDS, SOLVER_BACKENDS
+from mbb.protocol.board import Board
 from mbb.protocol.history import posts_summary, rounds_summary
-from mbb.scratch import Scratch
+from mbb.protocol.scratch import Scratch
 
 
 def test_scheduling_does_not_import_the_arena() -> None:
     code = (
         "import sys\n"
-        "from mbb.scheduling import aggregation, centralized, validation, ledger\n"
-        "from mbb.scheduling.centralized import schedule\n"
-        "print('mbb.arena' in sys.modules, 'mbb.protocol.mechanisms' in sys.modules)\n"
+        "from mbb.protocol.scheduling import aggregation, centralized, validation, ledger\n"
+        "from mbb.protocol.scheduling.centralized import schedule\n"
+        "print('mbb.protocol.arena' in sys.modules, 'mbb.protocol.mechanisms' in sys.modules)\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
@@ -110,8 +110,8 @@ def test_backends_can_be_injected() -> None:
     """An Arena given its own backend mapping uses it (no module global is patched)."""
     import asyncio
 
-    from mbb import events as ev
-    from mbb.arena import Arena
+    from mbb.core import events as ev
+    from mbb.protocol.arena import Arena
 
     made = []
 

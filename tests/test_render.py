@@ -14,8 +14,8 @@ import nbformat
 import polars as pl
 import pytest
 
-from mbb import render
-from mbb.render import MIMETYPE, VEGA_MIMETYPE
+from mbb.viz import render
+from mbb.viz.render import MIMETYPE, VEGA_MIMETYPE
 
 ROOT = Path(__file__).resolve().parents[1]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -74,7 +74,7 @@ def test_max_rows_error_is_kept(restore_altair: None) -> None:
 
 
 def test_import_has_no_side_effects() -> None:
-    code = "import altair as alt, mbb.render; print(alt.renderers.active)"
+    code = "import altair as alt, mbb.viz.render; print(alt.renderers.active)"
     out = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,

@@ -21,8 +21,8 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CELL = f"""\
 import sys
 sys.path.insert(0, {str(ROOT)!r})
-import altair as alt, polars as pl, mbb.render
-mbb.render.enable()
+import altair as alt, polars as pl, mbb.viz.render
+mbb.viz.render.enable()
 df = pl.DataFrame({{"x": list(range(10)), "y": [i % 4 for i in range(10)]}})
 alt.Chart(df, title="bars").mark_bar(tooltip=True).encode(x="x:O", y="y")
 """

@@ -11,8 +11,8 @@ import nbformat
 import papermill
 import pytest
 
-from mbb.render import MIMETYPE
-from mbb.report import embed_charts, export_html, external_urls, vega_bundle
+from mbb.batch.report import embed_charts, export_html, external_urls, vega_bundle
+from mbb.viz.render import MIMETYPE
 
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLE_MARK = "window.vegaEmbed="  # occurs once in vl_convert.javascript_bundle()
@@ -21,9 +21,9 @@ CHARTS_CELL = """\
 import sys
 import altair as alt
 import polars as pl
-import mbb.render
+import mbb.viz.render
 
-mbb.render.enable()
+mbb.viz.render.enable()
 df = pl.DataFrame({"x": list(range(20)), "y": [i % 7 for i in range(20)]})
 line = alt.Chart(df, title="line").mark_line(tooltip=True).encode(x="x", y="y")
 # A title that would end an inline <script> early if the spec were not escaped.
@@ -203,7 +203,7 @@ def test_export_contents_left_aligned_text_and_no_script_from_outputs(tmp_path: 
 
 
 def test_report_skips_foreign_and_malformed_notebooks(tmp_path: Path, capsys) -> None:
-    from mbb.report import build_report
+    from mbb.batch.report import build_report
 
     cond = tmp_path / "base"
     ok = _papermill_notebook((cond.mkdir(parents=True) or cond) / "run_condition.ipynb")
@@ -233,9 +233,9 @@ def test_report_skips_foreign_and_malformed_notebooks(tmp_path: Path, capsys) ->
 
 
 def test_comparison_page_and_viewer_links(tmp_path: Path, capsys) -> None:
+    from mbb.batch.report import build_report
+    from mbb.batch.runner import run_many
     from mbb.params import load_params
-    from mbb.report import build_report
-    from mbb.runner import run_many
 
     for name in ("memory_off", "base"):
         run_many(load_params(name, {"subruns": 2}), runs=3, out_dir=tmp_path / name, processes=1)
@@ -259,7 +259,7 @@ def test_comparison_page_and_viewer_links(tmp_path: Path, capsys) -> None:
 
 
 def test_bootstrap_ci() -> None:
-    from mbb.report import bootstrap_ci
+    from mbb.batch.report import bootstrap_ci
 
     assert bootstrap_ci([2.0, 2.0, 2.0]) == (2.0, 2.0)
     assert bootstrap_ci([1.0]) is None and bootstrap_ci([1.0, 2.0], [3.0]) is None
@@ -271,7 +271,7 @@ def test_bootstrap_ci() -> None:
 def test_index_cell_shows_ci_difference_and_effect_size() -> None:
     import polars as pl
 
-    from mbb.report import _index_cell
+    from mbb.batch.report import _index_cell
 
     ids = [f"c-seed{i:04d}" for i in range(4)]
     base = pl.DataFrame({"run_id": ids, "completion": [0.2, 0.3, 0.4, 0.3]})

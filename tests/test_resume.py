@@ -9,10 +9,10 @@ import sys
 
 import pytest
 
-from mbb.arena import run_condition
-from mbb.events import KILL_ENV, ResumeMismatch, comparable, read_lines
+from mbb.batch.resume import resume_run
+from mbb.core.events import KILL_ENV, ResumeMismatch, comparable, read_lines
 from mbb.params import load_params
-from mbb.resume import resume_run
+from mbb.protocol.arena import run_condition
 
 OVERRIDES = {"subruns": 2, "name": "kill"}
 

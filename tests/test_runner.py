@@ -8,8 +8,8 @@ import sys
 import time
 from pathlib import Path
 
-from mbb import runner
-from mbb.runner import run_many
+from mbb.batch import runner
+from mbb.batch.runner import run_many
 
 
 def _session_members(sid: int) -> list[int]:

@@ -14,10 +14,10 @@ import pytest
 import yaml
 from helpers import check_invariants, check_ledger, run
 
-from mbb.events import KILL_ENV, comparable, read_lines
-from mbb.llm.testserver import FakeOpenAIServer, Reply, schema_responder
+from mbb.batch.resume import resume_run
+from mbb.core.events import KILL_ENV, comparable, read_lines
 from mbb.params import load_params
-from mbb.resume import resume_run
+from mbb.testing.testserver import FakeOpenAIServer, Reply, schema_responder
 
 SECRET = "sk-soak-NEVER-WRITTEN-0123456789abcdef"
 KEY_ENV = "MBB_SOAK_KEY"
@@ -150,7 +150,9 @@ def test_soak_with_faults_and_kills(root, tmp_path, server, monkeypatch):
             timeout=300,
         )
         assert proc.returncode == -9, proc.stderr[-2000:]
-        run_dir = out / "soak-soak-seed0007"  # <condition>-<model>-seed: LLM workers (mbb.study)
+        run_dir = (
+            out / "soak-soak-seed0007"
+        )  # <condition>-<model>-seed: LLM workers (mbb.batch.study)
         assert len(read_lines(run_dir / "events.jsonl")) == kill_after
         resume_run(run_dir)
         after = read_lines(run_dir / "events.jsonl")

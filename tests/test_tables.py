@@ -5,8 +5,8 @@ import json
 import polars as pl
 
 from mbb.analysis.outcome import outcomes
-from mbb.events import read_lines
-from mbb.tables import TABLES, load_tables, tables_from_run_dirs
+from mbb.core.events import read_lines
+from mbb.core.tables import TABLES, load_tables, tables_from_run_dirs
 
 
 def test_tables_written_for_every_name(base_batch):

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from mbb.transcript import Transcript, busiest_round, round_transcript_html
+from mbb.viz.transcript import Transcript, busiest_round, round_transcript_html
 
 
 def test_transcript_shows_everything_of_the_round(base_batch):

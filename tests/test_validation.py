@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from helpers import FixedSolver, PlainNegotiator, check_invariants, condition, install_backends, run
 
-from mbb.scheduling.actions import Ballot, ConversationTurn, Declaration, Message
-from mbb.scheduling.validation import (
+from mbb.core.actions import Ballot, ConversationTurn, Declaration, Message
+from mbb.protocol.scheduling.validation import (
     default_ballot,
     repair_ballot,
     repair_declaration,

@@ -9,9 +9,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from mbb.arena import run_condition
+from mbb.core.paths import PROJECT_ROOT
 from mbb.params import DEFAULT_ROSTER, ParamsError, load_params
-from mbb.paths import PROJECT_ROOT
+from mbb.protocol.arena import run_condition
 from mbb.tasks import workload as W
 from mbb.tasks.specs import TASK_SPECS
 

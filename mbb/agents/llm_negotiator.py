@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from mbb.agents.base import PastRound, RoundView, SubrunRecap
+from mbb.core.actions import Ballot, ConversationTurn, Declaration, Message, Withdraw
+from mbb.core.agent_api import PastRound, RoundView, SubrunRecap
 from mbb.llm import prompts
 from mbb.llm.cache import LlmCache
 from mbb.llm.client import CallMeta, ChatRequest, Emit, LlmClient, LlmUnavailable
@@ -42,9 +43,8 @@ from mbb.protocol.explain import (
     render,
 )
 from mbb.protocol.history import posts_summary, rounds_summary
-from mbb.scheduling.actions import Ballot, ConversationTurn, Declaration, Message, Withdraw
-from mbb.scheduling.aggregation import tie_break_order
-from mbb.scheduling.validation import (
+from mbb.protocol.scheduling.aggregation import tie_break_order
+from mbb.protocol.scheduling.validation import (
     Issue,
     default_ballot,
     default_declaration,
@@ -54,8 +54,8 @@ from mbb.scheduling.validation import (
 )
 
 if TYPE_CHECKING:
-    from mbb.board import Post
-    from mbb.scratch import Scratch
+    from mbb.protocol.board import Post
+    from mbb.protocol.scratch import Scratch
 
 __all__ = [
     "BallotOut",
@@ -541,7 +541,7 @@ class LlmNegotiator:
     def _meta(self, view: RoundView, phase: str, role: str = "negotiator") -> CallMeta:
         return CallMeta(self.worker, role, phase, subrun=view.subrun, round=view.round)
 
-    # --- validation against the round: the protocol's own rules (mbb.scheduling.validation) -----
+    # --- validation against the round: the protocol's own rules (protocol.scheduling.validation)
     def _check_declaration(self, view: RoundView, d: RevisionOut | DeclarationOut) -> Declaration:
         """The declaration if the protocol would accept it as it is; an answer it would repair
         (a bid, duration or position out of range) goes back to the model. A note that is too

@@ -44,28 +44,28 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from mbb.agents.base import (
+from mbb.core.actions import Request, Withdraw
+from mbb.core.agent_api import (
     SolverView,
     SubrunRecap,
     TaskAssignment,
     WindowGrant,
     WindowOutcome,
 )
-from mbb.events import InvalidAction
+from mbb.core.events import InvalidAction
 from mbb.llm import solver_prompts as sp
 from mbb.llm.cache import LlmCache
 from mbb.llm.client import CallMeta, ChatRequest, Emit, LlmClient, LlmResult, LlmUnavailable
 from mbb.llm.config import ModelConfig
 from mbb.llm.structured import InvalidOutput, extract_json, refuse_cut_off, strict_schema
 from mbb.resource.resource import ExecutionResource, printable
-from mbb.scheduling.actions import Request, Withdraw
 from mbb.tasks.evaluator import Evaluation, evaluate_submission
 from mbb.tasks.harness import SolverTools, ToolResult, WorkspaceEvaluation
 from mbb.tasks.suite import Suite
 
 if TYPE_CHECKING:
     from mbb.params import SolverLoopParams
-    from mbb.scratch import Scratch
+    from mbb.protocol.scratch import Scratch
 
 __all__ = ["TOOL_ARGS", "LlmSolver", "ToolCall", "parse_tool_call", "tool_schemas"]
 
@@ -248,7 +248,7 @@ class _Window:
 
 @dataclass
 class LlmSolver(WorkspaceEvaluation):
-    """Satisfies `mbb.agents.base.Solver` on real tasks with a model choosing the tool calls."""
+    """Satisfies `mbb.core.agent_api.Solver` on real tasks with a model choosing the tool calls."""
 
     worker: str
     config: ModelConfig

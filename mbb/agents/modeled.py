@@ -15,15 +15,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mbb.agents.base import (
+from mbb.core.actions import Request, Withdraw
+from mbb.core.agent_api import (
     EvaluationResult,
     SolverView,
     TaskAssignment,
     WindowGrant,
     WindowOutcome,
 )
-from mbb.scheduling.actions import Request, Withdraw
-from mbb.scratch import Scratch
+from mbb.protocol.scratch import Scratch
 
 __all__ = ["MODELED_TASKS", "STAGES", "ModeledSolver", "ModeledTask", "stage_of", "tests_passed"]
 

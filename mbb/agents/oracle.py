@@ -18,15 +18,15 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from mbb.agents.base import (
+from mbb.core.actions import Request, Withdraw
+from mbb.core.agent_api import (
     SolverView,
     TaskAssignment,
     WindowGrant,
     WindowOutcome,
 )
+from mbb.protocol.scratch import Scratch
 from mbb.resource.resource import ExecutionResource
-from mbb.scheduling.actions import Request, Withdraw
-from mbb.scratch import Scratch
 from mbb.tasks.evaluator import Evaluation
 from mbb.tasks.harness import SolverTools, ToolResult, WorkspaceEvaluation
 from mbb.tasks.suite import Suite
@@ -44,7 +44,7 @@ class _Step:
 
 
 class OracleSolver(WorkspaceEvaluation):
-    """Satisfies `mbb.agents.base.Solver` on real tasks using the oracle reconstructions."""
+    """Satisfies `mbb.core.agent_api.Solver` on real tasks using the oracle reconstructions."""
 
     concurrent = False
 

@@ -39,10 +39,7 @@ from operator import attrgetter
 
 import numpy as np
 
-from mbb.agents.base import RoundView, SubrunRecap
-from mbb.board import Post
-from mbb.params import BehaviourKnobs
-from mbb.scheduling.actions import (
+from mbb.core.actions import (
     Ballot,
     ConversationTurn,
     Declaration,
@@ -50,8 +47,11 @@ from mbb.scheduling.actions import (
     Message,
     Withdraw,
 )
-from mbb.scheduling.aggregation import tie_break_order
-from mbb.scratch import Scratch
+from mbb.core.agent_api import RoundView, SubrunRecap
+from mbb.params import BehaviourKnobs
+from mbb.protocol.board import Post
+from mbb.protocol.scheduling.aggregation import tie_break_order
+from mbb.protocol.scratch import Scratch
 
 __all__ = ["PERSONA_CLASSES", "ScriptedNegotiator", "make_scripted_negotiator"]
 

@@ -1,6 +1,6 @@
 """The paper's analyses: classifiers, institutions, transmission, measures and token audit.
 
-Every analysis is a function from tables (the dict of polars DataFrames from `mbb.tables`,
+Every analysis is a function from tables (the dict of polars DataFrames from `mbb.core.tables`,
 with `runs` and `workers` added by `with_run_info` where a measure needs the condition or each
 worker's model) to a tidy polars DataFrame. Behaviour measures take the evidence rows of
 `classify_evidence` (or an LLM classifier's, same columns) or their worker-round labels.
@@ -11,7 +11,7 @@ worker's model) to a tidy polars DataFrame. Behaviour measures take the evidence
     outcomes(tables, "subrun")
 
 Comparing conditions: the seed (run) is the unit. `text_measures_by_run` (and
-`mbb.compare.run_table` for outcomes) give one value per run; `condition_differences` puts
+`mbb.analysis.compare.run_table` for outcomes) give one value per run; `condition_differences` puts
 each condition against a baseline with the difference, its percentile-bootstrap CI over seeds
 (paired when the seeds are shared), an effect size and n; `seeds_for_power` says how many
 seeds a study needs, simulated from a pilot's per-seed values.

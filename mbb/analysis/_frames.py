@@ -1,6 +1,6 @@
 """Shared frames: run and worker information, and one table of every utterance.
 
-`mbb.tables` has no table for `run_started`, but several measures need each worker's persona or
+`mbb.core.tables` has no table for `run_started`, but several measures need each worker's persona or
 model and each run's condition, memory switch and bid regime. `run_info` reads them from the
 `run_started` lines (a batch's `by_kind`, or the first line of each run's events.jsonl) and
 `with_run_info` adds them to a tables dict as `runs` and `workers`.

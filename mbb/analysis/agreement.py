@@ -86,7 +86,7 @@ def agreement(
 
 
 def main() -> None:
-    from mbb.taxonomy import ALL_LABELS
+    from mbb.core.taxonomy import ALL_LABELS
 
     result = agreement(read_annotations(), list(ALL_LABELS))
     (GOLD_DIR / "agreement.json").write_text(json.dumps(result, indent=1) + "\n")

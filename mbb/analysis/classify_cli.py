@@ -22,7 +22,7 @@ from typing import Any
 import polars as pl
 
 from mbb.analysis.corpus import CorpusError, Utterance, read_utterances
-from mbb.taxonomy import roll_up
+from mbb.core.taxonomy import roll_up
 
 __all__ = ["classify_items", "cmd_classify", "cmd_validate"]
 

@@ -25,7 +25,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from mbb.taxonomy import ALL_LABELS
+from mbb.core.taxonomy import ALL_LABELS
 
 __all__ = [
     "CHANNELS",

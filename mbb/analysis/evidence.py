@@ -17,7 +17,7 @@ joins over the declaration, round and ballot tables, with basis `structural`.
 
 Ground-truth `labels` and scripted `intents` are never read. Separately reported labels
 (exclusionary coalition, divide-and-conquer, metagaming) appear under their own names, and the
-first two also as a `rival_targeting` row (the 21-category view, `mbb.taxonomy.ROLLUP`).
+first two also as a `rival_targeting` row (the 21-category view, `mbb.core.taxonomy.ROLLUP`).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import polars as pl
 from mbb.analysis._frames import utterances
 from mbb.analysis.lexicon import LEXICON
 from mbb.analysis.textclf import load_model
-from mbb.taxonomy import ROLLUP
+from mbb.core.taxonomy import ROLLUP
 
 __all__ = [
     "CUES",

@@ -23,7 +23,7 @@ import polars as pl
 
 from mbb.analysis.corpus import Utterance, read_utterances
 from mbb.analysis.validation import gold_prf
-from mbb.taxonomy import CATEGORY_NAMES, SEPARATE_NAMES, roll_up
+from mbb.core.taxonomy import CATEGORY_NAMES, SEPARATE_NAMES, roll_up
 
 __all__ = ["GOLD_DIR", "agreement_table", "evaluate_gold", "evidence_labels", "score_gold"]
 

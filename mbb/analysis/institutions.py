@@ -31,7 +31,7 @@ import polars as pl
 
 from mbb.analysis._frames import condition_of, labels_of
 from mbb.analysis.rules import forward_commitments
-from mbb.taxonomy import CATEGORIES
+from mbb.core.taxonomy import CATEGORIES
 
 __all__ = [
     "PERSONA_MANDATES",

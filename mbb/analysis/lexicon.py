@@ -1,6 +1,6 @@
 """A paraphrase-rich lexicon of taxonomy cues, with negation handling.
 
-Written from the category definitions (`mbb.taxonomy`) and ordinary negotiation language, not
+Written from the category definitions (`mbb.core.taxonomy`) and ordinary negotiation language, not
 from mbb's persona templates: each cue is a family of paraphrases of one idea ("I opened at",
 "my first number", "that was my opening") rather than a template's exact wording. A cue is one
 signal among others: the trained model (`mbb.analysis.textclf`) takes cue hits as features and

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 import polars as pl
 
 from mbb.analysis._frames import condition_of, labels_of, utterances
-from mbb.taxonomy import CATEGORIES
+from mbb.core.taxonomy import CATEGORIES
 
 __all__ = ["linguistic_drift", "worker_linguistics"]
 

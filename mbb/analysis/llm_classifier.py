@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from mbb.taxonomy import ALL_BY_NAME, ALL_LABELS
+from mbb.core.taxonomy import ALL_BY_NAME, ALL_LABELS
 
 __all__ = [
     "GUIDE",

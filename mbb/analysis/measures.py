@@ -1,6 +1,6 @@
 """The paper's measures (SCARCE §5 and appendix C), each a tidy polars table.
 
-Inputs are the tables from `mbb.tables` (with `runs`/`workers` from `with_run_info` where a
+Inputs are the tables from `mbb.core.tables` (with `runs`/`workers` from `with_run_info` where a
 measure needs the condition's memory/bid regime or each worker's model) and, for behaviour
 measures, the worker-round labels of a classifier (`worker_round_predictions`).
 "model" is the paper's model column: the LLM name, or the persona for scripted workers.
@@ -16,7 +16,7 @@ import polars as pl
 from mbb.analysis._frames import condition_of, labels_of
 from mbb.analysis.rules import rule_statements
 from mbb.analysis.stats import chi2_contingency
-from mbb.taxonomy import CATEGORIES, CATEGORY_NAMES
+from mbb.core.taxonomy import CATEGORIES, CATEGORY_NAMES
 
 __all__ = [
     "GROUPS",

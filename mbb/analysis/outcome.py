@@ -40,7 +40,7 @@ Grouping keys: `run_id`, `subrun`, `worker`, `task` (from `subrun_started`), `co
 `-seedNNNN`), `mechanism` and `base_run` (see `mechanism_labels`), any column of the `runs` or
 `workers` tables (`with_run_info`: e.g. `persona`, `label`, `memory`), and any column of the
 frames passed as `attributes` (joined on the keys they share with the worker-subruns: e.g.
-`mbb.study.run_models` for a run's model). A count that cannot be tied to a group's keys (an
+`mbb.batch.study.run_models` for a run's model). A count that cannot be tied to a group's keys (an
 LLM call with no worker, when grouping by worker) is left out of that group's counts.
 """
 
@@ -93,7 +93,7 @@ def mechanism_labels(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     """One row per run: `mechanism` (`negotiated` for the agents' institutions, else the
     centralized rule that published its schedules, or the replay suffix of its id) and
     `base_run` (the original run a replay re-schedules, so mechanisms pair up on one workload)."""
-    from mbb.scheduling.centralized import CENTRALIZED
+    from mbb.protocol.scheduling.centralized import CENTRALIZED
 
     runs = tables["evaluations"].select("run_id").unique()
     rule = tables["rounds"].sort("subrun", "round").group_by("run_id").agg(pl.col("rule").first())
@@ -235,11 +235,11 @@ def outcomes(
 ) -> pl.DataFrame:
     """One row per group of worker-subruns with every column of `OUTCOME_COLUMNS`.
 
-    tables: the event tables (`mbb.tables`), optionally with `runs`/`workers` and a
-        `condition` column (`mbb.compare.load_conditions`).
+    tables: the event tables (`mbb.core.tables`), optionally with `runs`/`workers` and a
+        `condition` column (`mbb.analysis.compare.load_conditions`).
     by: the grouping key or keys (see the module docstring for what can be grouped on).
     attributes: extra frames with a `run_id` column (and optionally `subrun`, `worker`) whose
-        other columns become grouping keys, e.g. `mbb.study.run_models(tables)` for `model`.
+        other columns become grouping keys, e.g. `mbb.batch.study.run_models(tables)` for `model`.
     """
     by = [by] if isinstance(by, str) else list(by)
     if not by:

@@ -340,7 +340,7 @@ def rule_statements(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     of first statement), `role` (making/citation, see the module docstring), `new_to_run`
     (the round is the rule's first in the run) and where the rule was first stated.
 
-    tables: the run tables of `mbb.tables` (declarations, messages, ballots)."""
+    tables: the run tables of `mbb.core.tables` (declarations, messages, ballots)."""
     u = utterances(tables).select("run_id", "seq", "subrun", "round", "worker", "source", "text")
     rows = []
     for run_id, part in u.sort("run_id", "seq").group_by("run_id", maintain_order=True):
@@ -370,7 +370,7 @@ def forward_commitments(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     """One row per utterance with a forward-scoped commitment: run, seq, subrun, round,
     worker, source, to (the addressee of a private message, else null) and the sentence.
 
-    tables: the run tables of `mbb.tables`."""
+    tables: the run tables of `mbb.core.tables`."""
     u = utterances(tables)
     sent = u.select(
         "run_id",

@@ -2,7 +2,7 @@
 (Fig. 11) and the reasoning-effort table (Table 9).
 
 `text_measures_by_run` is what `mbb.analysis.stats.condition_differences` and
-`mbb.compare.condition_table` compare across conditions: the seed (run) is the unit, so a
+`mbb.analysis.compare.condition_table` compare across conditions: the seed (run) is the unit, so a
 condition difference comes with a bootstrap CI over seeds. Each measure's definition:
 
 - rule_making: share of the run's rounds with rule-making (`mbb.analysis.rules`);

@@ -27,7 +27,7 @@ import numpy as np
 
 from mbb.analysis.corpus import CorpusError, Utterance, read_utterances
 from mbb.analysis.textclf import MODEL_PATH, TextModel, features
-from mbb.taxonomy import ALL_LABELS, CATEGORY_NAMES, roll_up
+from mbb.core.taxonomy import ALL_LABELS, CATEGORY_NAMES, roll_up
 
 if TYPE_CHECKING:
     from scipy.sparse import csr_matrix

@@ -13,7 +13,7 @@ import numpy as np
 import polars as pl
 
 from mbb.analysis._frames import utterances
-from mbb.taxonomy import ALL_LABELS, CATEGORY_NAMES
+from mbb.core.taxonomy import ALL_LABELS, CATEGORY_NAMES
 
 __all__ = [
     "cohen_kappa",

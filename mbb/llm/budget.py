@@ -20,7 +20,7 @@ import sqlite3
 import threading
 from pathlib import Path
 
-from mbb.errors import BudgetExhausted
+from mbb.core.errors import BudgetExhausted
 
 __all__ = ["LEDGER_ENV", "BudgetExhausted", "SpendLedger", "ledger_for"]
 

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, Literal
 
-from mbb.errors import CacheMiss, LlmCacheError
+from mbb.core.errors import CacheMiss, LlmCacheError
 
 __all__ = ["CacheMiss", "CacheMode", "LlmCache", "LlmCacheError", "request_key"]
 

@@ -13,7 +13,7 @@ exponential backoff and full jitter (honouring `Retry-After` seconds) through an
 message naming the model, base URL and variable — never the key. `aclose` closes the
 connections; the arena calls it when a run ends.
 
-The error types live in `mbb.errors` and are re-exported here for the callers of old.
+The error types live in `mbb.core.errors` and are re-exported here for the callers of old.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from mbb.errors import LlmConfigError, LlmError, LlmUnavailable
+from mbb.core.errors import LlmConfigError, LlmError, LlmUnavailable
 from mbb.llm.budget import SpendLedger
 from mbb.llm.cache import LlmCache
 from mbb.llm.config import ModelConfig, Price

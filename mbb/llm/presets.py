@@ -18,7 +18,7 @@ functions the client and the config call at fixed points — no provider conditi
   prompt tokens in `prompt_tokens_details.cached_tokens`, DeepSeek's `prompt_cache_hit_tokens`
   or llama.cpp's `timings.cache_n`; every provider's error body shape.
 
-The quirks are emulated, one by one, by `mbb.llm.emulate` for the tests.
+The quirks are emulated, one by one, by `mbb.testing.emulate` for the tests.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The provider protocol and its one implementation, an OpenAI-compatible chat endpoint.
 
 A provider does one attempt of one request: it sends the body, parses the answer, and turns
-every failure into a typed error from `mbb.errors` (`LlmConfigError` fails fast, `LlmTransient`
+every failure into a typed error from `mbb.core.errors` (`LlmConfigError` fails fast, `LlmTransient`
 is worth retrying, any other `LlmUnavailable` is the request's own fault). Retries, the
 concurrency limit, the replay cache, spend caps and the audit are wrappers around it
 (`mbb.llm.wrappers`), each a `Provider` itself, so they compose in any order.
@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 import openai
 
-from mbb.errors import LlmConfigError, LlmTransient, LlmUnavailable
+from mbb.core.errors import LlmConfigError, LlmTransient, LlmUnavailable
 from mbb.llm import presets
 from mbb.llm.cache import request_key
 from mbb.llm.config import ModelConfig
@@ -87,7 +87,7 @@ class Provider(Protocol):
     """Answers one call. Wrappers and the endpoint implementation alike."""
 
     async def complete(self, call: Call) -> LlmResult:
-        """The answer, or a typed `mbb.errors.LlmError`."""
+        """The answer, or a typed `mbb.core.errors.LlmError`."""
         ...
 
     async def aclose(self) -> None:

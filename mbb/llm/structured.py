@@ -19,7 +19,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from mbb.events import InvalidAction
+from mbb.core.events import InvalidAction
 from mbb.llm import prompts
 from mbb.llm.cache import LlmCache
 from mbb.llm.client import CallMeta, ChatRequest, Emit, LlmClient, LlmResult, LlmUnavailable

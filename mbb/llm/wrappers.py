@@ -25,8 +25,8 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
-from mbb.errors import CacheMiss, LlmError, LlmTransient, LlmUnavailable
-from mbb.events import LlmCall
+from mbb.core.errors import CacheMiss, LlmError, LlmTransient, LlmUnavailable
+from mbb.core.events import LlmCall
 from mbb.llm.budget import SpendLedger
 from mbb.llm.cache import LlmCache
 from mbb.llm.config import Price

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import numpy as np
 
-    from mbb.agents.base import Negotiator, Solver
-    from mbb.arena import Arena
+    from mbb.core.agent_api import Negotiator, Solver
     from mbb.params import WorkerSpec
+    from mbb.protocol.arena import Arena
 
 __all__ = [
     "NEGOTIATOR_BACKENDS",

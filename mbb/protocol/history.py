@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from mbb.agents.base import PastRound
-    from mbb.board import Post
+    from mbb.core.agent_api import PastRound
+    from mbb.protocol.board import Post
 
 __all__ = ["posts_summary", "rounds_summary"]
 

@@ -4,8 +4,9 @@ runs it, on ONE path for every mechanism.
 
 - `NegotiatedMechanism`: the protocol's phases 1-4 (declarations, conversation, ballots,
   aggregation) with the condition's aggregation, allocation and payment rules from the registry.
-- `CentralizedMechanism`: an operator's scheduler (`mbb.scheduling.centralized`) on the queued
-  requests; the bid mechanisms first ask for sealed declarations (phase 1 only, nothing posted).
+- `CentralizedMechanism`: an operator's scheduler (`mbb.protocol.scheduling.centralized`) on
+  the queued requests; the bid mechanisms first ask for sealed declarations (phase 1 only,
+  nothing posted).
 
 Built from `mbb.protocol.rules.MECHANISMS[kind].implementation()`.
 """
@@ -17,11 +18,11 @@ from typing import TYPE_CHECKING, Protocol
 from mbb.protocol import phases
 from mbb.protocol.phases import Round, Schedule
 from mbb.protocol.rules import AGGREGATION, ALLOCATION, PAYMENT
-from mbb.scheduling.aggregation import tie_break_order
-from mbb.scheduling.centralized import Job, Scheduler
+from mbb.protocol.scheduling.aggregation import tie_break_order
+from mbb.protocol.scheduling.centralized import Job, Scheduler
 
 if TYPE_CHECKING:
-    from mbb.arena import Arena
+    from mbb.protocol.arena import Arena
 
 __all__ = ["CentralizedMechanism", "Mechanism", "NegotiatedMechanism"]
 

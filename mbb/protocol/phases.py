@@ -13,10 +13,16 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from mbb import events as ev
-from mbb.agents.base import PastRound, RoundView
-from mbb.scheduling.actions import Ballot, ConversationTurn, Declaration, Withdraw, as_payload
-from mbb.scheduling.validation import (
+from mbb.core import events as ev
+from mbb.core.actions import (
+    Ballot,
+    ConversationTurn,
+    Declaration,
+    Withdraw,
+    as_payload,
+)
+from mbb.core.agent_api import PastRound, RoundView
+from mbb.protocol.scheduling.validation import (
     Issue,
     default_ballot,
     default_declaration,
@@ -26,7 +32,7 @@ from mbb.scheduling.validation import (
 )
 
 if TYPE_CHECKING:
-    from mbb.arena import Arena
+    from mbb.protocol.arena import Arena
 
 __all__ = [
     "Round",

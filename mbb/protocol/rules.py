@@ -17,10 +17,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from mbb.scheduling import aggregation as agg
-from mbb.scheduling import allocation as alloc
-from mbb.scheduling import centralized as cz
-from mbb.scheduling import payment as pay
+from mbb.protocol.scheduling import aggregation as agg
+from mbb.protocol.scheduling import allocation as alloc
+from mbb.protocol.scheduling import centralized as cz
+from mbb.protocol.scheduling import payment as pay
 
 if TYPE_CHECKING:
     from mbb.protocol.mechanisms import Mechanism

@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from mbb.agents.base import WindowGrant
-from mbb.events import CommandRun
+from mbb.core.agent_api import WindowGrant
+from mbb.core.events import CommandRun
 from mbb.resource import cgroups, fs
 from mbb.resource.broker import ReferenceBroker
 from mbb.resource.sandbox import (

@@ -39,8 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mbb.agents.base import EvaluationResult
-from mbb.events import CommandRun, HiddenTestResult
+from mbb.core.agent_api import EvaluationResult
+from mbb.core.events import CommandRun, HiddenTestResult
 from mbb.resource import cgroups, fs
 from mbb.resource.broker import CLIENT_SOURCE
 from mbb.resource.fs import CopyLimits, TreeOverLimits, copy_tree

@@ -20,15 +20,17 @@ import json
 import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mbb.agents.base import EvaluationResult
-from mbb.events import ScratchWritten
+from mbb.core.actions import Request
+from mbb.core.agent_api import EvaluationResult
+from mbb.core.events import ScratchWritten
 from mbb.resource.resource import CommandResult, ExecutionResource, check_argument
-from mbb.scheduling.actions import Request
-from mbb.scratch import Scratch
 from mbb.tasks.evaluator import Evaluation, evaluate_submission
 from mbb.tasks.suite import Suite
+
+if TYPE_CHECKING:
+    from mbb.protocol.scratch import Scratch  # agents' memory, passed in by the protocol
 
 __all__ = ["SolverTools", "ToolResult", "WorkspaceEvaluation"]
 

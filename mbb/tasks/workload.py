@@ -32,11 +32,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mbb.params import Condition
+if TYPE_CHECKING:  # the condition is read, never built here
+    from mbb.params import Condition
 
 __all__ = [
     "JITTER_SD",

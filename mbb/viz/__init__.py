@@ -14,7 +14,7 @@ One module per topic, all drawn with the shared look of `mbb.viz.theme`:
 
 Every figure aggregates in polars first and returns an altair chart. The submodules are
 imported on first use (PEP 562) and altair only with them, so `import mbb.viz` stays light.
-Render offline with `mbb.render.enable()` (notebooks) or `mbb.render.save_chart` (files).
+Render offline with `mbb.viz.render.enable()` (notebooks) or `mbb.viz.render.save_chart` (files).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Figures for "do institutions help or hurt?": altair charts from `mbb.mechanisms.compare`.
+"""Figures for "do institutions help or hurt?": altair charts from
+`mbb.analysis.mechanisms.compare`.
 
 Every chart aggregates in polars first (means with 95 % intervals, quantiles), labels axes with
 units, carries tooltips, and keeps one order and colour per mechanism (the agents'
@@ -14,7 +15,7 @@ from collections.abc import Callable, Sequence
 import altair as alt
 import polars as pl
 
-from mbb.scheduling.centralized import CENTRALIZED
+from mbb.protocol.scheduling.centralized import CENTRALIZED
 from mbb.viz.theme import WIDE_WIDTH, none_chart, worker_color, worker_order
 
 __all__ = [

@@ -41,7 +41,7 @@ def resource_timeline(
     """Gantt of execution windows per worker and subrun; deadlines marked; waiting shaded. The
     subrun rows share one time axis, so their lengths compare.
 
-    tables: the event tables (`mbb.tables`).
+    tables: the event tables (`mbb.core.tables`).
     run_id: the run to draw (default: the first run id).
     """
     first = tables["subrun_workers"]["run_id"].min()
@@ -185,7 +185,7 @@ def bids_by_round(tables: Mapping[str, pl.DataFrame]) -> alt.FacetChart | alt.Ch
     """Final declared bid per worker per round (mean over runs), one panel per subrun; the
     panels share the bid scale.
 
-    tables: the event tables (`mbb.tables`).
+    tables: the event tables (`mbb.core.tables`).
     """
     title = "Bids per round (mean over runs)"
     d = tables["declarations"].sort("seq").group_by("run_id", "subrun", "round", "worker").last()
@@ -216,7 +216,7 @@ def budgets_over_rounds(tables: Mapping[str, pl.DataFrame]) -> alt.FacetChart | 
     """Credits left per worker after each round's payments (mean over runs), one panel per
     subrun sharing the credit scale.
 
-    tables: the event tables (`mbb.tables`).
+    tables: the event tables (`mbb.core.tables`).
     """
     title = "Budgets over time (mean over runs)"
     sw = tables["subrun_workers"].select("run_id", "subrun", "worker", "budget")
@@ -272,7 +272,7 @@ def outcomes_by_subrun(tables: Mapping[str, pl.DataFrame]) -> alt.FacetChart | a
     """Completion and deadline-miss rates, mean progress and mean test score per subrun (over
     runs; `mbb.analysis.outcome.outcomes`), all on one 0-1 scale shared by the panels.
 
-    tables: the event tables (`mbb.tables`).
+    tables: the event tables (`mbb.core.tables`).
     """
     title = "Outcomes per subrun"
     if tables["evaluations"].is_empty():

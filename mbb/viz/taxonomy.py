@@ -16,7 +16,7 @@ import altair as alt
 import polars as pl
 
 from mbb import analysis as A
-from mbb.taxonomy import CATEGORIES
+from mbb.core.taxonomy import CATEGORIES
 from mbb.viz.theme import model_color, none_chart, none_layer, with_empty_panels, worker_order
 
 __all__ = [

@@ -12,7 +12,7 @@ Conventions the figures follow (mbb's choices):
   says so in its title.
 - A panel (or a whole chart) where nothing happened says "none" (`none_layer`, `none_chart`)
   instead of being left empty.
-- Font sizes (`FONT_SIZES`) are applied when a chart is rendered (`mbb.render.legible`), under
+- Font sizes (`FONT_SIZES`) are applied when a chart is rendered (`mbb.viz.render.legible`), under
   a chart's own config, so charts stay composable.
 """
 

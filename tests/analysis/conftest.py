@@ -27,7 +27,7 @@ import pytest
 
 
 class Log:
-    """Builds event lines grouped by kind, as `mbb.tables.tables_from_lines` expects."""
+    """Builds event lines grouped by kind, as `mbb.core.tables.tables_from_lines` expects."""
 
     def __init__(self, run_id: str) -> None:
         self.run_id = run_id
@@ -303,7 +303,7 @@ def build_scenario(run_id: str = "base-seed0001", *, memory: bool = True) -> Log
 
 def tables_of(*logs: Log):
     from mbb.analysis import with_run_info
-    from mbb.tables import tables_from_lines
+    from mbb.core.tables import tables_from_lines
 
     by_kind: dict[str, list[str]] = defaultdict(list)
     for log in logs:

@@ -14,7 +14,7 @@ from mbb.analysis.classify_cli import classify_items
 from mbb.analysis.corpus import CorpusError, read_utterances
 from mbb.analysis.validation import export_ipw_sample, gold_prf, ipw_estimates
 from mbb.cli import main
-from mbb.taxonomy import ALL_LABELS, roll_up
+from mbb.core.taxonomy import ALL_LABELS, roll_up
 
 
 def write(path, rows):

@@ -139,7 +139,7 @@ def test_gold_rule_detection_on_the_dev_split():
 
 
 def test_condition_table_reports_n_ci_and_paired_differences(events):
-    from mbb.compare import OUTCOME_MEASURES, condition_table
+    from mbb.analysis.compare import OUTCOME_MEASURES, condition_table
 
     from .synthetic import Knobs, synthetic_run
 

@@ -8,7 +8,7 @@ import json
 from collections import Counter
 
 from mbb.analysis.agreement import GOLD_DIR, adjudicate, agreement, read_annotations
-from mbb.taxonomy import CATEGORY_NAMES
+from mbb.core.taxonomy import CATEGORY_NAMES
 
 # Frozen before any classifier was tuned: changing the test split must be a visible decision
 TEST_SHA256 = "fde36e73ffbdb8b7668194087de97fa1a42ccad7714b9be45a35324583ca1753"

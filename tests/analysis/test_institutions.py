@@ -12,8 +12,8 @@ from mbb.analysis import (
     utterance_predictions,
     worker_round_predictions,
 )
+from mbb.core.taxonomy import CATEGORY_NAMES
 from mbb.params import PERSONAS
-from mbb.taxonomy import CATEGORY_NAMES
 
 
 def test_mandates_cover_every_persona_with_known_categories():

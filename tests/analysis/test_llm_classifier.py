@@ -19,7 +19,7 @@ from mbb.analysis import (
     utterance_predictions,
     utterances,
 )
-from mbb.taxonomy import ALL_LABELS
+from mbb.core.taxonomy import ALL_LABELS
 
 
 def test_prompt_and_schema_name_every_category():

@@ -14,10 +14,10 @@ import polars as pl
 import pytest
 
 from mbb import analysis as A
-from mbb.arena import run_condition
+from mbb.core.paths import PROJECT_ROOT
+from mbb.core.tables import tables_from_lines
 from mbb.params import load_params
-from mbb.paths import PROJECT_ROOT
-from mbb.tables import tables_from_lines
+from mbb.protocol.arena import run_condition
 
 SEEDS = range(10)
 REPS, PER_REP = 20, 8  # null tests: 20 disjoint sets of 8 seeds

@@ -7,14 +7,14 @@ import polars as pl
 import pytest
 
 from mbb import analysis as A
-from mbb.tables import concat_tables
+from mbb.core.tables import concat_tables
 
 
 @pytest.fixture(scope="module")
 def batch(tmp_path_factory):
+    from mbb.batch.runner import run_many
+    from mbb.core.paths import PROJECT_ROOT
     from mbb.params import load_params
-    from mbb.paths import PROJECT_ROOT
-    from mbb.runner import run_many
 
     parts = []
     for name in ("urgent_worker", "rich_worker", "fixed_bids"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 
 from mbb.analysis import CUES
-from mbb.taxonomy import (
+from mbb.core.taxonomy import (
     ALL_LABELS,
     BY_NAME,
     CATEGORIES,

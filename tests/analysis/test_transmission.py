@@ -15,7 +15,7 @@ from mbb.analysis import (
     validate_commitment_acts,
     with_run_info,
 )
-from mbb.tables import concat_tables
+from mbb.core.tables import concat_tables
 
 
 def test_commitment_acts_from_text(scen):
@@ -200,9 +200,9 @@ def test_transmission_rates_exact(scen, scen_ev):
 
 @pytest.fixture(scope="module")
 def memory_pair(tmp_path_factory):
+    from mbb.batch.runner import run_many
+    from mbb.core.paths import PROJECT_ROOT
     from mbb.params import load_params
-    from mbb.paths import PROJECT_ROOT
-    from mbb.runner import run_many
 
     parts = []
     for name in ("base", "memory_off"):

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from mbb.events import EventLog
+from mbb.core.events import EventLog
 from mbb.llm.client import LlmClient
 from mbb.llm.config import ModelConfig, Price
-from mbb.llm.testserver import FakeOpenAIServer
+from mbb.testing.testserver import FakeOpenAIServer
 
 SECRET = "sk-test-DO-NOT-LEAK-0123456789abcdef"
 KEY_ENV = "MBB_TEST_LLM_KEY"

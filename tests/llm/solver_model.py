@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from mbb.agents.oracle import DEFAULT_ORACLE_DIR
-from mbb.llm.testserver import Reply, declaring_responder
+from mbb.testing.testserver import Reply, declaring_responder
 
 _TASK = re.compile(r"^Task (\S+) \(subrun (\d+)\)", re.M)
 _WORKER = re.compile(r"You are the solver of worker (\S+)\.")

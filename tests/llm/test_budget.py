@@ -8,13 +8,13 @@ import json
 
 import pytest
 
-from mbb.events import read_lines
+from mbb.batch.resume import resume_run
+from mbb.batch.runner import run_many
+from mbb.core.events import read_lines
 from mbb.llm.budget import LEDGER_ENV, BudgetExhausted, SpendLedger, ledger_for
-from mbb.llm.emulate import ProviderEmulator
-from mbb.llm.testserver import FakeOpenAIServer, declaring_responder
 from mbb.params import load_params
-from mbb.resume import resume_run
-from mbb.runner import run_many
+from mbb.testing.emulate import ProviderEmulator
+from mbb.testing.testserver import FakeOpenAIServer, declaring_responder
 
 from .conftest import KEY_ENV, SECRET, replay_comparable
 

@@ -15,7 +15,7 @@ from mbb.llm.client import (
     LlmUnavailable,
     request_body,
 )
-from mbb.llm.testserver import Reply
+from mbb.testing.testserver import Reply
 
 from .conftest import KEY_ENV, SECRET, make_client, make_config
 
@@ -197,7 +197,7 @@ def test_cache_read_write_then_replay_makes_zero_requests(server, sleeps, tmp_pa
         cache.close()
         return out
 
-    from mbb.events import EventLog
+    from mbb.core.events import EventLog
 
     live_log, replay_log = EventLog("a"), EventLog("b")
     live = asyncio.run(run("read_write", live_log))

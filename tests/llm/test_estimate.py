@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from mbb.arena import run_condition
+from mbb.batch.estimate import _loopback, estimate_from_runs, estimate_study
+from mbb.batch.runner import run_many
 from mbb.cli import main
-from mbb.estimate import _loopback, estimate_from_runs, estimate_study
+from mbb.core.tables import tables_from_log
 from mbb.llm.client import ChatRequest, request_body
-from mbb.llm.emulate import ProviderEmulator
-from mbb.llm.testserver import FakeOpenAIServer, declaring_responder
 from mbb.params import ParamsError, load_params
-from mbb.runner import run_many
-from mbb.tables import tables_from_log
+from mbb.protocol.arena import run_condition
+from mbb.testing.emulate import ProviderEmulator
+from mbb.testing.testserver import FakeOpenAIServer, declaring_responder
 
 
 def _cond(root, **over):

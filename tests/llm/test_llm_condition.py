@@ -9,11 +9,11 @@ import os
 import polars as pl
 import pytest
 
-from mbb.arena import run_condition
-from mbb.llm.testserver import FakeOpenAIServer, Reply, schema_responder
+from mbb.batch.runner import run_many
+from mbb.core.tables import tables_from_log
 from mbb.params import load_params
-from mbb.runner import run_many
-from mbb.tables import tables_from_log
+from mbb.protocol.arena import run_condition
+from mbb.testing.testserver import FakeOpenAIServer, Reply, schema_responder
 
 from .conftest import KEY_ENV, SECRET, replay_comparable
 

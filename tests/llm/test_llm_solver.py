@@ -10,19 +10,19 @@ from pathlib import Path
 
 import pytest
 
-from mbb.agents.base import SolverView, SubrunRecap, TaskAssignment, WindowGrant
 from mbb.agents.llm_solver import LlmSolver, make_llm_solver, parse_tool_call
-from mbb.arena import run_condition
-from mbb.events import EventLog
+from mbb.core.actions import Request, Withdraw
+from mbb.core.agent_api import SolverView, SubrunRecap, TaskAssignment, WindowGrant
+from mbb.core.events import EventLog
+from mbb.core.tables import tables_from_log
 from mbb.llm.client import LlmResult
 from mbb.llm.structured import InvalidOutput
-from mbb.llm.testserver import FakeOpenAIServer, Reply
 from mbb.params import SolverLoopParams, load_params
+from mbb.protocol.arena import run_condition
+from mbb.protocol.scratch import Scratch
 from mbb.resource.resource import ExecutionResource
-from mbb.scheduling.actions import Request, Withdraw
-from mbb.scratch import Scratch
-from mbb.tables import tables_from_log
 from mbb.tasks.suite import build_suite
+from mbb.testing.testserver import FakeOpenAIServer, Reply
 
 from .conftest import KEY_ENV, SECRET, make_client, make_config, replay_comparable
 from .solver_model import SolverScript, worker_of

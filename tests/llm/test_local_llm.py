@@ -22,10 +22,10 @@ from collections import Counter
 import pytest
 from helpers import Run, check_invariants, check_ledger
 
-from mbb import arena as arena_mod
-from mbb.events import comparable, parse_events
+from mbb.core.events import comparable, parse_events
 from mbb.llm import local
 from mbb.params import load_params
+from mbb.protocol import arena as arena_mod
 
 pytestmark = pytest.mark.local_llm
 

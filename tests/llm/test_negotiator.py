@@ -5,13 +5,13 @@ from __future__ import annotations
 import asyncio
 import json
 
-from mbb.agents.base import SubrunRecap
 from mbb.agents.llm_negotiator import LlmNegotiator, make_llm_negotiator
-from mbb.events import parse_events
+from mbb.core.actions import Ballot, ConversationTurn, Declaration, Message
+from mbb.core.agent_api import SubrunRecap
+from mbb.core.events import parse_events
 from mbb.llm.cache import LlmCache
-from mbb.llm.testserver import Reply
 from mbb.params import load_params
-from mbb.scheduling.actions import Ballot, ConversationTurn, Declaration, Message
+from mbb.testing.testserver import Reply
 
 from .conftest import SECRET, make_client, make_config
 from .views import CANDS, good_responder, make_view
@@ -150,7 +150,7 @@ def test_concurrent_phase_overlaps_requests(server, sleeps, log) -> None:
 
 
 def test_replay_is_identical_with_zero_requests(server, sleeps, tmp_path) -> None:
-    from mbb.events import EventLog
+    from mbb.core.events import EventLog
 
     server.responder = good_responder
     path = tmp_path / "cache.sqlite"

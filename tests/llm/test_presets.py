@@ -1,4 +1,4 @@
-"""Endpoint presets against loopback servers emulating each provider's quirks (mbb.llm.emulate):
+"""Endpoint presets against loopback servers emulating each provider's quirks (mbb.testing.emulate):
 the request each preset sends is accepted, reasoning text and cached tokens are read from the
 provider's own fields, tool-call arguments in either format parse, each provider's error body
 reaches the message, and unsupported options are refused before any request."""
@@ -11,15 +11,15 @@ import json
 import pytest
 from pydantic import BaseModel, ConfigDict
 
-from mbb.events import EventLog
+from mbb.core.events import EventLog
 from mbb.llm import presets
 from mbb.llm.cache import request_key
 from mbb.llm.client import CallMeta, ChatRequest, LlmUnavailable, request_body
 from mbb.llm.config import ModelConfig
-from mbb.llm.emulate import PROVIDERS, ProviderEmulator, provider_error
 from mbb.llm.structured import ActionSpec, ask_action
-from mbb.llm.testserver import FakeOpenAIServer
 from mbb.params import ParamsError, load_params
+from mbb.testing.emulate import PROVIDERS, ProviderEmulator, provider_error
+from mbb.testing.testserver import FakeOpenAIServer
 
 from .conftest import KEY_ENV, SECRET, make_client
 

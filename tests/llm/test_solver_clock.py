@@ -9,12 +9,12 @@ import json
 
 import pytest
 
-from mbb.arena import run_condition_async
+from mbb.core.tables import tables_from_log
 from mbb.llm.cache import LlmCache
-from mbb.llm.testserver import FakeOpenAIServer
 from mbb.params import load_params
-from mbb.tables import tables_from_log
+from mbb.protocol.arena import run_condition_async
 from mbb.tasks.suite import build_suite
+from mbb.testing.testserver import FakeOpenAIServer
 
 from .conftest import KEY_ENV, SECRET, FakeClock, make_client
 from .solver_model import SolverScript

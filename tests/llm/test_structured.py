@@ -10,9 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mbb.agents.llm_negotiator import LlmNegotiator
+from mbb.core.actions import Declaration, Withdraw
 from mbb.llm.structured import InvalidOutput, extract_json
-from mbb.llm.testserver import Reply
-from mbb.scheduling.actions import Declaration, Withdraw
+from mbb.testing.testserver import Reply
 
 from .conftest import make_client, make_config
 from .views import GOOD, make_view

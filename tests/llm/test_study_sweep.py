@@ -11,11 +11,11 @@ import re
 
 import pytest
 
+from mbb.analysis.compare import load_conditions, model_table
 from mbb.cli import main
-from mbb.compare import load_conditions, model_table
-from mbb.events import read_lines
-from mbb.llm.emulate import ProviderEmulator
-from mbb.llm.testserver import FakeOpenAIServer, declaring_responder
+from mbb.core.events import read_lines
+from mbb.testing.emulate import ProviderEmulator
+from mbb.testing.testserver import FakeOpenAIServer, declaring_responder
 
 MODELS = {  # config name -> (provider emulated, model name sent, extra config)
     "gpt": ("openai", "gpt-4o-mini", {"tool_protocol": "native"}),
@@ -136,8 +136,8 @@ def test_run_model_option_and_refusals(tmp_path, root, endpoints, capsys):
 
 
 def test_the_same_run_against_the_model_served_elsewhere_is_not_foreign(tmp_path, root):
+    from mbb.batch.study import ForeignRunError, check_not_foreign
     from mbb.params import load_params
-    from mbb.study import ForeignRunError, check_not_foreign
 
     def cond(url, **extra):
         model = {"model": "m", "base_url": url, "api_key_env": None, **extra}

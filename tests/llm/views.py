@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from mbb.agents.base import PastRound, RoundView
-from mbb.board import Board
-from mbb.llm.testserver import Reply
-from mbb.scheduling.actions import Declaration
-from mbb.scratch import Scratch
+from mbb.core.actions import Declaration
+from mbb.core.agent_api import PastRound, RoundView
+from mbb.protocol.board import Board
+from mbb.protocol.scratch import Scratch
+from mbb.testing.testserver import Reply
 
 CANDS = ["W1", "W2", "W3"]
 POP = ["W1", "W2", "W3", "W4", "W5"]

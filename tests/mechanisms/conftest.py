@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from mbb.core.paths import PROJECT_ROOT
 from mbb.params import Condition, load_params
-from mbb.paths import PROJECT_ROOT
 
 
 def small(kind: str = "negotiated", **overrides) -> Condition:

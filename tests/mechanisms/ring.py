@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from mbb import arena as arena_mod
-from mbb.agents.base import RoundView, SubrunRecap
-from mbb.scheduling.actions import Ballot, ConversationTurn, Declaration, Intent, Message
-from mbb.scratch import Scratch
+from mbb.core.actions import Ballot, ConversationTurn, Declaration, Intent, Message
+from mbb.core.agent_api import RoundView, SubrunRecap
+from mbb.protocol import arena as arena_mod
+from mbb.protocol.scratch import Scratch
 
 AGREED_PRICE = 20
 

@@ -8,11 +8,11 @@ import polars as pl
 import pytest
 from conftest import small
 
-from mbb.arena import run_condition
-from mbb.events import parse_events
+from mbb.core.events import parse_events
+from mbb.core.tables import tables_from_log
 from mbb.params import ParamsError, load_params
-from mbb.scheduling.centralized import AUCTIONS, BID_MECHANISMS, CENTRALIZED
-from mbb.tables import tables_from_log
+from mbb.protocol.arena import run_condition
+from mbb.protocol.scheduling.centralized import AUCTIONS, BID_MECHANISMS, CENTRALIZED
 
 
 @pytest.mark.parametrize("kind", CENTRALIZED)

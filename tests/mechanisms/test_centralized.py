@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mbb.scheduling.centralized import (
+from mbb.protocol.scheduling.centralized import (
     CENTRALIZED,
     Job,
     edf,

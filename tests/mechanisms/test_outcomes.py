@@ -6,11 +6,11 @@ import polars as pl
 import pytest
 from conftest import small
 
+from mbb.analysis.mechanisms.compare import MEASURES, RUN_KEYS, compare, summary
+from mbb.analysis.mechanisms.replay import replay
 from mbb.analysis.outcome import gini, outcomes, waits
-from mbb.arena import run_condition
-from mbb.mechanisms.compare import MEASURES, RUN_KEYS, compare, summary
-from mbb.mechanisms.replay import replay
-from mbb.tables import concat_tables, tables_from_log
+from mbb.core.tables import concat_tables, tables_from_log
+from mbb.protocol.arena import run_condition
 
 
 @pytest.mark.parametrize(
@@ -77,9 +77,9 @@ def test_figures_build_from_a_comparison():
 def test_mechanisms_notebook_executes(tmp_path):
     import nbformat
 
-    from mbb.notebooks import execute_notebook
-    from mbb.paths import PROJECT_ROOT
-    from mbb.render import MIMETYPE
+    from mbb.batch.notebooks import execute_notebook
+    from mbb.core.paths import PROJECT_ROOT
+    from mbb.viz.render import MIMETYPE
 
     nb_path, _ = execute_notebook(
         PROJECT_ROOT / "notebooks" / "mechanisms.ipynb",

@@ -8,10 +8,10 @@ import polars as pl
 import pytest
 from conftest import small
 
-from mbb.arena import run_condition
-from mbb.mechanisms.replay import ReplayError, recorded_demand, replay
-from mbb.scheduling.centralized import CENTRALIZED
-from mbb.tables import tables_from_log
+from mbb.analysis.mechanisms.replay import ReplayError, recorded_demand, replay
+from mbb.core.tables import tables_from_log
+from mbb.protocol.arena import run_condition
+from mbb.protocol.scheduling.centralized import CENTRALIZED
 
 WINDOW_COLS = [
     "subrun",

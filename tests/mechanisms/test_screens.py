@@ -6,9 +6,9 @@ import pytest
 from conftest import small
 from ring import install_ring
 
-from mbb.arena import run_condition
-from mbb.mechanisms.screens import rotation_stat, screens
-from mbb.tables import concat_tables, tables_from_log
+from mbb.analysis.mechanisms.screens import rotation_stat, screens
+from mbb.core.tables import concat_tables, tables_from_log
+from mbb.protocol.arena import run_condition
 
 SEEDS = range(6)
 
@@ -45,7 +45,7 @@ def test_rotation_stat_perfect_ring_vs_constant_winner():
 
 
 def test_empty_tables_give_an_empty_frame():
-    from mbb.tables import tables_from_lines
+    from mbb.core.tables import tables_from_lines
 
     assert screens(tables_from_lines({})).height == 0
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from mbb.agents.base import WindowGrant
-from mbb.events import EventLog
+from mbb.core.agent_api import WindowGrant
+from mbb.core.events import EventLog
 from mbb.resource.resource import ExecutionResource
 from mbb.tasks.suite import Suite, build_suite, default_cache_dir
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from mbb.agents.base import WindowGrant
-from mbb.events import EventLog
+from mbb.core.agent_api import WindowGrant
+from mbb.core.events import EventLog
 from mbb.resource import cgroups
 from mbb.resource.resource import ExecutionResource
 from mbb.resource.sandbox import SANDBOX_UID, SandboxLimits
@@ -256,7 +256,7 @@ def test_without_cgroups_or_tmpfs_the_sandbox_still_works(tmp_path, suite):
     code = f"""
 import json, os, sys
 sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
-from mbb.agents.base import WindowGrant
+from mbb.core.agent_api import WindowGrant
 from mbb.resource.resource import ExecutionResource
 from mbb.tasks.suite import Suite
 res = ExecutionResource({str(tmp_path / "fb")!r})
@@ -455,7 +455,7 @@ def test_broker_without_cgroups_still_kills_calls_at_the_window_end(tmp_path, su
     code = f"""
 import json, os, sys, time
 sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
-from mbb.agents.base import WindowGrant
+from mbb.core.agent_api import WindowGrant
 from mbb.resource.resource import ExecutionResource
 res = ExecutionResource({str(tmp_path / "fbb")!r}, reference_mode="broker")
 class T:

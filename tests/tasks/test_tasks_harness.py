@@ -8,12 +8,12 @@ import random
 
 import pytest
 
-from mbb.agents.base import SolverView, TaskAssignment, WindowGrant
 from mbb.agents.oracle import OracleSolver, make_oracle_solver
+from mbb.core.actions import Request
+from mbb.core.agent_api import SolverView, TaskAssignment, WindowGrant
 from mbb.params import load_params
+from mbb.protocol.scratch import Scratch
 from mbb.resource.resource import ToolCosts
-from mbb.scheduling.actions import Request
-from mbb.scratch import Scratch
 from mbb.tasks.harness import SolverTools
 
 

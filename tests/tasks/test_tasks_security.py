@@ -441,8 +441,8 @@ def test_broker_reference_bytes_unreachable(broker, suite):
 def test_broker_oracle_end_to_end(broker, suite):
     import asyncio
 
-    from mbb.agents.base import TaskAssignment
     from mbb.agents.oracle import make_oracle_solver
+    from mbb.core.agent_api import TaskAssignment
 
     broker.resource.close_window("W1")
     solver = make_oracle_solver(

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from mbb.agents.base import TaskAssignment
 from mbb.agents.oracle import make_oracle_solver
+from mbb.core.agent_api import TaskAssignment
 from mbb.tasks import suite as suite_mod
 from mbb.tasks.evaluator import evaluate_reference, evaluate_submission
 from mbb.tasks.specs import TASK_SPECS

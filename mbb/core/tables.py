@@ -16,7 +16,7 @@ from pathlib import Path
 import polars as pl
 from polars.datatypes import DataType, DataTypeClass
 
-from mbb.events import EventLog, EventLogError, kind_of, read_lines
+from mbb.core.events import EventLog, EventLogError, kind_of, read_lines
 
 __all__ = [
     "TABLES",
@@ -242,7 +242,7 @@ def tables_from_run_dirs(run_dirs: Iterable[str | Path]) -> dict[str, pl.DataFra
                 if condition is None:
                     condition = (path, first)
                 elif first["params"] != condition[1]["params"]:
-                    from mbb.outdir import first_difference
+                    from mbb.batch.outdir import first_difference
 
                     old = condition[1]
                     diff = first_difference(

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mbb.events import EVENT_KINDS, SCHEMA_VERSION
+from mbb.core.events import EVENT_KINDS, SCHEMA_VERSION
 
 __all__ = ["RunLog", "ViewerResult", "build_viewer", "find_runs", "read_run", "redact"]
 
@@ -354,7 +354,7 @@ def _labels(runs: list[RunLog]) -> tuple[dict[str, dict[int, list[list[str]]]], 
     """run_id -> seq -> [[category, basis, evidence], ...] from `classify_evidence` over every
     readable run at once (one polars parse per kind); a failure is reported, not raised."""
     from mbb.analysis import classify_evidence
-    from mbb.tables import tables_from_lines
+    from mbb.core.tables import tables_from_lines
 
     by_kind: dict[str, list[str]] = defaultdict(list)
     for r in runs:
@@ -428,7 +428,7 @@ def _summary(run: RunLog) -> dict[str, Any]:
 def _path_names(root: Path) -> list[tuple[str, str]]:
     """(absolute prefix, neutral name), longest first: the folder viewed, the project, the home
     folder (as JSON strings: what occurs in a data file)."""
-    from mbb.paths import PROJECT_ROOT
+    from mbb.core.paths import PROJECT_ROOT
 
     pairs = {
         str(root.resolve()): root.resolve().name,

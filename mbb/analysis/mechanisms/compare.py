@@ -2,9 +2,9 @@
 
 For every seed the condition is run as configured (the agents' institutions, when it is
 negotiated), then its recorded demand is replayed under each centralized mechanism
-(`mbb.mechanisms.replay`), so every mechanism faces exactly the same tasks, work, deadlines,
-budgets and solver randomness. Outcomes, waits, execution shares and screens come from the
-event tables of all those runs together.
+(`mbb.analysis.mechanisms.replay`), so every mechanism faces exactly the same tasks, work,
+deadlines, budgets and solver randomness. Outcomes, waits, execution shares and screens come
+from the event tables of all those runs together.
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ from typing import Any
 
 import polars as pl
 
+from mbb.analysis.mechanisms.replay import replay
+from mbb.analysis.mechanisms.screens import screens
 from mbb.analysis.outcome import execution_by_worker, outcomes, waits
-from mbb.arena import run_condition
-from mbb.mechanisms.replay import replay
-from mbb.mechanisms.screens import screens
+from mbb.core.tables import tables_from_lines, write_tables
 from mbb.params import Condition, load_params
-from mbb.scheduling.centralized import CENTRALIZED
-from mbb.tables import tables_from_lines, write_tables
+from mbb.protocol.arena import run_condition
+from mbb.protocol.scheduling.centralized import CENTRALIZED
 
 __all__ = ["MEASURES", "Comparison", "compare", "compare_conditions", "summary"]
 

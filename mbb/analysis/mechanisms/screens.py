@@ -48,7 +48,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from mbb.scheduling.aggregation import tie_break_order
+from mbb.protocol.scheduling.aggregation import tie_break_order
 
 __all__ = ["RULE_CUES", "ScreenThresholds", "rotation_stat", "screens"]
 

@@ -26,8 +26,9 @@ from typing import Any, Literal, TypeVar
 
 import numpy as np
 
-from mbb import events as ev
-from mbb.agents.base import (
+from mbb.core import events as ev
+from mbb.core.actions import Declaration, Request, Withdraw
+from mbb.core.agent_api import (
     BackendFatal,
     EvaluationResult,
     Negotiator,
@@ -39,7 +40,7 @@ from mbb.agents.base import (
     TaskAssignment,
     WindowGrant,
 )
-from mbb.board import Board
+from mbb.core.provenance import provenance
 from mbb.llm.budget import BudgetExhausted
 from mbb.params import Condition, WorkerSpec
 from mbb.protocol import phases
@@ -50,14 +51,13 @@ from mbb.protocol.backends import (
     RngSource,
     SolverFactory,
 )
+from mbb.protocol.board import Board
 from mbb.protocol.explain import plan_of
 from mbb.protocol.phases import Round
 from mbb.protocol.rules import MECHANISMS
-from mbb.provenance import provenance
-from mbb.scheduling.actions import Declaration, Request, Withdraw
-from mbb.scheduling.ledger import Ledger
-from mbb.scheduling.validation import Issue
-from mbb.scratch import Scratch
+from mbb.protocol.scheduling.ledger import Ledger
+from mbb.protocol.scheduling.validation import Issue
+from mbb.protocol.scratch import Scratch
 from mbb.tasks import workload
 
 __all__ = [
@@ -105,14 +105,14 @@ def _round4(x: float) -> float:
 
 
 def run_id_for(condition: str, seed: int, model: str | None = None) -> str:
-    """`<condition>-seedNNNN`; with LLM workers `<condition>-<model>-seedNNNN` (mbb.study)."""
+    """`<condition>-seedNNNN`; with LLM workers `<condition>-<model>-seedNNNN` (mbb.batch.study)."""
     if model:
         return f"{condition}-{model}-seed{seed:04d}"
     return f"{condition}-seed{seed:04d}"
 
 
 def run_id_of(condition: Condition, seed: int) -> str:
-    from mbb.study import model_label
+    from mbb.batch.study import model_label
 
     return run_id_for(condition.name, seed, model_label(condition))
 
@@ -856,7 +856,7 @@ async def run_condition_async(
     run_id = run_id_of(condition, seed)
     run_dir = out_dir / run_id if out_dir is not None else None
     if run_dir is not None and not resume:
-        from mbb.study import check_not_foreign
+        from mbb.batch.study import check_not_foreign
 
         check_not_foreign(run_dir, condition)  # never overwrite another condition's run
     log = ev.EventLog(run_id, run_dir / "events.jsonl" if run_dir else None, resume=resume)

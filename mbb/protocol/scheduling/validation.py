@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mbb.scheduling.actions import Ballot, Declaration, Message
+from mbb.core.actions import Ballot, Declaration, Message
 
 __all__ = [
     "Issue",

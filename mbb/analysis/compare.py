@@ -9,8 +9,8 @@ from typing import Any
 
 import polars as pl
 
-from mbb.paths import user_path
-from mbb.tables import TABLES, load_tables
+from mbb.core.paths import user_path
+from mbb.core.tables import TABLES, load_tables
 
 __all__ = [
     "OUTCOME_MEASURES",
@@ -151,9 +151,9 @@ def model_table(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     """One row per condition x model (the study's model axis): runs, completion, deadline misses,
     progress and LLM cost per run (`mbb.analysis.outcome.outcomes`), with the tokens and cost
     of all runs. A run's model is that of its LLM calls ('scripted' for none; see
-    `mbb.study.run_models`)."""
+    `mbb.batch.study.run_models`)."""
     from mbb.analysis.outcome import outcomes
-    from mbb.study import run_models
+    from mbb.batch.study import run_models
 
     models = run_models(tables)
     keys = ["condition", "model"] if "condition" in tables["evaluations"].columns else ["model"]
@@ -194,9 +194,9 @@ def condition_tables(
     stale folder left by another parameter set (a scripted run takes milliseconds).
     """
     from mbb.analysis import with_run_info
+    from mbb.batch.runner import run_many
+    from mbb.core.tables import concat_tables
     from mbb.params import load_params
-    from mbb.runner import run_many
-    from mbb.tables import concat_tables
 
     parts = []
     for p in params_paths:
@@ -216,8 +216,8 @@ def ensure_conditions(
     params_paths: Iterable[str | Path], *, runs: int, out_root: str | Path = "outputs"
 ) -> list[Path]:
     """Condition folders for these params files, running any whose tables are missing."""
+    from mbb.batch.runner import run_many
     from mbb.params import load_params
-    from mbb.runner import run_many
 
     dirs = []
     for p in params_paths:

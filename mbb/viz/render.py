@@ -10,7 +10,7 @@ reopened untrusted. The ``mbb`` renderer emits, per chart:
   natively with the Vega it bundles, so charts are interactive (tooltips) in JupyterLab too,
   offline; a ``+json`` type, so papermill's validation accepts it. Front ends without a Vega
   renderer fall back to the SVG/PNG;
-- :data:`MIMETYPE` (the Vega-Lite spec as a dict): read back by :mod:`mbb.report` to build
+- :data:`MIMETYPE` (the Vega-Lite spec as a dict): read back by :mod:`mbb.batch.report` to build
   interactive ``vegaEmbed`` charts in the self-contained HTML export;
 - ``text/plain``: a short label instead of a ``alt.Chart(...)`` repr.
 

@@ -16,12 +16,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from mbb.errors import BackendFatal  # re-exported: it lives with the other shared errors
-from mbb.scheduling.actions import Ballot, ConversationTurn, Declaration, Request, Withdraw
+from mbb.core.actions import Ballot, ConversationTurn, Declaration, Request, Withdraw
+from mbb.core.errors import BackendFatal  # re-exported: it lives with the other shared errors
 
 if TYPE_CHECKING:
-    from mbb.board import Post
-    from mbb.scratch import Scratch
+    from mbb.protocol.board import Post
+    from mbb.protocol.scratch import Scratch
 
 __all__ = [
     "BackendFatal",

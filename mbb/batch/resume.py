@@ -11,11 +11,11 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from mbb.arena import run_condition
-from mbb.events import EVENT_ADAPTER, EventLogError, read_lines
-from mbb.outdir import claim
+from mbb.batch.outdir import claim
+from mbb.batch.runner import write_meta
+from mbb.core.events import EVENT_ADAPTER, EventLogError, read_lines
 from mbb.params import Condition
-from mbb.runner import write_meta
+from mbb.protocol.arena import run_condition
 
 __all__ = ["ResumeOutcome", "resume_run"]
 

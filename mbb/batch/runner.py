@@ -29,12 +29,12 @@ from typing import Any
 
 import polars as pl
 
-from mbb.arena import RunResult, run_condition, run_id_of, run_seeds, uses_llm
-from mbb.events import EventLogError, kind_of, read_lines
-from mbb.outdir import claim
+from mbb.batch.outdir import claim
+from mbb.core.events import EventLogError, kind_of, read_lines
+from mbb.core.provenance import provenance
+from mbb.core.tables import concat_tables, tables_from_lines, write_tables
 from mbb.params import Condition
-from mbb.provenance import provenance
-from mbb.tables import concat_tables, tables_from_lines, write_tables
+from mbb.protocol.arena import RunResult, run_condition, run_id_of, run_seeds, uses_llm
 
 __all__ = [
     "BatchInterrupted",
@@ -196,8 +196,6 @@ def _worker_start() -> None:
     """Worker start-up: leave Ctrl-C to the parent, which stops the batch (no traceback per
     worker), and import what every chunk needs before the first task arrives."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    import mbb.arena
-    import mbb.tables  # noqa: F401
 
 
 def _get_pool(processes: int) -> ProcessPoolExecutor:
@@ -258,7 +256,7 @@ def run_many(
     one); `progress`: a tqdm bar (True) or a callback given the number of runs just finished;
     `write`: write `<out_dir>/tables/`; `skip_done`: see below.
 
-    With `out_dir`, the folder is claimed for the batch (`mbb.outdir.claim`: one writer, one
+    With `out_dir`, the folder is claimed for the batch (`mbb.batch.outdir.claim`: one writer, one
     condition). `skip_done` keeps runs that already finished there (verified logs) instead of
     running them again. Ctrl-C raises `BatchInterrupted` after writing the tables of the runs
     that finished."""
@@ -291,7 +289,7 @@ def _run_many(
     all_seeds = list(range(first, first + runs))
     kept: dict[str, list[str]] = {}  # run id -> lines of runs already finished
     if out_dir is not None:
-        from mbb.study import check_not_foreign
+        from mbb.batch.study import check_not_foreign
 
         for s in all_seeds:
             rid = run_id_of(condition, s)

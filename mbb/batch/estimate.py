@@ -2,7 +2,7 @@
 
 Two sources:
 - a scripted dry run (default): a few seeds of the condition run through the real arena and the
-  real prompt builder against a loopback endpoint (`mbb.llm.emulate`) that answers with valid
+  real prompt builder against a loopback endpoint (`mbb.testing.emulate`) that answers with valid
   stand-in actions, counts tokens at about 4 characters a token and reports the prefix it has
   cached the way the model's preset does (OpenAI-style automatic caching; none for endpoints
   that report none). The mean per run is scaled to `runs`;
@@ -99,11 +99,11 @@ def estimate_study(
     cond: Any, runs: int, *, dry_runs: int = 2, provider: str | None = None
 ) -> Estimate:
     """Dry-run `dry_runs` seeds (from the condition's seed) against a scripted endpoint."""
-    from mbb.arena import run_condition, uses_llm
-    from mbb.llm.emulate import PROVIDERS, ProviderEmulator
-    from mbb.llm.testserver import FakeOpenAIServer, declaring_responder
-    from mbb.study import model_label
-    from mbb.tables import tables_from_log
+    from mbb.batch.study import model_label
+    from mbb.core.tables import tables_from_log
+    from mbb.protocol.arena import run_condition, uses_llm
+    from mbb.testing.emulate import PROVIDERS, ProviderEmulator
+    from mbb.testing.testserver import FakeOpenAIServer, declaring_responder
 
     label = model_label(cond) or "scripted"
     if not uses_llm(cond):
@@ -137,8 +137,8 @@ def estimate_study(
 
 def estimate_from_runs(cond: Any, runs: int, dirs: Sequence[str | Path]) -> Estimate:
     """Scale the recorded `llm_call` events of finished runs (run folders or condition folders)."""
-    from mbb.study import model_label
-    from mbb.tables import tables_from_run_dirs
+    from mbb.batch.study import model_label
+    from mbb.core.tables import tables_from_run_dirs
 
     run_dirs: list[Path] = []
     for d in map(Path, dirs):

@@ -2,7 +2,7 @@
 
 Scripted personas and LLM negotiators produce the same models. Shape errors (a string where a
 number belongs) fail validation; range errors that depend on the round (a bid over budget, an
-unknown peer) are repaired by `mbb.scheduling.validation` under stated rules and recorded.
+unknown peer) are repaired by `mbb.protocol.scheduling.validation` under stated rules and recorded.
 """
 
 from __future__ import annotations

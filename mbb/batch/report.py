@@ -1,6 +1,6 @@
 """Self-contained, offline HTML export of executed notebooks with interactive charts.
 
-Every output carrying :data:`mbb.render.MIMETYPE` (a Vega-Lite spec written by the ``mbb``
+Every output carrying :data:`mbb.viz.render.MIMETYPE` (a Vega-Lite spec written by the ``mbb``
 renderer) becomes a ``<div class="mbb-chart">`` holding the static SVG, followed by a script that
 calls ``vegaEmbed`` on it: with JavaScript the chart is interactive (tooltips), without it the SVG
 still shows. The Vega/Vega-Lite/vega-embed bundle from ``vl_convert.javascript_bundle()`` is
@@ -32,7 +32,7 @@ import nbformat
 import vl_convert as vlc
 from nbconvert import HTMLExporter
 
-from mbb.render import MIMETYPE, render_svg, vl_version
+from mbb.viz.render import MIMETYPE, render_svg, vl_version
 
 __all__ = [
     "bootstrap_ci",
@@ -227,7 +227,7 @@ def _exporter() -> HTMLExporter:
 def _path_replacements(notebook_path: Path) -> list[tuple[str, str]]:
     """(absolute prefix, neutral name) pairs, longest first: the page's folder and its parent,
     the project, the Python environment, the current directory and the home folder."""
-    from mbb.paths import PROJECT_ROOT
+    from mbb.core.paths import PROJECT_ROOT
 
     folder = notebook_path.resolve().parent
     pairs = [(str(folder), "."), (str(PROJECT_ROOT), "<mbb>"), (str(Path.home()), "~")]
@@ -415,7 +415,7 @@ def _notebook_failed(nb_path: Path) -> str | None:
 def _folder_tables(folder: Path) -> dict[str, Any] | None:
     """The event tables of a condition folder (a table missing on disk read as empty), or
     None when it has none."""
-    from mbb.tables import TABLES, load_tables, tables_from_lines
+    from mbb.core.tables import TABLES, load_tables, tables_from_lines
 
     tdir = folder / "tables"
     if not (tdir / "evaluations.parquet").is_file():
@@ -442,7 +442,7 @@ def _condition_summary(folder: Path) -> dict[str, Any]:
 
 
 def _spend_by_model(folders: list[Path]) -> str:
-    from mbb.study import spend_table_html
+    from mbb.batch.study import spend_table_html
 
     return spend_table_html(folders)
 
@@ -698,7 +698,7 @@ def build_report(
 
     viewer_index = None
     if viewer:
-        from mbb.viewer import build_viewer
+        from mbb.batch.viewer import build_viewer
 
         res = build_viewer(root, root / VIEWER_DIR)
         viewer_index = res.index

@@ -15,7 +15,7 @@ _PACKAGES = ("mbb", "pydantic", "numpy", "polars", "altair", "openai", "papermil
 
 @functools.cache
 def _git_revision() -> str | None:
-    from mbb.paths import PROJECT_ROOT as root
+    from mbb.core.paths import PROJECT_ROOT as root
 
     try:
         out = subprocess.run(

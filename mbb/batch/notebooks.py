@@ -1,6 +1,6 @@
 """Execute the parameterised notebooks with papermill and export them as offline HTML.
 
-Parameters are passed as absolute paths (the path rule is in `mbb.paths`; the kernel's working
+Parameters are passed as absolute paths (the path rule is in `mbb.core.paths`; the kernel's working
 directory is the caller's, and papermill's `cwd=` would change it for the whole process).
 Nested overrides are passed whole and deep-merged inside the notebook by `mbb.load_params`,
 because papermill replaces a nested default instead of merging it.
@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mbb.paths import notebook_file, user_path
+from mbb.core.paths import notebook_file, user_path
 
 __all__ = ["execute_notebook"]
 
@@ -31,7 +31,7 @@ def execute_notebook(
     Parameters the notebook does not declare are dropped (each notebook takes its own subset)."""
     import papermill
 
-    from mbb.report import export_html
+    from mbb.batch.report import export_html
 
     src = notebook_file(notebook)
     out = user_path(out_dir)

@@ -21,13 +21,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from mbb.notebooks import execute_notebook
+from mbb.batch.notebooks import execute_notebook
+from mbb.core.paths import notebook_file, params_file, user_path
 from mbb.params import load_params
-from mbb.paths import notebook_file, params_file, user_path
 
 __all__ = ["Job", "JobResult", "parse_seeds", "plan_sweep", "run_job", "run_sweep"]
 
-DEFAULT_NOTEBOOK = "run_condition"  # a bare name: mbb's own notebook (mbb.paths)
+DEFAULT_NOTEBOOK = "run_condition"  # a bare name: mbb's own notebook (mbb.core.paths)
 
 
 def parse_seeds(text: str) -> tuple[int, int]:
@@ -99,8 +99,8 @@ def plan_sweep(
     """One job per params file (x model, with `models`: conditions x models x seeds); conditions
     must have distinct names (they name the folders). Every condition must configure every
     model: an unknown name is refused, with the configured ones listed, before any job runs."""
+    from mbb.batch.study import with_model
     from mbb.params import deep_merge
-    from mbb.study import with_model
 
     out = user_path(out_dir)
     jobs: list[Job] = []
@@ -136,7 +136,7 @@ def plan_sweep(
 
 def _stopped_runs(out: Path) -> list[str]:
     """Runs under `out` whose log ends with a spend-cap stop."""
-    from mbb.events import read_lines
+    from mbb.core.events import read_lines
 
     stopped = []
     for path in sorted(out.glob("*/events.jsonl")):
@@ -181,7 +181,7 @@ def run_job(job: Job, *, skip_done: bool = True) -> JobResult:
         html_path = None
         if nb_out.is_file():  # keep the failed notebook readable as a page too
             try:
-                from mbb.report import export_html
+                from mbb.batch.report import export_html
 
                 html_path = str(export_html(nb_out))
             except Exception:

@@ -7,8 +7,8 @@
 - per subrun, each worker's task and the execution seconds it needs (`subrun_started.workers`:
   `task`, `work_s`; checked against the deadlines and budgets recorded there);
 - the modeled solvers' randomness (efficiency, per-window set-up), re-derived from the seed with
-  `mbb.arena.worker_rng`; set-up draws are consumed window by window, so the k-th window a worker
-  gets costs the same set-up under every mechanism;
+  `mbb.protocol.arena.worker_rng`; set-up draws are consumed window by window, so the k-th
+  window a worker gets costs the same set-up under every mechanism;
 - for the bid mechanisms (auctions, proportional share) only: the sealed bid each worker
   declared, in order, within each subrun (`declared`, revisions excluded; a withdrawal in the
   declaration phase counts as one entry), and its declared duration: "the whole request" when
@@ -30,12 +30,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mbb import events as ev
-from mbb.agents.base import RoundView, SubrunRecap
-from mbb.arena import Arena, RunResult, run_coroutine
+from mbb.core import events as ev
+from mbb.core.actions import Ballot, ConversationTurn, Declaration, Withdraw
+from mbb.core.agent_api import RoundView, SubrunRecap
 from mbb.params import Condition, deep_merge
-from mbb.scheduling.actions import Ballot, ConversationTurn, Declaration, Withdraw
-from mbb.scratch import Scratch
+from mbb.protocol.arena import Arena, RunResult, run_coroutine
+from mbb.protocol.scratch import Scratch
 
 __all__ = [
     "RecordedDemand",

@@ -25,7 +25,7 @@ __all__ = [
     "user_path",
 ]
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 PARAMS_DIR = PROJECT_ROOT / "params"
 NOTEBOOKS_DIR = PROJECT_ROOT / "notebooks"
 

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from mbb.llm.testserver import Reply, schema_responder
+from mbb.testing.testserver import Reply, schema_responder
 
 __all__ = [
     "PROVIDERS",
