@@ -28,6 +28,7 @@ def test_ctrl_c_inside_the_loop_constructor_is_raised_once_the_loop_exists(monke
     async def work() -> None:
         started.append(True)
 
+    gc.collect()  # loops other tests left behind are not this test's
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         with pytest.raises(KeyboardInterrupt):

@@ -10,7 +10,9 @@ One module per topic, all drawn with the shared look of `mbb.viz.theme`:
 - `starting_states`: urgent and rich workers, contested wins;
 - `tokens`: the token audit and tokens per credit won;
 - `mechanisms`: the agents' institutions against centralized mechanisms;
-- `workload`: demand and used time against capacity per subrun.
+- `workload`: demand and used time against capacity per subrun;
+- `render`: offline rendering (PNG/SVG) for notebooks and files;
+- `transcript`: one round as an HTML transcript.
 
 Every figure aggregates in polars first and returns an altair chart. The submodules are
 imported on first use (PEP 562) and altair only with them, so `import mbb.viz` stays light.
@@ -25,11 +27,13 @@ from types import ModuleType
 __all__ = [
     "compare",
     "mechanisms",
+    "render",
     "run",
     "starting_states",
     "taxonomy",
     "theme",
     "tokens",
+    "transcript",
     "transmission",
     "workload",
 ]
