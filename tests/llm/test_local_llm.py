@@ -42,6 +42,10 @@ MAX_TOKENS = 128  # a JSON action needs 35-60 tokens; longer answers are cut (->
 # llama-cpp-python otherwise seeds each request from the previous one, so the answers (and the
 # number of repairs, hence the test's length) would depend on the order concurrent calls arrive
 SAMPLING_SEED = 0
+# A request that times out is not cancelled on the server: its retry queues behind it and pays
+# again. On a host loaded by other jobs the first request (the whole static prompt) has taken
+# 200-260 s, past the params' 120 s; waiting longer keeps the requests made the same under load.
+TIMEOUT_S = 1800
 
 
 def same(line: str) -> str:
@@ -73,6 +77,7 @@ def short_condition(root, url: str, cache_file, mode: str):
                 "base_url": url,
                 "max_tokens": MAX_TOKENS,
                 "max_retries": 1,
+                "timeout_s": TIMEOUT_S,
                 "extra_body": {"seed": SAMPLING_SEED},
             }
         },
@@ -205,6 +210,7 @@ def test_llm_solver_tool_loop_on_the_real_local_model(root, tmp_path):
                     "base_url": url,
                     "max_tokens": MAX_TOKENS,
                     "max_retries": 1,
+                    "timeout_s": TIMEOUT_S,
                     "extra_body": {"seed": SAMPLING_SEED},
                 }
             },

