@@ -118,10 +118,9 @@ def load_avg() -> float:
 
 def run_once(overrides: dict[str, str], log_path: Path, slots: int) -> dict[str, Any]:
     """One live run of the test's condition; returns its wall time, load and per-request rows."""
-    from mbb.arena import run_condition
-
     from mbb.llm import local
     from mbb.params import load_params
+    from mbb.protocol.arena import run_condition
 
     original = local._server_command
 

@@ -14,9 +14,9 @@ import urllib.error
 import urllib.request
 
 import pytest
-from mbb.llm.testserver import FakeOpenAIServer, Reply
 
 from mbb.llm import local
+from mbb.testing.testserver import FakeOpenAIServer, Reply
 
 from . import test_local_llm as real
 
