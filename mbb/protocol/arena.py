@@ -15,7 +15,6 @@ backends from `mbb.protocol.backends`; every agent call is guarded (`Arena.guard
 from __future__ import annotations
 
 import asyncio
-import enum
 import functools
 import signal
 import threading
@@ -30,15 +29,12 @@ from mbb.core import events as ev
 from mbb.core.actions import Declaration, Request, Withdraw
 from mbb.core.agent_api import (
     BackendFatal,
-    EvaluationResult,
     Negotiator,
     PastRound,
     RoundView,
     Solver,
     SolverView,
-    SubrunRecap,
     TaskAssignment,
-    WindowGrant,
 )
 from mbb.core.provenance import provenance
 from mbb.llm.budget import BudgetExhausted
@@ -53,7 +49,7 @@ from mbb.protocol.backends import (
 )
 from mbb.protocol.board import Board
 from mbb.protocol.explain import plan_of
-from mbb.protocol.phases import Round
+from mbb.protocol.phases import FAILED, Failed, Round, round4
 from mbb.protocol.rules import MECHANISMS
 from mbb.protocol.scheduling.ledger import Ledger
 from mbb.protocol.scheduling.validation import Issue
@@ -77,13 +73,6 @@ __all__ = [
 T = TypeVar("T")
 
 
-class Failed(enum.Enum):
-    """What `Arena.guarded` returns for an agent call that failed (and was recorded)."""
-
-    FAILED = "failed"
-
-
-FAILED = Failed.FAILED
 _REPORTS = frozenset({"report"})  # scratch kinds that are after-action reports
 
 
@@ -96,12 +85,6 @@ def lazy_worker_rng(seed: int, index: int, role: int) -> RngSource:
     """`worker_rng`, seeded on the first call: seeding costs ~15 µs, and a negotiator under a
     centralized scheduler without bids never draws."""
     return functools.cache(functools.partial(worker_rng, seed, index, role))
-
-
-def _round4(x: float) -> float:
-    """round(x, 4) for a recorded progress or score. Most are 0 or 1, returned as they are:
-    round() converts through decimal digits, which costs as much as writing the event."""
-    return x if x == 0 or x == 1 else round(x, 4)
 
 
 def run_id_for(condition: str, seed: int, model: str | None = None) -> str:
@@ -484,7 +467,7 @@ class Arena:
             await self.run_round(Round(subrun, rounds, candidates, queue, past))
             self.log.flush()
         self.log.round = None
-        await self.end_subrun(subrun, rounds, reason, past)
+        await phases.end_subrun(self, subrun, rounds, reason, past)
         self.log.flush()
 
     # --- memory and after-action reports (two switches) ----------------------------------------
@@ -580,17 +563,8 @@ class Arena:
         if schedule is None:
             return
         record = phases.publish(self, rnd, schedule)
-        prices = schedule.prices
-        for pos, holder in enumerate(schedule.order, 1):
-            await self.execute_window(
-                holder,
-                pos,
-                schedule.allocations[holder],
-                prices[holder],
-                schedule.payment_rule,
-                rnd,
-                record,
-            )
+        for pos in range(1, len(schedule.order) + 1):
+            await phases.execute(self, rnd, schedule, record, pos)
         if self.plan.reasoning_published:
             phases.publish_ballot_reasoning(self, rnd, record)
 
@@ -614,163 +588,7 @@ class Arena:
         w = self.workers[wid]
         w.status = "terminated"
         prog = w.solver.progress
-        self.emit(ev.Terminated, wid, deadline_s=w.spec.deadline_s, progress=_round4(prog))
-
-    def pay(self, holder: str, price: int, rule: str) -> None:
-        """Charge a window's price at its start (nothing is recorded for a free window)."""
-        if price <= 0:
-            return
-        w = self.workers[holder]
-        balance = self.ledger.pay(holder, price)
-        w.spent += price
-        self.emit(ev.Payment, holder, amount=price, balance=balance, rule=rule)
-
-    async def execute_window(
-        self,
-        holder: str,
-        pos: int,
-        allocation: int,
-        price: int,
-        payment_rule: str,
-        rnd: Round,
-        record: PastRound,
-    ) -> None:
-        """Pay for and run the window at `pos` of the published schedule: its holder runs until
-        the allocation ends, its deadline passes, or it finishes or releases."""
-        w = self.workers[holder]
-        if not w.active:
-            reason = (
-                w.status if w.status in ("terminated", "withdrawn", "completed") else "withdrawn"
-            )
-            self.emit(ev.WindowDropped, holder, position=pos, allocation=allocation, reason=reason)
-            return
-        if allocation <= 0:
-            self.emit(
-                ev.WindowDropped,
-                holder,
-                position=pos,
-                allocation=allocation,
-                reason="zero_allocation",
-            )
-            await self.poll(holder, rnd.queue)
-            return
-        if self.t >= w.spec.deadline_s:  # defensive: advance_to terminates before this
-            self.terminate(holder)
-            self.emit(
-                ev.WindowDropped, holder, position=pos, allocation=allocation, reason="terminated"
-            )
-            return
-        start = self.t
-        if w.requested_at is not None:
-            w.waited_s += start - w.requested_at
-        self.pay(holder, price, payment_rule)
-        self.emit(ev.WindowStarted, holder, position=pos, allocation=allocation, price=price)
-        hard_end = min(start + allocation, w.spec.deadline_s)
-        grant = WindowGrant(holder, rnd.subrun, rnd.number, start, allocation, hard_end)
-        used = 0.0
-
-        def failed_window(exc: BaseException) -> str:
-            # commands that ran before the failure stay charged (the resource's clock)
-            nonlocal used
-            if self.resource is not None:
-                used = min(max(0.0, self.resource.used_s(holder)), hard_end - start)
-            if used > 0:
-                return f"window ended by the failure after {used:g} s of commands"
-            return "window forfeited at its start"
-
-        try:
-            outcome = await self.guarded(
-                holder, "execution", failed_window, w.solver.run_window(grant)
-            )
-        finally:
-            if self.resource is not None:
-                self.resource.close_window(holder)  # no-op unless the solver left it open
-        if outcome is FAILED:
-            completed, released = False, True
-        else:
-            used = min(max(0.0, outcome.used_s), hard_end - start)
-            completed, released = outcome.completed, outcome.released
-        # a window run to its hard end ends exactly there (no float drift past the deadline)
-        end = hard_end if used >= hard_end - start else start + used
-        self.advance_to(end, holder)
-        w.windows += 1
-        w.granted_s += allocation
-        w.used_s += used
-        record.used[holder] = used
-        progress = _round4(w.solver.progress)
-        # reaching the deadline terminates the holder, also when its allocation ends exactly there
-        if completed:
-            why = "completed"
-        elif end >= w.spec.deadline_s:
-            why = "deadline"
-        elif released:
-            why = "released"
-        else:
-            why = "allocation"
-        # `used` unrounded: start + used must reproduce the clock (the next window's start)
-        self.emit(
-            ev.WindowEnded,
-            holder,
-            position=pos,
-            start=start,
-            used=used,
-            allocation=allocation,
-            reason=why,
-            progress=progress,
-        )
-        if completed:
-            w.status = "completed"
-            self.emit(ev.Completed, holder, work_s=w.work_s)
-        elif why == "deadline":
-            self.terminate(holder)
-        else:
-            await self.poll(holder, rnd.queue)
-
-    async def end_subrun(
-        self, subrun: int, rounds: int, reason: str, past: list[PastRound]
-    ) -> None:
-        """Evaluate every present worker, then ask its agents for their end-of-subrun reports
-        (they write to scratch, which the memory and report switches gate)."""
-        self.emit(ev.SubrunEnded, rounds=rounds, reason=reason)
-        for w in map(self.workers.__getitem__, self.present):
-            res = await self.guarded(w.id, "evaluation", "score 0", w.solver.evaluate())
-            if res is FAILED:
-                res = EvaluationResult(score=0.0, passed=0, total=0, progress=0.0)
-            outcome = "unfinished" if w.status == "active" else w.status
-            self.emit(
-                ev.Evaluated,
-                w.id,
-                task=w.task,
-                score=_round4(res.score),
-                passed=res.passed,
-                total=res.total,
-                resolved=res.resolved,
-                almost_resolved=res.almost_resolved,
-                progress=_round4(res.progress),
-                outcome=outcome,
-            )
-            recap = SubrunRecap(
-                worker=w.id,
-                subrun=subrun,
-                task_id=w.task,
-                outcome=outcome,
-                score=res.score,
-                budget_left=self.ledger.balances[w.id],
-                spent=w.spent,
-                windows=w.windows,
-                granted_s=w.granted_s,
-                used_s=w.used_s,
-                waited_s=w.waited_s,
-                rounds=past,
-            )
-            memory = self.memory_of(w)
-            solver_report = getattr(w.solver, "end_subrun", None)  # optional (LLM solvers)
-            if solver_report is not None:
-                await self.guarded(w.id, "report", "no solver report", solver_report(recap, memory))
-            await self.guarded(
-                w.id, "report", "no after-action report", w.negotiator.end_subrun(recap, memory)
-            )
-        self.ledger.audit()
+        self.emit(ev.Terminated, wid, deadline_s=w.spec.deadline_s, progress=round4(prog))
 
 
 def _new_loop_deferring_sigint() -> asyncio.AbstractEventLoop:

@@ -1,14 +1,17 @@
-"""The phases of a round as functions over a round context: declare, converse, vote, publish.
+"""The phases of a round as functions over a round context: declare, converse, vote, publish,
+pay and execute; and the end of a subrun.
 
 A round starts when the resource is idle and the queue is not empty. A mechanism
 (`mbb.protocol.mechanisms`) runs the phases it needs and returns a `Schedule`; the arena then
-publishes it (`publish`), and each window is paid for and executed in order by the arena
-(`Arena.execute_window`, which holds the clock). Every agent call goes through the arena's
-guarded phase call, so a failing backend gets its stated default and the others go on.
+publishes it (`publish`), and each window is paid for (`pay`) and executed in order
+(`execute`), on the arena's clock; `end_subrun` evaluates and collects the reports. Every
+agent call goes through the arena's guarded call, so a failing backend gets its stated default
+and the others go on.
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -21,7 +24,7 @@ from mbb.core.actions import (
     Withdraw,
     as_payload,
 )
-from mbb.core.agent_api import PastRound, RoundView
+from mbb.core.agent_api import EvaluationResult, PastRound, RoundView, SubrunRecap, WindowGrant
 from mbb.protocol.scheduling.validation import (
     Issue,
     default_ballot,
@@ -34,15 +37,37 @@ from mbb.protocol.scheduling.validation import (
 if TYPE_CHECKING:
     from mbb.protocol.arena import Arena
 
+
+class Failed(enum.Enum):
+    """What `Arena.guarded` returns for an agent call that failed (and was recorded)."""
+
+    FAILED = "failed"
+
+
+FAILED = Failed.FAILED
+
+
+def round4(x: float) -> float:
+    """round(x, 4) for a recorded progress or score. Most are 0 or 1, returned as they are:
+    round() converts through decimal digits, which costs as much as writing the event."""
+    return x if x == 0 or x == 1 else round(x, 4)
+
+
 __all__ = [
+    "FAILED",
+    "Failed",
     "Round",
     "Schedule",
     "accept_declaration",
     "apply_turn",
     "converse",
     "declare",
+    "end_subrun",
+    "execute",
+    "pay",
     "publish",
     "publish_ballot_reasoning",
+    "round4",
     "vote",
 ]
 
@@ -311,3 +336,160 @@ def publish_ballot_reasoning(arena: Arena, rnd: Round, record: PastRound) -> Non
         return
     record.reasoning = {w: b.reasoning for w, b in rnd.ballots.items()}
     arena.emit(ev.BallotsPublished, workers=list(rnd.ballots))
+
+
+# --- pay, execute, end of subrun ---------------------------------------------------------------
+
+
+def pay(arena: Arena, holder: str, price: int, rule: str) -> None:
+    """Charge a window's price at its start (nothing is recorded for a free window)."""
+    if price <= 0:
+        return
+    w = arena.workers[holder]
+    balance = arena.ledger.pay(holder, price)
+    w.spent += price
+    arena.emit(ev.Payment, holder, amount=price, balance=balance, rule=rule)
+
+
+async def execute(
+    arena: Arena, rnd: Round, schedule: Schedule, record: PastRound, pos: int
+) -> None:
+    """Pay for and run the window at `pos` (1-based) of the published schedule: its holder
+    runs until the allocation ends, its deadline passes, or it finishes or releases. The clock
+    is the arena's (`Arena.advance_to` terminates the waiting workers whose deadline passes)."""
+    holder = schedule.order[pos - 1]
+    allocation = schedule.allocations[holder]
+    price = schedule.prices[holder]
+    w = arena.workers[holder]
+    if not w.active:
+        reason = w.status if w.status in ("terminated", "withdrawn", "completed") else "withdrawn"
+        arena.emit(ev.WindowDropped, holder, position=pos, allocation=allocation, reason=reason)
+        return
+    if allocation <= 0:
+        arena.emit(
+            ev.WindowDropped,
+            holder,
+            position=pos,
+            allocation=allocation,
+            reason="zero_allocation",
+        )
+        await arena.poll(holder, rnd.queue)
+        return
+    if arena.t >= w.spec.deadline_s:  # defensive: advance_to terminates before this
+        arena.terminate(holder)
+        arena.emit(
+            ev.WindowDropped, holder, position=pos, allocation=allocation, reason="terminated"
+        )
+        return
+    start = arena.t
+    if w.requested_at is not None:
+        w.waited_s += start - w.requested_at
+    pay(arena, holder, price, schedule.payment_rule)
+    arena.emit(ev.WindowStarted, holder, position=pos, allocation=allocation, price=price)
+    hard_end = min(start + allocation, w.spec.deadline_s)
+    grant = WindowGrant(holder, rnd.subrun, rnd.number, start, allocation, hard_end)
+    used = 0.0
+
+    def failed_window(exc: BaseException) -> str:
+        # commands that ran before the failure stay charged (the resource's clock)
+        nonlocal used
+        if arena.resource is not None:
+            used = min(max(0.0, arena.resource.used_s(holder)), hard_end - start)
+        if used > 0:
+            return f"window ended by the failure after {used:g} s of commands"
+        return "window forfeited at its start"
+
+    try:
+        outcome = await arena.guarded(
+            holder, "execution", failed_window, w.solver.run_window(grant)
+        )
+    finally:
+        if arena.resource is not None:
+            arena.resource.close_window(holder)  # no-op unless the solver left it open
+    if outcome is FAILED:
+        completed, released = False, True
+    else:
+        used = min(max(0.0, outcome.used_s), hard_end - start)
+        completed, released = outcome.completed, outcome.released
+    # a window run to its hard end ends exactly there (no float drift past the deadline)
+    end = hard_end if used >= hard_end - start else start + used
+    arena.advance_to(end, holder)
+    w.windows += 1
+    w.granted_s += allocation
+    w.used_s += used
+    record.used[holder] = used
+    progress = round4(w.solver.progress)
+    # reaching the deadline terminates the holder, also when its allocation ends exactly there
+    if completed:
+        why = "completed"
+    elif end >= w.spec.deadline_s:
+        why = "deadline"
+    elif released:
+        why = "released"
+    else:
+        why = "allocation"
+    # `used` unrounded: start + used must reproduce the clock (the next window's start)
+    arena.emit(
+        ev.WindowEnded,
+        holder,
+        position=pos,
+        start=start,
+        used=used,
+        allocation=allocation,
+        reason=why,
+        progress=progress,
+    )
+    if completed:
+        w.status = "completed"
+        arena.emit(ev.Completed, holder, work_s=w.work_s)
+    elif why == "deadline":
+        arena.terminate(holder)
+    else:
+        await arena.poll(holder, rnd.queue)
+
+
+async def end_subrun(
+    arena: Arena, subrun: int, rounds: int, reason: str, past: list[PastRound]
+) -> None:
+    """The end of a subrun: evaluate every present worker, then ask its agents for their
+    end-of-subrun reports (they write to scratch, which the memory and report switches gate)."""
+    arena.emit(ev.SubrunEnded, rounds=rounds, reason=reason)
+    for w in map(arena.workers.__getitem__, arena.present):
+        res = await arena.guarded(w.id, "evaluation", "score 0", w.solver.evaluate())
+        if res is FAILED:
+            res = EvaluationResult(score=0.0, passed=0, total=0, progress=0.0)
+        outcome = "unfinished" if w.status == "active" else w.status
+        arena.emit(
+            ev.Evaluated,
+            w.id,
+            task=w.task,
+            score=round4(res.score),
+            passed=res.passed,
+            total=res.total,
+            resolved=res.resolved,
+            almost_resolved=res.almost_resolved,
+            progress=round4(res.progress),
+            outcome=outcome,
+        )
+        recap = SubrunRecap(
+            worker=w.id,
+            subrun=subrun,
+            task_id=w.task,
+            outcome=outcome,
+            score=res.score,
+            budget_left=arena.ledger.balances[w.id],
+            spent=w.spent,
+            windows=w.windows,
+            granted_s=w.granted_s,
+            used_s=w.used_s,
+            waited_s=w.waited_s,
+            rounds=past,
+        )
+        memory = arena.memory_of(w)
+        solver_report = getattr(w.solver, "end_subrun", None)  # optional (LLM solvers)
+        if solver_report is not None:
+            await arena.guarded(w.id, "report", "no solver report", solver_report(recap, memory))
+        await arena.guarded(
+            w.id, "report", "no after-action report", w.negotiator.end_subrun(recap, memory)
+        )
+    arena.ledger.audit()
