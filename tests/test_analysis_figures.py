@@ -13,6 +13,7 @@ import pytest
 
 from mbb import analysis as A
 from mbb.analysis.compare import condition_tables
+from mbb.testing.fake_llm import FakeLLM
 from mbb.viz import mechanisms as M
 from mbb.viz import starting_states as S
 from mbb.viz import taxonomy as T
@@ -39,7 +40,7 @@ def data(tmp_path_factory) -> dict[str, Any]:
     )
     ev = A.classify_evidence(t)
     wr = A.worker_round_predictions(ev)
-    llm = A.LLMClassifier(A.FakeLLM(miss=0.1, noise=0.05, seed=0), model="fake")
+    llm = A.LLMClassifier(FakeLLM(miss=0.1, noise=0.05, seed=0), model="fake")
     lev = llm.classify_sync(A.utterances(t))
     audit = A.token_audit(t)
     return {"t": t, "ev": ev, "wr": wr, "lev": lev, "audit": audit}

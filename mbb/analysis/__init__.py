@@ -40,7 +40,6 @@ from mbb.analysis.instructions import (
 )
 from mbb.analysis.linguistic import linguistic_drift, worker_linguistics
 from mbb.analysis.llm_classifier import (
-    FakeLLM,
     LLMClassifier,
     llm_layer_complete_json,
     response_schema,
@@ -134,7 +133,6 @@ __all__ = [
     "OUTCOME_COLUMNS",
     "PERSONA_MANDATES",
     "TEXT_MEASURES",
-    "FakeLLM",
     "LLMClassifier",
     "agreement_table",
     "approx_tokens",

@@ -1,6 +1,6 @@
 """The LLM classifier: taxonomy labels with verbatim quoted evidence, through an injected
 `complete_json(messages, schema, *, role) -> dict` coroutine (the LLM layer provides it; the
-tests use `FakeLLM`).
+tests and the offline notebook use `mbb.testing.fake_llm.FakeLLM`).
 
 - The prompt gives each of the 24 labels (21 categories + 3 reported separately) its full
   definition, what it includes, what it excludes and one example (`GUIDE`, written for mbb).
@@ -26,11 +26,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
+from collections.abc import Awaitable, Callable, MutableMapping
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import polars as pl
 
 from mbb.core.taxonomy import ALL_BY_NAME, ALL_LABELS
@@ -39,7 +38,6 @@ __all__ = [
     "GUIDE",
     "PROMPT_VERSION",
     "CompleteJSON",
-    "FakeLLM",
     "LLMClassifier",
     "llm_layer_complete_json",
     "response_schema",
@@ -402,52 +400,6 @@ class LLMClassifier:
 
         schema = {**LLM_CALL_SCHEMA, "approximate": pl.Boolean}
         return pl.DataFrame(self.usage, schema=schema)
-
-
-class FakeLLM:
-    """A deterministic stand-in for the LLM layer, for tests and offline notebooks.
-
-    It is NOT a classifier and is not derived from the evidence cues: it answers from an
-    `oracle` (utterance text -> labels, e.g. the scripted ground truth or a gold file), then
-    forgets each label with probability `miss` and adds a random wrong one with probability
-    `noise` (seeded, so kappa tests are exact). Texts the oracle does not know get no labels.
-    Agreement between the evidence classifier and `FakeLLM` therefore measures the evidence
-    classifier against a noisy copy of the oracle; it says nothing about how an LLM would
-    label the text, so it must not be reported as LLM agreement."""
-
-    def __init__(
-        self,
-        oracle: Mapping[str, Sequence[str]] | None = None,
-        *,
-        miss: float = 0.0,
-        noise: float = 0.0,
-        seed: int = 0,
-    ) -> None:
-        self.oracle = dict(oracle or {})
-        self.miss, self.noise = miss, noise
-        self.rng = np.random.default_rng(seed)
-        self.calls: list[dict[str, Any]] = []
-
-    async def __call__(
-        self, messages: list[dict[str, str]], schema: dict[str, Any], *, role: str
-    ) -> dict[str, Any]:
-        items = json.loads(messages[-1]["content"])["items"]
-        self.calls.append({"role": role, "n_items": len(items)})
-        out = []
-        for it in items:
-            labels = []
-            for cat in sorted(set(self.oracle.get(it["text"], ()))):
-                if self.rng.random() >= self.miss:
-                    labels.append({"category": cat, "quote": it["text"][:40]})
-            if self.rng.random() < self.noise:
-                cat = ALL_LABELS[int(self.rng.integers(len(ALL_LABELS)))]
-                labels.append({"category": cat, "quote": it["text"][:20]})
-            out.append({"id": it["id"], "labels": labels})
-        prompt = sum(len(m["content"]) for m in messages) // 4
-        return {
-            "items": out,
-            "_usage": {"prompt_tokens": prompt, "completion_tokens": 12 * len(items)},
-        }
 
 
 def llm_layer_complete_json(

@@ -549,10 +549,16 @@ def structural_metrics(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     return pl.concat([o.select(cols) for o in out]).sort("condition", "metric", "model", "subrun")
 
 
-def _group_hits(tables: Mapping[str, pl.DataFrame], wr_pred: pl.DataFrame) -> pl.DataFrame:
-    wr = worker_rounds(tables)
+def group_presence(
+    worker_rounds: pl.DataFrame,
+    wr_pred: pl.DataFrame,
+    groups: Mapping[str, Sequence[str]] = GROUPS,
+) -> pl.DataFrame:
+    """Every worker-round x strategy group, with `present` = the round shows a category of the
+    group. worker_rounds: one row per worker-round (`WR` columns and any labels to keep).
+    wr_pred: worker-round labels (`category`). groups: group name -> its categories."""
     gmap = pl.DataFrame(
-        [(g, c) for g, cs in GROUPS.items() for c in cs],
+        [(g, c) for g, cs in groups.items() for c in cs],
         schema=["group", "category"],
         orient="row",
     )
@@ -564,7 +570,7 @@ def _group_hits(tables: Mapping[str, pl.DataFrame], wr_pred: pl.DataFrame) -> pl
         .unique()
         .with_columns(pl.lit(True).alias("present"))
     )
-    grid = wr.join(pl.DataFrame({"group": list(GROUPS)}), how="cross")
+    grid = worker_rounds.join(pl.DataFrame({"group": list(groups)}), how="cross")
     return grid.join(hits, on=[*WR, "group"], how="left").with_columns(
         pl.col("present").fill_null(False)
     )
@@ -577,7 +583,7 @@ def behaviour_drift(
     condition and model."""
     if level not in ("subrun", "round"):
         raise ValueError(f"level must be 'subrun' or 'round', got {level!r}")
-    g = _group_hits(tables, wr_pred)
+    g = group_presence(worker_rounds(tables), wr_pred)
     return (
         g.group_by("condition", "model", "group", level)
         .agg(pl.len().alias("worker_rounds"), pl.col("present").mean().alias("prevalence"))
@@ -594,7 +600,7 @@ def drift_tests(
     """Fig. 17: does a group's prevalence change across subruns (or rounds)? Pearson
     chi-square test of independence on the level × present/absent table, per condition
     (and model); `delta` = last level's prevalence minus the first's."""
-    g = _group_hits(tables, wr_pred)
+    g = group_presence(worker_rounds(tables), wr_pred)
     keys = ["condition", "model", "group"] if by_model else ["condition", "group"]
     counts = (
         g.group_by([*keys, level])

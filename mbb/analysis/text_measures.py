@@ -26,6 +26,7 @@ from collections.abc import Mapping
 import polars as pl
 
 from mbb.analysis._frames import condition_of, labels_of, utterances
+from mbb.analysis.measures import group_presence
 from mbb.analysis.rules import forward_commitments, rule_statements
 
 __all__ = [
@@ -234,26 +235,12 @@ def reasoning_effort_table(
     else:
         eff = pl.col("condition").str.extract(_EFFORT.pattern, 1).fill_null("unset")
     wr = wr.with_columns(eff.alias("effort"))
-    gmap = pl.DataFrame(
-        [(g, c) for g, cs in TABLE9_GROUPS.items() for c in cs],
-        schema=["group", "category"],
-        orient="row",
-    )
-    hits = (
-        wr_pred.select(*WR, "category")
-        .unique()
-        .join(gmap, on="category")
-        .select(*WR, "group")
-        .unique()
-        .with_columns(pl.lit(True).alias("present"))
-    )
-    grid = wr.join(pl.DataFrame({"group": list(TABLE9_GROUPS)}), how="cross")
     g = (
-        grid.join(hits, on=[*WR, "group"], how="left")
+        group_presence(wr, wr_pred, TABLE9_GROUPS)
         .group_by("condition", "effort", "model", "group")
         .agg(
             pl.len().alias("worker_rounds"),
-            pl.col("present").fill_null(False).mean().alias("prevalence"),
+            pl.col("present").mean().alias("prevalence"),
         )
     )
     calls = tables.get("llm_calls")

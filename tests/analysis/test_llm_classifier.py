@@ -11,7 +11,6 @@ import polars as pl
 import pytest
 
 from mbb.analysis import (
-    FakeLLM,
     LLMClassifier,
     kappa_table,
     response_schema,
@@ -20,6 +19,7 @@ from mbb.analysis import (
     utterances,
 )
 from mbb.core.taxonomy import ALL_LABELS
+from mbb.testing.fake_llm import FakeLLM
 
 
 def test_prompt_and_schema_name_every_category():
