@@ -61,19 +61,10 @@ def _oracle_solver(arena: Arena, spec: WorkerSpec, rng: np.random.Generator) -> 
 
 
 def _llm_negotiator(arena: Arena, spec: WorkerSpec, rng: RngSource) -> Negotiator:
-    from mbb.agents.llm_negotiator import make_llm_negotiator
+    from mbb.agents.llm_negotiator import negotiator_backend
 
-    llm, cache = arena.llm_context()
-    cond = arena.condition
     assert spec.model is not None  # params: an llm worker names a model
-    return make_llm_negotiator(
-        spec.id,
-        config=cond.models[spec.model],
-        llm=llm,
-        emit=arena.log.emit,
-        cache=cache,
-        condition=cond,
-    )
+    return negotiator_backend(*arena.llm_context())(arena, spec, rng)
 
 
 def _llm_solver(arena: Arena, spec: WorkerSpec, rng: np.random.Generator) -> Solver:

@@ -140,6 +140,36 @@ def accept_declaration(
     return d
 
 
+def _record_declaration(
+    arena: Arena, rnd: Round, w: str, d: Declaration, *, post: bool, turn: int | None = None
+) -> None:
+    """Record an accepted declaration (`turn` given: a revision made in that conversation turn)
+    and, with `post`, put its note on the public board."""
+    revision = {} if turn is None else {"revision": True, "turn": turn}
+    arena.emit(
+        ev.Declared,
+        w,
+        bid=d.bid,
+        duration=d.duration,
+        position=d.position,
+        note=d.note,
+        labels=list(d.labels),
+        intents=as_payload(d.intents),
+        **revision,
+    )
+    if post:
+        arena.board.post(
+            w,
+            d.note,
+            to=None,
+            subrun=rnd.subrun,
+            round=rnd.number,
+            turn=turn or 0,
+            kind="note",
+            payload=as_payload(d.intents),
+        )
+
+
 async def declare(arena: Arena, rnd: Round, *, public: bool) -> dict[str, Declaration]:
     """Phase 1: every candidate declares at once; repaired declarations are recorded, and
     with `public` their notes are posted (a sealed-bid mechanism keeps them off the board).
@@ -154,27 +184,7 @@ async def declare(arena: Arena, rnd: Round, *, public: bool) -> dict[str, Declar
         if d is None:
             continue
         decls[w] = d
-        arena.emit(
-            ev.Declared,
-            w,
-            bid=d.bid,
-            duration=d.duration,
-            position=d.position,
-            note=d.note,
-            labels=list(d.labels),
-            intents=as_payload(d.intents),
-        )
-        if public and (d.note or d.intents):
-            arena.board.post(
-                w,
-                d.note,
-                to=None,
-                subrun=rnd.subrun,
-                round=rnd.number,
-                turn=0,
-                kind="note",
-                payload=as_payload(d.intents),
-            )
+        _record_declaration(arena, rnd, w, d, post=public and bool(d.note or d.intents))
     rnd.candidates = [w for w in candidates if w in decls]
     return decls
 
@@ -251,28 +261,7 @@ def apply_turn(arena: Arena, rnd: Round, w: str, turn_action: ConversationTurn, 
     )
     arena.record_issues(w, "revision", issues)
     rnd.declarations[w] = r
-    arena.emit(
-        ev.Declared,
-        w,
-        bid=r.bid,
-        duration=r.duration,
-        position=r.position,
-        note=r.note,
-        labels=list(r.labels),
-        intents=as_payload(r.intents),
-        revision=True,
-        turn=turn,
-    )
-    arena.board.post(
-        w,
-        r.note,
-        to=None,
-        subrun=rnd.subrun,
-        round=rnd.number,
-        turn=turn,
-        kind="note",
-        payload=as_payload(r.intents),
-    )
+    _record_declaration(arena, rnd, w, r, post=True, turn=turn)
     return True
 
 
