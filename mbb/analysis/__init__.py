@@ -30,15 +30,17 @@ from mbb.analysis.institutions import (
     PERSONA_MANDATES,
     institution_summary,
     institutions,
+    institutions_by_run,
     llm_mandates,
     pair_institutions,
+    pair_institutions_by_run,
 )
 from mbb.analysis.instructions import (
     condition_instructions,
     suggested_categories,
     suggested_for_condition,
 )
-from mbb.analysis.linguistic import linguistic_drift, worker_linguistics
+from mbb.analysis.linguistic import linguistic_by_run, linguistic_drift, worker_linguistics
 from mbb.analysis.llm_classifier import (
     LLMClassifier,
     llm_layer_complete_json,
@@ -48,7 +50,9 @@ from mbb.analysis.llm_classifier import (
 from mbb.analysis.measures import (
     GROUPS,
     behaviour_drift,
+    behaviour_drift_by_seed,
     behaviour_prevalence,
+    behaviour_prevalence_by_seed,
     contested_win_rates,
     contested_win_rates_by_seed,
     direct_message_use,
@@ -57,6 +61,7 @@ from mbb.analysis.measures import (
     mean_bid_by_subrun,
     paired_seed_difference,
     relational_vs_bid,
+    relational_vs_bid_by_seed,
     rich_worker,
     rich_worker_paired,
     rule_dynamics,
@@ -137,7 +142,9 @@ __all__ = [
     "agreement_table",
     "approx_tokens",
     "behaviour_drift",
+    "behaviour_drift_by_seed",
     "behaviour_prevalence",
+    "behaviour_prevalence_by_seed",
     "bootstrap_ci",
     "chi2_contingency",
     "chi2_sf",
@@ -169,8 +176,10 @@ __all__ = [
     "import_review",
     "institution_summary",
     "institutions",
+    "institutions_by_run",
     "ipw_estimates",
     "kappa_table",
+    "linguistic_by_run",
     "linguistic_drift",
     "llm_layer_complete_json",
     "llm_mandates",
@@ -179,6 +188,7 @@ __all__ = [
     "metagaming",
     "outcomes",
     "pair_institutions",
+    "pair_institutions_by_run",
     "paired_bootstrap_ci",
     "paired_effect_size",
     "paired_seed_difference",
@@ -187,6 +197,7 @@ __all__ = [
     "prf_table",
     "reasoning_effort_table",
     "relational_vs_bid",
+    "relational_vs_bid_by_seed",
     "response_schema",
     "review_agreement",
     "rich_worker",

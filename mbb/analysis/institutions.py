@@ -37,8 +37,10 @@ __all__ = [
     "PERSONA_MANDATES",
     "institution_summary",
     "institutions",
+    "institutions_by_run",
     "llm_mandates",
     "pair_institutions",
+    "pair_institutions_by_run",
 ]
 
 
@@ -270,4 +272,57 @@ def institution_summary(inst: pl.DataFrame) -> pl.DataFrame:
             pl.col("non_relational").mean().alias("share_non_relational_institution"),
         )
         .sort("condition", "model")
+    )
+
+
+def institutions_by_run(inst: pl.DataFrame) -> pl.DataFrame:
+    """`institution_summary` per run, for a CI over seeds (every model pooled: the seed is the
+    unit): per (condition, run) the workers that exhibit a category, the share of them with
+    at least one relational / non-relational institution, and `self_discovered_share` = of
+    the run's forward-scoped relational (worker, category) rows, the share not mandated (the
+    self-discovered split; null when the run has none). The last is mbb's choice of a
+    per-run form of the split.
+
+    inst: the rows of `institutions` (one or more conditions)."""
+    rel = pl.col("marker") == "relational"
+    w = inst.group_by("condition", "run_id", "worker").agg(
+        (pl.col("institutional") & rel).any().alias("relational"),
+        (pl.col("institutional") & (pl.col("marker") == "non_relational")).any().alias("nonrel"),
+    )
+    per = w.group_by("condition", "run_id").agg(
+        pl.len().alias("workers"),
+        pl.col("relational").mean().alias("share_relational_institution"),
+        pl.col("nonrel").mean().alias("share_non_relational_institution"),
+    )
+    fwd = (
+        inst.filter(rel & pl.col("forward_scoped"))
+        .group_by("run_id")
+        .agg(
+            pl.len().alias("forward_relational"),
+            (~pl.col("mandated")).mean().alias("self_discovered_share"),
+        )
+    )
+    return (
+        per.join(fwd, on="run_id", how="left")
+        .with_columns(pl.col("forward_relational").fill_null(0).cast(pl.Int64))
+        .sort("condition", "run_id")
+    )
+
+
+def pair_institutions_by_run(pairs: pl.DataFrame) -> pl.DataFrame:
+    """`pair_institutions` per run, for a CI over seeds: per (condition, run) the relational
+    (worker, peer, category) rows voiced in private, how many are forward-scoped and
+    institutional, and `institutional_share` = institutional / rows (mbb's choice of a per-run
+    form; a run without private relational messages has no row).
+
+    pairs: the rows of `pair_institutions` (one or more conditions)."""
+    return (
+        pairs.group_by("condition", "run_id")
+        .agg(
+            pl.len().alias("pairs"),
+            pl.col("forward_scoped").sum().alias("forward_scoped"),
+            pl.col("institutional").sum().alias("institutional"),
+            pl.col("institutional").mean().alias("institutional_share"),
+        )
+        .sort("condition", "run_id")
     )

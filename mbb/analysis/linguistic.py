@@ -27,7 +27,7 @@ import polars as pl
 from mbb.analysis._frames import condition_of, labels_of, utterances
 from mbb.core.taxonomy import CATEGORIES
 
-__all__ = ["linguistic_drift", "worker_linguistics"]
+__all__ = ["linguistic_by_run", "linguistic_drift", "worker_linguistics"]
 
 W = ["run_id", "worker"]
 INSTITUTIONAL = [c.name for c in CATEGORIES if c.marker != "none"]
@@ -193,4 +193,34 @@ def linguistic_drift(
             pl.col("institutional_share").mean(),
         )
         .sort("condition", "model", "subrun")
+    )
+
+
+def linguistic_by_run(
+    tables: Mapping[str, pl.DataFrame], evidence: pl.DataFrame, *, reference: str | None = None
+) -> pl.DataFrame:
+    """Figs. 18-19 per run, for a CI over seeds (every model pooled: the seed is the unit):
+    the means over the run's worker-subruns of `bow_similarity` and `trigram_similarity` (each
+    with the worker's previous subrun, so the first subrun has none), and the
+    `institutional_share` of the run's first and last subrun with `institutional_drift` = last
+    minus first. Averaging workers within a run before comparing runs is mbb's choice.
+
+    tables, evidence, reference: as in `worker_linguistics`."""
+    w = worker_linguistics(tables, evidence, reference=reference)
+    first, last = pl.col("subrun").min(), pl.col("subrun").max()
+    share = pl.col("institutional_share")
+    return (
+        w.group_by("condition", "run_id")
+        .agg(
+            pl.col("bow_similarity").mean(),
+            pl.col("trigram_similarity").mean(),
+            share.filter(pl.col("subrun") == first).mean().alias("institutional_first"),
+            share.filter(pl.col("subrun") == last).mean().alias("institutional_last"),
+        )
+        .with_columns(
+            (pl.col("institutional_last") - pl.col("institutional_first")).alias(
+                "institutional_drift"
+            )
+        )
+        .sort("condition", "run_id")
     )

@@ -21,7 +21,9 @@ from mbb.core.taxonomy import CATEGORIES, CATEGORY_NAMES
 __all__ = [
     "GROUPS",
     "behaviour_drift",
+    "behaviour_drift_by_seed",
     "behaviour_prevalence",
+    "behaviour_prevalence_by_seed",
     "contested_win_rates",
     "contested_win_rates_by_seed",
     "direct_message_use",
@@ -30,6 +32,7 @@ __all__ = [
     "mean_bid_by_subrun",
     "paired_seed_difference",
     "relational_vs_bid",
+    "relational_vs_bid_by_seed",
     "rich_worker",
     "rich_worker_paired",
     "rule_dynamics",
@@ -931,3 +934,116 @@ def rich_worker_paired(
         )
         .sort("seed")
     )
+
+
+# --- per-seed forms of the behaviour measures (one row per run, for a CI over seeds) -------------
+
+
+def _run_seeds(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
+    """run_id, condition and seed: from `runs` (`with_run_info`), else from the run id."""
+    if "runs" in tables:
+        return tables["runs"].select("run_id", "condition", "seed")
+    r = condition_of(tables["rounds"].select("run_id").unique(), tables)
+    seed = pl.col("run_id").str.extract(r"seed(\d+)", 1).cast(pl.Int64)
+    return r.with_columns(seed.alias("seed"))
+
+
+def relational_vs_bid_by_seed(
+    tables: Mapping[str, pl.DataFrame], wr_pred: pl.DataFrame
+) -> pl.DataFrame:
+    """Fig. 12 per run, for a CI over seeds: over the run's rounds, `corr` = Pearson
+    correlation of the round's mean bid and its relational share (as in `relational_vs_bid`,
+    but within one run, so runs that differ in bid level do not make the correlation), and
+    `high_minus_low` = mean relational share of the rounds above the run's median mean bid
+    minus that of the rounds at or below it (defined even when a run's shares are constant,
+    where `corr` is null). Both are mbb's choice of a per-run form; the paper pools rounds.
+
+    `tables`: one or more conditions' tables (seed from `runs` of `with_run_info`, else from
+    the run id); `wr_pred`: worker-round labels (`worker_round_predictions`)."""
+    wr = worker_rounds(tables)
+    rel = (
+        wr_pred.filter(pl.col("category").is_in(RELATIONAL))
+        .select(WR)
+        .unique()
+        .with_columns(pl.lit(True).alias("rel"))
+    )
+    r = (
+        wr.join(rel, on=WR, how="left")
+        .with_columns(pl.col("rel").fill_null(False))
+        .group_by("run_id", "subrun", "round")
+        .agg(
+            pl.col("bid").mean().cast(pl.Float64).alias("mean_bid"),
+            pl.col("rel").mean().alias("relational_share"),
+        )
+    )
+    high = pl.col("mean_bid") > pl.col("mean_bid").median()
+    out = r.group_by("run_id").agg(
+        pl.len().alias("rounds"),
+        pl.col("relational_share").mean(),
+        pl.corr("mean_bid", "relational_share").alias("corr"),
+        (
+            pl.col("relational_share").filter(high).mean()
+            - pl.col("relational_share").filter(~high).mean()
+        ).alias("high_minus_low"),
+    )
+    out = out.with_columns(pl.col("corr").fill_nan(None))
+    return _run_seeds(tables).join(out, on="run_id").sort("condition", "seed")
+
+
+def behaviour_prevalence_by_seed(
+    tables: Mapping[str, pl.DataFrame],
+    wr_pred: pl.DataFrame,
+    categories: Sequence[str] = CATEGORY_NAMES,
+) -> pl.DataFrame:
+    """Fig. 6 (left) per run, for a CI over seeds: per run and category, the share of the
+    run's worker-rounds showing it (every model pooled: the seed is the unit).
+
+    `tables`: one or more conditions' tables (seed as in `relational_vs_bid_by_seed`);
+    `wr_pred`: worker-round labels; `categories`: the categories to report (default all 21;
+    any label of `wr_pred`, e.g. a separately reported one, may be named)."""
+    wr = worker_rounds(tables).select(WR)
+    denom = wr.group_by("run_id").agg(pl.len().alias("worker_rounds"))
+    hits = (
+        wr.join(wr_pred.select(*WR, "category").unique(), on=WR)
+        .group_by("run_id", "category")
+        .agg(pl.len().alias("n"))
+    )
+    cats = pl.DataFrame({"category": list(categories)}, schema={"category": pl.String})
+    out = (
+        denom.join(cats, how="cross")
+        .join(hits, on=["run_id", "category"], how="left")
+        .with_columns(pl.col("n").fill_null(0).cast(pl.Int64))
+        .with_columns((pl.col("n") / pl.col("worker_rounds")).alias("prevalence"))
+    )
+    return _run_seeds(tables).join(out, on="run_id").sort("condition", "seed", "category")
+
+
+def behaviour_drift_by_seed(
+    tables: Mapping[str, pl.DataFrame],
+    wr_pred: pl.DataFrame,
+    level: str = "subrun",
+    groups: Mapping[str, Sequence[str]] = GROUPS,
+) -> pl.DataFrame:
+    """Figs. 15-17 per run, for a CI over seeds: per run and strategy group, its prevalence
+    in the run's first and last subrun (or round) and `delta` = last minus first, the per-run
+    form of `drift_tests`' delta (mbb's choice: the paper tests pooled worker-rounds, which
+    treats a run's rounds as independent).
+
+    `tables`: one or more conditions' tables (seed as in `relational_vs_bid_by_seed`);
+    `wr_pred`: worker-round labels; `level`: "subrun" or "round" (the round number within
+    its subrun); `groups`: group name -> its categories (default `GROUPS`)."""
+    if level not in ("subrun", "round"):
+        raise ValueError(f"level must be 'subrun' or 'round', got {level!r}")
+    g = group_presence(worker_rounds(tables).select(WR), wr_pred, groups)
+    per = g.group_by("run_id", "group", level).agg(pl.col("present").mean().alias("prevalence"))
+    out = (
+        per.sort(level)
+        .group_by("run_id", "group")
+        .agg(
+            pl.col("prevalence").first().alias("first"),
+            pl.col("prevalence").last().alias("last"),
+            pl.len().alias("levels"),
+        )
+        .with_columns((pl.col("last") - pl.col("first")).alias("delta"))
+    )
+    return _run_seeds(tables).join(out, on="run_id").sort("condition", "seed", "group")

@@ -1,6 +1,9 @@
 """Synthetic event logs whose negotiation text is drawn from the gold corpus (dev split) by the
 corpus's own labels, with knobs that plant an effect: the rate of forward-looking deals, of rules
-stated in later subruns, of fresh (vs repeated) wording in later subruns, and of metagaming.
+stated in later subruns, of fresh (vs repeated) wording in later subruns, and of metagaming;
+and (`extended_run`, the behaviour knobs) relational items placed by the round's bid level, a
+label whose rate changes over subruns, deals of one label, private messages and LLM workers,
+with text from a chosen split (the held-out test split for the behaviour measures).
 
 The text is not generated from any measure's rules: an item is picked by its gold label, so a
 measure detects a planted effect only as far as it reads the annotators' categories right.
@@ -15,6 +18,7 @@ from functools import cache
 import numpy as np
 
 from mbb.analysis.gold_eval import GOLD_DIR
+from mbb.core.taxonomy import CATEGORIES
 
 # items whose labels are all in here are filler: no rule, deal, coalition or metagaming
 _FILLER_OK = {
@@ -62,11 +66,46 @@ class Knobs:
     rule_later: float = 0.0
     meta: float = 0.0
     fresh_later: float = 1.0
+    # --- behaviour knobs (`extended_run`; the defaults leave `synthetic_run` as it was) ---
+    # gold split the text is drawn from: "test" is held out from the classifier's training
+    split: str = "dev"
+    # per message, the chance it is relational (an item labelled with a category whose taxonomy
+    # marker is relational) in a round whose bid level is low / high
+    relational_low: float = 0.0
+    relational_high: float = 0.0
+    # a label ("relational" = any relational one) whose per-message chance goes linearly from
+    # `cat_first` in the first subrun to `cat_last` in the last
+    cat: str | None = None
+    cat_first: float = 0.0
+    cat_last: float = 0.0
+    # deals (the `deal` knob) only from items carrying this label; None: reciprocity or coalition
+    deal_label: str | None = None
+    # chance a deal or relational message is sent privately to another worker
+    private: float = 0.0
+    # "llm": the workers are LLM negotiators (their mandates: the condition's suggested list)
+    negotiator: str = "scripted"
+
+
+_BEHAVIOUR_KNOBS = (
+    "split",
+    "relational_low",
+    "relational_high",
+    "cat",
+    "cat_first",
+    "cat_last",
+    "deal_label",
+    "private",
+    "negotiator",
+)
+_DEFAULT = Knobs()
 
 
 def synthetic_run(Log, run_id: str, knobs: Knobs, rng: np.random.Generator, *, subruns=3, rounds=3):
     """One run of four scripted workers: per round each posts one public message chosen by the
-    knobs; notes and ballot reasoning are empty, bids random."""
+    knobs; notes and ballot reasoning are empty, bids random. With any behaviour knob set, the
+    run is an `extended_run`."""
+    if any(getattr(knobs, f) != getattr(_DEFAULT, f) for f in _BEHAVIOUR_KNOBS):
+        return extended_run(Log, run_id, knobs, rng, subruns=subruns, rounds=rounds)
     p = pools()
     workers = ["W1", "W2", "W3", "W4"]
     log = Log(run_id)
@@ -95,6 +134,102 @@ def synthetic_run(Log, run_id: str, knobs: Knobs, rng: np.random.Generator, *, s
                 said.append(text)
                 msgs.append((w, None, text))
             bids = {w: int(rng.integers(10, 200)) for w in workers}
+            order = sorted(workers, key=lambda w: -bids[w])
+            log.round(
+                s,
+                r,
+                workers,
+                {w: (bids[w], 60, "") for w in workers},
+                msgs,
+                {w: (order, "") for w in workers},
+                order,
+                [bids[w] for w in order],
+            )
+    return log
+
+
+_RELATIONAL = frozenset(c.name for c in CATEGORIES if c.marker == "relational")
+
+
+@cache
+def label_pools(split: str) -> dict[str, tuple[str, ...]]:
+    """Texts of a gold split by the annotators' labels: one pool per label (items carrying it),
+    "relational" (items with any relational label), "deal", "rule", "meta" and "filler" as in
+    `pools`."""
+    out: dict[str, list[str]] = {"rule": [], "deal": [], "meta": [], "filler": [], "relational": []}
+    with (GOLD_DIR / f"{split}.jsonl").open(encoding="utf-8") as fh:
+        for line in fh:
+            item = json.loads(line)
+            labels = set(item["labels"] or [])
+            for lab in labels:
+                out.setdefault(lab, []).append(item["text"])
+            if labels & _RELATIONAL:
+                out["relational"].append(item["text"])
+            if "rule_making_citation" in labels:
+                out["rule"].append(item["text"])
+            elif labels & {"reciprocity", "coalition_formation"}:
+                out["deal"].append(item["text"])
+            elif "metagaming" in labels:
+                out["meta"].append(item["text"])
+            elif labels <= _FILLER_OK:
+                out["filler"].append(item["text"])
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def extended_run(Log, run_id: str, knobs: Knobs, rng: np.random.Generator, *, subruns=3, rounds=3):
+    """One run of four workers with the behaviour knobs: every round has a bid level drawn
+    uniformly in [0, 1] (each worker bids 10 + 190 x (level + noise), so rounds differ in mean
+    bid), and per message, in this order, the chance of a relational item (by the round's
+    level), of the rising label, of a deal, of metagaming, of a rule (later subruns), of a
+    repeat (later subruns, 1 - fresh_later), else filler. Text comes from `knobs.split`."""
+    p = label_pools(knobs.split)
+    deals = p["deal"] if knobs.deal_label is None else p[knobs.deal_label]
+    workers = ["W1", "W2", "W3", "W4"]
+    log = Log(run_id)
+    log.run_started(
+        run_id.split("-seed")[0],
+        [(w, "price_first", 1000, 1500.0) for w in workers],
+        subruns=subruns,
+    )
+    if knobs.negotiator != "scripted":
+        rec = json.loads(log.by_kind["run_started"][0])
+        for w in rec["workers"]:
+            w["negotiator"], w["model"] = knobs.negotiator, "synthetic"
+        log.by_kind["run_started"][0] = json.dumps(rec)
+    said: list[str] = []
+    pick = lambda pool: pool[rng.integers(len(pool))]  # noqa: E731
+    for s in range(1, subruns + 1):
+        log.subrun_started(s, dict.fromkeys(workers, 1000), dict.fromkeys(workers, 1500.0))
+        frac = (s - 1) / (subruns - 1) if subruns > 1 else 0.0
+        p_cat = knobs.cat_first + frac * (knobs.cat_last - knobs.cat_first)
+        for r in range(1, rounds + 1):
+            level = rng.random()
+            bids = {w: int(10 + 190 * np.clip(level + rng.normal(0, 0.15), 0, 1)) for w in workers}
+            p_rel = knobs.relational_high if level >= 0.5 else knobs.relational_low
+            msgs = []
+            for w in workers:
+                u = rng.random()
+                social = False
+                if u < p_rel:
+                    text, social = pick(p["relational"]), True
+                elif knobs.cat and u < p_rel + p_cat:
+                    text = pick(p[knobs.cat])
+                    social = knobs.cat == "relational"
+                elif (u := u - p_rel - p_cat) < knobs.deal:
+                    text, social = pick(deals), True
+                elif u < knobs.deal + knobs.meta:
+                    text = pick(p["meta"])
+                elif s > 1 and u < knobs.deal + knobs.meta + knobs.rule_later:
+                    text = pick(p["rule"])
+                elif s > 1 and said and rng.random() >= knobs.fresh_later:
+                    text = pick(said)
+                else:
+                    text = pick(p["filler"])
+                said.append(text)
+                to = None
+                if social and knobs.private and rng.random() < knobs.private:
+                    to = pick([v for v in workers if v != w])
+                msgs.append((w, to, text))
             order = sorted(workers, key=lambda w: -bids[w])
             log.round(
                 s,
