@@ -301,26 +301,28 @@ _ORDER_OF = {"shortest_job_first": "sjf_order", "earliest_deadline_first": "edf_
 # a rule about any of these is more than a plain ordering (ties, caps, turns, ...): its ballots
 # cannot be checked against a whole-round order
 _NOT_AN_ORDER = frozenset({"TIE", "CAP", "TURN", "ARRIVAL", "DISCLOSE", "RELEASE", "ONCE", "YIELD"})
-_LIFECYCLE_SCHEMA = {
-    "run_id": pl.String,
-    "rule": pl.Int64,
-    "rule_text": pl.String,
-    "convention": pl.String,
-    "proposer": pl.String,
-    "subrun": pl.Int64,
-    "round": pl.Int64,
-    "citing_rounds": pl.UInt32,
-    "citing_subruns": pl.UInt32,
-    "first_cite_subrun": pl.Int64,
-    "first_cite_round": pl.Int64,
-    "uses_by_others": pl.UInt32,
-    "proposer_ballots_after": pl.UInt32,
-    "proposer_ballots_applying": pl.UInt32,
-    "proposer_ballots_breaking": pl.UInt32,
-    "accepted": pl.Boolean,
-    "rounds_to_first_citation": pl.Int64,
-    "status": pl.String,
-}
+_LIFECYCLE_SCHEMA = pl.Schema(
+    {
+        "run_id": pl.String,
+        "rule": pl.Int64,
+        "rule_text": pl.String,
+        "convention": pl.String,
+        "proposer": pl.String,
+        "subrun": pl.Int64,
+        "round": pl.Int64,
+        "citing_rounds": pl.UInt32,
+        "citing_subruns": pl.UInt32,
+        "first_cite_subrun": pl.Int64,
+        "first_cite_round": pl.Int64,
+        "uses_by_others": pl.UInt32,
+        "proposer_ballots_after": pl.UInt32,
+        "proposer_ballots_applying": pl.UInt32,
+        "proposer_ballots_breaking": pl.UInt32,
+        "accepted": pl.Boolean,
+        "rounds_to_first_citation": pl.Int64,
+        "status": pl.String,
+    }
+)
 
 
 def _convention(sentence: str) -> str | None:
