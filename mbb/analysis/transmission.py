@@ -8,9 +8,11 @@ used only by `validate_commitment_acts`, as ground truth for the text extraction
   message); B accepts; A later calls it in (a claim = a citation); B honours it when, in a later
   round where both are candidates, B's ballot ranks A above itself; it is broken when B had such
   rounds and never did; open otherwise.
-- Rules: a scheduling convention advocated to the group (EDF, SJF, arrival order, a price rule,
-  a tie-break rule); every later message or ballot that names it again is a citation; it is
-  accepted when someone other than the proposer names or follows it.
+- Rules: any allocation rule stated in text (`mbb.analysis.rules.rule_statements`: a known
+  convention or one an agent invents), a rule being a cluster of statements within a run; every
+  later note, message or ballot that states or cites it again is a citation; it is accepted
+  when someone other than the proposer states it, or follows it in a ballot where the rule is
+  a plain ordering the ballots can be checked against (SJF, EDF); see `rule_lifecycle`.
 - Coalitions: a bloc invitation; later loyalty messages by the founder cite it.
 """
 
@@ -20,13 +22,15 @@ from collections.abc import Mapping
 
 import polars as pl
 
+from mbb.analysis.evidence import round_orders
+from mbb.analysis.rules import rule_signature, rule_statements
+
 __all__ = [
     "coalitions",
     "commitment_acts",
     "commitments",
     "honour_rate_by_seed",
     "rule_lifecycle",
-    "rule_mentions",
     "transmission_by_seed",
     "transmission_rates",
     "validate_commitment_acts",
@@ -290,143 +294,154 @@ def _scratch_debts(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     )
 
 
-_RULE_OF = {
-    "earliest_deadline_first": "edf",
-    "shortest_job_first": "sjf",
-    "recency_first": "arrival",
-    "tie_break_deference": "tie_break",
-    "price_primary": "price",
-}
+# concepts of `rule_signature` that name an order the ballots can be checked against
+# (`round_orders`), and the structural evidence category of a ballot that follows it
+_FOLLOWABLE = {"SHORT": "shortest_job_first", "DEADLINE": "earliest_deadline_first"}
+_ORDER_OF = {"shortest_job_first": "sjf_order", "earliest_deadline_first": "edf_order"}
+# a rule about any of these is more than a plain ordering (ties, caps, turns, ...): its ballots
+# cannot be checked against a whole-round order
+_NOT_AN_ORDER = frozenset({"TIE", "CAP", "TURN", "ARRIVAL", "DISCLOSE", "RELEASE", "ONCE", "YIELD"})
+_LIFECYCLE_SCHEMA = pl.Schema(
+    {
+        "run_id": pl.String,
+        "rule": pl.Int64,
+        "rule_text": pl.String,
+        "convention": pl.String,
+        "proposer": pl.String,
+        "subrun": pl.Int64,
+        "round": pl.Int64,
+        "citing_rounds": pl.UInt32,
+        "citing_subruns": pl.UInt32,
+        "first_cite_subrun": pl.Int64,
+        "first_cite_round": pl.Int64,
+        "uses_by_others": pl.UInt32,
+        "proposer_ballots_after": pl.UInt32,
+        "proposer_ballots_applying": pl.UInt32,
+        "proposer_ballots_breaking": pl.UInt32,
+        "accepted": pl.Boolean,
+        "rounds_to_first_citation": pl.Int64,
+        "status": pl.String,
+    }
+)
 
 
-def rule_mentions(evidence: pl.DataFrame) -> pl.DataFrame:
-    """Utterances that name a convention, with the rule key and whether it is a proposal
-    context (a message advocating it to the group) or a ballot applying it."""
-    rm = (
-        evidence.filter(pl.col("category") == "rule_making_citation")
-        .select("run_id", "seq")
-        .unique()
-    )
-    conv = evidence.filter(
-        pl.col("category").is_in(list(_RULE_OF)) & (pl.col("basis").is_in(["lexical", "model"]))
-    ).with_columns(pl.col("category").replace_strict(_RULE_OF).alias("rule"))
-    # price and tie-break count as rules only when voiced as a rule (rule-making context)
-    conv = conv.join(
-        rm.with_columns(pl.lit(True).alias("rule_ctx")), on=["run_id", "seq"], how="left"
-    ).with_columns(pl.col("rule_ctx").fill_null(False))
-    conv = conv.filter(pl.col("rule_ctx") | pl.col("rule").is_in(["edf", "sjf", "arrival"]))
-    return (
-        conv.select("run_id", "seq", "subrun", "round", "worker", "source", "rule", "rule_ctx")
-        .unique(["run_id", "seq", "rule"])
-        .sort("run_id", "seq")
-    )
+def _convention(sentence: str) -> str | None:
+    """The ordering convention a rule sentence names, when it names exactly one that ballots
+    can be checked against (shortest job first, earliest deadline first) and nothing that
+    makes it more than a plain ordering; else None."""
+    sig = rule_signature(sentence)
+    hits = [cat for concept, cat in _FOLLOWABLE.items() if concept in sig]
+    return hits[0] if len(hits) == 1 and not sig & _NOT_AN_ORDER else None
 
 
 def rule_lifecycle(tables: Mapping[str, pl.DataFrame], evidence: pl.DataFrame) -> pl.DataFrame:
-    """One row per (run, rule): who proposed it where, whether others accepted it (named or
-    followed it), how many later rounds cite it, rounds to the first later citation, and
-    whether the proposer kept it: `honoured` when every later ballot of the proposer applies
-    it, `broken` when one does not, `open` when the proposer cast no later ballot."""
-    m = rule_mentions(evidence).filter(pl.col("rule_ctx") | (pl.col("source") == "ballot"))
-    proposals = m.filter(pl.col("source") == "message") if m.height else m
+    """One row per rule stated in the text of a run, whatever the rule: a rule is a cluster of
+    `mbb.analysis.rules.rule_statements` within its run (`rule` is its index there, `rule_text`
+    the sentence that first stated it), so a rule an LLM invents is tracked like a known one.
+
+    Columns, and mbb's choices where the paper is silent:
+    - proposer, subrun, round: the worker and round of the rule's first statement.
+    - citing_rounds / citing_subruns, first_cite_subrun / first_cite_round,
+      rounds_to_first_citation: later rounds (after the first statement's round) in which
+      anyone states or cites the same rule, in text.
+    - convention: `shortest_job_first` or `earliest_deadline_first` when the first sentence
+      names exactly that ordering and nothing more (no ties, caps, turns, ...), else null.
+    - uses_by_others, accepted: utterances after the first statement in which another worker
+      states or cites the rule; for a rule with a convention, also that worker's ballots that
+      follow the convention unambiguously (structural `evidence`: the order differs from the
+      bid order). accepted = uses_by_others > 0.
+    - proposer_ballots_after / _applying / _breaking, status: the proposer's ballots in later
+      rounds. A ballot applies the rule when its reasoning states or cites it, or (with a
+      convention) its ranking equals the convention's order; it breaks it when it does not
+      apply it and its reasoning states another rule of the run, or (with a convention) its
+      ranking differs from the convention's order (EDF is judged only where a deadline was
+      disclosed). Other ballots (silent on an invented rule) are neither: the text cannot
+      tell. status: `broken` when a later ballot breaks it, `honoured` when none does and one
+      applies it, `open` otherwise.
+
+    tables: the run tables of `mbb.core.tables`. evidence: `classify_evidence(tables)` (or an
+    LLM classifier's rows, same columns), for the structural ballot-order rows."""
+    st = rule_statements(tables)
+    if st.is_empty():
+        return pl.DataFrame(schema=_LIFECYCLE_SCHEMA)
     first = (
-        proposals.sort("seq")
+        st.sort("seq")
         .group_by("run_id", "rule")
         .agg(
+            pl.col("sentence").first().alias("rule_text"),
             pl.col("worker").first().alias("proposer"),
-            pl.col("subrun").first().alias("subrun"),
-            pl.col("round").first().alias("round"),
+            pl.col("subrun").first(),
+            pl.col("round").first(),
             pl.col("seq").first().alias("seq0"),
         )
-    )
-    g = _global_round(tables)
-    later = m.join(
-        first.select(
-            "run_id",
-            "rule",
-            "proposer",
-            "seq0",
-            pl.col("subrun").alias("s0"),
-            pl.col("round").alias("r0"),
-        ),
-        on=["run_id", "rule"],
-    ).filter(pl.col("s0") * 100_000 + pl.col("r0") < _RK)
-    cites = later.group_by("run_id", "rule").agg(
-        pl.struct("subrun", "round").n_unique().alias("citing_rounds"),
-        pl.col("subrun").n_unique().alias("citing_subruns"),
-        pl.col("subrun").sort_by("seq").first().alias("first_cite_subrun"),
-        pl.col("round").sort_by("seq").first().alias("first_cite_round"),
-    )
-    # honoured / broken: the proposer's own later ballots apply the rule, or name another
-    ballots = tables["ballots"].select("run_id", "seq", "subrun", "round", "worker")
-    own = (
-        ballots.join(
-            first.select(
-                "run_id",
-                "rule",
-                pl.col("proposer").alias("worker"),
-                "seq0",
-                pl.col("subrun").alias("s0"),
-                pl.col("round").alias("r0"),
-            ),
-            on=["run_id", "worker"],
+        .with_columns(
+            pl.col("rule_text")
+            .map_elements(_convention, return_dtype=pl.String)
+            .alias("convention"),
+            (pl.col("subrun") * 100_000 + pl.col("round")).alias("rk0"),
         )
-        .filter(pl.col("s0") * 100_000 + pl.col("r0") < _RK)
-        .join(
-            m.filter(pl.col("source") == "ballot")
-            .select("run_id", "seq", "rule")
-            .with_columns(pl.lit(True).alias("applies")),
-            on=["run_id", "seq", "rule"],
-            how="left",
-        )
-        .group_by("run_id", "rule")
+    )
+    key = ["run_id", "rule"]
+    on_rule = st.join(first.select(*key, "proposer", "seq0", "rk0"), on=key)
+    cites = (
+        on_rule.filter(pl.col("rk0") < _RK)
+        .group_by(key)
         .agg(
-            pl.len().alias("proposer_ballots_after"),
-            pl.col("applies").fill_null(False).sum().alias("proposer_ballots_applying"),
+            pl.struct("subrun", "round").n_unique().alias("citing_rounds"),
+            pl.col("subrun").n_unique().alias("citing_subruns"),
+            pl.col("subrun").sort_by("seq").first().alias("first_cite_subrun"),
+            pl.col("round").sort_by("seq").first().alias("first_cite_round"),
         )
     )
-    # others accept a rule by naming it or by casting a ballot that follows it (structural)
-    followed = evidence.filter(
-        (pl.col("basis") == "structural")
-        & pl.col("category").is_in(list(_RULE_OF))
-        & (pl.col("category") != "price_primary")
-    ).select("run_id", "seq", "worker", pl.col("category").replace_strict(_RULE_OF).alias("rule"))
-    named = m.select("run_id", "seq", "worker", "rule")
-    others = (
-        pl.concat([named, followed])
-        .unique()
-        .join(first.select("run_id", "rule", "proposer", "seq0"), on=["run_id", "rule"])
-    )
-    others = others.filter(
+    # others state it, or (a convention) follow it in their ballots unambiguously
+    stated_by_others = on_rule.filter(
         (pl.col("worker") != pl.col("proposer")) & (pl.col("seq") > pl.col("seq0"))
+    ).select(*key, "seq")
+    followed = (
+        evidence.filter(
+            (pl.col("basis") == "structural") & pl.col("category").is_in(list(_ORDER_OF))
+        )
+        .select("run_id", "seq", "worker", pl.col("category").alias("convention"))
+        .join(first.drop_nulls("convention"), on=["run_id", "convention"])
+        .filter((pl.col("worker") != pl.col("proposer")) & (pl.col("seq") > pl.col("seq0")))
+        .select(*key, "seq")
     )
-    acc = others.group_by("run_id", "rule").agg(pl.len().alias("uses_by_others"))
+    acc = (
+        pl.concat([stated_by_others, followed])
+        .group_by(key)
+        .agg(pl.col("seq").n_unique().alias("uses_by_others"))
+    )
+    own = _proposer_ballots(tables, st, first)
+    g = _global_round(tables)
     out = (
-        first.join(cites, on=["run_id", "rule"], how="left")
-        .join(acc, on=["run_id", "rule"], how="left")
-        .join(own, on=["run_id", "rule"], how="left")
+        first.join(cites, on=key, how="left")
+        .join(acc, on=key, how="left")
+        .join(own, on=key, how="left")
         .join(g, on=["run_id", "subrun", "round"], how="left")
         .join(
             g.rename({"subrun": "first_cite_subrun", "round": "first_cite_round", "g": "gc"}),
             on=["run_id", "first_cite_subrun", "first_cite_round"],
             how="left",
         )
-    )
-    out = out.with_columns(
-        pl.col(
-            "citing_rounds",
-            "citing_subruns",
-            "uses_by_others",
-            "proposer_ballots_after",
-            "proposer_ballots_applying",
-        ).fill_null(0),
+        .with_columns(
+            pl.col(
+                "citing_rounds",
+                "citing_subruns",
+                "uses_by_others",
+                "proposer_ballots_after",
+                "proposer_ballots_applying",
+                "proposer_ballots_breaking",
+            )
+            .fill_null(0)
+            .cast(pl.UInt32),
+        )
     )
     status = (
-        pl.when(pl.col("proposer_ballots_after") == 0)
-        .then(pl.lit("open"))
-        .when(pl.col("proposer_ballots_applying") == pl.col("proposer_ballots_after"))
+        pl.when(pl.col("proposer_ballots_breaking") > 0)
+        .then(pl.lit("broken"))
+        .when(pl.col("proposer_ballots_applying") > 0)
         .then(pl.lit("honoured"))
-        .otherwise(pl.lit("broken"))
+        .otherwise(pl.lit("open"))
     )
     return (
         out.with_columns(
@@ -434,8 +449,47 @@ def rule_lifecycle(tables: Mapping[str, pl.DataFrame], evidence: pl.DataFrame) -
             (pl.col("gc") - pl.col("g")).alias("rounds_to_first_citation"),
             status.alias("status"),
         )
-        .drop("g", "gc", "seq0")
-        .sort("run_id", "rule")
+        .select(list(_LIFECYCLE_SCHEMA))
+        .cast(_LIFECYCLE_SCHEMA)
+        .sort(key)
+    )
+
+
+def _proposer_ballots(
+    tables: Mapping[str, pl.DataFrame], st: pl.DataFrame, first: pl.DataFrame
+) -> pl.DataFrame:
+    """Per (run, rule): the proposer's ballots in later rounds, and how many apply or break the
+    rule (see `rule_lifecycle`)."""
+    key = ["run_id", "rule"]
+    stated = st.filter(pl.col("source") == "ballot").select(
+        "run_id", "seq", pl.col("rule").alias("stated_rule")
+    )
+    orders = round_orders(tables).select(
+        "run_id", "subrun", "round", "sjf_order", "edf_order", "n_disclosed"
+    )
+    b = (
+        tables["ballots"]
+        .select("run_id", "seq", "subrun", "round", pl.col("worker").alias("proposer"), "ranking")
+        .join(first.select(*key, "proposer", "convention", "rk0"), on=["run_id", "proposer"])
+        .filter(pl.col("rk0") < _RK)
+        .join(stated, on=["run_id", "seq"], how="left")
+        .join(orders, on=["run_id", "subrun", "round"], how="left")
+    )
+    conv_order = (
+        pl.when(pl.col("convention") == "shortest_job_first")
+        .then(pl.col("sjf_order"))
+        .when((pl.col("convention") == "earliest_deadline_first") & (pl.col("n_disclosed") >= 1))
+        .then(pl.col("edf_order"))
+    )
+    b = b.with_columns(conv_order.alias("order"))
+    follows = (pl.col("ranking") == pl.col("order")).fill_null(False)
+    deviates = (pl.col("ranking") != pl.col("order")).fill_null(False)
+    applies = (pl.col("stated_rule") == pl.col("rule")).fill_null(False) | follows
+    other = (pl.col("stated_rule") != pl.col("rule")).fill_null(False)
+    return b.group_by(key).agg(
+        pl.len().alias("proposer_ballots_after"),
+        applies.sum().alias("proposer_ballots_applying"),
+        (~applies & (other | deviates)).sum().alias("proposer_ballots_breaking"),
     )
 
 
@@ -485,7 +539,8 @@ def transmission_rates(tables: Mapping[str, pl.DataFrame], evidence: pl.DataFram
 
     - debt: a commitment offered in s and not honoured in s; cited in s+1 when its creditor
       calls it in (before offering the same peer a new deal) or the debtor says it honours it.
-    - rule: a convention named in s; cited in s+1 when anyone names it again.
+    - rule: a rule stated in text in s (a cluster of `rule_statements` in its run); cited in
+      s+1 when anyone states or cites the same rule there (mbb's choice: text only).
     - coalition: a bloc its founder formed or kept in s; cited in s+1 when the founder
       appeals to it before issuing any new invitation.
     Also: mean rounds to first citation (debts and rules). Per seed: `transmission_by_seed`.
@@ -614,8 +669,7 @@ def _institutions_next_subrun(
         .select("run_id", "kind", "subrun", "cited")
     )
     # rules
-    rm = rule_mentions(evidence)
-    per_s = rm.select("run_id", "rule", "subrun").unique()
+    per_s = rule_statements(tables).select("run_id", "rule", "subrun").unique()
     rules = (
         per_s.join(
             per_s.with_columns((pl.col("subrun") - 1).alias("subrun"), pl.lit(True).alias("cited")),

@@ -36,17 +36,30 @@ _FILLER_OK = {
 }
 
 
+# the conventions a fixed rule list would know; a rule item labelled with none is "invented"
+_CONVENTIONS = {
+    "earliest_deadline_first",
+    "shortest_job_first",
+    "recency_first",
+    "tie_break_deference",
+    "price_primary",
+}
+
+
 @cache
-def pools() -> dict[str, tuple[str, ...]]:
-    """Texts of the gold dev split by role: rule, deal (reciprocity / coalition formation,
-    forward-looking arrangements), metagaming, filler."""
-    out: dict[str, list[str]] = {"rule": [], "deal": [], "meta": [], "filler": []}
-    with (GOLD_DIR / "dev.jsonl").open(encoding="utf-8") as fh:
+def pools(split: str = "dev") -> dict[str, tuple[str, ...]]:
+    """Texts of a gold split by role: rule, deal (reciprocity / coalition formation,
+    forward-looking arrangements), metagaming, filler; and `invented`: the rule items labelled
+    with none of the fixed conventions (EDF, SJF, arrival, tie-break, price)."""
+    out: dict[str, list[str]] = {"rule": [], "deal": [], "meta": [], "filler": [], "invented": []}
+    with (GOLD_DIR / f"{split}.jsonl").open(encoding="utf-8") as fh:
         for line in fh:
             item = json.loads(line)
             labels = set(item["labels"] or [])
             if "rule_making_citation" in labels:
                 out["rule"].append(item["text"])
+                if not labels & _CONVENTIONS:
+                    out["invented"].append(item["text"])
             elif labels & {"reciprocity", "coalition_formation"}:
                 out["deal"].append(item["text"])
             elif "metagaming" in labels:
@@ -60,12 +73,25 @@ def pools() -> dict[str, tuple[str, ...]]:
 class Knobs:
     """Per message: the chance it is a deal, a rule (later subruns only), metagaming; in later
     subruns, the chance a filler message is fresh rather than a repeat of the run's earlier
-    text."""
+    text.
+
+    Rule transmission: `rule_any`, the chance a message is a rule item in any subrun (checked
+    after deal and metagaming); `rule_carry`, the chance a worker restates each rule item it
+    posted in subrun s, word for word, in a random round of s+1; `rule_pool`, the pool rule
+    items come from ("rule" or "invented"); `split`, the gold split all text comes from (the
+    rule detector's cues were written from "dev")."""
 
     deal: float = 0.0
     rule_later: float = 0.0
     meta: float = 0.0
     fresh_later: float = 1.0
+    # --- rule knobs (the rule path of `synthetic_run`) ---
+    # per message, the chance of a rule item in any subrun (on top of `rule_later`)
+    rule_any: float = 0.0
+    # chance a rule item a worker stated in subrun s is restated by it in s+1
+    rule_carry: float = 0.0
+    # "rule": any gold rule item; "invented": rule items naming none of the fixed conventions
+    rule_pool: str = "rule"
     # --- behaviour knobs (`extended_run`; the defaults leave `synthetic_run` as it was) ---
     # gold split the text is drawn from: "test" is held out from the classifier's training
     split: str = "dev"
@@ -97,16 +123,21 @@ _BEHAVIOUR_KNOBS = (
     "private",
     "negotiator",
 )
+_RULE_KNOBS = ("rule_any", "rule_carry", "rule_pool")
 _DEFAULT = Knobs()
 
 
 def synthetic_run(Log, run_id: str, knobs: Knobs, rng: np.random.Generator, *, subruns=3, rounds=3):
     """One run of four scripted workers: per round each posts one public message chosen by the
-    knobs; notes and ballot reasoning are empty, bids random. With any behaviour knob set, the
-    run is an `extended_run`."""
-    if any(getattr(knobs, f) != getattr(_DEFAULT, f) for f in _BEHAVIOUR_KNOBS):
+    knobs; notes and ballot reasoning are empty, bids random. With a rule knob set, rules can
+    be stated in any subrun and carried to the next; with another behaviour knob set (the text
+    split included), the run is an `extended_run`."""
+    rule_path = any(getattr(knobs, f) != getattr(_DEFAULT, f) for f in _RULE_KNOBS)
+    if not rule_path and any(getattr(knobs, f) != getattr(_DEFAULT, f) for f in _BEHAVIOUR_KNOBS):
         return extended_run(Log, run_id, knobs, rng, subruns=subruns, rounds=rounds)
-    p = pools()
+    p = pools(knobs.split)
+    rules = p[knobs.rule_pool]
+    carry: dict[tuple[int, int, str], str] = {}  # (subrun, round, worker) -> restated rule item
     workers = ["W1", "W2", "W3", "W4"]
     log = Log(run_id)
     log.run_started(
@@ -117,16 +148,23 @@ def synthetic_run(Log, run_id: str, knobs: Knobs, rng: np.random.Generator, *, s
     said: list[str] = []
     for s in range(1, subruns + 1):
         log.subrun_started(s, dict.fromkeys(workers, 1000), dict.fromkeys(workers, 1500.0))
+        stated: list[tuple[str, str]] = []  # (worker, rule item) posted in this subrun
         for r in range(1, rounds + 1):
             msgs = []
             for w in workers:
                 u = rng.random()
-                if u < knobs.deal:
+                if (s, r, w) in carry:
+                    text = carry[(s, r, w)]
+                    stated.append((w, text))
+                elif u < knobs.deal:
                     text = p["deal"][rng.integers(len(p["deal"]))]
                 elif u < knobs.deal + knobs.meta:
                     text = p["meta"][rng.integers(len(p["meta"]))]
-                elif s > 1 and u < knobs.deal + knobs.meta + knobs.rule_later:
-                    text = p["rule"][rng.integers(len(p["rule"]))]
+                elif u < knobs.deal + knobs.meta + (knobs.rule_later if s > 1 else 0.0) or (
+                    knobs.rule_any and u < knobs.deal + knobs.meta + knobs.rule_any
+                ):
+                    text = rules[rng.integers(len(rules))]
+                    stated.append((w, text))
                 elif s > 1 and said and rng.random() >= knobs.fresh_later:
                     text = said[rng.integers(len(said))]
                 else:
@@ -145,6 +183,10 @@ def synthetic_run(Log, run_id: str, knobs: Knobs, rng: np.random.Generator, *, s
                 order,
                 [bids[w] for w in order],
             )
+        if knobs.rule_carry:
+            for w, text in stated:
+                if rng.random() < knobs.rule_carry:
+                    carry[(s + 1, int(rng.integers(1, rounds + 1)), w)] = text
     return log
 
 

@@ -96,25 +96,13 @@ def test_broken_and_open_commitments(events):
 
 
 def test_rule_lifecycle(scen, scen_ev):
-    r = rule_lifecycle(scen, scen_ev).drop("run_id").to_dicts()
-    assert r == [
-        {
-            "rule": "edf",
-            "proposer": "W2",
-            "subrun": 1,
-            "round": 1,
-            "citing_rounds": 0,
-            "citing_subruns": 0,
-            "first_cite_subrun": None,
-            "first_cite_round": None,
-            "uses_by_others": 0,
-            "proposer_ballots_after": 0,
-            "proposer_ballots_applying": 0,
-            "accepted": False,
-            "rounds_to_first_citation": None,
-            "status": "open",
-        }
-    ]
+    # W2's "Proposal: earliest deadline first. Whoever runs out of time soonest goes first."
+    # orders this decision only (no scope beyond it, no earlier agreement): not a rule statement
+    r = rule_lifecycle(scen, scen_ev)
+    assert r.is_empty()
+    assert {"rule", "rule_text", "proposer", "accepted", "citing_rounds", "status"} <= set(
+        r.columns
+    )
 
 
 def _rule_run(events, second_reasoning: str):
@@ -137,7 +125,7 @@ def _rule_run(events, second_reasoning: str):
         1,
         list("ABC"),
         decls,
-        [("A", None, "Shortest job first minimises everyone's total waiting.")],
+        [("A", None, "From now on, the shortest window goes first.")],
         {
             "A": (list("ACB"), "Shortest requested duration first."),
             "B": (list("BCA"), ""),
@@ -153,7 +141,7 @@ def _rule_run(events, second_reasoning: str):
         decls,
         [],
         {
-            "A": (list("ACB") if "Shortest" in second_reasoning else list("BCA"), second_reasoning),
+            "A": (list("ACB") if "shortest" in second_reasoning else list("BCA"), second_reasoning),
             "B": (list("ACB"), ""),
             "C": (list("BCA"), ""),
         },
@@ -165,13 +153,14 @@ def _rule_run(events, second_reasoning: str):
 
 
 def test_rule_honoured_and_followed_by_another(events):
-    r = _rule_run(events, "Shortest requested duration first.")
-    assert (r["rule"], r["proposer"], r["citing_rounds"], r["rounds_to_first_citation"]) == (
-        "sjf",
+    r = _rule_run(events, "Per our rule, the shortest window goes first.")
+    assert (r["rule"], r["rule_text"], r["convention"], r["proposer"]) == (
+        0,
+        "From now on, the shortest window goes first.",
+        "shortest_job_first",
         "A",
-        1,
-        1,
     )
+    assert (r["citing_rounds"], r["rounds_to_first_citation"]) == (1, 1)
     # B's round-2 ballot follows SJF without a word: accepted by behaviour
     assert r["uses_by_others"] == 1 and r["accepted"]
     assert (r["proposer_ballots_after"], r["proposer_ballots_applying"], r["status"]) == (
@@ -183,18 +172,68 @@ def test_rule_honoured_and_followed_by_another(events):
 
 def test_rule_broken_by_its_proposer(events):
     r = _rule_run(events, "Strictly by bid this time.")
-    assert (r["proposer_ballots_after"], r["proposer_ballots_applying"], r["status"]) == (
+    assert (
+        r["proposer_ballots_after"],
+        r["proposer_ballots_applying"],
+        r["proposer_ballots_breaking"],
+        r["status"],
+    ) == (1, 0, 1, "broken")
+
+
+def _invented_rule_run(events, a_reasoning: str, c_message: str):
+    """A states a rule no fixed list knows; C may cite it; A's later ballot says what it says."""
+    Log, tables_of = events
+
+    log = Log("base-seed0005")
+    log.run_started("base", [(w, "price_first", 100, 100.0) for w in "ABC"], subruns=2)
+    decls = {"A": (5, 30, ""), "B": (9, 90, ""), "C": (7, 60, "")}
+    for s in (1, 2):
+        log.subrun_started(s, {w: 100 for w in "ABC"}, {w: 100.0 for w in "ABC"})
+        msgs = (
+            [("A", None, "From now on, whoever lost the last round goes first in the next.")]
+            if s == 1
+            else [("C", None, c_message)]
+        )
+        ballots = {w: (list("BCA"), "") for w in "BC"}
+        ballots["A"] = (list("BCA"), a_reasoning if s == 2 else "")
+        log.round(s, 1, list("ABC"), decls, msgs, ballots, list("BCA"), [9, 7, 5])
+    t = tables_of(log)
+    ev = classify_evidence(t)
+    return rule_lifecycle(t, ev), transmission_rates(t, ev)
+
+
+def test_invented_rule_cited_by_another_and_carried_to_the_next_subrun(events):
+    rules, rates = _invented_rule_run(
+        events,
+        "Per our rule, whoever lost the last round goes first.",
+        "As we agreed: whoever lost the last round goes first in the next, still stands.",
+    )
+    r = rules.row(0, named=True)
+    assert rules.height == 1 and r["convention"] is None and r["proposer"] == "A"
+    assert (r["citing_rounds"], r["citing_subruns"], r["rounds_to_first_citation"]) == (1, 1, 1)
+    assert (r["uses_by_others"], r["accepted"], r["status"]) == (1, True, "honoured")
+    rule = rates.filter(pl.col("kind") == "rule").row(0, named=True)
+    assert (rule["institutions"], rule["cited_next_subrun"]) == (1, 1)
+
+
+def test_invented_rule_silent_later_is_open_and_not_transmitted(events):
+    rules, rates = _invented_rule_run(events, "By bid.", "By bid, as always.")
+    r = rules.row(0, named=True)
+    assert (r["citing_rounds"], r["uses_by_others"], r["accepted"]) == (0, 0, False)
+    # a silent ballot neither applies nor breaks a rule its order cannot be checked against
+    assert (r["proposer_ballots_after"], r["proposer_ballots_breaking"], r["status"]) == (
         1,
         0,
-        "broken",
+        "open",
     )
+    rule = rates.filter(pl.col("kind") == "rule").row(0, named=True)
+    assert (rule["institutions"], rule["cited_next_subrun"]) == (1, 0)
 
 
 def test_transmission_rates_exact(scen, scen_ev):
     t = transmission_rates(scen, scen_ev)
     assert t.rows() == [
         ("base", True, "debt", 1, 1, 1.0, 1.0),
-        ("base", True, "rule", 1, 0, 0.0, None),
     ]
 
 
