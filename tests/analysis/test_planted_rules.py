@@ -76,11 +76,9 @@ def test_planted_rule_carry_raises_transmission(data, pool):
     assert r["diff"] > 0 and r["ci_low"] > 0, r
 
 
-def test_null_rule_transmission_ci_includes_zero_in_at_least_90_percent(data):
-    _, rates, _ = data
-    pool = _rates(rates, "null")
-    # most runs have a rule in a subrun followed by another; the null has spread
-    assert pool.size >= 0.9 * NULL_POOL and pool.std() > 0
+def _null_coverage(pool: np.ndarray) -> int:
+    """Of NULL_REPS draws of 20 vs 20 runs from the null pool, how many CIs of the difference
+    include 0."""
     rng = np.random.default_rng(11)
     covered = 0
     for rep in range(NULL_REPS):
@@ -90,7 +88,35 @@ def test_null_rule_transmission_ci_includes_zero_in_at_least_90_percent(data):
         )
         assert ci is not None
         covered += ci[0] <= 0 <= ci[1]
+    return covered
+
+
+def test_null_rule_transmission_ci_includes_zero_in_at_least_90_percent(data):
+    _, rates, _ = data
+    pool = _rates(rates, "null")
+    # most runs have a rule in a subrun followed by another; the null has spread
+    assert pool.size >= 0.9 * NULL_POOL and pool.std() > 0
+    covered = _null_coverage(pool)
     print("null coverage", covered, "/", NULL_REPS)
+    assert covered / NULL_REPS >= 0.90, covered / NULL_REPS
+
+
+def _cited_later(t: dict, life: pl.DataFrame) -> pl.DataFrame:
+    """Per run: the share of its rules (lifecycle rows) cited in a later subrun."""
+    return (
+        life.join(t["runs"].select("run_id", "condition"), on="run_id")
+        .group_by("condition", "run_id")
+        .agg((pl.col("citing_subruns") > 0).mean().alias("cited_later"))
+        .sort("run_id")
+    )
+
+
+def test_null_rule_lifecycle_ci_includes_zero_in_at_least_90_percent(data):
+    t, _, life = data
+    pool = _cited_later(t, life).filter(pl.col("condition") == "null")["cited_later"].to_numpy()
+    assert pool.size >= 0.9 * NULL_POOL and pool.std() > 0
+    covered = _null_coverage(pool)
+    print("lifecycle null coverage", covered, "/", NULL_REPS)
     assert covered / NULL_REPS >= 0.90, covered / NULL_REPS
 
 
@@ -124,12 +150,7 @@ def test_invented_rules_are_found_and_tracked(data):
     assert proposer_ok >= 0.8
     # no fixed convention is needed to track them: the carried ones are cited in a later
     # subrun more often (per run: share of its rules cited in a later subrun)
-    cited = (
-        life.join(t["runs"].select("run_id", "condition"), on="run_id")
-        .group_by("condition", "run_id")
-        .agg((pl.col("citing_subruns") > 0).mean().alias("cited_later"))
-        .sort("run_id")
-    )
+    cited = _cited_later(t, life)
     on = cited.filter(pl.col("condition") == "invented_on")["cited_later"].to_numpy()
     off = cited.filter(pl.col("condition") == "invented_off")["cited_later"].to_numpy()
     r = compare_samples(on, off)
