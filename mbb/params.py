@@ -337,6 +337,44 @@ class BehaviourKnobs(_Strict):
     honour_rate: float = Field(
         1.0, ge=0, le=1, description="Probability that a debt is honoured when it falls due."
     )
+    private_share: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="Probability that a message goes privately to the peer it concerns (else "
+        "publicly), whatever the persona would do; None: each persona's own choice (as always).",
+    )
+    after_win_bid: float = Field(
+        1.0,
+        gt=0,
+        le=4,
+        description="Multiplier on a worker's bid in the round after it won (first in the "
+        "schedule): >1 momentum, <1 turn-taking, 1 as always.",
+    )
+    budget_pacing: Literal["balance", "start"] = Field(
+        "balance",
+        description="What the per-round allowance is sized from. balance: the current balance "
+        "spread over the subruns left (as always); start: the balance at the worker's first "
+        "declaration spread over all subruns, so bids ignore how much is left (capped by it).",
+    )
+    thrift: float = Field(
+        0.0,
+        ge=0,
+        le=4,
+        description="Bids are multiplied by (balance / balance at the first declaration) to "
+        "this power: a worker that has spent more bids less; 0 as always.",
+    )
+
+    @model_serializer(mode="wrap")
+    def _new_fields_at_default_left_out(self, handler: Any) -> Any:
+        # as `_defaults_left_out`, but a knob set explicitly is kept even at its default: a
+        # worker override that sets it back to the default must not inherit the condition's
+        unset = {n: _KNOB_DEFAULTS[n] for n in _LATER_KNOBS if n not in self.model_fields_set}
+        return _defaults_left_out(handler(self), unset)
+
+
+_LATER_KNOBS = ("private_share", "after_win_bid", "budget_pacing", "thrift")
+_KNOB_DEFAULTS = {n: BehaviourKnobs.model_fields[n].default for n in _LATER_KNOBS}
 
 
 class WorkerOverride(_Strict):

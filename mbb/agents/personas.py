@@ -28,6 +28,18 @@ personas as described above:
   the persona states no rule and ranks by bid); `rederive` (a standing preference drawn once
   per run, restated every subrun whatever memory holds).
 - `honour_rate`: probability that a debt is honoured when it falls due (else it is dropped).
+- `private_share`: None (as always): each persona addresses its messages as always
+  (deals, offers and bloc invitations privately, proposals and arguments publicly); a number p:
+  every message goes privately with probability p, else publicly, whatever the persona would
+  do. Privately to the peer it concerns: its addressee, else the peer its intents name, else
+  the top bidder among the others (the peer whose place the talk contests).
+- `after_win_bid`: multiplier on the bid in the round after the worker won (was first in the
+  previous round's schedule of the subrun): >1 momentum, <1 turn-taking, 1 as always.
+- `budget_pacing`: `balance` (as always): the per-round allowance is the balance spread over
+  the subruns left, so a worker that has spent more bids less; `start`: the balance at its
+  first declaration spread over all subruns, so bids ignore what is left (capped by it).
+- `thrift`: bids are multiplied by (balance / balance at the first declaration) ** thrift, a
+  smooth "spend less when poor" (0: as always).
 """
 
 from __future__ import annotations
@@ -104,6 +116,7 @@ class ScriptedNegotiator:
         self.said: set[tuple[int, str]] = set()  # (round, topic) already said this round
         self.last_declaration: Declaration | None = None
         self._n = 0
+        self.start_budget: int | None = None  # the balance at its first declaration
         self._u: list[float] = []
         self._u_next = 0
 
@@ -165,13 +178,26 @@ class ScriptedNegotiator:
     def urgency(self, v: RoundView) -> float:
         return v.need_s / max(1.0, v.time_left_s)
 
+    def won_last_round(self, v: RoundView) -> bool:
+        """First in the schedule of the previous round of this subrun."""
+        return bool(v.past_rounds) and v.past_rounds[-1].order[:1] == [self.worker]
+
     def bid_for(self, v: RoundView) -> int:
-        subruns_left = max(1, v.subruns_total - v.subrun + 1)
-        per_round = v.budget / subruns_left / EXPECTED_ROUNDS_PER_SUBRUN
-        u = self.urgency(v)
         k = self.knobs
+        if self.start_budget is None:
+            self.start_budget = v.budget
+        if k.budget_pacing == "balance":
+            subruns_left = max(1, v.subruns_total - v.subrun + 1)
+            per_round = v.budget / subruns_left / EXPECTED_ROUNDS_PER_SUBRUN
+        else:
+            per_round = self.start_budget / max(1, v.subruns_total) / EXPECTED_ROUNDS_PER_SUBRUN
+        u = self.urgency(v)
         premium = 1.0 + 1.5 * min(u, 1.0) if k.urgency_premium else 1.0
         mult = 0.25 if u > 1.0 and k.termination_discount else premium
+        if k.thrift:
+            mult *= (v.budget / max(1, self.start_budget)) ** k.thrift
+        if k.after_win_bid != 1.0 and self.won_last_round(v):
+            mult *= k.after_win_bid
         noise = 0.85 + 0.3 * self.uniform()
         bid = int(round(per_round * self.aggression * mult * noise / 5.0) * 5)
         return max(0, min(v.budget, bid))
@@ -244,10 +270,31 @@ class ScriptedNegotiator:
 
     async def converse(self, v: RoundView) -> ConversationTurn:
         msgs = self._answer_offers(v) + [m for m in self._talk(v) if m is not None]
+        if self.knobs.private_share is not None:
+            msgs = [self._route(v, m, self.knobs.private_share) for m in msgs]
         revision = self._revise(v) if v.revisable else None
         if revision is not None:
             self.last_declaration = revision
         return ConversationTurn(messages=tuple(msgs), revision=revision)
+
+    def concerned_peer(self, v: RoundView, m: Message) -> str | None:
+        """The peer a message concerns: its addressee, else the first peer its intents name,
+        else the top bidder among the other candidates (None when alone)."""
+        if m.to is not None:
+            return m.to
+        for i in m.intents:
+            if i.peer is not None and i.peer != self.worker and i.peer in v.population:
+                return i.peer
+        bids = {c: v.declarations[c].bid for c in v.peers if c in v.declarations}
+        return max(bids, key=lambda c: (bids[c], c)) if bids else None
+
+    def _route(self, v: RoundView, m: Message, share: float) -> Message:
+        """`private_share`: privately to the peer it concerns with probability `share`."""
+        peer = self.concerned_peer(v, m)
+        if peer is None:
+            return m
+        to = peer if self.chance(share) else None
+        return m if to == m.to else m.model_copy(update={"to": to})
 
     def _answer_offers(self, v: RoundView) -> list[Message]:
         """Accept (or ignore) a peer's concession-for-a-favour offer made to me this round."""

@@ -27,6 +27,7 @@ __all__ = [
     "contested_win_rates",
     "contested_win_rates_by_seed",
     "direct_message_use",
+    "direct_message_use_by_seed",
     "drift_tests",
     "mean_bid_by_seed",
     "mean_bid_by_subrun",
@@ -95,7 +96,8 @@ def behaviour_prevalence(tables: Mapping[str, pl.DataFrame], wr_pred: pl.DataFra
 
 
 def direct_message_use(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
-    """Fig. 6 (right): private (direct) messages per worker-round and their share of messages."""
+    """Fig. 6 (right): private (direct) messages per worker-round and their share of messages,
+    by condition and model. Per seed: `direct_message_use_by_seed`."""
     wr = worker_rounds(tables).group_by("condition", "model").agg(pl.len().alias("worker_rounds"))
     m = labels_of(condition_of(tables["messages"], tables), tables)
     g = m.group_by("condition", "model").agg(
@@ -111,6 +113,48 @@ def direct_message_use(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
             .alias("direct_share"),
         )
         .sort("condition", "model")
+    )
+
+
+def direct_message_use_by_seed(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
+    """Fig. 6 (right) per run, for a CI over seeds: the run's private (direct) messages per
+    worker-round (`direct_per_worker_round`) and their share of its messages (`direct_share`,
+    null when the run has no message), all workers pooled.
+
+    `tables`: one or more conditions' tables (with `runs` from `with_run_info` for the seed)."""
+    wr = worker_rounds(tables).group_by("run_id").agg(pl.len().alias("worker_rounds"))
+    g = (
+        tables["messages"]
+        .group_by("run_id")
+        .agg(pl.len().alias("messages"), pl.col("to").is_not_null().sum().alias("direct_messages"))
+    )
+    runs = tables["runs"].select("run_id", "condition", "seed")
+    return (
+        runs.join(wr, on="run_id", how="left")
+        .join(g, on="run_id", how="left")
+        .with_columns(
+            pl.col("worker_rounds").fill_null(0).cast(pl.Int64),
+            pl.col("messages", "direct_messages").fill_null(0).cast(pl.Int64),
+        )
+        .with_columns(
+            pl.when(pl.col("worker_rounds") > 0)
+            .then(pl.col("direct_messages") / pl.col("worker_rounds"))
+            .alias("direct_per_worker_round"),
+            pl.when(pl.col("messages") > 0)
+            .then(pl.col("direct_messages") / pl.col("messages"))
+            .alias("direct_share"),
+        )
+        .select(
+            "condition",
+            "seed",
+            "run_id",
+            "worker_rounds",
+            "messages",
+            "direct_messages",
+            "direct_share",
+            "direct_per_worker_round",
+        )
+        .sort("condition", "seed")
     )
 
 
@@ -274,7 +318,13 @@ def contested_win_rates(
 ) -> pl.DataFrame:
     """Table 7: win rate in contested rounds at full vs depleted budget. A worker's budget is
     'depleted' at a round when its balance at the round's start is below `depleted_below` of
-    its starting budget (balance = subrun-start budget minus this subrun's earlier payments)."""
+    its starting budget (balance = subrun-start budget minus this subrun's earlier payments).
+    `win_excess`: the mean of won minus 1 / (workers that declared in the round), the win rate
+    above the chance of a random winner, since depleted rounds come later, when fewer may
+    contend (mbb's choice; the paper reports the raw rate).
+
+    `tables`: one or more conditions' tables; `depleted_below`: the share of the starting
+    budget under which a balance is depleted."""
     return (
         _contested_rounds(tables, depleted_below)
         .group_by("condition", "group", "budget_state")
@@ -282,6 +332,7 @@ def contested_win_rates(
             pl.len().alias("contested_rounds"),
             pl.col("won").sum().alias("wins"),
             pl.col("won").mean().alias("win_rate"),
+            pl.col("win_excess").mean().alias("win_excess"),
         )
         .sort("condition", "group", "budget_state")
     )
@@ -295,6 +346,9 @@ def contested_win_rates_by_seed(
     over the run's workers that had rounds in both states (`workers`); a run with none has no
     row. Within workers, so the personas that run their budget down (the high bidders) do not
     read as "depleted workers win more" (mbb's choice; the paper pools the rounds).
+    `adjusted_difference`: the same with each round's win less its chance, 1 / (workers that
+    declared), so that fewer contenders late in a run, when budgets are depleted, do not read
+    as a budget effect (mbb's choice; `full_excess`, `depleted_excess` are its two sides).
 
     `tables`: one or more conditions' tables (with `runs` from `with_run_info` for the seed);
     `depleted_below`: the share of the starting budget under which a balance is depleted."""
@@ -305,6 +359,11 @@ def contested_win_rates_by_seed(
         .agg(
             pl.col("won").filter(pl.col("budget_state") == "full").mean().alias("full"),
             pl.col("won").filter(pl.col("budget_state") == "depleted").mean().alias("depleted"),
+            pl.col("win_excess").filter(pl.col("budget_state") == "full").mean().alias("full_x"),
+            pl.col("win_excess")
+            .filter(pl.col("budget_state") == "depleted")
+            .mean()
+            .alias("depleted_x"),
         )
         .drop_nulls(["full", "depleted"])
     )
@@ -315,6 +374,9 @@ def contested_win_rates_by_seed(
             pl.col("full").mean().alias("full_win_rate"),
             pl.col("depleted").mean().alias("depleted_win_rate"),
             (pl.col("full") - pl.col("depleted")).mean().alias("difference"),
+            pl.col("full_x").mean().alias("full_excess"),
+            pl.col("depleted_x").mean().alias("depleted_excess"),
+            (pl.col("full_x") - pl.col("depleted_x")).mean().alias("adjusted_difference"),
         )
         .join(runs, on="run_id")
         .sort("condition", "seed")
@@ -322,9 +384,17 @@ def contested_win_rates_by_seed(
 
 
 def _contested_rounds(tables: Mapping[str, pl.DataFrame], depleted_below: float) -> pl.DataFrame:
-    """Contested worker-rounds with won, the start-state group and budget_state."""
+    """Contested worker-rounds with won, win_excess (won - 1 / n_declared), the start-state
+    group and budget_state."""
     grp = _start_state(tables, "budget", "max")
-    w = _wins(tables).filter(pl.col("contested")).join(grp, on=["run_id", "worker"])
+    w = (
+        _wins(tables)
+        .filter(pl.col("contested"))
+        .join(grp, on=["run_id", "worker"])
+        .with_columns(
+            (pl.col("won").cast(pl.Float64) - 1.0 / pl.col("n_declared")).alias("win_excess")
+        )
+    )
     sw = tables["subrun_workers"].select(
         "run_id", "subrun", "worker", pl.col("budget").alias("subrun_budget")
     )
