@@ -21,6 +21,7 @@ import pytest
 
 from mbb import analysis as A
 from mbb.analysis._frames import utterances
+from mbb.analysis.mechanisms.screens import screens
 from mbb.analysis.outcome import execution_by_worker, outcomes, waits
 from mbb.analysis.tokens import cost_by_model, token_audit, token_efficiency
 from mbb.analysis.workload import workload_by_run, workload_table
@@ -245,6 +246,15 @@ def test_workload_null_memory_and_seating(unrelated, value):
         assert null_coverage(d, "d") == REPS
 
 
+def test_workload_null_memory_utilisation(unrelated):
+    """Scratch memory changes what is said, not how the resource is kept busy."""
+    base, (memory_off, _) = unrelated
+    j = workload_by_run(memory_off).join(workload_by_run(base), on="seed", suffix="_base")
+    d = j.select("seed", (pl.col("utilisation") - pl.col("utilisation_base")).alias("d"))
+    assert (d["d"] != 0).any()  # not the same runs twice
+    assert null_coverage(d, "d") >= 0.9 * REPS
+
+
 @pytest.mark.parametrize("value", ["load", "demand_s", "utilisation", "completion_rate"])
 def test_workload_null_disjoint_seeds(base_null, value):
     assert null_coverage(halves(workload_by_run(base_null), value), "d") >= 0.9 * REPS
@@ -334,3 +344,36 @@ def test_tokens_planted_conversation_turns_llm_calls(turns_pair, value):
 def test_tokens_null_disjoint_seeds(base_null, value, llm):
     t = with_llm_calls(base_null) if llm else base_null
     assert null_coverage(halves(tokens_by_seed(t), value), "d") >= 0.9 * REPS
+
+
+# --- screens: rotation of the award under pay-your-bid ----------------------------------------
+def rotation_by_seed(tables: dict) -> pl.DataFrame:
+    s = screens(tables).with_columns(
+        (pl.col("rotation") - pl.col("rotation_chance")).alias("rotation_excess")
+    )
+    return with_seed(s, tables)
+
+
+def test_rotation_planted_pay_your_bid():
+    """Paying one's bid depletes the winner's budget, so the next award goes to someone who
+    has waited (the screen's own caveat); with nothing charged that force is off. The chance
+    level does not move, so the rise is turn-taking, not fewer eligible candidates."""
+    paid = rotation_by_seed(batch("base", None, SEEDS20))
+    free = rotation_by_seed(
+        batch("base", {"name": "free", "mechanism": {"payment": "none"}}, SEEDS20)
+    )
+    d = paired(paid, free, "rotation")
+    assert d["n"] == len(SEEDS20) and d["difference"] > 0 and d["ci_low"] > 0, d
+    c = paired(paid, free, "rotation_chance")
+    assert c["ci_low"] <= 0 <= c["ci_high"], c
+
+
+@pytest.fixture(scope="module")
+def rotation_null(base_null):
+    return rotation_by_seed(base_null)
+
+
+@pytest.mark.parametrize("value", ["rotation", "rotation_excess"])
+def test_rotation_null_disjoint_seeds(rotation_null, value):
+    assert (rotation_null["rotation_rounds"] > 0).mean() >= 0.9  # most runs have awards to score
+    assert null_coverage(halves(rotation_null, value), "d") >= 0.9 * REPS
