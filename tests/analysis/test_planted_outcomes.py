@@ -1,9 +1,10 @@
 """Outcome, workload and token measures validated both ways on scripted runs in memory.
 
 Planted: a params knob puts an effect in (load 1.3 vs 0.7, shortest-job-first vs first come
-first served, round robin vs first come first served, budgets refilled every subrun, one
-richer seat, one conversation turn instead of three) and the measure recovers it, paired on
-seeds, with the right sign and a bootstrap CI over seeds that excludes 0.
+first served, round robin vs first come first served, conversation off, budgets refilled
+every subrun, one richer seat, three conversation turns instead of one, pay-your-bid vs
+nothing charged) and the measure recovers it, paired on seeds, with the right sign and a
+bootstrap CI over seeds that excludes 0.
 
 Null: the same condition on disjoint seed sets (seed s against seed s + NULL_HALF) gives a CI
 that includes 0 in at least 90 % of REPS repetitions; and knobs that must not touch a measure
@@ -104,6 +105,7 @@ def base20():
         ("completion", -1),
         ("progress", -1),
         ("score", -1),
+        ("resolved", -1),
         ("deadline_miss", 1),
         ("max_lateness_s", 1),
     ],
@@ -121,6 +123,7 @@ def test_outcomes_planted_load(load_pair, value, sign):
         "completion",
         "progress",
         "score",
+        "resolved",
         "deadline_miss",
         "max_lateness_s",
         "mean_wait_s",
@@ -128,6 +131,8 @@ def test_outcomes_planted_load(load_pair, value, sign):
         "gini_exec",
         "credits_per_run",
         "mean_bid",
+        "rounds_per_subrun",
+        "private_msgs_per_run",
     ],
 )
 def test_outcomes_null_disjoint_seeds(base_null, value):
@@ -164,12 +169,32 @@ def test_waits_null_disjoint_seeds(base_null):
 
 
 # --- Gini of execution time: round robin against first come, first served ---------------------
-def test_gini_planted_round_robin():
+@pytest.fixture(scope="module")
+def rr_fcfs():
+    return batch("mech_round_robin", None, SEEDS20), batch("mech_fcfs", None, SEEDS20)
+
+
+def test_gini_planted_round_robin(rr_fcfs):
     """Round robin hands out equal quanta, so execution seconds are shared more evenly than
     when the first requester runs its full window."""
-    rr, fcfs = batch("mech_round_robin", None, SEEDS20), batch("mech_fcfs", None, SEEDS20)
+    rr, fcfs = rr_fcfs
     d = paired(by_seed(rr), by_seed(fcfs), "gini_exec")
     assert d["n"] == len(SEEDS20) and d["difference"] < 0 and d["ci_high"] < 0, d
+
+
+def test_rounds_planted_round_robin(rr_fcfs):
+    """Round robin queues an unfinished worker again behind the others: more rounds."""
+    rr, fcfs = rr_fcfs
+    d = paired(by_seed(rr), by_seed(fcfs), "rounds_per_subrun")
+    assert d["n"] == len(SEEDS20) and d["difference"] > 0 and d["ci_low"] > 0, d
+
+
+def test_private_messages_planted_conversation_off():
+    """Without the conversation phase no private message can be sent."""
+    off = by_seed(batch("conversation_off"))
+    d = paired(off, by_seed(batch("base")), "private_msgs_per_run")
+    assert d["n"] == len(SEEDS) and d["difference"] < 0 and d["ci_high"] < 0, d
+    assert off["private_msgs_per_run"].max() == 0
 
 
 # --- execution by worker: a richer seat buys more execution -----------------------------------
