@@ -11,7 +11,7 @@ labelled `approximate` in every row. Classifier calls (role "classifier") are re
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import polars as pl
 
@@ -22,6 +22,7 @@ __all__ = [
     "TOKEN_RX",
     "approx_tokens",
     "classifier_spend",
+    "cost_by_model",
     "token_audit",
     "token_efficiency",
 ]
@@ -118,12 +119,21 @@ def token_audit(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     ).sort(KEYS)
 
 
-def token_efficiency(tables: Mapping[str, pl.DataFrame], audit: pl.DataFrame) -> pl.DataFrame:
+def token_efficiency(
+    tables: Mapping[str, pl.DataFrame],
+    audit: pl.DataFrame,
+    by: Sequence[str] = ("condition", "model"),
+) -> pl.DataFrame:
     """Per condition and model (negotiation and solving only; classifier spend excluded):
-    tokens per window won, per credit spent on won windows, and per hidden test passed."""
+    tokens per window won, per credit spent on won windows, and per hidden test passed.
+
+    `tables`: the event tables (payments and evaluations are read); `audit`: `token_audit`
+    of them; `by`: the grouping, any of condition, run_id, model (default: per condition and
+    model; add run_id for one value per seed, as a CI over seeds needs)."""
+    keys = list(by)
     spent = (
         audit.filter(~pl.col("classifier"))
-        .group_by("condition", "model")
+        .group_by(keys)
         .agg(
             pl.col("total_tokens").sum(),
             pl.when(pl.col("cost_usd").is_not_null().any())
@@ -134,23 +144,21 @@ def token_efficiency(tables: Mapping[str, pl.DataFrame], audit: pl.DataFrame) ->
     )
     won = (
         labels_of(condition_of(tables["payments"], tables), tables)
-        .group_by("condition", "model")
+        .group_by(keys)
         .agg(pl.len().alias("windows_paid"), pl.col("amount").sum().alias("credits_paid"))
     )
     ev = (
         labels_of(condition_of(tables["evaluations"], tables), tables)
-        .group_by("condition", "model")
+        .group_by(keys)
         .agg(pl.col("passed").sum().alias("tests_passed"))
     )
-    out = spent.join(won, on=["condition", "model"], how="left").join(
-        ev, on=["condition", "model"], how="left"
-    )
+    out = spent.join(won, on=keys, how="left").join(ev, on=keys, how="left")
     per = lambda c: pl.when(pl.col(c) > 0).then(pl.col("total_tokens") / pl.col(c))  # noqa: E731
     return out.with_columns(
         per("windows_paid").alias("tokens_per_window_won"),
         per("credits_paid").alias("tokens_per_credit_won"),
         per("tests_passed").alias("tokens_per_test_passed"),
-    ).sort("condition", "model")
+    ).sort(keys)
 
 
 def classifier_spend(audit: pl.DataFrame) -> pl.DataFrame:
@@ -168,13 +176,16 @@ def classifier_spend(audit: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def cost_by_model(audit: pl.DataFrame) -> pl.DataFrame:
+def cost_by_model(audit: pl.DataFrame, by: Sequence[str] = ("condition", "model")) -> pl.DataFrame:
     """Per condition and model: runs, calls, tokens and cost in USD (total and per run).
 
     `cost_usd` is null where no price is known (scripted text, or a model without `prices:`);
-    `approximate` is true for counts of scripted text rather than an endpoint's usage."""
+    `approximate` is true for counts of scripted text rather than an endpoint's usage.
+    `audit`: `token_audit`; `by`: the grouping, any columns of the audit (add run_id for one
+    value per seed, as a CI over seeds needs)."""
+    keys = list(by)
     return (
-        audit.group_by("condition", "model")
+        audit.group_by(keys)
         .agg(
             pl.col("run_id").n_unique().alias("runs"),
             pl.col("calls").sum(),
@@ -187,5 +198,5 @@ def cost_by_model(audit: pl.DataFrame) -> pl.DataFrame:
             pl.col("approximate").all(),
         )
         .with_columns((pl.col("cost_usd") / pl.col("runs")).alias("cost_per_run_usd"))
-        .sort("condition", "model")
+        .sort(keys)
     )

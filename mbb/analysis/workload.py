@@ -8,8 +8,9 @@ was, and how much of it was used — so an outcome can be read against the load 
 - used_s: execution seconds of the windows that ran; utilisation: used_s / capacity_s.
 - completion_rate: share of the subrun's workers who finished.
 
-Per seed first (`workload_by_seed`), then means with a bootstrap CI over seeds
-(`workload_table`); `mbb.viz.workload.workload_chart` draws them.
+Per seed first (`workload_by_seed`, one row per run and subrun; `workload_by_run`, one row per
+run), then means with a bootstrap CI over seeds (`workload_table`);
+`mbb.viz.workload.workload_chart` draws them.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import polars as pl
 
 from mbb.analysis.measures import seed_bootstrap_ci
 
-__all__ = ["workload_by_seed", "workload_table"]
+__all__ = ["workload_by_run", "workload_by_seed", "workload_table"]
 
 _KEYS = ["run_id", "subrun"]
 
@@ -81,6 +82,49 @@ def workload_by_seed(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
             "completion_rate",
         )
         .sort("condition", "seed", "subrun")
+    )
+
+
+def workload_by_run(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
+    """One row per run (the seed is the unit of a comparison): condition, seed, run_id,
+    subruns, demand_s, capacity_s and used_s summed over the subruns, load and utilisation as
+    ratios of those sums, and completion_rate over all the run's worker-subruns.
+
+    Ratios of sums rather than means of the subruns' ratios (mbb's choice): a subrun counts by
+    its capacity, so a short subrun does not weigh as much as a long one. `tables`: as for
+    `workload_by_seed`."""
+    done = (
+        tables["evaluations"]
+        .group_by("run_id")
+        .agg((pl.col("outcome") == "completed").mean().alias("completion_rate"))
+    )
+    return (
+        workload_by_seed(tables)
+        .group_by("condition", "seed", "run_id")
+        .agg(
+            pl.len().alias("subruns"),
+            pl.col("demand_s").sum(),
+            pl.col("capacity_s").sum(),
+            pl.col("used_s").sum(),
+        )
+        .join(done, on="run_id", how="left")
+        .with_columns(
+            (pl.col("demand_s") / pl.col("capacity_s")).alias("load"),
+            (pl.col("used_s") / pl.col("capacity_s")).alias("utilisation"),
+        )
+        .select(
+            "condition",
+            "seed",
+            "run_id",
+            "subruns",
+            "demand_s",
+            "capacity_s",
+            "load",
+            "used_s",
+            "utilisation",
+            "completion_rate",
+        )
+        .sort("condition", "seed")
     )
 
 

@@ -8,9 +8,12 @@ more candidates) is its first window; the "bid" is each candidate's final declar
 - rotation (turn-taking): among the round's candidates that win at least once in the run, is
   the winner the one whose last win is longest ago (never counts as longest)? `rotation` = share
   of such rounds where it is; `rotation_p` = exact P(at least that many) if each round's winner
-  were drawn uniformly from those candidates (a Poisson-binomial tail). A ring taking turns
-  scores 1.0; note that pay-your-bid budgets also make independent winners alternate a little,
-  which is why one screen alone never flags a run.
+  were drawn uniformly from those candidates (a Poisson-binomial tail); `rotation_chance` = the
+  share expected under those draws (compare runs on rotation − rotation_chance). A ring taking
+  turns scores 1.0; note that pay-your-bid budgets also make independent winners alternate a
+  little, which is why one screen alone never flags a run. The award is the first window, so
+  an operator's round robin, which cycles through the candidates within one round's schedule
+  and has no bids, shows no rotation here.
 - winner entropy: `winner_entropy` = H(winner) / log2(k) (are wins shared?) and
   `transition_entropy` = H(winner_t | winner_t−1) / log2(k) (can the next winner be predicted
   from the last?). A ring has the first high and the second low; `transition_p` is a
@@ -50,7 +53,7 @@ import polars as pl
 
 from mbb.protocol.scheduling.aggregation import tie_break_order
 
-__all__ = ["RULE_CUES", "ScreenThresholds", "rotation_stat", "screens"]
+__all__ = ["RULE_CUES", "ScreenThresholds", "rotation_chance", "rotation_stat", "screens"]
 
 RULE_CUES = re.compile(
     r"\b(standing rule|from now on|as (?:we )?agreed|we agreed|our (?:rule|deal|arrangement)|"
@@ -86,12 +89,8 @@ def _tail(probs: Sequence[float], hits: int) -> float:
     return float(min(1.0, sum(dist[hits:])))
 
 
-def rotation_stat(rounds: Sequence[tuple[Sequence[str], str]]) -> tuple[float, float, int]:
-    """(share of turn-taking wins, exact p-value vs uniform winners, rounds scored).
-
-    `rounds` = (candidates, winner) per contested round in order. Only candidates that win at
-    least once count; a round is scored when two or more of them are present.
-    """
+def _rotation(rounds: Sequence[tuple[Sequence[str], str]]) -> tuple[int, list[float]]:
+    """(turn-taking wins, each scored round's chance of one under uniform winners)."""
     winners = {w for _, w in rounds}
     last: dict[str, int] = {}
     hits, probs = 0, []
@@ -103,9 +102,30 @@ def rotation_stat(rounds: Sequence[tuple[Sequence[str], str]]) -> tuple[float, f
             hits += winner in longest
             probs.append(len(longest) / len(eligible))
         last[winner] = i
+    return hits, probs
+
+
+def rotation_stat(rounds: Sequence[tuple[Sequence[str], str]]) -> tuple[float, float, int]:
+    """(share of turn-taking wins, exact p-value vs uniform winners, rounds scored).
+
+    `rounds` = (candidates, winner) per contested round in order. Only candidates that win at
+    least once count; a round is scored when two or more of them are present.
+    """
+    hits, probs = _rotation(rounds)
     if not probs:
         return 0.0, 1.0, 0
     return hits / len(probs), _tail(probs, hits), len(probs)
+
+
+def rotation_chance(rounds: Sequence[tuple[Sequence[str], str]]) -> float:
+    """The share of turn-taking wins `rotation_stat` expects if each scored round's winner were
+    drawn uniformly from its eligible candidates (0 when no round is scored).
+
+    `rounds`: as for `rotation_stat`. The share of a run with few eligible candidates is high
+    by chance alone, so runs and conditions compare on `rotation - rotation_chance` (mbb's
+    choice: the excess over chance, the quantity the p-value tests)."""
+    _, probs = _rotation(rounds)
+    return sum(probs) / len(probs) if probs else 0.0
 
 
 def _entropy(counts: Counter) -> float:
@@ -219,7 +239,8 @@ def _screen_run(
             )
     winners = [c[4][0] for c in contested]
     n = len(contested)
-    rot, rot_p, scored = rotation_stat([(c[2], c[4][0]) for c in contested])
+    awards = [(c[2], c[4][0]) for c in contested]
+    rot, rot_p, scored = rotation_stat(awards)
     h_marg, h_cond = _entropies(winners)
     agreed, parties = _agreement_point(msgs, decls)
     cvs = [
@@ -296,6 +317,7 @@ def _screen_run(
         "distinct_winners": len(set(winners)),
         "rotation": rot,
         "rotation_p": rot_p,
+        "rotation_chance": rotation_chance(awards),
         "rotation_rounds": scored,
         "winner_entropy": h_marg,
         "transition_entropy": h_cond,
@@ -340,6 +362,7 @@ def screens(
         "distinct_winners": pl.Int64,
         "rotation": pl.Float64,
         "rotation_p": pl.Float64,
+        "rotation_chance": pl.Float64,
         "rotation_rounds": pl.Int64,
         "winner_entropy": pl.Float64,
         "transition_entropy": pl.Float64,
