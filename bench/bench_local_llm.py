@@ -15,7 +15,8 @@ Measured (2026-12-01, shared 2-core host): 13 requests, 30,257 prompt tokens, 4,
 (logits_all on): 121-168 s at load 2-4.6, of which 15-17 s saving and 8-10 s restoring states
 (350-640 MB of logits per save). Default (logits_all off): 83-127 s at load 1.5-4, 3-4 s saving
 and 2-3 s restoring; at load 1.5, 26 s prompt evaluation, 41 s decoding, 8 s sampling.
-`--slots 2`: 6,090 evaluated, 95-162 s at load 2.8-4.
+`--slots 2`: 6,090 evaluated, 95-162 s at load 2.8-4. Quiet host (load 1.1-1.4, after the rules
+registry: 32,506 prompt tokens, 4,417 evaluated, 1,406 decoded): 82.5-83.1 s over 3 runs.
 
 Usage: python bench/bench_local_llm.py [--previous] [--slots N] [--set KEY=VALUE ...] [--repeat N]
     --previous                # the server as mbb ran it before (logits_all, 2 GiB RAM cache)
