@@ -316,9 +316,11 @@ def transmission_rates_chart(
         pl.col("transmission_rate").is_null().alias("empty"),
     )
     base = alt.Chart().encode(
-        x=alt.X("kind:N", title="Institution", sort=list(_KINDS)),
+        x=alt.X("kind:N", title="Institution", sort=list(_KINDS), axis=alt.Axis(labelAngle=0)),
         xOffset=alt.XOffset("series:N"),
-        color=alt.Color("series:N", title="Condition (scratch memory)"),
+        color=alt.Color(
+            "series:N", title="Condition (scratch memory)", legend=alt.Legend(labelLimit=0)
+        ),
     )
     bars = base.mark_bar().encode(
         y=alt.Y(
