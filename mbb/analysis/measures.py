@@ -422,23 +422,34 @@ def _contested_rounds(tables: Mapping[str, pl.DataFrame], depleted_below: float)
     return w
 
 
-def relational_vs_bid(
-    tables: Mapping[str, pl.DataFrame], wr_pred: pl.DataFrame, bins: int = 5
-) -> pl.DataFrame:
-    """Fig. 12: rounds binned by their mean bid (quantile bins per condition); per bin the
-    share of worker-rounds with a relational behaviour. `corr` is the Pearson correlation of
-    round mean bid and relational share over the condition's rounds."""
-    wr = worker_rounds(tables)
+def _relational_rounds(tables: Mapping[str, pl.DataFrame], wr_pred: pl.DataFrame) -> pl.DataFrame:
+    """Per round (condition, run_id, subrun, round): the mean declared bid and the share of its
+    worker-rounds with a relational behaviour, the unit of Fig. 12 pooled or per run."""
     rel = (
         wr_pred.filter(pl.col("category").is_in(RELATIONAL))
         .select(WR)
         .unique()
         .with_columns(pl.lit(True).alias("rel"))
     )
-    wr = wr.join(rel, on=WR, how="left").with_columns(pl.col("rel").fill_null(False))
-    r = wr.group_by("condition", "run_id", "subrun", "round").agg(
-        pl.col("bid").mean().alias("mean_bid"), pl.col("rel").mean().alias("relational_share")
+    return (
+        worker_rounds(tables)
+        .join(rel, on=WR, how="left")
+        .with_columns(pl.col("rel").fill_null(False))
+        .group_by("condition", "run_id", "subrun", "round")
+        .agg(
+            pl.col("bid").mean().cast(pl.Float64).alias("mean_bid"),
+            pl.col("rel").mean().alias("relational_share"),
+        )
     )
+
+
+def relational_vs_bid(
+    tables: Mapping[str, pl.DataFrame], wr_pred: pl.DataFrame, bins: int = 5
+) -> pl.DataFrame:
+    """Fig. 12: rounds binned by their mean bid (quantile bins per condition); per bin the
+    share of worker-rounds with a relational behaviour. `corr` is the Pearson correlation of
+    round mean bid and relational share over the condition's rounds."""
+    r = _relational_rounds(tables, wr_pred)
     r = r.with_columns(
         (
             pl.col("mean_bid").rank("ordinal").over("condition")
@@ -1030,22 +1041,7 @@ def relational_vs_bid_by_seed(
 
     `tables`: one or more conditions' tables (seed from `runs` of `with_run_info`, else from
     the run id); `wr_pred`: worker-round labels (`worker_round_predictions`)."""
-    wr = worker_rounds(tables)
-    rel = (
-        wr_pred.filter(pl.col("category").is_in(RELATIONAL))
-        .select(WR)
-        .unique()
-        .with_columns(pl.lit(True).alias("rel"))
-    )
-    r = (
-        wr.join(rel, on=WR, how="left")
-        .with_columns(pl.col("rel").fill_null(False))
-        .group_by("run_id", "subrun", "round")
-        .agg(
-            pl.col("bid").mean().cast(pl.Float64).alias("mean_bid"),
-            pl.col("rel").mean().alias("relational_share"),
-        )
-    )
+    r = _relational_rounds(tables, wr_pred)
     high = pl.col("mean_bid") > pl.col("mean_bid").median()
     out = r.group_by("run_id").agg(
         pl.len().alias("rounds"),

@@ -24,6 +24,11 @@ from mbb.analysis.measures import seed_bootstrap_ci
 __all__ = ["workload_by_run", "workload_by_seed", "workload_table"]
 
 _KEYS = ["run_id", "subrun"]
+# load and utilisation from demand, used time and capacity (per subrun, or summed over a run)
+_RATIOS = (
+    (pl.col("demand_s") / pl.col("capacity_s")).alias("load"),
+    (pl.col("used_s") / pl.col("capacity_s")).alias("utilisation"),
+)
 
 
 def workload_by_seed(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
@@ -64,10 +69,7 @@ def workload_by_seed(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
         .join(done, on=_KEYS, how="left")
         .join(runs, on="run_id", how="left")
         .with_columns(pl.col("used").fill_null(0.0).alias("used_s"))
-        .with_columns(
-            (pl.col("demand_s") / pl.col("capacity_s")).alias("load"),
-            (pl.col("used_s") / pl.col("capacity_s")).alias("utilisation"),
-        )
+        .with_columns(*_RATIOS)
         .select(
             "condition",
             "seed",
@@ -108,10 +110,7 @@ def workload_by_run(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
             pl.col("used_s").sum(),
         )
         .join(done, on="run_id", how="left")
-        .with_columns(
-            (pl.col("demand_s") / pl.col("capacity_s")).alias("load"),
-            (pl.col("used_s") / pl.col("capacity_s")).alias("utilisation"),
-        )
+        .with_columns(*_RATIOS)
         .select(
             "condition",
             "seed",

@@ -127,6 +127,23 @@ _RULE_KNOBS = ("rule_any", "rule_carry", "rule_pool")
 _DEFAULT = Knobs()
 
 
+def _post_round(log, s: int, r: int, bids: dict[str, int], msgs: list) -> None:
+    """Log one round: every worker declares its bid for 60 s with an empty note, the messages,
+    and ballots (and the schedule) in bid order."""
+    workers = list(bids)
+    order = sorted(workers, key=lambda w: -bids[w])
+    log.round(
+        s,
+        r,
+        workers,
+        {w: (bids[w], 60, "") for w in workers},
+        msgs,
+        {w: (order, "") for w in workers},
+        order,
+        [bids[w] for w in order],
+    )
+
+
 def synthetic_run(Log, run_id: str, knobs: Knobs, rng: np.random.Generator, *, subruns=3, rounds=3):
     """One run of four scripted workers: per round each posts one public message chosen by the
     knobs; notes and ballot reasoning are empty, bids random. With a rule knob set, rules can
@@ -171,18 +188,7 @@ def synthetic_run(Log, run_id: str, knobs: Knobs, rng: np.random.Generator, *, s
                     text = p["filler"][rng.integers(len(p["filler"]))]
                 said.append(text)
                 msgs.append((w, None, text))
-            bids = {w: int(rng.integers(10, 200)) for w in workers}
-            order = sorted(workers, key=lambda w: -bids[w])
-            log.round(
-                s,
-                r,
-                workers,
-                {w: (bids[w], 60, "") for w in workers},
-                msgs,
-                {w: (order, "") for w in workers},
-                order,
-                [bids[w] for w in order],
-            )
+            _post_round(log, s, r, {w: int(rng.integers(10, 200)) for w in workers}, msgs)
         if knobs.rule_carry:
             for w, text in stated:
                 if rng.random() < knobs.rule_carry:
@@ -272,15 +278,5 @@ def extended_run(Log, run_id: str, knobs: Knobs, rng: np.random.Generator, *, su
                 if social and knobs.private and rng.random() < knobs.private:
                     to = pick([v for v in workers if v != w])
                 msgs.append((w, to, text))
-            order = sorted(workers, key=lambda w: -bids[w])
-            log.round(
-                s,
-                r,
-                workers,
-                {w: (bids[w], 60, "") for w in workers},
-                msgs,
-                {w: (order, "") for w in workers},
-                order,
-                [bids[w] for w in order],
-            )
+            _post_round(log, s, r, bids, msgs)
     return log
