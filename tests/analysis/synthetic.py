@@ -45,17 +45,25 @@ _CONVENTIONS = {
     "price_primary",
 }
 
+_RELATIONAL = frozenset(c.name for c in CATEGORIES if c.marker == "relational")
+
 
 @cache
 def pools(split: str = "dev") -> dict[str, tuple[str, ...]]:
     """Texts of a gold split by role: rule, deal (reciprocity / coalition formation,
-    forward-looking arrangements), metagaming, filler; and `invented`: the rule items labelled
-    with none of the fixed conventions (EDF, SJF, arrival, tie-break, price)."""
-    out: dict[str, list[str]] = {"rule": [], "deal": [], "meta": [], "filler": [], "invented": []}
+    forward-looking arrangements), metagaming, filler; `invented`: the rule items labelled
+    with none of the fixed conventions (EDF, SJF, arrival, tie-break, price); `relational`:
+    items with any relational label; and one pool per label (the items carrying it)."""
+    roles = ("rule", "deal", "meta", "filler", "invented", "relational")
+    out: dict[str, list[str]] = {k: [] for k in roles}
     with (GOLD_DIR / f"{split}.jsonl").open(encoding="utf-8") as fh:
         for line in fh:
             item = json.loads(line)
             labels = set(item["labels"] or [])
+            for lab in labels:
+                out.setdefault(lab, []).append(item["text"])
+            if labels & _RELATIONAL:
+                out["relational"].append(item["text"])
             if "rule_making_citation" in labels:
                 out["rule"].append(item["text"])
                 if not labels & _CONVENTIONS:
@@ -196,41 +204,13 @@ def synthetic_run(Log, run_id: str, knobs: Knobs, rng: np.random.Generator, *, s
     return log
 
 
-_RELATIONAL = frozenset(c.name for c in CATEGORIES if c.marker == "relational")
-
-
-@cache
-def label_pools(split: str) -> dict[str, tuple[str, ...]]:
-    """Texts of a gold split by the annotators' labels: one pool per label (items carrying it),
-    "relational" (items with any relational label), "deal", "rule", "meta" and "filler" as in
-    `pools`."""
-    out: dict[str, list[str]] = {"rule": [], "deal": [], "meta": [], "filler": [], "relational": []}
-    with (GOLD_DIR / f"{split}.jsonl").open(encoding="utf-8") as fh:
-        for line in fh:
-            item = json.loads(line)
-            labels = set(item["labels"] or [])
-            for lab in labels:
-                out.setdefault(lab, []).append(item["text"])
-            if labels & _RELATIONAL:
-                out["relational"].append(item["text"])
-            if "rule_making_citation" in labels:
-                out["rule"].append(item["text"])
-            elif labels & {"reciprocity", "coalition_formation"}:
-                out["deal"].append(item["text"])
-            elif "metagaming" in labels:
-                out["meta"].append(item["text"])
-            elif labels <= _FILLER_OK:
-                out["filler"].append(item["text"])
-    return {k: tuple(v) for k, v in out.items()}
-
-
 def extended_run(Log, run_id: str, knobs: Knobs, rng: np.random.Generator, *, subruns=3, rounds=3):
     """One run of four workers with the behaviour knobs: every round has a bid level drawn
     uniformly in [0, 1] (each worker bids 10 + 190 x (level + noise), so rounds differ in mean
     bid), and per message, in this order, the chance of a relational item (by the round's
     level), of the rising label, of a deal, of metagaming, of a rule (later subruns), of a
     repeat (later subruns, 1 - fresh_later), else filler. Text comes from `knobs.split`."""
-    p = label_pools(knobs.split)
+    p = pools(knobs.split)
     deals = p["deal"] if knobs.deal_label is None else p[knobs.deal_label]
     workers = ["W1", "W2", "W3", "W4"]
     log = Log(run_id)
