@@ -1,9 +1,10 @@
-"""Synthetic event logs whose negotiation text is drawn from the gold corpus (dev split) by the
-corpus's own labels, with knobs that plant an effect: the rate of forward-looking deals, of rules
-stated in later subruns, of fresh (vs repeated) wording in later subruns, and of metagaming;
-and (`extended_run`, the behaviour knobs) relational items placed by the round's bid level, a
-label whose rate changes over subruns, deals of one label, private messages and LLM workers,
-with text from a chosen split (the held-out test split for the behaviour measures).
+"""Synthetic event logs whose negotiation text is drawn from the gold corpus by the corpus's own
+labels (from the dev split by default; the tests use the held-out test split, since the
+detectors' cues were written and the classifier trained on dev), with knobs that plant an
+effect: the rate of forward-looking deals, of rules stated in later subruns (or in any subrun,
+carried to the next), of fresh (vs repeated) wording in later subruns, and of metagaming; and
+(`extended_run`, the behaviour knobs) relational items placed by the round's bid level, a
+label whose rate changes over subruns, deals of one label, private messages and LLM workers.
 
 The text is not generated from any measure's rules: an item is picked by its gold label, so a
 measure detects a planted effect only as far as it reads the annotators' categories right.

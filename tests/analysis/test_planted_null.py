@@ -1,5 +1,6 @@
-"""Planted and null tests for the text measures, on text the measures' cues were not written for
-the run (gold corpus items picked by their labels, `synthetic.py`).
+"""Planted and null tests for the text measures, on text the measures' cues were not written
+from: gold corpus items picked by their labels from the held-out test split (`synthetic.py`;
+the cues were written, and the classifier trained, on the dev split).
 
 Planted: a condition with the knob on against one with it off, 15 seeds each: the difference
 has the right sign and its bootstrap CI over seeds excludes 0. Null: both conditions drawn with
@@ -19,20 +20,21 @@ from mbb.analysis.text_measures import text_measures_by_run
 from .synthetic import Knobs, synthetic_run
 
 SEEDS = 15
+T = "test"  # the held-out split: the cues and the classifier were written and trained on dev
 NULL_POOL = 120
 NULL_SEEDS = 20
 NULL_REPS = 200
 
 PLANTS = {
     # measure: (knobs with the effect, knobs without it)
-    "forward_commitments": (Knobs(deal=0.35), Knobs(deal=0.0)),
-    "new_rules_later": (Knobs(rule_later=0.3), Knobs(rule_later=0.0)),
-    "rule_making_later": (Knobs(rule_later=0.3), Knobs(rule_later=0.0)),
-    "new_vocab_last": (Knobs(fresh_later=1.0), Knobs(fresh_later=0.2)),
-    "metagaming": (Knobs(meta=0.2), Knobs(meta=0.0)),
+    "forward_commitments": (Knobs(deal=0.35, split=T), Knobs(deal=0.0, split=T)),
+    "new_rules_later": (Knobs(rule_later=0.3, split=T), Knobs(rule_later=0.0, split=T)),
+    "rule_making_later": (Knobs(rule_later=0.3, split=T), Knobs(rule_later=0.0, split=T)),
+    "new_vocab_last": (Knobs(fresh_later=1.0, split=T), Knobs(fresh_later=0.2, split=T)),
+    "metagaming": (Knobs(meta=0.2, split=T), Knobs(meta=0.0, split=T)),
 }
 # the null pool: every knob at a middling value, the same in both "conditions"
-NULL = Knobs(deal=0.15, rule_later=0.15, meta=0.1, fresh_later=0.6)
+NULL = Knobs(deal=0.15, rule_later=0.15, meta=0.1, fresh_later=0.6, split=T)
 
 
 @pytest.fixture(scope="module")
