@@ -25,7 +25,6 @@ from mbb.analysis import (
     behaviour_prevalence_by_seed,
     classify_evidence,
     compare_samples,
-    diff_bootstrap_ci,
     drift_tests,
     institution_summary,
     institutions,
@@ -42,6 +41,7 @@ from mbb.analysis import (
 from mbb.core.taxonomy import CATEGORIES
 from mbb.params import Condition
 
+from .nulls import pool_null_coverage
 from .synthetic import Knobs, synthetic_run
 
 SEEDS = 15
@@ -192,14 +192,7 @@ def test_null_behaviour_ci_includes_zero_in_at_least_90_percent(per_run, measure
     pool = pool[np.isfinite(pool)]
     assert pool.size >= 0.9 * NULL_POOL  # a run without a value is rare in the null
     assert pool.std() > 0  # the null has spread: the CI has something to cover
-    rng = np.random.default_rng(11)
-    covered = 0
-    for rep in range(NULL_REPS):
-        pick = rng.permutation(pool.size)[: 2 * NULL_SEEDS]
-        lo, hi = diff_bootstrap_ci(
-            pool[pick[:NULL_SEEDS]], pool[pick[NULL_SEEDS:]], n_resamples=500, seed=rep
-        )
-        covered += lo <= 0 <= hi
+    covered = pool_null_coverage(pool, per_side=NULL_SEEDS, draws=NULL_REPS, seed=11)
     assert covered / NULL_REPS >= 0.90, covered / NULL_REPS
 
 

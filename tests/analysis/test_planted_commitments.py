@@ -19,6 +19,7 @@ import polars as pl
 
 from mbb import analysis as A
 
+from .nulls import pool_null_coverage
 from .synthetic import Knobs, synthetic_run
 from .test_planted_effects import PER_REP, REPS, batch, ci, null_coverage
 
@@ -133,11 +134,5 @@ def test_reasoning_effort_table_null():
     p = _effort_prevalence(_events(), {"high": same, "low": same}, range(60))
     pool = p["prevalence"].to_numpy()
     assert pool.size == 120 and pool.std() > 0
-    rng = np.random.default_rng(7)
-    covered = 0
-    for rep in range(200):
-        pick = rng.permutation(pool.size)[:40]
-        ci = A.diff_bootstrap_ci(pool[pick[:20]], pool[pick[20:]], n_resamples=500, seed=rep)
-        assert ci is not None
-        covered += ci[0] <= 0 <= ci[1]
+    covered = pool_null_coverage(pool, per_side=20, draws=200, seed=7)
     assert covered >= 0.9 * 200, covered

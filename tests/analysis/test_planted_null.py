@@ -14,9 +14,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-from mbb.analysis import classify_evidence, compare_samples, diff_bootstrap_ci
+from mbb.analysis import classify_evidence, compare_samples
 from mbb.analysis.text_measures import text_measures_by_run
 
+from .nulls import pool_null_coverage
 from .synthetic import Knobs, synthetic_run
 
 SEEDS = 15
@@ -76,12 +77,5 @@ def test_null_ci_includes_zero_in_at_least_90_percent(measured, measure):
     pool = _values(measured, "null", measure)
     assert pool.size == NULL_POOL and np.isfinite(pool).all()
     assert pool.std() > 0  # the null has spread: the CI has something to cover
-    rng = np.random.default_rng(7)
-    covered = 0
-    for rep in range(NULL_REPS):
-        pick = rng.permutation(NULL_POOL)[: 2 * NULL_SEEDS]
-        lo, hi = diff_bootstrap_ci(
-            pool[pick[:NULL_SEEDS]], pool[pick[NULL_SEEDS:]], n_resamples=500, seed=rep
-        )
-        covered += lo <= 0 <= hi
+    covered = pool_null_coverage(pool, per_side=NULL_SEEDS, draws=NULL_REPS, seed=7)
     assert covered / NULL_REPS >= 0.90, covered / NULL_REPS

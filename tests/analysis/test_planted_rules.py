@@ -21,11 +21,11 @@ import pytest
 from mbb.analysis import (
     classify_evidence,
     compare_samples,
-    diff_bootstrap_ci,
     rule_lifecycle,
     transmission_by_seed,
 )
 
+from .nulls import pool_null_coverage
 from .synthetic import Knobs, pools, synthetic_run
 
 SEEDS = 15
@@ -79,16 +79,7 @@ def test_planted_rule_carry_raises_transmission(data, pool):
 def _null_coverage(pool: np.ndarray) -> int:
     """Of NULL_REPS draws of 20 vs 20 runs from the null pool, how many CIs of the difference
     include 0."""
-    rng = np.random.default_rng(11)
-    covered = 0
-    for rep in range(NULL_REPS):
-        pick = rng.permutation(pool.size)[: 2 * NULL_SEEDS]
-        ci = diff_bootstrap_ci(
-            pool[pick[:NULL_SEEDS]], pool[pick[NULL_SEEDS:]], n_resamples=500, seed=rep
-        )
-        assert ci is not None
-        covered += ci[0] <= 0 <= ci[1]
-    return covered
+    return pool_null_coverage(pool, per_side=NULL_SEEDS, draws=NULL_REPS, seed=11)
 
 
 def test_null_rule_transmission_ci_includes_zero_in_at_least_90_percent(data):
