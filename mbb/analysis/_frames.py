@@ -201,6 +201,24 @@ def condition_of(df: pl.DataFrame, tables: Mapping[str, pl.DataFrame]) -> pl.Dat
     return df.with_columns(pl.col("run_id").str.replace(r"-seed\d+$", "").alias("condition"))
 
 
+def seed_of(run_ids: pl.Expr) -> pl.Expr:
+    """The seed in a run id ("base-seed0003" -> 3); null when the id carries none."""
+    return run_ids.str.extract(r"seed(\d+)", 1).cast(pl.Int64)
+
+
+def run_seeds(
+    tables: Mapping[str, pl.DataFrame], run_ids: pl.DataFrame | None = None
+) -> pl.DataFrame:
+    """run_id, condition and seed of each run: from the runs table (`with_run_info`) when
+    present, else parsed from the run id. run_ids: the runs to describe (a `run_id` column;
+    default: the runs of the rounds table)."""
+    ids = run_ids if run_ids is not None else tables["rounds"].select("run_id").unique()
+    if "runs" in tables:
+        runs = tables["runs"].select("run_id", "condition", "seed")
+        return ids.join(runs, on="run_id", how="left")
+    return condition_of(ids, tables).with_columns(seed_of(pl.col("run_id")).alias("seed"))
+
+
 def labels_of(df: pl.DataFrame, tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     """Add `model` (the paper's model column): persona or LLM name, else 'scripted'."""
     if "workers" in tables:

@@ -9,6 +9,7 @@ from typing import Any
 
 import polars as pl
 
+from mbb.analysis._frames import seed_of
 from mbb.core.paths import user_path
 from mbb.core.tables import TABLES, load_tables
 
@@ -57,7 +58,6 @@ def run_table(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     and the `OUTCOME_MEASURES`, as `mbb.analysis.outcome.outcomes` defines them per run.
     tables: tables with a `condition` column (`load_conditions`)."""
     from mbb.analysis.outcome import outcomes
-    from mbb.analysis.text_measures import seed_of
 
     return (
         outcomes(tables, ["condition", "run_id"])

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import polars as pl
 
-from mbb.analysis._frames import condition_of, labels_of
+from mbb.analysis._frames import condition_of, labels_of, run_seeds
 from mbb.analysis.rules import rule_statements
 from mbb.analysis.stats import chi2_contingency
 from mbb.core.taxonomy import CATEGORIES, CATEGORY_NAMES
@@ -1020,15 +1020,6 @@ def rich_worker_paired(
 # --- per-seed forms of the behaviour measures (one row per run, for a CI over seeds) -------------
 
 
-def _run_seeds(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
-    """run_id, condition and seed: from `runs` (`with_run_info`), else from the run id."""
-    if "runs" in tables:
-        return tables["runs"].select("run_id", "condition", "seed")
-    r = condition_of(tables["rounds"].select("run_id").unique(), tables)
-    seed = pl.col("run_id").str.extract(r"seed(\d+)", 1).cast(pl.Int64)
-    return r.with_columns(seed.alias("seed"))
-
-
 def relational_vs_bid_by_seed(
     tables: Mapping[str, pl.DataFrame], wr_pred: pl.DataFrame
 ) -> pl.DataFrame:
@@ -1053,7 +1044,7 @@ def relational_vs_bid_by_seed(
         ).alias("high_minus_low"),
     )
     out = out.with_columns(pl.col("corr").fill_nan(None))
-    return _run_seeds(tables).join(out, on="run_id").sort("condition", "seed")
+    return run_seeds(tables).join(out, on="run_id").sort("condition", "seed")
 
 
 def behaviour_prevalence_by_seed(
@@ -1081,7 +1072,7 @@ def behaviour_prevalence_by_seed(
         .with_columns(pl.col("n").fill_null(0).cast(pl.Int64))
         .with_columns((pl.col("n") / pl.col("worker_rounds")).alias("prevalence"))
     )
-    return _run_seeds(tables).join(out, on="run_id").sort("condition", "seed", "category")
+    return run_seeds(tables).join(out, on="run_id").sort("condition", "seed", "category")
 
 
 def behaviour_drift_by_seed(
@@ -1112,4 +1103,4 @@ def behaviour_drift_by_seed(
         )
         .with_columns((pl.col("last") - pl.col("first")).alias("delta"))
     )
-    return _run_seeds(tables).join(out, on="run_id").sort("condition", "seed", "group")
+    return run_seeds(tables).join(out, on="run_id").sort("condition", "seed", "group")

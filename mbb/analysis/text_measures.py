@@ -25,7 +25,7 @@ from collections.abc import Mapping
 
 import polars as pl
 
-from mbb.analysis._frames import condition_of, labels_of, utterances
+from mbb.analysis._frames import condition_of, labels_of, run_seeds, seed_of, utterances
 from mbb.analysis.measures import group_presence
 from mbb.analysis.rules import forward_commitments, rule_statements
 
@@ -50,18 +50,6 @@ TEXT_MEASURES: tuple[str, ...] = (
     "metagaming",
 )
 WR = ["run_id", "subrun", "round", "worker"]
-
-
-def seed_of(run_ids: pl.Expr) -> pl.Expr:
-    """The seed in a run id ("base-seed0003" -> 3); null when the id carries none."""
-    return run_ids.str.extract(r"seed(\d+)", 1).cast(pl.Int64)
-
-
-def _runs(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
-    r = tables["rounds"].select("run_id").unique()
-    if "runs" in tables:
-        return r.join(tables["runs"].select("run_id", "condition", "seed"), on="run_id", how="left")
-    return condition_of(r, tables).with_columns(seed_of(pl.col("run_id")).alias("seed"))
 
 
 def text_measures_by_run(
@@ -129,7 +117,7 @@ def text_measures_by_run(
         .mean()
         .alias("new_vocab_last"),
     )
-    out = _runs(tables)
+    out = run_seeds(tables)
     for part in (rules, carry, fwd, vocab):
         out = out.join(part, on="run_id", how="left")
     if evidence is not None:

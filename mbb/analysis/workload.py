@@ -19,6 +19,7 @@ from collections.abc import Mapping
 
 import polars as pl
 
+from mbb.analysis._frames import run_seeds
 from mbb.analysis.measures import seed_bootstrap_ci
 
 __all__ = ["workload_by_run", "workload_by_seed", "workload_table"]
@@ -53,17 +54,7 @@ def workload_by_seed(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
         .group_by(_KEYS)
         .agg((pl.col("outcome") == "completed").mean().alias("completion_rate"))
     )
-    if "runs" in tables:
-        runs = tables["runs"].select("run_id", "condition", "seed")
-    else:
-        runs = (
-            sw.select("run_id")
-            .unique()
-            .with_columns(
-                pl.col("run_id").str.replace(r"-seed\d+$", "").alias("condition"),
-                pl.col("run_id").str.extract(r"-seed(\d+)$").cast(pl.Int64).alias("seed"),
-            )
-        )
+    runs = run_seeds(tables, sw.select("run_id").unique())
     return (
         sw.join(used, on=_KEYS, how="left")
         .join(done, on=_KEYS, how="left")
