@@ -255,22 +255,32 @@ def pair_institutions(
     return condition_of(g, tables).sort("run_id", "worker", "peer", "category")
 
 
-def institution_summary(inst: pl.DataFrame) -> pl.DataFrame:
-    """Share of (run, worker) with at least one relational / non-relational institution, by
-    condition and model."""
-    w = inst.group_by("condition", "model", "run_id", "worker").agg(
+def _worker_institutions(inst: pl.DataFrame) -> pl.DataFrame:
+    """Per (condition, model, run, worker): whether it has at least one relational and one
+    non-relational institution, the unit of `institution_summary` pooled or per run."""
+    return inst.group_by("condition", "model", "run_id", "worker").agg(
         (pl.col("institutional") & (pl.col("marker") == "relational")).any().alias("relational"),
         (pl.col("institutional") & (pl.col("marker") == "non_relational"))
         .any()
         .alias("non_relational"),
     )
+
+
+# over the workers of `_worker_institutions`: how many, and the shares with an institution
+_SHARES = (
+    pl.len().alias("workers"),
+    pl.col("relational").mean().alias("share_relational_institution"),
+    pl.col("non_relational").mean().alias("share_non_relational_institution"),
+)
+
+
+def institution_summary(inst: pl.DataFrame) -> pl.DataFrame:
+    """Share of (run, worker) with at least one relational / non-relational institution, by
+    condition and model."""
     return (
-        w.group_by("condition", "model")
-        .agg(
-            pl.len().alias("workers"),
-            pl.col("relational").mean().alias("share_relational_institution"),
-            pl.col("non_relational").mean().alias("share_non_relational_institution"),
-        )
+        _worker_institutions(inst)
+        .group_by("condition", "model")
+        .agg(*_SHARES)
         .sort("condition", "model")
     )
 
@@ -285,15 +295,7 @@ def institutions_by_run(inst: pl.DataFrame) -> pl.DataFrame:
 
     inst: the rows of `institutions` (one or more conditions)."""
     rel = pl.col("marker") == "relational"
-    w = inst.group_by("condition", "run_id", "worker").agg(
-        (pl.col("institutional") & rel).any().alias("relational"),
-        (pl.col("institutional") & (pl.col("marker") == "non_relational")).any().alias("nonrel"),
-    )
-    per = w.group_by("condition", "run_id").agg(
-        pl.len().alias("workers"),
-        pl.col("relational").mean().alias("share_relational_institution"),
-        pl.col("nonrel").mean().alias("share_non_relational_institution"),
-    )
+    per = _worker_institutions(inst).group_by("condition", "run_id").agg(*_SHARES)
     fwd = (
         inst.filter(rel & pl.col("forward_scoped"))
         .group_by("run_id")
