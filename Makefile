@@ -48,9 +48,9 @@ clean-venv:
 # feature set (~6 min once per machine; the wheel is kept in ~/.cache/mbb/wheels) and checks again.
 local-llm-install: $(VENV)/.installed
 	@scripts/system-packages.sh local-llm
-	@$(PY) -m mbb.llm.local --check || $(PY) -m mbb.llm.local --install
+	@$(PY) -m mbb local-llm --check || $(PY) -m mbb local-llm --install
 
 # Serve SmolLM2 on 127.0.0.1:8080 and run params/local_llm.yaml -> outputs/local_llm/.
 # Its test alone: MBB_LOCAL_LLM=1 make test PYTEST_ARGS="-m local_llm"
 local-llm: local-llm-install
-	$(PY) -m mbb.llm.local params/local_llm.yaml --port 8080
+	$(PY) -m mbb local-llm params/local_llm.yaml --port 8080

@@ -13,10 +13,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from mbb.batch.build import load_params, run_condition
 from mbb.batch.runner import run_many
 from mbb.core.paths import params_file
-from mbb.params import load_params
-from mbb.protocol.arena import run_condition
 
 
 def main() -> None:

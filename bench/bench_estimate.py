@@ -20,10 +20,9 @@ sys.path.insert(0, str(ROOT))
 
 import polars as pl  # noqa: E402
 
+from mbb.batch.build import load_params, run_condition  # noqa: E402
 from mbb.batch.estimate import _loopback, estimate_study, price_calls  # noqa: E402
 from mbb.core.tables import tables_from_log  # noqa: E402
-from mbb.params import load_params  # noqa: E402
-from mbb.protocol.arena import run_condition  # noqa: E402
 from mbb.testing.emulate import ProviderEmulator  # noqa: E402
 from mbb.testing.testserver import FakeOpenAIServer, declaring_responder  # noqa: E402
 

@@ -21,7 +21,7 @@ registry: 32,506 prompt tokens, 4,417 evaluated, 1,406 decoded): 82.5-83.1 s ove
 Usage: python bench/bench_local_llm.py [--previous] [--slots N] [--set KEY=VALUE ...] [--repeat N]
     --previous                # the server as mbb ran it before (logits_all, 2 GiB RAM cache)
     --set logits_all=true     # a server setting to override (as `--KEY VALUE` on its command line)
-Needs the local model (`python -m mbb.llm.local --check`).
+Needs the local model (`mbb local-llm --check`).
 """
 
 from __future__ import annotations
@@ -119,9 +119,8 @@ def load_avg() -> float:
 
 def run_once(overrides: dict[str, str], log_path: Path, slots: int) -> dict[str, Any]:
     """One live run of the test's condition; returns its wall time, load and per-request rows."""
+    from mbb.batch.build import load_params, run_condition
     from mbb.llm import local
-    from mbb.params import load_params
-    from mbb.protocol.arena import run_condition
 
     original = local._server_command
 

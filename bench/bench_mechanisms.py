@@ -28,11 +28,12 @@ from collections.abc import Callable
 
 import simpy
 
+from mbb.agents.backends import worker_rng
 from mbb.agents.modeled import STAGES
+from mbb.batch.build import load_params, run_condition
 from mbb.core import events as ev
 from mbb.core.paths import params_file
-from mbb.params import Condition, load_params
-from mbb.protocol.arena import run_condition, worker_rng
+from mbb.params import Condition
 from mbb.protocol.scheduling.centralized import CENTRALIZED
 
 SETUP_MEAN_S = 6.0  # mbb.agents.modeled.ModeledSolver.setup_mean_s

@@ -28,8 +28,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from mbb.params import load_params  # noqa: E402
-from mbb.protocol.arena import run_condition  # noqa: E402
+from mbb.batch.build import load_params, run_condition  # noqa: E402
 from mbb.testing.emulate import PrefixLog, prompt_text  # noqa: E402
 from mbb.testing.testserver import FakeOpenAIServer, Reply, declaring_responder  # noqa: E402
 

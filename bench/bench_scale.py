@@ -18,9 +18,9 @@ SIZES = (5, 20, 50, 100)
 CHILD = r"""
 import json, resource, statistics, sys, tempfile, time
 from pathlib import Path
-from mbb.protocol.arena import run_condition
+from mbb.batch.build import run_condition
 from mbb.core.paths import params_file
-from mbb.params import load_params
+from mbb.batch.build import load_params
 n, repeats = int(sys.argv[1]), int(sys.argv[2])
 cond = load_params(params_file("base"), {"workers": {"count": n}, "name": f"n{n}"})
 run_condition(cond, 999)  # warm-up: imports, caches

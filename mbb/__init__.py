@@ -18,13 +18,13 @@ _LAZY = {
     "BatchResult": "mbb.batch.runner",
     "Condition": "mbb.params",
     "ParamsError": "mbb.params",
-    "load_params": "mbb.params",
+    "load_params": "mbb.batch.build",
     "load_tables": "mbb.core.tables",
     "params_file": "mbb.core.paths",
     "user_path": "mbb.core.paths",
     "viz": "=mbb.viz",
     "render": "=mbb.viz.render",
-    "run_condition": "mbb.protocol.arena",
+    "run_condition": "mbb.batch.build",
     "run_many": "mbb.batch.runner",
     "tables": "=mbb.core.tables",
     "tables_from_run_dirs": "mbb.core.tables",
@@ -51,13 +51,13 @@ assert sorted(__all__) == sorted(_LAZY)
 
 if TYPE_CHECKING:
     from mbb import viz
+    from mbb.batch.build import load_params, run_condition
     from mbb.batch.runner import BatchResult, run_many
     from mbb.core import tables
     from mbb.core.paths import params_file, user_path
     from mbb.core.tables import load_tables, tables_from_run_dirs, write_tables
     from mbb.core.taxonomy import CATEGORIES
-    from mbb.params import Condition, ParamsError, load_params
-    from mbb.protocol.arena import run_condition
+    from mbb.params import Condition, ParamsError
     from mbb.viz import render
 
 

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from mbb.batch.build import load_params
 from mbb.core.paths import PROJECT_ROOT
-from mbb.params import Condition, load_params
+from mbb.params import Condition
 
 LOCAL_LLM_ENV = "MBB_LOCAL_LLM"
 

@@ -7,6 +7,7 @@ the tiny test backends defined below.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import json
 from collections import defaultdict
@@ -14,6 +15,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from mbb.agents.backends import NEGOTIATORS, SOLVERS
+from mbb.batch.build import load_params
 from mbb.core import events as ev
 from mbb.core.actions import Ballot, ConversationTurn, Declaration, Request, Withdraw
 from mbb.core.agent_api import (
@@ -25,9 +28,9 @@ from mbb.core.agent_api import (
     WindowGrant,
     WindowOutcome,
 )
-from mbb.params import Condition, load_params
+from mbb.core.scratch import Scratch
+from mbb.params import Condition
 from mbb.protocol.arena import Arena
-from mbb.protocol.scratch import Scratch
 
 EPS = 1e-9
 NEGOTIATION_KINDS = ("round_started", "declared", "message", "ballot", "schedule_published")
@@ -49,12 +52,23 @@ class Run:
 
 
 def run(cond: Condition, seed: int = 0) -> Run:
-    """Run one seed in memory and keep the arena (for its final ledger)."""
-    from mbb.protocol.arena import run_id_of
+    """Run one seed in memory, built as `mbb.batch.build` builds it, and keep the arena (for
+    its final ledger)."""
+    from mbb.batch.build import RunServices, build_arena, ensure_condition, run_id_of
 
-    log = ev.EventLog(run_id_of(cond, seed))  # <condition>[-<model>]-seedNNNN, as the arena
-    arena = Arena(cond, seed, log)
-    asyncio.run(arena.run())
+    ensure_condition(cond)
+    log = ev.EventLog(run_id_of(cond, seed))  # <condition>[-<model>]-seedNNNN, as the builder
+    services = RunServices(cond, log)
+
+    async def go() -> Arena:
+        try:
+            arena = build_arena(cond, seed, log, services)
+            await arena.run()
+            return arena
+        finally:
+            await services.aclose()
+
+    arena = asyncio.run(go())
     log.close()
     return Run(arena, list(log.lines), [json.loads(ln) for ln in log.lines])
 
@@ -289,21 +303,24 @@ def install_backends(monkeypatch, negotiators=None, solvers=None) -> None:
     `negotiators` / `solvers` map a worker id to a zero-argument-free factory `f(worker_id)`;
     workers not listed keep the real backend.
     """
-    from mbb.protocol import arena as arena_mod
+    real_neg = NEGOTIATORS["scripted"]
+    real_sol = SOLVERS["modeled"]
 
-    real_neg = arena_mod.NEGOTIATOR_BACKENDS["scripted"]
-    real_sol = arena_mod.SOLVER_BACKENDS["modeled"]
-
-    def neg_factory(arena, spec, rng):
+    def neg_factory(run, spec, rng):
         make = (negotiators or {}).get(spec.id)
-        return make(spec.id) if make else real_neg(arena, spec, rng)
+        return make(spec.id) if make else real_neg.build(run, spec, rng)
 
-    def sol_factory(arena, spec, rng):
+    def sol_factory(run, spec, rng):
         make = (solvers or {}).get(spec.id)
-        return make(spec.id) if make else real_sol(arena, spec, rng)
+        return make(spec.id) if make else real_sol.build(run, spec, rng)
 
-    monkeypatch.setitem(arena_mod.NEGOTIATOR_BACKENDS, "scripted", neg_factory)
-    monkeypatch.setitem(arena_mod.SOLVER_BACKENDS, "modeled", sol_factory)
+    replace_backend(monkeypatch, NEGOTIATORS, "scripted", neg_factory)
+    replace_backend(monkeypatch, SOLVERS, "modeled", sol_factory)
+
+
+def replace_backend(monkeypatch, registry, name: str, build) -> None:
+    """For one test, the registered backend `name` builds its agents with `build`."""
+    monkeypatch.setitem(registry._entries, name, dataclasses.replace(registry[name], build=build))
 
 
 def rounds_of(events: list[dict[str, Any]]) -> dict[tuple[int, int], list[dict[str, Any]]]:
@@ -325,7 +342,7 @@ def check_rounds(r: Run, cond: Condition) -> None:
     """
     import statistics
 
-    from mbb.protocol.scheduling.aggregation import aggregate
+    from mbb.protocol.rules import aggregate
 
     mech, win = cond.mechanism, cond.windows
     balance: dict[str, int] = {}

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from mbb.protocol.rules import aggregate
 from mbb.protocol.scheduling.aggregation import (
-    aggregate,
     borda,
     kemeny,
     kemeny_disagreement,

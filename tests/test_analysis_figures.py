@@ -12,7 +12,8 @@ import polars as pl
 import pytest
 
 from mbb import analysis as A
-from mbb.analysis.compare import condition_tables
+from mbb.analysis.compare import load_runs
+from mbb.batch.runner import run_conditions
 from mbb.testing.fake_llm import FakeLLM
 from mbb.viz import mechanisms as M
 from mbb.viz import starting_states as S
@@ -27,7 +28,7 @@ WR = ["run_id", "subrun", "round", "worker"]
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory) -> dict[str, Any]:
-    t = condition_tables(
+    dirs = run_conditions(
         [
             "params/base.yaml",
             "params/memory_off.yaml",
@@ -38,6 +39,7 @@ def data(tmp_path_factory) -> dict[str, Any]:
         out_root=tmp_path_factory.mktemp("conditions"),
         overrides={"subruns": 2},
     )
+    t = load_runs(dirs)
     ev = A.classify_evidence(t)
     wr = A.worker_round_predictions(ev)
     llm = A.LLMClassifier(FakeLLM(miss=0.1, noise=0.05, seed=0), model="fake")
@@ -98,16 +100,18 @@ def test_figure_renders(name, data, tmp_path):
     assert paths["svg"].read_text().lstrip().startswith("<svg")
 
 
-def test_condition_tables_carries_run_info(data):
+def test_loaded_runs_carry_run_info(data):
     t = data["t"]
     assert set(t["runs"]["condition"]) == {"base", "memory_off", "urgent_worker", "rich_worker"}
     assert t["runs"].height == 8 and t["workers"].height == 40
     assert set(t["runs"]["memory"]) == {True, False}
 
 
-def test_condition_tables_needs_a_path(tmp_path):
+def test_running_and_loading_need_a_folder(tmp_path):
     with pytest.raises(ValueError, match="at least one params path"):
-        condition_tables([], runs=1, out_root=tmp_path)
+        run_conditions([], runs=1, out_root=tmp_path)
+    with pytest.raises(ValueError, match="at least one condition folder"):
+        load_runs([])
 
 
 def test_bad_grouping_is_rejected(data):

@@ -24,9 +24,9 @@ from helpers import (
     run,
 )
 
+from mbb.batch.build import run_condition
 from mbb.core.actions import Ballot, Declaration
 from mbb.core.events import read_lines
-from mbb.protocol.arena import run_condition
 
 SHORT = {"name": "short", "deadline": {"minutes": 6}, "subruns": 2}
 SEEDS = range(6)
@@ -361,10 +361,10 @@ def test_budget_reset_each_subrun_restores_budgets(reset: bool) -> None:
 
 
 def test_unknown_backend_is_a_clear_error(monkeypatch) -> None:
-    from mbb.protocol import arena as arena_mod
+    from mbb.agents.backends import SOLVERS
 
-    monkeypatch.delitem(arena_mod.SOLVER_BACKENDS, "modeled")
-    with pytest.raises(ValueError, match="backend 'modeled' is not available"):
+    monkeypatch.delitem(SOLVERS._entries, "modeled")
+    with pytest.raises(ValueError, match="unknown solver backend 'modeled'; valid: oracle, llm"):
         run(condition({"workers": {"count": 1}}))
 
 

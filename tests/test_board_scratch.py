@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from helpers import FixedSolver, PlainNegotiator, check_invariants, condition, install_backends, run
 
-from mbb.protocol.board import Board
-from mbb.protocol.scratch import Scratch
+from mbb.core.board import Board
+from mbb.core.scratch import Scratch
 
 
 # --- board ----------------------------------------------------------------------------------------

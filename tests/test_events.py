@@ -9,9 +9,9 @@ import pytest
 from helpers import condition
 from pydantic import ValidationError
 
+from mbb.batch.build import run_condition
 from mbb.core import events as ev
 from mbb.core.actions import Withdraw
-from mbb.protocol.arena import run_condition
 
 SMALL = {"name": "ev", "workers": {"count": 3}, "subruns": 2, "deadline": {"minutes": 6}}
 
@@ -125,12 +125,14 @@ def test_a_crashing_run_ends_with_a_failed_run_ended(tmp_path, monkeypatch) -> N
 
 
 def test_a_solver_that_cannot_start_is_recorded_and_withdrawn(tmp_path, monkeypatch) -> None:
-    from mbb.protocol import arena as arena_mod
+    from helpers import replace_backend
 
-    real = arena_mod.SOLVER_BACKENDS["modeled"]
+    from mbb.agents.backends import SOLVERS
 
-    def broken(arena, spec, rng):
-        solver = real(arena, spec, rng)
+    real = SOLVERS["modeled"].build
+
+    def broken(run, spec, rng):
+        solver = real(run, spec, rng)
         if spec.id == "W1":
 
             async def start_subrun(task, scratch):
@@ -139,7 +141,7 @@ def test_a_solver_that_cannot_start_is_recorded_and_withdrawn(tmp_path, monkeypa
             solver.start_subrun = start_subrun
         return solver
 
-    monkeypatch.setitem(arena_mod.SOLVER_BACKENDS, "modeled", broken)
+    replace_backend(monkeypatch, SOLVERS, "modeled", broken)
     result = run_condition(condition(SMALL), 0, tmp_path)
     events = ev.parse_events(result.log.lines)
     bad = [e for e in events if e.kind == "invalid_action" and e.worker == "W1"]

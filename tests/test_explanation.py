@@ -17,9 +17,8 @@ from typing import Any
 import pytest
 from helpers import condition, run
 
-from mbb.params import load_params
+from mbb.batch.build import load_params, run_condition
 from mbb.protocol import explain as ex
-from mbb.protocol.arena import run_condition
 from mbb.protocol.rules import MECHANISMS
 from mbb.testing.testserver import FakeOpenAIServer, declaring_responder
 

@@ -20,12 +20,11 @@ from pathlib import Path
 
 import pytest
 
+from mbb.batch.build import load_params, run_condition
 from mbb.batch.outdir import claim
 from mbb.cli import BUG_REPORT, build_parser, main
 from mbb.core.events import read_lines
 from mbb.core.tables import load_tables
-from mbb.params import load_params
-from mbb.protocol.arena import run_condition
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = ROOT / "params" / "base.yaml"
@@ -148,7 +147,7 @@ def _busy(tmp: Path, _run: Path, mp: pytest.MonkeyPatch) -> None:
         f"""
         import sys, time
         from mbb.batch.outdir import claim
-        from mbb.params import load_params
+        from mbb.batch.build import load_params
         with claim({str(tmp / "o")!r}, load_params({str(BASE)!r})):
             print("held", flush=True)
             time.sleep(60)
@@ -698,12 +697,12 @@ def test_sigint_stops_cleanly_and_the_same_command_finishes(tmp_path, processes)
 
 
 def test_sigint_while_loading_is_one_line(tmp_path, monkeypatch, capsys):
-    import mbb.cli
+    import mbb.cli.params
 
     def interrupted(*a, **k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(mbb.cli, "load_params", interrupted)
+    monkeypatch.setattr(mbb.cli.params, "load_params", interrupted)
     assert main(["params", str(BASE)]) == 130
     assert capsys.readouterr().err == "interrupted\n"
 

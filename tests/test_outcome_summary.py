@@ -10,9 +10,9 @@ import polars as pl
 import pytest
 
 from mbb.analysis.outcome import OUTCOME_COLUMNS, gini, outcomes, waits
+from mbb.batch.build import load_params
 from mbb.batch.runner import run_many
 from mbb.core.tables import concat_tables
-from mbb.params import load_params
 
 
 @pytest.fixture(scope="module")

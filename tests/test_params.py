@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from mbb.params import Condition, ParamsError, deep_merge, load_params, parse_set_option
+from mbb.batch.build import load_params
+from mbb.params import Condition, ParamsError, deep_merge, parse_set_option
 
 ROOT = Path(__file__).resolve().parent.parent
 BAD = Path(__file__).resolve().parent / "fixtures" / "bad_params"
@@ -24,9 +25,13 @@ BAD_CASES: dict[str, list[str]] = {
     "zero_workers.yaml": ["workers.count:", "greater than or equal to 1", "(got 0)"],
     "zero_deadline.yaml": ["deadline.minutes:", "greater than 0"],
     "window_min_over_max.yaml": ["windows:", "min_s (300) must not exceed max_s (30)"],
-    "unknown_aggregation.yaml": ["mechanism.aggregation:", "'kemeny'", "(got 'plurality')"],
-    "bad_payment_rule.yaml": ["mechanism.payment:", "'next_price'", "(got 'vickrey')"],
-    "unknown_persona.yaml": ["workers.personas.1:", "'quitter'", "(got 'zealot')"],
+    "unknown_aggregation.yaml": [
+        "mechanism.aggregation: unknown aggregation rule 'plurality'; valid: kemeny, borda,"
+    ],
+    "bad_payment_rule.yaml": [
+        "mechanism.payment: unknown payment rule 'vickrey'; valid: pay_your_bid, next_price, none"
+    ],
+    "unknown_persona.yaml": ["workers.personas.1: unknown persona 'zealot'; valid:", "quitter"],
     "override_unknown_worker.yaml": ["workers:", "unknown worker(s) ['W9']", "W1..W3"],
     "bad_name.yaml": ["name:", "pattern", "(got 'has space/and slash')"],
     "top_level_list.yaml": ["top level must be a mapping", "got list"],
@@ -101,8 +106,14 @@ def test_extends_merges_under_the_child(tmp_path: Path) -> None:
 
 
 def test_override_errors_name_the_source_and_field() -> None:
-    with pytest.raises(ParamsError, match=r"(?s)base\.yaml: .*budget\.credits: .*\(got -1\)"):
+    # the value came from an override (--set), not from the file: the error says so
+    with pytest.raises(
+        ParamsError, match=r"(?s)base\.yaml: .*budget\.credits \(override\): .*\(got -1\)"
+    ):
         load_params(ROOT / "params" / "base.yaml", {"budget": {"credits": -1}})
+    with pytest.raises(ParamsError, match=r"budget\.credits: .*\(got -2\)") as err:
+        load_params({"budget": {"credits": -2}})
+    assert "(override)" not in str(err.value)
     with pytest.raises(ParamsError, match=r"(?s)<params>: .*mechanism\.alocation: unknown field"):
         load_params({"mechanism": {"alocation": "declared"}})
     with pytest.raises(ParamsError, match="overrides must be a mapping"):

@@ -9,8 +9,9 @@ import sys
 
 import pytest
 
+from mbb.batch.build import load_params
 from mbb.core.paths import NOTEBOOKS_DIR, PARAMS_DIR, notebook_file, params_file, user_path
-from mbb.params import ParamsError, load_params
+from mbb.params import ParamsError
 
 
 def test_user_paths_are_relative_to_the_current_directory(tmp_path, monkeypatch):

@@ -5,10 +5,11 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
+from mbb.agents.personas import PERSONAS
 from mbb.analysis import with_run_info
+from mbb.batch.build import load_params
 from mbb.batch.runner import run_many
 from mbb.core.taxonomy import CATEGORY_NAMES
-from mbb.params import PERSONAS, load_params
 
 EXPECTED = {  # labels each persona must enact somewhere in a handful of runs
     "price_first": {"price_primary", "anchoring", "cheap_talk"},
@@ -33,7 +34,7 @@ def all_personas(root):
         {
             "name": "personas",
             # the paper's fixed seating: the tests below read W1 as price_first
-            "workers": {"count": 7, "personas": list(PERSONAS), "seating": "fixed"},
+            "workers": {"count": 7, "personas": list(PERSONAS.names()), "seating": "fixed"},
             "deadline": {"minutes": 12},
             "tasks": {"load": None},  # the catalogue's work: 7 workers overload 12 minutes
         },
@@ -47,7 +48,7 @@ def _labels_by_persona(tables) -> dict[str, set[str]]:
     personas = {
         (r, w): p for r, w, p in tables["workers"].select("run_id", "worker", "persona").iter_rows()
     }
-    out: dict[str, set[str]] = {p: set() for p in PERSONAS}
+    out: dict[str, set[str]] = {p: set() for p in PERSONAS.names()}
     for name in ("messages", "declarations", "ballots"):
         df = tables[name].select("run_id", "worker", "labels").explode("labels").drop_nulls()
         for r, w, lab in df.iter_rows():
@@ -60,7 +61,7 @@ def test_every_label_is_a_taxonomy_category(all_personas):
     assert seen <= set(CATEGORY_NAMES), seen - set(CATEGORY_NAMES)
 
 
-@pytest.mark.parametrize("persona", PERSONAS)
+@pytest.mark.parametrize("persona", PERSONAS.names())
 def test_persona_enacts_its_strategy(all_personas, persona):
     assert EXPECTED[persona] <= _labels_by_persona(all_personas)[persona]
 

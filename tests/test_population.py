@@ -8,8 +8,9 @@ import pytest
 
 from mbb import analysis as A
 from mbb.analysis.mechanisms.screens import screens
+from mbb.batch.build import load_params
 from mbb.batch.runner import run_many
-from mbb.params import ParamsError, load_params
+from mbb.params import ParamsError
 from mbb.viz import run as figures
 
 CHANGES = {

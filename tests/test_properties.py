@@ -22,7 +22,8 @@ from helpers import check_invariants, condition, run
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
-from mbb.params import PERSONAS, load_params
+from mbb.agents.personas import PERSONAS
+from mbb.batch.build import load_params
 
 T = TypeVar("T")
 FAST = settings(
@@ -49,14 +50,14 @@ def build_params(
         if choice([True, False]):
             o["deadline_min"] = choice([0.5, 1, 2.5, 4, 6, 12])
         if choice([True, False]):
-            o["persona"] = choice(PERSONAS)
+            o["persona"] = choice(PERSONAS.names())
         overrides[f"W{i}"] = o
     return {
         "name": "prop",
         "subruns": integer(1, 3),
         "workers": {
             "count": n,
-            "personas": [choice(PERSONAS) for _ in range(choice([1, n]))],
+            "personas": [choice(PERSONAS.names()) for _ in range(choice([1, n]))],
             "overrides": overrides,
         },
         "budget": {

@@ -233,9 +233,9 @@ def test_report_skips_foreign_and_malformed_notebooks(tmp_path: Path, capsys) ->
 
 
 def test_comparison_page_and_viewer_links(tmp_path: Path, capsys) -> None:
+    from mbb.batch.build import load_params
     from mbb.batch.report import build_report
     from mbb.batch.runner import run_many
-    from mbb.params import load_params
 
     for name in ("memory_off", "base"):
         run_many(load_params(name, {"subruns": 2}), runs=3, out_dir=tmp_path / name, processes=1)

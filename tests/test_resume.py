@@ -9,10 +9,9 @@ import sys
 
 import pytest
 
+from mbb.batch.build import load_params, run_condition
 from mbb.batch.resume import resume_run
 from mbb.core.events import KILL_ENV, ResumeMismatch, comparable, read_lines
-from mbb.params import load_params
-from mbb.protocol.arena import run_condition
 
 OVERRIDES = {"subruns": 2, "name": "kill"}
 

@@ -14,9 +14,9 @@ import pytest
 import yaml
 from helpers import check_invariants, check_ledger, run
 
+from mbb.batch.build import load_params
 from mbb.batch.resume import resume_run
 from mbb.core.events import KILL_ENV, comparable, read_lines
-from mbb.params import load_params
 from mbb.testing.testserver import FakeOpenAIServer, Reply, schema_responder
 
 SECRET = "sk-soak-NEVER-WRITTEN-0123456789abcdef"

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from mbb.batch.build import load_params
 from mbb.batch.runner import run_many
 from mbb.batch.viewer import build_viewer, find_runs, read_run, redact
 from mbb.cli import main
 from mbb.llm.cache import LlmCache
-from mbb.params import load_params
 
 
 def _small_sweep(out: Path) -> Path:

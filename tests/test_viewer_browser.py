@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from mbb.batch.build import load_params
 from mbb.batch.runner import run_many
 from mbb.batch.viewer import build_viewer
 from mbb.core.paths import PROJECT_ROOT
-from mbb.params import load_params
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 HOSTILE = '<img src=x onerror="window.__pwned=1"> & </script>'

@@ -9,9 +9,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from mbb.batch.build import load_params, run_condition
 from mbb.core.paths import PROJECT_ROOT
-from mbb.params import DEFAULT_ROSTER, ParamsError, load_params
-from mbb.protocol.arena import run_condition
+from mbb.params import DEFAULT_ROSTER, ParamsError
 from mbb.tasks import workload as W
 from mbb.tasks.specs import TASK_SPECS
 
@@ -114,7 +114,7 @@ def test_real_tasks_are_balanced_by_difficulty_rating():
     rng = np.random.default_rng(0)
     profiles = set()
     for subrun in range(1, 5):
-        got = W.assign_tasks(cond, 2, subrun, ids, rng, lambda: (None, suite))
+        got = W.assign_tasks(cond, 2, subrun, ids, rng, suite)
         assert all(w == 0.0 for _, w in got.values())  # a real task's work is not modeled
         profiles.add(tuple(sorted(TASK_SPECS[t].difficulty for t, _ in got.values())))
     assert len(profiles) == 1  # every subrun gets the same mix of difficulties

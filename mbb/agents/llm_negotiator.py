@@ -54,8 +54,8 @@ from mbb.protocol.scheduling.validation import (
 )
 
 if TYPE_CHECKING:
-    from mbb.protocol.board import Post
-    from mbb.protocol.scratch import Scratch
+    from mbb.core.board import Post
+    from mbb.core.scratch import Scratch
 
 __all__ = [
     "BallotOut",

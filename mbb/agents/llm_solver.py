@@ -64,8 +64,8 @@ from mbb.tasks.harness import SolverTools, ToolResult, WorkspaceEvaluation
 from mbb.tasks.suite import Suite
 
 if TYPE_CHECKING:
+    from mbb.core.scratch import Scratch
     from mbb.params import SolverLoopParams
-    from mbb.protocol.scratch import Scratch
 
 __all__ = ["TOOL_ARGS", "LlmSolver", "ToolCall", "parse_tool_call", "tool_schemas"]
 

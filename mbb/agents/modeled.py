@@ -11,7 +11,6 @@ no test passes before the observe stage is over, then the pass rate rises convex
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -23,9 +22,9 @@ from mbb.core.agent_api import (
     WindowGrant,
     WindowOutcome,
 )
-from mbb.protocol.scratch import Scratch
+from mbb.core.scratch import Scratch
 
-__all__ = ["MODELED_TASKS", "STAGES", "ModeledSolver", "ModeledTask", "stage_of", "tests_passed"]
+__all__ = ["STAGES", "ModeledSolver", "stage_of", "tests_passed"]
 
 STAGES: tuple[tuple[str, float], ...] = (
     ("observe", 0.15),
@@ -34,29 +33,6 @@ STAGES: tuple[tuple[str, float], ...] = (
     ("verify", 0.20),
 )
 TESTS_PER_TASK = 40
-
-
-@dataclass(frozen=True, slots=True)
-class ModeledTask:
-    task_id: str
-    work_s: float  # execution seconds a typical worker needs
-
-
-# Named after the real programs of the task suite; W grows with the program's interface.
-MODELED_TASKS: tuple[ModeledTask, ...] = (
-    ModeledTask("rev", 160),
-    ModeledTask("tac", 180),
-    ModeledTask("head", 200),
-    ModeledTask("wc", 220),
-    ModeledTask("expand", 240),
-    ModeledTask("fold", 260),
-    ModeledTask("nl", 280),
-    ModeledTask("uniq", 300),
-    ModeledTask("cut", 330),
-    ModeledTask("tr", 360),
-    ModeledTask("column", 450),
-    ModeledTask("bc", 560),
-)
 
 
 def stage_of(progress: float) -> str:

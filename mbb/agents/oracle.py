@@ -25,7 +25,7 @@ from mbb.core.agent_api import (
     WindowGrant,
     WindowOutcome,
 )
-from mbb.protocol.scratch import Scratch
+from mbb.core.scratch import Scratch
 from mbb.resource.resource import ExecutionResource
 from mbb.tasks.evaluator import Evaluation
 from mbb.tasks.harness import SolverTools, ToolResult, WorkspaceEvaluation

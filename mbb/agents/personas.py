@@ -47,6 +47,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from operator import attrgetter
 
 import numpy as np
@@ -60,12 +61,13 @@ from mbb.core.actions import (
     Withdraw,
 )
 from mbb.core.agent_api import RoundView, SubrunRecap
+from mbb.core.board import Post
+from mbb.core.registry import Registry
+from mbb.core.scratch import Scratch
 from mbb.params import BehaviourKnobs
-from mbb.protocol.board import Post
 from mbb.protocol.scheduling.aggregation import tie_break_order
-from mbb.protocol.scratch import Scratch
 
-__all__ = ["PERSONA_CLASSES", "ScriptedNegotiator", "make_scripted_negotiator"]
+__all__ = ["PERSONAS", "Persona", "ScriptedNegotiator", "make_scripted_negotiator"]
 
 EXPECTED_ROUNDS_PER_SUBRUN = 4
 _DEFAULT_KNOBS = BehaviourKnobs()
@@ -1018,18 +1020,84 @@ class RuleMaker(ScriptedNegotiator):
         )
 
 
-PERSONA_CLASSES: dict[str, type[ScriptedNegotiator]] = {
-    cls.persona: cls
-    for cls in (
-        PriceFirst,
-        DeadlineAdvocate,
-        Reciprocator,
-        CoalitionBuilder,
-        ShortestJobAdvocate,
-        Quitter,
-        RuleMaker,
-    )
-}
+@dataclass(frozen=True, slots=True)
+class Persona:
+    """One persona, everything about it in one entry: its name (a `workers.personas` value),
+    its class, and the taxonomy categories its code enacts (what a scripted worker of this
+    persona is instructed to do, so never self-discovered: `mbb.analysis.institutions`)."""
+
+    name: str
+    cls: type[ScriptedNegotiator]
+    enacts: frozenset[str]
+
+
+PERSONAS: Registry[Persona] = Registry(
+    "persona",
+    [
+        # bids high and anchors, ranks by bid, argues talk is cheap, raises bids to stay ahead
+        Persona(
+            "price_first",
+            PriceFirst,
+            frozenset({"price_primary", "anchoring", "cheap_talk", "iterative_bargaining"}),
+        ),
+        # discloses deadlines, proposes and ranks EDF, ultimatums when tight, argues margins
+        Persona(
+            "deadline_advocate",
+            DeadlineAdvocate,
+            frozenset(
+                {
+                    "price_primary",
+                    "earliest_deadline_first",
+                    "rule_making_citation",
+                    "deadline_ultimatum",
+                    "risk_variance",
+                }
+            ),
+        ),
+        # offers concessions for later favours, calls them in, cites its record, defers on ties
+        Persona(
+            "reciprocator",
+            Reciprocator,
+            frozenset({"price_primary", "reciprocity", "reputation", "tie_break_deference"}),
+        ),
+        # invites a bloc, targets a rival, appeals to the majority, keeps the bloc
+        Persona(
+            "coalition_builder",
+            CoalitionBuilder,
+            frozenset(
+                {
+                    "price_primary",
+                    "coalition_formation",
+                    "coalition_loyalty",
+                    "rival_targeting",
+                    "social_proof",
+                }
+            ),
+        ),
+        # proposes and ranks SJF, argues its step gates later work
+        Persona(
+            "shortest_job_advocate",
+            ShortestJobAdvocate,
+            frozenset(
+                {"price_primary", "shortest_job_first", "rule_making_citation", "downstream_gating"}
+            ),
+        ),
+        # steps aside when infeasible, ranks itself last
+        Persona(
+            "quitter",
+            Quitter,
+            frozenset({"price_primary", "scope_reduction", "welfare_concession"}),
+        ),
+        # proposes and cites one standing rule (price/shorter, arrival order, tie by queue)
+        Persona(
+            "rule_maker",
+            RuleMaker,
+            frozenset(
+                {"price_primary", "rule_making_citation", "recency_first", "tie_break_deference"}
+            ),
+        ),
+    ],
+)
 
 
 def make_scripted_negotiator(
@@ -1040,8 +1108,4 @@ def make_scripted_negotiator(
 ) -> ScriptedNegotiator:
     """A persona's negotiator for `worker`; `rng`: its stream (or a source seeded on first use);
     `knobs`: behaviour switches (None: the defaults, the persona as always)."""
-    try:
-        cls = PERSONA_CLASSES[persona]
-    except KeyError:
-        raise ValueError(f"unknown persona {persona!r}; known: {sorted(PERSONA_CLASSES)}") from None
-    return cls(worker, rng, knobs)
+    return PERSONAS[persona].cls(worker, rng, knobs)

@@ -27,7 +27,6 @@ from mbb.analysis.evidence import (
 )
 from mbb.analysis.gold_eval import agreement_table, evaluate_gold, score_gold
 from mbb.analysis.institutions import (
-    PERSONA_MANDATES,
     institution_summary,
     institutions,
     institutions_by_run,
@@ -137,7 +136,6 @@ __all__ = [
     "CUES",
     "GROUPS",
     "OUTCOME_COLUMNS",
-    "PERSONA_MANDATES",
     "TEXT_MEASURES",
     "LLMClassifier",
     "agreement_table",

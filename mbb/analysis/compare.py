@@ -1,11 +1,10 @@
-"""Put conditions side by side: run or load their tables and summarise them (the charts are in
-`mbb.viz.compare`)."""
+"""Put conditions side by side: load their runs' tables and summarise them (the charts are in
+`mbb.viz.compare`). Analyses read runs that exist; running conditions is `mbb.batch`'s job."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
 
 import polars as pl
 
@@ -16,9 +15,8 @@ from mbb.core.tables import TABLES, load_tables
 __all__ = [
     "OUTCOME_MEASURES",
     "condition_table",
-    "condition_tables",
-    "ensure_conditions",
     "load_conditions",
+    "load_runs",
     "model_table",
     "run_table",
 ]
@@ -39,6 +37,22 @@ def load_conditions(dirs: Iterable[str | Path]) -> dict[str, pl.DataFrame]:
         for name in TABLES:
             parts[name].append(tables[name].with_columns(pl.lit(folder.name).alias("condition")))
     return {n: pl.concat(v, how="diagonal_relaxed") for n, v in parts.items() if v}
+
+
+def load_runs(dirs: Iterable[str | Path]) -> dict[str, pl.DataFrame]:
+    """`load_conditions` with the `runs` and `workers` tables the analyses expect (each run's
+    condition, seed and every worker's persona, backends and model, from its `run_started`).
+
+    dirs: condition folders (each `<dir>/tables/` plus its run folders)."""
+    from mbb.analysis._frames import run_info_from_dirs
+
+    folders = [user_path(d) for d in dirs]
+    if not folders:
+        raise ValueError("load_runs needs at least one condition folder")
+    tables = load_conditions(folders)
+    run_dirs = sorted(p.parent for f in folders for p in f.glob("*/events.jsonl"))
+    runs, workers = run_info_from_dirs(run_dirs)
+    return {**tables, "runs": runs, "workers": workers}
 
 
 OUTCOME_MEASURES: tuple[str, ...] = (
@@ -151,9 +165,9 @@ def model_table(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     """One row per condition x model (the study's model axis): runs, completion, deadline misses,
     progress and LLM cost per run (`mbb.analysis.outcome.outcomes`), with the tokens and cost
     of all runs. A run's model is that of its LLM calls ('scripted' for none; see
-    `mbb.batch.study.run_models`)."""
+    `mbb.analysis.tokens.run_models`)."""
     from mbb.analysis.outcome import outcomes
-    from mbb.batch.study import run_models
+    from mbb.analysis.tokens import run_models
 
     models = run_models(tables)
     keys = ["condition", "model"] if "condition" in tables["evaluations"].columns else ["model"]
@@ -171,59 +185,3 @@ def model_table(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
         spend = spend.rename({"model_run": "model"})
         out = out.join(spend, on=keys, how="left")
     return out.sort(keys)
-
-
-def condition_tables(
-    params_paths: Iterable[str | Path],
-    *,
-    runs: int,
-    out_root: str | Path,
-    overrides: Mapping[str, Any] | None = None,
-    seed: int | None = None,
-) -> dict[str, pl.DataFrame]:
-    """Run each params file (same overrides, deep-merged) into `<out_root>/<condition>` and
-    return one tables dict with `runs` and `workers`, as the analyses expect.
-
-    params_paths: the conditions' params files.
-    runs: seeds per condition (seed..seed+runs-1).
-    out_root: the folder that receives one folder per condition.
-    overrides: params deep-merged into every condition (e.g. `{"subruns": 2}`).
-    seed: the first seed (default: each condition's own).
-
-    Runs are always redone rather than read back, so a notebook's numbers never come from a
-    stale folder left by another parameter set (a scripted run takes milliseconds).
-    """
-    from mbb.analysis import with_run_info
-    from mbb.batch.runner import run_many
-    from mbb.core.tables import concat_tables
-    from mbb.params import load_params
-
-    parts = []
-    for p in params_paths:
-        cond = load_params(p, overrides)
-        out = user_path(out_root) / cond.name
-        b = run_many(cond, seed=seed, runs=runs, out_dir=out).check()
-        parts.append(with_run_info(b.tables, by_kind=b.by_kind))
-    if not parts:
-        raise ValueError("condition_tables needs at least one params path")
-    t = concat_tables(parts)
-    t["runs"] = pl.concat([p["runs"] for p in parts])
-    t["workers"] = pl.concat([p["workers"] for p in parts])
-    return t
-
-
-def ensure_conditions(
-    params_paths: Iterable[str | Path], *, runs: int, out_root: str | Path = "outputs"
-) -> list[Path]:
-    """Condition folders for these params files, running any whose tables are missing."""
-    from mbb.batch.runner import run_many
-    from mbb.params import load_params
-
-    dirs = []
-    for p in params_paths:
-        cond = load_params(p)
-        folder = user_path(out_root) / cond.name
-        if not (folder / "tables" / "evaluations.parquet").is_file():
-            run_many(cond, runs=runs, out_dir=folder).check()
-        dirs.append(folder)
-    return dirs

@@ -6,8 +6,8 @@
   commitments" and ranks "primarily about declared bid price"); `llm_mandates()` lists them for
   the default prompt, and `institutions(..., suggested=...)` takes them per condition. For
   scripted workers a category is mandated when the persona's definition dictates it:
-  `PERSONA_MANDATES` lists, per persona, what its strategy (mbb/agents/personas.py, the table
-  in its module docstring) is written to do. What a scripted worker does beyond that arises
+  each persona's registry entry (`mbb.agents.personas.PERSONAS`, `enacts`) lists what its
+  strategy is written to do. What a scripted worker does beyond that arises
   from interaction (e.g. a price-first worker that accepted a reciprocal offer and later
   honours it) and counts as self-discovered.
 - forward-scoped: the paper's "scoped to future rounds". The worker voices the category in an
@@ -29,12 +29,12 @@ from functools import cache
 
 import polars as pl
 
+from mbb.agents.personas import PERSONAS
 from mbb.analysis._frames import condition_of, labels_of
 from mbb.analysis.rules import forward_commitments
 from mbb.core.taxonomy import CATEGORIES
 
 __all__ = [
-    "PERSONA_MANDATES",
     "institution_summary",
     "institutions",
     "institutions_by_run",
@@ -54,45 +54,6 @@ def llm_mandates() -> frozenset[str]:
     return suggested_for_condition(Condition.model_validate({})) | {"price_primary"}
 
 
-PERSONA_MANDATES: dict[str, frozenset[str]] = {
-    # bids high and anchors, ranks by bid, argues talk is cheap, raises bids to stay ahead
-    "price_first": frozenset({"price_primary", "anchoring", "cheap_talk", "iterative_bargaining"}),
-    # discloses deadlines, proposes and ranks EDF, ultimatums when tight, argues margins
-    "deadline_advocate": frozenset(
-        {
-            "price_primary",
-            "earliest_deadline_first",
-            "rule_making_citation",
-            "deadline_ultimatum",
-            "risk_variance",
-        }
-    ),
-    # offers concessions for later favours, calls them in, cites its record, defers on ties
-    "reciprocator": frozenset(
-        {"price_primary", "reciprocity", "reputation", "tie_break_deference"}
-    ),
-    # invites a bloc, targets a rival, appeals to the majority, keeps the bloc
-    "coalition_builder": frozenset(
-        {
-            "price_primary",
-            "coalition_formation",
-            "coalition_loyalty",
-            "rival_targeting",
-            "social_proof",
-        }
-    ),
-    # proposes and ranks SJF, argues its step gates later work
-    "shortest_job_advocate": frozenset(
-        {"price_primary", "shortest_job_first", "rule_making_citation", "downstream_gating"}
-    ),
-    # steps aside when infeasible, ranks itself last
-    "quitter": frozenset({"price_primary", "scope_reduction", "welfare_concession"}),
-    # proposes and cites one standing rule (price/shorter, arrival order, tie by queue)
-    "rule_maker": frozenset(
-        {"price_primary", "rule_making_citation", "recency_first", "tie_break_deference"}
-    ),
-}
-
 _MARKERS = pl.DataFrame(
     {
         "category": [c.name for c in CATEGORIES],
@@ -103,7 +64,7 @@ _MARKERS = pl.DataFrame(
 
 
 def _mandates_frame() -> pl.DataFrame:
-    rows = [(p, c) for p, cats in PERSONA_MANDATES.items() for c in sorted(cats)]
+    rows = [(p.name, c) for p in PERSONAS for c in sorted(p.enacts)]
     return pl.DataFrame(rows, schema=["persona", "category"], orient="row").with_columns(
         pl.lit(True).alias("mandated")
     )

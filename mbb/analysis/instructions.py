@@ -11,7 +11,7 @@ the transcripts, and the union of their labels is what the instructions suggest.
 from the text (not a hand-written list) keeps it right when the prompts change.
 
 Scripted workers get no text; their persona definitions are their instructions
-(`mbb.analysis.institutions.PERSONA_MANDATES`).
+(`mbb.agents.personas.PERSONAS`, `enacts`).
 """
 
 from __future__ import annotations

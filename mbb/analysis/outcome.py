@@ -40,8 +40,8 @@ Grouping keys: `run_id`, `subrun`, `worker`, `task` (from `subrun_started`), `co
 `-seedNNNN`), `mechanism` and `base_run` (see `mechanism_labels`), any column of the `runs` or
 `workers` tables (`with_run_info`: e.g. `persona`, `label`, `memory`), and any column of the
 frames passed as `attributes` (joined on the keys they share with the worker-subruns: e.g.
-`mbb.batch.study.run_models` for a run's model). A count that cannot be tied to a group's keys (an
-LLM call with no worker, when grouping by worker) is left out of that group's counts.
+`mbb.analysis.tokens.run_models` for a run's model). A count that cannot be tied to a group's
+keys (an LLM call with no worker, when grouping by worker) is left out of that group's counts.
 """
 
 from __future__ import annotations
@@ -239,7 +239,8 @@ def outcomes(
         `condition` column (`mbb.analysis.compare.load_conditions`).
     by: the grouping key or keys (see the module docstring for what can be grouped on).
     attributes: extra frames with a `run_id` column (and optionally `subrun`, `worker`) whose
-        other columns become grouping keys, e.g. `mbb.batch.study.run_models(tables)` for `model`.
+        other columns become grouping keys, e.g. `mbb.analysis.tokens.run_models(tables)` for
+        `model`.
     """
     by = [by] if isinstance(by, str) else list(by)
     if not by:

@@ -23,6 +23,8 @@ __all__ = [
     "approx_tokens",
     "classifier_spend",
     "cost_by_model",
+    "run_models",
+    "spend_by_model",
     "token_audit",
     "token_efficiency",
 ]
@@ -198,5 +200,45 @@ def cost_by_model(audit: pl.DataFrame, by: Sequence[str] = ("condition", "model"
             pl.col("approximate").all(),
         )
         .with_columns((pl.col("cost_usd") / pl.col("runs")).alias("cost_per_run_usd"))
+        .sort(keys)
+    )
+
+
+def run_models(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
+    """One row per run: run_id, model ('+'-joined model names of its LLM calls; 'scripted')."""
+    runs = tables["evaluations"].select("run_id").unique()
+    calls = tables.get("llm_calls")
+    if calls is None or calls.is_empty():
+        return runs.with_columns(pl.lit("scripted").alias("model"))
+    models = calls.group_by("run_id").agg(
+        pl.col("model").unique().sort().str.join("+").alias("model")
+    )
+    return (
+        runs.join(models, on="run_id", how="left")
+        .with_columns(pl.col("model").fill_null("scripted"))
+        .sort("run_id")
+    )
+
+
+def spend_by_model(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
+    """Per model: runs, calls, prompt / cached / completion tokens, cost and cost per run."""
+    calls = tables.get("llm_calls")
+    if calls is None or calls.is_empty():
+        return pl.DataFrame()
+    keys = ["condition", "model"] if "condition" in calls.columns else ["model"]
+    return (
+        calls.group_by(keys)
+        .agg(
+            pl.col("run_id").n_unique().alias("runs"),
+            pl.len().alias("calls"),
+            pl.col("prompt_tokens").sum(),
+            pl.col("cached_tokens").sum(),
+            pl.col("completion_tokens").sum(),
+            pl.col("cost_usd").sum().alias("cost_usd"),
+        )
+        .with_columns(
+            (pl.col("cost_usd") / pl.col("runs")).alias("cost_per_run_usd"),
+            (pl.col("cached_tokens") / pl.col("prompt_tokens").clip(1)).alias("cached_share"),
+        )
         .sort(keys)
     )

@@ -86,7 +86,7 @@ def _scaled(cond: Any, model: str, calls: Any, sample: int, runs: int, source: s
 def _loopback(cond: Any, url: str) -> Any:
     """The condition with every model config pointed at the loopback endpoint (no key, no
     cache); presets, protocols and sampling stay what they are."""
-    from mbb.params import load_params
+    from mbb.batch.build import load_params
 
     data = cond.model_dump(mode="json")
     for m in data["models"].values():
@@ -99,9 +99,10 @@ def estimate_study(
     cond: Any, runs: int, *, dry_runs: int = 2, provider: str | None = None
 ) -> Estimate:
     """Dry-run `dry_runs` seeds (from the condition's seed) against a scripted endpoint."""
+    from mbb.agents.backends import uses_llm
+    from mbb.batch.build import run_condition
     from mbb.batch.study import model_label
     from mbb.core.tables import tables_from_log
-    from mbb.protocol.arena import run_condition, uses_llm
     from mbb.testing.emulate import PROVIDERS, ProviderEmulator
     from mbb.testing.testserver import FakeOpenAIServer, declaring_responder
 

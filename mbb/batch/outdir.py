@@ -14,13 +14,14 @@ import errno
 import fcntl
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from mbb.core.nested import first_difference
 from mbb.params import Condition
 
-__all__ = ["ConditionMismatch", "OutputBusy", "OutputError", "claim", "first_difference"]
+__all__ = ["ConditionMismatch", "OutputBusy", "OutputError", "claim"]
 
 LOCK_NAME = ".mbb.lock"
 MARKER_NAME = "condition.json"
@@ -44,35 +45,6 @@ def _os_problem(path: Path, exc: OSError) -> OutputError:
     if exc.errno in (errno.ENOTDIR, errno.EEXIST):
         return OutputError(f"{path}: a file is in the way of the folder ({exc.strerror})")
     return OutputError(f"{path}: {exc.strerror or exc}")
-
-
-def _flatten(d: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(d, Mapping):
-        out: dict[str, Any] = {}
-        for k, v in d.items():
-            out.update(_flatten(v, f"{prefix}{k}."))
-        return out or {prefix.rstrip("."): {}}
-    return {prefix.rstrip("."): d}
-
-
-def first_difference(
-    old: Mapping[str, Any],
-    new: Mapping[str, Any],
-    labels: tuple[str, str] = ("there", "in this run"),
-) -> str:
-    """`field: old there, new in this run` for the first field where two params dumps differ
-    (name and description last)."""
-    a, b = _flatten(old), _flatten(new)
-    keys = sorted(a.keys() | b.keys(), key=lambda k: (k in ("name", "description"), k))
-    for key in keys:
-        if a.get(key, "(unset)") != b.get(key, "(unset)"):
-            va, vb = (_cut(json.dumps(x.get(key, "(unset)"))) for x in (a, b))
-            return f"{key}: {va} {labels[0]}, {vb} {labels[1]}"
-    return "same params"
-
-
-def _cut(text: str, limit: int = 40) -> str:
-    return text if len(text) <= limit else f"{text[: limit - 3]}..."
 
 
 def _held_condition(out_dir: Path) -> tuple[str, dict[str, Any], str] | None:

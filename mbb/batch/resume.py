@@ -11,11 +11,11 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from mbb.batch.build import run_condition
 from mbb.batch.outdir import claim
 from mbb.batch.runner import write_meta
 from mbb.core.events import EVENT_ADAPTER, EventLogError, read_lines
 from mbb.params import Condition
-from mbb.protocol.arena import run_condition
 
 __all__ = ["ResumeOutcome", "resume_run"]
 

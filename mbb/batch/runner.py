@@ -29,17 +29,21 @@ from typing import Any
 
 import polars as pl
 
+from mbb.agents.backends import uses_llm
+from mbb.batch.build import load_params, run_condition, run_id_of, run_seeds
 from mbb.batch.outdir import claim
+from mbb.batch.study import check_not_foreign
 from mbb.core.events import EventLogError, kind_of, read_lines
 from mbb.core.provenance import provenance
 from mbb.core.tables import concat_tables, tables_from_lines, write_tables
 from mbb.params import Condition
-from mbb.protocol.arena import RunResult, run_condition, run_id_of, run_seeds, uses_llm
+from mbb.protocol.arena import RunResult
 
 __all__ = [
     "BatchInterrupted",
     "BatchResult",
     "finished_log",
+    "run_conditions",
     "run_many",
     "shutdown_pool",
     "write_meta",
@@ -289,8 +293,6 @@ def _run_many(
     all_seeds = list(range(first, first + runs))
     kept: dict[str, list[str]] = {}  # run id -> lines of runs already finished
     if out_dir is not None:
-        from mbb.batch.study import check_not_foreign
-
         for s in all_seeds:
             rid = run_id_of(condition, s)
             # a run of other parameters is refused before any run starts
@@ -401,3 +403,35 @@ def _interrupted(
             tables_dir = out_dir / "tables"
             write_tables(tables_from_lines(by_kind), tables_dir)
     raise BatchInterrupted(condition.name, len(done), len(seeds), tables_dir)
+
+
+def run_conditions(
+    params_paths: Sequence[str | Path],
+    *,
+    runs: int,
+    out_root: str | Path,
+    overrides: dict[str, Any] | None = None,
+    seed: int | None = None,
+) -> list[Path]:
+    """Run each params file (same overrides, deep-merged) into `<out_root>/<condition>` and
+    return the condition folders, for `mbb.analysis.compare.load_runs` and the analyses.
+
+    params_paths: the conditions' params files (or bare names of mbb's own);
+    runs: seeds per condition (seed..seed+runs-1);
+    out_root: the folder that receives one folder per condition;
+    overrides: params deep-merged into every condition (e.g. `{"subruns": 2}`);
+    seed: the first seed (default: each condition's own).
+
+    Runs are always redone rather than read back, so a notebook's numbers never come from a
+    stale folder left by another parameter set (a scripted run takes milliseconds)."""
+    from mbb.core.paths import user_path
+
+    if not params_paths:
+        raise ValueError("run_conditions needs at least one params path")
+    dirs = []
+    for p in params_paths:
+        cond = load_params(p, overrides)
+        out = user_path(out_root) / cond.name
+        run_many(cond, seed=seed, runs=runs, out_dir=out).check()
+        dirs.append(out)
+    return dirs

@@ -8,7 +8,7 @@
   unknown name is refused with the configured ones listed.
 - `check_not_foreign(run_dir, condition)`: an existing run folder is only re-written by a run of
   the same condition with the same parameters; anything else is refused before the run starts.
-- `run_models`, `spend_by_model`: compare, report and the token audit grouped by model.
+- `spend_table_html`: the report's "LLM spend by model" table.
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from mbb.agents.backends import NEGOTIATORS, SOLVERS
+
 __all__ = [
     "ForeignRunError",
     "check_not_foreign",
     "model_label",
-    "run_models",
-    "spend_by_model",
     "spend_table_html",
     "with_model",
 ]
@@ -42,7 +42,8 @@ def model_label(condition: Any) -> str | None:
         {
             s.model
             for s in condition.worker_specs()
-            if "llm" in (s.negotiator, s.solver) and s.model is not None
+            if s.model is not None
+            and (NEGOTIATORS[s.negotiator].needs_model or SOLVERS[s.solver].needs_model)
         }
     )
     if not names:
@@ -106,50 +107,6 @@ def check_not_foreign(run_dir: Path, condition: Any) -> None:
         f"{run_dir} holds a run of condition {recorded.get('name')!r} with other parameters "
         f"(differing: {', '.join(differing)}); it is not overwritten. Write to another folder "
         "(--out), give the condition another name, or delete that run first"
-    )
-
-
-def run_models(tables: Mapping[str, Any]) -> Any:
-    """One row per run: run_id, model ('+'-joined model names of its LLM calls; 'scripted')."""
-    import polars as pl
-
-    runs = tables["evaluations"].select("run_id").unique()
-    calls = tables.get("llm_calls")
-    if calls is None or calls.is_empty():
-        return runs.with_columns(pl.lit("scripted").alias("model"))
-    models = calls.group_by("run_id").agg(
-        pl.col("model").unique().sort().str.join("+").alias("model")
-    )
-    return (
-        runs.join(models, on="run_id", how="left")
-        .with_columns(pl.col("model").fill_null("scripted"))
-        .sort("run_id")
-    )
-
-
-def spend_by_model(tables: Mapping[str, Any]) -> Any:
-    """Per model: runs, calls, prompt / cached / completion tokens, cost and cost per run."""
-    import polars as pl
-
-    calls = tables.get("llm_calls")
-    if calls is None or calls.is_empty():
-        return pl.DataFrame()
-    keys = ["condition", "model"] if "condition" in calls.columns else ["model"]
-    return (
-        calls.group_by(keys)
-        .agg(
-            pl.col("run_id").n_unique().alias("runs"),
-            pl.len().alias("calls"),
-            pl.col("prompt_tokens").sum(),
-            pl.col("cached_tokens").sum(),
-            pl.col("completion_tokens").sum(),
-            pl.col("cost_usd").sum().alias("cost_usd"),
-        )
-        .with_columns(
-            (pl.col("cost_usd") / pl.col("runs")).alias("cost_per_run_usd"),
-            (pl.col("cached_tokens") / pl.col("prompt_tokens").clip(1)).alias("cached_share"),
-        )
-        .sort(keys)
     )
 
 

@@ -21,9 +21,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from mbb.batch.build import load_params
 from mbb.batch.notebooks import execute_notebook
 from mbb.core.paths import notebook_file, params_file, user_path
-from mbb.params import load_params
 
 __all__ = ["Job", "JobResult", "parse_seeds", "plan_sweep", "run_job", "run_sweep"]
 

@@ -20,8 +20,8 @@ from mbb.core.actions import Ballot, ConversationTurn, Declaration, Request, Wit
 from mbb.core.errors import BackendFatal  # re-exported: it lives with the other shared errors
 
 if TYPE_CHECKING:
-    from mbb.protocol.board import Post
-    from mbb.protocol.scratch import Scratch
+    from mbb.core.board import Post
+    from mbb.core.scratch import Scratch
 
 __all__ = [
     "BackendFatal",

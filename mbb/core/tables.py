@@ -17,6 +17,7 @@ import polars as pl
 from polars.datatypes import DataType, DataTypeClass
 
 from mbb.core.events import EventLog, EventLogError, kind_of, read_lines
+from mbb.core.nested import first_difference
 
 __all__ = [
     "TABLES",
@@ -242,8 +243,6 @@ def tables_from_run_dirs(run_dirs: Iterable[str | Path]) -> dict[str, pl.DataFra
                 if condition is None:
                     condition = (path, first)
                 elif first["params"] != condition[1]["params"]:
-                    from mbb.batch.outdir import first_difference
-
                     old = condition[1]
                     diff = first_difference(
                         old["params"],

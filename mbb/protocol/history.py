@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from mbb.core.agent_api import PastRound
-    from mbb.protocol.board import Post
+    from mbb.core.board import Post
 
 __all__ = ["posts_summary", "rounds_summary"]
 

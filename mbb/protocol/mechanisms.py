@@ -8,36 +8,34 @@ runs it, on ONE path for every mechanism.
   the queued requests; the bid mechanisms first ask for sealed declarations (phase 1 only,
   nothing posted).
 
-Built from `mbb.protocol.rules.MECHANISMS[kind].implementation()`.
+`mechanism_for(kind)` builds the one a condition names (`mbb.protocol.rules.MECHANISMS`).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from mbb.protocol import phases
-from mbb.protocol.phases import Round, Schedule
-from mbb.protocol.rules import AGGREGATION, ALLOCATION, PAYMENT
+from mbb.protocol.context import Round, RunContext
+from mbb.protocol.phases import Schedule
+from mbb.protocol.rules import AGGREGATION, ALLOCATION, MECHANISMS, PAYMENT
 from mbb.protocol.scheduling.aggregation import tie_break_order
-from mbb.protocol.scheduling.centralized import Job, Scheduler
+from mbb.protocol.scheduling.centralized import Centralized, Job
 
-if TYPE_CHECKING:
-    from mbb.protocol.arena import Arena
-
-__all__ = ["CentralizedMechanism", "Mechanism", "NegotiatedMechanism"]
+__all__ = ["CentralizedMechanism", "Mechanism", "NegotiatedMechanism", "mechanism_for"]
 
 
 class Mechanism(Protocol):
     """Decides one round's schedule from the round's candidates."""
 
-    async def schedule(self, arena: Arena, rnd: Round) -> Schedule | None: ...
+    async def schedule(self, arena: RunContext, rnd: Round) -> Schedule | None: ...
 
 
 class NegotiatedMechanism:
     """The agents decide: declarations, conversation (when it runs), ballots, then the
     condition's aggregation and allocation rules; prices by its payment rule."""
 
-    async def schedule(self, arena: Arena, rnd: Round) -> Schedule | None:
+    async def schedule(self, arena: RunContext, rnd: Round) -> Schedule | None:
         c = arena.condition
         mech = c.mechanism
         await phases.declare(arena, rnd, public=True)
@@ -74,12 +72,12 @@ class CentralizedMechanism:
     """The operator's scheduler replaces phases 1-4. `bids`: ask for sealed declarations first
     (their bids and durations are the jobs'); otherwise the requested durations are."""
 
-    def __init__(self, kind: str, scheduler: Scheduler, *, bids: bool) -> None:
-        self.kind = kind
-        self.scheduler = scheduler
-        self.bids = bids
+    def __init__(self, entry: Centralized) -> None:
+        self.kind = entry.name
+        self.scheduler = entry.schedule
+        self.bids = entry.asks_bids
 
-    async def schedule(self, arena: Arena, rnd: Round) -> Schedule | None:
+    async def schedule(self, arena: RunContext, rnd: Round) -> Schedule | None:
         c = arena.condition
         workers = arena.workers
         candidates = rnd.candidates
@@ -115,3 +113,9 @@ class CentralizedMechanism:
             # of anyone who requests during this round's window
             requeue=[w for w in candidates if w not in alloc],
         )
+
+
+def mechanism_for(kind: str) -> Mechanism:
+    """The running mechanism of a registered `mechanism.kind`."""
+    entry = MECHANISMS[kind].implementation
+    return NegotiatedMechanism() if entry is None else CentralizedMechanism(entry)

@@ -11,10 +11,8 @@ and the others go on.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from mbb.core import events as ev
 from mbb.core.actions import (
@@ -25,6 +23,7 @@ from mbb.core.actions import (
     as_payload,
 )
 from mbb.core.agent_api import EvaluationResult, PastRound, RoundView, SubrunRecap, WindowGrant
+from mbb.protocol.context import FAILED, Round, RunContext, round4
 from mbb.protocol.scheduling.validation import (
     Issue,
     default_ballot,
@@ -34,29 +33,7 @@ from mbb.protocol.scheduling.validation import (
     repair_message,
 )
 
-if TYPE_CHECKING:
-    from mbb.protocol.arena import Arena
-
-
-class Failed(enum.Enum):
-    """What `Arena.guarded` returns for an agent call that failed (and was recorded)."""
-
-    FAILED = "failed"
-
-
-FAILED = Failed.FAILED
-
-
-def round4(x: float) -> float:
-    """round(x, 4) for a recorded progress or score. Most are 0 or 1, returned as they are:
-    round() converts through decimal digits, which costs as much as writing the event."""
-    return x if x == 0 or x == 1 else round(x, 4)
-
-
 __all__ = [
-    "FAILED",
-    "Failed",
-    "Round",
     "Schedule",
     "accept_declaration",
     "apply_turn",
@@ -67,22 +44,8 @@ __all__ = [
     "pay",
     "publish",
     "publish_ballot_reasoning",
-    "round4",
     "vote",
 ]
-
-
-@dataclass(slots=True)
-class Round:
-    """One round's state, shared by its phases (instead of passing it positionally)."""
-
-    subrun: int
-    number: int
-    candidates: list[str]  # queue order; narrowed as candidates withdraw
-    queue: list[str]  # where requests made during this round's windows land
-    past: list[PastRound]  # this subrun's earlier rounds (published)
-    declarations: dict[str, Declaration] = field(default_factory=dict)
-    ballots: dict[str, Ballot] = field(default_factory=dict)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -108,7 +71,7 @@ DEFAULT_DECLARATION = "default declaration: bid 0, requested duration, last posi
 
 
 def accept_declaration(
-    arena: Arena, w: str, action: Declaration | Withdraw | BaseException, n_candidates: int
+    arena: RunContext, w: str, action: Declaration | Withdraw | BaseException, n_candidates: int
 ) -> Declaration | None:
     """Apply the stated rules to one declaration: a backend failure (or a withdrawal where
     withdrawal is forbidden) gets the default declaration, an allowed withdrawal takes the
@@ -141,7 +104,7 @@ def accept_declaration(
 
 
 def _record_declaration(
-    arena: Arena, rnd: Round, w: str, d: Declaration, *, post: bool, turn: int | None = None
+    arena: RunContext, rnd: Round, w: str, d: Declaration, *, post: bool, turn: int | None = None
 ) -> None:
     """Record an accepted declaration (`turn` given: a revision made in that conversation turn)
     and, with `post`, put its note on the public board."""
@@ -170,7 +133,7 @@ def _record_declaration(
         )
 
 
-async def declare(arena: Arena, rnd: Round, *, public: bool) -> dict[str, Declaration]:
+async def declare(arena: RunContext, rnd: Round, *, public: bool) -> dict[str, Declaration]:
     """Phase 1: every candidate declares at once; repaired declarations are recorded, and
     with `public` their notes are posted (a sealed-bid mechanism keeps them off the board).
     Withdrawn candidates leave `rnd.candidates`."""
@@ -189,7 +152,7 @@ async def declare(arena: Arena, rnd: Round, *, public: bool) -> dict[str, Declar
     return decls
 
 
-async def converse(arena: Arena, rnd: Round) -> None:
+async def converse(arena: RunContext, rnd: Round) -> None:
     """Phase 2: up to `max_turns` simultaneous turns (posts land in queue order); it ends early
     after a turn in which nobody spoke."""
     workers = arena.workers
@@ -210,7 +173,9 @@ async def converse(arena: Arena, rnd: Round) -> None:
             break
 
 
-def apply_turn(arena: Arena, rnd: Round, w: str, turn_action: ConversationTurn, turn: int) -> bool:
+def apply_turn(
+    arena: RunContext, rnd: Round, w: str, turn_action: ConversationTurn, turn: int
+) -> bool:
     """Post one candidate's messages and apply its revision (each repaired and recorded);
     True if it said or revised anything."""
     c = arena.condition
@@ -265,7 +230,7 @@ def apply_turn(arena: Arena, rnd: Round, w: str, turn_action: ConversationTurn, 
     return True
 
 
-async def vote(arena: Arena, rnd: Round, tiebreak: list[str]) -> dict[str, Ballot]:
+async def vote(arena: RunContext, rnd: Round, tiebreak: list[str]) -> dict[str, Ballot]:
     """Phase 3: simultaneous ballots, secret until the schedule is published; a missing one is
     the default ballot, every one is repaired to a full ranking (issues recorded)."""
     c = arena.condition
@@ -300,7 +265,7 @@ async def vote(arena: Arena, rnd: Round, tiebreak: list[str]) -> dict[str, Ballo
     return ballots
 
 
-def publish(arena: Arena, rnd: Round, schedule: Schedule) -> PastRound:
+def publish(arena: RunContext, rnd: Round, schedule: Schedule) -> PastRound:
     """Phase 4's end: the schedule is published (event, and the round's public record that
     later views show); candidates left out keep their place in the queue."""
     order, alloc, bids = schedule.order, schedule.allocations, schedule.bids
@@ -318,7 +283,7 @@ def publish(arena: Arena, rnd: Round, schedule: Schedule) -> PastRound:
     return record
 
 
-def publish_ballot_reasoning(arena: Arena, rnd: Round, record: PastRound) -> None:
+def publish_ballot_reasoning(arena: RunContext, rnd: Round, record: PastRound) -> None:
     """After the round (its windows run): every ballot's reasoning becomes public, in the
     round's record (so later views show it) and as a `ballots_published` event."""
     if not rnd.ballots:
@@ -330,7 +295,7 @@ def publish_ballot_reasoning(arena: Arena, rnd: Round, record: PastRound) -> Non
 # --- pay, execute, end of subrun ---------------------------------------------------------------
 
 
-def pay(arena: Arena, holder: str, price: int, rule: str) -> None:
+def pay(arena: RunContext, holder: str, price: int, rule: str) -> None:
     """Charge a window's price at its start (nothing is recorded for a free window)."""
     if price <= 0:
         return
@@ -341,7 +306,7 @@ def pay(arena: Arena, holder: str, price: int, rule: str) -> None:
 
 
 async def execute(
-    arena: Arena, rnd: Round, schedule: Schedule, record: PastRound, pos: int
+    arena: RunContext, rnd: Round, schedule: Schedule, record: PastRound, pos: int
 ) -> None:
     """Pay for and run the window at `pos` (1-based) of the published schedule: its holder
     runs until the allocation ends, its deadline passes, or it finishes or releases. The clock
@@ -438,7 +403,7 @@ async def execute(
 
 
 async def end_subrun(
-    arena: Arena, subrun: int, rounds: int, reason: str, past: list[PastRound]
+    arena: RunContext, subrun: int, rounds: int, reason: str, past: list[PastRound]
 ) -> None:
     """The end of a subrun: evaluate every present worker, then ask its agents for their
     end-of-subrun reports (they write to scratch, which the memory and report switches gate)."""

@@ -12,18 +12,15 @@ explanation means agents are told nothing (a phase that does not run is never me
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
+from mbb.core.registry import Registry, UnknownName
 from mbb.protocol.scheduling import aggregation as agg
 from mbb.protocol.scheduling import allocation as alloc
 from mbb.protocol.scheduling import centralized as cz
 from mbb.protocol.scheduling import payment as pay
-
-if TYPE_CHECKING:
-    from mbb.protocol.mechanisms import Mechanism
 
 __all__ = [
     "AGGREGATION",
@@ -39,17 +36,16 @@ __all__ = [
     "Payer",
     "Registry",
     "Rule",
-    "UnknownRule",
+    "UnknownName",
+    "aggregate",
+    "describe",
+    "mechanism_rule",
 ]
 
 Impl = TypeVar("Impl")
 
 # the condition's numbers an explanation may use, filled by `mbb.protocol.explain`
 EXPLAIN_FIELDS = ("window_min", "window_max", "max_turns", "quantum_s", "min_s")
-
-
-class UnknownRule(ValueError):
-    """A name no registry entry has; the message is one line listing the valid names."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,41 +59,9 @@ class Rule(Generic[Impl]):
     implementation: Impl
 
 
-class Registry(Generic[Impl]):
-    """Named rules of one kind, in registration order (the order params lists them)."""
-
-    def __init__(self, what: str, rules: Iterable[Rule[Impl]]) -> None:
-        self.what = what
-        self._rules: dict[str, Rule[Impl]] = {}
-        for r in rules:
-            self.register(r)
-
-    def register(self, rule: Rule[Impl]) -> None:
-        """Add a rule. Register before params are loaded: the params choices are read once."""
-        if rule.name in self._rules:
-            raise ValueError(f"{self.what} {rule.name!r} is registered twice")
-        self._rules[rule.name] = rule
-
-    def names(self) -> tuple[str, ...]:
-        return tuple(self._rules)
-
-    def __getitem__(self, name: str) -> Rule[Impl]:
-        try:
-            return self._rules[name]
-        except KeyError:
-            raise UnknownRule(
-                f"unknown {self.what} {name!r}; valid: {', '.join(self._rules)}"
-            ) from None
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._rules
-
-    def __iter__(self) -> Iterator[Rule[Impl]]:
-        return iter(self._rules.values())
-
-    def describe(self) -> str:
-        """`name: summary; ...` for a params field's description."""
-        return "; ".join(f"{r.name}: {r.summary}" for r in self)
+def describe(registry: Registry[Rule[Any]]) -> str:
+    """`name: summary; ...` of a registry's rules, for docs and error messages."""
+    return "; ".join(f"{r.name}: {r.summary}" for r in registry)
 
 
 # --- aggregation: ballots -> one order ------------------------------------------------------------
@@ -105,7 +69,7 @@ Aggregator = Callable[[Sequence[str], Sequence[Sequence[str]], int], agg.Aggrega
 """(candidates in tie-break order, ballots' rankings, kemeny_exact_max) -> (order, label)."""
 
 _TIES = "ties are broken by bid, then by queue order."
-AGGREGATION: Registry[Aggregator] = Registry(
+AGGREGATION: Registry[Rule[Aggregator]] = Registry(
     "aggregation rule",
     [
         Rule(
@@ -140,13 +104,30 @@ AGGREGATION: Registry[Aggregator] = Registry(
     ],
 )
 
+
+def aggregate(
+    rule: str,
+    candidates: Sequence[str],
+    ballots: Sequence[Sequence[str]],
+    bids: Mapping[str, int],
+    *,
+    exact_max: int = 8,
+) -> agg.AggregationResult:
+    """Apply the registered aggregation rule `rule` to full rankings of `candidates`, ties in
+    bid-then-queue order (`rule`: a name of `AGGREGATION`; `candidates`: in queue order;
+    `ballots`: valid full rankings; `bids`: declared bids; `exact_max`: exact Kemeny up to this
+    many candidates, Borda beyond)."""
+    impl = AGGREGATION[rule].implementation
+    return impl(agg.tie_break_order(candidates, bids), ballots, exact_max)
+
+
 # --- allocation: how long each window is ----------------------------------------------------------
 Allocator = Callable[
     [Sequence[str], Mapping[str, int], Sequence[Mapping[str, int]]], dict[str, int]
 ]
 """(order, declared durations, the ballots' allocations) -> seconds per holder."""
 
-ALLOCATION: Registry[Allocator] = Registry(
+ALLOCATION: Registry[Rule[Allocator]] = Registry(
     "allocation rule",
     [
         Rule(
@@ -169,7 +150,7 @@ ALLOCATION: Registry[Allocator] = Registry(
 Payer = Callable[[Sequence[str], Mapping[str, int]], dict[str, int]]
 """(order, bids) -> price per holder, charged when its window starts."""
 
-PAYMENT: Registry[Payer] = Registry(
+PAYMENT: Registry[Rule[Payer]] = Registry(
     "payment rule",
     [
         Rule(
@@ -196,126 +177,59 @@ PAYMENT: Registry[Payer] = Registry(
 
 # --- mechanisms: who decides the schedule ---------------------------------------------------------
 @dataclass(frozen=True, slots=True)
-class MechanismRule(Rule["Callable[[], Mechanism]"]):
-    """A mechanism. `implementation()` builds it (imported on first use, so loading params stays
-    light); `asks_bids`: negotiators declare (sealed unless negotiated); `payment_explains`: the
-    payment sentence of a centralized mechanism ('' = nothing is charged; a negotiated
-    condition's payment is its `mechanism.payment` rule)."""
+class MechanismRule(Rule["cz.Centralized | None"]):
+    """A mechanism: `implementation` is its centralized entry (`mbb.protocol.scheduling.
+    centralized`), None for the negotiated phases; the engine turns either into a running
+    mechanism (`mbb.protocol.mechanisms.mechanism_for`). `asks_bids`: negotiators declare
+    (sealed unless negotiated); `payment_explains`: the payment sentence of a centralized
+    mechanism ('' = nothing is charged; a negotiated condition's payment is its
+    `mechanism.payment` rule)."""
 
     asks_bids: bool = False
     payment_explains: str = ""
-    centralized: bool = True
-    order_label: str = field(default="")  # the `rule` a published schedule records
+
+    @property
+    def centralized(self) -> bool:
+        return self.implementation is not None
 
 
-def _negotiated() -> Mechanism:
-    from mbb.protocol.mechanisms import NegotiatedMechanism
-
-    return NegotiatedMechanism()
-
-
-def _centralized(kind: str) -> Mechanism:
-    from mbb.protocol.mechanisms import CentralizedMechanism
-
-    return CentralizedMechanism(kind, cz.SCHEDULERS[kind], bids=kind in cz.BID_MECHANISMS)
-
-
-_OPERATOR = "The operator schedules the candidates itself; you take no part in it. "
-_AUCTION = (
-    "Each round sells ONE window, the next one, by sealed bid: every candidate declares a bid "
-    "and a duration that no one else sees; the highest bid wins a window of its declared "
-    "duration (equal bids: the earlier request). The others stay queued for the next round, "
-    "ahead of later requests."
-)
-_CENTRAL_TEXT: dict[str, tuple[str, str, str]] = {  # kind -> (summary, explains, payment)
-    "fcfs": (
-        "first come, first served, full requested windows",
-        _OPERATOR + "Windows go in the order workers asked for them (first come, first "
-        "served), each as long as its solver requested.",
-        "",
-    ),
-    "edf": (
-        "earliest true private deadline first, full requested windows",
-        _OPERATOR + "Windows go in order of the workers' private deadlines, earliest first (the "
-        "operator knows every deadline), each as long as its solver requested.",
-        "",
-    ),
-    "sjf": (
-        "shortest requested duration first",
-        _OPERATOR + "Windows go in order of requested duration, shortest first, each as long as "
-        "its solver requested.",
-        "",
-    ),
-    "round_robin": (
-        "queue order, one quantum_s slice each",
-        _OPERATOR + "Windows go in queue order, each at most {quantum_s} seconds; a worker that "
-        "has not finished queues again behind the others.",
-        "",
-    ),
-    "first_price": (
-        "sealed-bid first price: one window per round, the winner pays its bid",
-        _AUCTION,
-        "The winner pays its own bid when its window begins.",
-    ),
-    "second_price": (
-        "sealed-bid second price (Vickrey): one window per round, pays the highest losing bid",
-        _AUCTION,
-        "The winner pays the highest losing bid (0 if no one else bid) when its window "
-        "begins, so bidding what the window is worth to you is your best strategy.",
-    ),
-    "proportional_share": (
-        "bid-proportional shares of a quantum_s-per-candidate round budget; each pays its bid",
-        "Each round every candidate declares a sealed bid and a duration that no one else "
-        "sees. The round has {quantum_s} seconds per candidate: each candidate first gets "
-        "{min_s} s and the rest is shared in proportion to the bids (equally if every bid is "
-        "0), capped at the declared duration; windows run in bid order.",
-        "Each holder pays its own bid when its window begins.",
-    ),
-}
-if set(_CENTRAL_TEXT) != set(cz.SCHEDULERS):  # a scheduler without its explanation, or vice versa
-    raise RuntimeError("mbb.protocol.rules: the centralized mechanisms and their texts differ")
-
-MECHANISMS: Registry[Callable[[], Mechanism]] = Registry(
+MECHANISMS: Registry[MechanismRule] = Registry(
     "mechanism",
     [
         MechanismRule(
             "negotiated",
             "the agents' declarations, conversation and ballots decide (phases 1-4)",
             "The candidates decide the schedule themselves, in the phases below.",
-            _negotiated,
+            None,
             asks_bids=True,
-            centralized=False,
         ),
         *(
             MechanismRule(
-                kind,
-                summary,
-                explains,
-                functools.partial(_centralized, kind),
-                asks_bids=kind in cz.BID_MECHANISMS,
-                payment_explains=payment,
-                order_label=kind,
+                c.name,
+                c.summary,
+                c.explains,
+                c,
+                asks_bids=c.asks_bids,
+                payment_explains=c.payment_explains,
             )
-            for kind, (summary, explains, payment) in _CENTRAL_TEXT.items()
+            for c in cz.CENTRALIZED_MECHANISMS
         ),
     ],
 )
 
 
 def mechanism_rule(kind: str) -> MechanismRule:
-    rule = MECHANISMS[kind]
-    assert isinstance(rule, MechanismRule)
-    return rule
+    return MECHANISMS[kind]
 
 
 # --- phase switches -------------------------------------------------------------------------------
 # name -> {value: Rule}; a switch's implementation is the value the arena reads (the rule is how
 # it is explained). Keys are the params fields they explain.
-def _switch(what: str, *rules: Rule[Any]) -> Registry[Any]:
+def _switch(what: str, *rules: Rule[Any]) -> Registry[Rule[Any]]:
     return Registry(what, rules)
 
 
-SWITCHES: dict[str, Registry[Any]] = {
+SWITCHES: dict[str, Registry[Rule[Any]]] = {
     "negotiation.conversation": _switch(
         "conversation setting",
         Rule(
@@ -406,7 +320,7 @@ _WAITING = (
     "deadline gone. If your deadline passes, your solver is terminated for the subrun and any "
     "later windows you won are dropped."
 )
-TIME_MODELS: Registry[None] = Registry(
+TIME_MODELS: Registry[Rule[None]] = Registry(
     "time model",
     [
         Rule(

@@ -30,7 +30,7 @@ from mbb.tasks.evaluator import Evaluation, evaluate_submission
 from mbb.tasks.suite import Suite
 
 if TYPE_CHECKING:
-    from mbb.protocol.scratch import Scratch  # agents' memory, passed in by the protocol
+    from mbb.core.scratch import Scratch  # agents' memory, passed in by the protocol
 
 __all__ = ["SolverTools", "ToolResult", "WorkspaceEvaluation"]
 

@@ -30,11 +30,13 @@ fixes a rotation and does not state a load.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from mbb.tasks.modeled import MODELED_TASKS
 
 if TYPE_CHECKING:  # the condition is read, never built here
     from mbb.params import Condition
@@ -74,8 +76,6 @@ def catalog_for(condition: Condition, real_ids: Sequence[str] | None = None) -> 
             CatalogTask(t, float(TASK_SPECS[t].difficulty) if t in TASK_SPECS else 2.0, 0.0)
             for t in ids
         ]
-    from mbb.agents.modeled import MODELED_TASKS
-
     known = {t.task_id: t for t in MODELED_TASKS}
     if tasks.suite:
         unknown = [t for t in tasks.suite if t not in known]
@@ -163,24 +163,23 @@ def assign_tasks(
     subrun: int,
     present: Sequence[str],
     rng: np.random.Generator,
-    real_tasks: Callable[[], tuple[Any, Any]] | None = None,
+    suite: Any = None,
 ) -> dict[str, tuple[str, float]]:
     """Each present worker's (task id, modeled work W in seconds; 0.0 on a real task).
 
     `condition`: the run's condition (`tasks`, deadlines); `seed`: the run's seed (the design
     depends on it alone); `subrun`: 1-based; `present`: the ids of the workers taking part, in
     seat order; `rng`: the arena's stream, for
-    the work jitter and the `random` rule; `real_tasks`: returns (resource, suite) on a real-task
-    condition (the suite is built on first use)."""
+    the work jitter and the `random` rule; `suite`: the built task suite of a real-task
+    condition (`mbb.tasks.suite.Suite`)."""
     ids = list(present)
     how = condition.tasks.assignment
     n = len(ids)
     if n == 0:
         return {}
     if condition.tasks.kind == "real":
-        if real_tasks is None:
+        if suite is None:
             raise ValueError("a real-task condition needs the task suite to assign tasks")
-        _, suite = real_tasks()
         catalog = catalog_for(condition, suite.task_ids)
         if how == "balanced":
             picked = _balanced(catalog, seed, subrun, n)

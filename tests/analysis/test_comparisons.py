@@ -216,7 +216,7 @@ def test_metagaming_and_reasoning_effort_tables(events):
 
 def test_instructions_are_rendered_by_the_prompt_builder():
     from mbb.analysis.instructions import condition_instructions
-    from mbb.params import load_params
+    from mbb.batch.build import load_params
 
     text = condition_instructions(load_params("fixed_bids"))
     assert "trade concessions, make or invoke commitments" in text

@@ -153,9 +153,9 @@ def test_ground_truth_is_never_read(scen):
 
 @pytest.fixture(scope="module")
 def scripted(tmp_path_factory):
+    from mbb.batch.build import load_params
     from mbb.batch.runner import run_many
     from mbb.core.paths import PROJECT_ROOT
-    from mbb.params import load_params
 
     out = tmp_path_factory.mktemp("scripted")
     b = run_many(

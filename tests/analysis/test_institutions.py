@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from mbb.agents.personas import PERSONAS
 from mbb.analysis import (
-    PERSONA_MANDATES,
     institution_summary,
     institutions,
     pair_institutions,
@@ -13,13 +13,11 @@ from mbb.analysis import (
     worker_round_predictions,
 )
 from mbb.core.taxonomy import CATEGORY_NAMES
-from mbb.params import PERSONAS
 
 
-def test_mandates_cover_every_persona_with_known_categories():
-    assert set(PERSONA_MANDATES) == set(PERSONAS)
-    for cats in PERSONA_MANDATES.values():
-        assert "price_primary" in cats and cats <= set(CATEGORY_NAMES)
+def test_every_persona_names_what_it_enacts_in_known_categories():
+    for persona in PERSONAS:
+        assert "price_primary" in persona.enacts and persona.enacts <= set(CATEGORY_NAMES)
 
 
 def test_worker_institutions(scen, scen_ev):

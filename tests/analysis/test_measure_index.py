@@ -329,7 +329,6 @@ NOT_MEASURES: dict[str, str] = {
             "suggested_categories",
             "suggested_for_condition",
             "llm_mandates",
-            "PERSONA_MANDATES",
         ],
         "what each condition tells its agents: the input of the self-discovered split",
     ),

@@ -14,10 +14,9 @@ import polars as pl
 import pytest
 
 from mbb import analysis as A
+from mbb.batch.build import load_params, run_condition
 from mbb.core.paths import PROJECT_ROOT
 from mbb.core.tables import tables_from_lines
-from mbb.params import load_params
-from mbb.protocol.arena import run_condition
 
 SEEDS = range(10)
 REPS, PER_REP = 20, 8  # null tests: 20 disjoint sets of 8 seeds

@@ -160,8 +160,8 @@ def test_structural_knobs_validate_and_stay_out_of_records_while_unset():
     # set explicitly (even to its default) a knob is recorded, so a worker override that sets it
     # back to the default does not inherit the condition's value
     assert BehaviourKnobs(after_win_bid=1.0).model_dump()["after_win_bid"] == 1.0
+    from mbb.batch.build import load_params
     from mbb.core.paths import PROJECT_ROOT
-    from mbb.params import load_params
 
     cond = load_params(
         PROJECT_ROOT / "params" / "base.yaml",

@@ -12,9 +12,9 @@ from mbb.core.tables import concat_tables
 
 @pytest.fixture(scope="module")
 def batch(tmp_path_factory):
+    from mbb.batch.build import load_params
     from mbb.batch.runner import run_many
     from mbb.core.paths import PROJECT_ROOT
-    from mbb.params import load_params
 
     parts = []
     for name in ("urgent_worker", "rich_worker", "fixed_bids"):

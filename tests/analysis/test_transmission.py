@@ -239,9 +239,9 @@ def test_transmission_rates_exact(scen, scen_ev):
 
 @pytest.fixture(scope="module")
 def memory_pair(tmp_path_factory):
+    from mbb.batch.build import load_params
     from mbb.batch.runner import run_many
     from mbb.core.paths import PROJECT_ROOT
-    from mbb.params import load_params
 
     parts = []
     for name in ("base", "memory_off"):

@@ -8,11 +8,11 @@ import json
 
 import pytest
 
+from mbb.batch.build import load_params
 from mbb.batch.resume import resume_run
 from mbb.batch.runner import run_many
 from mbb.core.events import read_lines
 from mbb.llm.budget import LEDGER_ENV, BudgetExhausted, SpendLedger, ledger_for
-from mbb.params import load_params
 from mbb.testing.emulate import ProviderEmulator
 from mbb.testing.testserver import FakeOpenAIServer, declaring_responder
 

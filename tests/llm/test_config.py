@@ -3,8 +3,9 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from mbb.batch.build import load_params
 from mbb.llm.config import ModelConfig, Price
-from mbb.params import ParamsError, load_params
+from mbb.params import ParamsError
 
 
 def test_key_like_values_are_refused_and_not_echoed() -> None:

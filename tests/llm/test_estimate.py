@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from mbb.batch.build import load_params, run_condition
 from mbb.batch.estimate import _loopback, estimate_from_runs, estimate_study
 from mbb.batch.runner import run_many
 from mbb.cli import main
 from mbb.core.tables import tables_from_log
 from mbb.llm.client import ChatRequest, request_body
-from mbb.params import ParamsError, load_params
-from mbb.protocol.arena import run_condition
+from mbb.params import ParamsError
 from mbb.testing.emulate import ProviderEmulator
 from mbb.testing.testserver import FakeOpenAIServer, declaring_responder
 

@@ -9,10 +9,9 @@ import os
 import polars as pl
 import pytest
 
+from mbb.batch.build import load_params, run_condition
 from mbb.batch.runner import run_many
 from mbb.core.tables import tables_from_log
-from mbb.params import load_params
-from mbb.protocol.arena import run_condition
 from mbb.testing.testserver import FakeOpenAIServer, Reply, schema_responder
 
 from .conftest import KEY_ENV, SECRET, replay_comparable

@@ -11,15 +11,15 @@ from pathlib import Path
 import pytest
 
 from mbb.agents.llm_solver import LlmSolver, make_llm_solver, parse_tool_call
+from mbb.batch.build import load_params, run_condition
 from mbb.core.actions import Request, Withdraw
 from mbb.core.agent_api import SolverView, SubrunRecap, TaskAssignment, WindowGrant
 from mbb.core.events import EventLog
+from mbb.core.scratch import Scratch
 from mbb.core.tables import tables_from_log
 from mbb.llm.client import LlmResult
 from mbb.llm.structured import InvalidOutput
-from mbb.params import SolverLoopParams, load_params
-from mbb.protocol.arena import run_condition
-from mbb.protocol.scratch import Scratch
+from mbb.params import SolverLoopParams
 from mbb.resource.resource import ExecutionResource
 from mbb.tasks.suite import build_suite
 from mbb.testing.testserver import FakeOpenAIServer, Reply

@@ -22,10 +22,10 @@ from collections import Counter
 import pytest
 from helpers import Run, check_invariants, check_ledger
 
+from mbb.batch import build
+from mbb.batch.build import load_params
 from mbb.core.events import comparable, parse_events
 from mbb.llm import local
-from mbb.params import load_params
-from mbb.protocol import arena as arena_mod
 
 pytestmark = pytest.mark.local_llm
 
@@ -112,12 +112,12 @@ def arenas(monkeypatch) -> list:
     """The arenas `run_condition` builds (their final ledgers are checked against the events)."""
     made = []
 
-    class Recorded(arena_mod.Arena):
+    class Recorded(build.Arena):
         def __init__(self, *a, **kw):
             super().__init__(*a, **kw)
             made.append(self)
 
-    monkeypatch.setattr(arena_mod, "Arena", Recorded)
+    monkeypatch.setattr(build, "Arena", Recorded)
     return made
 
 
@@ -136,7 +136,7 @@ def test_short_condition_on_the_real_local_model_then_replay_offline(root, tmp_p
     with local.llama_server(port) as url:
         t_ready = time.monotonic() - t0
         live_cond = short_condition(root, url, cache, "read_write")
-        live = arena_mod.run_condition(live_cond, 0, tmp_path / "live")
+        live = build.run_condition(live_cond, 0, tmp_path / "live")
     t_live = time.monotonic() - t0 - t_ready
     assert refuses(port), "the llama server is still listening after the context exited"
 
@@ -170,7 +170,7 @@ def test_short_condition_on_the_real_local_model_then_replay_offline(root, tmp_p
 
     # replay with the server stopped: no request (a miss would stop the run), same events
     t1 = time.monotonic()
-    replay = arena_mod.run_condition(
+    replay = build.run_condition(
         short_condition(root, url, cache, "replay"), 0, tmp_path / "replay"
     )
     t_replay = time.monotonic() - t1
@@ -225,7 +225,7 @@ def test_llm_solver_tool_loop_on_the_real_local_model(root, tmp_path):
     port = free_port()
     t0 = time.monotonic()
     with local.llama_server(port) as url:
-        live = arena_mod.run_condition(cond(url, "read_write"), 0, tmp_path / "live")
+        live = build.run_condition(cond(url, "read_write"), 0, tmp_path / "live")
     t_live = time.monotonic() - t0
     events = [json.loads(x) for x in live.log.lines]
     assert events[-1]["kind"] == "run_ended" and events[-1]["status"] == "completed"
@@ -240,7 +240,7 @@ def test_llm_solver_tool_loop_on_the_real_local_model(root, tmp_path):
     assert handled <= {"reported", "default", "release"}
     assert [e["kind"] for e in events].count("evaluation") == 1
 
-    replay = arena_mod.run_condition(cond(url, "replay"), 0, tmp_path / "replay")
+    replay = build.run_condition(cond(url, "replay"), 0, tmp_path / "replay")
 
     assert [same(x) for x in replay.log.lines] == [same(x) for x in live.log.lines]
     tools = Counter(c["tool"] for c in commands)

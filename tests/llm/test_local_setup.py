@@ -66,7 +66,7 @@ def fake_versions(monkeypatch, versions):
     monkeypatch.setattr(local.importlib.metadata, "version", version)
 
 
-FIX = "make local-llm-install  (or: python -m mbb.llm.local --install)"
+FIX = "make local-llm-install  (or: mbb local-llm --install)"
 
 
 def test_missing_names_each_piece_and_its_fix(monkeypatch, tmp_path):

@@ -6,11 +6,11 @@ import asyncio
 import json
 
 from mbb.agents.llm_negotiator import LlmNegotiator, make_llm_negotiator
+from mbb.batch.build import load_params
 from mbb.core.actions import Ballot, ConversationTurn, Declaration, Message
 from mbb.core.agent_api import SubrunRecap
 from mbb.core.events import parse_events
 from mbb.llm.cache import LlmCache
-from mbb.params import load_params
 from mbb.testing.testserver import Reply
 
 from .conftest import SECRET, make_client, make_config

@@ -11,13 +11,14 @@ import json
 import pytest
 from pydantic import BaseModel, ConfigDict
 
+from mbb.batch.build import load_params
 from mbb.core.events import EventLog
 from mbb.llm import presets
 from mbb.llm.cache import request_key
 from mbb.llm.client import CallMeta, ChatRequest, LlmUnavailable, request_body
 from mbb.llm.config import ModelConfig
 from mbb.llm.structured import ActionSpec, ask_action
-from mbb.params import ParamsError, load_params
+from mbb.params import ParamsError
 from mbb.testing.emulate import PROVIDERS, ProviderEmulator, provider_error
 from mbb.testing.testserver import FakeOpenAIServer
 

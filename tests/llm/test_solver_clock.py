@@ -9,10 +9,9 @@ import json
 
 import pytest
 
+from mbb.batch.build import load_params, run_condition_async
 from mbb.core.tables import tables_from_log
 from mbb.llm.cache import LlmCache
-from mbb.params import load_params
-from mbb.protocol.arena import run_condition_async
 from mbb.tasks.suite import build_suite
 from mbb.testing.testserver import FakeOpenAIServer
 

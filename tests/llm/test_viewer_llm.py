@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
+from mbb.batch.build import run_condition
 from mbb.batch.viewer import build_viewer
-from mbb.protocol.arena import run_condition
 
 from .conftest import SECRET
 from .test_llm_condition import condition, key_in_env, llm_server  # noqa: F401 (fixtures)

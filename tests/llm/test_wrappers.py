@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from mbb.batch.build import load_params
 from mbb.core.errors import BudgetExhausted, LlmUnavailable
 from mbb.core.events import EventLog
 from mbb.llm.budget import SpendLedger
@@ -21,7 +22,6 @@ from mbb.llm.config import ModelConfig
 from mbb.llm.provider import Call, OpenAICompatibleProvider
 from mbb.llm.types import CallMeta, ChatRequest, LlmResult
 from mbb.llm.wrappers import Audited, Budgeted, Cached, ConcurrencyLimit, Pricing, Retrying
-from mbb.params import load_params
 from mbb.testing.testserver import FakeOpenAIServer, Reply, schema_responder
 
 from .conftest import KEY_ENV, SECRET, FakeClock, Sleeps, make_client, make_config
@@ -325,7 +325,7 @@ def _established_to(port: int) -> int:
 
 
 def test_a_run_leaves_no_connection_open(root, tmp_path, monkeypatch) -> None:
-    from mbb.protocol.arena import run_condition
+    from mbb.batch.build import run_condition
 
     monkeypatch.setenv(KEY_ENV, SECRET)
     with FakeOpenAIServer(schema_responder, api_key=SECRET, models=("m-a",)) as srv:

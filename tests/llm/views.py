@@ -7,8 +7,8 @@ from typing import Any
 
 from mbb.core.actions import Declaration
 from mbb.core.agent_api import PastRound, RoundView
-from mbb.protocol.board import Board
-from mbb.protocol.scratch import Scratch
+from mbb.core.board import Board
+from mbb.core.scratch import Scratch
 from mbb.testing.testserver import Reply
 
 CANDS = ["W1", "W2", "W3"]

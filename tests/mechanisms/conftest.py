@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from mbb.batch.build import load_params
 from mbb.core.paths import PROJECT_ROOT
-from mbb.params import Condition, load_params
+from mbb.params import Condition
 
 
 def small(kind: str = "negotiated", **overrides) -> Condition:

@@ -8,12 +8,14 @@ personas. Install with `install_ring(monkeypatch, members)`.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
+from mbb.agents.backends import NEGOTIATORS
 from mbb.core.actions import Ballot, ConversationTurn, Declaration, Intent, Message
 from mbb.core.agent_api import RoundView, SubrunRecap
-from mbb.protocol import arena as arena_mod
-from mbb.protocol.scratch import Scratch
+from mbb.core.scratch import Scratch
 
 AGREED_PRICE = 20
 
@@ -106,11 +108,13 @@ class RingNegotiator:
 
 
 def install_ring(monkeypatch, members: list[str]) -> None:
-    default = arena_mod.NEGOTIATOR_BACKENDS["scripted"]
+    default = NEGOTIATORS["scripted"]
 
-    def factory(arena, spec, rng):
+    def factory(run, spec, rng):
         if spec.id in members:
             return RingNegotiator(spec.id, rng(), members)
-        return default(arena, spec, rng)
+        return default.build(run, spec, rng)
 
-    monkeypatch.setitem(arena_mod.NEGOTIATOR_BACKENDS, "scripted", factory)
+    monkeypatch.setitem(
+        NEGOTIATORS._entries, "scripted", dataclasses.replace(default, build=factory)
+    )

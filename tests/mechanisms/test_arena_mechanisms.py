@@ -8,11 +8,11 @@ import polars as pl
 import pytest
 from conftest import small
 
+from mbb.batch.build import load_params, run_condition
 from mbb.core.events import parse_events
 from mbb.core.tables import tables_from_log
-from mbb.params import ParamsError, load_params
-from mbb.protocol.arena import run_condition
-from mbb.protocol.scheduling.centralized import AUCTIONS, BID_MECHANISMS, CENTRALIZED
+from mbb.params import ParamsError
+from mbb.protocol.scheduling.centralized import AUCTIONS, CENTRALIZED, CENTRALIZED_MECHANISMS
 
 
 @pytest.mark.parametrize("kind", CENTRALIZED)
@@ -24,9 +24,10 @@ def test_every_mechanism_runs_and_publishes_its_rule(kind):
     assert t["rounds"].height >= 2
     assert not r.log.by_kind.get("ballot") and not r.log.by_kind.get("message")
     declared = bool(r.log.by_kind.get("declared"))
-    assert declared == (kind in BID_MECHANISMS)
+    asks_bids = CENTRALIZED_MECHANISMS[kind].asks_bids
+    assert declared == asks_bids
     paid = t["payments"]
-    if kind in BID_MECHANISMS:
+    if asks_bids:
         assert paid.height > 0 and set(paid["rule"]) == {kind}
     else:
         assert paid.height == 0

@@ -166,7 +166,7 @@ def test_schedule_dispatch_and_errors():
     for kind in CENTRALIZED:
         assert schedule(kind, jobs)
     assert [s.id for s in schedule("edf", jobs)] == ["J1", "J0"]
-    with pytest.raises(ValueError, match="unknown centralized mechanism 'lottery'; known: fcfs"):
+    with pytest.raises(ValueError, match="unknown centralized mechanism 'lottery'; valid: fcfs"):
         schedule("lottery", jobs)
     with pytest.raises(ValueError, match="negative duration"):
         Job(id="x", requested_at=0.0, duration=-1)

@@ -9,8 +9,13 @@ from conftest import small
 from mbb.analysis.mechanisms.compare import MEASURES, RUN_KEYS, compare, summary
 from mbb.analysis.mechanisms.replay import replay
 from mbb.analysis.outcome import gini, outcomes, waits
+from mbb.batch.build import run_condition
 from mbb.core.tables import concat_tables, tables_from_log
-from mbb.protocol.arena import run_condition
+
+
+def recorded(folder, n):
+    """The run folders of seeds 0..n-1 of the small condition (compare reads runs)."""
+    return [run_condition(small(), s, folder).out_dir for s in range(n)]
 
 
 @pytest.mark.parametrize(
@@ -47,7 +52,8 @@ def test_outcomes_match_the_evaluations():
 
 
 def test_compare_pairs_institutions_with_every_mechanism(tmp_path):
-    c = compare(small(), runs=2, mechanisms=("fcfs", "second_price"), out_dir=tmp_path)
+    runs = recorded(tmp_path / "runs", 2)
+    c = compare(runs, mechanisms=("fcfs", "second_price"), out_dir=tmp_path)
     assert c.outcomes.height == 2 * 3
     assert set(c.outcomes["mechanism"]) == {"negotiated", "fcfs", "second_price"}
     assert c.screens.height == 2  # screens run on the institutions
@@ -55,13 +61,13 @@ def test_compare_pairs_institutions_with_every_mechanism(tmp_path):
     assert s["mechanism"].to_list() == ["negotiated", "fcfs", "second_price"]
     assert (tmp_path / "mechanisms" / "outcomes.parquet").is_file()
     with pytest.raises(ValueError, match="unknown mechanism"):
-        compare(small(), runs=1, mechanisms=("lottery",))
+        compare(runs[:1], mechanisms=("lottery",))
 
 
-def test_figures_build_from_a_comparison():
+def test_figures_build_from_a_comparison(tmp_path):
     from mbb.viz import mechanisms as mf
 
-    c = compare(small(), runs=2, mechanisms=("fcfs", "edf", "first_price"))
+    c = compare(recorded(tmp_path, 2), mechanisms=("fcfs", "edf", "first_price"))
     for chart in (
         mf.outcome_comparison(c.outcomes),
         mf.differences_vs_institutions(c.outcomes),

@@ -9,8 +9,8 @@ import pytest
 from conftest import small
 
 from mbb.analysis.mechanisms.replay import ReplayError, recorded_demand, replay
+from mbb.batch.build import run_condition
 from mbb.core.tables import tables_from_log
-from mbb.protocol.arena import run_condition
 from mbb.protocol.scheduling.centralized import CENTRALIZED
 
 WINDOW_COLS = [

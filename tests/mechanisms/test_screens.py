@@ -7,8 +7,8 @@ from conftest import small
 from ring import install_ring
 
 from mbb.analysis.mechanisms.screens import rotation_stat, screens
+from mbb.batch.build import run_condition
 from mbb.core.tables import concat_tables, tables_from_log
-from mbb.protocol.arena import run_condition
 
 SEEDS = range(6)
 

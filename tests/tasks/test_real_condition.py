@@ -7,9 +7,8 @@ import json
 
 import polars as pl
 
+from mbb.batch.build import load_params, run_condition
 from mbb.core.tables import tables_from_log
-from mbb.params import load_params
-from mbb.protocol.arena import run_condition
 
 
 def test_oracle_condition_runs_end_to_end_with_real_scores(root, tmp_path):

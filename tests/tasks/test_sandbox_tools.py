@@ -171,8 +171,7 @@ def test_fuzzed_arguments_never_raise(w1):
 def test_a_solver_failing_mid_window_is_charged_what_ran(root, tmp_path, monkeypatch):
     """The arena charges the resource's clock, not 0, when a solver raises mid-window."""
     from mbb.agents.oracle import OracleSolver
-    from mbb.params import load_params
-    from mbb.protocol.arena import run_condition
+    from mbb.batch.build import load_params, run_condition
 
     orig = OracleSolver.run_window
     state = {"failed": False}

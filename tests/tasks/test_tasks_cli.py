@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from mbb.tasks import cli
+from mbb.cli import main as mbb_main
+from mbb.cli import tasks as cli
 
 
-def test_add_parsers_registers_build_and_check():
+def test_add_parser_registers_build_and_check():
     p = argparse.ArgumentParser(prog="mbb")
-    cli.add_parsers(p.add_subparsers(dest="command", required=True))
+    cli.add_parser(p.add_subparsers(dest="command", required=True))
     args = p.parse_args(["tasks", "check", "--cache", "/x", "--tasks", "rev"])
     assert args.func is cli._cmd_check and args.cache == "/x" and args.tasks == ["rev"]
     args = p.parse_args(["tasks", "build"])
@@ -18,16 +19,16 @@ def test_add_parsers_registers_build_and_check():
 
 def test_build_and_check_print_tables(suite, capsys):
     cache = str(suite.cache_dir)
-    assert cli.main(["tasks", "build", "--cache", cache, "--tasks", "rev", "wc"]) == 0
+    assert mbb_main(["tasks", "build", "--cache", cache, "--tasks", "rev", "wc"]) == 0
     out = capsys.readouterr().out
     assert "rev" in out and "wc" in out and "tasks in" in out
-    assert cli.main(["tasks", "check", "--cache", cache, "--tasks", "rev", "wc"]) == 0
+    assert mbb_main(["tasks", "check", "--cache", cache, "--tasks", "rev", "wc"]) == 0
     out = capsys.readouterr().out
     assert "2/2 tasks sound" in out
 
 
 def test_check_fails_without_oracle(suite, tmp_path, capsys):
-    rc = cli.main(
+    rc = mbb_main(
         [
             "tasks",
             "check",

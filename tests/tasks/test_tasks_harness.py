@@ -9,10 +9,10 @@ import random
 import pytest
 
 from mbb.agents.oracle import OracleSolver, make_oracle_solver
+from mbb.batch.build import load_params
 from mbb.core.actions import Request
 from mbb.core.agent_api import SolverView, TaskAssignment, WindowGrant
-from mbb.params import load_params
-from mbb.protocol.scratch import Scratch
+from mbb.core.scratch import Scratch
 from mbb.resource.resource import ToolCosts
 from mbb.tasks.harness import SolverTools
 

@@ -1,29 +1,29 @@
-"""Institutions vs centralized mechanisms on the same workloads: run, replay, measure, screen.
+"""Institutions vs centralized mechanisms on the same workloads: replay, measure, screen.
 
-For every seed the condition is run as configured (the agents' institutions, when it is
-negotiated), then its recorded demand is replayed under each centralized mechanism
-(`mbb.analysis.mechanisms.replay`), so every mechanism faces exactly the same tasks, work,
-deadlines, budgets and solver randomness. Outcomes, waits, execution shares and screens come
-from the event tables of all those runs together.
+Every recorded run (as it was played: the agents' institutions, when it was negotiated) is
+replayed under each centralized mechanism (`mbb.analysis.mechanisms.replay`), so every
+mechanism faces exactly the same tasks, work, deadlines, budgets and solver randomness.
+Outcomes, waits, execution shares and screens come from the event tables of all those runs
+together. The runs are read from their folders, never run again here (`mbb.batch` runs them).
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import polars as pl
 
 from mbb.analysis.mechanisms.replay import replay
 from mbb.analysis.mechanisms.screens import screens
 from mbb.analysis.outcome import execution_by_worker, outcomes, waits
+from mbb.core.events import kind_of, read_lines
+from mbb.core.paths import user_path
 from mbb.core.tables import tables_from_lines, write_tables
-from mbb.params import Condition, load_params
-from mbb.protocol.arena import run_condition
 from mbb.protocol.scheduling.centralized import CENTRALIZED
 
 __all__ = ["MEASURES", "Comparison", "compare", "compare_conditions", "summary"]
@@ -67,31 +67,41 @@ class Comparison:
 
 
 def compare(
-    condition: Condition,
+    run_dirs: Iterable[str | Path],
     *,
-    seed: int | None = None,
-    runs: int = 20,
     mechanisms: Sequence[str] = CENTRALIZED,
     out_dir: Path | None = None,
 ) -> Comparison:
-    """Run seeds seed..seed+runs-1 and replay each under every mechanism in `mechanisms`."""
+    """Replay each recorded run under every mechanism in `mechanisms`.
+
+    run_dirs: run folders (each with its `events.jsonl`) of one condition;
+    mechanisms: centralized mechanisms to replay under (default: all);
+    out_dir: where the replays' events, the tables and the comparison go (None: nothing
+    written)."""
     unknown = sorted(set(mechanisms) - set(CENTRALIZED))
     if unknown:
         raise ValueError(f"unknown mechanism(s) {unknown}; known: {', '.join(CENTRALIZED)}")
     t0 = time.perf_counter()
-    first = condition.seed if seed is None else seed
     by_kind: dict[str, list[str]] = defaultdict(list)
     replays = out_dir / "replays" if out_dir is not None else None
-    for s in range(first, first + runs):
-        original = run_condition(condition, s, out_dir)
-        for k, lines in original.log.by_kind.items():
-            by_kind[k].extend(lines)
+    names = set()
+    dirs = [Path(d) for d in run_dirs]
+    if not dirs:
+        raise ValueError("compare needs at least one run folder")
+    for d in dirs:
+        lines = read_lines(d / "events.jsonl")
+        names.add(json.loads(lines[0]).get("condition", d.parent.name) if lines else d.name)
+        for line in lines:
+            by_kind[kind_of(line)].append(line)
         for m in mechanisms:
-            r = replay(original.log.lines, m, replays)
-            for k, lines in r.log.by_kind.items():
-                by_kind[k].extend(lines)
+            r = replay(lines, m, replays)
+            for k, rlines in r.log.by_kind.items():
+                by_kind[k].extend(rlines)
+    if len(names) > 1:
+        raise ValueError(f"compare takes runs of one condition, got {sorted(names)}")
+    condition = names.pop()
     tables = tables_from_lines(by_kind)
-    label = pl.lit(condition.name).alias("condition")
+    label = pl.lit(condition).alias("condition")
     out = (
         outcomes(tables, RUN_KEYS)
         .select(*RUN_KEYS, "worker_subruns", *MEASURES)
@@ -117,20 +127,24 @@ def compare(
 
 
 def compare_conditions(
-    params_paths: Sequence[str | Path],
+    condition_dirs: Sequence[str | Path],
     *,
-    seed: int | None = None,
-    runs: int = 20,
-    overrides: Mapping[str, Any] | None = None,
     mechanisms: Sequence[str] = CENTRALIZED,
     out_root: Path | None = None,
 ) -> Comparison:
-    """`compare` for several params files (each with `overrides` deep-merged), concatenated."""
+    """`compare` for several condition folders (each holding the run folders of one condition,
+    as `mbb run` or `mbb.batch.runner.run_conditions` write them), concatenated.
+
+    condition_dirs: the condition folders; mechanisms: as `compare`; out_root: replays and
+    results go to `<out_root>/<folder name>` (None: nothing written)."""
     parts = []
-    for p in params_paths:
-        cond = load_params(p, overrides)
-        out = out_root / cond.name if out_root is not None else None
-        parts.append(compare(cond, seed=seed, runs=runs, mechanisms=mechanisms, out_dir=out))
+    for d in condition_dirs:
+        folder = user_path(d)
+        runs = sorted(p.parent for p in folder.glob("*/events.jsonl"))
+        if not runs:
+            raise FileNotFoundError(f"{folder}: no run folders (run the condition first)")
+        out = out_root / folder.name if out_root is not None else None
+        parts.append(compare(runs, mechanisms=mechanisms, out_dir=out))
 
     def cat(name: str) -> pl.DataFrame:
         return pl.concat([getattr(c, name) for c in parts], how="diagonal_relaxed")

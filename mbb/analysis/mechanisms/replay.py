@@ -7,7 +7,7 @@
 - per subrun, each worker's task and the execution seconds it needs (`subrun_started.workers`:
   `task`, `work_s`; checked against the deadlines and budgets recorded there);
 - the modeled solvers' randomness (efficiency, per-window set-up), re-derived from the seed with
-  `mbb.protocol.arena.worker_rng`; set-up draws are consumed window by window, so the k-th
+  `mbb.agents.backends.worker_rng`; set-up draws are consumed window by window, so the k-th
   window a worker gets costs the same set-up under every mechanism;
 - for the bid mechanisms (auctions, proportional share) only: the sealed bid each worker
   declared, in order, within each subrun (`declared`, revisions excluded; a withdrawal in the
@@ -30,12 +30,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mbb.agents.backends import build_agents
 from mbb.core import events as ev
 from mbb.core.actions import Ballot, ConversationTurn, Declaration, Withdraw
 from mbb.core.agent_api import RoundView, SubrunRecap
+from mbb.core.aio import run_coroutine
+from mbb.core.scratch import Scratch
 from mbb.params import Condition, deep_merge
-from mbb.protocol.arena import Arena, RunResult, run_coroutine
-from mbb.protocol.scratch import Scratch
+from mbb.protocol.arena import Arena, RunResult
 
 __all__ = [
     "RecordedDemand",
@@ -156,14 +158,38 @@ class RecordedNegotiator:
         return None
 
 
+@dataclass
+class _ReplayServices:
+    """What a replay's agents may use: the condition and the log (modeled solvers only)."""
+
+    condition: Condition
+    log: ev.EventLog
+
+    def emit(self, kind: Any, worker: str | None = None, /, **payload: Any) -> None:
+        self.log.emit(kind, worker, **payload)
+
+    def llm(self) -> tuple[Any, Any]:
+        raise ReplayError("a replay makes no LLM calls")
+
+    def tasks(self) -> tuple[Any, Any]:
+        raise ReplayError("a replay runs modeled tasks only")
+
+
 class ReplayArena(Arena):
-    """An arena whose tasks come from the record and whose negotiators replay recorded bids."""
+    """An arena whose tasks come from the record and whose negotiators replay recorded bids;
+    its modeled solvers are built from their registered backend, on the run's own streams."""
 
     def __init__(self, condition: Condition, demand: RecordedDemand, log: ev.EventLog) -> None:
-        super().__init__(condition, demand.seed, log)
+        agents = build_agents(
+            _ReplayServices(condition, log),
+            condition.worker_specs(demand.seed),
+            demand.seed,
+            negotiators={
+                "scripted": lambda run, spec, rng: RecordedNegotiator(spec.id, demand.bids)
+            },
+        )
+        super().__init__(condition, demand.seed, log, agents)
         self.demand = demand
-        for w in self.workers.values():
-            w.negotiator = RecordedNegotiator(w.id, demand.bids)
 
     def assign_tasks(self, subrun: int) -> dict[str, tuple[str, float]]:
         try:

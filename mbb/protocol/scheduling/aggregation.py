@@ -18,7 +18,6 @@ from collections.abc import Mapping, Sequence
 
 __all__ = [
     "AggregationResult",
-    "aggregate",
     "borda",
     "borda_rule",
     "consensus_else_price_rule",
@@ -160,19 +159,3 @@ def consensus_else_price_rule(
     if first is not None and all(tuple(b) == first for b in ballots):
         return AggregationResult(list(first), "consensus")
     return AggregationResult(list(tiebreak), "price_only")
-
-
-def aggregate(
-    rule: str,
-    candidates: Sequence[str],
-    ballots: Sequence[Sequence[str]],
-    bids: Mapping[str, int],
-    *,
-    exact_max: int = 8,
-) -> AggregationResult:
-    """Apply the registered rule `rule` (`mbb.protocol.rules.AGGREGATION`). Ballots must
-    already be valid full rankings of `candidates`."""
-    from mbb.protocol.rules import AGGREGATION  # the registry imports this module
-
-    impl = AGGREGATION[rule].implementation
-    return impl(tie_break_order(candidates, bids), ballots, exact_max)

@@ -16,6 +16,9 @@ works unchanged.
 | second_price       | sealed bids: one window, highest bid    | declared          | 2nd bid   |
 | proportional_share | bid, then queue                         | bid share (below) | own bid   |
 
+To add a mechanism: write its scheduler here and register it in `CENTRALIZED_MECHANISMS` with
+its texts; it becomes a valid `mechanism.kind`, the arena runs it and agents are told about it.
+
 Every order breaks remaining ties by request time, then queue position. The schedulers are
 non-preemptive within a round (a round is a batch of the queue, as in the protocol); a job that
 arrives while a round runs waits for the next round, so "EDF" and "SJF" are their batch forms.
@@ -37,11 +40,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from mbb.core.registry import Registry
+
 __all__ = [
     "AUCTIONS",
-    "BID_MECHANISMS",
     "CENTRALIZED",
-    "SCHEDULERS",
+    "CENTRALIZED_MECHANISMS",
+    "Centralized",
     "Job",
     "Scheduler",
     "Slot",
@@ -157,24 +162,100 @@ def proportional_share(jobs: Sequence[Job], quantum: int, min_s: int) -> list[Sl
 Scheduler = Callable[[Sequence[Job], int, int], list[Slot]]
 """(queued jobs, quantum_s, windows.min_s) -> the published windows, in order."""
 
-# the schedulers by mechanism name; `mbb.protocol.rules.MECHANISMS` names and explains them
-SCHEDULERS: dict[str, Scheduler] = {
-    "fcfs": lambda jobs, quantum, min_s: fcfs(jobs),
-    "edf": lambda jobs, quantum, min_s: edf(jobs),
-    "sjf": lambda jobs, quantum, min_s: sjf(jobs),
-    "round_robin": lambda jobs, quantum, min_s: round_robin(jobs, quantum),
-    "first_price": lambda jobs, quantum, min_s: first_price(jobs),
-    "second_price": lambda jobs, quantum, min_s: second_price(jobs),
-    "proportional_share": proportional_share,
-}
-CENTRALIZED = tuple(SCHEDULERS)
+
+@dataclass(frozen=True, slots=True)
+class Centralized:
+    """One centralized mechanism, everything about it in one entry: its name (a
+    `mechanism.kind`), a summary for people, what agents are told (`explains`, a `str.format`
+    template over `quantum_s` and `min_s`; `payment_explains`: the payment sentence, '' when
+    nothing is charged), whether it asks the negotiators for sealed bids, and its scheduler.
+    `mbb.protocol.rules.MECHANISMS` lists these after the negotiated mechanism."""
+
+    name: str
+    summary: str
+    explains: str
+    payment_explains: str
+    schedule: Scheduler
+    asks_bids: bool = False
+
+
+_OPERATOR = "The operator schedules the candidates itself; you take no part in it. "
+_AUCTION = (
+    "Each round sells ONE window, the next one, by sealed bid: every candidate declares a bid "
+    "and a duration that no one else sees; the highest bid wins a window of its declared "
+    "duration (equal bids: the earlier request). The others stay queued for the next round, "
+    "ahead of later requests."
+)
+
+CENTRALIZED_MECHANISMS: Registry[Centralized] = Registry(
+    "centralized mechanism",
+    [
+        Centralized(
+            "fcfs",
+            "first come, first served, full requested windows",
+            _OPERATOR + "Windows go in the order workers asked for them (first come, first "
+            "served), each as long as its solver requested.",
+            "",
+            lambda jobs, quantum, min_s: fcfs(jobs),
+        ),
+        Centralized(
+            "edf",
+            "earliest true private deadline first, full requested windows",
+            _OPERATOR + "Windows go in order of the workers' private deadlines, earliest first "
+            "(the operator knows every deadline), each as long as its solver requested.",
+            "",
+            lambda jobs, quantum, min_s: edf(jobs),
+        ),
+        Centralized(
+            "sjf",
+            "shortest requested duration first",
+            _OPERATOR + "Windows go in order of requested duration, shortest first, each as "
+            "long as its solver requested.",
+            "",
+            lambda jobs, quantum, min_s: sjf(jobs),
+        ),
+        Centralized(
+            "round_robin",
+            "queue order, one quantum_s slice each",
+            _OPERATOR + "Windows go in queue order, each at most {quantum_s} seconds; a worker "
+            "that has not finished queues again behind the others.",
+            "",
+            lambda jobs, quantum, min_s: round_robin(jobs, quantum),
+        ),
+        Centralized(
+            "first_price",
+            "sealed-bid first price: one window per round, the winner pays its bid",
+            _AUCTION,
+            "The winner pays its own bid when its window begins.",
+            lambda jobs, quantum, min_s: first_price(jobs),
+            asks_bids=True,
+        ),
+        Centralized(
+            "second_price",
+            "sealed-bid second price (Vickrey): one window per round, pays the highest losing bid",
+            _AUCTION,
+            "The winner pays the highest losing bid (0 if no one else bid) when its window "
+            "begins, so bidding what the window is worth to you is your best strategy.",
+            lambda jobs, quantum, min_s: second_price(jobs),
+            asks_bids=True,
+        ),
+        Centralized(
+            "proportional_share",
+            "bid-proportional shares of a quantum_s-per-candidate round budget; each pays its bid",
+            "Each round every candidate declares a sealed bid and a duration that no one else "
+            "sees. The round has {quantum_s} seconds per candidate: each candidate first gets "
+            "{min_s} s and the rest is shared in proportion to the bids (equally if every bid "
+            "is 0), capped at the declared duration; windows run in bid order.",
+            "Each holder pays its own bid when its window begins.",
+            proportional_share,
+            asks_bids=True,
+        ),
+    ],
+)
+CENTRALIZED = CENTRALIZED_MECHANISMS.names()
 AUCTIONS = ("first_price", "second_price")
-BID_MECHANISMS = (*AUCTIONS, "proportional_share")  # these ask the negotiators for bids
 
 
 def schedule(kind: str, jobs: Sequence[Job], *, quantum: int = 60, min_s: int = 30) -> list[Slot]:
-    """Dispatch to the named scheduler (the arena and the replay use this one entry point)."""
-    scheduler = SCHEDULERS.get(kind)
-    if scheduler is None:
-        raise ValueError(f"unknown centralized mechanism {kind!r}; known: {', '.join(CENTRALIZED)}")
-    return scheduler(jobs, quantum, min_s)
+    """Dispatch to the named scheduler (the replay uses this one entry point)."""
+    return CENTRALIZED_MECHANISMS[kind].schedule(jobs, quantum, min_s)

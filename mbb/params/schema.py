@@ -1,55 +1,35 @@
-"""A condition's parameters: one typed, validated model loaded from YAML.
+"""A condition's parameters as data: the typed, validated schema of a params file.
 
-Precedence (highest first): explicit overrides (papermill, CLI `--set`) > the YAML file > the
-defaults below. Overrides are deep-merged into the file, so overriding `budget.credits` keeps
-`budget.reset_each_subrun`; a misspelt key anywhere is an error, never silently ignored.
+The schema checks shapes, types and ranges (`extra="forbid"`, strict types). Things that are
+registered elsewhere — rules and mechanisms (`mbb.protocol.rules`), personas
+(`mbb.agents.personas`), agent backends (`mbb.agents.backends`), task catalogues — are named
+here as plain strings; the run builder (`mbb.batch.build.check_condition`) checks each name
+against its registry, one line per error, before a run starts. So the schema imports nothing
+above the core, and a new rule, persona or backend touches only its registry.
 """
 
 from __future__ import annotations
 
-import copy
 import re
-from collections.abc import Mapping
 from pathlib import Path
-from typing import (
-    TYPE_CHECKING,
-    Annotated,
-    Any,
-    ClassVar,
-    Literal,
-    TypeAlias,
-    get_args,
-    get_origin,
-)
+from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
-    ValidationError,
     field_validator,
     model_serializer,
     model_validator,
 )
 
-from mbb.core.paths import is_bare_name, params_file, user_path
+from mbb.core.paths import user_path
 from mbb.llm.config import ModelConfig, Price
-from mbb.protocol.backends import NEGOTIATOR_BACKENDS, SOLVER_BACKENDS
-from mbb.protocol.rules import (
-    AGGREGATION,
-    ALLOCATION,
-    MECHANISMS,
-    PAYMENT,
-    SWITCHES,
-    TIME_MODELS,
-    Registry,
-)
 
 __all__ = [
-    "PERSONAS",
+    "DEFAULT_ROSTER",
     "BehaviourKnobs",
     "BudgetParams",
     "Condition",
@@ -58,7 +38,6 @@ __all__ = [
     "MechanismParams",
     "MemoryParams",
     "NegotiationParams",
-    "ParamsError",
     "PopulationChange",
     "SolverLoopParams",
     "TaskParams",
@@ -67,57 +46,7 @@ __all__ = [
     "WorkerOverride",
     "WorkerSpec",
     "WorkersParams",
-    "deep_merge",
-    "load_params",
-    "parse_set_option",
-    "safe_yaml",
 ]
-
-PersonaName = Literal[
-    "price_first",
-    "deadline_advocate",
-    "reciprocator",
-    "coalition_builder",
-    "shortest_job_advocate",
-    "quitter",
-    "rule_maker",
-]
-PERSONAS: tuple[str, ...] = PersonaName.__args__  # type: ignore[attr-defined]
-
-
-def _choices(registry: Registry[Any] | dict[str, Any]) -> Any:
-    """A Literal of a registry's names: params accept exactly the registered rules, and an
-    unknown name is one line listing the valid ones."""
-    names = registry.names() if isinstance(registry, Registry) else tuple(registry)
-    return Literal[names]
-
-
-if TYPE_CHECKING:  # the registries decide the values; a type checker sees names
-    AggregationRule: TypeAlias = str
-    PaymentRule: TypeAlias = str
-    AllocationRule: TypeAlias = str
-    MechanismKind: TypeAlias = str
-    TimeModel: TypeAlias = str
-    Withdrawal: TypeAlias = str
-    BallotReasoning: TypeAlias = str
-    BidsRule: TypeAlias = str
-    NegotiatorBackend: TypeAlias = str
-    SolverBackend: TypeAlias = str
-else:
-    AggregationRule = _choices(AGGREGATION)
-    PaymentRule = _choices(PAYMENT)
-    AllocationRule = _choices(ALLOCATION)
-    MechanismKind = _choices(MECHANISMS)
-    TimeModel = _choices(TIME_MODELS)
-    Withdrawal = _choices(SWITCHES["negotiation.withdrawal"])
-    BallotReasoning = _choices(SWITCHES["negotiation.ballot_reasoning"])
-    BidsRule = _choices(SWITCHES["negotiation.bids"])
-    NegotiatorBackend = _choices(NEGOTIATOR_BACKENDS)
-    SolverBackend = _choices(SOLVER_BACKENDS)
-
-
-def _switch_doc(key: str) -> str:
-    return SWITCHES[key].describe()
 
 
 def _defaults_left_out(data: Any, defaults: dict[str, Any]) -> Any:
@@ -128,162 +57,6 @@ def _defaults_left_out(data: Any, defaults: dict[str, Any]) -> Any:
             if key in data and data[key] == default:
                 data.pop(key)
     return data
-
-
-class ParamsError(ValueError):
-    """A params file or override is invalid; the message names file, field and what is allowed."""
-
-
-# --- reading YAML safely ----------------------------------------------------------------------
-MAX_PARAMS_BYTES = 1 << 20  # a params file (or one --set value) larger than this is refused
-MAX_DEPTH = 32  # nesting of mappings and lists, aliases expanded
-MAX_ALIASES = 100  # `*name` references in one document
-MAX_NODES = 20_000  # scalars, mappings and lists, aliases expanded (an alias bomb expands to 10^9)
-
-_BOOL_TAG = "tag:yaml.org,2002:bool"
-_FLOAT_TAG = "tag:yaml.org,2002:float"
-_MERGE_TAG = "tag:yaml.org,2002:merge"
-
-
-class _LimitError(yaml.YAMLError):
-    """The document breaks a size, depth or alias limit (message: one line, no input echoed)."""
-
-
-class _ParamsLoader(yaml.SafeLoader):
-    """SafeLoader with YAML 1.2 scalars and limits checked while composing, before anything is
-    constructed or validated:
-
-    - only true/false are booleans: `off`, `on`, `yes`, `no` stay strings, so documented values
-      such as `llm.cache: off` load as written (boolean fields accept them, see `Flag`);
-    - `1e3` is a float (YAML 1.1 wants `1.0e3` and reads `1e3` as a string);
-    - a key given twice in one mapping is an error (PyYAML keeps the last one silently);
-    - at most MAX_ALIASES aliases, MAX_DEPTH levels and MAX_NODES nodes with aliases expanded.
-    """
-
-    # types-PyYAML declares this an instance variable; PyYAML itself keeps it on the class
-    yaml_implicit_resolvers: ClassVar[dict[str, list[tuple[str, re.Pattern[str]]]]] = {  # type: ignore[misc]
-        first: [(tag, rx) for tag, rx in resolvers if tag != _BOOL_TAG]
-        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-    }
-
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
-        self._depth = 0
-        self._aliases = 0
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            self._aliases += 1
-            if self._aliases > MAX_ALIASES:
-                raise _LimitError(f"more than {MAX_ALIASES} aliases (refused: an alias bomb?)")
-            return super().compose_node(parent, index)
-        self._depth += 1
-        try:
-            if self._depth > MAX_DEPTH:
-                raise _LimitError(f"nested deeper than {MAX_DEPTH} levels (refused)")
-            return super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
-
-    def compose_document(self) -> Any:
-        node = super().compose_document()
-        _check_expanded(node)
-        return node
-
-    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
-        if isinstance(node, yaml.MappingNode):
-            seen: set[Any] = set()
-            for key_node, _ in node.value:
-                if key_node.tag == _MERGE_TAG or not isinstance(key_node, yaml.ScalarNode):
-                    continue
-                key = self.construct_object(key_node)
-                if key in seen:
-                    mark = key_node.start_mark
-                    raise _LimitError(
-                        f"duplicate key {str(key)[:60]!r} at line {mark.line + 1}, column "
-                        f"{mark.column + 1} (each key may appear once per mapping)"
-                    )
-                seen.add(key)
-        return super().construct_mapping(node, deep=deep)
-
-
-_ParamsLoader.add_implicit_resolver(
-    _BOOL_TAG, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
-)
-_ParamsLoader.add_implicit_resolver(
-    _FLOAT_TAG, re.compile(r"^[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+$"), list("-+0123456789")
-)
-
-
-def _check_expanded(root: Any) -> None:
-    """Size and depth of the document with every alias expanded, computed on the node graph
-    (an alias is the node it names, so nothing is expanded); a recursive alias is refused."""
-    if root is None:
-        return
-    size: dict[int, int] = {}
-    depth: dict[int, int] = {}
-    stack: list[tuple[Any, bool]] = [(root, False)]
-    open_: set[int] = set()
-    while stack:
-        node, children_done = stack.pop()
-        key = id(node)
-        if isinstance(node, yaml.ScalarNode):
-            size[key], depth[key] = 1, 1
-            continue
-        kids = (
-            [x for pair in node.value for x in pair]
-            if isinstance(node, yaml.MappingNode)
-            else list(node.value)
-        )
-        if children_done:
-            open_.discard(key)
-            size[key] = 1 + sum(size[id(k)] for k in kids)
-            depth[key] = 1 + max((depth[id(k)] for k in kids), default=0)
-            if size[key] > MAX_NODES:
-                raise _LimitError(
-                    f"more than {MAX_NODES} values with aliases expanded (refused: an alias bomb?)"
-                )
-            if depth[key] > MAX_DEPTH:
-                raise _LimitError(f"nested deeper than {MAX_DEPTH} levels (refused)")
-            continue
-        if key in size:
-            continue
-        if key in open_:
-            raise _LimitError("a recursive alias (refused)")
-        open_.add(key)
-        stack.append((node, True))
-        for k in kids:
-            if id(k) in open_:
-                raise _LimitError("a recursive alias (refused)")
-            if id(k) not in size:
-                stack.append((k, False))
-
-
-def _yaml_problem(exc: yaml.YAMLError) -> str:
-    """A YAML error as one line: what, where (never the document's text)."""
-    if isinstance(exc, _LimitError):
-        return str(exc)
-    if isinstance(exc, yaml.MarkedYAMLError):
-        where = []
-        if exc.problem_mark is not None:
-            m = exc.problem_mark
-            where.append(f"line {m.line + 1}, column {m.column + 1}")
-        if exc.context and exc.context_mark is not None:
-            where.append(f"{exc.context} at line {exc.context_mark.line + 1}")
-        return f"{exc.problem or 'invalid'} ({'; '.join(where)})" if where else str(exc.problem)
-    return " ".join(str(exc).split())[:200]
-
-
-def safe_yaml(text: str) -> Any:
-    """Parse one YAML document with `_ParamsLoader` (limits, duplicate keys, YAML 1.2 scalars).
-    Raises `yaml.YAMLError`; `_yaml_problem` turns it into one line."""
-    if len(text) > MAX_PARAMS_BYTES:
-        raise _LimitError(f"larger than {MAX_PARAMS_BYTES} bytes (refused)")
-    loader = _ParamsLoader(text)
-    try:
-        return loader.get_single_data()
-    finally:
-        loader.dispose()
 
 
 _FLAG_WORDS = {"yes": True, "on": True, "no": False, "off": False}
@@ -385,9 +158,15 @@ class WorkerOverride(_Strict):
         description="Rename the worker (default ids are W1..Wn): a letter, then letters, digits "
         "or _ (at most 32).",
     )
-    persona: PersonaName | None = Field(None, description="Scripted negotiation persona.")
-    negotiator: NegotiatorBackend | None = Field(None, description="Negotiator backend.")
-    solver: SolverBackend | None = Field(None, description="Solver backend.")
+    persona: str | None = Field(
+        None, description="Scripted negotiation persona (a registered one, mbb.agents.personas)."
+    )
+    negotiator: str | None = Field(
+        None, description="Negotiator backend (a registered one, mbb.agents.backends)."
+    )
+    solver: str | None = Field(
+        None, description="Solver backend (a registered one, mbb.agents.backends)."
+    )
     model: str | None = Field(None, description="LLM model config name (llm backends).")
     budget: int | None = Field(None, ge=0, description="Starting credits for this worker.")
     deadline_min: float | None = Field(None, gt=0, description="Deadline in simulated minutes.")
@@ -398,7 +177,7 @@ class WorkerOverride(_Strict):
     )
 
 
-DEFAULT_ROSTER: tuple[PersonaName, ...] = (
+DEFAULT_ROSTER: tuple[str, ...] = (  # personas of mbb.agents.personas, checked by a test
     "price_first",
     "deadline_advocate",
     "reciprocator",
@@ -409,7 +188,7 @@ DEFAULT_ROSTER: tuple[PersonaName, ...] = (
 
 class WorkersParams(_Strict):
     count: int = Field(5, ge=1, le=1000, description="Number of workers N.")
-    personas: list[PersonaName] = Field(
+    personas: list[str] = Field(
         default_factory=lambda: list(DEFAULT_ROSTER),
         min_length=1,
         description="One persona per worker (W1..Wn in order), or one for everyone; a list of "
@@ -426,11 +205,11 @@ class WorkersParams(_Strict):
     behaviour: BehaviourKnobs = Field(
         default_factory=BehaviourKnobs, description="Scripted behaviour knobs for every worker."
     )
-    negotiator: NegotiatorBackend = Field(
-        "scripted", description="Negotiator backend (registered in mbb.protocol.backends)."
+    negotiator: str = Field(
+        "scripted", description="Negotiator backend (registered in mbb.agents.backends)."
     )
-    solver: SolverBackend = Field(
-        "modeled", description="Solver backend (registered in mbb.protocol.backends)."
+    solver: str = Field(
+        "modeled", description="Solver backend (registered in mbb.agents.backends)."
     )
     model: str | None = None
     overrides: dict[str, WorkerOverride] = Field(
@@ -487,8 +266,12 @@ class MemoryParams(_Strict):
     memory-off (`params/memory_off.yaml`) turns off the persistent memory (scratch notes: the
     condensed history, debts, rules) and keeps the after-action reports."""
 
-    enabled: Flag = Field(True, description=_switch_doc("memory.enabled"))
-    reports: Flag = Field(True, description=_switch_doc("memory.reports"))
+    enabled: Flag = Field(
+        True, description="Scratch notes persist across subruns (mbb.protocol.rules.SWITCHES)."
+    )
+    reports: Flag = Field(
+        True, description="After-action reports at a subrun's end (mbb.protocol.rules.SWITCHES)."
+    )
     max_chars: int = Field(
         4000, ge=0, description="Scratch size bound per worker (oldest dropped)."
     )
@@ -499,12 +282,16 @@ class MemoryParams(_Strict):
 
 
 class NegotiationParams(_Strict):
-    conversation: Flag = Field(True, description=_switch_doc("negotiation.conversation"))
+    conversation: Flag = Field(
+        True, description="A conversation phase each round (mbb.protocol.rules.SWITCHES)."
+    )
     max_turns: int = Field(3, ge=0, le=50, description="Conversation turns per round.")
-    bids: BidsRule = Field("revisable", description=_switch_doc("negotiation.bids"))
-    withdrawal: Withdrawal = Field("allowed", description=_switch_doc("negotiation.withdrawal"))
-    ballot_reasoning: BallotReasoning = Field(
-        "published", description=_switch_doc("negotiation.ballot_reasoning")
+    bids: str = Field("revisable", description="revisable or fixed (mbb.protocol.rules.SWITCHES).")
+    withdrawal: str = Field(
+        "allowed", description="allowed or forbidden (mbb.protocol.rules.SWITCHES)."
+    )
+    ballot_reasoning: str = Field(
+        "published", description="published or secret (mbb.protocol.rules.SWITCHES)."
     )
     note_max_chars: int = Field(280, ge=0)
     message_max_chars: int = Field(600, ge=1)
@@ -529,10 +316,10 @@ class WindowParams(_Strict):
 
 
 class MechanismParams(_Strict):
-    kind: MechanismKind = Field(
+    kind: str = Field(
         "negotiated",
-        description="Who decides the schedule (mbb.protocol.rules.MECHANISMS): "
-        + MECHANISMS.describe(),
+        description="Who decides the schedule: negotiated or a centralized mechanism "
+        "(registered in mbb.protocol.rules.MECHANISMS).",
     )
     quantum_s: int = Field(
         60,
@@ -540,16 +327,17 @@ class MechanismParams(_Strict):
         description="Round-robin time slice, and the per-candidate round budget of "
         "proportional_share (seconds).",
     )
-    aggregation: AggregationRule = Field(
+    aggregation: str = Field(
         "kemeny",
-        description="How ballots become one order; ties by bid, then queue order: "
-        + AGGREGATION.describe(),
+        description="How ballots become one order; ties by bid, then queue order (registered "
+        "in mbb.protocol.rules.AGGREGATION).",
     )
-    payment: PaymentRule = Field(
-        "pay_your_bid", description="What a holder pays at window start: " + PAYMENT.describe()
+    payment: str = Field(
+        "pay_your_bid",
+        description="What a holder pays at window start (mbb.protocol.rules.PAYMENT).",
     )
-    allocation: AllocationRule = Field(
-        "median_ballot", description="Window length: " + ALLOCATION.describe()
+    allocation: str = Field(
+        "median_ballot", description="Window length (mbb.protocol.rules.ALLOCATION)."
     )
     kemeny_exact_max: int = Field(
         8, ge=1, le=16, description="Exact Kemeny up to this many candidates; Borda beyond."
@@ -665,10 +453,10 @@ class LlmParams(_Strict):
 
 
 class TimeParams(_Strict):
-    model: TimeModel = Field(
+    model: str = Field(
         "virtual",
-        description="How the subrun clock moves (virtual is the default): "
-        + TIME_MODELS.describe(),
+        description="How the subrun clock moves (registered in mbb.protocol.rules.TIME_MODELS; "
+        "virtual is the default).",
     )
     max_rounds_per_subrun: int = Field(500, ge=1, description="Safety stop for a runaway subrun.")
 
@@ -702,17 +490,6 @@ class Condition(_Strict):
         default_factory=dict, description="USD per 1M prompt/completion tokens by model name."
     )
 
-    @model_validator(mode="after")
-    def _llm_workers_name_a_model(self) -> Condition:
-        for spec in self.worker_specs():
-            if "llm" in (spec.negotiator, spec.solver) and spec.model not in self.models:
-                known = ", ".join(sorted(self.models)) or "none defined"
-                raise ValueError(
-                    f"worker {spec.id} uses an llm backend but its model {spec.model!r} is not "
-                    f"an entry of `models` ({known})"
-                )
-        return self
-
     @field_validator("name")
     @classmethod
     def _no_dots_only(cls, v: str) -> str:
@@ -729,29 +506,6 @@ class Condition(_Strict):
                     f"({self.subruns})"
                 )
         self.worker_specs()  # raises on an impossible removal or a duplicate name
-        return self
-
-    @model_validator(mode="after")
-    def _solvers_match_tasks(self) -> Condition:
-        kind = self.tasks.kind
-        for s in self.worker_specs():
-            if (s.solver == "modeled") != (kind == "modeled"):
-                need = "tasks.kind: modeled" if s.solver == "modeled" else "tasks.kind: real"
-                raise ValueError(f"worker {s.id}: solver {s.solver!r} needs {need} (got {kind!r})")
-        if self.tasks.suite:
-            if kind == "modeled":
-                from mbb.agents.modeled import MODELED_TASKS
-
-                known = {t.task_id for t in MODELED_TASKS}
-            else:
-                from mbb.tasks.specs import TASK_SPECS
-
-                known = set(TASK_SPECS)
-            unknown = sorted(set(self.tasks.suite) - known)
-            if unknown:
-                raise ValueError(
-                    f"tasks.suite: unknown {kind} task(s) {unknown}; known: {sorted(known)}"
-                )
         return self
 
     def worker_specs(self, seed: int | None = None) -> list[WorkerSpec]:
@@ -810,9 +564,9 @@ class WorkerSpec(_Strict):
 
     id: str
     index: int
-    persona: PersonaName
-    negotiator: NegotiatorBackend
-    solver: SolverBackend
+    persona: str
+    negotiator: str
+    solver: str
     model: str | None
     budget: int
     deadline_s: float
@@ -822,161 +576,3 @@ class WorkerSpec(_Strict):
 
     def present_in(self, subrun: int) -> bool:
         return self.joins <= subrun and (self.leaves is None or subrun < self.leaves)
-
-
-def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
-    """Merge `override` into a copy of `base`: mappings merge key by key, anything else replaces."""
-    out = copy.deepcopy(dict(base))
-    for key, value in override.items():
-        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
-            out[key] = deep_merge(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
-
-
-def parse_set_option(option: str) -> dict[str, Any]:
-    """`a.b.c=VALUE` (VALUE parsed as YAML) -> {'a': {'b': {'c': VALUE}}}."""
-    if "=" not in option:
-        raise ParamsError(f"--set expects KEY=VALUE with a dotted KEY, got {option!r}")
-    key, raw = option.split("=", 1)
-    parts = key.strip().split(".")
-    if not all(parts):
-        raise ParamsError(f"--set: empty segment in key {key!r}")
-    try:
-        value: Any = safe_yaml(raw)
-    except _LimitError as exc:
-        raise ParamsError(f"--set {key}: value {_short(raw)}: {exc}") from None
-    except yaml.YAMLError as exc:
-        raise ParamsError(
-            f"--set {key}: value {_short(raw)} is not valid YAML: {_yaml_problem(exc)}"
-        ) from None
-    for part in reversed(parts):
-        value = {part: value}
-    return value
-
-
-def _short(value: Any, limit: int = 60) -> str:
-    """repr of a value given in input, cut: an error message never echoes a large input."""
-    r = repr(value)
-    return r if len(r) <= limit else f"{r[: limit - 5]}...{r[-1]}"
-
-
-def _format_validation_error(source: str, exc: ValidationError) -> str:
-    """One line: `source: invalid condition: field: problem (got value); field: ...`."""
-    problems = []
-    for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        msg = err["msg"]
-        if err["type"] == "extra_forbidden":
-            parent = _model_at(err["loc"][:-1])
-            allowed = ", ".join(sorted(parent.model_fields)) if parent else "see params/base.yaml"
-            msg = f"unknown field; allowed here: {allowed}"
-        elif err["type"] == "literal_error":
-            msg = f"{msg} (got {_short(err.get('input'))})"
-        elif "input" in err and not isinstance(err["input"], dict | list):
-            msg = f"{msg} (got {_short(err['input'])})"
-        msg = msg.removeprefix("Value error, ")
-        problems.append(f"{loc}: {' '.join(msg.split())}")
-    n = len(problems)
-    head = f"{source}: invalid condition" + (f" ({n} problems)" if n > 1 else "")
-    return f"{head}: {'; '.join(problems)}"
-
-
-def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
-    """The model owning a location, so an unknown-field error can list what is allowed."""
-    model: type[BaseModel] = Condition
-    parts = list(loc)
-    while parts:
-        field = model.model_fields.get(str(parts.pop(0)))
-        if field is None:
-            return None
-        ann = field.annotation
-        if get_origin(ann) is dict:  # dict[str, Model]: the next part is a key
-            ann = get_args(ann)[1]
-            if not parts:
-                return None
-            parts.pop(0)
-        nested = [
-            a for a in (ann, *get_args(ann)) if isinstance(a, type) and issubclass(a, BaseModel)
-        ]
-        if not nested:
-            return None
-        model = nested[0]
-    return model
-
-
-def _read_yaml_with_extends(path: Path, chain: tuple[Path, ...]) -> dict[str, Any]:
-    """Read a params file; `extends: other.yaml` (relative to it) is read first and merged under."""
-    label = str(path)
-    if not path.is_file():
-        raise ParamsError(f"{label}: no such params file")
-    if path.resolve() in chain:
-        raise ParamsError(f"{label}: 'extends' cycle: {' -> '.join(map(str, (*chain, path)))}")
-    try:
-        with path.open("rb") as fh:
-            raw = fh.read(MAX_PARAMS_BYTES + 1)
-    except OSError as exc:
-        raise ParamsError(f"{label}: cannot read: {exc.strerror}") from None
-    if len(raw) > MAX_PARAMS_BYTES:
-        raise ParamsError(f"{label}: larger than {MAX_PARAMS_BYTES} bytes (refused)")
-    try:
-        data = safe_yaml(raw.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise ParamsError(f"{label}: not UTF-8 text (byte {exc.start})") from None
-    except _LimitError as exc:
-        raise ParamsError(f"{label}: {exc}") from None
-    except yaml.YAMLError as exc:
-        raise ParamsError(f"{label}: not valid YAML: {_yaml_problem(exc)}") from None
-    except RecursionError:
-        raise ParamsError(f"{label}: nested too deeply (refused)") from None
-    if data is None or data == {}:
-        raise ParamsError(
-            f"{label}: empty params file; give at least `name:` (or `extends: base.yaml`)"
-        )
-    if not isinstance(data, dict):
-        raise ParamsError(
-            f"{label}: the top level must be a mapping of fields, got {type(data).__name__}"
-        )
-    parent = data.pop("extends", None)
-    if parent is None:
-        return data
-    if not isinstance(parent, str):
-        raise ParamsError(f"{label}: extends: must be a file name, got {parent!r}")
-    try:  # a bare name (`extends: base`) is one of mbb's conditions; a file name is beside this one
-        parent_path = params_file(parent) if is_bare_name(parent) else path.parent / parent
-    except FileNotFoundError as exc:
-        raise ParamsError(f"{label}: extends: {exc}") from None
-    if not parent_path.is_file():  # name the file that holds the bad `extends`, not only the target
-        raise ParamsError(f"{label}: extends: no such params file {str(parent_path)!r}")
-    base = _read_yaml_with_extends(parent_path, (*chain, path.resolve()))
-    return deep_merge(base, data)
-
-
-def load_params(
-    source: str | Path | Mapping[str, Any],
-    overrides: Mapping[str, Any] | None = None,
-) -> Condition:
-    """Load a condition from a YAML path (or a mapping), deep-merging `overrides` on top.
-
-    `source`: a path relative to the current directory, a bare name of one of mbb's conditions
-    (`base`, see `mbb.core.paths`), or the params as a mapping; `overrides`: nested fields merged on
-    top."""
-    if isinstance(source, Mapping):
-        label, data = "<params>", dict(source)
-    else:
-        try:
-            path = params_file(source)
-        except FileNotFoundError as exc:
-            raise ParamsError(str(exc)) from None
-        label, data = str(source), _read_yaml_with_extends(path, ())
-    if overrides:
-        if not isinstance(overrides, Mapping):
-            raise ParamsError(
-                f"{label}: overrides must be a mapping, got {type(overrides).__name__}"
-            )
-        data = deep_merge(data, overrides)
-    try:
-        return Condition.model_validate(data)
-    except ValidationError as exc:
-        raise ParamsError(_format_validation_error(label, exc)) from None

@@ -1,23 +1,15 @@
-"""`mbb tasks build` and `mbb tasks check`: build the real-task suite, then prove it is sound.
-
-check: every oracle reconstruction scores 1.0, a stub (prints nothing, exits 0) and an empty
-submission score ≤ 0.1, and the reference passes its own hidden tests. Exit status 1 otherwise.
-The main CLI calls `add_parsers(subparsers)`; `python -m mbb.tasks.cli` works on its own too.
-"""
+"""`mbb tasks build` and `mbb tasks check`: build the real-task suite, then prove it is sound
+(`mbb.tasks.check.check_suite`): every oracle reconstruction scores 1.0, a stub and an empty
+submission score <= 0.1, and the reference passes its own hidden tests (exit 1 otherwise)."""
 
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
-import tempfile
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["STUB_COMPILE", "add_parsers", "check_suite", "main"]
-
-STUB_COMPILE = "#!/bin/sh\nprintf '#!/bin/sh\\nexit 0\\n' > executable\nchmod +x executable\n"
+__all__ = ["add_parser"]
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
@@ -42,55 +34,9 @@ def _cmd_build(args: argparse.Namespace) -> int:
     return 0
 
 
-def check_suite(
-    suite: Any, oracle_dir: Path, tasks: Sequence[str] | None = None
-) -> list[dict[str, Any]]:
-    """One row per task: oracle, stub, empty and reference scores, and whether all is well."""
-    from mbb.tasks.evaluator import evaluate_reference, evaluate_submission
-
-    rows = []
-    for tid in tasks or suite.task_ids:
-        task = suite[tid]
-        with tempfile.TemporaryDirectory(prefix="mbb-check-") as d:
-            base = Path(d)
-            oracle = base / "oracle"
-            src = oracle_dir / tid
-            if src.is_dir():
-                shutil.copytree(src, oracle)
-            else:
-                oracle.mkdir()
-            stub = base / "stub"
-            stub.mkdir()
-            (stub / "compile.sh").write_text(STUB_COMPILE)
-            empty = base / "empty"
-            empty.mkdir()
-            o = evaluate_submission(task, oracle)
-            s = evaluate_submission(task, stub)
-            e = evaluate_submission(task, empty)
-        r = evaluate_reference(task)
-        ok = (
-            o.result.score == 1.0
-            and s.result.score <= 0.1
-            and e.result.score <= 0.1
-            and r.result.score == 1.0
-        )
-        rows.append(
-            {
-                "task": tid,
-                "tests": task.n_tests,
-                "oracle": o.result.score,
-                "stub": s.result.score,
-                "empty": e.result.score,
-                "reference": r.result.score,
-                "eval_s": round(o.wall_s, 2),
-                "ok": ok,
-            }
-        )
-    return rows
-
-
 def _cmd_check(args: argparse.Namespace) -> int:
     from mbb.agents.oracle import DEFAULT_ORACLE_DIR
+    from mbb.tasks.check import check_suite
     from mbb.tasks.suite import SuiteBuildError, build_suite
 
     try:
@@ -115,8 +61,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
-def add_parsers(subparsers: Any) -> None:
-    """Add `tasks build` and `tasks check` to the main CLI's subparsers."""
+def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser("tasks", help="the real-task suite (build, check)")
     sub = p.add_subparsers(dest="tasks_command", required=True)
     for name, func, text in (
@@ -132,14 +77,3 @@ def add_parsers(subparsers: Any) -> None:
         if name == "check":
             s.add_argument("--oracle-dir", default=None, help="oracle reconstructions folder")
         s.set_defaults(func=func)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="mbb")
-    add_parsers(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    return int(args.func(args))
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

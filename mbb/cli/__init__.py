@@ -1,0 +1,99 @@
+"""mbb's command line: one module per command, each a thin layer over a library function.
+
+Every expected failure (bad input, a corrupt log, an output folder in use, a full disk) is one
+line on stderr, `error: ...`, and exit status 2; Ctrl-C is one line and status 130. Anything
+else is a bug: its traceback is kept, followed by a line saying where to report it.
+
+A command module has `add_parser(subparsers)`; it imports the library it drives inside its
+command function, so `mbb --help` stays fast. To add a command: write `mbb/cli/<name>.py` and
+list it in `COMMANDS`.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from collections.abc import Sequence
+from types import ModuleType
+
+from mbb.cli import (
+    classify,
+    common,
+    estimate,
+    figures,
+    local_llm,
+    notebook,
+    params,
+    report,
+    resume,
+    run,
+    sweep,
+    tables,
+    tasks,
+    view,
+)
+from mbb.cli.common import EXIT_ERROR, EXIT_INTERRUPTED, CliError
+from mbb.cli.errors import BUG_REPORT, expected
+
+__all__ = ["COMMANDS", "EXIT_ERROR", "EXIT_INTERRUPTED", "CliError", "build_parser", "main"]
+
+# in the order `mbb --help` lists them
+COMMANDS: tuple[ModuleType, ...] = (
+    run,
+    tables,
+    notebook,
+    sweep,
+    report,
+    view,
+    resume,
+    figures,
+    estimate,
+    params,
+    classify,
+    tasks,
+    local_llm,
+)
+
+
+def build_parser() -> common.Parser:
+    """The `mbb` parser with every command of `COMMANDS`."""
+    p = common.Parser(
+        prog="mbb",
+        description="The SCARCE arena: run conditions and studies, analyse and report them.",
+    )
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for command in COMMANDS:
+        command.add_parser(sub)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # --help (0) or a usage error (2, already printed)
+        return exc.code if isinstance(exc.code, int) else EXIT_ERROR
+    try:
+        return int(args.func(args))
+    except KeyboardInterrupt as exc:
+        from mbb.batch.runner import BatchInterrupted
+
+        if isinstance(exc, BatchInterrupted):
+            tables = f", tables in {exc.tables_dir}" if exc.tables_dir else ""
+            print(
+                f"interrupted: {exc.done} of {exc.total} run(s) of {exc.condition!r} finished"
+                f"{tables}; the same command finishes the rest",
+                file=sys.stderr,
+            )
+        else:
+            print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as exc:
+        line = expected(exc)
+        if line is None:
+            traceback.print_exc()
+            print(BUG_REPORT, file=sys.stderr)
+            return 1
+        print(f"error: {line}", file=sys.stderr)
+        return EXIT_ERROR
+
+    raise SystemExit(main())
