@@ -39,8 +39,8 @@ sys.path.insert(0, str(ROOT))
 
 import openai  # noqa: E402
 
-from mbb.agents.llm_negotiator import make_llm_negotiator  # noqa: E402
-from mbb.core.events import EventLog  # noqa: E402
+from mbb.agents.negotiator import make_llm_negotiator  # noqa: E402
+from mbb.core.eventlog import EventLog  # noqa: E402
 from mbb.llm.cache import LlmCache  # noqa: E402
 from mbb.llm.client import LlmClient  # noqa: E402
 from mbb.llm.config import ModelConfig  # noqa: E402

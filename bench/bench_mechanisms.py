@@ -7,7 +7,7 @@ set-up drawn from the same `worker_rng` streams) — is also written as an idiom
 one process per worker and a `Resource` (FCFS) or `PriorityResource` keyed by deadline (EDF);
 a waiting request races a timeout at the deadline. The SimPy model is timed twice: bare
 (outcomes kept in a list) and emitting the same typed events through
-`mbb.core.events.EventLog.emit`,
+`mbb.core.eventlog.EventLog.emit`,
 which validates each one (mbb's arena writes its own events with `EventLog.record`: the same
 lines, not re-validated; mbb also records rounds, schedules, dropped windows, after-action
 reports and scores, which the SimPy model does not). Its outcomes are checked against mbb's
@@ -31,6 +31,7 @@ import simpy
 from mbb.agents.backends import worker_rng
 from mbb.agents.modeled import STAGES
 from mbb.batch.build import load_params, run_condition
+from mbb.core import eventlog
 from mbb.core import events as ev
 from mbb.core.paths import params_file
 from mbb.params import Condition
@@ -77,7 +78,7 @@ def workload(lines: list[str]) -> dict[int, list[tuple[str, int, float, float]]]
     return out
 
 
-def simpy_model(cond: Condition, seed: int, work: dict, policy: str, log: ev.EventLog | None):
+def simpy_model(cond: Condition, seed: int, work: dict, policy: str, log: eventlog.EventLog | None):
     """FCFS/EDF on one machine in SimPy; returns {(subrun, worker): outcome}."""
     lo, hi = cond.windows.min_s, cond.windows.max_s
     rngs = {i: worker_rng(seed, i, 1) for _, i, _, _ in work[1]}
@@ -230,7 +231,7 @@ def main() -> None:
             )
             row["simpy_events_ms"] = timed(
                 lambda cond=cond, work=work, kind=kind: simpy_model(
-                    cond, seed, work, kind, ev.EventLog("simpy")
+                    cond, seed, work, kind, eventlog.EventLog("simpy")
                 ),
                 args.repeat,
             )

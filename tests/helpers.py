@@ -17,6 +17,7 @@ from typing import Any
 
 from mbb.agents.backends import NEGOTIATORS, SOLVERS
 from mbb.batch.build import load_params
+from mbb.core import eventlog
 from mbb.core import events as ev
 from mbb.core.actions import Ballot, ConversationTurn, Declaration, Request, Withdraw
 from mbb.core.agent_api import (
@@ -57,7 +58,7 @@ def run(cond: Condition, seed: int = 0) -> Run:
     from mbb.batch.build import RunServices, build_arena, ensure_condition, run_id_of
 
     ensure_condition(cond)
-    log = ev.EventLog(run_id_of(cond, seed))  # <condition>[-<model>]-seedNNNN, as the builder
+    log = eventlog.EventLog(run_id_of(cond, seed))  # <condition>[-<model>]-seedNNNN, as the builder
     services = RunServices(cond, log)
 
     async def go() -> Arena:
@@ -99,7 +100,7 @@ def check_invariants(r: Run, cond: Condition) -> None:
     assert [e["seq"] for e in events] == list(range(len(events)))
     parsed = ev.parse_events(lines)
     assert [p.kind for p in parsed] == [e["kind"] for e in events]
-    assert [ev.kind_of(ln) for ln in lines] == [e["kind"] for e in events]
+    assert [eventlog.kind_of(ln) for ln in lines] == [e["kind"] for e in events]
     assert events[0]["kind"] == "run_started"
     assert events[-1]["kind"] == "run_ended" and events[-1]["status"] == "completed"
     assert sum(e["kind"] == "run_ended" for e in events) == 1

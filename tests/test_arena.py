@@ -26,7 +26,7 @@ from helpers import (
 
 from mbb.batch.build import run_condition
 from mbb.core.actions import Ballot, Declaration
-from mbb.core.events import read_lines
+from mbb.core.eventlog import read_lines
 
 SHORT = {"name": "short", "deadline": {"minutes": 6}, "subruns": 2}
 SEEDS = range(6)

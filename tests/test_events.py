@@ -10,6 +10,7 @@ from helpers import condition
 from pydantic import ValidationError
 
 from mbb.batch.build import run_condition
+from mbb.core import eventlog
 from mbb.core import events as ev
 from mbb.core.actions import Withdraw
 
@@ -25,11 +26,11 @@ def run_dir(tmp_path_factory):
 
 def test_events_round_trip_through_the_schema(run_dir) -> None:
     """events.jsonl -> parse_events -> model_dump_json gives back the very same lines."""
-    lines = ev.read_lines(run_dir.out_dir / "events.jsonl")
+    lines = eventlog.read_lines(run_dir.out_dir / "events.jsonl")
     assert lines == run_dir.log.lines and len(lines) > 30
     parsed = ev.parse_events(lines)
     assert [p.model_dump_json() for p in parsed] == lines
-    assert [type(p) for p in parsed] == [ev.EVENT_KINDS[ev.kind_of(ln)] for ln in lines]
+    assert [type(p) for p in parsed] == [ev.EVENT_KINDS[eventlog.kind_of(ln)] for ln in lines]
     assert {p.v for p in parsed} == {ev.SCHEMA_VERSION}
     assert {p.run_id for p in parsed} == {run_dir.run_id}
 
@@ -37,14 +38,14 @@ def test_events_round_trip_through_the_schema(run_dir) -> None:
 def test_kind_of_reads_the_kind_prefix(run_dir) -> None:
     for line in run_dir.log.lines:
         assert line.startswith('{"kind":"')
-        assert ev.kind_of(line) == json.loads(line)["kind"]
+        assert eventlog.kind_of(line) == json.loads(line)["kind"]
     assert sum(len(v) for v in run_dir.log.by_kind.values()) == len(run_dir.log.lines)
     for kind, lines in run_dir.log.by_kind.items():
-        assert {ev.kind_of(ln) for ln in lines} == {kind}
+        assert {eventlog.kind_of(ln) for ln in lines} == {kind}
 
 
 def test_read_events_yields_dicts(run_dir) -> None:
-    records = list(ev.read_events(run_dir.out_dir / "events.jsonl"))
+    records = list(eventlog.read_events(run_dir.out_dir / "events.jsonl"))
     assert [r["seq"] for r in records] == list(range(len(records)))
 
 
@@ -57,12 +58,12 @@ def test_read_lines_drops_a_partial_trailing_line(tmp_path, run_dir, tail, kept)
     lines = run_dir.log.lines[:3]
     path = tmp_path / "events.jsonl"
     path.write_text("\n".join(lines) + "\n" + tail, encoding="utf-8")
-    assert ev.read_lines(path) == lines[:kept]
+    assert eventlog.read_lines(path) == lines[:kept]
 
 
 def test_read_lines_of_an_empty_file(tmp_path) -> None:
     (tmp_path / "e.jsonl").write_text("")
-    assert ev.read_lines(tmp_path / "e.jsonl") == []
+    assert eventlog.read_lines(tmp_path / "e.jsonl") == []
 
 
 def test_every_event_class_has_a_unique_kind() -> None:
@@ -95,15 +96,15 @@ def test_event_log_writes_lines_and_flushes_them(tmp_path) -> None:
     """Lines are written as events happen and pushed to the OS on flush() (the arena flushes
     after every round and subrun; a crash in between is recovered by `mbb resume`)."""
     path = tmp_path / "run" / "events.jsonl"
-    log = ev.EventLog("r", path)
+    log = eventlog.EventLog("r", path)
     log.t, log.subrun = 12.5, 1
     e0 = log.emit(ev.Requested, "W1", duration=30)
     log.flush()
-    assert ev.read_lines(path) == [e0.model_dump_json()]  # on disk before close
+    assert eventlog.read_lines(path) == [e0.model_dump_json()]  # on disk before close
     e1 = log.emit(ev.Withdrawn, "W1", reason="done", t=13.0)
     log.close()
     assert (e0.seq, e1.seq, e0.t, e1.t, e1.subrun) == (0, 1, 12.5, 13.0, 1)
-    assert ev.read_lines(path) == log.lines
+    assert eventlog.read_lines(path) == log.lines
 
 
 def test_a_crashing_run_ends_with_a_failed_run_ended(tmp_path, monkeypatch) -> None:
@@ -117,7 +118,7 @@ def test_a_crashing_run_ends_with_a_failed_run_ended(tmp_path, monkeypatch) -> N
     cond = condition(SMALL)
     with pytest.raises(RuntimeError, match="sandbox missing"):
         run_condition(cond, 0, tmp_path)
-    lines = ev.read_lines(tmp_path / "ev-seed0000" / "events.jsonl")
+    lines = eventlog.read_lines(tmp_path / "ev-seed0000" / "events.jsonl")
     last = ev.parse_events(lines)[-1]
     assert last.kind == "run_ended" and last.status == "failed"
     assert "sandbox missing" in (last.error or "")
@@ -218,14 +219,14 @@ def test_every_kind_the_arena_writes_validates_and_round_trips(monkeypatch) -> N
 def test_record_writes_what_emit_writes(monkeypatch) -> None:
     """Ints where floats belong become floats; defaults are filled in model order; nested models
     are given as dicts."""
-    monkeypatch.setattr(ev.time, "time", lambda: 1234.5)
+    monkeypatch.setattr(eventlog.time, "time", lambda: 1234.5)
     ended = dict(position=2, start=30, used=12, allocation=60, reason="released", progress=1)
     at_start = dict(
         worker="W1", task="rev", work_s=160, budget=1000, deadline_s=1500, scratch_chars=0
     )
     lines = []
     for write in ("emit", "record"):
-        log = ev.EventLog("r")
+        log = eventlog.EventLog("r")
         log.t, log.subrun, log.round = 42, 1, 3
         getattr(log, write)(ev.WindowEnded, "W1", **ended)
         getattr(log, write)(ev.Declared, "W2", bid=5, duration=60, position=1, note="", t=50.0)
@@ -246,4 +247,4 @@ def test_record_writes_what_emit_writes(monkeypatch) -> None:
 )
 def test_record_rejects_unknown_and_missing_fields(fields, match) -> None:
     with pytest.raises(TypeError, match=match):
-        ev.EventLog("r").record(ev.Requested, "W1", **fields)
+        eventlog.EventLog("r").record(ev.Requested, "W1", **fields)

@@ -23,7 +23,7 @@ import pytest
 from mbb.batch.build import load_params, run_condition
 from mbb.batch.outdir import claim
 from mbb.cli import BUG_REPORT, build_parser, main
-from mbb.core.events import read_lines
+from mbb.core.eventlog import read_lines
 from mbb.core.tables import load_tables
 
 ROOT = Path(__file__).resolve().parent.parent

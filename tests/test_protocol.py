@@ -160,7 +160,7 @@ def test_posts_summary_counts_public_and_private_by_author() -> None:
 
 
 def test_llm_prompt_summarises_rounds_it_cuts() -> None:
-    from mbb.agents.llm_negotiator import _render_rounds
+    from mbb.agents.negotiator.prompt import _render_rounds
 
     rounds = [PastRound(i, ["W1"], {"W1": i}, {"W1": 30}) for i in range(1, 12)]
     text = _render_rounds(rounds, limit=8)

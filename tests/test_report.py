@@ -258,29 +258,29 @@ def test_comparison_page_and_viewer_links(tmp_path: Path, capsys) -> None:
     assert (tmp_path / "viewer" / "data" / "index.js").is_file()
 
 
-def test_bootstrap_ci() -> None:
-    from mbb.batch.report import bootstrap_ci
-
-    assert bootstrap_ci([2.0, 2.0, 2.0]) == (2.0, 2.0)
-    assert bootstrap_ci([1.0]) is None and bootstrap_ci([1.0, 2.0], [3.0]) is None
-    lo, hi = bootstrap_ci([0.1, 0.2, 0.3, 0.2, 0.1, 0.3], [1.0, 1.1, 0.9, 1.0, 1.2, 0.8])
-    assert lo < -0.8 < hi < 0  # mean difference -0.8, CI excludes 0
-    assert bootstrap_ci([1.0, 5.0, 3.0], seed=1) == bootstrap_ci([1.0, 5.0, 3.0], seed=1)
-
-
-def test_index_cell_shows_ci_difference_and_effect_size() -> None:
+def test_the_index_and_the_compare_page_show_one_computation(tmp_path: Path) -> None:
+    """Both pages of a report read `mbb.analysis.compare.condition_table`: the same intervals
+    and the same verdicts (paired on shared seeds)."""
     import polars as pl
 
-    from mbb.batch.report import _index_cell
+    from mbb.analysis.compare import condition_table, load_conditions
+    from mbb.batch.build import load_params
+    from mbb.batch.report import _cell, comparison_tables
+    from mbb.batch.runner import run_many
 
-    ids = [f"c-seed{i:04d}" for i in range(4)]
-    base = pl.DataFrame({"run_id": ids, "completion": [0.2, 0.3, 0.4, 0.3]})
-    treated = pl.DataFrame({"run_id": ids, "completion": [0.6, 0.7, 0.9, 0.8]})
-    cell = _index_cell(treated, base, "completion", is_base=False)
-    assert "75.0%" in cell and "95% CI [" in cell
-    # same seeds under both conditions: a paired difference, d_z, CI excluding 0 (bold)
-    assert "Δ +45.0%" in cell and "d_z" in cell and "paired" in cell and "'d sig'" in cell
-    assert "baseline" in _index_cell(base, base, "completion", is_base=True)
-    other = treated.with_columns(pl.col("run_id").str.replace("seed", "seed1"))
-    assert "hedges_g" in _index_cell(other, base, "completion", is_base=False)
-    assert _index_cell(None, base, "completion", is_base=False) == "<td>—</td>"
+    folders = {}
+    for name in ("deadline_10", "base"):
+        folders[name] = tmp_path / name
+        run_many(load_params(name, {"subruns": 2}), runs=4, out_dir=folders[name], processes=1)
+    tables = comparison_tables(folders)
+    expected = condition_table(load_conditions(folders.values(), folders.keys()), "base")
+    got = tables["base"].filter(pl.col("measure") != "cost_per_run_usd")
+    assert got.equals(expected.filter(pl.col("measure") != "cost_per_run_usd"))
+    row = got.filter(
+        (pl.col("condition") == "deadline_10") & pl.col("effect_size").is_not_null()
+    ).row(0, named=True)
+    cell = _cell(row, is_base=False)
+    assert row["paired"] and "paired" in cell and "d_z" in cell and "95% CI [" in cell
+    assert ("'d sig'" in cell) == row["excludes_zero"]
+    assert "baseline" in _cell(row, is_base=True)
+    assert _cell(None, is_base=False) == "<td>—</td>"

@@ -11,7 +11,7 @@ import pytest
 
 from mbb.batch.build import load_params, run_condition
 from mbb.batch.resume import resume_run
-from mbb.core.events import KILL_ENV, ResumeMismatch, comparable, read_lines
+from mbb.core.eventlog import KILL_ENV, ResumeMismatch, comparable, read_lines
 
 OVERRIDES = {"subruns": 2, "name": "kill"}
 

@@ -16,7 +16,7 @@ from helpers import check_invariants, check_ledger, run
 
 from mbb.batch.build import load_params
 from mbb.batch.resume import resume_run
-from mbb.core.events import KILL_ENV, comparable, read_lines
+from mbb.core.eventlog import KILL_ENV, comparable, read_lines
 from mbb.testing.testserver import FakeOpenAIServer, Reply, schema_responder
 
 SECRET = "sk-soak-NEVER-WRITTEN-0123456789abcdef"

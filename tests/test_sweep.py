@@ -9,7 +9,7 @@ import pytest
 
 from mbb.batch.sweep import parse_seeds, plan_sweep, run_sweep
 from mbb.cli import main
-from mbb.core.events import read_lines
+from mbb.core.eventlog import read_lines
 
 PROBE = "tests/fixtures/sweep_probe.ipynb"
 

@@ -5,7 +5,7 @@ import json
 import polars as pl
 
 from mbb.analysis.outcome import outcomes
-from mbb.core.events import read_lines
+from mbb.core.eventlog import read_lines
 from mbb.core.tables import TABLES, load_tables, tables_from_run_dirs
 
 

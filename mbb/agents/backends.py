@@ -115,7 +115,7 @@ def _oracle_solver(run: Services, spec: WorkerSpec, rng: np.random.Generator) ->
 
 
 def _llm_negotiator(run: Services, spec: WorkerSpec, rng: RngSource) -> Negotiator:
-    from mbb.agents.llm_negotiator import LlmNegotiator
+    from mbb.agents.negotiator import LlmNegotiator
 
     cond = run.condition
     assert spec.model is not None  # checked by the builder: an llm worker names a model

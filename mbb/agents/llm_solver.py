@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from mbb.agents.prompts import solver as sp
 from mbb.core.actions import Request, Withdraw
 from mbb.core.agent_api import (
     SolverView,
@@ -53,7 +54,6 @@ from mbb.core.agent_api import (
     WindowOutcome,
 )
 from mbb.core.events import InvalidAction
-from mbb.llm import solver_prompts as sp
 from mbb.llm.cache import LlmCache
 from mbb.llm.client import CallMeta, ChatRequest, Emit, LlmClient, LlmResult, LlmUnavailable
 from mbb.llm.config import ModelConfig

@@ -49,6 +49,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
+from typing import Any
 
 import numpy as np
 
@@ -95,7 +96,6 @@ class ScriptedNegotiator:
     persona = "base"
     aggression = 1.0
     concurrent = False
-    advocated_rule: str | None = None  # the convention this persona proposes (EDF, SJF)
 
     def __init__(
         self,
@@ -208,14 +208,6 @@ class ScriptedNegotiator:
         return max(v.window_min_s, min(v.window_max_s, v.wanted_s))
 
     # --- lifecycle -----------------------------------------------------------------------------
-    def holds_rule(self) -> bool:
-        """Whether an EDF/SJF advocate states its rule this subrun: always, unless its rule
-        lives in memory only (`rule_recall: memory`) and this is not its first subrun and its
-        scratch did not bring the rule back."""
-        if self.knobs.rule_recall != "memory" or self.subrun == self.first_subrun:
-            return True
-        return self.rule == self.advocated_rule
-
     async def start_subrun(self, subrun: int, scratch: Scratch | None) -> None:
         self.subrun = subrun
         self.first_subrun = self.first_subrun or subrun
@@ -244,12 +236,6 @@ class ScriptedNegotiator:
                 self.rival = None if m.group(2) == "-" else m.group(2)
 
     async def end_subrun(self, recap: SubrunRecap, scratch: Scratch | None) -> None:
-        if (
-            self.advocated_rule is not None
-            and self.knobs.rule_recall == "memory"
-            and self.holds_rule()
-        ):
-            self.rule = self.advocated_rule  # what it advocated is what it writes down
         await self._write_memory(recap, scratch)
 
     async def declare(self, v: RoundView) -> Declaration | Withdraw:
@@ -515,10 +501,239 @@ class PriceFirst(ScriptedNegotiator):
         )
 
 
-class DeadlineAdvocate(ScriptedNegotiator):
+# --- conventions: one parameterised advocate proposes, cites and ranks by any of them ----------
+def _queue(v: RoundView) -> dict[str, int]:
+    return {c: i for i, c in enumerate(v.candidates)}
+
+
+def _edf_order(a: ScriptedNegotiator, v: RoundView) -> list[str]:
+    """Disclosed deadlines, tightest first; undisclosed ones after; ties by bid, then queue."""
+    left = a.disclosed_deadlines(v)
+    rank = {c: i for i, c in enumerate(tie_break_order(v.candidates, a.bids(v)))}
+    return sorted(v.candidates, key=lambda c: (c not in left, left.get(c, 0.0), rank[c]))
+
+
+def _sjf_order(a: ScriptedNegotiator, v: RoundView) -> list[str]:
+    """Declared durations, shortest first; ties by bid, then queue."""
+    d = v.declarations
+    rank = {c: i for i, c in enumerate(tie_break_order(v.candidates, a.bids(v)))}
+    return sorted(v.candidates, key=lambda c: (d[c].duration, rank[c]))
+
+
+def _price_then_shorter(a: ScriptedNegotiator, v: RoundView) -> list[str]:
+    bids, q, d = a.bids(v), _queue(v), v.declarations
+    return sorted(v.candidates, key=lambda c: (-bids[c], d[c].duration, q[c]))
+
+
+def _arrival(a: ScriptedNegotiator, v: RoundView) -> list[str]:
+    q = _queue(v)
+    return sorted(v.candidates, key=lambda c: q[c])
+
+
+def _tie_by_queue(a: ScriptedNegotiator, v: RoundView) -> list[str]:
+    bids, q = a.bids(v), _queue(v)
+    return sorted(v.candidates, key=lambda c: (-bids[c], q[c]))
+
+
+@dataclass(frozen=True, slots=True)
+class Convention:
+    """An ordering convention a scripted advocate proposes, cites and ranks by.
+
+    `name`: its id in intents and in scratch memory (`RULE <name>`); `statement`: the rule in
+    words (the `{statement}` of the templates); `order`: the ranking it gives; `proposals` /
+    `citations`: message templates (one drawn per message); `labels`: the ground-truth labels
+    of those messages; `reasons` / `ballot_labels`: a ballot's reasoning (drawn when there is
+    more than one wording) and labels; `discloses_deadline`: proposing it shares one's own time
+    left (EDF)."""
+
+    name: str
+    statement: str
+    order: Callable[[ScriptedNegotiator, RoundView], list[str]]
+    proposals: tuple[str, ...]
+    citations: tuple[str, ...]
+    labels: tuple[str, ...]
+    reasons: tuple[str, ...]
+    ballot_labels: tuple[str, ...]
+    discloses_deadline: bool = False
+
+
+_STANDING = (
+    "Proposal for a standing rule, from now on: {statement}.",
+    "Let's settle this once for every future round: {statement}.",
+)
+_CITED = (
+    "As we agreed earlier, the standing rule applies: {statement}.",
+    "Per our established rule — {statement} — the order follows directly.",
+)
+
+
+def _standing_rule(name: str, statement: str, order: Any, category: str) -> Convention:
+    return Convention(
+        name,
+        statement,
+        order,
+        _STANDING,
+        _CITED,
+        ("rule_making_citation", category),
+        ("Ordered by our standing rule ({statement}).",),
+        ("rule_making_citation", category),
+    )
+
+
+CONVENTIONS: Registry[Convention] = Registry(
+    "convention",
+    [
+        Convention(
+            "edf",
+            "earliest deadline first",
+            _edf_order,
+            (
+                "Proposal: earliest deadline first. Whoever runs out of time soonest goes first, "
+                "so nobody is terminated waiting. Please share how much time you have left.",
+                "Let's order by deadlines — tightest first. A missed deadline wastes everything "
+                "that person has done; a late slot for someone with slack costs little.",
+                "I suggest we go earliest-deadline-first this round. Post your time left and "
+                "I'll rank accordingly.",
+            ),
+            (),
+            ("earliest_deadline_first", "rule_making_citation"),
+            (
+                "Earliest deadline first among those who disclosed; the rest by bid.",
+                "Tightest deadlines first so nobody is terminated in the queue; undisclosed "
+                "deadlines after, by price.",
+            ),
+            ("earliest_deadline_first",),
+            discloses_deadline=True,
+        ),
+        Convention(
+            "sjf",
+            "shortest job first",
+            _sjf_order,
+            (
+                "Shortest job first minimises everyone's total waiting. Short windows up front, "
+                "long ones at the back.",
+                "Put the short windows first — each minute a long window runs, everyone behind "
+                "it waits. SJF is the fair default.",
+            ),
+            (),
+            ("shortest_job_first", "rule_making_citation"),
+            ("Shortest requested duration first; equal durations by bid.",),
+            ("shortest_job_first",),
+        ),
+        _standing_rule(
+            "price_then_shorter",
+            "price first; equal bids go to the shorter window",
+            _price_then_shorter,
+            "price_primary",
+        ),
+        _standing_rule(
+            "arrival_order",
+            "whoever joined the queue first runs first; bids only break exact ties in arrival",
+            _arrival,
+            "recency_first",
+        ),
+        _standing_rule(
+            "tie_by_queue",
+            "price first; exact ties go to the earlier queue position, no arguing",
+            _tie_by_queue,
+            "tie_break_deference",
+        ),
+    ],
+)
+
+
+class ConventionAdvocate(ScriptedNegotiator):
+    """Proposes one of `conventions` at the first turn of a round, cites it later, and ranks by
+    it. The parameters: `conventions` (one: it always advocates that one; several: it picks
+    one, as `rule_recall` says); `restates` (True: it proposes its convention afresh in every
+    round and keeps it out of memory unless `rule_recall: memory`; False: once proposed, the
+    rule is cited as agreed and written to scratch memory). Without its rule (`rule_recall:
+    memory` after the first subrun, with nothing in scratch) it states nothing and ranks by
+    bid. Personas add their own talk in `_extra_talk`."""
+
+    conventions: tuple[str, ...] = ()
+    restates = False
+    preferred_rule: str | None = None  # under `rule_recall: rederive`, drawn once per run
+
+    def states_rule(self) -> bool:
+        """Whether it states (and ranks by) its rule this subrun: always, unless the rule
+        lives in memory only (`rule_recall: memory`), this is not its first subrun and scratch
+        did not bring a rule back."""
+        return (
+            self.knobs.rule_recall != "memory"
+            or self.subrun == self.first_subrun
+            or self.rule is not None
+        )
+
+    async def start_subrun(self, subrun: int, scratch: Scratch | None) -> None:
+        await super().start_subrun(subrun, scratch)
+        if self.knobs.rule_recall == "rederive" and self.rule != self.preferred_rule:
+            self.rule, self.rule_origin = None, ""  # it derives its own rule, not memory's
+
+    async def end_subrun(self, recap: SubrunRecap, scratch: Scratch | None) -> None:
+        if self.restates and self.knobs.rule_recall == "memory" and self.states_rule():
+            self.rule = self.conventions[0]  # what it advocated is what it writes down
+        await super().end_subrun(recap, scratch)
+
+    def _choose(self) -> str:
+        """The convention it proposes when it holds none."""
+        if len(self.conventions) == 1:
+            return self.conventions[0]
+        if self.knobs.rule_recall == "rederive":
+            if self.preferred_rule is None:
+                self.preferred_rule = self.pick(list(self.conventions))
+            return self.preferred_rule
+        return self.pick(list(self.conventions))
+
+    def _talk(self, v):
+        out: list[Message | None] = []
+        if v.turn == 1 and self.states_rule() and self.once(v, "rule"):
+            out.append(self._state_rule(v))
+        return out + self._extra_talk(v)
+
+    def _state_rule(self, v: RoundView) -> Message:
+        if self.restates or self.rule is None:
+            name = self.rule or self._choose()
+            if not self.restates:
+                self.rule, self.rule_origin = name, "proposed"
+            c = CONVENTIONS[name]
+            templates, intents = c.proposals, [Intent(kind="propose_rule", rule=name)]
+        else:
+            name = self.rule
+            c = CONVENTIONS[name]
+            templates, intents = c.citations, [Intent(kind="cite_rule", rule=name)]
+        if c.discloses_deadline:
+            intents.insert(0, Intent(kind="disclose_deadline", value=round(v.time_left_s, 1)))
+        return Message(
+            text=self.pick(templates).format(statement=c.statement),
+            labels=c.labels,
+            intents=tuple(intents),
+        )
+
+    def _extra_talk(self, v: RoundView) -> list[Message | None]:
+        return []
+
+    def _rank(self, v):
+        if not self.states_rule():
+            return super()._rank(v)
+        c = CONVENTIONS[self.rule or self.conventions[0]]
+        reason = c.reasons[0] if len(c.reasons) == 1 else self.pick(c.reasons)
+        return (
+            c.order(self, v),
+            reason.format(statement=c.statement),
+            list(c.ballot_labels),
+            [Intent(kind="cite_rule", rule=c.name)],
+        )
+
+
+class DeadlineAdvocate(ConventionAdvocate):
+    """Advocates earliest-deadline-first; discloses its deadline, issues ultimatums when tight
+    and argues margins."""
+
     persona = "deadline_advocate"
     aggression = 1.0
-    advocated_rule = "edf"
+    conventions = ("edf",)
+    restates = True
 
     def _note(self, v, bid, dur):
         left = v.time_left_s
@@ -531,31 +746,9 @@ class DeadlineAdvocate(ScriptedNegotiator):
         ).format(bid=bid, dur=dur, left=_mins(left))
         return text, [], [Intent(kind="disclose_deadline", value=round(left, 1))]
 
-    def _talk(self, v):
+    def _extra_talk(self, v):
         out: list[Message | None] = []
-        if v.turn == 1 and self.holds_rule() and self.once(v, "edf"):
-            out.append(
-                Message(
-                    text=self.pick(
-                        [
-                            "Proposal: earliest deadline first. Whoever runs out of time soonest "
-                            "goes first, so nobody is terminated waiting. Please share how much "
-                            "time you have left.",
-                            "Let's order by deadlines — tightest first. A missed deadline wastes "
-                            "everything that person has done; a late slot for someone with slack "
-                            "costs little.",
-                            "I suggest we go earliest-deadline-first this round. Post your time "
-                            "left and I'll rank accordingly.",
-                        ]
-                    ),
-                    labels=("earliest_deadline_first", "rule_making_citation"),
-                    intents=(
-                        Intent(kind="disclose_deadline", value=round(v.time_left_s, 1)),
-                        Intent(kind="propose_rule", rule="edf"),
-                    ),
-                )
-            )
-        elif v.turn == 2:
+        if v.turn == 2:
             tight = v.need_s > 0.6 * v.time_left_s and v.need_s <= v.time_left_s
             if tight and self.once(v, "ultimatum"):
                 out.append(
@@ -589,27 +782,6 @@ class DeadlineAdvocate(ScriptedNegotiator):
                     )
                 )
         return out
-
-    def _rank(self, v):
-        if not self.holds_rule():
-            return super()._rank(v)
-        left = self.disclosed_deadlines(v)
-        bids = self.bids(v)
-        tb = tie_break_order(v.candidates, bids)
-        rank = {c: i for i, c in enumerate(tb)}
-        order = sorted(v.candidates, key=lambda c: (c not in left, left.get(c, 0.0), rank[c]))
-        return (
-            order,
-            self.pick(
-                [
-                    "Earliest deadline first among those who disclosed; the rest by bid.",
-                    "Tightest deadlines first so nobody is terminated in the queue; undisclosed "
-                    "deadlines after, by price.",
-                ]
-            ),
-            ["earliest_deadline_first"],
-            [Intent(kind="cite_rule", rule="edf")],
-        )
 
 
 class Reciprocator(ScriptedNegotiator):
@@ -815,10 +987,14 @@ class CoalitionBuilder(ScriptedNegotiator):
         return order, "Our bloc first by price, others after; the rival last.", labels, []
 
 
-class ShortestJobAdvocate(ScriptedNegotiator):
+class ShortestJobAdvocate(ConventionAdvocate):
+    """Advocates shortest-job-first with short windows of its own; argues its step gates its
+    later work."""
+
     persona = "shortest_job_advocate"
     aggression = 0.8
-    advocated_rule = "sjf"
+    conventions = ("sjf",)
+    restates = True
 
     def duration_for(self, v):
         return max(v.window_min_s, min(v.window_max_s, v.wanted_s, 90))
@@ -826,24 +1002,9 @@ class ShortestJobAdvocate(ScriptedNegotiator):
     def _note(self, v, bid, dur):
         return f"{bid} credits for a short {dur}s window.", [], []
 
-    def _talk(self, v):
+    def _extra_talk(self, v):
         out: list[Message | None] = []
-        if v.turn == 1 and self.holds_rule() and self.once(v, "sjf"):
-            out.append(
-                Message(
-                    text=self.pick(
-                        [
-                            "Shortest job first minimises everyone's total waiting. Short "
-                            "windows up front, long ones at the back.",
-                            "Put the short windows first — each minute a long window runs, "
-                            "everyone behind it waits. SJF is the fair default.",
-                        ]
-                    ),
-                    labels=("shortest_job_first", "rule_making_citation"),
-                    intents=(Intent(kind="propose_rule", rule="sjf"),),
-                )
-            )
-        elif v.turn == 2 and v.need_s > 0 and self.once(v, "gating"):
+        if v.turn == 2 and v.need_s > 0 and self.once(v, "gating"):
             out.append(
                 Message(
                     text=self.pick(
@@ -858,20 +1019,6 @@ class ShortestJobAdvocate(ScriptedNegotiator):
                 )
             )
         return out
-
-    def _rank(self, v):
-        if not self.holds_rule():
-            return super()._rank(v)
-        d = v.declarations
-        tb = tie_break_order(v.candidates, self.bids(v))
-        rank = {c: i for i, c in enumerate(tb)}
-        order = sorted(v.candidates, key=lambda c: (d[c].duration, rank[c]))
-        return (
-            order,
-            "Shortest requested duration first; equal durations by bid.",
-            ["shortest_job_first"],
-            [Intent(kind="cite_rule", rule="sjf")],
-        )
 
 
 class Quitter(ScriptedNegotiator):
@@ -926,98 +1073,14 @@ class Quitter(ScriptedNegotiator):
         )
 
 
-RULES = {
-    "price_then_shorter": (
-        "price first; equal bids go to the shorter window",
-        "price_primary",
-    ),
-    "arrival_order": (
-        "whoever joined the queue first runs first; bids only break exact ties in arrival",
-        "recency_first",
-    ),
-    "tie_by_queue": (
-        "price first; exact ties go to the earlier queue position, no arguing",
-        "tie_break_deference",
-    ),
-}
+class RuleMaker(ConventionAdvocate):
+    """Proposes one standing rule (price then shorter window, arrival order, or ties by queue
+    position) and cites it in every later round."""
 
-
-class RuleMaker(ScriptedNegotiator):
     persona = "rule_maker"
     aggression = 1.0
-    preferred_rule: str | None = None  # under `rule_recall: rederive`, drawn once per run
-
-    def _forgot(self) -> bool:
-        """Under `rule_recall: memory`, after its first subrun without the rule in scratch."""
-        return (
-            self.knobs.rule_recall == "memory"
-            and self.subrun != self.first_subrun
-            and self.rule is None
-        )
-
-    async def start_subrun(self, subrun: int, scratch: Scratch | None) -> None:
-        await super().start_subrun(subrun, scratch)
-        if self.knobs.rule_recall == "rederive" and self.rule != self.preferred_rule:
-            self.rule, self.rule_origin = None, ""  # it derives its own rule, not memory's
-
-    def _talk(self, v):
-        if v.turn != 1 or self._forgot() or not self.once(v, "rule"):
-            return []
-        if self.rule is None:
-            if self.knobs.rule_recall == "rederive":
-                if self.preferred_rule is None:
-                    self.preferred_rule = self.pick(list(RULES))
-                self.rule = self.preferred_rule
-            else:
-                self.rule = self.pick(list(RULES))
-            self.rule_origin = "proposed"
-            text, cat = RULES[self.rule]
-            return [
-                Message(
-                    text=self.pick(
-                        [
-                            f"Proposal for a standing rule, from now on: {text}.",
-                            f"Let's settle this once for every future round: {text}.",
-                        ]
-                    ),
-                    labels=("rule_making_citation", cat),
-                    intents=(Intent(kind="propose_rule", rule=self.rule),),
-                )
-            ]
-        text, cat = RULES[self.rule]
-        return [
-            Message(
-                text=self.pick(
-                    [
-                        f"As we agreed earlier, the standing rule applies: {text}.",
-                        f"Per our established rule — {text} — the order follows directly.",
-                    ]
-                ),
-                labels=("rule_making_citation", cat),
-                intents=(Intent(kind="cite_rule", rule=self.rule),),
-            )
-        ]
-
-    def _rank(self, v):
-        if self._forgot():
-            return super()._rank(v)
-        bids = self.bids(v)
-        q = {c: i for i, c in enumerate(v.candidates)}
-        rule = self.rule or "price_then_shorter"
-        d = v.declarations
-        if rule == "arrival_order":
-            order = sorted(v.candidates, key=lambda c: q[c])
-        elif rule == "price_then_shorter":
-            order = sorted(v.candidates, key=lambda c: (-bids[c], d[c].duration, q[c]))
-        else:
-            order = sorted(v.candidates, key=lambda c: (-bids[c], q[c]))
-        _, cat = RULES[rule]
-        return (
-            order,
-            f"Ordered by our standing rule ({RULES[rule][0]}).",
-            ["rule_making_citation", cat],
-            [Intent(kind="cite_rule", rule=rule)],
-        )
+    conventions = ("price_then_shorter", "arrival_order", "tie_by_queue")
+    restates = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import polars as pl
@@ -13,6 +13,7 @@ from mbb.core.paths import user_path
 from mbb.core.tables import TABLES, load_tables
 
 __all__ = [
+    "MEASURE_LABELS",
     "OUTCOME_MEASURES",
     "condition_table",
     "load_conditions",
@@ -22,20 +23,25 @@ __all__ = [
 ]
 
 
-def load_conditions(dirs: Iterable[str | Path]) -> dict[str, pl.DataFrame]:
+def load_conditions(
+    dirs: Iterable[str | Path], names: Iterable[str] | None = None
+) -> dict[str, pl.DataFrame]:
     """Tables of several condition folders, concatenated with a `condition` column.
 
-    A folder is a condition's output (`<dir>/tables/*.parquet`); its name is the condition.
-    """
+    dirs: condition outputs (`<dir>/tables/*.parquet`); names: the condition label of each
+    folder, in order (default: the folder's name)."""
+    folders = [user_path(d) for d in dirs]
+    labels = list(names) if names is not None else [f.name for f in folders]
+    if len(labels) != len(folders):
+        raise ValueError(f"{len(labels)} names for {len(folders)} condition folders")
     parts: dict[str, list[pl.DataFrame]] = {n: [] for n in TABLES}
-    for d in dirs:
-        folder = user_path(d)
+    for folder, label in zip(folders, labels, strict=True):
         tdir = folder / "tables"
         if not tdir.is_dir():
             raise FileNotFoundError(f"{folder}: no tables/ folder (run the condition first)")
         tables = load_tables(tdir)
         for name in TABLES:
-            parts[name].append(tables[name].with_columns(pl.lit(folder.name).alias("condition")))
+            parts[name].append(tables[name].with_columns(pl.lit(label).alias("condition")))
     return {n: pl.concat(v, how="diagonal_relaxed") for n, v in parts.items() if v}
 
 
@@ -64,22 +70,37 @@ OUTCOME_MEASURES: tuple[str, ...] = (
     "rounds_per_subrun",
     "credits_per_run",
     "private_msgs_per_run",
+    "cost_per_run_usd",
 )
+# how a measure of `OUTCOME_MEASURES` is named where people read it (the report's columns)
+MEASURE_LABELS: dict[str, str] = {
+    "completion": "completion rate",
+    "deadline_miss": "deadline-miss rate",
+    "progress": "mean progress",
+    "score": "mean score",
+    "mean_bid": "mean bid (credits)",
+    "rounds_per_subrun": "rounds per subrun",
+    "credits_per_run": "credits spent per run",
+    "private_msgs_per_run": "private messages per run",
+    "cost_per_run_usd": "LLM cost per run (USD)",
+}
 
 
-def run_table(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
+def run_table(
+    tables: Mapping[str, pl.DataFrame], measures: Sequence[str] = OUTCOME_MEASURES
+) -> pl.DataFrame:
     """One row per run (the seed is the unit a comparison resamples): condition, run_id, seed
-    and the `OUTCOME_MEASURES`, as `mbb.analysis.outcome.outcomes` defines them per run.
-    tables: tables with a `condition` column (`load_conditions`)."""
+    and `measures` (default `OUTCOME_MEASURES`), as `mbb.analysis.outcome.outcomes` defines
+    them per run. tables: tables with a `condition` column (`load_conditions`)."""
     from mbb.analysis.outcome import outcomes
 
     return (
         outcomes(tables, ["condition", "run_id"])
         .with_columns(
-            pl.col(*OUTCOME_MEASURES).cast(pl.Float64),
+            pl.col(*measures).cast(pl.Float64),
             seed_of(pl.col("run_id")).alias("seed"),
         )
-        .select("condition", "run_id", "seed", *OUTCOME_MEASURES)
+        .select("condition", "run_id", "seed", *measures)
         .sort("condition", "seed", "run_id")
     )
 
@@ -88,6 +109,7 @@ def condition_table(
     tables: Mapping[str, pl.DataFrame],
     baseline: str | None = None,
     *,
+    measures: Sequence[str] = OUTCOME_MEASURES,
     per_run: pl.DataFrame | None = None,
     n_resamples: int = 2000,
 ) -> pl.DataFrame:
@@ -96,7 +118,8 @@ def condition_table(
     the effect size and whether the CI excludes 0.
 
     tables: tables with a `condition` column (`load_conditions`). baseline: the reference
-    condition (default `base` when present, else the first condition). per_run: extra
+    condition (default `base` when present, else the first condition). measures: the
+    outcome measures compared (default `OUTCOME_MEASURES`). per_run: extra
     per-run measures to compare as well (one row per run with `condition`, `run_id`, `seed`,
     e.g. `mbb.analysis.text_measures_by_run`), joined to `run_table`'s. n_resamples:
     bootstrap resamples. A difference is paired (same seeds under both conditions, pairs
@@ -104,8 +127,8 @@ def condition_table(
     else the seeds are resampled independently (effect size Hedges' g)."""
     from mbb.analysis.stats import bootstrap_ci, condition_differences
 
-    runs = run_table(tables)
-    measures = list(OUTCOME_MEASURES)
+    runs = run_table(tables, measures)
+    measures = list(measures)
     if per_run is not None:
         extra = [c for c in per_run.columns if c not in ("condition", "run_id", "seed")]
         runs = runs.join(per_run.drop("condition", "seed", strict=False), on="run_id", how="left")

@@ -56,7 +56,7 @@ def condition_instructions(cond: Condition) -> str:
     cond: the condition (from `mbb.params.load_params`). Scripted-only conditions are
     rendered with a placeholder model: the text is what an LLM negotiator would have been
     told under the condition's rules."""
-    from mbb.agents.llm_negotiator import make_llm_negotiator
+    from mbb.agents.negotiator import make_llm_negotiator
     from mbb.core.agent_api import RoundView
     from mbb.llm.config import ModelConfig
 

@@ -27,6 +27,7 @@ from typing import Any
 from mbb.agents.backends import NEGOTIATORS, SOLVERS, build_agents
 from mbb.agents.personas import PERSONAS
 from mbb.batch.study import check_not_foreign, model_label
+from mbb.core import eventlog
 from mbb.core import events as ev
 from mbb.core.aio import run_coroutine
 from mbb.core.registry import Registry
@@ -174,7 +175,9 @@ class RunServices:
     on first use and closed with the run), and on real tasks the task suite and the execution
     resource (workspaces in the run folder, or a temporary one), created on first use."""
 
-    def __init__(self, condition: Condition, log: ev.EventLog, llm: LlmPair | None = None) -> None:
+    def __init__(
+        self, condition: Condition, log: eventlog.EventLog, llm: LlmPair | None = None
+    ) -> None:
         self.condition = condition
         self.log = log
         self.emit: Callable[..., Any] = log.emit
@@ -226,7 +229,7 @@ class RunServices:
 def build_arena(
     condition: Condition,
     seed: int,
-    log: ev.EventLog,
+    log: eventlog.EventLog,
     services: RunServices,
     *,
     negotiators: Mapping[str, Callable[..., Any]] | None = None,
@@ -265,7 +268,7 @@ async def run_condition_async(
     run_dir = out_dir / run_id if out_dir is not None else None
     if run_dir is not None and not resume:
         check_not_foreign(run_dir, condition)  # never overwrite another condition's run
-    log = ev.EventLog(run_id, run_dir / "events.jsonl" if run_dir else None, resume=resume)
+    log = eventlog.EventLog(run_id, run_dir / "events.jsonl" if run_dir else None, resume=resume)
     result = RunResult(run_id, seed, run_dir, log)
     services = RunServices(condition, log, llm)
     try:

@@ -35,14 +35,12 @@ from nbconvert import HTMLExporter
 from mbb.viz.render import MIMETYPE, render_svg, vl_version
 
 __all__ = [
-    "bootstrap_ci",
     "build_report",
-    "comparison",
+    "comparison_tables",
     "embed_charts",
     "export_html",
     "external_urls",
     "own_notebooks",
-    "run_measures",
     "vega_bundle",
 ]
 
@@ -447,88 +445,32 @@ def _spend_by_model(folders: list[Path]) -> str:
     return spend_table_html(folders)
 
 
-# --- the comparison page ------------------------------------------------------------------------
-MEASURES: dict[str, str] = {
-    "completion": "completion rate",
-    "deadline_miss": "deadline-miss rate",
-    "progress": "mean progress",
-    "score": "mean score",
-    "mean_bid": "mean bid (credits)",
-    "rounds_per_subrun": "rounds per subrun",
-    "cost_usd": "LLM cost per run (USD)",
-}
+# --- the comparison: one table per baseline, from mbb.analysis.compare -------------------------
+_INDEX_MEASURES = ("completion", "deadline_miss", "progress", "mean_bid")
 _PCT = frozenset({"completion", "deadline_miss", "progress", "score"})
 
 
-def run_measures(folder: Path) -> Any:
-    """One row per run of a condition folder (`tables/*.parquet`): the measures of
-    :data:`MEASURES`, as `mbb.analysis.outcome.outcomes` defines them. Empty when the folder
-    has no tables (or no runs)."""
+def comparison_tables(folders: dict[str, Path]) -> dict[str, Any]:
+    """`mbb.analysis.compare.condition_table` of the condition folders against each one as
+    the baseline (the compare page switches between them; the index shows the default's):
+    one computation, one bootstrap, paired on shared seeds. folders: label -> folder with
+    `tables/`. Folders without runs are left out; {} when none has any."""
     import polars as pl
 
-    from mbb.analysis.outcome import outcomes
+    from mbb.analysis.compare import condition_table, load_conditions
 
-    tables = _folder_tables(folder)
-    if tables is None or tables["evaluations"].is_empty():
-        return pl.DataFrame()
-    return (
-        outcomes(tables, "run_id")
-        .rename({"cost_per_run_usd": "cost_usd"})
-        .select("run_id", *MEASURES)
-        .sort("run_id")
-    )
-
-
-def bootstrap_ci(
-    x: Any, y: Any = None, *, n: int = 2000, level: float = 0.95, seed: int = 0
-) -> tuple[float, float] | None:
-    """Percentile bootstrap CI of the mean of `x` (or of mean(x) - mean(y), the two resampled
-    independently); None with fewer than 2 values in a sample."""
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    x = np.asarray(x, dtype=float)
-    x = x[~np.isnan(x)]
-    if x.size < 2:
-        return None
-    stat = x[rng.integers(0, x.size, (n, x.size))].mean(axis=1)
-    if y is not None:
-        y = np.asarray(y, dtype=float)
-        y = y[~np.isnan(y)]
-        if y.size < 2:
-            return None
-        stat = stat - y[rng.integers(0, y.size, (n, y.size))].mean(axis=1)
-    lo, hi = np.quantile(stat, [(1 - level) / 2, (1 + level) / 2])
-    return float(lo), float(hi)
-
-
-def comparison(conditions: dict[str, Any], baseline: str) -> list[dict[str, Any]]:
-    """Rows (condition, measure, n, mean, ci, diff, diff_ci) from per-run measures."""
-    import numpy as np
-
-    rows = []
-    base = conditions.get(baseline)
-    for cond, per in conditions.items():
-        for m in MEASURES:
-            if per.is_empty() or m not in per.columns:
-                continue
-            x = per[m].drop_nulls().to_numpy()
-            row: dict[str, Any] = {
-                "condition": cond,
-                "measure": m,
-                "n": int(x.size),
-                "mean": float(np.mean(x)) if x.size else None,
-                "ci": bootstrap_ci(x),
-                "diff": None,
-                "diff_ci": None,
-            }
-            if base is not None and cond != baseline and m in base.columns:
-                y = base[m].drop_nulls().to_numpy()
-                if x.size and y.size:
-                    row["diff"] = float(np.mean(x) - np.mean(y))
-                    row["diff_ci"] = bootstrap_ci(x, y)
-            rows.append(row)
-    return rows
+    usable = {k: f for k, f in folders.items() if (f / "tables" / "evaluations.parquet").is_file()}
+    if not usable:
+        return {}
+    tables = load_conditions(usable.values(), usable.keys())
+    present = set(tables["evaluations"]["condition"].unique().to_list())
+    labels = [k for k in usable if k in present]
+    out = {b: condition_table(tables, b) for b in labels}
+    for b, t in out.items():  # LLM cost only where some run spent something
+        costs = t.filter(pl.col("measure") == "cost_per_run_usd")["mean"].fill_null(0)
+        if costs.sum() == 0:
+            out[b] = t.filter(pl.col("measure") != "cost_per_run_usd")
+    return out
 
 
 def _num(v: float | None, measure: str, signed: bool = False) -> str:
@@ -536,57 +478,65 @@ def _num(v: float | None, measure: str, signed: bool = False) -> str:
         return "—"
     if measure in _PCT:
         return f"{v:+.1%}" if signed else f"{v:.1%}"
-    if measure == "cost_usd":
+    if measure == "cost_per_run_usd":
         return f"{v:+.4f}" if signed else f"{v:.4f}"
     return f"{v:+.1f}" if signed else f"{v:.1f}"
 
 
-def _ci(ci: tuple[float, float] | None, measure: str, signed: bool = False) -> str:
-    if ci is None:
+def _ci(lo: float | None, hi: float | None, measure: str, signed: bool = False) -> str:
+    if lo is None or hi is None:
         return "CI needs ≥ 2 seeds"
-    return f"95% CI [{_num(ci[0], measure, signed)}, {_num(ci[1], measure, signed)}]"
+    return f"95% CI [{_num(lo, measure, signed)}, {_num(hi, measure, signed)}]"
 
 
-def _compare_html(conditions: dict[str, Any], default: str, viewer: bool) -> str:
+def _cell(row: dict[str, Any] | None, is_base: bool) -> str:
+    """One table cell: the mean over seeds with its CI and, off the baseline, the difference
+    with its CI and effect size (bold when the CI excludes 0)."""
+    if row is None or row["mean"] is None:
+        return "<td>—</td>"
+    m = row["measure"]
+    txt = f"{_num(row['mean'], m)}<div class=ci>{_ci(row['ci_low'], row['ci_high'], m)}</div>"
+    if is_base:
+        return f"<td>{txt}<div class=d>baseline</div></td>"
+    if row.get("diff") is None:
+        return f"<td>{txt}</td>"
+    es = (
+        ""
+        if row["effect_size"] is None
+        else f", {row['effect_size_kind']} {row['effect_size']:+.2f}"
+    )
+    cls = "d sig" if row["excludes_zero"] else "d"
+    ci = _ci(row["diff_ci_low"], row["diff_ci_high"], m, True)
+    return (
+        f"<td>{txt}<div class='{cls}'>Δ {_num(row['diff'], m, True)}"
+        f" <span class=ci>{ci}{es}{', paired' if row['paired'] else ''}</span></div></td>"
+    )
+
+
+def _rows_of(table: Any) -> dict[tuple[str, str], dict[str, Any]]:
+    return {(r["condition"], r["measure"]): r for r in table.iter_rows(named=True)}
+
+
+def _compare_html(tables: dict[str, Any], default: str, viewer: bool) -> str:
+    from mbb.analysis.compare import MEASURE_LABELS
+
     esc = html.escape
-    measures = [m for m in MEASURES if any(m in per.columns for per in conditions.values())]
-    if "cost_usd" in measures and not any(
-        "cost_usd" in p.columns and p["cost_usd"].sum() > 0 for p in conditions.values()
-    ):
-        measures.remove("cost_usd")
     sections = []
-    for baseline in conditions:
-        rows = comparison(conditions, baseline)
-        cell = {(r["condition"], r["measure"]): r for r in rows}
-        head = "".join(f"<th>{esc(MEASURES[m])}</th>" for m in measures)
+    for baseline, table in tables.items():
+        cell = _rows_of(table)
+        measures = list(dict.fromkeys(table["measure"].to_list()))
+        conditions = list(dict.fromkeys(table["condition"].to_list()))
+        head = "".join(f"<th>{esc(MEASURE_LABELS.get(m, m))}</th>" for m in measures)
         body = []
-        for cond, per in conditions.items():
+        for cond in conditions:
             link = (
                 f' <a href="{VIEWER_DIR}/index.html#cond={esc(urllib.parse.quote(cond))}">runs</a>'
                 if viewer
                 else ""
             )
-            tds = []
-            for m in measures:
-                r = cell.get((cond, m))
-                if r is None:
-                    tds.append("<td>—</td>")
-                    continue
-                txt = f"{_num(r['mean'], m)}<div class=ci>{_ci(r['ci'], m)}</div>"
-                if cond == baseline:
-                    txt += "<div class=d>baseline</div>"
-                elif r["diff"] is not None:
-                    lo_hi = r["diff_ci"]
-                    sig = lo_hi is not None and (lo_hi[0] > 0 or lo_hi[1] < 0)
-                    txt += (
-                        f"<div class='d{' sig' if sig else ''}'>Δ {_num(r['diff'], m, True)}"
-                        f" <span class=ci>{_ci(lo_hi, m, True)}</span></div>"
-                    )
-                tds.append(f"<td>{txt}</td>")
-            n = per.height if not per.is_empty() else 0
-            body.append(
-                f"<tr><td class=l><b>{esc(cond)}</b>{link}</td><td>{n}</td>{''.join(tds)}</tr>"
-            )
+            tds = "".join(_cell(cell.get((cond, m)), cond == baseline) for m in measures)
+            n = max((r["n"] for (c, _), r in cell.items() if c == cond), default=0)
+            body.append(f"<tr><td class=l><b>{esc(cond)}</b>{link}</td><td>{n}</td>{tds}</tr>")
         hidden = "" if baseline == default else " hidden"
         sections.append(
             f"<section class=cmp data-baseline='{esc(baseline)}'{hidden}>"
@@ -595,7 +545,7 @@ def _compare_html(conditions: dict[str, Any], default: str, viewer: bool) -> str
         )
     options = "".join(
         f"<option value='{esc(c)}'{' selected' if c == default else ''}>{esc(c)}</option>"
-        for c in conditions
+        for c in tables
     )
     script = (
         "<script>document.getElementById('baseline').addEventListener('change',function(){"
@@ -612,56 +562,13 @@ def _compare_html(conditions: dict[str, Any], default: str, viewer: bool) -> str
         f"<nav class=links><a href='index.html'>report index</a>{viewer_link}</nav>"
         "<p>One value per run (seed), then per condition: the mean over seeds, its 95% "
         "percentile bootstrap CI (2,000 resamples), and the difference from the baseline with "
-        "the CI of the difference (seeds of the two conditions resampled independently; bold: "
-        "the CI excludes 0). Rates are shares of worker-subruns.</p>"
+        "the CI of the difference and its effect size (d_z, seeds paired, when both conditions "
+        "ran the same seeds; else Hedges' g, seeds resampled independently; bold: the CI "
+        "excludes 0). Rates are shares of worker-subruns. The report index shows the same "
+        "numbers (`mbb.analysis.compare.condition_table`).</p>"
         f"<p><label>baseline <select id=baseline>{options}</select></label></p>"
         f"{''.join(sections)}{script}</body></html>"
     )
-
-
-_INDEX_MEASURES = ("completion", "deadline_miss", "progress", "mean_bid")
-
-
-def _index_cell(per: Any, base: Any, measure: str, is_base: bool) -> str:
-    """An index-table cell: the mean over seeds with its 95 % percentile-bootstrap CI and, off
-    the baseline, the difference with its CI and effect size (paired on shared seeds)."""
-    from mbb.analysis.stats import bootstrap_ci, compare_samples
-
-    if per is None or per.is_empty() or measure not in per.columns:
-        return "<td>—</td>"
-    x = per[measure].drop_nulls().to_numpy()
-    if not x.size:
-        return "<td>—</td>"
-    txt = f"{_num(float(x.mean()), measure)}<div class=ci>{_ci(bootstrap_ci(x), measure)}</div>"
-    if is_base:
-        return f"<td>{txt}<div class=d>baseline</div></td>"
-    if base is None or base.is_empty() or measure not in base.columns:
-        return f"<td>{txt}</td>"
-    a = per.select("run_id", measure).with_columns(_seed_expr())
-    b = base.select("run_id", measure).with_columns(_seed_expr())
-    shared = a.join(b, on="_seed", suffix="_b").drop_nulls([measure, f"{measure}_b"])
-    paired = shared.height >= 2 and shared.height == a.height
-    if paired:
-        r = compare_samples(shared[measure], shared[f"{measure}_b"], paired=True)
-    else:
-        r = compare_samples(a[measure], b[measure])
-    lo, hi, diff = r["ci_low"], r["ci_high"], r["diff"]
-    ci = (float(lo), float(hi)) if isinstance(lo, float) and isinstance(hi, float) else None
-    es = "" if r["effect_size"] is None else f", {r['effect_size_kind']} {r['effect_size']:+.2f}"
-    if not isinstance(diff, float):
-        return f"<td>{txt}</td>"
-    cls = "d sig" if r["excludes_zero"] else "d"
-    return (
-        f"<td>{txt}<div class='{cls}'>Δ {_num(diff, measure, True)}"
-        f" <span class=ci>{_ci(ci, measure, True)}{es}{', paired' if paired else ''}</span>"
-        "</div></td>"
-    )
-
-
-def _seed_expr() -> Any:
-    import polars as pl
-
-    return pl.col("run_id").str.extract(r"seed(\d+)", 1).alias("_seed")
 
 
 def build_report(
@@ -707,20 +614,16 @@ def build_report(
                 _warn(f"{run}: not shown in the viewer: {reason}")
             print(f"viewer: {res.index}")
 
-    conditions: dict[str, Any] = {}
     folders = sorted({p.parent for p, *_ in rows} | {p.parent for p in root.glob("*/tables")})
-    for folder in folders:
-        per = run_measures(folder)
-        if not per.is_empty():
-            conditions[folder.relative_to(root).as_posix() or root.name] = per
-    has_compare = bool(conditions)
+    tables = comparison_tables({f.relative_to(root).as_posix() or root.name: f for f in folders})
+    has_compare = bool(tables)
     default = ""
     if has_compare:
-        default = baseline if baseline in conditions else next(iter(conditions))
-        if baseline is None and "base" in conditions:
+        default = baseline if baseline in tables else next(iter(tables))
+        if baseline is None and "base" in tables:
             default = "base"
         (root / COMPARE_PAGE).write_text(
-            _compare_html(conditions, default, viewer_index is not None), encoding="utf-8"
+            _compare_html(tables, default, viewer_index is not None), encoding="utf-8"
         )
 
     def fmt(v: Any, pct: bool = False) -> str:
@@ -729,7 +632,7 @@ def build_report(
         return f"{v:.1%}" if pct else (f"{v:.1f}" if isinstance(v, float) else str(v))
 
     esc = html.escape
-    base_per = conditions.get(default) if has_compare else None
+    cells = _rows_of(tables[default]) if has_compare else {}
     body = []
     for nb_path, page, status, error, s in rows:
         rel = page.relative_to(root).as_posix()
@@ -747,7 +650,7 @@ def build_report(
             f"<td class='l {esc(status)}'>{esc(status)}</td>"
             f"<td>{fmt(s.get('runs'))}</td>"
             + "".join(
-                _index_cell(conditions.get(key), base_per, m, key == default)
+                _cell(cells.get((key, m)), key == default)
                 if has_compare
                 else f"<td>{fmt(s.get(m), m in _PCT)}</td>"
                 for m in _INDEX_MEASURES

@@ -14,7 +14,8 @@ from pydantic import ValidationError
 from mbb.batch.build import run_condition
 from mbb.batch.outdir import claim
 from mbb.batch.runner import write_meta
-from mbb.core.events import EVENT_ADAPTER, EventLogError, read_lines
+from mbb.core.eventlog import EventLogError, read_lines
+from mbb.core.events import EVENT_ADAPTER
 from mbb.params import Condition
 
 __all__ = ["ResumeOutcome", "resume_run"]

@@ -33,7 +33,7 @@ from mbb.agents.backends import uses_llm
 from mbb.batch.build import load_params, run_condition, run_id_of, run_seeds
 from mbb.batch.outdir import claim
 from mbb.batch.study import check_not_foreign
-from mbb.core.events import EventLogError, kind_of, read_lines
+from mbb.core.eventlog import EventLogError, kind_of, read_lines
 from mbb.core.provenance import provenance
 from mbb.core.tables import concat_tables, tables_from_lines, write_tables
 from mbb.params import Condition

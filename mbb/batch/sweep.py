@@ -136,7 +136,7 @@ def plan_sweep(
 
 def _stopped_runs(out: Path) -> list[str]:
     """Runs under `out` whose log ends with a spend-cap stop."""
-    from mbb.core.events import read_lines
+    from mbb.core.eventlog import read_lines
 
     stopped = []
     for path in sorted(out.glob("*/events.jsonl")):

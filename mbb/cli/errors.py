@@ -31,7 +31,7 @@ def expected(exc: BaseException) -> str | None:
     from mbb.analysis.corpus import CorpusError
     from mbb.batch.outdir import OutputError
     from mbb.batch.study import ForeignRunError
-    from mbb.core.events import EventLogError, ResumeMismatch
+    from mbb.core.eventlog import EventLogError, ResumeMismatch
 
     expected = (CliError, ParamsError, EventLogError, OutputError, CorpusError, ForeignRunError)
     if isinstance(exc, expected):

@@ -16,7 +16,7 @@ from pathlib import Path
 import polars as pl
 from polars.datatypes import DataType, DataTypeClass
 
-from mbb.core.events import EventLog, EventLogError, kind_of, read_lines
+from mbb.core.eventlog import EventLog, EventLogError, kind_of, read_lines
 from mbb.core.nested import first_difference
 
 __all__ = [

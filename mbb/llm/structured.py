@@ -20,7 +20,6 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from mbb.core.events import InvalidAction
-from mbb.llm import prompts
 from mbb.llm.cache import LlmCache
 from mbb.llm.client import CallMeta, ChatRequest, Emit, LlmClient, LlmResult, LlmUnavailable
 from mbb.llm.config import ModelConfig
@@ -37,6 +36,16 @@ __all__ = [
     "strict_schema",
     "tool_for",
 ]
+
+# how an answer must be given, when the request itself does not say it (and the repair turn)
+JSON_ONLY = "Answer with a single JSON object and nothing else."
+JSON_WITH_SCHEMA = (
+    "Answer with a single JSON object and nothing else. It must match this JSON Schema:\n{schema}"
+)
+USE_TOOL = "Submit your answer by calling the function `{name}`."
+REPAIR = """\
+Your previous answer could not be used: {error}
+Answer again with a corrected JSON object that follows the rules and the schema exactly."""
 
 OutT = TypeVar("OutT", bound=BaseModel)
 A = TypeVar("A")
@@ -167,7 +176,7 @@ def build_request(
         tools = spec.tools if spec.tools is not None else [tool_for(spec.name, schema)]
         choice = {"type": "function", "function": {"name": spec.name}}
         if instruct:
-            msgs[-1]["content"] += "\n\n" + prompts.USE_TOOL.format(name=spec.name)
+            msgs[-1]["content"] += "\n\n" + USE_TOOL.format(name=spec.name)
         return ChatRequest(messages=msgs, tools=tools, tool_choice=choice)
     if config.structured == "json_schema":
         fmt = {
@@ -175,11 +184,11 @@ def build_request(
             "json_schema": {"name": spec.name, "schema": schema, "strict": True},
         }
         if instruct:
-            msgs[-1]["content"] += "\n\n" + prompts.JSON_ONLY
+            msgs[-1]["content"] += "\n\n" + JSON_ONLY
         return ChatRequest(messages=msgs, response_format=fmt)
     if instruct:
         schema_text = json.dumps(schema, separators=(",", ":"))
-        msgs[-1]["content"] += "\n\n" + prompts.JSON_WITH_SCHEMA.format(schema=schema_text)
+        msgs[-1]["content"] += "\n\n" + JSON_WITH_SCHEMA.format(schema=schema_text)
     if config.structured == "json_object_schema":
         return ChatRequest(messages=msgs, response_format={"type": "json_object", "schema": schema})
     return ChatRequest(messages=msgs)  # prompt_only
@@ -272,7 +281,7 @@ async def ask_action(
                 messages=[
                     *req.messages,
                     answer,
-                    {"role": "user", "content": prompts.REPAIR.format(error=str(error))},
+                    {"role": "user", "content": REPAIR.format(error=str(error))},
                 ],
                 response_format=req.response_format,
                 tools=req.tools,

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from mbb.core import eventlog
 from mbb.core import events as ev
 from mbb.core.agent_api import (
     Negotiator,
@@ -48,7 +49,7 @@ class RunResult:
     run_id: str
     seed: int
     out_dir: Path | None
-    log: ev.EventLog
+    log: eventlog.EventLog
     status: str = "completed"
     error: str | None = None
     lines: list[str] = field(default_factory=list)
@@ -68,7 +69,7 @@ class Arena(RunContext):
         self,
         condition: Condition,
         seed: int,
-        log: ev.EventLog,
+        log: eventlog.EventLog,
         agents: Mapping[str, tuple[Negotiator, Solver]],
         *,
         resource: Any = None,

@@ -21,6 +21,7 @@ from typing import Any, Literal, TypeVar
 
 import numpy as np
 
+from mbb.core import eventlog
 from mbb.core import events as ev
 from mbb.core.actions import Ballot, Declaration, Request, Withdraw
 from mbb.core.agent_api import (
@@ -116,7 +117,7 @@ class RunContext:
         self,
         condition: Condition,
         seed: int,
-        log: ev.EventLog,
+        log: eventlog.EventLog,
         agents: Mapping[str, tuple[Negotiator, Solver]],
         *,
         resource: Any = None,

@@ -25,6 +25,9 @@ from mbb.core.actions import (
 from mbb.core.agent_api import EvaluationResult, PastRound, RoundView, SubrunRecap, WindowGrant
 from mbb.protocol.context import FAILED, Round, RunContext, round4
 from mbb.protocol.scheduling.validation import (
+    DEFAULT_BALLOT,
+    DEFAULT_DECLARATION,
+    DEFAULT_TURN,
     Issue,
     default_ballot,
     default_declaration,
@@ -65,9 +68,6 @@ class Schedule:
     unanimous: bool = False
     rankings: dict[str, tuple[str, ...]] = field(default_factory=dict)
     requeue: list[str] = field(default_factory=list)
-
-
-DEFAULT_DECLARATION = "default declaration: bid 0, requested duration, last position"
 
 
 def accept_declaration(
@@ -166,7 +166,7 @@ async def converse(arena: RunContext, rnd: Round) -> None:
         spoke = False
         for w, turn_action in results.items():
             if isinstance(turn_action, BaseException):
-                arena.backend_failure(w, "conversation", turn_action, "pass this turn")
+                arena.backend_failure(w, "conversation", turn_action, DEFAULT_TURN)
                 continue
             spoke |= apply_turn(arena, rnd, w, turn_action, turn)
         if not spoke:
@@ -242,7 +242,7 @@ async def vote(arena: RunContext, rnd: Round, tiebreak: list[str]) -> dict[str, 
     for w, b in results.items():
         defaulted = False
         if isinstance(b, BaseException):
-            arena.backend_failure(w, "ballot", b, "default ballot: bid order, declared time")
+            arena.backend_failure(w, "ballot", b, DEFAULT_BALLOT)
             b, defaulted = default_ballot(tiebreak, declared), True
         b, issues = repair_ballot(
             b,

@@ -30,8 +30,10 @@ __all__ = [
     "waiting_distribution",
 ]
 
-MECHANISM_ORDER = ["negotiated", *CENTRALIZED]
-_COLORS = ["#222222", "#4c78a8", "#72b7b2", "#54a24b", "#eeca3b", "#f58518", "#e45756", "#b279a2"]
+MECHANISM_ORDER = ["negotiated", *CENTRALIZED]  # the registry's order: a new mechanism shows up
+_PALETTE = ["#4c78a8", "#72b7b2", "#54a24b", "#eeca3b", "#f58518", "#e45756", "#b279a2", "#9d755d"]
+# the agents' institutions in black, then each registered mechanism its own colour
+_COLORS = ["#222222", *(_PALETTE[i % len(_PALETTE)] for i in range(len(CENTRALIZED)))]
 MECHANISM_SCALE = alt.Scale(domain=MECHANISM_ORDER, range=_COLORS)
 # the columns of `mbb.analysis.outcome.outcomes` (definitions there) and their axis titles
 LABELS = {

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from mbb.core.events import EventLog
+from mbb.core.eventlog import EventLog
 from mbb.llm.client import LlmClient
 from mbb.llm.config import ModelConfig, Price
 from mbb.testing.testserver import FakeOpenAIServer

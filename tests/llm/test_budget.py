@@ -11,7 +11,7 @@ import pytest
 from mbb.batch.build import load_params
 from mbb.batch.resume import resume_run
 from mbb.batch.runner import run_many
-from mbb.core.events import read_lines
+from mbb.core.eventlog import read_lines
 from mbb.llm.budget import LEDGER_ENV, BudgetExhausted, SpendLedger, ledger_for
 from mbb.testing.emulate import ProviderEmulator
 from mbb.testing.testserver import FakeOpenAIServer, declaring_responder

@@ -197,7 +197,7 @@ def test_cache_read_write_then_replay_makes_zero_requests(server, sleeps, tmp_pa
         cache.close()
         return out
 
-    from mbb.core.events import EventLog
+    from mbb.core.eventlog import EventLog
 
     live_log, replay_log = EventLog("a"), EventLog("b")
     live = asyncio.run(run("read_write", live_log))

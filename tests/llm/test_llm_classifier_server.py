@@ -20,7 +20,7 @@ from mbb.analysis.evidence import CUES
 from mbb.analysis.llm_classifier import llm_layer_complete_json
 from mbb.batch.build import load_params
 from mbb.batch.runner import run_many
-from mbb.core.events import EventLog
+from mbb.core.eventlog import EventLog
 from mbb.core.tables import tables_from_log
 from mbb.llm.cache import LlmCache
 from mbb.testing.testserver import FakeOpenAIServer, Reply

@@ -14,7 +14,7 @@ from mbb.agents.llm_solver import LlmSolver, make_llm_solver, parse_tool_call
 from mbb.batch.build import load_params, run_condition
 from mbb.core.actions import Request, Withdraw
 from mbb.core.agent_api import SolverView, SubrunRecap, TaskAssignment, WindowGrant
-from mbb.core.events import EventLog
+from mbb.core.eventlog import EventLog
 from mbb.core.scratch import Scratch
 from mbb.core.tables import tables_from_log
 from mbb.llm.client import LlmResult

@@ -24,7 +24,8 @@ from helpers import Run, check_invariants, check_ledger
 
 from mbb.batch import build
 from mbb.batch.build import load_params
-from mbb.core.events import comparable, parse_events
+from mbb.core.eventlog import comparable
+from mbb.core.events import parse_events
 from mbb.llm import local
 
 pytestmark = pytest.mark.local_llm

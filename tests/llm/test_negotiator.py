@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 
-from mbb.agents.llm_negotiator import LlmNegotiator, make_llm_negotiator
+from mbb.agents.negotiator import LlmNegotiator, make_llm_negotiator
 from mbb.batch.build import load_params
 from mbb.core.actions import Ballot, ConversationTurn, Declaration, Message
 from mbb.core.agent_api import SubrunRecap
@@ -150,7 +150,7 @@ def test_concurrent_phase_overlaps_requests(server, sleeps, log) -> None:
 
 
 def test_replay_is_identical_with_zero_requests(server, sleeps, tmp_path) -> None:
-    from mbb.core.events import EventLog
+    from mbb.core.eventlog import EventLog
 
     server.responder = good_responder
     path = tmp_path / "cache.sqlite"
@@ -215,18 +215,19 @@ def test_start_subrun_forgets_the_transcript(server, sleeps, log) -> None:
     assert neg._last_view is None
 
 
-def test_negotiator_backend_has_the_arena_factory_signature(server, sleeps, log) -> None:
+def test_the_llm_backend_builds_a_negotiator_from_the_run_services(server, sleeps, log) -> None:
     from types import SimpleNamespace
 
-    from mbb.agents.llm_negotiator import negotiator_backend
+    from mbb.agents.backends import NEGOTIATORS
 
     cond = load_params(
         "params/llm_negotiators.yaml", {"models": {"local": {"base_url": server.url}}}
     )
-    arena = SimpleNamespace(condition=cond, log=log)
+    client = make_client(sleeps)
+    run = SimpleNamespace(condition=cond, emit=log.emit, llm=lambda: (client, None))
     spec = cond.worker_specs()[2]
-    neg = negotiator_backend(make_client(sleeps), None)(arena, spec, None)
-    assert neg.worker == "W3" and neg.config.model == "smollm2"
+    neg = NEGOTIATORS["llm"].build(run, spec, None)
+    assert neg.worker == "W3" and neg.config.model == "smollm2" and neg.llm is client
     assert neg.config.base_url == server.url
 
 

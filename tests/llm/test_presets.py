@@ -12,7 +12,7 @@ import pytest
 from pydantic import BaseModel, ConfigDict
 
 from mbb.batch.build import load_params
-from mbb.core.events import EventLog
+from mbb.core.eventlog import EventLog
 from mbb.llm import presets
 from mbb.llm.cache import request_key
 from mbb.llm.client import CallMeta, ChatRequest, LlmUnavailable, request_body

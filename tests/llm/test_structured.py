@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mbb.agents.llm_negotiator import LlmNegotiator
+from mbb.agents.negotiator import LlmNegotiator
 from mbb.core.actions import Declaration, Withdraw
 from mbb.llm.structured import InvalidOutput, extract_json
 from mbb.testing.testserver import Reply

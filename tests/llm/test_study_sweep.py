@@ -13,7 +13,7 @@ import pytest
 
 from mbb.analysis.compare import load_conditions, model_table
 from mbb.cli import main
-from mbb.core.events import read_lines
+from mbb.core.eventlog import read_lines
 from mbb.testing.emulate import ProviderEmulator
 from mbb.testing.testserver import FakeOpenAIServer, declaring_responder
 

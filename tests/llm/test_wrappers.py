@@ -14,7 +14,7 @@ import pytest
 
 from mbb.batch.build import load_params
 from mbb.core.errors import BudgetExhausted, LlmUnavailable
-from mbb.core.events import EventLog
+from mbb.core.eventlog import EventLog
 from mbb.llm.budget import SpendLedger
 from mbb.llm.cache import LlmCache
 from mbb.llm.client import LlmClient

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from mbb.core.agent_api import WindowGrant
-from mbb.core.events import EventLog
+from mbb.core.eventlog import EventLog
 from mbb.resource.resource import ExecutionResource
 from mbb.tasks.suite import Suite, build_suite, default_cache_dir
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from mbb.core.agent_api import WindowGrant
-from mbb.core.events import EventLog
+from mbb.core.eventlog import EventLog
 from mbb.resource import cgroups
 from mbb.resource.resource import ExecutionResource
 from mbb.resource.sandbox import SANDBOX_UID, SandboxLimits

@@ -21,7 +21,7 @@ import polars as pl
 from mbb.analysis.mechanisms.replay import replay
 from mbb.analysis.mechanisms.screens import screens
 from mbb.analysis.outcome import execution_by_worker, outcomes, waits
-from mbb.core.events import kind_of, read_lines
+from mbb.core.eventlog import kind_of, read_lines
 from mbb.core.paths import user_path
 from mbb.core.tables import tables_from_lines, write_tables
 from mbb.protocol.scheduling.centralized import CENTRALIZED

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from mbb.agents.backends import build_agents
-from mbb.core import events as ev
+from mbb.core import eventlog
 from mbb.core.actions import Ballot, ConversationTurn, Declaration, Withdraw
 from mbb.core.agent_api import RoundView, SubrunRecap
 from mbb.core.aio import run_coroutine
@@ -70,7 +70,7 @@ class RecordedDemand:
 
 
 def _records(source: str | Path | Iterable[str]) -> list[dict[str, Any]]:
-    lines = ev.read_lines(source) if isinstance(source, str | Path) else list(source)
+    lines = eventlog.read_lines(source) if isinstance(source, str | Path) else list(source)
     return [json.loads(x) for x in lines]
 
 
@@ -163,7 +163,7 @@ class _ReplayServices:
     """What a replay's agents may use: the condition and the log (modeled solvers only)."""
 
     condition: Condition
-    log: ev.EventLog
+    log: eventlog.EventLog
 
     def emit(self, kind: Any, worker: str | None = None, /, **payload: Any) -> None:
         self.log.emit(kind, worker, **payload)
@@ -179,7 +179,9 @@ class ReplayArena(Arena):
     """An arena whose tasks come from the record and whose negotiators replay recorded bids;
     its modeled solvers are built from their registered backend, on the run's own streams."""
 
-    def __init__(self, condition: Condition, demand: RecordedDemand, log: ev.EventLog) -> None:
+    def __init__(
+        self, condition: Condition, demand: RecordedDemand, log: eventlog.EventLog
+    ) -> None:
         agents = build_agents(
             _ReplayServices(condition, log),
             condition.worker_specs(demand.seed),
@@ -237,7 +239,7 @@ def replay(
     condition = Condition.model_validate(params)
     run_id = f"{demand.run_id}~{mechanism}"
     run_dir = out_dir / run_id if out_dir is not None else None
-    log = ev.EventLog(run_id, run_dir / "events.jsonl" if run_dir else None)
+    log = eventlog.EventLog(run_id, run_dir / "events.jsonl" if run_dir else None)
     result = RunResult(run_id, demand.seed, run_dir, log)
     try:
         arena = ReplayArena(condition, demand, log)

@@ -30,6 +30,9 @@ from typing import Any
 from mbb.core.actions import Ballot, Declaration, Message
 
 __all__ = [
+    "DEFAULT_BALLOT",
+    "DEFAULT_DECLARATION",
+    "DEFAULT_TURN",
     "Issue",
     "default_ballot",
     "default_declaration",
@@ -45,6 +48,13 @@ class Issue:
     value: Any
     rule: str
     detail: str
+
+
+# The stated default of each negotiation phase, one wording each: recorded as the `rule` of the
+# `invalid_action` event when an agent's action is missing or refused, and told to LLM agents.
+DEFAULT_DECLARATION = "default declaration: bid 0, requested duration, last position"
+DEFAULT_TURN = "pass this turn"
+DEFAULT_BALLOT = "default ballot: bid order, declared time"
 
 
 def _clamp(value: int, lo: int, hi: int) -> int:
@@ -109,7 +119,7 @@ def default_ballot(tiebreak: Sequence[str], declared: Mapping[str, int]) -> Ball
     return Ballot(
         ranking=tuple(tiebreak),
         allocations={c: declared[c] for c in tiebreak},
-        reasoning="(default ballot: bid order, declared durations)",
+        reasoning=f"({DEFAULT_BALLOT})",
         defaulted=True,
     )
 

@@ -1,9 +1,9 @@
-"""Prompt text for LLM negotiators, as plain `str.format` templates (no logic here).
+"""What an LLM negotiator reads, as plain `str.format` templates (no logic here).
 
 The rules of the condition are not here: they are generated from the condition through the
 protocol's registry (`mbb.protocol.explain`), so agents read exactly the phases that run. These
 templates say what each of those phases' answers must contain and how to answer. Placeholders
-are filled by `mbb.agents.llm_negotiator`; every number is pre-formatted there so prompts (and
+are filled by `mbb.agents.negotiator.prompt`; every number is pre-formatted there so prompts (and
 thus cache keys) are byte-identical for identical states. Private facts (own budget, own
 deadline, own remaining work) appear only in the owner's own prompt.
 """
@@ -29,15 +29,12 @@ __all__ = [
     "END_REPORT",
     "END_SUMMARY",
     "IDENTITY",
-    "JSON_ONLY",
-    "JSON_WITH_SCHEMA",
     "PHASES_HEAD",
     "PHASE_BALLOT",
     "PHASE_CONVERSATION",
     "PHASE_DECLARATION",
     "PHASE_DECLARATION_SEALED",
     "PHASE_WITHDRAW",
-    "REPAIR",
     "REPORT_SYSTEM",
     "REPORT_TURN",
     "REPORT_USER",
@@ -49,7 +46,6 @@ __all__ = [
     "SUMMARY_TURN",
     "SUMMARY_USER",
     "TURN_HEAD",
-    "USE_TOOL",
 ]
 
 # --- system: the rules are generated from the condition (mbb.protocol.explain); then these --------
@@ -64,16 +60,6 @@ REVISION_HINT_ALLOWED = (
 )
 REVISION_HINT_FIXED = 'Bids are fixed in this condition: "revision" must be null.'
 
-
-# --- output format -------------------------------------------------------------------------------
-JSON_ONLY = "Answer with a single JSON object and nothing else."
-JSON_WITH_SCHEMA = (
-    "Answer with a single JSON object and nothing else. It must match this JSON Schema:\n{schema}"
-)
-USE_TOOL = "Submit your answer by calling the function `{name}`."
-REPAIR = """\
-Your previous answer could not be used: {error}
-Answer again with a corrected JSON object that follows the rules and the schema exactly."""
 
 # --- end of subrun: after-action report ---------------------------------------------------
 REPORT_SYSTEM = """\
