@@ -16,30 +16,12 @@ what should outlive the subrun is written to scratch, so it carries over only wi
 | quitter               | low; steps aside     | others first, itself last     | scope reduction |
 | rule_maker            | moderate             | by its standing rule          | rules           |
 
-Behaviour knobs (`mbb.params.BehaviourKnobs`, condition-wide or per worker) switch parts of
-these strategies on and off so an effect can be planted or removed; their defaults are the
-personas as described above:
+Behaviour knobs switch parts of these strategies on and off so an effect can be planted or
+removed; their defaults are the personas as described above. What each knob does is said once,
+in its field of `mbb.params.schema.BehaviourKnobs`; this module reads them.
 
-- `urgency_premium`: bids rise with urgency (need over time left); off: urgency leaves bids alone.
-- `termination_discount`: bids drop to a quarter once the task cannot finish; off: they do not.
-- `rule_recall` (rule_maker, and the EDF/SJF advocates' rules): `memory_or_new` (as always: the
-  rule in scratch, else a fresh proposal; EDF/SJF advocates restate theirs every subrun);
-  `memory` (the rule proposed in the first subrun survives only through scratch: without it
-  the persona states no rule and ranks by bid); `rederive` (a standing preference drawn once
-  per run, restated every subrun whatever memory holds).
-- `honour_rate`: probability that a debt is honoured when it falls due (else it is dropped).
-- `private_share`: None (as always): each persona addresses its messages as always
-  (deals, offers and bloc invitations privately, proposals and arguments publicly); a number p:
-  every message goes privately with probability p, else publicly, whatever the persona would
-  do. Privately to the peer it concerns: its addressee, else the peer its intents name, else
-  the top bidder among the others (the peer whose place the talk contests).
-- `after_win_bid`: multiplier on the bid in the round after the worker won (was first in the
-  previous round's schedule of the subrun): >1 momentum, <1 turn-taking, 1 as always.
-- `budget_pacing`: `balance` (as always): the per-round allowance is the balance spread over
-  the subruns left, so a worker that has spent more bids less; `start`: the balance at its
-  first declaration spread over all subruns, so bids ignore what is left (capped by it).
-- `thrift`: bids are multiplied by (balance / balance at the first declaration) ** thrift, a
-  smooth "spend less when poor" (0: as always).
+The ordering conventions the advocates argue for (EDF, SJF and the rule-maker's standing rules)
+are entries of `CONVENTIONS`, proposed, cited and ranked by one `ConventionAdvocate`.
 """
 
 from __future__ import annotations

@@ -92,7 +92,8 @@ class _Strict(BaseModel):
 
 class BehaviourKnobs(_Strict):
     """Explicit switches of the scripted personas' behaviour, so an effect can be planted or
-    removed (mbb.agents.personas). The defaults reproduce the personas as they always were."""
+    removed (mbb.agents.personas reads them). The defaults reproduce the personas as they
+    always were. This is the one place that says what each knob does."""
 
     urgency_premium: Flag = Field(
         True, description="Bids rise with urgency (remaining need over time left)."
@@ -115,7 +116,10 @@ class BehaviourKnobs(_Strict):
         ge=0,
         le=1,
         description="Probability that a message goes privately to the peer it concerns (else "
-        "publicly), whatever the persona would do; None: each persona's own choice (as always).",
+        "publicly), whatever the persona would do: its addressee, else the peer its intents "
+        "name, else the top bidder among the others (the peer whose place the talk contests); "
+        "None: each persona's own choice (deals, offers and bloc invitations privately, "
+        "proposals and arguments publicly).",
     )
     after_win_bid: float = Field(
         1.0,
