@@ -216,8 +216,8 @@ CASES: dict[str, Case] = {
     "unknown-command": Case(
         ["frobnicate"],
         "error: mbb: argument COMMAND: invalid choice: 'frobnicate' (choose from 'run', "
-        "'tables', 'notebook', 'sweep', 'report', 'view', 'resume', 'figures', "
-        "'classify', 'validate-classifier', 'tasks', 'estimate', 'params') (see mbb --help)",
+        "'tables', 'notebook', 'sweep', 'report', 'view', 'resume', 'figures', 'estimate', "
+        "'params', 'classify', 'validate-classifier', 'tasks', 'local-llm') (see mbb --help)",
     ),
     # --- params files ---------------------------------------------------------------------
     "yaml-duplicate-key": Case(
@@ -301,7 +301,8 @@ CASES: dict[str, Case] = {
     ),
     "set-bool-is-not-int": Case(
         ["params", str(BASE), "--set", "subruns=true"],
-        f"error: {BASE}: invalid condition: subruns: Input should be a valid integer (got True)",
+        f"error: {BASE}: invalid condition: subruns (override): Input should be a valid integer "
+        "(got True)",
     ),
     "set-without-equals": Case(
         ["params", str(BASE), "--set", "subruns"],
@@ -343,8 +344,8 @@ CASES: dict[str, Case] = {
     ),
     "cache-mode-typo": Case(
         ["params", str(BASE), "--set", "llm.cache=of"],
-        f"error: {BASE}: invalid condition: llm.cache: Input should be 'read_write', 'replay' "
-        "or 'off' (got 'of')",
+        f"error: {BASE}: invalid condition: llm.cache (override): Input should be 'read_write', "
+        "'replay' or 'off' (got 'of')",
     ),
     # --- event logs -----------------------------------------------------------------------
     "log-corrupt-line": Case(

@@ -9,7 +9,7 @@ import warnings
 
 import pytest
 
-from mbb.protocol import arena
+from mbb.core import aio as arena
 
 
 def test_ctrl_c_inside_the_loop_constructor_is_raised_once_the_loop_exists(monkeypatch):

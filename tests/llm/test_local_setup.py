@@ -15,6 +15,7 @@ import urllib.request
 
 import pytest
 
+from mbb.cli import main as mbb_main
 from mbb.llm import local
 from mbb.testing.testserver import FakeOpenAIServer, Reply
 
@@ -99,14 +100,14 @@ def test_a_build_not_made_by_the_portable_installer_is_missing(monkeypatch, tmp_
 
 def test_check_exit_status(monkeypatch, capsys):
     monkeypatch.setattr(local, "missing", lambda: ["x is not installed: pip install x"])
-    assert local.main(["--check"]) == 1
+    assert mbb_main(["local-llm", "--check"]) == 1
     assert "pip install x" in capsys.readouterr().err
     monkeypatch.setattr(local, "missing", lambda: [])
     monkeypatch.setattr(local, "answers_one_completion", lambda: "the llama server died (...)")
-    assert local.main(["--check"]) == 1
+    assert mbb_main(["local-llm", "--check"]) == 1
     assert "does not answer: the llama server died" in capsys.readouterr().err
     monkeypatch.setattr(local, "answers_one_completion", lambda: None)
-    assert local.main(["--check"]) == 0
+    assert mbb_main(["local-llm", "--check"]) == 0
 
 
 # A stand-in server: answers /v1/models, then dies by SIGILL at its first completion request,
