@@ -10,11 +10,33 @@ worker's model) to a tidy polars DataFrame. Behaviour measures take the evidence
     behaviour_prevalence(tables, wr); transmission_rates(tables, ev); rule_dynamics(tables, ev)
     outcomes(tables, "subrun")
 
-Comparing conditions: the seed (run) is the unit. `text_measures_by_run` (and
-`mbb.analysis.compare.run_table` for outcomes) give one value per run; `condition_differences` puts
-each condition against a baseline with the difference, its percentile-bootstrap CI over seeds
-(paired when the seeds are shared), an effect size and n; `seeds_for_power` says how many
-seeds a study needs, simulated from a pilot's per-seed values.
+One measure, one function: `by=` says what a row is about, spelled as the column it groups on.
+
+- `by="condition"` (the default): the condition's runs pooled (the paper's table or figure,
+  where it has one);
+- `by="run_id"`: per run, with its `condition` and `seed` columns and every model pooled: the
+  values a confidence interval over seeds, `paired_seed_difference` or `condition_differences`
+  takes.
+
+Either form may have further rows within (per model, subrun, category, kind, ...), as the
+measure's docstring lists. Both come out of one body, so they cannot disagree on what is
+counted; a few measures summarise a run in a way the pooled table does not (a within-run
+correlation, a first-to-last delta, a within-worker difference), and say so.
+
+Measures with `by=`: behaviour_prevalence, behaviour_drift, direct_message_use,
+relational_vs_bid, contested_win_rates, mean_bid, structural_metrics and termination_discount.
+`outcomes`,
+`token_efficiency`, `cost_by_model` and `paired_seed_difference` group by any columns named in
+the same parameter. What exists per run only takes no `by=` and says so in its name or
+docstring: `text_measures_by_run` (the text measures' bundle for `condition_table`) and the
+paired starting-state comparisons (`urgency_premium_paired`, `rich_worker_paired`: one row per
+seed).
+
+Comparing conditions: the seed (run) is the unit. The `by="run_id"` forms,
+`text_measures_by_run` and `mbb.analysis.compare.run_table` (outcomes) give one value per run;
+`condition_differences` puts each condition against a baseline with the difference, its
+percentile-bootstrap CI over seeds (paired when the seeds are shared), an effect size and n;
+`seeds_for_power` says how many seeds a study needs, simulated from a pilot's per-seed values.
 """
 
 from mbb.analysis._frames import run_info, run_info_from_dirs, utterances, with_run_info
@@ -50,26 +72,19 @@ from mbb.analysis.llm_classifier import (
 from mbb.analysis.measures import (
     GROUPS,
     behaviour_drift,
-    behaviour_drift_by_seed,
     behaviour_prevalence,
-    behaviour_prevalence_by_seed,
     contested_win_rates,
-    contested_win_rates_by_seed,
     direct_message_use,
-    direct_message_use_by_seed,
     drift_tests,
-    mean_bid_by_seed,
-    mean_bid_by_subrun,
+    mean_bid,
     paired_seed_difference,
     relational_vs_bid,
-    relational_vs_bid_by_seed,
     rich_worker,
     rich_worker_paired,
     rule_dynamics,
     seed_bootstrap_ci,
-    structural_by_seed,
     structural_metrics,
-    termination_discount_by_seed,
+    termination_discount,
     treated_seats,
     urgency_premium,
     urgency_premium_paired,
@@ -143,9 +158,7 @@ __all__ = [
     "agreement_table",
     "approx_tokens",
     "behaviour_drift",
-    "behaviour_drift_by_seed",
     "behaviour_prevalence",
-    "behaviour_prevalence_by_seed",
     "bootstrap_ci",
     "chi2_contingency",
     "chi2_sf",
@@ -160,11 +173,9 @@ __all__ = [
     "condition_differences",
     "condition_instructions",
     "contested_win_rates",
-    "contested_win_rates_by_seed",
     "cost_by_model",
     "diff_bootstrap_ci",
     "direct_message_use",
-    "direct_message_use_by_seed",
     "drift_tests",
     "evaluate_gold",
     "export_ipw_sample",
@@ -185,8 +196,7 @@ __all__ = [
     "linguistic_drift",
     "llm_layer_complete_json",
     "llm_mandates",
-    "mean_bid_by_seed",
-    "mean_bid_by_subrun",
+    "mean_bid",
     "metagaming",
     "outcomes",
     "pair_institutions",
@@ -199,7 +209,6 @@ __all__ = [
     "prf_table",
     "reasoning_effort_table",
     "relational_vs_bid",
-    "relational_vs_bid_by_seed",
     "response_schema",
     "review_agreement",
     "rich_worker",
@@ -214,12 +223,11 @@ __all__ = [
     "score_gold",
     "seed_bootstrap_ci",
     "seeds_for_power",
-    "structural_by_seed",
     "structural_metrics",
     "suggested_categories",
     "suggested_for_condition",
     "system_prompt",
-    "termination_discount_by_seed",
+    "termination_discount",
     "text_measures_by_run",
     "token_audit",
     "token_efficiency",

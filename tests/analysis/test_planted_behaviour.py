@@ -21,8 +21,8 @@ import polars as pl
 import pytest
 
 from mbb.analysis import (
-    behaviour_drift_by_seed,
-    behaviour_prevalence_by_seed,
+    behaviour_drift,
+    behaviour_prevalence,
     classify_evidence,
     compare_samples,
     drift_tests,
@@ -33,7 +33,6 @@ from mbb.analysis import (
     pair_institutions,
     pair_institutions_by_run,
     relational_vs_bid,
-    relational_vs_bid_by_seed,
     suggested_for_condition,
     utterance_predictions,
     worker_round_predictions,
@@ -155,9 +154,9 @@ def per_run(built):
     t, ev, wr = built
     inst = institutions(t, utterance_predictions(ev), suggested=SUGGESTED)
     return {
-        "rvb": relational_vs_bid_by_seed(t, wr),
-        "prev": behaviour_prevalence_by_seed(t, wr, [EDF]),
-        "drift": behaviour_drift_by_seed(t, wr).filter(pl.col("group") == "relational"),
+        "rvb": relational_vs_bid(t, wr, by="run_id"),
+        "prev": behaviour_prevalence(t, wr, [EDF], by="run_id"),
+        "drift": behaviour_drift(t, wr, by="run_id").filter(pl.col("group") == "relational"),
         "inst": institutions_by_run(inst),
         "pairs": pair_institutions_by_run(pair_institutions(t, ev, suggested=SUGGESTED)),
         "ling": linguistic_by_run(t, ev),
