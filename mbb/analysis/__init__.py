@@ -24,7 +24,8 @@ counted; a few measures summarise a run in a way the pooled table does not (a wi
 correlation, a first-to-last delta, a within-worker difference), and say so.
 
 Measures with `by=`: behaviour_prevalence, behaviour_drift, direct_message_use,
-relational_vs_bid, contested_win_rates, mean_bid, structural_metrics and termination_discount.
+relational_vs_bid, contested_win_rates, mean_bid, structural_metrics, termination_discount,
+transmission_rates and honour_rate.
 `outcomes`,
 `token_efficiency`, `cost_by_model` and `paired_seed_difference` group by any columns named in
 the same parameter. What exists per run only takes no `by=` and says so in its name or
@@ -129,9 +130,8 @@ from mbb.analysis.transmission import (
     coalitions,
     commitment_acts,
     commitments,
-    honour_rate_by_seed,
+    honour_rate,
     rule_lifecycle,
-    transmission_by_seed,
     transmission_rates,
     validate_commitment_acts,
 )
@@ -185,7 +185,7 @@ __all__ = [
     "gold_rule_detection",
     "ground_truth",
     "hedges_g",
-    "honour_rate_by_seed",
+    "honour_rate",
     "import_review",
     "institution_summary",
     "institutions",
@@ -231,7 +231,6 @@ __all__ = [
     "text_measures_by_run",
     "token_audit",
     "token_efficiency",
-    "transmission_by_seed",
     "transmission_rates",
     "treated_seats",
     "urgency_premium",

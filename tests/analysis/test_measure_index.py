@@ -26,7 +26,7 @@ from mbb.core.paths import PROJECT_ROOT
 # measure -> (planted tests, null tests), as "module::function" or "module::function[param]"
 VALIDATED: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     # transmission (memory)
-    "transmission_by_seed": (
+    "transmission_rates": (
         (
             "test_planted_effects::test_rule_makers_relying_on_memory_transmit_only_with_memory",
             "test_planted_effects::test_base_and_memory_off_differ_on_transmission",
@@ -42,7 +42,7 @@ VALIDATED: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("test_planted_rules::test_invented_rules_are_found_and_tracked",),
         ("test_planted_rules::test_null_rule_lifecycle_ci_includes_zero_in_at_least_90_percent",),
     ),
-    "honour_rate_by_seed": (
+    "honour_rate": (
         ("test_planted_effects::test_honour_rate_knob_is_recovered",),
         (
             "test_planted_commitments::"
@@ -231,8 +231,7 @@ VALIDATED: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 # an export a validated measure is built from (its rows per commitment, worker or call), or a
 # pooled table computed from the same rows -> that measure
 SHARED: dict[str, str] = {
-    "transmission_rates": "transmission_by_seed",
-    "commitments": "honour_rate_by_seed",
+    "commitments": "honour_rate",
     "workload_by_seed": "workload_by_run",
     "workload_table": "workload_by_run",
     "token_audit": "token_efficiency",

@@ -64,7 +64,7 @@ def rule_makers(name: str, recall: str, memory: bool) -> dict:
 
 
 def transmission(tables: dict, kind: str) -> pl.DataFrame:
-    t = A.transmission_by_seed(tables, A.classify_evidence(tables))
+    t = A.transmission_rates(tables, A.classify_evidence(tables), by="run_id")
     return t.filter(pl.col("kind") == kind)
 
 
@@ -95,9 +95,9 @@ def base():
 
 
 def test_base_and_memory_off_differ_on_transmission(base):
-    ev = A.transmission_by_seed(base, A.classify_evidence(base))
+    ev = A.transmission_rates(base, A.classify_evidence(base), by="run_id")
     mo = batch("memory_off")
-    ev_off = A.transmission_by_seed(mo, A.classify_evidence(mo))
+    ev_off = A.transmission_rates(mo, A.classify_evidence(mo), by="run_id")
     d = {
         r["kind"]: r
         for r in A.paired_seed_difference(ev, ev_off, "transmission_rate", ["kind"]).iter_rows(
@@ -112,10 +112,10 @@ def test_base_and_memory_off_differ_on_transmission(base):
 def test_honour_rate_knob_is_recovered(base):
     low = batch("base", {"name": "honour_low", "workers": {"behaviour": {"honour_rate": 0.2}}})
     d = A.paired_seed_difference(
-        A.honour_rate_by_seed(low), A.honour_rate_by_seed(base), "honour_rate"
+        A.honour_rate(low, by="run_id"), A.honour_rate(base, by="run_id"), "honour_rate"
     ).row(0, named=True)
     assert d["difference"] < 0 and d["ci_high"] < 0, d
-    assert A.honour_rate_by_seed(base)["honour_rate"].min() == 1.0  # rate 1: every debt kept
+    assert A.honour_rate(base, by="run_id")["honour_rate"].min() == 1.0  # rate 1: every debt kept
 
 
 # --- starting states, paired with the base run of the same seed ------------------------------
