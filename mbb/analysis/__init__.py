@@ -25,7 +25,8 @@ correlation, a first-to-last delta, a within-worker difference), and say so.
 
 Measures with `by=`: behaviour_prevalence, behaviour_drift, direct_message_use,
 relational_vs_bid, contested_win_rates, mean_bid, structural_metrics, termination_discount,
-transmission_rates and honour_rate.
+transmission_rates and honour_rate. `mbb.analysis.workload.workload` has rows per subrun as
+well, so it takes `by=("condition", "subrun")`, `("run_id", "subrun")` or `"run_id"`.
 `outcomes`,
 `token_efficiency`, `cost_by_model` and `paired_seed_difference` group by any columns named in
 the same parameter. What exists per run only takes no `by=` and says so in its name or

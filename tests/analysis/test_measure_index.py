@@ -121,7 +121,7 @@ VALIDATED: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("test_planted_outcomes::test_execution_by_worker_planted_rich_seat",),
         ("test_planted_outcomes::test_execution_by_worker_null_disjoint_seeds",),
     ),
-    "workload_by_run": (
+    "workload": (
         (
             "test_planted_outcomes::test_workload_planted_load",
             "test_planted_outcomes::test_workload_table_planted_load",
@@ -232,8 +232,6 @@ VALIDATED: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 # pooled table computed from the same rows -> that measure
 SHARED: dict[str, str] = {
     "commitments": "honour_rate",
-    "workload_by_seed": "workload_by_run",
-    "workload_table": "workload_by_run",
     "token_audit": "token_efficiency",
     "metagaming": "text_measures_by_run",
     "rule_dynamics": "text_measures_by_run",
