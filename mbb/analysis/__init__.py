@@ -25,9 +25,9 @@ correlation, a first-to-last delta, a within-worker difference), and say so.
 
 Measures with `by=`: behaviour_prevalence, behaviour_drift, direct_message_use,
 relational_vs_bid, contested_win_rates, mean_bid, structural_metrics, termination_discount,
-transmission_rates and honour_rate. `mbb.analysis.workload.workload` has rows per subrun as
-well, so it takes `by=("condition", "subrun")`, `("run_id", "subrun")` or `"run_id"`.
-`outcomes`,
+transmission_rates, honour_rate, institution_summary, pair_institution_summary and
+linguistic_drift. `mbb.analysis.workload.workload` has rows per subrun as well, so it takes
+`by=("condition", "subrun")`, `("run_id", "subrun")` or `"run_id"`. `outcomes`,
 `token_efficiency`, `cost_by_model` and `paired_seed_difference` group by any columns named in
 the same parameter. What exists per run only takes no `by=` and says so in its name or
 docstring: `text_measures_by_run` (the text measures' bundle for `condition_table`) and the
@@ -54,17 +54,16 @@ from mbb.analysis.institutions import (
     PERSONA_MANDATES,
     institution_summary,
     institutions,
-    institutions_by_run,
     llm_mandates,
+    pair_institution_summary,
     pair_institutions,
-    pair_institutions_by_run,
 )
 from mbb.analysis.instructions import (
     condition_instructions,
     suggested_categories,
     suggested_for_condition,
 )
-from mbb.analysis.linguistic import linguistic_by_run, linguistic_drift, worker_linguistics
+from mbb.analysis.linguistic import linguistic_drift, worker_linguistics
 from mbb.analysis.llm_classifier import (
     LLMClassifier,
     llm_layer_complete_json,
@@ -190,18 +189,16 @@ __all__ = [
     "import_review",
     "institution_summary",
     "institutions",
-    "institutions_by_run",
     "ipw_estimates",
     "kappa_table",
-    "linguistic_by_run",
     "linguistic_drift",
     "llm_layer_complete_json",
     "llm_mandates",
     "mean_bid",
     "metagaming",
     "outcomes",
+    "pair_institution_summary",
     "pair_institutions",
-    "pair_institutions_by_run",
     "paired_bootstrap_ci",
     "paired_effect_size",
     "paired_seed_difference",

@@ -188,7 +188,7 @@ VALIDATED: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("test_planted_behaviour::test_drift_tests_rejects_on_planted_drift",),
         ("test_planted_behaviour::test_drift_tests_keeps_its_size_on_the_null",),
     ),
-    "institutions_by_run": (
+    "institution_summary": (
         (
             "test_planted_behaviour::"
             "test_planted_behaviour_is_detected_with_the_right_sign[self_discovered_share]",
@@ -202,7 +202,7 @@ VALIDATED: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "[relational_institution_share]",
         ),
     ),
-    "pair_institutions_by_run": (
+    "pair_institution_summary": (
         (
             "test_planted_behaviour::"
             "test_planted_behaviour_is_detected_with_the_right_sign[pair_institutional_share]",
@@ -212,7 +212,7 @@ VALIDATED: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "test_null_behaviour_ci_includes_zero_in_at_least_90_percent[pair_institutional_share]",
         ),
     ),
-    "linguistic_by_run": (
+    "linguistic_drift": (
         (
             "test_planted_behaviour::"
             "test_planted_behaviour_is_detected_with_the_right_sign[trigram_similarity]",
@@ -235,11 +235,9 @@ SHARED: dict[str, str] = {
     "token_audit": "token_efficiency",
     "metagaming": "text_measures_by_run",
     "rule_dynamics": "text_measures_by_run",
-    "institutions": "institutions_by_run",
-    "institution_summary": "institutions_by_run",
-    "pair_institutions": "pair_institutions_by_run",
-    "worker_linguistics": "linguistic_by_run",
-    "linguistic_drift": "linguistic_by_run",
+    "institutions": "institution_summary",
+    "pair_institutions": "pair_institution_summary",
+    "worker_linguistics": "linguistic_drift",
 }
 
 # exports that are not measures, and what they are

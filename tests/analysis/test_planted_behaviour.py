@@ -28,10 +28,9 @@ from mbb.analysis import (
     drift_tests,
     institution_summary,
     institutions,
-    institutions_by_run,
-    linguistic_by_run,
+    linguistic_drift,
+    pair_institution_summary,
     pair_institutions,
-    pair_institutions_by_run,
     relational_vs_bid,
     suggested_for_condition,
     utterance_predictions,
@@ -157,9 +156,11 @@ def per_run(built):
         "rvb": relational_vs_bid(t, wr, by="run_id"),
         "prev": behaviour_prevalence(t, wr, [EDF], by="run_id"),
         "drift": behaviour_drift(t, wr, by="run_id").filter(pl.col("group") == "relational"),
-        "inst": institutions_by_run(inst),
-        "pairs": pair_institutions_by_run(pair_institutions(t, ev, suggested=SUGGESTED)),
-        "ling": linguistic_by_run(t, ev),
+        "inst": institution_summary(inst, by="run_id"),
+        "pairs": pair_institution_summary(
+            pair_institutions(t, ev, suggested=SUGGESTED), by="run_id"
+        ),
+        "ling": linguistic_drift(t, ev, by="run_id"),
         "_inst_rows": inst,
     }
 
