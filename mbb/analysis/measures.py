@@ -417,7 +417,8 @@ def _contested_rounds(tables: Mapping[str, pl.DataFrame], depleted_below: float)
 
 def _relational_rounds(tables: Mapping[str, pl.DataFrame], wr_pred: pl.DataFrame) -> pl.DataFrame:
     """Per round (condition, run_id, subrun, round): the mean declared bid and the share of its
-    worker-rounds with a relational behaviour, the unit of Fig. 12 pooled or per run."""
+    worker-rounds with a relational behaviour, the unit of Fig. 12 pooled or per run. In round
+    order, so that rounds with equal mean bids fall into the same bins on every call."""
     rel = (
         wr_pred.filter(pl.col("category").is_in(RELATIONAL))
         .select(WR)
@@ -433,6 +434,7 @@ def _relational_rounds(tables: Mapping[str, pl.DataFrame], wr_pred: pl.DataFrame
             pl.col("bid").mean().cast(pl.Float64).alias("mean_bid"),
             pl.col("rel").mean().alias("relational_share"),
         )
+        .sort("condition", "run_id", "subrun", "round")
     )
 
 
