@@ -66,7 +66,7 @@ def main() -> None:
         ("rich worker", lambda: A.rich_worker(tables)),
         ("contested win rates", lambda: A.contested_win_rates(tables)),
         ("relational vs bid", lambda: A.relational_vs_bid(tables, wr)),
-        ("mean bid by subrun", lambda: A.mean_bid_by_subrun(tables)),
+        ("mean bid by subrun", lambda: A.mean_bid(tables)),
         ("structural metrics", lambda: A.structural_metrics(tables)),
         ("outcomes", lambda: A.outcomes(tables, ["condition", "subrun"])),
         ("behaviour drift (subrun)", lambda: A.behaviour_drift(tables, wr)),

@@ -73,7 +73,7 @@ def test_every_analysis_table_handles_it(changing):
         A.rich_worker(t),
         A.contested_win_rates(t),
         A.relational_vs_bid(t, wr),
-        A.mean_bid_by_subrun(t),
+        A.mean_bid(t),
         A.structural_metrics(t),
         A.outcomes(t, ["condition", "subrun"]),
         A.outcomes(t, ["worker", "persona"]),

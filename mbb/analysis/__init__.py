@@ -10,11 +10,35 @@ worker's model) to a tidy polars DataFrame. Behaviour measures take the evidence
     behaviour_prevalence(tables, wr); transmission_rates(tables, ev); rule_dynamics(tables, ev)
     outcomes(tables, "subrun")
 
-Comparing conditions: the seed (run) is the unit. `text_measures_by_run` (and
-`mbb.analysis.compare.run_table` for outcomes) give one value per run; `condition_differences` puts
-each condition against a baseline with the difference, its percentile-bootstrap CI over seeds
-(paired when the seeds are shared), an effect size and n; `seeds_for_power` says how many
-seeds a study needs, simulated from a pilot's per-seed values.
+One measure, one function: `by=` says what a row is about, spelled as the column it groups on.
+
+- `by="condition"` (the default): the condition's runs pooled (the paper's table or figure,
+  where it has one);
+- `by="run_id"`: per run, with its `condition` and `seed` columns and every model pooled: the
+  values a confidence interval over seeds, `paired_seed_difference` or `condition_differences`
+  takes.
+
+Either form may have further rows within (per model, subrun, category, kind, ...), as the
+measure's docstring lists. Both come out of one body, so they cannot disagree on what is
+counted; a few measures summarise a run in a way the pooled table does not (a within-run
+correlation, a first-to-last delta, a within-worker difference), and say so.
+
+Measures with `by=`: behaviour_prevalence, behaviour_drift, direct_message_use,
+relational_vs_bid, contested_win_rates, mean_bid, structural_metrics, termination_discount,
+transmission_rates, honour_rate, institution_summary, pair_institution_summary and
+linguistic_drift. `mbb.analysis.workload.workload` has rows per subrun as well, so it takes
+`by=("condition", "subrun")`, `("run_id", "subrun")` or `"run_id"`. `outcomes`,
+`token_efficiency`, `cost_by_model` and `paired_seed_difference` group by any columns named in
+the same parameter. What exists per run only takes no `by=` and says so in its name or
+docstring: `text_measures_by_run` (the text measures' bundle for `condition_table`) and the
+paired starting-state comparisons (`urgency_premium_paired`, `rich_worker_paired`: one row per
+seed).
+
+Comparing conditions: the seed (run) is the unit. The `by="run_id"` forms,
+`text_measures_by_run` and `mbb.analysis.compare.run_table` (outcomes) give one value per run;
+`condition_differences` puts each condition against a baseline with the difference, its
+percentile-bootstrap CI over seeds (paired when the seeds are shared), an effect size and n;
+`seeds_for_power` says how many seeds a study needs, simulated from a pilot's per-seed values.
 """
 
 from mbb.analysis._frames import run_info, run_info_from_dirs, utterances, with_run_info
@@ -29,17 +53,16 @@ from mbb.analysis.gold_eval import agreement_table, evaluate_gold, score_gold
 from mbb.analysis.institutions import (
     institution_summary,
     institutions,
-    institutions_by_run,
     llm_mandates,
+    pair_institution_summary,
     pair_institutions,
-    pair_institutions_by_run,
 )
 from mbb.analysis.instructions import (
     condition_instructions,
     suggested_categories,
     suggested_for_condition,
 )
-from mbb.analysis.linguistic import linguistic_by_run, linguistic_drift, worker_linguistics
+from mbb.analysis.linguistic import linguistic_drift, worker_linguistics
 from mbb.analysis.llm_classifier import (
     LLMClassifier,
     llm_layer_complete_json,
@@ -49,26 +72,19 @@ from mbb.analysis.llm_classifier import (
 from mbb.analysis.measures import (
     GROUPS,
     behaviour_drift,
-    behaviour_drift_by_seed,
     behaviour_prevalence,
-    behaviour_prevalence_by_seed,
     contested_win_rates,
-    contested_win_rates_by_seed,
     direct_message_use,
-    direct_message_use_by_seed,
     drift_tests,
-    mean_bid_by_seed,
-    mean_bid_by_subrun,
+    mean_bid,
     paired_seed_difference,
     relational_vs_bid,
-    relational_vs_bid_by_seed,
     rich_worker,
     rich_worker_paired,
     rule_dynamics,
     seed_bootstrap_ci,
-    structural_by_seed,
     structural_metrics,
-    termination_discount_by_seed,
+    termination_discount,
     treated_seats,
     urgency_premium,
     urgency_premium_paired,
@@ -113,9 +129,8 @@ from mbb.analysis.transmission import (
     coalitions,
     commitment_acts,
     commitments,
-    honour_rate_by_seed,
+    honour_rate,
     rule_lifecycle,
-    transmission_by_seed,
     transmission_rates,
     validate_commitment_acts,
 )
@@ -141,9 +156,7 @@ __all__ = [
     "agreement_table",
     "approx_tokens",
     "behaviour_drift",
-    "behaviour_drift_by_seed",
     "behaviour_prevalence",
-    "behaviour_prevalence_by_seed",
     "bootstrap_ci",
     "chi2_contingency",
     "chi2_sf",
@@ -158,11 +171,9 @@ __all__ = [
     "condition_differences",
     "condition_instructions",
     "contested_win_rates",
-    "contested_win_rates_by_seed",
     "cost_by_model",
     "diff_bootstrap_ci",
     "direct_message_use",
-    "direct_message_use_by_seed",
     "drift_tests",
     "evaluate_gold",
     "export_ipw_sample",
@@ -172,23 +183,20 @@ __all__ = [
     "gold_rule_detection",
     "ground_truth",
     "hedges_g",
-    "honour_rate_by_seed",
+    "honour_rate",
     "import_review",
     "institution_summary",
     "institutions",
-    "institutions_by_run",
     "ipw_estimates",
     "kappa_table",
-    "linguistic_by_run",
     "linguistic_drift",
     "llm_layer_complete_json",
     "llm_mandates",
-    "mean_bid_by_seed",
-    "mean_bid_by_subrun",
+    "mean_bid",
     "metagaming",
     "outcomes",
+    "pair_institution_summary",
     "pair_institutions",
-    "pair_institutions_by_run",
     "paired_bootstrap_ci",
     "paired_effect_size",
     "paired_seed_difference",
@@ -197,7 +205,6 @@ __all__ = [
     "prf_table",
     "reasoning_effort_table",
     "relational_vs_bid",
-    "relational_vs_bid_by_seed",
     "response_schema",
     "review_agreement",
     "rich_worker",
@@ -212,16 +219,14 @@ __all__ = [
     "score_gold",
     "seed_bootstrap_ci",
     "seeds_for_power",
-    "structural_by_seed",
     "structural_metrics",
     "suggested_categories",
     "suggested_for_condition",
     "system_prompt",
-    "termination_discount_by_seed",
+    "termination_discount",
     "text_measures_by_run",
     "token_audit",
     "token_efficiency",
-    "transmission_by_seed",
     "transmission_rates",
     "treated_seats",
     "urgency_premium",

@@ -12,6 +12,7 @@ import io
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Literal
 
 import polars as pl
 
@@ -227,3 +228,25 @@ def labels_of(df: pl.DataFrame, tables: Mapping[str, pl.DataFrame]) -> pl.DataFr
             pl.col("model").fill_null("scripted")
         )
     return df.with_columns(pl.lit("scripted").alias("model"))
+
+
+By = Literal["condition", "run_id"]
+"""What a row of a measure is about: a condition (its runs pooled) or a run (see
+`mbb.analysis`'s docstring)."""
+
+
+def by_keys(
+    by: str, measure: str, pooled: Sequence[str], per_run: Sequence[str] = ("run_id",)
+) -> list[str]:
+    """The keys a measure groups on for `by`: `pooled` for "condition", `per_run` for "run_id".
+
+    by: the `by=` argument; measure: the measure's name, for the error; pooled, per_run: the
+    measure's grouping keys in each form."""
+    if by == "condition":
+        return list(pooled)
+    if by == "run_id":
+        return list(per_run)
+    raise ValueError(
+        f"{measure}: by={by!r}; by is 'condition' (the condition's runs pooled, the paper's "
+        "table) or 'run_id' (one row per run with its condition and seed, for a CI over seeds)"
+    )

@@ -30,17 +30,16 @@ from functools import cache
 import polars as pl
 
 from mbb.agents.personas import PERSONAS
-from mbb.analysis._frames import condition_of, labels_of
+from mbb.analysis._frames import By, by_keys, condition_of, labels_of
 from mbb.analysis.rules import forward_commitments
 from mbb.core.taxonomy import CATEGORIES
 
 __all__ = [
     "institution_summary",
     "institutions",
-    "institutions_by_run",
     "llm_mandates",
+    "pair_institution_summary",
     "pair_institutions",
-    "pair_institutions_by_run",
 ]
 
 
@@ -235,28 +234,22 @@ _SHARES = (
 )
 
 
-def institution_summary(inst: pl.DataFrame) -> pl.DataFrame:
-    """Share of (run, worker) with at least one relational / non-relational institution, by
-    condition and model."""
-    return (
-        _worker_institutions(inst)
-        .group_by("condition", "model")
-        .agg(*_SHARES)
-        .sort("condition", "model")
-    )
+def institution_summary(inst: pl.DataFrame, *, by: By = "condition") -> pl.DataFrame:
+    """The share of (run, worker) with at least one relational / non-relational institution,
+    of the `workers` that exhibit a category.
 
-
-def institutions_by_run(inst: pl.DataFrame) -> pl.DataFrame:
-    """`institution_summary` per run, for a CI over seeds (every model pooled: the seed is the
-    unit): per (condition, run) the workers that exhibit a category, the share of them with
-    at least one relational / non-relational institution, and `self_discovered_share` = of
-    the run's forward-scoped relational (worker, category) rows, the share not mandated (the
-    self-discovered split; null when the run has none). The last is mbb's choice of a
+    by="condition": per condition and model. by="run_id": per (condition, run) with every
+    model pooled (the seed is the unit of a CI), and `self_discovered_share` = of the run's
+    forward-scoped relational (worker, category) rows (`forward_relational`), the share not
+    mandated (the self-discovered split; null when the run has none), mbb's choice of a
     per-run form of the split.
 
-    inst: the rows of `institutions` (one or more conditions)."""
+    inst: the rows of `institutions` (one or more conditions); by: as above."""
+    keys = by_keys(by, "institution_summary", ["condition", "model"], ["condition", "run_id"])
+    per = _worker_institutions(inst).group_by(keys).agg(*_SHARES)
+    if by == "condition":
+        return per.sort(keys)
     rel = pl.col("marker") == "relational"
-    per = _worker_institutions(inst).group_by("condition", "run_id").agg(*_SHARES)
     fwd = (
         inst.filter(rel & pl.col("forward_scoped"))
         .group_by("run_id")
@@ -268,24 +261,25 @@ def institutions_by_run(inst: pl.DataFrame) -> pl.DataFrame:
     return (
         per.join(fwd, on="run_id", how="left")
         .with_columns(pl.col("forward_relational").fill_null(0).cast(pl.Int64))
-        .sort("condition", "run_id")
+        .sort(keys)
     )
 
 
-def pair_institutions_by_run(pairs: pl.DataFrame) -> pl.DataFrame:
-    """`pair_institutions` per run, for a CI over seeds: per (condition, run) the relational
-    (worker, peer, category) rows voiced in private, how many are forward-scoped and
-    institutional, and `institutional_share` = institutional / rows (mbb's choice of a per-run
-    form; a run without private relational messages has no row).
+def pair_institution_summary(pairs: pl.DataFrame, *, by: By = "condition") -> pl.DataFrame:
+    """The relational (worker, peer, category) rows voiced in private (`pairs`), how many are
+    forward-scoped and institutional, and `institutional_share` = institutional / rows (mbb's
+    choice of a summary; a group without private relational messages has no row).
 
-    pairs: the rows of `pair_institutions` (one or more conditions)."""
+    pairs: the rows of `pair_institutions` (one or more conditions); by: "condition" per
+    condition, "run_id" per (condition, run), for a CI over seeds."""
+    keys = by_keys(by, "pair_institution_summary", ["condition"], ["condition", "run_id"])
     return (
-        pairs.group_by("condition", "run_id")
+        pairs.group_by(keys)
         .agg(
             pl.len().alias("pairs"),
             pl.col("forward_scoped").sum().alias("forward_scoped"),
             pl.col("institutional").sum().alias("institutional"),
             pl.col("institutional").mean().alias("institutional_share"),
         )
-        .sort("condition", "run_id")
+        .sort(keys)
     )

@@ -24,10 +24,10 @@ from collections.abc import Mapping
 
 import polars as pl
 
-from mbb.analysis._frames import condition_of, labels_of, utterances
+from mbb.analysis._frames import By, by_keys, condition_of, labels_of, utterances
 from mbb.core.taxonomy import CATEGORIES
 
-__all__ = ["linguistic_by_run", "linguistic_drift", "worker_linguistics"]
+__all__ = ["linguistic_drift", "worker_linguistics"]
 
 W = ["run_id", "worker"]
 INSTITUTIONAL = [c.name for c in CATEGORIES if c.marker != "none"]
@@ -177,40 +177,43 @@ def worker_linguistics(
 
 
 def linguistic_drift(
-    tables: Mapping[str, pl.DataFrame], evidence: pl.DataFrame, *, reference: str | None = None
+    tables: Mapping[str, pl.DataFrame],
+    evidence: pl.DataFrame,
+    *,
+    by: By = "condition",
+    reference: str | None = None,
 ) -> pl.DataFrame:
-    """Means of the per-worker measures by condition, model and subrun. tables, evidence,
-    reference: as in `worker_linguistics`."""
-    w = worker_linguistics(tables, evidence, reference=reference)
-    return (
-        w.group_by("condition", "model", "subrun")
-        .agg(
-            pl.len().alias("workers"),
-            pl.col("new_vocab_share").mean(),
-            pl.col("new_vocab_share_own").mean(),
-            pl.col("bow_similarity").mean(),
-            pl.col("trigram_similarity").mean(),
-            pl.col("institutional_share").mean(),
-        )
-        .sort("condition", "model", "subrun")
+    """Figs. 18-19: the per-worker measures of `worker_linguistics`, averaged.
+
+    by="condition": their means by condition, model and subrun, with the `workers` averaged.
+    by="run_id": per run, every model pooled (the seed is the unit of a CI): the means over
+    the run's worker-subruns of `bow_similarity` and `trigram_similarity` (each with the
+    worker's previous subrun, so the first subrun has none), and the `institutional_share`
+    of the run's first and last subrun with `institutional_drift` = last minus first.
+    Averaging workers within a run before comparing runs is mbb's choice.
+
+    tables, evidence, reference: as in `worker_linguistics`; by: as above."""
+    keys = by_keys(
+        by, "linguistic_drift", ["condition", "model", "subrun"], ["condition", "run_id"]
     )
-
-
-def linguistic_by_run(
-    tables: Mapping[str, pl.DataFrame], evidence: pl.DataFrame, *, reference: str | None = None
-) -> pl.DataFrame:
-    """Figs. 18-19 per run, for a CI over seeds (every model pooled: the seed is the unit):
-    the means over the run's worker-subruns of `bow_similarity` and `trigram_similarity` (each
-    with the worker's previous subrun, so the first subrun has none), and the
-    `institutional_share` of the run's first and last subrun with `institutional_drift` = last
-    minus first. Averaging workers within a run before comparing runs is mbb's choice.
-
-    tables, evidence, reference: as in `worker_linguistics`."""
     w = worker_linguistics(tables, evidence, reference=reference)
+    if by == "condition":
+        return (
+            w.group_by(keys)
+            .agg(
+                pl.len().alias("workers"),
+                pl.col("new_vocab_share").mean(),
+                pl.col("new_vocab_share_own").mean(),
+                pl.col("bow_similarity").mean(),
+                pl.col("trigram_similarity").mean(),
+                pl.col("institutional_share").mean(),
+            )
+            .sort(keys)
+        )
     first, last = pl.col("subrun").min(), pl.col("subrun").max()
     share = pl.col("institutional_share")
     return (
-        w.group_by("condition", "run_id")
+        w.group_by(keys)
         .agg(
             pl.col("bow_similarity").mean(),
             pl.col("trigram_similarity").mean(),
@@ -222,5 +225,5 @@ def linguistic_by_run(
                 "institutional_drift"
             )
         )
-        .sort("condition", "run_id")
+        .sort(keys)
     )

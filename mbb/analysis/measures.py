@@ -4,6 +4,8 @@ Inputs are the tables from `mbb.core.tables` (with `runs`/`workers` from `with_r
 measure needs the condition's memory/bid regime or each worker's model) and, for behaviour
 measures, the worker-round labels of a classifier (`worker_round_predictions`).
 "model" is the paper's model column: the LLM name, or the persona for scripted workers.
+A measure with a pooled and a per-run form is one function with `by=` ("condition" or
+"run_id", see `mbb.analysis`), both forms computed by one body.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import polars as pl
 
-from mbb.analysis._frames import condition_of, labels_of, run_seeds
+from mbb.analysis._frames import By, by_keys, condition_of, labels_of, run_seeds
 from mbb.analysis.rules import rule_statements
 from mbb.analysis.stats import chi2_contingency
 from mbb.core.taxonomy import CATEGORIES, CATEGORY_NAMES
@@ -21,26 +23,19 @@ from mbb.core.taxonomy import CATEGORIES, CATEGORY_NAMES
 __all__ = [
     "GROUPS",
     "behaviour_drift",
-    "behaviour_drift_by_seed",
     "behaviour_prevalence",
-    "behaviour_prevalence_by_seed",
     "contested_win_rates",
-    "contested_win_rates_by_seed",
     "direct_message_use",
-    "direct_message_use_by_seed",
     "drift_tests",
-    "mean_bid_by_seed",
-    "mean_bid_by_subrun",
+    "mean_bid",
     "paired_seed_difference",
     "relational_vs_bid",
-    "relational_vs_bid_by_seed",
     "rich_worker",
     "rich_worker_paired",
     "rule_dynamics",
     "seed_bootstrap_ci",
-    "structural_by_seed",
     "structural_metrics",
-    "termination_discount_by_seed",
+    "termination_discount",
     "treated_seats",
     "urgency_premium",
     "urgency_premium_paired",
@@ -76,64 +71,66 @@ def worker_rounds(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     return labels_of(condition_of(d, tables), tables).sort(WR)
 
 
-def behaviour_prevalence(tables: Mapping[str, pl.DataFrame], wr_pred: pl.DataFrame) -> pl.DataFrame:
-    """Fig. 6 (left): share of worker-rounds showing each category, by condition and model."""
+def behaviour_prevalence(
+    tables: Mapping[str, pl.DataFrame],
+    wr_pred: pl.DataFrame,
+    categories: Sequence[str] = CATEGORY_NAMES,
+    *,
+    by: By = "condition",
+) -> pl.DataFrame:
+    """Fig. 6 (left): the share of worker-rounds showing each category (`prevalence`, of
+    `worker_rounds`, `n` of them).
+
+    `tables`: one or more conditions' tables (seed from `runs` of `with_run_info`, else from
+    the run id); `wr_pred`: worker-round labels (`worker_round_predictions`); `categories`: the
+    categories to report (default all 21; any label of `wr_pred`, e.g. a separately reported
+    one, may be named); `by`: "condition" per condition and model (the paper's figure),
+    "run_id" per run with every model pooled (the seed is the unit of a CI)."""
+    keys = by_keys(by, "behaviour_prevalence", pooled=["condition", "model"])
     wr = worker_rounds(tables)
-    denom = wr.group_by("condition", "model").agg(pl.len().alias("worker_rounds"))
+    denom = wr.group_by(keys).agg(pl.len().alias("worker_rounds"))
     hits = (
         wr.join(wr_pred.select(*WR, "category").unique(), on=WR)
-        .group_by("condition", "model", "category")
+        .group_by(*keys, "category")
         .agg(pl.len().alias("n"))
     )
-    cats = pl.DataFrame({"category": list(CATEGORY_NAMES)})
-    out = denom.join(cats, how="cross").join(
-        hits, on=["condition", "model", "category"], how="left"
+    cats = pl.DataFrame({"category": list(categories)}, schema={"category": pl.String})
+    out = (
+        denom.join(cats, how="cross")
+        .join(hits, on=[*keys, "category"], how="left")
+        .with_columns(pl.col("n").fill_null(0).cast(pl.Int64))
+        .with_columns((pl.col("n") / pl.col("worker_rounds")).alias("prevalence"))
     )
-    return out.with_columns(
-        pl.col("n").fill_null(0).cast(pl.Int64),
-        (pl.col("n").fill_null(0) / pl.col("worker_rounds")).alias("prevalence"),
-    ).sort("condition", "model", "category")
+    if by == "condition":
+        return out.sort("condition", "model", "category")
+    return run_seeds(tables).join(out, on="run_id").sort("condition", "seed", "category")
 
 
-def direct_message_use(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
-    """Fig. 6 (right): private (direct) messages per worker-round and their share of messages,
-    by condition and model. Per seed: `direct_message_use_by_seed`."""
-    wr = worker_rounds(tables).group_by("condition", "model").agg(pl.len().alias("worker_rounds"))
-    m = labels_of(condition_of(tables["messages"], tables), tables)
-    g = m.group_by("condition", "model").agg(
-        pl.len().alias("messages"), pl.col("to").is_not_null().sum().alias("direct_messages")
-    )
-    return (
-        wr.join(g, on=["condition", "model"], how="left")
-        .with_columns(pl.col("messages", "direct_messages").fill_null(0).cast(pl.Int64))
-        .with_columns(
-            (pl.col("direct_messages") / pl.col("worker_rounds")).alias("direct_per_worker_round"),
-            pl.when(pl.col("messages") > 0)
-            .then(pl.col("direct_messages") / pl.col("messages"))
-            .alias("direct_share"),
-        )
-        .sort("condition", "model")
-    )
+def direct_message_use(tables: Mapping[str, pl.DataFrame], *, by: By = "condition") -> pl.DataFrame:
+    """Fig. 6 (right): private (direct) messages per worker-round (`direct_per_worker_round`,
+    null when there is no worker-round) and their share of the messages (`direct_share`, null
+    when there is no message).
 
-
-def direct_message_use_by_seed(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
-    """Fig. 6 (right) per run, for a CI over seeds: the run's private (direct) messages per
-    worker-round (`direct_per_worker_round`) and their share of its messages (`direct_share`,
-    null when the run has no message), all workers pooled.
-
-    `tables`: one or more conditions' tables (with `runs` from `with_run_info` for the seed)."""
-    wr = worker_rounds(tables).group_by("run_id").agg(pl.len().alias("worker_rounds"))
+    `tables`: one or more conditions' tables (seed from `runs` of `with_run_info`, else from
+    the run id); `by`: "condition" per condition and model (the paper's figure), "run_id" per
+    run with every model pooled, every run of the `runs` table included."""
+    keys = by_keys(by, "direct_message_use", pooled=["condition", "model"])
+    wr = worker_rounds(tables).group_by(keys).agg(pl.len().alias("worker_rounds"))
     g = (
-        tables["messages"]
-        .group_by("run_id")
+        labels_of(condition_of(tables["messages"], tables), tables)
+        .group_by(keys)
         .agg(pl.len().alias("messages"), pl.col("to").is_not_null().sum().alias("direct_messages"))
     )
-    runs = tables["runs"].select("run_id", "condition", "seed")
-    return (
-        runs.join(wr, on="run_id", how="left")
-        .join(g, on="run_id", how="left")
+    if by == "condition":
+        rows = wr.select(keys)
+    else:
+        rows = run_seeds(tables, tables["runs"].select("run_id") if "runs" in tables else None)
+        wr = wr.with_columns(pl.col("worker_rounds").cast(pl.Int64))
+    out = (
+        rows.join(wr, on=keys, how="left")
+        .join(g, on=keys, how="left")
         .with_columns(
-            pl.col("worker_rounds").fill_null(0).cast(pl.Int64),
+            pl.col("worker_rounds").fill_null(0),
             pl.col("messages", "direct_messages").fill_null(0).cast(pl.Int64),
         )
         .with_columns(
@@ -144,18 +141,19 @@ def direct_message_use_by_seed(tables: Mapping[str, pl.DataFrame]) -> pl.DataFra
             .then(pl.col("direct_messages") / pl.col("messages"))
             .alias("direct_share"),
         )
-        .select(
-            "condition",
-            "seed",
-            "run_id",
-            "worker_rounds",
-            "messages",
-            "direct_messages",
-            "direct_share",
-            "direct_per_worker_round",
-        )
-        .sort("condition", "seed")
     )
+    if by == "condition":
+        return out.sort("condition", "model")
+    return out.select(
+        "condition",
+        "seed",
+        "run_id",
+        "worker_rounds",
+        "messages",
+        "direct_messages",
+        "direct_share",
+        "direct_per_worker_round",
+    ).sort("condition", "seed")
 
 
 def rule_dynamics(tables: Mapping[str, pl.DataFrame], evidence: pl.DataFrame) -> pl.DataFrame:
@@ -314,59 +312,54 @@ def rich_worker(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
 
 
 def contested_win_rates(
-    tables: Mapping[str, pl.DataFrame], depleted_below: float = 0.5
+    tables: Mapping[str, pl.DataFrame], depleted_below: float = 0.5, *, by: By = "condition"
 ) -> pl.DataFrame:
     """Table 7: win rate in contested rounds at full vs depleted budget. A worker's budget is
     'depleted' at a round when its balance at the round's start is below `depleted_below` of
     its starting budget (balance = subrun-start budget minus this subrun's earlier payments).
-    `win_excess`: the mean of won minus 1 / (workers that declared in the round), the win rate
-    above the chance of a random winner, since depleted rounds come later, when fewer may
-    contend (mbb's choice; the paper reports the raw rate).
 
-    `tables`: one or more conditions' tables; `depleted_below`: the share of the starting
-    budget under which a balance is depleted."""
-    return (
-        _contested_rounds(tables, depleted_below)
-        .group_by("condition", "group", "budget_state")
-        .agg(
-            pl.len().alias("contested_rounds"),
-            pl.col("won").sum().alias("wins"),
-            pl.col("won").mean().alias("win_rate"),
-            pl.col("win_excess").mean().alias("win_excess"),
-        )
-        .sort("condition", "group", "budget_state")
-    )
+    by="condition", per condition, start-state group and budget state (the paper's table):
+    contested rounds, wins, `win_rate` and `win_excess`, the mean of won minus 1 / (workers
+    that declared in the round), the win rate above the chance of a random winner, since
+    depleted rounds come later, when fewer may contend (mbb's choice; the paper reports the
+    raw rate).
 
+    by="run_id", per run, within workers: each worker's win rate in contested rounds at full
+    minus at depleted budget (`difference`), averaged over the run's workers that had rounds in
+    both states (`workers`); a run with none has no row. Within workers, so the personas that
+    run their budget down (the high bidders) do not read as "depleted workers win more" (mbb's
+    choice; the paper pools the rounds). `adjusted_difference`: the same with each round's win
+    less its chance (`full_excess`, `depleted_excess` are its two sides), so that fewer
+    contenders late in a run do not read as a budget effect.
 
-def contested_win_rates_by_seed(
-    tables: Mapping[str, pl.DataFrame], depleted_below: float = 0.5
-) -> pl.DataFrame:
-    """Table 7 per run, for a CI over seeds, within workers: each worker's win rate in
-    contested rounds at full minus at depleted budget (as in `contested_win_rates`), averaged
-    over the run's workers that had rounds in both states (`workers`); a run with none has no
-    row. Within workers, so the personas that run their budget down (the high bidders) do not
-    read as "depleted workers win more" (mbb's choice; the paper pools the rounds).
-    `adjusted_difference`: the same with each round's win less its chance, 1 / (workers that
-    declared), so that fewer contenders late in a run, when budgets are depleted, do not read
-    as a budget effect (mbb's choice; `full_excess`, `depleted_excess` are its two sides).
-
-    `tables`: one or more conditions' tables (with `runs` from `with_run_info` for the seed);
-    `depleted_below`: the share of the starting budget under which a balance is depleted."""
+    `tables`: one or more conditions' tables (seed from `runs` of `with_run_info`, else from
+    the run id); `depleted_below`: the share of the starting budget under which a balance is
+    depleted; `by`: "condition" or "run_id", as above."""
+    by_keys(by, "contested_win_rates", pooled=["condition"])
     w = _contested_rounds(tables, depleted_below)
-    runs = tables["runs"].select("run_id", "seed")
+    if by == "condition":
+        return (
+            w.group_by("condition", "group", "budget_state")
+            .agg(
+                pl.len().alias("contested_rounds"),
+                pl.col("won").sum().alias("wins"),
+                pl.col("won").mean().alias("win_rate"),
+                pl.col("win_excess").mean().alias("win_excess"),
+            )
+            .sort("condition", "group", "budget_state")
+        )
+    full, depleted = pl.col("budget_state") == "full", pl.col("budget_state") == "depleted"
     per_worker = (
         w.group_by("condition", "run_id", "worker")
         .agg(
-            pl.col("won").filter(pl.col("budget_state") == "full").mean().alias("full"),
-            pl.col("won").filter(pl.col("budget_state") == "depleted").mean().alias("depleted"),
-            pl.col("win_excess").filter(pl.col("budget_state") == "full").mean().alias("full_x"),
-            pl.col("win_excess")
-            .filter(pl.col("budget_state") == "depleted")
-            .mean()
-            .alias("depleted_x"),
+            pl.col("won").filter(full).mean().alias("full"),
+            pl.col("won").filter(depleted).mean().alias("depleted"),
+            pl.col("win_excess").filter(full).mean().alias("full_x"),
+            pl.col("win_excess").filter(depleted).mean().alias("depleted_x"),
         )
         .drop_nulls(["full", "depleted"])
     )
+    seeds = run_seeds(tables, w.select("run_id").unique()).select("run_id", "seed")
     return (
         per_worker.group_by("condition", "run_id")
         .agg(
@@ -378,7 +371,7 @@ def contested_win_rates_by_seed(
             pl.col("depleted_x").mean().alias("depleted_excess"),
             (pl.col("full_x") - pl.col("depleted_x")).mean().alias("adjusted_difference"),
         )
-        .join(runs, on="run_id")
+        .join(seeds, on="run_id")
         .sort("condition", "seed")
     )
 
@@ -424,7 +417,8 @@ def _contested_rounds(tables: Mapping[str, pl.DataFrame], depleted_below: float)
 
 def _relational_rounds(tables: Mapping[str, pl.DataFrame], wr_pred: pl.DataFrame) -> pl.DataFrame:
     """Per round (condition, run_id, subrun, round): the mean declared bid and the share of its
-    worker-rounds with a relational behaviour, the unit of Fig. 12 pooled or per run."""
+    worker-rounds with a relational behaviour, the unit of Fig. 12 pooled or per run. In round
+    order, so that rounds with equal mean bids fall into the same bins on every call."""
     rel = (
         wr_pred.filter(pl.col("category").is_in(RELATIONAL))
         .select(WR)
@@ -440,66 +434,104 @@ def _relational_rounds(tables: Mapping[str, pl.DataFrame], wr_pred: pl.DataFrame
             pl.col("bid").mean().cast(pl.Float64).alias("mean_bid"),
             pl.col("rel").mean().alias("relational_share"),
         )
+        .sort("condition", "run_id", "subrun", "round")
     )
 
 
 def relational_vs_bid(
-    tables: Mapping[str, pl.DataFrame], wr_pred: pl.DataFrame, bins: int = 5
+    tables: Mapping[str, pl.DataFrame],
+    wr_pred: pl.DataFrame,
+    bins: int = 5,
+    *,
+    by: By = "condition",
 ) -> pl.DataFrame:
-    """Fig. 12: rounds binned by their mean bid (quantile bins per condition); per bin the
-    share of worker-rounds with a relational behaviour. `corr` is the Pearson correlation of
-    round mean bid and relational share over the condition's rounds."""
+    """Fig. 12: a round's mean declared bid against its relational share (the share of its
+    worker-rounds with a relational behaviour).
+
+    by="condition" (the paper's figure): rounds binned by their mean bid (`bins` quantile bins
+    per condition); per bin the rounds, their mean bid and relational share; `corr` is the
+    Pearson correlation of round mean bid and relational share over the condition's rounds.
+
+    by="run_id", over the run's rounds: `corr` (within one run, so runs that differ in bid
+    level do not make the correlation; null when the run's shares are constant) and
+    `high_minus_low` = mean relational share of the rounds above the run's median mean bid
+    minus that of the rounds at or below it (mbb's choice of a per-run form; the paper pools
+    rounds).
+
+    `tables`: one or more conditions' tables (seed from `runs` of `with_run_info`, else from
+    the run id); `wr_pred`: worker-round labels (`worker_round_predictions`); `bins`: bins of
+    the pooled table; `by`: "condition" or "run_id", as above."""
+    keys = by_keys(by, "relational_vs_bid", pooled=["condition"])
     r = _relational_rounds(tables, wr_pred)
-    r = r.with_columns(
-        (
-            pl.col("mean_bid").rank("ordinal").over("condition")
-            * bins
-            / (pl.len().over("condition") + 1)
+    corr = pl.corr("mean_bid", "relational_share").alias("corr")
+    if by == "run_id":
+        high = pl.col("mean_bid") > pl.col("mean_bid").median()
+        out = r.group_by(keys).agg(
+            pl.len().alias("rounds"),
+            pl.col("relational_share").mean(),
+            corr,
+            (
+                pl.col("relational_share").filter(high).mean()
+                - pl.col("relational_share").filter(~high).mean()
+            ).alias("high_minus_low"),
         )
+        out = out.with_columns(pl.col("corr").fill_nan(None))
+        return run_seeds(tables).join(out, on="run_id").sort("condition", "seed")
+    r = r.with_columns(
+        (pl.col("mean_bid").rank("ordinal").over(keys) * bins / (pl.len().over(keys) + 1))
         .floor()
         .cast(pl.Int64)
         .alias("bid_bin")
     )
-    corr = r.group_by("condition").agg(pl.corr("mean_bid", "relational_share").alias("corr"))
     return (
-        r.group_by("condition", "bid_bin")
+        r.group_by(*keys, "bid_bin")
         .agg(
             pl.len().alias("rounds"),
             pl.col("mean_bid").mean().alias("mean_bid"),
             pl.col("relational_share").mean().alias("relational_share"),
         )
-        .join(corr, on="condition")
+        .join(r.group_by(keys).agg(corr), on=keys)
         .sort("condition", "bid_bin")
     )
 
 
-def mean_bid_by_subrun(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
-    """Fig. 13: mean declared bid by subrun and model, under even vs uneven starting budgets."""
-    sw = tables["subrun_workers"].filter(pl.col("subrun") == pl.col("subrun").min().over("run_id"))
-    regime = sw.group_by("run_id").agg(
-        pl.when(pl.col("budget").n_unique() == 1)
-        .then(pl.lit("even"))
-        .otherwise(pl.lit("uneven"))
-        .first()
-        .alias("budgets")
+def mean_bid(tables: Mapping[str, pl.DataFrame], *, by: By = "condition") -> pl.DataFrame:
+    """Fig. 13: mean declared bid (after revisions) by subrun, with its worker-rounds.
+
+    by="condition": per condition, starting budgets (`budgets`: "even", or "uneven" when the
+    workers of a run start with different budgets) and model (the paper's figure); by="run_id":
+    per run, with `drift` = the run's last subrun's mean bid minus its first's.
+
+    `tables`: one or more conditions' tables (seed from `runs` of `with_run_info`, else from
+    the run id); `by`: "condition" or "run_id", as above."""
+    keys = by_keys(
+        by,
+        "mean_bid",
+        pooled=["condition", "budgets", "model"],
+        per_run=["condition", "seed", "run_id"],
     )
-    wr = worker_rounds(tables).join(regime, on="run_id")
-    return (
-        wr.group_by("condition", "budgets", "model", "subrun")
-        .agg(pl.len().alias("worker_rounds"), pl.col("bid").mean().alias("mean_bid"))
-        .sort("condition", "model", "subrun")
-    )
-
-
-def mean_bid_by_seed(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
-    """Fig. 13 per run, for a CI over seeds: mean declared bid (after revisions) per condition,
-    seed and subrun, with `drift` = the run's last subrun's mean bid minus its first's.
-
-    `tables`: one or more conditions' tables (with `runs` from `with_run_info` for the seed)."""
-    wr = worker_rounds(tables).join(tables["runs"].select("run_id", "seed"), on="run_id")
-    per = wr.group_by("condition", "seed", "run_id", "subrun").agg(
+    wr = worker_rounds(tables)
+    if by == "condition":
+        sw = tables["subrun_workers"].filter(
+            pl.col("subrun") == pl.col("subrun").min().over("run_id")
+        )
+        regime = sw.group_by("run_id").agg(
+            pl.when(pl.col("budget").n_unique() == 1)
+            .then(pl.lit("even"))
+            .otherwise(pl.lit("uneven"))
+            .first()
+            .alias("budgets")
+        )
+        wr = wr.join(regime, on="run_id")
+    else:
+        wr = wr.join(
+            run_seeds(tables, wr.select("run_id").unique()).select("run_id", "seed"), on="run_id"
+        )
+    per = wr.group_by(*keys, "subrun").agg(
         pl.len().alias("worker_rounds"), pl.col("bid").mean().alias("mean_bid")
     )
+    if by == "condition":
+        return per.sort("condition", "model", "subrun")
     drift = (
         per.sort("subrun")
         .group_by("run_id")
@@ -534,101 +566,77 @@ def _winners(tables: Mapping[str, pl.DataFrame]) -> tuple[pl.DataFrame, pl.DataF
     return r, pairs
 
 
-def structural_by_seed(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
-    """Table 8 per run, for a CI over seeds: repeat_win_rate, its chance level and
-    `repeat_excess` (rate minus chance); winning_bid_drift (median winning bid of the last
-    subrun minus the first's); rounds_participated (mean rounds per worker-subrun).
+def structural_metrics(tables: Mapping[str, pl.DataFrame], *, by: By = "condition") -> pl.DataFrame:
+    """Table 8: repeat_win_rate and its chance level (the previous winner, if a candidate
+    again, wins by chance with 1/n); winning_bid_drift (median winning bid of the last subrun
+    minus the first's); rounds_participated (mean rounds per worker-subrun).
 
-    `tables`: one or more conditions' tables (with `runs` from `with_run_info` for the seed)."""
+    by="condition": the paper's table, long (condition, model, subrun, metric, value), with
+    median_winning_bid per subrun and message_chars per message besides, and
+    rounds_participated and message_chars per model (the others: model "all").
+    by="run_id": one row per run (every run of the `runs` table), wide, with `repeat_excess`
+    (rate minus chance).
+
+    `tables`: one or more conditions' tables (seed from `runs` of `with_run_info`, else from
+    the run id); `by`: "condition" or "run_id", as above."""
+    keys = by_keys(by, "structural_metrics", pooled=["condition"])
+    by_model = [*keys, "model"] if by == "condition" else keys
     r, pairs = _winners(tables)
-    rep = pairs.group_by("run_id").agg(
+    if by == "condition":
+        r, pairs = condition_of(r, tables), condition_of(pairs, tables)
+    rep = pairs.group_by(keys).agg(
         pl.col("repeat").mean().alias("repeat_win_rate"),
         pl.col("chance").mean().alias("repeat_win_chance"),
     )
-    med = r.group_by("run_id", "subrun").agg(pl.col("winning_bid").median().alias("m"))
+    med = r.group_by(*keys, "subrun").agg(
+        pl.col("winning_bid").median().cast(pl.Float64).alias("median_winning_bid")
+    )
     drift = (
         med.sort("subrun")
-        .group_by("run_id")
-        .agg((pl.col("m").last() - pl.col("m").first()).alias("winning_bid_drift"))
+        .group_by(keys)
+        .agg(
+            (pl.col("median_winning_bid").last() - pl.col("median_winning_bid").first()).alias(
+                "winning_bid_drift"
+            )
+        )
     )
     part = (
         worker_rounds(tables)
-        .group_by("run_id", "worker", "subrun")
+        .group_by(*dict.fromkeys([*by_model, "run_id", "worker", "subrun"]))
         .agg(pl.len().alias("n"))
-        .group_by("run_id")
+        .group_by(by_model)
         .agg(pl.col("n").mean().cast(pl.Float64).alias("rounds_participated"))
     )
-    runs = tables["runs"].select("run_id", "condition", "seed")
-    return (
-        runs.join(rep, on="run_id", how="left")
-        .join(drift, on="run_id", how="left")
-        .join(part, on="run_id", how="left")
-        .with_columns(
-            (pl.col("repeat_win_rate") - pl.col("repeat_win_chance")).alias("repeat_excess")
+    if by == "run_id":
+        runs = run_seeds(tables, tables["runs"].select("run_id") if "runs" in tables else None)
+        return (
+            runs.join(rep, on="run_id", how="left")
+            .join(drift, on="run_id", how="left")
+            .join(part, on="run_id", how="left")
+            .with_columns(
+                (pl.col("repeat_win_rate") - pl.col("repeat_win_chance")).alias("repeat_excess")
+            )
+            .sort("condition", "seed")
         )
-        .sort("condition", "seed")
+    ml = (
+        labels_of(condition_of(tables["messages"], tables), tables)
+        .group_by(by_model)
+        .agg(pl.col("text").str.len_chars().mean().cast(pl.Float64).alias("message_chars"))
     )
-
-
-def structural_metrics(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
-    """Table 8, long format (condition, model, subrun, metric, value):
-    repeat_win_rate and its chance level (the previous winner, if a candidate again, wins by
-    chance with 1/n); median_winning_bid per subrun and winning_bid_drift (last subrun minus
-    the first); rounds_participated per worker-subrun; message_chars per message. Per seed:
-    `structural_by_seed`."""
-    r, pairs = _winners(tables)
-    pairs = condition_of(pairs, tables)
+    no_subrun = pl.lit(None, pl.Int64).alias("subrun")
     out = [
-        pairs.group_by("condition")
-        .agg(pl.col("repeat").mean().alias("value"))
-        .with_columns(pl.lit("repeat_win_rate").alias("metric")),
-        pairs.group_by("condition")
-        .agg(pl.col("chance").mean().alias("value"))
-        .with_columns(pl.lit("repeat_win_chance").alias("metric")),
+        rep.unpivot(index=keys, variable_name="metric").with_columns(
+            pl.lit("all").alias("model"), no_subrun
+        ),
+        med.unpivot(index=[*keys, "subrun"], variable_name="metric").with_columns(
+            pl.lit("all").alias("model")
+        ),
+        drift.unpivot(index=keys, variable_name="metric").with_columns(
+            pl.lit("all").alias("model"), no_subrun
+        ),
+        part.unpivot(index=by_model, variable_name="metric").with_columns(no_subrun),
+        ml.unpivot(index=by_model, variable_name="metric").with_columns(no_subrun),
     ]
-    out = [
-        o.with_columns(pl.lit("all").alias("model"), pl.lit(None, pl.Int64).alias("subrun"))
-        for o in out
-    ]
-    rc = condition_of(r, tables)
-    med = rc.group_by("condition", "subrun").agg(
-        pl.col("winning_bid").median().cast(pl.Float64).alias("value")
-    )
-    out.append(
-        med.with_columns(pl.lit("median_winning_bid").alias("metric"), pl.lit("all").alias("model"))
-    )
-    drift = (
-        med.sort("subrun")
-        .group_by("condition")
-        .agg((pl.col("value").last() - pl.col("value").first()).alias("value"))
-        .with_columns(
-            pl.lit("winning_bid_drift").alias("metric"),
-            pl.lit("all").alias("model"),
-            pl.lit(None, pl.Int64).alias("subrun"),
-        )
-    )
-    out.append(drift)
-    wr = worker_rounds(tables)
-    part = (
-        wr.group_by("condition", "model", "run_id", "worker", "subrun")
-        .agg(pl.len().alias("n"))
-        .group_by("condition", "model")
-        .agg(pl.col("n").mean().cast(pl.Float64).alias("value"))
-    )
-    out.append(
-        part.with_columns(
-            pl.lit("rounds_participated").alias("metric"), pl.lit(None, pl.Int64).alias("subrun")
-        )
-    )
-    m = labels_of(condition_of(tables["messages"], tables), tables)
-    ml = m.group_by("condition", "model").agg(
-        pl.col("text").str.len_chars().mean().cast(pl.Float64).alias("value")
-    )
-    out.append(
-        ml.with_columns(
-            pl.lit("message_chars").alias("metric"), pl.lit(None, pl.Int64).alias("subrun")
-        )
-    )
     cols = ["condition", "model", "subrun", "metric", "value"]
     return pl.concat([o.select(cols) for o in out]).sort("condition", "metric", "model", "subrun")
 
@@ -661,18 +669,46 @@ def group_presence(
 
 
 def behaviour_drift(
-    tables: Mapping[str, pl.DataFrame], wr_pred: pl.DataFrame, level: str = "subrun"
+    tables: Mapping[str, pl.DataFrame],
+    wr_pred: pl.DataFrame,
+    level: str = "subrun",
+    *,
+    by: By = "condition",
+    groups: Mapping[str, Sequence[str]] = GROUPS,
 ) -> pl.DataFrame:
-    """Figs. 15-16: prevalence of each strategy group (GROUPS) by subrun or by round, per
-    condition and model."""
+    """Figs. 15-16: the prevalence of each strategy group by subrun or by round.
+
+    by="condition": per condition, model, group and level, its worker-rounds and prevalence
+    (the paper's figures). by="run_id": per run and group, its prevalence in the run's first
+    and last subrun (or round) and `delta` = last minus first, the per-run form of
+    `drift_tests`' delta (mbb's choice: the paper tests pooled worker-rounds, which treats a
+    run's rounds as independent); `levels`: the levels the run has.
+
+    `tables`: one or more conditions' tables (seed from `runs` of `with_run_info`, else from
+    the run id); `wr_pred`: worker-round labels (`worker_round_predictions`); `level`:
+    "subrun" or "round" (the round number within its subrun); `by`: "condition" or "run_id",
+    as above; `groups`: group name -> its categories (default `GROUPS`)."""
     if level not in ("subrun", "round"):
         raise ValueError(f"level must be 'subrun' or 'round', got {level!r}")
-    g = group_presence(worker_rounds(tables), wr_pred)
-    return (
-        g.group_by("condition", "model", "group", level)
+    keys = by_keys(by, "behaviour_drift", pooled=["condition", "model"])
+    per = (
+        group_presence(worker_rounds(tables), wr_pred, groups)
+        .group_by(*keys, "group", level)
         .agg(pl.len().alias("worker_rounds"), pl.col("present").mean().alias("prevalence"))
-        .sort("condition", "model", "group", level)
     )
+    if by == "condition":
+        return per.sort("condition", "model", "group", level)
+    out = (
+        per.sort(level)
+        .group_by("run_id", "group")
+        .agg(
+            pl.col("prevalence").first().alias("first"),
+            pl.col("prevalence").last().alias("last"),
+            pl.len().alias("levels"),
+        )
+        .with_columns((pl.col("last") - pl.col("first")).alias("delta"))
+    )
+    return run_seeds(tables).join(out, on="run_id").sort("condition", "seed", "group")
 
 
 def drift_tests(
@@ -748,8 +784,8 @@ def paired_seed_difference(
     each side's mean, the mean difference and its bootstrap CI over seeds.
 
     `treated`, `base`: per-seed tables with a `seed` column, `value` and the `by` columns (e.g.
-    `transmission_by_seed` of two conditions); `value`: the column compared; `by`: grouping
-    columns (e.g. ["kind"]); `level`: coverage of the interval."""
+    `transmission_rates(..., by="run_id")` of two conditions); `value`: the column compared;
+    `by`: grouping columns (e.g. ["kind"]); `level`: coverage of the interval."""
     keys = ["seed", *by]
     for name, df in (("treated", treated), ("base", base)):
         missing = [c for c in (*keys, value) if c not in df.columns]
@@ -935,16 +971,24 @@ def urgency_premium_paired(
     )
 
 
-def termination_discount_by_seed(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
-    """Termination discount, per seed: how a worker bids once its task can no longer finish
-    before its deadline, against its own bids while it still can. A worker-round counts as
-    lost when the remaining modeled work exceeds the time left (work x (1 - progress) >
-    deadline - clock); this under-states the need (efficiency and set-up are not visible), so
-    every round called lost is lost. `log_ratio` = mean over workers of log(mean normalized
-    bid when lost / when not), for workers with both kinds of rounds: < 0 is a discount.
-    mbb's choice of estimate; the paper reads the discount off the urgent worker's later bids.
+def termination_discount(
+    tables: Mapping[str, pl.DataFrame], *, by: By = "condition"
+) -> pl.DataFrame:
+    """Termination discount: how a worker bids once its task can no longer finish before its
+    deadline, against its own bids while it still can. A worker-round counts as lost when the
+    remaining modeled work exceeds the time left (work x (1 - progress) > deadline - clock);
+    this under-states the need (efficiency and set-up are not visible), so every round called
+    lost is lost. `log_ratio` = mean over workers of log(mean normalized bid when lost / when
+    not), for `workers` with both kinds of rounds (`lost_rounds`: their lost rounds): < 0 is a
+    discount. mbb's choice of estimate; the paper reads the discount off the urgent worker's
+    later bids (`urgency_premium`'s later subruns).
 
-    `tables`: one or more conditions' tables (with `with_run_info`)."""
+    `tables`: one or more conditions' tables (with `with_run_info`); `by`: "condition" for the
+    workers of the condition's runs pooled, "run_id" for one row per run with a worker to
+    compare (the seed is the unit of a CI)."""
+    keys = by_keys(
+        by, "termination_discount", pooled=["condition"], per_run=["condition", "seed", "run_id"]
+    )
     nb = _normalized_bids(tables).with_columns((pl.col("urgency") > 1.0).alias("lost"))
     per_worker = (
         nb.group_by("run_id", "worker")
@@ -956,16 +1000,16 @@ def termination_discount_by_seed(tables: Mapping[str, pl.DataFrame]) -> pl.DataF
         .filter((pl.col("lost_bid") > 0) & (pl.col("open_bid") > 0))
         .with_columns((pl.col("lost_bid") / pl.col("open_bid")).log().alias("log_ratio"))
     )
-    runs = tables["runs"].select("run_id", "condition", "seed")
+    runs = run_seeds(tables, per_worker.select("run_id").unique())
     return (
         per_worker.join(runs, on="run_id")
-        .group_by("condition", "seed", "run_id")
+        .group_by(keys)
         .agg(
             pl.len().alias("workers"),
             pl.col("lost_rounds").sum(),
             pl.col("log_ratio").mean(),
         )
-        .sort("condition", "seed")
+        .sort(keys[:2])
     )
 
 
@@ -1015,92 +1059,3 @@ def rich_worker_paired(
         )
         .sort("seed")
     )
-
-
-# --- per-seed forms of the behaviour measures (one row per run, for a CI over seeds) -------------
-
-
-def relational_vs_bid_by_seed(
-    tables: Mapping[str, pl.DataFrame], wr_pred: pl.DataFrame
-) -> pl.DataFrame:
-    """Fig. 12 per run, for a CI over seeds: over the run's rounds, `corr` = Pearson
-    correlation of the round's mean bid and its relational share (as in `relational_vs_bid`,
-    but within one run, so runs that differ in bid level do not make the correlation), and
-    `high_minus_low` = mean relational share of the rounds above the run's median mean bid
-    minus that of the rounds at or below it (defined even when a run's shares are constant,
-    where `corr` is null). Both are mbb's choice of a per-run form; the paper pools rounds.
-
-    `tables`: one or more conditions' tables (seed from `runs` of `with_run_info`, else from
-    the run id); `wr_pred`: worker-round labels (`worker_round_predictions`)."""
-    r = _relational_rounds(tables, wr_pred)
-    high = pl.col("mean_bid") > pl.col("mean_bid").median()
-    out = r.group_by("run_id").agg(
-        pl.len().alias("rounds"),
-        pl.col("relational_share").mean(),
-        pl.corr("mean_bid", "relational_share").alias("corr"),
-        (
-            pl.col("relational_share").filter(high).mean()
-            - pl.col("relational_share").filter(~high).mean()
-        ).alias("high_minus_low"),
-    )
-    out = out.with_columns(pl.col("corr").fill_nan(None))
-    return run_seeds(tables).join(out, on="run_id").sort("condition", "seed")
-
-
-def behaviour_prevalence_by_seed(
-    tables: Mapping[str, pl.DataFrame],
-    wr_pred: pl.DataFrame,
-    categories: Sequence[str] = CATEGORY_NAMES,
-) -> pl.DataFrame:
-    """Fig. 6 (left) per run, for a CI over seeds: per run and category, the share of the
-    run's worker-rounds showing it (every model pooled: the seed is the unit).
-
-    `tables`: one or more conditions' tables (seed as in `relational_vs_bid_by_seed`);
-    `wr_pred`: worker-round labels; `categories`: the categories to report (default all 21;
-    any label of `wr_pred`, e.g. a separately reported one, may be named)."""
-    wr = worker_rounds(tables).select(WR)
-    denom = wr.group_by("run_id").agg(pl.len().alias("worker_rounds"))
-    hits = (
-        wr.join(wr_pred.select(*WR, "category").unique(), on=WR)
-        .group_by("run_id", "category")
-        .agg(pl.len().alias("n"))
-    )
-    cats = pl.DataFrame({"category": list(categories)}, schema={"category": pl.String})
-    out = (
-        denom.join(cats, how="cross")
-        .join(hits, on=["run_id", "category"], how="left")
-        .with_columns(pl.col("n").fill_null(0).cast(pl.Int64))
-        .with_columns((pl.col("n") / pl.col("worker_rounds")).alias("prevalence"))
-    )
-    return run_seeds(tables).join(out, on="run_id").sort("condition", "seed", "category")
-
-
-def behaviour_drift_by_seed(
-    tables: Mapping[str, pl.DataFrame],
-    wr_pred: pl.DataFrame,
-    level: str = "subrun",
-    groups: Mapping[str, Sequence[str]] = GROUPS,
-) -> pl.DataFrame:
-    """Figs. 15-17 per run, for a CI over seeds: per run and strategy group, its prevalence
-    in the run's first and last subrun (or round) and `delta` = last minus first, the per-run
-    form of `drift_tests`' delta (mbb's choice: the paper tests pooled worker-rounds, which
-    treats a run's rounds as independent).
-
-    `tables`: one or more conditions' tables (seed as in `relational_vs_bid_by_seed`);
-    `wr_pred`: worker-round labels; `level`: "subrun" or "round" (the round number within
-    its subrun); `groups`: group name -> its categories (default `GROUPS`)."""
-    if level not in ("subrun", "round"):
-        raise ValueError(f"level must be 'subrun' or 'round', got {level!r}")
-    g = group_presence(worker_rounds(tables).select(WR), wr_pred, groups)
-    per = g.group_by("run_id", "group", level).agg(pl.col("present").mean().alias("prevalence"))
-    out = (
-        per.sort(level)
-        .group_by("run_id", "group")
-        .agg(
-            pl.col("prevalence").first().alias("first"),
-            pl.col("prevalence").last().alias("last"),
-            pl.len().alias("levels"),
-        )
-        .with_columns((pl.col("last") - pl.col("first")).alias("delta"))
-    )
-    return run_seeds(tables).join(out, on="run_id").sort("condition", "seed", "group")

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 
 import polars as pl
 
+from mbb.analysis._frames import By, by_keys
 from mbb.analysis.evidence import round_orders
 from mbb.analysis.rules import rule_signature, rule_statements
 
@@ -29,9 +30,8 @@ __all__ = [
     "coalitions",
     "commitment_acts",
     "commitments",
-    "honour_rate_by_seed",
+    "honour_rate",
     "rule_lifecycle",
-    "transmission_by_seed",
     "transmission_rates",
     "validate_commitment_acts",
 ]
@@ -534,7 +534,9 @@ def _run_memory(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     )
 
 
-def transmission_rates(tables: Mapping[str, pl.DataFrame], evidence: pl.DataFrame) -> pl.DataFrame:
+def transmission_rates(
+    tables: Mapping[str, pl.DataFrame], evidence: pl.DataFrame, *, by: By = "condition"
+) -> pl.DataFrame:
     """Share of institutions active in subrun s still cited in subrun s+1, by kind and memory.
 
     - debt: a commitment offered in s and not honoured in s; cited in s+1 when its creditor
@@ -543,20 +545,35 @@ def transmission_rates(tables: Mapping[str, pl.DataFrame], evidence: pl.DataFram
       s+1 when anyone states or cites the same rule there (mbb's choice: text only).
     - coalition: a bloc its founder formed or kept in s; cited in s+1 when the founder
       appeals to it before issuing any new invitation.
-    Also: mean rounds to first citation (debts and rules). Per seed: `transmission_by_seed`.
-    """
-    mem = _run_memory(tables).drop("seed")
+    Columns: the institutions active in a subrun that has a next one, how many were cited in
+    the next subrun and their share (`transmission_rate`).
+
+    `tables`: the tables of one or more conditions (with `runs` from `with_run_info` for the
+    memory switch and seed); `evidence`: `classify_evidence(tables)` (rules and coalitions);
+    `by`: "condition" per (condition, memory, kind), with the mean rounds to first citation
+    (debts and rules); "run_id" per (condition, memory, seed, run, kind), so that confidence
+    intervals can be taken over seeds: a run with no institution of a kind has no row for it
+    (its rate is undefined, not 0)."""
+    keys = by_keys(
+        by,
+        "transmission_rates",
+        pooled=["condition", "memory"],
+        per_run=["condition", "memory", "seed", "run_id"],
+    )
+    mem = _run_memory(tables)
     c = commitments(tables)
-    allk = _institutions_next_subrun(tables, evidence, c)
     out = (
-        allk.join(mem, on="run_id", how="left")
-        .group_by("condition", "memory", "kind")
+        _institutions_next_subrun(tables, evidence, c)
+        .join(mem, on="run_id", how="left")
+        .group_by(*keys, "kind")
         .agg(
             pl.len().alias("institutions"),
             pl.col("cited").sum().alias("cited_next_subrun"),
             pl.col("cited").mean().alias("transmission_rate"),
         )
     )
+    if by == "run_id":
+        return out.sort("condition", "kind", "seed")
     ttc = (
         pl.concat(
             [
@@ -567,34 +584,10 @@ def transmission_rates(tables: Mapping[str, pl.DataFrame], evidence: pl.DataFram
             ]
         )
         .join(mem, on="run_id", how="left")
-        .group_by("condition", "memory", "kind")
+        .group_by(*keys, "kind")
         .agg(pl.col("rounds_to_first_citation").mean().alias("mean_rounds_to_first_citation"))
     )
-    return out.join(ttc, on=["condition", "memory", "kind"], how="left").sort("condition", "kind")
-
-
-def transmission_by_seed(
-    tables: Mapping[str, pl.DataFrame], evidence: pl.DataFrame
-) -> pl.DataFrame:
-    """`transmission_rates` per run, so confidence intervals can be taken over seeds: one row
-    per (condition, memory, seed, run, kind) with the institutions active in a subrun that has
-    a next one, how many were cited in the next subrun, and their share. A run with no
-    institution of a kind has no row for it (its rate is undefined, not 0).
-
-    `tables`: the tables of one or more conditions (with `runs` from `with_run_info` for the
-    memory switch and seed); `evidence`: `classify_evidence(tables)` (rules and coalitions)."""
-    mem = _run_memory(tables)
-    allk = _institutions_next_subrun(tables, evidence, commitments(tables))
-    return (
-        allk.join(mem, on="run_id", how="left")
-        .group_by("condition", "memory", "seed", "run_id", "kind")
-        .agg(
-            pl.len().alias("institutions"),
-            pl.col("cited").sum().alias("cited_next_subrun"),
-            pl.col("cited").mean().alias("transmission_rate"),
-        )
-        .sort("condition", "kind", "seed")
-    )
+    return out.join(ttc, on=[*keys, "kind"], how="left").sort("condition", "kind")
 
 
 def _institutions_next_subrun(
@@ -706,21 +699,29 @@ def _institutions_next_subrun(
     )
 
 
-def honour_rate_by_seed(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
-    """Per run: accepted commitments that fell due (the two parties met again in a later round)
-    and the share honoured (`commitments` status honoured, against broken), so the rate has a
-    CI over seeds. A run where none fell due has no row.
+def honour_rate(tables: Mapping[str, pl.DataFrame], *, by: By = "condition") -> pl.DataFrame:
+    """Accepted commitments that fell due (`fell_due`: the two parties met again in a later
+    round) and the share honoured (`honour_rate`: `commitments` status honoured, against
+    broken). A group where none fell due has no row.
 
-    `tables`: one or more conditions' tables (with `runs` from `with_run_info` for the seed)."""
+    `tables`: one or more conditions' tables (with `runs` from `with_run_info` for the memory
+    switch and seed); `by`: "condition" per (condition, memory), "run_id" per (condition,
+    memory, seed, run), so that the rate has a CI over seeds."""
+    keys = by_keys(
+        by,
+        "honour_rate",
+        pooled=["condition", "memory"],
+        per_run=["condition", "memory", "seed", "run_id"],
+    )
     c = commitments(tables).filter(
         pl.col("accepted") & pl.col("status").is_in(["honoured", "broken"])
     )
-    return (
+    out = (
         c.join(_run_memory(tables), on="run_id", how="left")
-        .group_by("condition", "memory", "seed", "run_id")
+        .group_by(keys)
         .agg(
             pl.len().alias("fell_due"),
             (pl.col("status") == "honoured").mean().alias("honour_rate"),
         )
-        .sort("condition", "seed")
     )
+    return out.sort("condition", "memory" if by == "condition" else "seed")

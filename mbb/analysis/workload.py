@@ -8,8 +8,9 @@ was, and how much of it was used — so an outcome can be read against the load 
 - used_s: execution seconds of the windows that ran; utilisation: used_s / capacity_s.
 - completion_rate: share of the subrun's workers who finished.
 
-Per seed first (`workload_by_seed`, one row per run and subrun; `workload_by_run`, one row per
-run), then means with a bootstrap CI over seeds (`workload_table`);
+`workload(tables, by=...)` gives them per run and subrun (`by=("run_id", "subrun")`), per run
+(`by="run_id"`), or per condition and subrun as means over seeds with a bootstrap CI
+(`by=("condition", "subrun")`, the default), all from the per-run-and-subrun rows;
 `mbb.viz.workload.workload_chart` draws them.
 """
 
@@ -22,7 +23,7 @@ import polars as pl
 from mbb.analysis._frames import run_seeds
 from mbb.analysis.measures import seed_bootstrap_ci
 
-__all__ = ["workload_by_run", "workload_by_seed", "workload_table"]
+__all__ = ["workload"]
 
 _KEYS = ["run_id", "subrun"]
 # load and utilisation from demand, used time and capacity (per subrun, or summed over a run)
@@ -30,14 +31,51 @@ _RATIOS = (
     (pl.col("demand_s") / pl.col("capacity_s")).alias("load"),
     (pl.col("used_s") / pl.col("capacity_s")).alias("utilisation"),
 )
+# the groupings `workload` offers
+_BY: tuple[tuple[str, ...], ...] = (
+    ("condition", "subrun"),
+    ("run_id", "subrun"),
+    ("run_id",),
+)
 
 
-def workload_by_seed(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
-    """One row per run and subrun: condition, seed, workers, demand_s, capacity_s, load,
-    used_s, utilisation and completion_rate (see the module docstring).
+def workload(
+    tables: Mapping[str, pl.DataFrame],
+    *,
+    by: str | tuple[str, ...] = ("condition", "subrun"),
+    level: float = 0.95,
+) -> pl.DataFrame:
+    """Demand, capacity, load, used time, utilisation and completion rate (see the module
+    docstring).
+
+    by=("run_id", "subrun"): one row per run and subrun: condition, seed, run_id, subrun,
+    workers and the measures.
+    by="run_id": one row per run (the seed is the unit of a comparison): condition, seed,
+    run_id, subruns, demand_s, capacity_s and used_s summed over the subruns, load and
+    utilisation as ratios of those sums, and completion_rate over all the run's
+    worker-subruns. Ratios of sums rather than means of the subruns' ratios (mbb's choice): a
+    subrun counts by its capacity, so a short subrun does not weigh as much as a long one.
+    by=("condition", "subrun"): per condition and subrun, the number of seeds n, and for load,
+    utilisation and completion rate the mean over the runs' rows with a bootstrap CI over
+    seeds (`<measure>_low/_high`, coverage `level`); mean demand_s, capacity_s and used_s.
 
     `tables`: the tables of one or more conditions; `runs` (from `with_run_info`) supplies
     condition and seed, else they are read from the run id."""
+    key = (by,) if isinstance(by, str) else tuple(by)
+    if key not in _BY:
+        raise ValueError(
+            f"workload: by={by!r}; by is one of "
+            + ", ".join(repr(k[0] if len(k) == 1 else k) for k in _BY)
+        )
+    per_subrun = _per_run_and_subrun(tables)
+    if key == ("run_id", "subrun"):
+        return per_subrun
+    if key == ("run_id",):
+        return _per_run(tables, per_subrun)
+    return _per_condition(per_subrun, level)
+
+
+def _per_run_and_subrun(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     sw = (
         tables["subrun_workers"]
         .group_by(_KEYS)
@@ -78,22 +116,14 @@ def workload_by_seed(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     )
 
 
-def workload_by_run(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
-    """One row per run (the seed is the unit of a comparison): condition, seed, run_id,
-    subruns, demand_s, capacity_s and used_s summed over the subruns, load and utilisation as
-    ratios of those sums, and completion_rate over all the run's worker-subruns.
-
-    Ratios of sums rather than means of the subruns' ratios (mbb's choice): a subrun counts by
-    its capacity, so a short subrun does not weigh as much as a long one. `tables`: as for
-    `workload_by_seed`."""
+def _per_run(tables: Mapping[str, pl.DataFrame], per_subrun: pl.DataFrame) -> pl.DataFrame:
     done = (
         tables["evaluations"]
         .group_by("run_id")
         .agg((pl.col("outcome") == "completed").mean().alias("completion_rate"))
     )
     return (
-        workload_by_seed(tables)
-        .group_by("condition", "seed", "run_id")
+        per_subrun.group_by("condition", "seed", "run_id")
         .agg(
             pl.len().alias("subruns"),
             pl.col("demand_s").sum(),
@@ -118,15 +148,9 @@ def workload_by_run(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     )
 
 
-def workload_table(tables: Mapping[str, pl.DataFrame], level: float = 0.95) -> pl.DataFrame:
-    """Per condition and subrun: the number of seeds n, and for load, utilisation and
-    completion rate the mean over seeds with a bootstrap CI (`<measure>_low/_high`); mean
-    demand_s, capacity_s and used_s.
-
-    `tables`: as for `workload_by_seed`; `level`: coverage of the intervals."""
-    per_seed = workload_by_seed(tables)
+def _per_condition(per_subrun: pl.DataFrame, level: float) -> pl.DataFrame:
     rows = []
-    for (cond, subrun), part in per_seed.group_by("condition", "subrun", maintain_order=True):
+    for (cond, subrun), part in per_subrun.group_by("condition", "subrun", maintain_order=True):
         row: dict[str, object] = {
             "condition": cond,
             "subrun": subrun,

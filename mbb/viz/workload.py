@@ -7,7 +7,7 @@ from collections.abc import Mapping
 import altair as alt
 import polars as pl
 
-from mbb.analysis.workload import workload_by_seed
+from mbb.analysis.workload import workload
 
 __all__ = ["workload_chart"]
 
@@ -16,7 +16,7 @@ def workload_chart(tables: Mapping[str, pl.DataFrame]) -> alt.FacetChart:
     """Per subrun (one panel per condition, shared y-scale): mean demand and used time as
     bars beside each other, with a 95 % CI over seeds as an error bar, against the capacity
     (a black tick); tooltips give the number of seeds, load and completion rate."""
-    per_seed = workload_by_seed(tables)
+    per_seed = workload(tables, by=("run_id", "subrun"))
     long = per_seed.unpivot(
         index=["condition", "seed", "subrun", "capacity_s", "load", "completion_rate"],
         on=["demand_s", "used_s"],

@@ -4,9 +4,10 @@ everything else it exports says what it is instead.
 A *measure* turns event logs into a number about behaviour or outcomes. Each is validated both
 ways (tests/analysis/test_planted_*.py): an effect put in with an explicit knob comes back with
 the right sign and a bootstrap CI over seeds that excludes 0, and with the effect absent the CI
-includes 0 in at least 90 % of repetitions. A pooled table (the paper's form, one row per
-condition) is listed with the per-seed measure it shares its computation with. A new export
-fails `test_every_export_is_indexed` until it is placed here; a renamed or deleted test fails
+includes 0 in at least 90 % of repetitions. A measure's pooled table (`by="condition"`, the
+paper's form) and its per-run rows (`by="run_id"`, what the tests take CIs over) are one
+function, so one entry; a table a measure is built from is listed with it. A new export fails
+`test_every_export_is_indexed` until it is placed here; a renamed or deleted test fails
 `test_the_index_names_tests_that_exist`.
 """
 
@@ -25,7 +26,7 @@ from mbb.core.paths import PROJECT_ROOT
 # measure -> (planted tests, null tests), as "module::function" or "module::function[param]"
 VALIDATED: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     # transmission (memory)
-    "transmission_by_seed": (
+    "transmission_rates": (
         (
             "test_planted_effects::test_rule_makers_relying_on_memory_transmit_only_with_memory",
             "test_planted_effects::test_base_and_memory_off_differ_on_transmission",
@@ -41,7 +42,7 @@ VALIDATED: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("test_planted_rules::test_invented_rules_are_found_and_tracked",),
         ("test_planted_rules::test_null_rule_lifecycle_ci_includes_zero_in_at_least_90_percent",),
     ),
-    "honour_rate_by_seed": (
+    "honour_rate": (
         ("test_planted_effects::test_honour_rate_knob_is_recovered",),
         (
             "test_planted_commitments::"
@@ -60,7 +61,7 @@ VALIDATED: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("test_planted_effects::test_urgency_premium_planted",),
         ("test_planted_effects::test_urgency_premium_null",),
     ),
-    "termination_discount_by_seed": (
+    "termination_discount": (
         ("test_planted_effects::test_termination_discount_planted",),
         ("test_planted_effects::test_termination_discount_null",),
     ),
@@ -77,11 +78,11 @@ VALIDATED: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("test_planted_starting_states::test_rich_worker_table_null",),
     ),
     # bids (Fig. 13, Table 8)
-    "mean_bid_by_seed": (
+    "mean_bid": (
         ("test_planted_effects::test_bid_drift_planted_by_refilled_budgets",),
         ("test_planted_effects::test_bid_drift_null_memory_does_not_move_bids",),
     ),
-    "structural_by_seed": (
+    "structural_metrics": (
         (
             "test_planted_effects::test_winning_bid_drift_planted_by_refilled_budgets",
             "test_planted_structural::test_repeat_excess_planted_by_after_win_bid",
@@ -93,11 +94,11 @@ VALIDATED: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "test_planted_structural::test_rounds_participated_null_between_disjoint_seed_sets",
         ),
     ),
-    "contested_win_rates_by_seed": (
+    "contested_win_rates": (
         ("test_planted_structural::test_contested_win_rates_planted_by_thrift",),
         ("test_planted_structural::test_contested_win_rates_null_when_bids_ignore_the_balance",),
     ),
-    "direct_message_use_by_seed": (
+    "direct_message_use": (
         ("test_planted_structural::test_direct_message_use_planted_by_private_share",),
         ("test_planted_structural::test_direct_message_use_null_between_disjoint_seed_sets",),
     ),
@@ -120,7 +121,7 @@ VALIDATED: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("test_planted_outcomes::test_execution_by_worker_planted_rich_seat",),
         ("test_planted_outcomes::test_execution_by_worker_null_disjoint_seeds",),
     ),
-    "workload_by_run": (
+    "workload": (
         (
             "test_planted_outcomes::test_workload_planted_load",
             "test_planted_outcomes::test_workload_table_planted_load",
@@ -154,7 +155,7 @@ VALIDATED: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("test_planted_commitments::test_reasoning_effort_table_null",),
     ),
     # classifier-read behaviour on held-out gold text (Figs 5, 6, 12, 15-17; institutions)
-    "relational_vs_bid_by_seed": (
+    "relational_vs_bid": (
         (
             "test_planted_behaviour::"
             "test_planted_behaviour_is_detected_with_the_right_sign[relational_vs_bid_corr]",
@@ -164,7 +165,7 @@ VALIDATED: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "test_null_behaviour_ci_includes_zero_in_at_least_90_percent[relational_vs_bid_corr]",
         ),
     ),
-    "behaviour_prevalence_by_seed": (
+    "behaviour_prevalence": (
         (
             "test_planted_behaviour::test_planted_behaviour_is_detected_with_the_right_sign[prevalence_edf]",
         ),
@@ -173,7 +174,7 @@ VALIDATED: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "test_null_behaviour_ci_includes_zero_in_at_least_90_percent[prevalence_edf]",
         ),
     ),
-    "behaviour_drift_by_seed": (
+    "behaviour_drift": (
         (
             "test_planted_behaviour::"
             "test_planted_behaviour_is_detected_with_the_right_sign[drift_relational_delta]",
@@ -187,7 +188,7 @@ VALIDATED: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("test_planted_behaviour::test_drift_tests_rejects_on_planted_drift",),
         ("test_planted_behaviour::test_drift_tests_keeps_its_size_on_the_null",),
     ),
-    "institutions_by_run": (
+    "institution_summary": (
         (
             "test_planted_behaviour::"
             "test_planted_behaviour_is_detected_with_the_right_sign[self_discovered_share]",
@@ -201,7 +202,7 @@ VALIDATED: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "[relational_institution_share]",
         ),
     ),
-    "pair_institutions_by_run": (
+    "pair_institution_summary": (
         (
             "test_planted_behaviour::"
             "test_planted_behaviour_is_detected_with_the_right_sign[pair_institutional_share]",
@@ -211,7 +212,7 @@ VALIDATED: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "test_null_behaviour_ci_includes_zero_in_at_least_90_percent[pair_institutional_share]",
         ),
     ),
-    "linguistic_by_run": (
+    "linguistic_drift": (
         (
             "test_planted_behaviour::"
             "test_planted_behaviour_is_detected_with_the_right_sign[trigram_similarity]",
@@ -227,28 +228,16 @@ VALIDATED: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     ),
 }
 
-# pooled table (one row per condition, the paper's form) -> the validated per-seed measure whose
-# computation it shares
-POOLED: dict[str, str] = {
-    "transmission_rates": "transmission_by_seed",
-    "commitments": "honour_rate_by_seed",
-    "mean_bid_by_subrun": "mean_bid_by_seed",
-    "workload_by_seed": "workload_by_run",
-    "workload_table": "workload_by_run",
+# an export a validated measure is built from (its rows per commitment, worker or call), or a
+# pooled table computed from the same rows -> that measure
+SHARED: dict[str, str] = {
+    "commitments": "honour_rate",
     "token_audit": "token_efficiency",
-    "structural_metrics": "structural_by_seed",
-    "contested_win_rates": "contested_win_rates_by_seed",
-    "direct_message_use": "direct_message_use_by_seed",
     "metagaming": "text_measures_by_run",
     "rule_dynamics": "text_measures_by_run",
-    "relational_vs_bid": "relational_vs_bid_by_seed",
-    "behaviour_prevalence": "behaviour_prevalence_by_seed",
-    "behaviour_drift": "behaviour_drift_by_seed",
-    "institutions": "institutions_by_run",
-    "institution_summary": "institutions_by_run",
-    "pair_institutions": "pair_institutions_by_run",
-    "worker_linguistics": "linguistic_by_run",
-    "linguistic_drift": "linguistic_by_run",
+    "institutions": "institution_summary",
+    "pair_institutions": "pair_institution_summary",
+    "worker_linguistics": "linguistic_drift",
 }
 
 # exports that are not measures, and what they are
@@ -363,15 +352,16 @@ def _exports() -> set[str]:
 
 
 def test_every_export_is_indexed():
-    indexed = set(VALIDATED) | set(POOLED) | set(NOT_MEASURES)
+    indexed = set(VALIDATED) | set(SHARED) | set(NOT_MEASURES)
     missing = sorted(_exports() - indexed)
     assert not missing, f"measures or tools not in the index: {missing}"
-    assert not (set(VALIDATED) & set(NOT_MEASURES)) and not (set(POOLED) & set(NOT_MEASURES))
-    assert set(POOLED.values()) <= set(VALIDATED)
+    assert not (set(VALIDATED) & set(NOT_MEASURES)) and not (set(SHARED) & set(NOT_MEASURES))
+    assert not set(VALIDATED) & set(SHARED)
+    assert set(SHARED.values()) <= set(VALIDATED)
 
 
 def test_no_stale_entries():
-    stale = sorted((set(VALIDATED) | set(POOLED) | set(NOT_MEASURES)) - _exports())
+    stale = sorted((set(VALIDATED) | set(SHARED) | set(NOT_MEASURES)) - _exports())
     assert not stale, f"indexed names mbb.analysis no longer exports: {stale}"
 
 

@@ -13,7 +13,7 @@ from mbb.analysis import (
     contested_win_rates,
     direct_message_use,
     drift_tests,
-    mean_bid_by_subrun,
+    mean_bid,
     outcomes,
     relational_vs_bid,
     rich_worker,
@@ -202,8 +202,8 @@ def test_relational_vs_bid(scen, wr):
     ]
 
 
-def test_mean_bid_by_subrun(scen):
-    m = mean_bid_by_subrun(scen).select("budgets", "model", "subrun", "mean_bid")
+def test_mean_bid(scen):
+    m = mean_bid(scen).select("budgets", "model", "subrun", "mean_bid")
     assert m.rows() == [
         ("uneven", "deadline_advocate", 1, 50.0),
         ("uneven", "price_first", 1, 900.0),

@@ -21,19 +21,17 @@ import polars as pl
 import pytest
 
 from mbb.analysis import (
-    behaviour_drift_by_seed,
-    behaviour_prevalence_by_seed,
+    behaviour_drift,
+    behaviour_prevalence,
     classify_evidence,
     compare_samples,
     drift_tests,
     institution_summary,
     institutions,
-    institutions_by_run,
-    linguistic_by_run,
+    linguistic_drift,
+    pair_institution_summary,
     pair_institutions,
-    pair_institutions_by_run,
     relational_vs_bid,
-    relational_vs_bid_by_seed,
     suggested_for_condition,
     utterance_predictions,
     worker_round_predictions,
@@ -155,12 +153,14 @@ def per_run(built):
     t, ev, wr = built
     inst = institutions(t, utterance_predictions(ev), suggested=SUGGESTED)
     return {
-        "rvb": relational_vs_bid_by_seed(t, wr),
-        "prev": behaviour_prevalence_by_seed(t, wr, [EDF]),
-        "drift": behaviour_drift_by_seed(t, wr).filter(pl.col("group") == "relational"),
-        "inst": institutions_by_run(inst),
-        "pairs": pair_institutions_by_run(pair_institutions(t, ev, suggested=SUGGESTED)),
-        "ling": linguistic_by_run(t, ev),
+        "rvb": relational_vs_bid(t, wr, by="run_id"),
+        "prev": behaviour_prevalence(t, wr, [EDF], by="run_id"),
+        "drift": behaviour_drift(t, wr, by="run_id").filter(pl.col("group") == "relational"),
+        "inst": institution_summary(inst, by="run_id"),
+        "pairs": pair_institution_summary(
+            pair_institutions(t, ev, suggested=SUGGESTED), by="run_id"
+        ),
+        "ling": linguistic_drift(t, ev, by="run_id"),
         "_inst_rows": inst,
     }
 

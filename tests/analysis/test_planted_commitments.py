@@ -1,6 +1,6 @@
 """Planted and null tests for the commitment, coalition and reasoning-effort measures.
 
-- honour rate (`honour_rate_by_seed`): planted in test_planted_effects.py (`honour_rate: 0.2`);
+- honour rate (`honour_rate`): planted in test_planted_effects.py (`honour_rate: 0.2`);
   its null here: at one honour rate, scratch memory changes which debts fall due (debts carry
   across subruns only with memory), not the share honoured.
 - coalitions (`coalitions`): a coalition builder in the roster plants invitations; the null is
@@ -35,8 +35,8 @@ def _paired(a: pl.DataFrame, b: pl.DataFrame, value: str) -> pl.DataFrame:
 
 def test_honour_rate_null_memory_changes_which_debts_fall_due_not_the_rate():
     over = {"workers": {"behaviour": {"honour_rate": 0.6}}}
-    on = A.honour_rate_by_seed(batch("base", over, NULL_SEEDS))
-    off = A.honour_rate_by_seed(batch("memory_off", over, NULL_SEEDS))
+    on = A.honour_rate(batch("base", over, NULL_SEEDS), by="run_id")
+    off = A.honour_rate(batch("memory_off", over, NULL_SEEDS), by="run_id")
     d = _paired(on, off, "honour_rate")
     assert d.height >= 0.9 * len(NULL_SEEDS)  # most seeds have debts that fell due on both sides
     assert d["d"].std() > 0  # the rate varies: the interval has something to cover

@@ -63,7 +63,7 @@ def rule_makers(name: str, recall: str, memory: bool) -> dict:
 
 
 def transmission(tables: dict, kind: str) -> pl.DataFrame:
-    t = A.transmission_by_seed(tables, A.classify_evidence(tables))
+    t = A.transmission_rates(tables, A.classify_evidence(tables), by="run_id")
     return t.filter(pl.col("kind") == kind)
 
 
@@ -94,9 +94,9 @@ def base():
 
 
 def test_base_and_memory_off_differ_on_transmission(base):
-    ev = A.transmission_by_seed(base, A.classify_evidence(base))
+    ev = A.transmission_rates(base, A.classify_evidence(base), by="run_id")
     mo = batch("memory_off")
-    ev_off = A.transmission_by_seed(mo, A.classify_evidence(mo))
+    ev_off = A.transmission_rates(mo, A.classify_evidence(mo), by="run_id")
     d = {
         r["kind"]: r
         for r in A.paired_seed_difference(ev, ev_off, "transmission_rate", ["kind"]).iter_rows(
@@ -111,10 +111,10 @@ def test_base_and_memory_off_differ_on_transmission(base):
 def test_honour_rate_knob_is_recovered(base):
     low = batch("base", {"name": "honour_low", "workers": {"behaviour": {"honour_rate": 0.2}}})
     d = A.paired_seed_difference(
-        A.honour_rate_by_seed(low), A.honour_rate_by_seed(base), "honour_rate"
+        A.honour_rate(low, by="run_id"), A.honour_rate(base, by="run_id"), "honour_rate"
     ).row(0, named=True)
     assert d["difference"] < 0 and d["ci_high"] < 0, d
-    assert A.honour_rate_by_seed(base)["honour_rate"].min() == 1.0  # rate 1: every debt kept
+    assert A.honour_rate(base, by="run_id")["honour_rate"].min() == 1.0  # rate 1: every debt kept
 
 
 # --- starting states, paired with the base run of the same seed ------------------------------
@@ -147,7 +147,7 @@ def test_rich_worker_null_when_nothing_changes(base):
 
 
 def test_termination_discount_planted():
-    d = A.termination_discount_by_seed(batch("urgent_worker"))
+    d = A.termination_discount(batch("urgent_worker"), by="run_id")
     mean, _, high = ci(d["log_ratio"])
     assert d.height >= 8
     assert mean < 0 and high < 0
@@ -169,7 +169,7 @@ def test_urgency_premium_null(bids_off):
 
 
 def test_termination_discount_null(bids_off):
-    d = A.termination_discount_by_seed(bids_off[0])
+    d = A.termination_discount(bids_off[0], by="run_id")
     assert d.height >= 0.9 * REPS * PER_REP  # most runs have lost rounds to compare
     assert null_coverage(d, "log_ratio") >= 0.9 * REPS
 
@@ -209,40 +209,40 @@ def per_seed_difference(a: pl.DataFrame, b: pl.DataFrame, value: str) -> pl.Data
 
 
 def test_bid_drift_planted_by_refilled_budgets(base, refill):
-    per_run = [A.mean_bid_by_seed(t).unique("run_id") for t in (refill, base)]
+    per_run = [A.mean_bid(t, by="run_id").unique("run_id") for t in (refill, base)]
     d = A.paired_seed_difference(*per_run, "drift").row(0, named=True)
     assert d["n"] == len(SEEDS) and d["difference"] > 0 and d["ci_low"] > 0, d
 
 
 def test_bid_drift_null_memory_does_not_move_bids(memory_pair):
-    on, off = (A.mean_bid_by_seed(t).unique("run_id") for t in memory_pair)
+    on, off = (A.mean_bid(t, by="run_id").unique("run_id") for t in memory_pair)
     assert null_coverage(per_seed_difference(on, off, "drift"), "d", per_rep=5) >= 0.9 * REPS
 
 
 def test_winning_bid_drift_planted_by_refilled_budgets(base, refill):
-    s = [A.structural_by_seed(t) for t in (refill, base)]
+    s = [A.structural_metrics(t, by="run_id") for t in (refill, base)]
     d = A.paired_seed_difference(*s, "winning_bid_drift").row(0, named=True)
     assert d["n"] == len(SEEDS) and d["difference"] > 0 and d["ci_low"] > 0, d
 
 
 def test_winning_bid_drift_null_memory_does_not_move_bids(memory_pair):
-    on, off = (A.structural_by_seed(t) for t in memory_pair)
+    on, off = (A.structural_metrics(t, by="run_id") for t in memory_pair)
     diff = per_seed_difference(on, off, "winning_bid_drift")
     assert null_coverage(diff, "d", per_rep=5) >= 0.9 * REPS
 
 
-def test_contested_win_rates_by_seed_exact(scen):
+def test_contested_win_rates_per_run_exact(scen):
     # W1 starts with 1500: full in s1 (won), depleted in s2 (600 < 750: lost r1, won r2);
     # W3 is never depleted and W2 plays one subrun, so only W1 compares
-    row = A.contested_win_rates_by_seed(scen).row(0, named=True)
+    row = A.contested_win_rates(scen, by="run_id").row(0, named=True)
     assert (row["workers"], row["full_win_rate"], row["depleted_win_rate"]) == (1, 1.0, 0.5)
     assert row["difference"] == 0.5
 
 
-def test_structural_by_seed_exact(scen):
+def test_structural_metrics_per_run_exact(scen):
     # winners W1 | W3, W1: one consecutive pair in s2 (W3 then W1; W3 a candidate of 2);
     # median winning bid 900 in s1, (60 + 100) / 2 in s2; rounds 1, 1, 1 in s1 and 2, 2 in s2
-    row = A.structural_by_seed(scen).row(0, named=True)
+    row = A.structural_metrics(scen, by="run_id").row(0, named=True)
     assert (row["repeat_win_rate"], row["repeat_win_chance"], row["repeat_excess"]) == (
         0.0,
         0.5,

@@ -25,7 +25,7 @@ from mbb.analysis._frames import utterances
 from mbb.analysis.mechanisms.screens import screens
 from mbb.analysis.outcome import execution_by_worker, outcomes, waits
 from mbb.analysis.tokens import cost_by_model, token_audit, token_efficiency
-from mbb.analysis.workload import workload_by_run, workload_table
+from mbb.analysis.workload import workload
 from tests.analysis.test_planted_effects import REPS, batch
 
 SEEDS = range(10)
@@ -235,7 +235,7 @@ def test_payments_planted_refilled_budgets(value):
     ("value", "sign"), [("load", 1), ("demand_s", 1), ("utilisation", 1), ("completion_rate", -1)]
 )
 def test_workload_planted_load(load_pair, value, sign):
-    high, low = (workload_by_run(t) for t in load_pair)
+    high, low = (workload(t, by="run_id") for t in load_pair)
     d = paired(high, low, value)
     assert d["n"] == len(SEEDS)
     assert sign * d["difference"] > 0 and (d["ci_low"] > 0 if sign > 0 else d["ci_high"] < 0), d
@@ -243,7 +243,7 @@ def test_workload_planted_load(load_pair, value, sign):
 
 def test_workload_table_planted_load(load_pair):
     """The table's per-subrun intervals over seeds separate the two loads in every subrun."""
-    high, low = (workload_table(t) for t in load_pair)
+    high, low = (workload(t, by=("condition", "subrun")) for t in load_pair)
     assert high["n"].to_list() == low["n"].to_list() == [len(SEEDS)] * 4
     assert (high["load_low"] > low["load_high"]).all()
     assert (high["completion_rate_high"] < low["completion_rate_low"]).all()
@@ -266,9 +266,9 @@ def unrelated():
 @pytest.mark.parametrize("value", ["demand_s", "capacity_s", "load"])
 def test_workload_null_memory_and_seating(unrelated, value):
     base, others = unrelated
-    b = workload_by_run(base)
+    b = workload(base, by="run_id")
     for other in others:
-        o = workload_by_run(other)
+        o = workload(other, by="run_id")
         j = o.join(b, on="seed", suffix="_base")
         assert j.height == NULL_HALF
         assert np.allclose(j[value], j[f"{value}_base"], rtol=1e-12, atol=1e-9)
@@ -282,7 +282,9 @@ def test_workload_null_memory_and_seating(unrelated, value):
 def test_workload_null_memory_utilisation(unrelated):
     """Scratch memory changes what is said, not how the resource is kept busy."""
     base, (memory_off, _) = unrelated
-    j = workload_by_run(memory_off).join(workload_by_run(base), on="seed", suffix="_base")
+    j = workload(memory_off, by="run_id").join(
+        workload(base, by="run_id"), on="seed", suffix="_base"
+    )
     d = j.select("seed", (pl.col("utilisation") - pl.col("utilisation_base")).alias("d"))
     assert (d["d"] != 0).any()  # not the same runs twice
     assert null_coverage(d, "d") >= 0.9 * NULL_DRAWS
@@ -290,7 +292,7 @@ def test_workload_null_memory_utilisation(unrelated):
 
 @pytest.mark.parametrize("value", ["load", "demand_s", "utilisation", "completion_rate"])
 def test_workload_null_disjoint_seeds(base_null, value):
-    assert null_coverage(halves(workload_by_run(base_null), value), "d") >= 0.9 * NULL_DRAWS
+    assert null_coverage(halves(workload(base_null, by="run_id"), value), "d") >= 0.9 * NULL_DRAWS
 
 
 # --- tokens: one conversation turn instead of three -------------------------------------------

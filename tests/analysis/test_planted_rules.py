@@ -4,7 +4,7 @@ split, picked by their labels (`synthetic.py`).
 
 Planted: a worker restates each rule item it posted in subrun s, word for word, in s+1 with
 probability 0.8 (`rule_carry`) against 0: the per-run rule transmission rate
-(`transmission_by_seed`) is higher, and the bootstrap CI of the difference over seeds
+(`transmission_rates` per run) is higher, and the bootstrap CI of the difference over seeds
 excludes 0. Null: both sides drawn with the same `rule_carry` (0.4); over 200 repetitions
 (20 + 20 runs from a pool of 120) the CI of the difference includes 0 in at least 90 % of
 them. Invented rules: with rule items drawn only from those labelled with none of the fixed
@@ -22,7 +22,7 @@ from mbb.analysis import (
     classify_evidence,
     compare_samples,
     rule_lifecycle,
-    transmission_by_seed,
+    transmission_rates,
 )
 
 from .nulls import pool_null_coverage
@@ -56,7 +56,7 @@ def data():
     logs += [synthetic_run(Log, f"null-seed{i:04d}", NULL, rng) for i in range(NULL_POOL)]
     t = tables_of(*logs)
     ev = classify_evidence(t)
-    rates = transmission_by_seed(t, ev).filter(pl.col("kind") == "rule")
+    rates = transmission_rates(t, ev, by="run_id").filter(pl.col("kind") == "rule")
     return t, rates, rule_lifecycle(t, ev)
 
 

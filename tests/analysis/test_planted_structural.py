@@ -55,26 +55,26 @@ def base_two_sets():
 
 # --- Fig. 6 (right): direct messages -------------------------------------------------------------
 def test_direct_message_use_planted_by_private_share(base):
-    on = A.direct_message_use_by_seed(knobs("private_09", {"private_share": 0.9}))
-    off = A.direct_message_use_by_seed(base)
+    on = A.direct_message_use(knobs("private_09", {"private_share": 0.9}), by="run_id")
+    off = A.direct_message_use(base, by="run_id")
     for value in ("direct_share", "direct_per_worker_round"):
         d = A.paired_seed_difference(on, off, value).row(0, named=True)
         assert d["n"] == len(SEEDS) and d["difference"] > 0 and d["ci_low"] > 0, (value, d)
     assert on["direct_share"].mean() == pytest.approx(0.9, abs=0.05)  # the knob's rate
     # and the knob works the other way: at 0 every message is public
-    none = A.direct_message_use_by_seed(knobs("private_0", {"private_share": 0.0}))
+    none = A.direct_message_use(knobs("private_0", {"private_share": 0.0}), by="run_id")
     assert none["direct_messages"].sum() == 0 and none["messages"].sum() > 0
 
 
 def test_direct_message_use_null_between_disjoint_seed_sets(base_two_sets):
     # direct_share only: direct_per_worker_round covered 0 in 17 of these 20 sets (95 of 100
     # sets of 8 over seeds 0..1599, i.e. a chance shortfall), so it is not asserted here
-    d = disjoint_halves(A.direct_message_use_by_seed(base_two_sets), "direct_share")
+    d = disjoint_halves(A.direct_message_use(base_two_sets, by="run_id"), "direct_share")
     assert d["d"].std() > 0 and null_coverage(d, "d") >= 0.9 * REPS
 
 
-def test_direct_message_use_by_seed_matches_the_pooled_table(base):
-    per_seed = A.direct_message_use_by_seed(base)
+def test_direct_message_use_per_run_matches_the_pooled_table(base):
+    per_seed = A.direct_message_use(base, by="run_id")
     pooled = A.direct_message_use(base)
     assert per_seed.height == len(SEEDS)
     assert per_seed["direct_messages"].sum() == pooled["direct_messages"].sum()
@@ -84,8 +84,11 @@ def test_direct_message_use_by_seed_matches_the_pooled_table(base):
 
 # --- Table 8: repeat-win excess ------------------------------------------------------------------
 def test_repeat_excess_planted_by_after_win_bid(base):
-    s = {a: A.structural_by_seed(knobs(f"after_win_{a}", {"after_win_bid": a})) for a in (2.0, 0.5)}
-    off = A.structural_by_seed(base)
+    s = {
+        a: A.structural_metrics(knobs(f"after_win_{a}", {"after_win_bid": a}), by="run_id")
+        for a in (2.0, 0.5)
+    }
+    off = A.structural_metrics(base, by="run_id")
     up = A.paired_seed_difference(s[2.0], off, "repeat_excess").row(0, named=True)
     assert up["n"] == len(SEEDS) and up["difference"] > 0 and up["ci_low"] > 0, up
     down = A.paired_seed_difference(s[0.5], off, "repeat_excess").row(0, named=True)
@@ -93,7 +96,7 @@ def test_repeat_excess_planted_by_after_win_bid(base):
 
 
 def test_repeat_excess_null_between_disjoint_seed_sets(base_two_sets):
-    d = disjoint_halves(A.structural_by_seed(base_two_sets), "repeat_excess")
+    d = disjoint_halves(A.structural_metrics(base_two_sets, by="run_id"), "repeat_excess")
     assert null_coverage(d, "d") >= 0.9 * REPS
 
 
@@ -101,14 +104,18 @@ def test_repeat_excess_null_between_disjoint_seed_sets(base_two_sets):
 def test_rounds_participated_planted_by_load():
     """More work per subrun (load 1.3 against 0.7) means longer windows and fewer rounds
     before the deadlines."""
-    heavy = A.structural_by_seed(batch("base", {"name": "load13", "tasks": {"load": 1.3}}, SEEDS))
-    light = A.structural_by_seed(batch("base", {"name": "load07", "tasks": {"load": 0.7}}, SEEDS))
+    heavy = A.structural_metrics(
+        batch("base", {"name": "load13", "tasks": {"load": 1.3}}, SEEDS), by="run_id"
+    )
+    light = A.structural_metrics(
+        batch("base", {"name": "load07", "tasks": {"load": 0.7}}, SEEDS), by="run_id"
+    )
     d = A.paired_seed_difference(heavy, light, "rounds_participated").row(0, named=True)
     assert d["n"] == len(SEEDS) and d["difference"] < 0 and d["ci_high"] < 0, d
 
 
 def test_rounds_participated_null_between_disjoint_seed_sets(base_two_sets):
-    d = disjoint_halves(A.structural_by_seed(base_two_sets), "rounds_participated")
+    d = disjoint_halves(A.structural_metrics(base_two_sets, by="run_id"), "rounds_participated")
     assert null_coverage(d, "d") >= 0.9 * REPS
 
 
@@ -121,8 +128,8 @@ def frugal(name: str, behaviour: dict, seeds=SEEDS) -> dict:
 def test_contested_win_rates_planted_by_thrift():
     """thrift 2: a worker bids (balance / start) ** 2 of what it would, so once it has spent
     more than the others it loses to them: full minus depleted rises."""
-    on = A.contested_win_rates_by_seed(frugal("thrift2", {"thrift": 2.0}))
-    off = A.contested_win_rates_by_seed(frugal("thrift0", {}))
+    on = A.contested_win_rates(frugal("thrift2", {"thrift": 2.0}), by="run_id")
+    off = A.contested_win_rates(frugal("thrift0", {}), by="run_id")
     for value in ("adjusted_difference", "difference"):
         d = A.paired_seed_difference(on, off, value).row(0, named=True)
         assert d["n"] == len(SEEDS) and d["difference"] > 0 and d["ci_low"] > 0, (value, d)
@@ -130,7 +137,9 @@ def test_contested_win_rates_planted_by_thrift():
 
 def test_contested_win_rates_null_when_bids_ignore_the_balance():
     """budget_pacing: start, no thrift: bids never look at the balance, and no budget binds."""
-    c = A.contested_win_rates_by_seed(frugal("pace_start", {"budget_pacing": "start"}, NULL_SEEDS))
+    c = A.contested_win_rates(
+        frugal("pace_start", {"budget_pacing": "start"}, NULL_SEEDS), by="run_id"
+    )
     assert c.height >= 0.9 * len(NULL_SEEDS)  # most runs have workers in both states
     assert c["workers"].mean() >= 3
     assert null_coverage(c, "adjusted_difference") >= 0.9 * REPS

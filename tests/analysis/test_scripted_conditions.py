@@ -42,7 +42,7 @@ def test_every_measure_runs(batch):
         A.rich_worker(batch),
         A.contested_win_rates(batch),
         A.relational_vs_bid(batch, wr),
-        A.mean_bid_by_subrun(batch),
+        A.mean_bid(batch),
         A.structural_metrics(batch),
         A.outcomes(batch, ["condition", "subrun"]),
         A.behaviour_drift(batch, wr),
@@ -74,7 +74,7 @@ def test_asymmetries_are_found(batch):
     assert set(u.filter(pl.col("condition") == "fixed_bids")["group"]) == {"uniform"}
     r = A.rich_worker(batch).filter(pl.col("condition") == "rich_worker")
     assert set(r["group"]) == {"rich", "others"}
-    b = A.mean_bid_by_subrun(batch)
+    b = A.mean_bid(batch)
     assert set(b.filter(pl.col("condition") == "rich_worker")["budgets"]) == {"uneven"}
     assert set(b.filter(pl.col("condition") == "fixed_bids")["budgets"]) == {"even"}
     rd = A.rule_dynamics(batch, A.classify_evidence(batch))

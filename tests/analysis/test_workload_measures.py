@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from mbb.analysis.workload import workload_by_seed, workload_table
+from mbb.analysis.workload import workload
 from mbb.viz.workload import workload_chart
 
 
-def test_workload_by_seed_exact(scen):
+def test_workload_per_run_and_subrun_exact(scen):
     # three workers of 100 s each in s1 (W1 and W3 complete, W2 is terminated), the latest
     # deadline 1500 s; no window ran in the hand-made log, so nothing was used
-    rows = workload_by_seed(scen).to_dicts()
+    rows = workload(scen, by=("run_id", "subrun")).to_dicts()
     assert [(r["subrun"], r["workers"], r["demand_s"], r["capacity_s"]) for r in rows] == [
         (1, 3, 300.0, 1500.0),
         (2, 3, 300.0, 1500.0),
@@ -31,7 +31,7 @@ def test_workload_table_counts_seeds_and_brackets_the_mean(events):
     # the hand-made logs all record seed 0: take each run's seed from its id
     seed = t["runs"]["run_id"].str.extract(r"(\d+)$").cast(int)
     t["runs"] = t["runs"].with_columns(seed.alias("seed"))
-    table = workload_table(t).to_dicts()
+    table = workload(t, by=("condition", "subrun")).to_dicts()
     assert [r["n"] for r in table] == [2, 2]
     for r in table:  # two identical runs: every interval collapses onto the value
         assert r["load_low"] == r["load"] == r["load_high"] == pytest.approx(0.2)
