@@ -19,9 +19,9 @@ R = "run_id"
 def batch(tmp_path_factory):
     """base, memory_off and urgent_worker, three seeds each: debts, rules, coalitions, lost
     rounds and contested rounds to count."""
+    from mbb.batch.build import load_params
     from mbb.batch.runner import run_many
     from mbb.core.paths import PROJECT_ROOT
-    from mbb.params import load_params
 
     parts = []
     for name in ("base", "memory_off", "urgent_worker"):
