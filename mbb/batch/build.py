@@ -30,8 +30,8 @@ from mbb.batch.study import check_not_foreign, model_label
 from mbb.core import eventlog
 from mbb.core import events as ev
 from mbb.core.aio import run_coroutine
+from mbb.core.errors import RunStopped
 from mbb.core.registry import Registry
-from mbb.llm.budget import BudgetExhausted
 from mbb.params import Condition, ParamsError, format_problems, read_params
 from mbb.protocol.arena import Arena, RunResult
 from mbb.protocol.rules import (
@@ -279,7 +279,7 @@ async def run_condition_async(
             await arena.run()
         finally:
             await services.aclose()
-    except BudgetExhausted as exc:  # a spend cap: a recorded stop, resumable (mbb resume)
+    except RunStopped as exc:  # a spend cap, an endpoint down: a recorded stop, resumable
         result.status, result.error = "stopped", str(exc)
         log.emit(ev.RunEnded, status="stopped", error=result.error[:2000])
     except Exception as exc:

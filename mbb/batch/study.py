@@ -66,7 +66,16 @@ def with_model(condition: Any, name: str) -> dict[str, Any]:
 
 
 # how a model is reached, not what it is asked: another port or key variable is the same run
-_TRANSPORT = ("base_url", "api_key_env", "timeout_s", "max_retries", "concurrency", "cache_hints")
+_TRANSPORT = (
+    "base_url",
+    "api_key_env",
+    "timeout_s",
+    "max_retries",
+    "concurrency",
+    "rpm",
+    "tpm",
+    "cache_hints",
+)
 
 
 def _comparable(params: Mapping[str, Any]) -> dict[str, Any]:

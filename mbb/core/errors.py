@@ -13,11 +13,13 @@ __all__ = [
     "BackendFatal",
     "BudgetExhausted",
     "CacheMiss",
+    "EndpointDown",
     "LlmCacheError",
     "LlmConfigError",
     "LlmError",
     "LlmTransient",
     "LlmUnavailable",
+    "RunStopped",
 ]
 
 
@@ -76,5 +78,21 @@ class LlmCacheError(RuntimeError):
     """The cache file cannot be used (not an SQLite database, unreadable)."""
 
 
-class BudgetExhausted(BackendFatal, RuntimeError):
+class RunStopped(BackendFatal, RuntimeError):
+    """The run stops here and can be resumed later: nothing of the call that raised it is
+    recorded (no answer, no failure, no cache entry), so a resumed run makes that call again.
+    The run ends with a `run_ended` event of status `stopped`."""
+
+
+class BudgetExhausted(RunStopped):
     """The spend cap is reached: no further request is sent."""
+
+
+class EndpointDown(RunStopped):
+    """One endpoint failed repeatedly (connection, 401/403/404, a persistent 4xx) or refused
+    the key: every run that uses it stops, resumable once the endpoint is back. `endpoint`
+    names it (model and base URL, never a key)."""
+
+    def __init__(self, message: str, *, endpoint: str) -> None:
+        super().__init__(message)
+        self.endpoint = endpoint

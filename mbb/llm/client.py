@@ -2,16 +2,18 @@
 
 The stack (`mbb.llm.wrappers` says why in this order):
 
-    Audited → Cached → Budgeted → Retrying → ConcurrencyLimit → OpenAICompatibleProvider
+    Audited → Cached → Budgeted → EndpointBreaker → Retrying → RateLimit → ConcurrencyLimit
+    → OpenAICompatibleProvider
 
-The lower part (retries, limit, endpoint) lives as long as the client: one connection pool and
-one in-flight limit per endpoint, shared by every agent and, with `run_seeds`, every run on the
-loop. The upper part is put on per call, since each run has its own event log and may have its
-own cache. Retries: 429, 5xx, timeouts, dropped connections and malformed bodies, with
-exponential backoff and full jitter (honouring `Retry-After` seconds) through an injectable
-`sleep`. Auth failures (401/403), unknown models (404) and a missing key variable fail fast with a
-message naming the model, base URL and variable — never the key. `aclose` closes the
-connections; the arena calls it when a run ends.
+The lower part (breaker, retries, limits, endpoint) lives as long as the client: one connection
+pool, one in-flight limit, one rate meter and one failure count per endpoint, shared by every
+agent and, with `run_seeds` or a study, every run on the loop (`mbb.llm.limits`). The upper
+part is put on per call, since each run has its own event log and may have its own cache.
+Retries: 429, 5xx, timeouts, dropped connections and malformed bodies, with exponential backoff
+and full jitter (honouring `Retry-After` seconds) through an injectable `sleep`. Auth failures
+(401/403), unknown models (404) and a missing key variable stop the endpoint's runs at once
+(resumable), with a message naming the model, base URL and variable — never the key. `aclose`
+closes the connections; the run builder calls it when a run ends.
 
 The error types live in `mbb.core.errors` and are re-exported here for the callers of old.
 """
@@ -21,13 +23,14 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from mbb.core.errors import LlmConfigError, LlmError, LlmUnavailable
 from mbb.llm.budget import SpendLedger
 from mbb.llm.cache import LlmCache
 from mbb.llm.config import ModelConfig, Price
+from mbb.llm.limits import STOP_AFTER, EndpointBreaker, RateLimit
 from mbb.llm.provider import (
     NO_KEY_PLACEHOLDER,
     Call,
@@ -73,18 +76,24 @@ class LlmClient:
         budget: SpendLedger | None = None,
         clock: Clock = time.perf_counter,
         provider: Provider | None = None,
+        stop_after: int = STOP_AFTER,
+        on_call: Callable[[CallMeta, LlmResult, str | None], None] | None = None,
     ) -> None:
         """`prices`: USD per model name (audit and spend caps); `sleep`, `rng`,
         `backoff_base_s`, `backoff_cap_s`, `max_retry_after_s`: the retry policy
         (`mbb.llm.wrappers.Retrying`); `environ`: where key variables are read; `budget`: spend
         caps checked before each network call; `clock`: measures latencies (a test's fake clock
-        makes them exact); `provider`: the endpoint implementation (default: OpenAI-compatible)."""
+        makes them exact); `provider`: the endpoint implementation (default: OpenAI-compatible);
+        `stop_after`: consecutive failed calls of one endpoint that stop its runs
+        (`mbb.llm.limits.EndpointBreaker`); `on_call`: told of every audited call (who asked,
+        the result, the error or None), e.g. to show progress per call."""
         self.pricing = Pricing(dict(prices or {}))
         self.budget = budget
         self._openai = OpenAICompatibleProvider(environ=environ, clock=clock)
         self.provider: Provider = self._openai if provider is None else provider
+        self.rate = RateLimit(ConcurrencyLimit(self.provider), sleep=sleep)
         self.retrying = Retrying(
-            ConcurrencyLimit(self.provider),
+            self.rate,
             sleep=sleep,
             rng=rng,
             clock=clock,
@@ -92,9 +101,11 @@ class LlmClient:
             backoff_cap_s=backoff_cap_s,
             max_retry_after_s=max_retry_after_s,
         )
+        self.breaker = EndpointBreaker(self.retrying, stop_after=stop_after)
         self.network: Provider = (
-            self.retrying if budget is None else Budgeted(self.retrying, budget, self.pricing)
+            self.breaker if budget is None else Budgeted(self.breaker, budget, self.pricing)
         )
+        self.on_call = on_call
 
     @property
     def prices(self) -> dict[str, Price]:
@@ -121,15 +132,16 @@ class LlmClient:
         if cache is not None:
             p = Cached(p, cache)
         if emit is not None:
-            p = Audited(p, emit, self.pricing)
+            p = Audited(p, emit, self.pricing, self.on_call)
         return p
 
     async def complete(
         self, config: ModelConfig, req: ChatRequest, meta: CallMeta | None = None
     ) -> LlmResult:
-        """One logical network call with retries; raises LlmConfigError or LlmUnavailable.
-        `config`: model and endpoint; `req`: the request; `meta`: who asks (for cache hints)."""
-        return await self.retrying.complete(Call.of(config, req, meta))
+        """One logical network call with retries (the breaker counts it); raises LlmConfigError,
+        LlmUnavailable or EndpointDown. `config`: model and endpoint; `req`: the request;
+        `meta`: who asks (for cache hints)."""
+        return await self.breaker.complete(Call.of(config, req, meta))
 
     async def call(
         self,

@@ -62,6 +62,12 @@ class ModelConfig(BaseModel):
     timeout_s: float = Field(120.0, gt=0, description="Per-attempt HTTP timeout.")
     max_retries: int = Field(4, ge=0, le=20, description="Retries after the first attempt.")
     concurrency: int = Field(8, ge=1, le=1024, description="In-flight requests per endpoint.")
+    rpm: int | None = Field(
+        None, ge=1, description="Requests per minute the endpoint allows (None: no limit)."
+    )
+    tpm: int | None = Field(
+        None, ge=1, description="Tokens per minute the endpoint allows (None: no limit)."
+    )
     cache_hints: bool = Field(
         True,
         description="Send the preset's prefix-cache hints (prompt_cache_key; llama.cpp "

@@ -31,7 +31,7 @@ from mbb.llm.budget import SpendLedger
 from mbb.llm.cache import LlmCache
 from mbb.llm.config import Price
 from mbb.llm.provider import Call, Clock, Provider
-from mbb.llm.types import Emit, LlmResult, Usage
+from mbb.llm.types import CallMeta, Emit, LlmResult, Usage
 
 __all__ = [
     "Audited",
@@ -190,8 +190,10 @@ class Cached:
 
     A stored entry is the answer plus its latency (`latency_s`), so a replay charges the time
     the original run charged; an entry recorded without one replays with 0. A final
-    `LlmUnavailable` is stored too: replay reproduces it (so the caller applies the same
-    default); read_write tries the network again. Keys are `request_key` of the body."""
+    `LlmUnavailable` is stored too and reproduced in both modes, so the caller applies the same
+    default: the same run with the same cache gives the same events (a resumed run checks
+    them). A stop (`mbb.core.errors.RunStopped`) is never stored. Keys are `request_key` of
+    the body."""
 
     def __init__(self, inner: Provider, cache: LlmCache) -> None:
         """`inner`: the provider asked on a miss; `cache`: the store and its mode."""
@@ -204,11 +206,9 @@ class Cached:
             return await self.inner.complete(call)
         stored = cache.get(call.key)
         if stored is not None and "error" in stored:
-            if cache.mode == "replay":
-                raise LlmUnavailable(
-                    stored["error"], latency_s=float(stored.get("latency_s", 0.0)), cache_hit=True
-                )
-            stored = None
+            raise LlmUnavailable(
+                stored["error"], latency_s=float(stored.get("latency_s", 0.0)), cache_hit=True
+            )
         if stored is not None:
             update = {"latency_s": 0.0, **stored, "attempts": 0, "cache_hit": True}
             return LlmResult.model_validate({**update, "key": call.key})
@@ -243,11 +243,19 @@ class Audited:
     """One `LlmCall` event per call through it, also for a failure (its `error`, with what
     the failure cost) and for an answer from the cache (`cache_hit`)."""
 
-    def __init__(self, inner: Provider, emit: Emit, pricing: Pricing) -> None:
-        """`inner`: the provider audited; `emit`: `EventLog.emit`; `pricing`: the USD shown."""
+    def __init__(
+        self,
+        inner: Provider,
+        emit: Emit,
+        pricing: Pricing,
+        observer: Callable[[CallMeta, LlmResult, str | None], None] | None = None,
+    ) -> None:
+        """`inner`: the provider audited; `emit`: `EventLog.emit`; `pricing`: the USD shown;
+        `observer`: told of every recorded call (e.g. a progress bar)."""
         self.inner = inner
         self.emit = emit
         self.pricing = pricing
+        self.observer = observer
 
     async def complete(self, call: Call) -> LlmResult:
         try:
@@ -289,6 +297,8 @@ class Audited:
             request_key=result.key,
             error=error,
         )
+        if self.observer is not None:
+            self.observer(meta, result, error)
 
     async def aclose(self) -> None:
         await self.inner.aclose()

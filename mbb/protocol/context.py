@@ -33,8 +33,8 @@ from mbb.core.agent_api import (
     SolverView,
 )
 from mbb.core.board import Board
+from mbb.core.errors import RunStopped
 from mbb.core.scratch import Scratch
-from mbb.llm.budget import BudgetExhausted
 from mbb.params import Condition, WorkerSpec
 from mbb.protocol.explain import plan_of
 from mbb.protocol.scheduling.ledger import Ledger
@@ -202,9 +202,9 @@ class RunContext:
             try:
                 results = await asyncio.gather(*(call(w) for w in gathered), return_exceptions=True)
             finally:
-                if any(isinstance(r, BudgetExhausted) for r in results):
-                    # a spend cap stopped part of the phase: none of it is recorded, so a resumed
-                    # run (answers from the cache) records the whole phase in worker order
+                if any(isinstance(r, RunStopped) for r in results):
+                    # a stop (spend cap, endpoint down) cut the phase: none of it is recorded, so
+                    # a resumed run (answers from the cache) records the whole phase in order
                     self.log.discard_batch()
                 else:
                     self.log.end_batch(gathered)

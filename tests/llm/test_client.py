@@ -7,11 +7,11 @@ import json
 
 import pytest
 
+from mbb.core.errors import EndpointDown
 from mbb.llm.cache import CacheMiss, LlmCache
 from mbb.llm.client import (
     CallMeta,
     ChatRequest,
-    LlmConfigError,
     LlmUnavailable,
     request_body,
 )
@@ -148,20 +148,25 @@ def test_sent_body_is_the_request_body(server, sleeps) -> None:
     assert sent["temperature"] == 0.3 and sent["seed"] == 7 and sent["top_k"] == 20
 
 
-def test_401_fails_fast_naming_model_url_and_env(server, sleeps, log) -> None:
+def test_401_stops_the_endpoint_naming_model_url_and_env(server, sleeps, log) -> None:
+    """A refused key stops the endpoint's runs at once (resumable): no retry, no default, and
+    every later call to that endpoint stops without reaching it."""
     client = make_client(sleeps)
     client.environ = {KEY_ENV: "sk-wrong-key-000"}
-    with pytest.raises(LlmConfigError) as err:
+    with pytest.raises(EndpointDown) as err:
         asyncio.run(client.call(make_config(server), REQ, meta=META, emit=log.emit))
     msg = str(err.value)
     assert "401" in msg and "test-model" in msg and server.url in msg and KEY_ENV in msg
     assert "sk-wrong-key-000" not in msg
     assert len(server.completions) == 1 and sleeps.delays == []
     assert "sk-wrong-key-000" not in "\n".join(log.lines)
+    with pytest.raises(EndpointDown):
+        asyncio.run(client.call(make_config(server), REQ, meta=META, emit=log.emit))
+    assert len(server.completions) == 1
 
 
-def test_404_unknown_model_fails_fast(server, sleeps) -> None:
-    with pytest.raises(LlmConfigError) as err:
+def test_404_unknown_model_stops_the_endpoint(server, sleeps) -> None:
+    with pytest.raises(EndpointDown) as err:
         asyncio.run(make_client(sleeps).call(make_config(server, model="nope"), REQ, meta=META))
     assert "'nope'" in str(err.value) and server.url in str(err.value)
     assert len(server.completions) == 1 and sleeps.delays == []
@@ -170,9 +175,31 @@ def test_404_unknown_model_fails_fast(server, sleeps) -> None:
 def test_missing_env_var_names_it(server, sleeps) -> None:
     client = make_client(sleeps)
     client.environ = {}
-    with pytest.raises(LlmConfigError, match=KEY_ENV):
+    with pytest.raises(EndpointDown, match=KEY_ENV):
         asyncio.run(client.call(make_config(server), REQ, meta=META))
     assert server.completions == []
+
+
+def test_consecutive_failures_stop_the_endpoint_and_a_success_resets_the_count(
+    server, sleeps
+) -> None:
+    client = make_client(sleeps)
+    cfg = make_config(server, max_retries=0)
+    server.push(Reply.error(500), Reply.error(500), Reply.completion("ok"))
+    for _ in range(2):  # below the threshold: the caller gets LlmUnavailable (its default)
+        with pytest.raises(LlmUnavailable):
+            asyncio.run(client.call(cfg, REQ, meta=META))
+    assert asyncio.run(client.call(cfg, REQ, meta=META)).text == "ok"
+    server.push(*[Reply.error(500)] * 3)
+    for _ in range(2):
+        with pytest.raises(LlmUnavailable):
+            asyncio.run(client.call(cfg, REQ, meta=META))
+    with pytest.raises(EndpointDown, match=r"3 calls in a row failed; the last: .*500"):
+        asyncio.run(client.call(cfg, REQ, meta=META))
+    sent = len(server.completions)
+    with pytest.raises(EndpointDown):
+        asyncio.run(client.call(cfg, REQ, meta=META))
+    assert len(server.completions) == sent  # nothing more reaches a stopped endpoint
 
 
 def test_no_key_config_sends_placeholder(server, sleeps) -> None:
@@ -240,6 +267,9 @@ def test_recorded_failure_replays_as_unavailable(server, sleeps, tmp_path) -> No
         asyncio.run(make_client(sleeps).call(cfg, REQ, meta=META, cache=LlmCache(path)))
     with pytest.raises(LlmUnavailable):
         asyncio.run(make_client(sleeps).call(cfg, REQ, meta=META, cache=LlmCache(path, "replay")))
+    # read_write reproduces it too: the same run with the same cache gives the same events
+    with pytest.raises(LlmUnavailable):
+        asyncio.run(make_client(sleeps).call(cfg, REQ, meta=META, cache=LlmCache(path)))
     assert len(server.completions) == 2
 
 

@@ -1,0 +1,148 @@
+"""Per-endpoint limits: how fast an endpoint may be called, and when it is given up on.
+
+- `RateLimit`: at most `config.rpm` requests and `config.tpm` tokens per rolling minute per
+  endpoint (model and base URL), as providers meter them. A request waits until it fits; its
+  tokens are counted as its prompt (about 4 characters a token) before it is sent and as the
+  answer's usage once it is back. Inside `Retrying`, so every attempt is metered.
+- `EndpointBreaker`: consecutive failures of one endpoint stop the runs that use it. A call
+  whose retries are exhausted (connection refused, timeouts, 5xx) or whose request the endpoint
+  keeps refusing (a 4xx) counts one failure; `stop_after` of them in a row — or one refusal of
+  the key or the model (401/403/404, a missing key variable) — opens the breaker, and every
+  call to that endpoint raises `EndpointDown`: the runs stop, recorded and resumable, with one
+  line naming the endpoint and its last error. Failures before the breaker opens are recorded
+  and answered by the caller's stated default; the call that opens it is not recorded, so a
+  resumed run makes it again. A success resets the count. mbb's choice: 3 in a row.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from mbb.core.errors import EndpointDown, LlmConfigError, LlmUnavailable
+from mbb.llm.provider import Call, Provider
+from mbb.llm.types import LlmResult
+
+__all__ = ["STOP_AFTER", "EndpointBreaker", "RateLimit", "endpoint_of"]
+
+STOP_AFTER = 3  # consecutive failed calls of one endpoint that stop its runs
+_WINDOW_S = 60.0
+
+
+def endpoint_of(call: Call) -> str:
+    """How an endpoint is named in limits and messages: `model at base_url`."""
+    return f"{call.config.model} at {call.config.base_url}"
+
+
+@dataclass
+class _Meter:
+    """One endpoint's requests and tokens in the last minute."""
+
+    requests: deque[float] = field(default_factory=deque)
+    tokens: deque[tuple[float, int]] = field(default_factory=deque)
+    token_sum: int = 0
+
+    def expire(self, now: float) -> None:
+        while self.requests and self.requests[0] <= now - _WINDOW_S:
+            self.requests.popleft()
+        while self.tokens and self.tokens[0][0] <= now - _WINDOW_S:
+            self.token_sum -= self.tokens.popleft()[1]
+
+
+def _prompt_tokens(call: Call) -> int:
+    """A request's prompt tokens before it is sent, at about 4 characters a token."""
+    return len(json.dumps(call.body.get("messages", []), ensure_ascii=False)) // 4 + 1
+
+
+class RateLimit:
+    """Requests and tokens per minute per endpoint (see the module docstring). `clock`,
+    `sleep`: injectable for tests."""
+
+    def __init__(
+        self,
+        inner: Provider,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.inner = inner
+        self.clock = clock
+        self.sleep = sleep
+        self._meters: dict[str, _Meter] = {}
+        self.waited_s = 0.0  # total time calls waited for the limits (reported by studies)
+
+    async def _admit(self, call: Call, meter: _Meter, tokens: int) -> None:
+        rpm, tpm = call.config.rpm, call.config.tpm
+        while True:
+            now = self.clock()
+            meter.expire(now)
+            waits = []
+            if rpm is not None and len(meter.requests) >= rpm:
+                waits.append(meter.requests[0] + _WINDOW_S - now)
+            if tpm is not None and meter.tokens and meter.token_sum + tokens > tpm:
+                waits.append(meter.tokens[0][0] + _WINDOW_S - now)
+            if not waits:
+                meter.requests.append(now)
+                meter.tokens.append((now, tokens))
+                meter.token_sum += tokens
+                return
+            wait = max(0.01, min(waits))
+            self.waited_s += wait
+            await self.sleep(wait)
+
+    async def complete(self, call: Call) -> LlmResult:
+        if call.config.rpm is None and call.config.tpm is None:
+            return await self.inner.complete(call)
+        meter = self._meters.setdefault(endpoint_of(call), _Meter())
+        estimate = _prompt_tokens(call)
+        await self._admit(call, meter, estimate)
+        result = await self.inner.complete(call)
+        used = result.usage.prompt + result.usage.completion
+        if used != estimate:  # what the endpoint counted replaces the estimate
+            meter.tokens.append((self.clock(), used - estimate))
+            meter.token_sum += used - estimate
+        return result
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+class EndpointBreaker:
+    """Stops an endpoint's runs after `stop_after` consecutive failures (see the module
+    docstring). `down` maps each stopped endpoint to the line saying why."""
+
+    def __init__(self, inner: Provider, *, stop_after: int = STOP_AFTER) -> None:
+        if stop_after < 1:
+            raise ValueError(f"stop_after must be at least 1, got {stop_after}")
+        self.inner = inner
+        self.stop_after = stop_after
+        self._failures: dict[str, int] = {}
+        self.down: dict[str, str] = {}
+
+    def _open(self, endpoint: str, why: str) -> EndpointDown:
+        line = self.down.setdefault(endpoint, why)
+        return EndpointDown(f"endpoint {endpoint} is down: {line}", endpoint=endpoint)
+
+    async def complete(self, call: Call) -> LlmResult:
+        endpoint = endpoint_of(call)
+        if endpoint in self.down:
+            raise self._open(endpoint, self.down[endpoint])
+        try:
+            result = await self.inner.complete(call)
+        except LlmConfigError as exc:  # the key or the model is refused: no retry helps
+            raise self._open(endpoint, " ".join(str(exc).split())[:300]) from None
+        except LlmUnavailable as exc:
+            n = self._failures[endpoint] = self._failures.get(endpoint, 0) + 1
+            if n >= self.stop_after:
+                why = f"{n} calls in a row failed; the last: {' '.join(str(exc).split())[:300]}"
+                raise self._open(endpoint, why) from None
+            raise
+        self._failures[endpoint] = 0
+        return result
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
