@@ -55,7 +55,8 @@ class Run:
 def run(cond: Condition, seed: int = 0) -> Run:
     """Run one seed in memory, built as `mbb.batch.build` builds it, and keep the arena (for
     its final ledger)."""
-    from mbb.batch.build import RunServices, build_arena, ensure_condition, run_id_of
+    from mbb.batch.build import RunServices, build_arena, ensure_condition
+    from mbb.batch.runs import run_id_of
 
     ensure_condition(cond)
     log = eventlog.EventLog(run_id_of(cond, seed))  # <condition>[-<model>]-seedNNNN, as the builder

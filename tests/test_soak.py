@@ -152,7 +152,7 @@ def test_soak_with_faults_and_kills(root, tmp_path, server, monkeypatch):
         assert proc.returncode == -9, proc.stderr[-2000:]
         run_dir = (
             out / "soak-soak-seed0007"
-        )  # <condition>-<model>-seed: LLM workers (mbb.batch.study)
+        )  # <condition>-<model>-seed: LLM workers (mbb.batch.runs)
         assert len(read_lines(run_dir / "events.jsonl")) == kill_after
         resume_run(run_dir)
         after = read_lines(run_dir / "events.jsonl")

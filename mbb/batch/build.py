@@ -26,7 +26,7 @@ from typing import Any
 
 from mbb.agents.backends import NEGOTIATORS, SOLVERS, build_agents
 from mbb.agents.personas import PERSONAS
-from mbb.batch.study import check_not_foreign, model_label
+from mbb.batch.runs import check_not_foreign, run_id_of
 from mbb.core import eventlog
 from mbb.core import events as ev
 from mbb.core.aio import run_coroutine
@@ -51,8 +51,6 @@ __all__ = [
     "load_params",
     "run_condition",
     "run_condition_async",
-    "run_id_for",
-    "run_id_of",
     "run_seeds",
 ]
 
@@ -140,18 +138,6 @@ def load_params(
 
 
 # --- names and services of one run ---------------------------------------------------------------
-def run_id_for(condition: str, seed: int, model: str | None = None) -> str:
-    """`<condition>-seedNNNN`; with LLM workers `<condition>-<model>-seedNNNN`."""
-    if model:
-        return f"{condition}-{model}-seed{seed:04d}"
-    return f"{condition}-seed{seed:04d}"
-
-
-def run_id_of(condition: Condition, seed: int) -> str:
-    """The run id of one seed of `condition` (its LLM workers' models in it, if any)."""
-    return run_id_for(condition.name, seed, model_label(condition))
-
-
 LlmPair = tuple[Any, Any]  # (LlmClient, LlmCache)
 
 

@@ -101,7 +101,7 @@ def estimate_study(
     """Dry-run `dry_runs` seeds (from the condition's seed) against a scripted endpoint."""
     from mbb.agents.backends import uses_llm
     from mbb.batch.build import run_condition
-    from mbb.batch.study import model_label
+    from mbb.batch.runs import model_label
     from mbb.core.tables import tables_from_log
     from mbb.testing.emulate import PROVIDERS, ProviderEmulator
     from mbb.testing.testserver import FakeOpenAIServer, declaring_responder
@@ -138,7 +138,7 @@ def estimate_study(
 
 def estimate_from_runs(cond: Any, runs: int, dirs: Sequence[str | Path]) -> Estimate:
     """Scale the recorded `llm_call` events of finished runs (run folders or condition folders)."""
-    from mbb.batch.study import model_label
+    from mbb.batch.runs import model_label
     from mbb.core.tables import tables_from_run_dirs
 
     run_dirs: list[Path] = []

@@ -440,7 +440,7 @@ def _condition_summary(folder: Path) -> dict[str, Any]:
 
 
 def _spend_by_model(folders: list[Path]) -> str:
-    from mbb.batch.study import spend_table_html
+    from mbb.batch.runs import spend_table_html
 
     return spend_table_html(folders)
 

@@ -30,9 +30,9 @@ from typing import Any
 import polars as pl
 
 from mbb.agents.backends import uses_llm
-from mbb.batch.build import load_params, run_condition, run_id_of, run_seeds
+from mbb.batch.build import load_params, run_condition, run_seeds
 from mbb.batch.outdir import claim
-from mbb.batch.study import check_not_foreign
+from mbb.batch.runs import check_not_foreign, run_id_of
 from mbb.core.eventlog import EventLogError, kind_of, read_lines
 from mbb.core.provenance import provenance
 from mbb.core.tables import concat_tables, tables_from_lines, write_tables

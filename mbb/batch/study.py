@@ -1,174 +1,792 @@
-"""The study's model axis: which model a run used, where it is written, and spend by model.
+"""A study: conditions x models x roles x seeds from one YAML file, run by one command.
 
-- `model_label(condition)`: the model config name(s) of a condition's LLM workers (None for a
-  scripted condition). Run ids and folders include it (`<condition>-<model>-seedNNNN`), so runs
-  of the same condition with different models never share a folder; scripted runs keep
-  `<condition>-seedNNNN`.
-- `with_model(params overrides, name, condition)`: `mbb run --model` / `mbb sweep --models`; an
-  unknown name is refused with the configured ones listed.
-- `check_not_foreign(run_dir, condition)`: an existing run folder is only re-written by a run of
-  the same condition with the same parameters; anything else is refused before the run starts.
-- `spend_table_html`: the report's "LLM spend by model" table.
+    mbb study studies/scarce.yaml               # estimate? no: run (resumable), then report
+    mbb study studies/scarce.yaml --estimate    # tokens, calls, time and cost before it runs
+    mbb study studies/local_smoke.yaml --stub   # every model answered by a loopback stub
+
+The file names conditions (any shipped or user params file, used unchanged), models (endpoint,
+preset, price with its date and source, limits), roles, seeds, overrides for every condition,
+spend caps and failure rules (see `StudySpec`). Each (condition, role, model) is a *cell*: the
+condition with the role's workers on that model (`cell_condition`), named
+`<condition>.<role>` so that cells never share run ids; a mixed roster is one cell whose seats
+name models or personas. Every run of every cell runs on one event loop and one LLM client, so
+each endpoint's concurrency and requests/tokens per minute hold across the whole study, and one
+replay cache (`<out>/llm_cache.sqlite`) serves them all.
+
+Failures are loud (`mbb.llm.limits`): before anything runs, every model's key variable must be
+set and its endpoint must answer one small request (a dead endpoint stops the study with one
+line); during the study an endpoint that keeps failing stops the runs that use it, resumable.
+Running the same command again skips finished runs and resumes the others from their logs and
+the cache. Each run's share of failed or repaired calls is in its `meta.json` (`validity`); a
+run above `failures.invalid_share` is marked invalid and left out of comparisons.
+
+The output folder holds one study: `study.json` (what ran), `runs/<cell>/<run_id>/` (events and
+meta) with `runs/<cell>/tables/`, the cache and spend ledger, `notebooks/` (the analyses, run
+over the runs, never re-running them), `index.html`, `compare.html` and `viewer/`.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import hashlib
 import json
-import re
-from collections.abc import Mapping
+import os
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from mbb.agents.backends import NEGOTIATORS, SOLVERS
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from mbb.agents.backends import uses_llm
+from mbb.agents.personas import PERSONAS
+from mbb.batch.build import load_params, run_condition_async
+from mbb.batch.outdir import claim
+from mbb.batch.runner import finished_log, write_meta
+from mbb.batch.runs import run_id_of
+from mbb.core.aio import run_coroutine
+from mbb.core.eventlog import EventLogError, read_lines
+from mbb.core.paths import is_bare_name, params_file, user_path
+from mbb.core.tables import tables_from_run_dirs, write_tables
+from mbb.llm.config import ModelConfig
+from mbb.params import Condition, ParamsError, deep_merge, safe_yaml
 
 __all__ = [
-    "ForeignRunError",
-    "check_not_foreign",
-    "model_label",
-    "spend_table_html",
-    "with_model",
+    "ROLES",
+    "Cell",
+    "Study",
+    "StudyError",
+    "StudyOutcome",
+    "StudySpec",
+    "load_study",
+    "run_study",
 ]
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.+-]")
-
-
-class ForeignRunError(FileExistsError):
-    """A run folder holds a run of another condition, model or parameters."""
-
-
-def model_label(condition: Any) -> str | None:
-    """'a' or 'a+b' (sorted config names of the LLM workers' models); None when none is LLM."""
-    names = sorted(
-        {
-            s.model
-            for s in condition.worker_specs()
-            if s.model is not None
-            and (NEGOTIATORS[s.negotiator].needs_model or SOLVERS[s.solver].needs_model)
-        }
-    )
-    if not names:
-        return None
-    return _UNSAFE.sub("_", "+".join(names))
-
-
-def with_model(condition: Any, name: str) -> dict[str, Any]:
-    """The override selecting model config `name` for the condition's LLM workers."""
-    if name not in condition.models:
-        known = ", ".join(sorted(condition.models)) or "none"
-        raise ValueError(
-            f"unknown model {name!r} for condition {condition.name!r}; configured models: {known}"
-        )
-    if model_label(condition) is None:
-        raise ValueError(
-            f"condition {condition.name!r} has no LLM workers: a model would change nothing"
-        )
-    return {"workers": {"model": name}}
-
-
-# how a model is reached, not what it is asked: another port or key variable is the same run
-_TRANSPORT = (
-    "base_url",
-    "api_key_env",
-    "timeout_s",
-    "max_retries",
-    "concurrency",
-    "rpm",
-    "tpm",
-    "cache_hints",
+ROLES: dict[str, dict[str, str]] = {  # a role's workers: which backends are LLMs
+    "negotiators": {"negotiator": "llm"},
+    "solvers": {"solver": "llm"},
+    "both": {"negotiator": "llm", "solver": "llm"},
+}
+DEFAULT_NOTEBOOKS = (
+    "compare_conditions",
+    "token_audit",
+    "taxonomy_audit",
+    "transmission",
+    "starting_states",
 )
+STUDY_RECORD = "study.json"
 
 
-def _comparable(params: Mapping[str, Any]) -> dict[str, Any]:
-    """Params without how LLM answers are obtained and paid for (cache, caps, the endpoint's
-    address and transport settings): re-running the same run in replay mode, with a higher cap
-    or against the same model served elsewhere, is the same run."""
-    out = {k: v for k, v in params.items() if k != "llm"}
-    models = out.get("models")
-    if isinstance(models, Mapping):
-        out["models"] = {
-            name: {k: v for k, v in cfg.items() if k not in _TRANSPORT}
-            for name, cfg in models.items()
-            if isinstance(cfg, Mapping)
-        }
+class StudyError(ValueError):
+    """A study file or output folder that cannot be used; the message is one line."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class StudyPrice(_Strict):
+    """USD per 1M tokens of one model, with where and when the price was read."""
+
+    prompt: float = Field(ge=0, description="USD per 1M prompt tokens.")
+    completion: float = Field(ge=0, description="USD per 1M completion (and reasoning) tokens.")
+    cached_prompt: float | None = Field(None, ge=0, description="USD per 1M cached prompt tokens.")
+    date: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}$", description="When it was read (YYYY-MM-DD).")
+    source: str = Field(min_length=1, description="Where it was read (a URL or a document).")
+
+
+class RoleSpec(_Strict):
+    """A role given in full: a name, and either the LLM backends of every worker (`negotiator`,
+    `solver`) or a `roster` naming, seat by seat, a model of the study or a persona."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_]+$", max_length=40)
+    negotiator: Literal["llm", "scripted"] = "scripted"
+    solver: Literal["llm", "modeled"] = "modeled"
+    roster: list[str] | None = None
+
+
+class Caps(_Strict):
+    max_cost_usd: float | None = Field(None, gt=0, description="New LLM spend of the study.")
+    max_tokens_total: int | None = Field(None, gt=0, description="Its new tokens.")
+
+
+class Failures(_Strict):
+    stop_after: int = Field(
+        3, ge=1, le=100, description="Consecutive failed calls of one endpoint that stop its runs."
+    )
+    invalid_share: float = Field(
+        0.05,
+        ge=0,
+        le=1,
+        description="A run whose failed or repaired calls exceed this share of its calls is "
+        "marked invalid and left out of comparisons.",
+    )
+
+
+class StudySpec(_Strict):
+    """A study file. Paths are relative to the study file's folder; a bare name is one of mbb's
+    own conditions (`base`) or notebooks."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$", max_length=100)
+    description: str = ""
+    out: str | None = Field(None, description="Output folder (default outputs/studies/<name>).")
+    conditions: list[str] = Field(min_length=1, description="Params files or mbb's names.")
+    models: dict[str, dict[str, Any]] = Field(
+        min_length=1,
+        description="Model slots: a model config (mbb.llm.config.ModelConfig: model, preset, "
+        "base_url, api_key_env, options, concurrency, rpm, tpm) plus `price` (StudyPrice, or "
+        "'unpriced').",
+    )
+    roles: list[str | RoleSpec] = Field(
+        default_factory=lambda: list[str | RoleSpec](["negotiators"]),
+        min_length=1,
+        description="negotiators | solvers | both, or a RoleSpec (e.g. a mixed roster).",
+    )
+    seeds: str | list[int] = Field("0..3", description="A..B (inclusive), or a list.")
+    overrides: dict[str, Any] = Field(
+        default_factory=dict, description="Deep-merged into every condition (e.g. subruns: 1)."
+    )
+    caps: Caps = Field(default_factory=Caps)
+    failures: Failures = Field(default_factory=Failures)
+    notebooks: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_NOTEBOOKS),
+        description="Analysis notebooks run over the study's runs ([] for none).",
+    )
+    runs_at_once: int | None = Field(
+        None, ge=1, le=10_000, description="Runs in flight (default: all; real tasks: CPUs)."
+    )
+
+    @field_validator("roles")
+    @classmethod
+    def _known_roles(cls, v: list[str | RoleSpec]) -> list[str | RoleSpec]:
+        for r in v:
+            if isinstance(r, str) and r not in ROLES:
+                raise ValueError(f"unknown role {r!r}; valid: {', '.join(ROLES)} or a mapping")
+        names = [r if isinstance(r, str) else r.name for r in v]
+        if len(names) != len(set(names)):
+            raise ValueError(f"role names must be unique, got {names}")
+        return v
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One (condition, role, model) of a study: its condition and where its runs go."""
+
+    condition_file: str
+    role: str
+    model: str | None  # the model slot; None for a roster (its seats name them)
+    condition: Condition = field(repr=False)
+    folder: Path
+
+    @property
+    def label(self) -> str:
+        return self.folder.name
+
+
+@dataclass(frozen=True)
+class Study:
+    """A loaded study: its spec, model configs and prices by slot, cells, seeds and folder."""
+
+    spec: StudySpec
+    source: Path
+    out: Path
+    configs: dict[str, ModelConfig]
+    prices: dict[str, StudyPrice | None]
+    cells: list[Cell]
+    seeds: list[int]
+
+    @property
+    def runs(self) -> int:
+        return len(self.cells) * len(self.seeds)
+
+    def fingerprint(self) -> str:
+        """What identifies the study: its name and each cell's condition (seeds may grow)."""
+        blob = json.dumps(
+            {
+                "name": self.spec.name,
+                "cells": {c.label: c.condition.model_dump(mode="json") for c in self.cells},
+            },
+            sort_keys=True,
+        )
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+# --- loading -------------------------------------------------------------------------------------
+def _seeds(spec: StudySpec) -> list[int]:
+    s = spec.seeds
+    if isinstance(s, list):
+        if not s or any(x < 0 for x in s) or len(set(s)) != len(s):
+            raise StudyError(f"seeds: a list of distinct seeds >= 0, got {s}")
+        return sorted(s)
+    a, _, b = s.partition("..")
+    try:
+        lo, hi = int(a), int(b or a)
+    except ValueError:
+        raise StudyError(f"seeds: A..B or a list of seeds, got {s!r}") from None
+    if not 0 <= lo <= hi or hi - lo >= 100_000:
+        raise StudyError(f"seeds: need 0 <= A <= B (at most 100000 seeds), got {s!r}")
+    return list(range(lo, hi + 1))
+
+
+def _problem(where: str, exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err["loc"])
+    field_ = f"{where}.{loc}" if loc else where
+    msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        msg = "unknown field"
+    return f"{field_}: {' '.join(msg.split())}"
+
+
+def _models(spec: StudySpec) -> tuple[dict[str, ModelConfig], dict[str, StudyPrice | None]]:
+    configs: dict[str, ModelConfig] = {}
+    prices: dict[str, StudyPrice | None] = {}
+    for slot, entry in spec.models.items():
+        if not isinstance(entry, Mapping):
+            raise StudyError(f"models.{slot}: a model config mapping, got {type(entry).__name__}")
+        data = dict(entry)
+        price = data.pop("price", None)
+        if price is None:
+            raise StudyError(
+                f"models.{slot}.price: give the model's price (prompt, completion, "
+                "cached_prompt, date, source) or `price: unpriced`"
+            )
+        try:
+            configs[slot] = ModelConfig.model_validate(data)
+        except ValidationError as exc:  # a preset's refusal too (one line)
+            raise StudyError(_problem(f"models.{slot}", exc)) from None
+        try:
+            prices[slot] = None if price == "unpriced" else StudyPrice.model_validate(price)
+        except ValidationError as exc:
+            raise StudyError(_problem(f"models.{slot}.price", exc)) from None
+    return configs, prices
+
+
+def _roles(spec: StudySpec, slots: Sequence[str]) -> list[RoleSpec]:
+    out = []
+    for r in spec.roles:
+        if isinstance(r, str):
+            role = ROLES[r]
+            out.append(
+                RoleSpec(
+                    name=r,
+                    negotiator="llm" if role.get("negotiator") == "llm" else "scripted",
+                    solver="llm" if role.get("solver") == "llm" else "modeled",
+                )
+            )
+            continue
+        if r.roster is not None:
+            valid = [*slots, *PERSONAS.names()]
+            bad = [x for x in r.roster if x not in valid]
+            if bad:
+                raise StudyError(
+                    f"roles.{r.name}.roster: unknown {bad}; a seat names a model of the study "
+                    f"({', '.join(slots)}) or a persona ({', '.join(PERSONAS.names())})"
+                )
+        out.append(r)
     return out
 
 
-def check_not_foreign(run_dir: Path, condition: Any) -> None:
-    """Raise ForeignRunError if `run_dir` holds a run whose parameters differ from `condition`'s."""
+def _resolve(path_or_name: str, base: Path) -> Path:
+    if is_bare_name(path_or_name):
+        try:
+            return params_file(path_or_name)
+        except FileNotFoundError as exc:
+            raise StudyError(f"conditions: {exc}") from None
+    p = Path(path_or_name)
+    p = p if p.is_absolute() else base / p
+    if not p.is_file():
+        raise StudyError(f"conditions: no such params file {str(p)!r}")
+    return p
+
+
+def cell_condition(
+    file: Path,
+    role: RoleSpec,
+    slot: str | None,
+    spec: StudySpec,
+    configs: Mapping[str, ModelConfig],
+    prices: Mapping[str, StudyPrice | None],
+    cache_file: Path,
+) -> Condition:
+    """The condition of one cell: the params file as it is, the study's overrides, the role's
+    workers on the model `slot` (or the roster's seats), the study's model configs and prices,
+    the study's cache; named `<condition>.<role>`."""
+    base = load_params(file, spec.overrides or None)
+    workers: dict[str, Any] = {}
+    used: set[str] = set()
+    if role.roster is not None:
+        if len(role.roster) != base.workers.count:
+            raise StudyError(
+                f"roles.{role.name}.roster: {len(role.roster)} seats for condition "
+                f"{base.name!r} with {base.workers.count} workers"
+            )
+        seats = {}
+        for i, seat in enumerate(role.roster):
+            if seat in configs:
+                seats[f"W{i + 1}"] = {"negotiator": "llm", "model": seat}
+                used.add(seat)
+            else:
+                seats[f"W{i + 1}"] = {"negotiator": "scripted", "persona": seat}
+        workers["overrides"] = seats
+    else:
+        assert slot is not None
+        workers["model"] = slot
+        used.add(slot)
+        if role.negotiator == "llm":
+            workers["negotiator"] = "llm"
+    if role.solver == "llm":
+        workers["solver"] = "llm"
+    tasks = {"kind": "real"} if role.solver == "llm" else {}
+    over: dict[str, Any] = {
+        "name": f"{base.name}.{role.name}",
+        "workers": workers,
+        "models": {s: configs[s].model_dump(mode="json") for s in sorted(used)},
+        "prices": {
+            configs[s].model: p.model_dump(include={"prompt", "completion", "cached_prompt"})
+            for s in sorted(used)
+            if (p := prices[s]) is not None
+        },
+        "llm": {"cache_file": str(cache_file), "cache": "read_write"},
+    }
+    if tasks:
+        over["tasks"] = tasks
+    try:
+        return load_params(file, deep_merge(spec.overrides, over))
+    except ParamsError as exc:
+        raise StudyError(f"cell {base.name}.{role.name}[{slot or 'roster'}]: {exc}") from None
+
+
+def load_study(path: str | Path) -> Study:
+    """Read, validate and expand a study file (every cell's condition is loaded and checked);
+    raises StudyError (one line naming the field and what is valid)."""
+    src = user_path(path)
+    if not src.is_file():
+        raise StudyError(f"{src}: no such study file")
+    try:
+        data = safe_yaml(src.read_text(encoding="utf-8"))
+    except Exception as exc:
+        why = " ".join(str(exc).split())[:300]
+        raise StudyError(f"{src}: not a valid YAML study file: {why}") from None
+    if not isinstance(data, dict):
+        raise StudyError(f"{src}: the top level must be a mapping of fields")
+    try:
+        spec = StudySpec.model_validate(data)
+    except ValidationError as exc:
+        raise StudyError(f"{src}: {_problem('', exc).lstrip('.')}") from None
+    try:
+        configs, prices = _models(spec)
+        roles = _roles(spec, list(configs))
+        seeds = _seeds(spec)
+        out = user_path(spec.out) if spec.out else user_path(f"outputs/studies/{spec.name}")
+        cache_file = out / "llm_cache.sqlite"
+        if spec.caps.max_cost_usd is not None:
+            unpriced = [s for s, p in prices.items() if p is None]
+            if unpriced:
+                raise StudyError(
+                    f"caps.max_cost_usd: the models {unpriced} have no price, so spend on them "
+                    "cannot be capped; give their prices or drop the cap"
+                )
+        cells = []
+        for cond in spec.conditions:
+            file = _resolve(cond, src.parent)
+            for role in roles:
+                slots: list[str | None] = [None] if role.roster is not None else list(configs)
+                for slot in slots:
+                    c = cell_condition(file, role, slot, spec, configs, prices, cache_file)
+                    folder = out / "runs" / (c.name + (f"-{slot}" if slot else "-roster"))
+                    cells.append(Cell(str(file), role.name, slot, c, folder))
+    except StudyError as exc:
+        raise StudyError(f"{src}: {exc}") from None
+    labels = Counter(c.condition.name for c in cells if c.model is None)
+    if any(n > 1 for n in labels.values()):
+        raise StudyError(f"{src}: two conditions share a name: {dict(labels)}")
+    return Study(spec, src, out, configs, prices, cells, seeds)
+
+
+# --- the output folder ---------------------------------------------------------------------------
+def _claim_study(study: Study) -> None:
+    """The output folder holds this study or nothing: another study, or anything else, is
+    refused before anything is written."""
+    out = study.out
+    record = out / STUDY_RECORD
+    if record.is_file():
+        try:
+            held = json.loads(record.read_text(encoding="utf-8"))
+        except ValueError:
+            raise StudyError(
+                f"{record}: not a study record (corrupt); choose another out"
+            ) from None
+        if held.get("name") != study.spec.name or held.get("fingerprint") != study.fingerprint():
+            raise StudyError(
+                f"{out} holds study {held.get('name')!r} with other cells or parameters; a "
+                "study folder holds one study: choose another `out`"
+            )
+    elif out.exists() and any(out.iterdir()):
+        raise StudyError(f"{out} is not empty and holds no study; choose another `out`")
+    out.mkdir(parents=True, exist_ok=True)
+
+
+def _write_record(study: Study, runs: Mapping[str, dict[str, Any]], extra: dict[str, Any]) -> None:
+    record = {
+        "name": study.spec.name,
+        "fingerprint": study.fingerprint(),
+        "source": str(study.source),
+        "seeds": study.seeds,
+        "models": {
+            s: {
+                "model": c.model,
+                "base_url": c.base_url,
+                "preset": c.preset,
+                "price": None if study.prices[s] is None else study.prices[s].model_dump(),  # type: ignore[union-attr]
+            }
+            for s, c in study.configs.items()
+        },
+        "cells": [
+            {
+                "folder": str(c.folder.relative_to(study.out)),
+                "condition": Path(c.condition_file).stem,
+                "role": c.role,
+                "model": c.model,
+                "name": c.condition.name,
+            }
+            for c in study.cells
+        ],
+        "runs": dict(sorted(runs.items())),
+        **extra,
+    }
+    tmp = study.out / f".{STUDY_RECORD}.{os.getpid()}"
+    tmp.write_text(json.dumps(record, indent=1))
+    os.replace(tmp, study.out / STUDY_RECORD)
+
+
+# --- running -------------------------------------------------------------------------------------
+@dataclass
+class StudyOutcome:
+    """How a study invocation ended."""
+
+    runs: int = 0
+    done_before: int = 0
+    completed: int = 0
+    stopped: int = 0
+    failed: int = 0
+    invalid: int = 0
+    calls: int = 0
+    failed_calls: int = 0
+    endpoints_down: dict[str, str] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    report: Path | None = None
+
+    @property
+    def status(self) -> int:
+        """Exit status: 0 all finished, 3 stopped (resumable), 1 a run failed."""
+        return 1 if self.failed else 3 if self.stopped else 0
+
+
+def _state(run_dir: Path) -> Literal["done", "resume", "fresh"]:
+    if finished_log(run_dir) is not None:
+        return "done"
     path = run_dir / "events.jsonl"
     if not path.is_file():
-        return
-    with path.open(encoding="utf-8") as fh:
-        first = fh.readline()
+        return "fresh"
     try:
-        started = json.loads(first)
-    except json.JSONDecodeError:
-        return  # not even one complete event: nothing worth keeping
-    recorded = started.get("params") if started.get("kind") == "run_started" else None
-    if recorded is None:
-        return
-    current = condition.model_dump(mode="json")
-    if _comparable(recorded) == _comparable(current):
-        return
-    a, b = _comparable(recorded), _comparable(current)
-    differing = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
-    raise ForeignRunError(
-        f"{run_dir} holds a run of condition {recorded.get('name')!r} with other parameters "
-        f"(differing: {', '.join(differing)}); it is not overwritten. Write to another folder "
-        "(--out), give the condition another name, or delete that run first"
-    )
+        lines = read_lines(path)
+    except EventLogError:
+        return "fresh" if path.stat().st_size == 0 else "resume"
+    if not lines:
+        return "fresh"
+    if json.loads(lines[-1]).get("kind") == "run_ended":  # stopped or failed: go on from before
+        path.write_text("".join(x + "\n" for x in lines[:-1]), encoding="utf-8")
+    return "resume"
 
 
-def _folder_calls(folders: list[Path]) -> Any:
-    import polars as pl
+def preflight(study: Study, environ: Mapping[str, str] | None = None) -> list[str]:
+    """Every model's key variable is set and its endpoint answers one small request: the
+    problems, one line each (empty: all good). Costs one short call per model."""
+    from mbb.llm.client import LlmClient
+    from mbb.llm.types import ChatRequest
 
-    parts = []
-    for folder in folders:
-        path = folder / "tables" / "llm_calls.parquet"
-        if path.is_file():
-            df = pl.read_parquet(path)
-            if not df.is_empty():
-                parts.append(df.with_columns(pl.lit(folder.name).alias("folder")))
-    return pl.concat(parts, how="diagonal_relaxed") if parts else None
+    env = os.environ if environ is None else environ
+    problems = []
+    for slot, cfg in study.configs.items():
+        if cfg.api_key_env and not env.get(cfg.api_key_env):
+            problems.append(
+                f"model {slot} ({cfg.model} at {cfg.base_url}): environment variable "
+                f"{cfg.api_key_env} is not set"
+            )
+    if problems:
+        return problems
+
+    async def ping() -> list[str]:
+        client = LlmClient(stop_after=1)
+        found = []
+        try:
+            for slot, cfg in study.configs.items():
+                quick = cfg.model_copy(update={"max_retries": 1, "timeout_s": 20.0})
+                req = ChatRequest(messages=[{"role": "user", "content": "Reply with OK."}])
+                try:
+                    await client.complete(quick, req)
+                except Exception as exc:
+                    found.append(
+                        f"model {slot} ({cfg.model} at {cfg.base_url}) does not answer: "
+                        f"{' '.join(str(exc).split())[:300]}"
+                    )
+        finally:
+            await client.aclose()
+        return found
+
+    box: list[list[str]] = []
+
+    async def go() -> None:
+        box.append(await ping())
+
+    run_coroutine(go)
+    return box[0]
 
 
-def spend_table_html(folders: list[Path]) -> str:
-    """The report's "LLM spend by model" table over condition folders ('' without LLM calls):
-    one row per model with its conditions, runs, tokens, cached share, cost and cost per run."""
-    import html
+def run_validity(lines: Sequence[str], threshold: float) -> dict[str, Any]:
+    """A run's LLM calls, how many failed or were repairs, their share and whether the run is
+    valid (share at most `threshold`); every call counts, from the cache or not."""
+    calls = failed = repaired = 0
+    for line in lines:
+        if line.startswith('{"kind":"llm_call"'):
+            d = json.loads(line)
+            calls += 1
+            failed += d.get("error") is not None
+            repaired += bool(d.get("repair"))
+    share = (failed + repaired) / calls if calls else 0.0
+    return {
+        "llm_calls": calls,
+        "failed_calls": failed,
+        "repaired_calls": repaired,
+        "failed_or_repaired_share": round(share, 4),
+        "threshold": threshold,
+        "valid": share <= threshold,
+    }
 
-    import polars as pl
 
-    calls = _folder_calls(folders)
-    if calls is None:
-        return ""
-    t = (
-        calls.group_by("model")
-        .agg(
-            pl.col("folder").unique().sort().str.join(", ").alias("conditions"),
-            pl.col("run_id").n_unique().alias("runs"),
-            pl.len().alias("calls"),
-            pl.col("prompt_tokens").sum(),
-            pl.col("cached_tokens").sum(),
-            pl.col("completion_tokens").sum(),
-            pl.col("cost_usd").sum(),
+def _mark(run_dir: Path, validity: dict[str, Any]) -> None:
+    meta = run_dir / "meta.json"
+    d = json.loads(meta.read_text()) if meta.is_file() else {}
+    d["validity"] = validity
+    meta.write_text(json.dumps(d, indent=1))
+
+
+class _Progress:
+    """Runs finished and calls made, updated per call (a tqdm bar, or nothing)."""
+
+    def __init__(self, total: int, enabled: bool) -> None:
+        self.calls = self.failed = 0
+        self.cost = 0.0
+        self.bar: Any = None
+        if enabled:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=total, desc="study", unit="run", file=sys.stderr)
+
+    def call(self, meta: Any, result: Any, error: str | None) -> None:
+        self.calls += 1
+        self.failed += error is not None
+        if self.bar is not None:
+            self.bar.set_postfix_str(f"{self.calls} calls, {self.failed} failed", refresh=False)
+            self.bar.refresh()
+
+    def run_done(self) -> None:
+        if self.bar is not None:
+            self.bar.update(1)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+async def _run_all(
+    study: Study,
+    todo: list[tuple[Cell, int, bool]],
+    progress: _Progress,
+    outcome: StudyOutcome,
+    records: dict[str, dict[str, Any]],
+) -> None:
+    from mbb.llm.budget import SpendLedger
+    from mbb.llm.cache import LlmCache
+    from mbb.llm.client import LlmClient
+
+    spec = study.spec
+    budget = None
+    if spec.caps.max_cost_usd is not None or spec.caps.max_tokens_total is not None:
+        budget = SpendLedger(
+            spec.caps.max_cost_usd, spec.caps.max_tokens_total, study.out / "spend.sqlite"
         )
-        .with_columns((pl.col("cost_usd") / pl.col("runs")).alias("cost_per_run"))
-        .sort("model")
+    client = LlmClient(
+        prices={m: p for c in study.cells for m, p in c.condition.prices.items()},
+        budget=budget,
+        stop_after=spec.failures.stop_after,
+        on_call=progress.call,
     )
-    rows = "".join(
-        "<tr>"
-        f"<td class=l>{html.escape(r['model'])}</td><td class=l>{html.escape(r['conditions'])}</td>"
-        f"<td>{r['runs']}</td><td>{r['calls']}</td><td>{r['prompt_tokens']:,}</td>"
-        f"<td>{r['cached_tokens'] / max(1, r['prompt_tokens']):.1%}</td>"
-        f"<td>{r['completion_tokens']:,}</td><td>${r['cost_usd']:.4f}</td>"
-        f"<td>${r['cost_per_run']:.4f}</td></tr>"
-        for r in t.iter_rows(named=True)
+    cache = LlmCache(study.out / "llm_cache.sqlite", "read_write")
+    at_once = spec.runs_at_once or (
+        max(1, len(os.sched_getaffinity(0)))
+        if any(c.condition.tasks.kind == "real" for c in study.cells)
+        else 10_000
     )
-    return (
-        "<h2>LLM spend by model</h2><table class=by-model><tr><th class=l>model</th>"
-        "<th class=l>conditions</th><th>runs</th><th>calls</th><th>prompt tokens</th>"
-        "<th>cached</th><th>completion tokens</th><th>cost</th><th>cost per run</th></tr>"
-        + rows
-        + "</table>"
-    )
+    gate = asyncio.Semaphore(at_once)
+
+    async def one(cell: Cell, seed: int, resume: bool) -> None:
+        rid = run_id_of(cell.condition, seed)
+        async with gate:
+            t0 = time.perf_counter()
+            try:
+                result = await run_condition_async(
+                    cell.condition, seed, cell.folder, resume=resume, llm=(client, cache)
+                )
+            except Exception as exc:
+                outcome.failed += 1
+                records[rid] = {"cell": cell.label, "status": "failed", "error": str(exc)[:500]}
+                outcome.errors.append(f"{rid}: {type(exc).__name__}: {exc}")
+                progress.run_done()
+                return
+            write_meta(result, cell.condition, time.perf_counter() - t0)
+            validity = run_validity(result.log.lines, spec.failures.invalid_share)
+            _mark(cell.folder / rid, validity)
+            rec: dict[str, Any] = {"cell": cell.label, "status": result.status, **validity}
+            if result.status == "stopped":
+                outcome.stopped += 1
+                rec["error"] = result.error
+            else:
+                outcome.completed += 1
+                outcome.invalid += not validity["valid"]
+            records[rid] = rec
+            progress.run_done()
+
+    try:
+        await asyncio.gather(*(one(c, s, r) for c, s, r in todo))
+    finally:
+        outcome.endpoints_down = dict(client.breaker.down)
+        outcome.calls, outcome.failed_calls = progress.calls, progress.failed
+        await client.aclose()
+        cache.close()
+
+
+@contextlib.contextmanager
+def _stubbed(study: Study) -> Iterator[Study]:
+    """The study with every model answered by the loopback stub (`mbb.testing.stub`)."""
+    from mbb.testing.stub import stub_endpoint
+
+    with stub_endpoint(study.configs) as url:
+        configs = {
+            s: c.model_copy(update={"base_url": url, "api_key_env": None})
+            for s, c in study.configs.items()
+        }
+        cells = []
+        for c in study.cells:
+            data = c.condition.model_dump(mode="json")
+            for m in data["models"].values():
+                m.update(base_url=url, api_key_env=None)
+            cells.append(
+                Cell(c.condition_file, c.role, c.model, Condition.model_validate(data), c.folder)
+            )
+        yield Study(study.spec, study.source, study.out, configs, study.prices, cells, study.seeds)
+
+
+def run_study(
+    study: Study,
+    *,
+    stub: bool = False,
+    progress: bool = True,
+    report: bool = True,
+    say: Callable[[str], None] = print,
+) -> StudyOutcome:
+    """Run every unfinished run of `study`, then its analyses and report (see the module
+    docstring). `stub`: every model answered by the loopback stub (no keys, no network);
+    `progress`: a bar per run with the calls made; `report`: run the analysis notebooks and
+    write the report and viewer; `say`: where one-line messages go."""
+    _claim_study(study)
+    with contextlib.ExitStack() as stack:
+        if stub:
+            study = stack.enter_context(_stubbed(study))
+        return _run_claimed(study, stub=stub, progress=progress, report=report, say=say)
+
+
+def _run_claimed(
+    study: Study, *, stub: bool, progress: bool, report: bool, say: Callable[[str], None]
+) -> StudyOutcome:
+    t0 = time.perf_counter()
+    outcome = StudyOutcome(runs=study.runs)
+    record_path = study.out / STUDY_RECORD
+    records: dict[str, dict[str, Any]] = {}
+    if record_path.is_file():
+        records = json.loads(record_path.read_text()).get("runs", {})
+    todo: list[tuple[Cell, int, bool]] = []
+    with contextlib.ExitStack() as folders:
+        for cell in study.cells:
+            folders.enter_context(claim(cell.folder, cell.condition))
+            for seed in study.seeds:
+                state = _state(cell.folder / run_id_of(cell.condition, seed))
+                if state == "done":
+                    outcome.done_before += 1
+                else:
+                    todo.append((cell, seed, state == "resume"))
+        needs_llm = [c for c in study.cells if uses_llm(c.condition)]
+        if todo and needs_llm and not stub:
+            problems = preflight(study)
+            if problems:
+                more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+                raise StudyError(f"{problems[0]}{more}; nothing was run")
+        _write_record(study, records, {"status": "running"})
+        bar = _Progress(len(todo), progress and bool(todo))
+        try:
+            run_coroutine(lambda: _run_all(study, todo, bar, outcome, records))
+        finally:
+            bar.close()
+            _write_record(study, records, {"status": "stopped" if outcome.stopped else "done"})
+        for cell in study.cells:
+            done = [
+                cell.folder / run_id_of(cell.condition, s)
+                for s in study.seeds
+                if finished_log(cell.folder / run_id_of(cell.condition, s)) is not None
+            ]
+            if done:
+                write_tables(tables_from_run_dirs(done), cell.folder / "tables")
+    for endpoint, why in outcome.endpoints_down.items():
+        say(
+            f"stopped: endpoint {endpoint} is down ({why}); its runs are resumable: run the "
+            "same command again once it answers"
+        )
+    if report and not outcome.stopped:
+        outcome.report = analyse_study(study, say=say)
+    outcome.seconds = time.perf_counter() - t0
+    return outcome
+
+
+def analyse_study(study: Study, *, say: Callable[[str], None] = print) -> Path:
+    """Run the study's analysis notebooks over its runs (never re-running them) and write the
+    report: `notebooks/<name>.ipynb|.html`, `index.html`, `compare.html`, `viewer/`."""
+    from mbb.batch.notebooks import execute_notebook
+    from mbb.batch.report import build_report
+
+    runs = study.out / "runs"
+    for name in study.spec.notebooks:
+        try:
+            execute_notebook(name, study.out / "notebooks", {"run_dirs": [str(runs)]})
+        except Exception as exc:
+            say(f"notebook {name} failed: {' '.join(str(exc).split())[:300]}")
+    return build_report(study.out, quiet=True)
+
+
+def summary_lines(study: Study, outcome: StudyOutcome) -> list[str]:
+    """What the command prints at the end."""
+    lines = [
+        f"{study.spec.name}: {outcome.runs} runs in {len(study.cells)} cells — "
+        f"{outcome.done_before} done before, {outcome.completed} completed now, "
+        f"{outcome.stopped} stopped, {outcome.failed} failed; {outcome.invalid} invalid "
+        f"(over {study.spec.failures.invalid_share:.0%} failed or repaired calls); "
+        f"{outcome.calls} LLM calls ({outcome.failed_calls} failed) in {outcome.seconds:.1f} s"
+    ]
+    if outcome.report is not None:
+        lines.append(f"report: {outcome.report}")
+    return lines

@@ -99,7 +99,7 @@ def plan_sweep(
     """One job per params file (x model, with `models`: conditions x models x seeds); conditions
     must have distinct names (they name the folders). Every condition must configure every
     model: an unknown name is refused, with the configured ones listed, before any job runs."""
-    from mbb.batch.study import with_model
+    from mbb.batch.runs import with_model
     from mbb.params import deep_merge
 
     out = user_path(out_dir)

@@ -27,6 +27,7 @@ from mbb.cli import (
     report,
     resume,
     run,
+    study,
     sweep,
     tables,
     tasks,
@@ -39,6 +40,7 @@ __all__ = ["COMMANDS", "EXIT_ERROR", "EXIT_INTERRUPTED", "CliError", "build_pars
 
 # in the order `mbb --help` lists them
 COMMANDS: tuple[ModuleType, ...] = (
+    study,
     run,
     tables,
     notebook,

@@ -30,7 +30,7 @@ def expected(exc: BaseException) -> str | None:
 
     from mbb.analysis.corpus import CorpusError
     from mbb.batch.outdir import OutputError
-    from mbb.batch.study import ForeignRunError
+    from mbb.batch.runs import ForeignRunError
     from mbb.core.eventlog import EventLogError, ResumeMismatch
 
     expected = (CliError, ParamsError, EventLogError, OutputError, CorpusError, ForeignRunError)

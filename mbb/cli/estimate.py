@@ -15,7 +15,7 @@ __all__ = ["add_parser"]
 
 def _run(args: argparse.Namespace) -> int:
     from mbb.batch.estimate import estimate_from_runs, estimate_study
-    from mbb.batch.study import with_model
+    from mbb.batch.runs import with_model
 
     overrides = common.overrides(args.set)
     cond = load_params(args.params, overrides)

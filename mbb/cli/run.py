@@ -16,7 +16,7 @@ __all__ = ["add_parser"]
 
 def _run(args: argparse.Namespace) -> int:
     from mbb.batch.runner import run_many
-    from mbb.batch.study import model_label, with_model
+    from mbb.batch.runs import model_label, with_model
 
     overrides = common.overrides(args.set)
     cond = load_params(args.params, overrides)

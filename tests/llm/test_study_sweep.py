@@ -137,7 +137,7 @@ def test_run_model_option_and_refusals(tmp_path, root, endpoints, capsys):
 
 def test_the_same_run_against_the_model_served_elsewhere_is_not_foreign(tmp_path, root):
     from mbb.batch.build import load_params
-    from mbb.batch.study import ForeignRunError, check_not_foreign
+    from mbb.batch.runs import ForeignRunError, check_not_foreign
 
     def cond(url, **extra):
         model = {"model": "m", "base_url": url, "api_key_env": None, **extra}

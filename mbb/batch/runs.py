@@ -1,0 +1,188 @@
+"""What a run is called, where it may be written, and the model axis of sweeps.
+
+- `model_label(condition)`: the model config name(s) of a condition's LLM workers (None for a
+  scripted condition). Run ids and folders include it (`<condition>-<model>-seedNNNN`), so runs
+  of the same condition with different models never share a folder; scripted runs keep
+  `<condition>-seedNNNN`.
+- `with_model(params overrides, name, condition)`: `mbb run --model` / `mbb sweep --models`; an
+  unknown name is refused with the configured ones listed.
+- `check_not_foreign(run_dir, condition)`: an existing run folder is only re-written by a run of
+  the same condition with the same parameters; anything else is refused before the run starts.
+- `spend_table_html`: the report's "LLM spend by model" table.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from mbb.agents.backends import NEGOTIATORS, SOLVERS
+
+__all__ = [
+    "ForeignRunError",
+    "check_not_foreign",
+    "model_label",
+    "run_id_for",
+    "run_id_of",
+    "spend_table_html",
+    "with_model",
+]
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.+-]")
+
+
+class ForeignRunError(FileExistsError):
+    """A run folder holds a run of another condition, model or parameters."""
+
+
+def run_id_for(condition: str, seed: int, model: str | None = None) -> str:
+    """`<condition>-seedNNNN`; with LLM workers `<condition>-<model>-seedNNNN`."""
+    if model:
+        return f"{condition}-{model}-seed{seed:04d}"
+    return f"{condition}-seed{seed:04d}"
+
+
+def run_id_of(condition: Any, seed: int) -> str:
+    """The run id of one seed of `condition` (its LLM workers' models in it, if any)."""
+    return run_id_for(condition.name, seed, model_label(condition))
+
+
+def model_label(condition: Any) -> str | None:
+    """'a' or 'a+b' (sorted config names of the LLM workers' models); None when none is LLM."""
+    names = sorted(
+        {
+            s.model
+            for s in condition.worker_specs()
+            if s.model is not None
+            and (NEGOTIATORS[s.negotiator].needs_model or SOLVERS[s.solver].needs_model)
+        }
+    )
+    if not names:
+        return None
+    return _UNSAFE.sub("_", "+".join(names))
+
+
+def with_model(condition: Any, name: str) -> dict[str, Any]:
+    """The override selecting model config `name` for the condition's LLM workers."""
+    if name not in condition.models:
+        known = ", ".join(sorted(condition.models)) or "none"
+        raise ValueError(
+            f"unknown model {name!r} for condition {condition.name!r}; configured models: {known}"
+        )
+    if model_label(condition) is None:
+        raise ValueError(
+            f"condition {condition.name!r} has no LLM workers: a model would change nothing"
+        )
+    return {"workers": {"model": name}}
+
+
+# how a model is reached, not what it is asked: another port or key variable is the same run
+_TRANSPORT = (
+    "base_url",
+    "api_key_env",
+    "timeout_s",
+    "max_retries",
+    "concurrency",
+    "rpm",
+    "tpm",
+    "cache_hints",
+)
+
+
+def _comparable(params: Mapping[str, Any]) -> dict[str, Any]:
+    """Params without how LLM answers are obtained and paid for (cache, caps, the endpoint's
+    address and transport settings): re-running the same run in replay mode, with a higher cap
+    or against the same model served elsewhere, is the same run."""
+    out = {k: v for k, v in params.items() if k != "llm"}
+    models = out.get("models")
+    if isinstance(models, Mapping):
+        out["models"] = {
+            name: {k: v for k, v in cfg.items() if k not in _TRANSPORT}
+            for name, cfg in models.items()
+            if isinstance(cfg, Mapping)
+        }
+    return out
+
+
+def check_not_foreign(run_dir: Path, condition: Any) -> None:
+    """Raise ForeignRunError if `run_dir` holds a run whose parameters differ from `condition`'s."""
+    path = run_dir / "events.jsonl"
+    if not path.is_file():
+        return
+    with path.open(encoding="utf-8") as fh:
+        first = fh.readline()
+    try:
+        started = json.loads(first)
+    except json.JSONDecodeError:
+        return  # not even one complete event: nothing worth keeping
+    recorded = started.get("params") if started.get("kind") == "run_started" else None
+    if recorded is None:
+        return
+    current = condition.model_dump(mode="json")
+    if _comparable(recorded) == _comparable(current):
+        return
+    a, b = _comparable(recorded), _comparable(current)
+    differing = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+    raise ForeignRunError(
+        f"{run_dir} holds a run of condition {recorded.get('name')!r} with other parameters "
+        f"(differing: {', '.join(differing)}); it is not overwritten. Write to another folder "
+        "(--out), give the condition another name, or delete that run first"
+    )
+
+
+def _folder_calls(folders: list[Path]) -> Any:
+    import polars as pl
+
+    parts = []
+    for folder in folders:
+        path = folder / "tables" / "llm_calls.parquet"
+        if path.is_file():
+            df = pl.read_parquet(path)
+            if not df.is_empty():
+                parts.append(df.with_columns(pl.lit(folder.name).alias("folder")))
+    return pl.concat(parts, how="diagonal_relaxed") if parts else None
+
+
+def spend_table_html(folders: list[Path]) -> str:
+    """The report's "LLM spend by model" table over condition folders ('' without LLM calls):
+    one row per model with its conditions, runs, tokens, cached share, cost and cost per run."""
+    import html
+
+    import polars as pl
+
+    calls = _folder_calls(folders)
+    if calls is None:
+        return ""
+    t = (
+        calls.group_by("model")
+        .agg(
+            pl.col("folder").unique().sort().str.join(", ").alias("conditions"),
+            pl.col("run_id").n_unique().alias("runs"),
+            pl.len().alias("calls"),
+            pl.col("prompt_tokens").sum(),
+            pl.col("cached_tokens").sum(),
+            pl.col("completion_tokens").sum(),
+            pl.col("cost_usd").sum(),
+        )
+        .with_columns((pl.col("cost_usd") / pl.col("runs")).alias("cost_per_run"))
+        .sort("model")
+    )
+    rows = "".join(
+        "<tr>"
+        f"<td class=l>{html.escape(r['model'])}</td><td class=l>{html.escape(r['conditions'])}</td>"
+        f"<td>{r['runs']}</td><td>{r['calls']}</td><td>{r['prompt_tokens']:,}</td>"
+        f"<td>{r['cached_tokens'] / max(1, r['prompt_tokens']):.1%}</td>"
+        f"<td>{r['completion_tokens']:,}</td><td>${r['cost_usd']:.4f}</td>"
+        f"<td>${r['cost_per_run']:.4f}</td></tr>"
+        for r in t.iter_rows(named=True)
+    )
+    return (
+        "<h2>LLM spend by model</h2><table class=by-model><tr><th class=l>model</th>"
+        "<th class=l>conditions</th><th>runs</th><th>calls</th><th>prompt tokens</th>"
+        "<th>cached</th><th>completion tokens</th><th>cost</th><th>cost per run</th></tr>"
+        + rows
+        + "</table>"
+    )

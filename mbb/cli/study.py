@@ -1,0 +1,62 @@
+"""`mbb study FILE`: run a study (conditions x models x roles x seeds) from one YAML file,
+resumably, then its analyses and report; `--estimate` says what it would cost first;
+`--stub` answers every model from a loopback stub (no keys, no network)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from mbb.cli import common
+
+__all__ = ["add_parser"]
+
+
+def _run(args: argparse.Namespace) -> int:
+    from mbb.batch.study import StudyError, load_study, run_study, summary_lines
+
+    try:
+        study = load_study(args.study)
+    except StudyError as exc:
+        raise common.CliError(str(exc)) from None
+    if args.estimate:
+        from mbb.batch.estimate import estimate_study
+
+        for cell in study.cells:
+            print(estimate_study(cell.condition, len(study.seeds)).line())
+        return 0
+    try:
+        outcome = run_study(
+            study,
+            stub=args.stub,
+            progress=not args.quiet,
+            report=not args.no_report,
+            say=lambda line: print(line, file=sys.stderr),
+        )
+    except StudyError as exc:
+        raise common.CliError(str(exc)) from None
+    for line in summary_lines(study, outcome):
+        print(line)
+    for err in outcome.errors:
+        print(f"FAILED {err}", file=sys.stderr)
+    return outcome.status
+
+
+def add_parser(sub: Any) -> None:
+    s = sub.add_parser(
+        "study", help="run a study file: conditions x models x roles x seeds, then its report"
+    )
+    s.add_argument("study", help="the study YAML file (e.g. studies/scarce.yaml)")
+    s.add_argument(
+        "--estimate", action="store_true", help="tokens, calls and cost per cell; runs nothing"
+    )
+    s.add_argument(
+        "--stub",
+        action="store_true",
+        help="answer every model from a loopback stub (no keys, no network): the whole path, "
+        "not a model's behaviour",
+    )
+    s.add_argument("--no-report", action="store_true", help="runs only: no notebooks, no report")
+    s.add_argument("--quiet", action="store_true", help="no progress bar")
+    s.set_defaults(func=_run)
