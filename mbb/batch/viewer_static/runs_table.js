@@ -1,0 +1,335 @@
+/* mbb viewer: the runs table (the landing view: one row per run, every per-run measure and the
+ * user's columns; sort by any column, filter per column and over the text of the row, select two
+ * rows to diff them) and the search over the text of every run (data/text/<k>.js, loaded on the
+ * first such search). */
+"use strict";
+(function (M) {
+  var L = M._lib, S = M._state, el = L.el, str = L.str, arr = L.arr, isNum = L.isNum, isInt = L.isInt;
+  var T = {sort: "id", desc: false, filters: new Map(), free: "", selected: [], only: null, onlyQ: "",
+    rows: new Map(), cols: null, colsKey: "", pending: false, lastMs: null};
+  var SRC = {declaration: "declaration", "public": "public post", "private": "private message", ballot: "ballot", memory: "memory", command: "command"};
+
+  // --- columns ----------------------------------------------------------------------------------
+  function share(v) { return L.fmtShare(v, 3); }
+  function int(v) { return isNum(v) ? Math.round(v).toLocaleString("en-US") : str(v); }
+  var BUILTIN = [
+    {key: "id", label: "run", kind: "text"},
+    {key: "condition", label: "condition", kind: "text", pick: true},
+    {key: "model", label: "model", kind: "text", pick: true},
+    {key: "seed", label: "seed", kind: "num", fmt: int},
+    {key: "status", label: "status", kind: "text", pick: true},
+    {key: "valid", label: "valid", kind: "text", pick: true, get: function (e) { return e.valid === false ? "invalid" : e.valid === true ? "valid" : ""; },
+      title: "invalid: more than the threshold of its LLM calls failed or needed a repair (or its meta.json says so); hover a cell for the reason"},
+    {key: "score", label: "score", kind: "num", fmt: share, title: "mean evaluation score (share of hidden tests passed) over worker-subruns"},
+    {key: "completion", pct: true, label: "completion", kind: "num", fmt: function (v) { return L.pct(v, 1); }, title: "share of worker-subruns completed"},
+    {key: "deadline_miss", pct: true, label: "deadline misses", kind: "num", fmt: function (v) { return L.pct(v, 1); }, title: "share of worker-subruns terminated at their deadline"},
+    {key: "credits", label: "credits spent", kind: "num", fmt: int, title: "credits paid to the operator by all workers of the run"},
+    {key: "invalid_actions", label: "invalid actions", kind: "num", fmt: int, title: "actions that broke a rule and were repaired (invalid_action events)"},
+    {key: "llm_calls", label: "LLM calls", kind: "num", fmt: int},
+    {key: "failed_calls", label: "failed calls", kind: "num", fmt: int, title: "LLM calls that ended in an error"},
+    {key: "repaired_calls", label: "repaired calls", kind: "num", fmt: int, title: "LLM calls whose answer needed a repair round-trip"},
+    {key: "bad_call_share", pct: true, label: "failed or repaired", kind: "num", fmt: function (v) { return L.pct(v, 1); }, title: "share of LLM calls that failed or needed a repair"},
+    {key: "cost_usd", label: "LLM cost ($)", kind: "num", fmt: function (v) { return isNum(v) ? v.toFixed(v && v < 0.01 ? 5 : 3) : str(v); }},
+    {key: "tokens", label: "tokens", kind: "num", fmt: int, title: "prompt + completion tokens of its LLM calls"}
+  ];
+  function columns() {
+    var user = arr(S.index.columns).filter(function (c) { return L.isObj(c) && L.isStr(c.name); });
+    var key = JSON.stringify(user);
+    if (T.cols && key === T.colsKey) return T.cols;
+    T.colsKey = key;
+    T.cols = BUILTIN.concat(user.map(function (c) {
+      var num = c.kind === "number";
+      return {key: "col:" + c.name, label: c.name, kind: num ? "num" : "text", user: true, title: "from " + str(c.file),
+        get: function (e) { return L.own(e.cols, c.name); }, fmt: num ? function (v) { return isNum(v) ? String(+v.toPrecision(6)) : str(v); } : null};
+    }));
+    T.rows.clear();
+    return T.cols;
+  }
+  function raw(col, e) { return col.get ? col.get(e) : e[col.key]; }
+  function shown(col, v) { return v == null ? "" : (col.fmt ? col.fmt(v) : str(v)); }
+
+  // --- rows (built once per run and version, reordered by sort and filter) ---------------------------
+  function rowOf(e, cols) {
+    var got = T.rows.get(e.n);
+    if (got && got.v === e.v && got.e === e) return got;
+    var vals = cols.map(function (c) { var v = raw(c, e); return c.kind === "num" ? (isNum(v) ? v : null) : (v == null ? "" : str(v)); });
+    var texts = cols.map(function (c, i) { return shown(c, vals[i]).toLowerCase(); });
+    var tr = el("tr", {"data-n": e.n, cls: (e.valid === false ? "invalid " : "") + "st-" + str(e.status)});
+    var box = el("input", {type: "checkbox", "aria-label": "select " + str(e.id)});
+    box.checked = T.selected.indexOf(e.n) >= 0;
+    box.addEventListener("change", function () { toggle(e.n, box.checked); });
+    tr.appendChild(el("td", {cls: "sel"}, [box]));
+    cols.forEach(function (c, i) {
+      var text = shown(c, vals[i]);
+      var td;
+      if (c.key === "id") {
+        td = el("td", {cls: "t"}, [el("a", {href: "#run=" + encodeURIComponent(str(e.path)), text: text, title: str(e.path),
+          onclick: function (ev) { ev.preventDefault(); L.selectRun(e.n); }})]);
+        if (arr(e.problems).length) td.appendChild(el("span", {cls: "warn", title: arr(e.problems).map(str).join("\n"), text: " ⚠"}));
+      } else {
+        td = el("td", {cls: c.kind === "num" ? null : "t", text: text});
+        if (c.key === "valid" && e.valid === false) { td.className = "t bad"; td.title = str(e.invalid_reason); }
+        if (c.key === "status" && e.status === "unreadable") td.title = str(e.error);
+      }
+      tr.appendChild(td);
+    });
+    var row = {n: e.n, v: e.v, e: e, tr: tr, box: box, vals: vals, texts: texts,
+      hay: texts.join(" ") + " " + str(e.path).toLowerCase() + " " + str(e.invalid_reason).toLowerCase()};
+    T.rows.set(e.n, row);
+    return row;
+  }
+
+  // --- filters ----------------------------------------------------------------------------------
+  function numTest(f, isPct) {  // ">0.5", "<= 10", "!=0", "3..5", "50%" on a share column
+    var m = /^(<=|>=|<|>|=|!=)?\s*(-?\d*\.?\d+)\s*(%?)\s*(?:\.\.\s*(-?\d*\.?\d+)\s*%?)?$/.exec(f);
+    if (!m) return null;
+    var scale = isPct || m[3] ? 0.01 : 1;  // a share shown as a percentage is filtered in percent
+    var a = Number(m[2]) * scale, b = m[4] != null ? Number(m[4]) * scale : null;
+    var op = m[1] || (b != null ? ".." : null);
+    if (!op) return null;  // a bare number is matched as text (what the cell shows)
+    return function (v) {
+      if (v == null) return false;
+      switch (op) {
+        case "<": return v < a; case "<=": return v <= a; case ">": return v > a; case ">=": return v >= a;
+        case "=": return v === a; case "!=": return v !== a; default: return v >= a && v <= b;
+      }
+    };
+  }
+  function tests(cols) {
+    var out = [];
+    cols.forEach(function (c, i) {
+      var f = (T.filters.get(c.key) || "").trim();
+      if (!f) return;
+      if (c.kind === "num") {
+        var t = numTest(f, !!c.pct);
+        if (t) { out.push(function (row) { return t(row.vals[i]); }); return; }
+      }
+      var low = f.toLowerCase();
+      if (c.pick) { out.push(function (row) { return row.vals[i].toLowerCase() === low; }); return; }
+      if (low.charAt(0) === "!" && low.length > 1) { var no = low.slice(1); out.push(function (row) { return row.texts[i].indexOf(no) < 0; }); return; }
+      if (low.charAt(0) === "=") { var eq = low.slice(1); out.push(function (row) { return row.texts[i] === eq; }); return; }
+      out.push(function (row) { return row.texts[i].indexOf(low) >= 0; });
+    });
+    var free = T.free.trim().toLowerCase();
+    if (free) free.split(/\s+/).forEach(function (w) { out.push(function (row) { return row.hay.indexOf(w) >= 0; }); });
+    if (T.only) { var only = T.only; out.push(function (row) { return only.has(row.n); }); }
+    return out;
+  }
+
+  // --- drawing ------------------------------------------------------------------------------------
+  function head(cols) {
+    var thead = L.clear(document.querySelector("#runs-table thead"));
+    var tr = el("tr", null, [el("th", {cls: "sel", title: "select two runs to diff them"}, ["⇄"])]);
+    var fr = el("tr", {cls: "filters"}, [el("th", {cls: "sel"})]);
+    cols.forEach(function (c) {
+      var arrow = T.sort === c.key ? (T.desc ? " ▼" : " ▲") : "";
+      tr.appendChild(el("th", {cls: (c.kind === "num" ? "" : "t") + (c.user ? " user" : ""), "data-col": c.key, title: c.title || null}, [
+        el("button", {text: c.label + arrow, onclick: function () { sortBy(c.key); }})]));
+      var input;
+      if (c.pick) {
+        var seen = new Set();
+        S.index.runs.forEach(function (e) { var v = raw(c, e); if (v != null && v !== "") seen.add(str(v)); });
+        input = el("select", {"data-col": c.key, "aria-label": "filter " + c.label}, [el("option", {value: "", text: "all"})]);
+        Array.from(seen).sort().forEach(function (v) { input.appendChild(el("option", {value: v, text: v})); });
+        input.value = T.filters.get(c.key) || "";
+        input.addEventListener("change", function () { setFilter(c.key, input.value); });
+      } else {
+        input = el("input", {type: "search", "data-col": c.key, "aria-label": "filter " + c.label,
+          placeholder: c.kind === "num" ? ">0.5" : "filter"});
+        input.value = T.filters.get(c.key) || "";
+        input.addEventListener("input", function () { setFilter(c.key, input.value); });
+      }
+      fr.appendChild(el("th", {cls: c.kind === "num" ? "" : "t"}, [input]));
+    });
+    thead.appendChild(tr);
+    thead.appendChild(fr);
+  }
+  function bar(count, total) {
+    var b = L.clear(L.$("table-bar"));
+    var free = el("input", {id: "table-find", type: "search", placeholder: "filter rows by any text (run, condition, model, status, reason)", "aria-label": "filter rows"});
+    free.value = T.free;
+    free.addEventListener("input", function () { T.free = free.value; schedule(); });
+    b.appendChild(free);
+    b.appendChild(el("span", {id: "table-count", text: count + " of " + total + " run(s)" + (T.only ? " · only runs matching “" + T.onlyQ + "”" : "")}));
+    var filtered = T.free || T.only || Array.from(T.filters.values()).some(Boolean);
+    if (filtered) b.appendChild(el("button", {text: "clear filters", onclick: function () {
+      T.filters.clear(); T.free = ""; T.only = null; T.onlyQ = ""; head(columns()); draw(); }}));
+    var sel = T.selected.map(function (n) { return S.byN.get(n); }).filter(Boolean);
+    var cmp = el("button", {id: "compare", text: sel.length === 2 ? "Diff " + str(sel[0].id) + " ⇄ " + str(sel[1].id) : "select two runs (⇄) to diff them",
+      onclick: function () { if (sel.length === 2 && M._views.diff) M._views.diff.open(sel[0].n, sel[1].n); }});
+    cmp.disabled = sel.length !== 2;
+    b.appendChild(cmp);
+    if (sel.length) b.appendChild(el("button", {text: "clear selection", onclick: function () {
+      T.selected = []; T.rows.forEach(function (r) { r.box.checked = false; }); bar(count, total); }}));
+    var inv = S.index.runs.filter(function (e) { return e.valid === false; }).length;
+    if (inv) b.appendChild(el("span", {cls: "bad", text: inv + " invalid run(s) (threshold " + L.pct(S.index.invalid_share, 0) + " failed or repaired LLM calls)"}));
+  }
+  function draw() {
+    var t0 = performance.now();
+    var cols = columns(), idx = cols.map(function (c) { return c.key; }).indexOf(T.sort);
+    if (idx < 0) { T.sort = "id"; idx = 0; }
+    var ts = tests(cols);
+    var rows = [];
+    S.index.runs.forEach(function (e) {
+      var row = rowOf(e, cols);
+      for (var i = 0; i < ts.length; i++) if (!ts[i](row)) return;
+      rows.push(row);
+    });
+    var dir = T.desc ? -1 : 1;
+    rows.sort(function (a, b) {
+      var x = a.vals[idx], y = b.vals[idx];
+      var xn = x == null || x === "", yn = y == null || y === "";
+      if (xn || yn) return xn === yn ? a.n - b.n : (xn ? 1 : -1);  // empty cells last, both ways
+      if (x < y) return -dir;
+      if (x > y) return dir;
+      return a.n - b.n;
+    });
+    var body = document.querySelector("#runs-table tbody");
+    var frag = document.createDocumentFragment();
+    rows.forEach(function (r) { frag.appendChild(r.tr); });
+    body.textContent = "";
+    body.appendChild(frag);
+    bar(rows.length, S.index.runs.length);
+    var tbl = L.$("runs-table");
+    tbl.setAttribute("data-sort", T.sort + (T.desc ? ":desc" : ":asc"));
+    tbl.setAttribute("data-rows", String(rows.length));
+    T.lastMs = performance.now() - t0;
+    if (S.view === "runs") L.writeHash();
+  }
+  function schedule() {  // typing in a filter: draw once per frame
+    if (T.pending) return;
+    T.pending = true;
+    requestAnimationFrame(function () { T.pending = false; draw(); });
+  }
+  function sortBy(key) {
+    if (T.sort === key) T.desc = !T.desc; else { T.sort = key; T.desc = false; }
+    head(columns());
+    draw();
+  }
+  function setFilter(key, v) { if (v) T.filters.set(key, v); else T.filters.delete(key); schedule(); }
+  function toggle(n, on) {
+    T.selected = T.selected.filter(function (x) { return x !== n; });
+    if (on) T.selected.push(n);
+    while (T.selected.length > 2) {
+      var out = T.selected.shift(), r = T.rows.get(out);
+      if (r) r.box.checked = false;
+    }
+    var drawn = document.querySelectorAll("#runs-table tbody tr").length;
+    bar(drawn, S.index.runs.length);
+  }
+  var drawnOnce = false;
+  function render() { if (!drawnOnce) { head(columns()); drawnOnce = true; } draw(); }
+
+  // --- the search over every run's text ------------------------------------------------------------
+  var loading = null;
+  function loadTexts(progress) {
+    var want = arr(S.index.text).filter(function (t) { return L.isObj(t) && isInt(t.k) && L.isStr(t.file); });
+    var missing = want.filter(function (t) { var got = S.texts.get(t.k); return !got || got.v !== t.v; });
+    if (!missing.length) return Promise.resolve(want.length);
+    if (loading) return loading;
+    var done = want.length - missing.length;
+    progress(done, want.length);
+    loading = Promise.all(missing.map(function (t) {
+      var p = {};
+      var pr = new Promise(function (res, rej) { p.resolve = res; p.reject = rej; });
+      S.textPending.set(t.k, p);
+      L.loadScript(L.versioned(t.file, t.v)).then(function () {
+        done++; progress(done, want.length);
+        if (S.textPending.get(t.k) === p) { S.textPending.delete(t.k); p.resolve(); }
+      }, function (err) { S.textPending.delete(t.k); p.reject(err); });
+      return pr;
+    })).then(function () { loading = null; return want.length; }, function (err) { loading = null; throw err; });
+    return loading;
+  }
+  function searchTexts(q) {  // n -> [row, ...] of every run whose text holds q
+    var hits = new Map(), low = q.toLowerCase(), total = 0;
+    S.texts.forEach(function (t) {
+      if (!t.low) {  // lower-cased once per file
+        t.low = new Map();
+        Object.keys(t.runs).forEach(function (n) {
+          var rows = arr(t.runs[n]).filter(function (r) { return Array.isArray(r) && isInt(r[0]); });
+          t.low.set(Number(n), {rows: rows, low: rows.map(function (r) { return str(r[6]).toLowerCase(); })});
+        });
+      }
+      t.low.forEach(function (x, n) {
+        if (!S.byN.has(n)) return;
+        for (var i = 0; i < x.low.length; i++) {
+          if (x.low[i].indexOf(low) < 0) continue;
+          var h = hits.get(n);
+          if (!h) { h = []; hits.set(n, h); }
+          h.push(x.rows[i]);
+          total++;
+        }
+      });
+    });
+    return {hits: hits, total: total};
+  }
+  function openHit(n, r) {
+    var src = r[5], s = isInt(r[1]) ? r[1] : null, rd = isInt(r[2]) ? r[2] : null;
+    S.scope = "run";
+    L.selectRun(n, {subrun: s, round: rd, tab: src === "memory" || rd == null ? "memory" : "rounds"});
+  }
+  var generation = 0, current = null;
+  function renderSearchAll(box) {
+    var q = S.q, gen = ++generation;
+    var inner = el("div", {cls: "box", id: "search-all"}, [el("strong", {text: "Searching every run for “" + q + "”…"})]);
+    box.appendChild(inner);
+    current = inner;
+    loadTexts(function (done, all) {  // progress: shown in the newest results box while it waits
+      if (current && !current.hasAttribute("data-runs")) {
+        current.firstChild.textContent = "Searching every run for “" + S.q + "”: reading the text of runs (" + done + " of " + all + " file(s))…";
+      }
+    }).then(function () {
+      if (gen !== generation || S.q !== q || S.scope !== "all") return;
+      var res = searchTexts(q), order = [];
+      res.hits.forEach(function (h, n) { order.push(n); });
+      order.sort(function (a, b) { return res.hits.get(b).length - res.hits.get(a).length || a - b; });
+      L.clear(inner);
+      inner.setAttribute("data-runs", String(order.length));
+      inner.appendChild(el("strong", {text: res.total + " match(es) for “" + q + "” in " + order.length + " of " + S.index.runs.length + " run(s)" +
+        (order.length > 50 ? " (the 50 runs with most matches listed)" : "") + " — click one to open the run at its round"}));
+      if (order.length) {
+        inner.appendChild(el("button", {id: "only-matching", text: "show only these runs in the table", onclick: function () {
+          T.only = new Set(order); T.onlyQ = q; M._lib.goView("runs"); draw(); }}));
+      }
+      order.slice(0, 50).forEach(function (n) {
+        var e = S.byN.get(n), h = res.hits.get(n);
+        var grp = el("div", {cls: "hit-run", "data-n": n}, [el("div", {cls: "hit-head"}, [el("strong", {text: str(e.id)}),
+          el("span", {cls: "muted", text: " · " + str(e.condition) + " · " + str(e.model) + " · seed " + str(e.seed) + " · " + h.length + " match(es)"})])]);
+        h.slice(0, 3).forEach(function (r) {
+          grp.appendChild(el("div", {cls: "result", "data-n": n, "data-seq": r[0], onclick: function () { openHit(n, r); }}, [
+            el("span", {cls: "muted", text: "S" + str(r[1]) + (r[2] != null ? " R" + str(r[2]) : "") + " · " + (SRC[r[5]] || str(r[5])) + " · " + str(r[3]) + (r[4] ? " → " + str(r[4]) : "") + " · "}),
+            L.markText(r[6], q)]));
+        });
+        if (h.length > 3) grp.appendChild(el("div", {cls: "result more", text: "… " + (h.length - 3) + " more in this run (open it and search there)",
+          onclick: function () { S.scope = "run"; L.selectRun(n, {}); }}));
+        inner.appendChild(grp);
+      });
+    }).catch(function (err) {
+      L.clear(inner).appendChild(el("p", {cls: "bad", text: String(err.message || err)}));
+    });
+  }
+
+  // --- routing ------------------------------------------------------------------------------------
+  function hashParts() {
+    var p = [];
+    if (T.sort !== "id" || T.desc) p.push("sort=" + encodeURIComponent(T.sort) + (T.desc ? ":desc" : ""));
+    T.filters.forEach(function (v, k) { if (v) p.push("f." + encodeURIComponent(k) + "=" + encodeURIComponent(v)); });
+    if (T.free) p.push("find=" + encodeURIComponent(T.free));
+    return p;
+  }
+  function route(h) {
+    if (h.sort) { var s = h.sort.split(":"); T.sort = s[0]; T.desc = s[1] === "desc"; }
+    Object.keys(h).forEach(function (k) { if (k.indexOf("f.") === 0 && h[k]) T.filters.set(k.slice(2), h[k]); });
+    if (h.find) T.free = h.find;
+    if (h.cond) T.filters.set("condition", h.cond);  // the report links a condition's runs
+  }
+  function refresh() {
+    if (S.view === "runs") { head(columns()); draw(); }
+    else drawnOnce = false;
+    if (S.q && S.scope === "all") L.renderSearch();
+  }
+
+  M._views.runs = {render: render, refresh: refresh, route: route, hashParts: hashParts, renderSearchAll: renderSearchAll,
+    sortBy: sortBy, setFilter: function (k, v) { T.filters.set(k, v); head(columns()); draw(); }, state: T, select: toggle};
+})(MBB);
