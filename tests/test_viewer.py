@@ -332,14 +332,20 @@ def test_index_carries_each_runs_measures_from_the_analysis(sweep_copy) -> None:
             assert entry["failed_calls"] is None and entry["tokens"] is None
     assert index["invalid_share"] == 0.05 and index["columns"] == []
     # the search over every run: one text file for these runs, rows of [seq, subrun, round,
-    # worker, to, source, text]
+    # worker, to, source, index of the text], each distinct text once
     (shard,) = index["text"]
     text = (sweep_copy / "viewer" / shard["file"]).read_text()
     assert text.startswith("MBB.text(0,")
-    rows = json.loads(text[len("MBB.text(0,") : -3])
-    assert sorted(rows) == [str(e["n"]) for e in index["runs"]]
-    sources = {r[5] for rs in rows.values() for r in rs}
+    data = json.loads(text[len("MBB.text(0,") : -3])
+    assert sorted(data["runs"]) == [str(e["n"]) for e in index["runs"]]
+    sources = {r[5] for rs in data["runs"].values() for r in rs}
     assert {"declaration", "public", "private", "ballot", "memory"} <= sources
+    assert len(set(data["strings"])) == len(data["strings"])
+    run0 = _run_data(sweep_copy / "viewer", index["runs"][0])
+    notes = {e["seq"]: e["note"] for e in run0["events"] if e["kind"] == "declared"}
+    for seq, _s, _r, _w, _to, src, i in data["runs"]["0"]:
+        if src == "declaration":
+            assert data["strings"][i] == notes[seq]
 
 
 def _llm_call(run_id: str, seq: int, **kw) -> dict:

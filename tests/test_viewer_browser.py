@@ -151,7 +151,7 @@ def _cells(page, col: str) -> list[str]:
         col,
     )
     return page.eval_on_selector_all(
-        "#runs-table tbody tr", "(trs, i) => trs.map(tr => tr.children[i].textContent)", i
+        "#runs-table tbody tr[data-n]", "(trs, i) => trs.map(tr => tr.children[i].textContent)", i
     )
 
 
@@ -162,7 +162,7 @@ def test_viewer_in_chromium_offline(browser, viewer):
         _open(page, index)
         assert page.title() == "mbb viewer"
         # the landing view is the runs table, with the unreadable run named and its reason
-        assert page.locator("#runs-table tbody tr").count() == 5
+        assert page.locator("#runs-table tbody tr[data-n]").count() == 5
         bad = page.locator("#bad-runs").inner_text()
         assert "base/base-old" in bad and "event version 0" in bad
 
@@ -485,7 +485,7 @@ def test_live_mode_shows_runs_as_they_are_written(browser, folder, tmp_path):
                     break
                 threading.Event().wait(0.1)
             _open(page, viewer_dir / "index.html")
-            assert page.locator("#runs-table tbody tr").count() == 1
+            assert page.locator("#runs-table tbody tr[data-n]").count() == 1
             assert "live" in page.locator("#root-name").inner_text()
             src = out / "base" / "base-seed0001"
             dst = study / "base" / "base-seed0001"

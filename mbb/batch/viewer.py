@@ -1002,11 +1002,19 @@ class _Viewer:
                 self.entries[run.path] = entry
                 self.texts[n] = _text_rows(run.events) if run.fatal is None else []
 
-    def _write_text(self, k: int) -> dict[str, Any]:
+    def _write_text(self, k: int) -> None:
+        """The text of runs k*_CHUNK.. as {"strings": [...], "runs": {n: [[seq, subrun, round,
+        worker, to, source, i], ...]}}: each distinct text once (scripted runs repeat theirs:
+        a quarter of the size, and a search reads each text once)."""
         lo, hi = k * _CHUNK, (k + 1) * _CHUNK
-        rows = {str(n): self.texts[n] for n in range(lo, hi) if self.texts.get(n)}
-        self._write(self.text_dir / f"{k:06d}.js", f"MBB.text({k},", rows)
-        return {"k": k, "file": f"data/text/{k:06d}.js", "runs": len(rows), "v": self.version}
+        strings: dict[str, int] = {}
+        runs = {
+            str(n): [[*r[:6], strings.setdefault(r[6], len(strings))] for r in self.texts[n]]
+            for n in range(lo, hi)
+            if self.texts.get(n)
+        }
+        payload = {"strings": list(strings), "runs": runs}
+        self._write(self.text_dir / f"{k:06d}.js", f"MBB.text({k},", payload)
 
     def update(self) -> ViewerResult:
         """Bring the viewer up to date with the folder (the first call writes everything)."""

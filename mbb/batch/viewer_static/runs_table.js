@@ -49,34 +49,42 @@
   function shown(col, v) { return v == null ? "" : (col.fmt ? col.fmt(v) : str(v)); }
 
   // --- rows (built once per run and version, reordered by sort and filter) ---------------------------
-  function rowOf(e, cols) {
+  function rowOf(e, cols) {  // a run's values for sorting and filtering (its <tr> is made when first drawn)
     var got = T.rows.get(e.n);
     if (got && got.v === e.v && got.e === e) return got;
     var vals = cols.map(function (c) { var v = raw(c, e); return c.kind === "num" ? (isNum(v) ? v : null) : (v == null ? "" : str(v)); });
-    var texts = cols.map(function (c, i) { return shown(c, vals[i]).toLowerCase(); });
+    var shownText = cols.map(function (c, i) { return shown(c, vals[i]); });
+    var texts = shownText.map(function (t) { return t.toLowerCase(); });
+    var row = {n: e.n, v: e.v, e: e, tr: null, box: null, vals: vals, shown: shownText, texts: texts,
+      hay: texts.join(" ") + " " + str(e.path).toLowerCase() + " " + str(e.invalid_reason).toLowerCase()};
+    T.rows.set(e.n, row);
+    return row;
+  }
+  function trOf(row, cols) {
+    if (row.tr) return row.tr;
+    var e = row.e;
     var tr = el("tr", {"data-n": e.n, cls: (e.valid === false ? "invalid " : "") + "st-" + str(e.status)});
     var box = el("input", {type: "checkbox", "aria-label": "select " + str(e.id)});
     box.checked = T.selected.indexOf(e.n) >= 0;
     box.addEventListener("change", function () { toggle(e.n, box.checked); });
     tr.appendChild(el("td", {cls: "sel"}, [box]));
     cols.forEach(function (c, i) {
-      var text = shown(c, vals[i]);
+      var text = row.shown[i];
       var td;
       if (c.key === "id") {
-        td = el("td", {cls: "t"}, [el("a", {href: "#run=" + encodeURIComponent(str(e.path)), text: text, title: str(e.path),
+        td = el("td", {cls: "t", title: str(e.path)}, [el("a", {href: "#run=" + encodeURIComponent(str(e.path)), text: text,
           onclick: function (ev) { ev.preventDefault(); L.selectRun(e.n); }})]);
-        if (arr(e.problems).length) td.appendChild(el("span", {cls: "warn", title: arr(e.problems).map(str).join("\n"), text: " ⚠"}));
+        if (arr(e.problems).length) td.insertBefore(el("span", {cls: "warn", title: arr(e.problems).map(str).join("\n"), text: "⚠ "}), td.firstChild);
       } else {
         td = el("td", {cls: c.kind === "num" ? null : "t", text: text});
         if (c.key === "valid" && e.valid === false) { td.className = "t bad"; td.title = str(e.invalid_reason); }
-        if (c.key === "status" && e.status === "unreadable") td.title = str(e.error);
+        else if (c.key === "status" && e.status === "unreadable") td.title = str(e.error);
+        else if (c.kind !== "num" && text.length > 18) td.title = text;
       }
       tr.appendChild(td);
     });
-    var row = {n: e.n, v: e.v, e: e, tr: tr, box: box, vals: vals, texts: texts,
-      hay: texts.join(" ") + " " + str(e.path).toLowerCase() + " " + str(e.invalid_reason).toLowerCase()};
-    T.rows.set(e.n, row);
-    return row;
+    row.tr = tr; row.box = box;
+    return tr;
   }
 
   // --- filters ----------------------------------------------------------------------------------
@@ -122,9 +130,8 @@
     var tr = el("tr", null, [el("th", {cls: "sel", title: "select two runs to diff them"}, ["⇄"])]);
     var fr = el("tr", {cls: "filters"}, [el("th", {cls: "sel"})]);
     cols.forEach(function (c) {
-      var arrow = T.sort === c.key ? (T.desc ? " ▼" : " ▲") : "";
       tr.appendChild(el("th", {cls: (c.kind === "num" ? "" : "t") + (c.user ? " user" : ""), "data-col": c.key, title: c.title || null}, [
-        el("button", {text: c.label + arrow, onclick: function () { sortBy(c.key); }})]));
+        el("button", {text: c.label, onclick: function () { sortBy(c.key); }})]));
       var input;
       if (c.pick) {
         var seen = new Set();
@@ -134,7 +141,7 @@
         input.value = T.filters.get(c.key) || "";
         input.addEventListener("change", function () { setFilter(c.key, input.value); });
       } else {
-        input = el("input", {type: "search", "data-col": c.key, "aria-label": "filter " + c.label,
+        input = el("input", {type: "search", "data-col": c.key, "aria-label": "filter " + c.label, size: 4,
           placeholder: c.kind === "num" ? ">0.5" : "filter"});
         input.value = T.filters.get(c.key) || "";
         input.addEventListener("input", function () { setFilter(c.key, input.value); });
@@ -143,6 +150,62 @@
     });
     thead.appendChild(tr);
     thead.appendChild(fr);
+    T.widths = false;
+    arrows();
+  }
+  function arrows() {
+    [].forEach.call(document.querySelectorAll("#runs-table thead th[data-col] button"), function (b) {
+      var key = b.parentNode.getAttribute("data-col"), c = T.cols.filter(function (x) { return x.key === key; })[0];
+      b.textContent = c.label + (T.sort === key ? (T.desc ? " ▼" : " ▲") : "");
+    });
+  }
+  // Column widths, fixed once from the widest cell of every column (the table then lays out in
+  // constant time whatever rows are drawn, and scrolling never makes columns jump).
+  function lockWidths(cols, all) {
+    var tbl = L.$("runs-table"), body = document.querySelector("#runs-table tbody");
+    tbl.style.tableLayout = "auto"; tbl.style.width = "auto";
+    [].forEach.call(document.querySelectorAll("#runs-table thead tr:first-child th"), function (th) { th.style.width = ""; });
+    var widest = new Set();
+    cols.forEach(function (c, i) {
+      var best = null, len = -1;
+      all.forEach(function (r) { if (r.shown[i].length > len) { len = r.shown[i].length; best = r; } });
+      if (best) widest.add(best);
+    });
+    body.textContent = "";
+    widest.forEach(function (r) { body.appendChild(trOf(r, cols)); });
+    var ths = document.querySelectorAll("#runs-table thead tr:first-child th"), total = 0;
+    var ws = [].map.call(ths, function (th) { return Math.ceil(th.getBoundingClientRect().width) + 2; });
+    [].forEach.call(ths, function (th, i) { th.style.width = ws[i] + "px"; total += ws[i]; });
+    tbl.style.width = total + "px";
+    tbl.style.tableLayout = "fixed";
+    T.widths = true;
+  }
+  var ROW_H = 25, BUFFER = 30;
+  function windowRows(force) {  // draw the rows in view (and some around), spacers for the rest
+    var wrap = L.$("table-wrap"), list = T.list || [], cols = T.cols;
+    var top = wrap.scrollTop, h = wrap.clientHeight || 800;
+    var start = Math.max(0, Math.floor(top / ROW_H) - BUFFER);
+    var end = Math.min(list.length, Math.ceil((top + h) / ROW_H) + BUFFER);
+    if (!force && start === T.from && end === T.to) return;
+    T.from = start; T.to = end;
+    var body = document.querySelector("#runs-table tbody");
+    var frag = document.createDocumentFragment();
+    var span = cols.length + 1;
+    if (start > 0) frag.appendChild(el("tr", {cls: "spacer"}, [el("td", {colspan: span, style: "height:" + start * ROW_H + "px"})]));
+    for (var i = start; i < end; i++) frag.appendChild(trOf(list[i], cols));
+    if (end < list.length) frag.appendChild(el("tr", {cls: "spacer"}, [el("td", {colspan: span, style: "height:" + (list.length - end) * ROW_H + "px"})]));
+    body.textContent = "";
+    body.appendChild(frag);
+    if (!T.rowH && end > start) {  // the drawn height of a row, once (fonts differ)
+      T.rowH = list[start].tr.getBoundingClientRect().height;
+      if (T.rowH > 0 && Math.abs(T.rowH - ROW_H) > 0.5) { ROW_H = T.rowH; windowRows(true); }
+    }
+  }
+  var scrolling = false;
+  function onScroll() {
+    if (scrolling) return;
+    scrolling = true;
+    requestAnimationFrame(function () { scrolling = false; windowRows(false); });
   }
   function bar(count, total) {
     var b = L.clear(L.$("table-bar"));
@@ -153,27 +216,27 @@
     b.appendChild(el("span", {id: "table-count", text: count + " of " + total + " run(s)" + (T.only ? " · only runs matching “" + T.onlyQ + "”" : "")}));
     var filtered = T.free || T.only || Array.from(T.filters.values()).some(Boolean);
     if (filtered) b.appendChild(el("button", {text: "clear filters", onclick: function () {
-      T.filters.clear(); T.free = ""; T.only = null; T.onlyQ = ""; head(columns()); draw(); }}));
+      T.filters.clear(); T.free = ""; T.only = null; T.onlyQ = ""; clearInputs(); draw(); }}));
     var sel = T.selected.map(function (n) { return S.byN.get(n); }).filter(Boolean);
     var cmp = el("button", {id: "compare", text: sel.length === 2 ? "Diff " + str(sel[0].id) + " ⇄ " + str(sel[1].id) : "select two runs (⇄) to diff them",
       onclick: function () { if (sel.length === 2 && M._views.diff) M._views.diff.open(sel[0].n, sel[1].n); }});
     cmp.disabled = sel.length !== 2;
     b.appendChild(cmp);
     if (sel.length) b.appendChild(el("button", {text: "clear selection", onclick: function () {
-      T.selected = []; T.rows.forEach(function (r) { r.box.checked = false; }); bar(count, total); }}));
+      T.selected = []; T.rows.forEach(function (r) { if (r.box) r.box.checked = false; }); bar(count, total); }}));
     var inv = S.index.runs.filter(function (e) { return e.valid === false; }).length;
     if (inv) b.appendChild(el("span", {cls: "bad", text: inv + " invalid run(s) (threshold " + L.pct(S.index.invalid_share, 0) + " failed or repaired LLM calls)"}));
   }
   function draw() {
     var t0 = performance.now();
     var cols = columns(), idx = cols.map(function (c) { return c.key; }).indexOf(T.sort);
-    if (idx < 0) { T.sort = "id"; idx = 0; }
+    if (idx < 0) { T.sort = "id"; idx = 0; arrows(); }
     var ts = tests(cols);
-    var rows = [];
-    S.index.runs.forEach(function (e) {
-      var row = rowOf(e, cols);
-      for (var i = 0; i < ts.length; i++) if (!ts[i](row)) return;
-      rows.push(row);
+    var all = S.index.runs.map(function (e) { return rowOf(e, cols); });
+    if (!T.widths) lockWidths(cols, all);
+    var rows = all.filter(function (row) {
+      for (var i = 0; i < ts.length; i++) if (!ts[i](row)) return false;
+      return true;
     });
     var dir = T.desc ? -1 : 1;
     rows.sort(function (a, b) {
@@ -184,17 +247,18 @@
       if (x > y) return dir;
       return a.n - b.n;
     });
-    var body = document.querySelector("#runs-table tbody");
-    var frag = document.createDocumentFragment();
-    rows.forEach(function (r) { frag.appendChild(r.tr); });
-    body.textContent = "";
-    body.appendChild(frag);
+    T.list = rows;
+    L.$("table-wrap").scrollTop = 0;
+    windowRows(true);
     bar(rows.length, S.index.runs.length);
     var tbl = L.$("runs-table");
     tbl.setAttribute("data-sort", T.sort + (T.desc ? ":desc" : ":asc"));
     tbl.setAttribute("data-rows", String(rows.length));
     T.lastMs = performance.now() - t0;
     if (S.view === "runs") L.writeHash();
+  }
+  function clearInputs() {
+    [].forEach.call(document.querySelectorAll("#runs-table thead [data-col]"), function (x) { if ("value" in x && x.tagName !== "TH") x.value = ""; });
   }
   function schedule() {  // typing in a filter: draw once per frame
     if (T.pending) return;
@@ -203,7 +267,7 @@
   }
   function sortBy(key) {
     if (T.sort === key) T.desc = !T.desc; else { T.sort = key; T.desc = false; }
-    head(columns());
+    arrows();
     draw();
   }
   function setFilter(key, v) { if (v) T.filters.set(key, v); else T.filters.delete(key); schedule(); }
@@ -212,13 +276,19 @@
     if (on) T.selected.push(n);
     while (T.selected.length > 2) {
       var out = T.selected.shift(), r = T.rows.get(out);
-      if (r) r.box.checked = false;
+      if (r && r.box) r.box.checked = false;
     }
-    var drawn = document.querySelectorAll("#runs-table tbody tr").length;
-    bar(drawn, S.index.runs.length);
+    bar(T.list ? T.list.length : 0, S.index.runs.length);
   }
   var drawnOnce = false;
-  function render() { if (!drawnOnce) { head(columns()); drawnOnce = true; } draw(); }
+  function render() {
+    if (!drawnOnce) {
+      head(columns());
+      drawnOnce = true;
+      L.$("table-wrap").addEventListener("scroll", onScroll);
+    }
+    draw();
+  }
 
   // --- the search over every run's text ------------------------------------------------------------
   var loading = null;
@@ -241,23 +311,30 @@
     })).then(function () { loading = null; return want.length; }, function (err) { loading = null; throw err; });
     return loading;
   }
-  function searchTexts(q) {  // n -> [row, ...] of every run whose text holds q
+  function searchTexts(q) {  // n -> [[seq, subrun, round, worker, to, source, text], ...] holding q
     var hits = new Map(), low = q.toLowerCase(), total = 0;
     S.texts.forEach(function (t) {
-      if (!t.low) {  // lower-cased once per file
-        t.low = new Map();
-        Object.keys(t.runs).forEach(function (n) {
-          var rows = arr(t.runs[n]).filter(function (r) { return Array.isArray(r) && isInt(r[0]); });
-          t.low.set(Number(n), {rows: rows, low: rows.map(function (r) { return str(r[6]).toLowerCase(); })});
+      if (!t.low) {  // each distinct text lower-cased once per file
+        var strings = arr(t.runs.strings);
+        t.low = strings.map(function (x) { return str(x).toLowerCase(); });
+        t.strings = strings;
+        t.rows = new Map();
+        var runs = L.isObj(t.runs.runs) ? t.runs.runs : {};
+        Object.keys(runs).forEach(function (n) {
+          t.rows.set(Number(n), arr(runs[n]).filter(function (r) { return Array.isArray(r) && isInt(r[0]) && isInt(r[6]) && r[6] < strings.length; }));
         });
       }
-      t.low.forEach(function (x, n) {
+      var found = new Uint8Array(t.low.length), any = false;
+      for (var i = 0; i < t.low.length; i++) if (t.low[i].indexOf(low) >= 0) { found[i] = 1; any = true; }
+      if (!any) return;
+      t.rows.forEach(function (rows, n) {
         if (!S.byN.has(n)) return;
-        for (var i = 0; i < x.low.length; i++) {
-          if (x.low[i].indexOf(low) < 0) continue;
+        for (var j = 0; j < rows.length; j++) {
+          var r = rows[j];
+          if (!found[r[6]]) continue;
           var h = hits.get(n);
           if (!h) { h = []; hits.set(n, h); }
-          h.push(x.rows[i]);
+          h.push([r[0], r[1], r[2], r[3], r[4], r[5], t.strings[r[6]]]);
           total++;
         }
       });
@@ -325,8 +402,8 @@
     if (h.cond) T.filters.set("condition", h.cond);  // the report links a condition's runs
   }
   function refresh() {
-    if (S.view === "runs") { head(columns()); draw(); }
-    else drawnOnce = false;
+    if (S.view === "runs" && drawnOnce) { head(columns()); draw(); }
+    else if (drawnOnce) { head(columns()); }
     if (S.q && S.scope === "all") L.renderSearch();
   }
 
