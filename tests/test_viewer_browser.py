@@ -512,3 +512,43 @@ def test_live_mode_shows_runs_as_they_are_written(browser, folder, tmp_path):
     finally:
         stop.set()
         t.join(10)
+
+
+def test_llm_workers_show_their_model_and_shares_never_round_onto_one(browser, folder, tmp_path):
+    """A worker negotiated by an LLM is shown with its model (the LLM's name), not the persona
+    it was seated with; the runs table names the model; 0.9992 never reads 1.00."""
+    out, _, _ = folder
+    run = tmp_path / "llm" / "llm_negotiators" / "llm_negotiators-seed0000"
+    shutil.copytree(out / "base" / "base-seed0000", run)
+
+    def as_llm(lines):
+        first = lines[0]
+        first["params"]["models"] = {"local": {"model": "smollm2"}}
+        for w in first["workers"][:2]:
+            w.update(negotiator="llm", model="local")
+        ev = next(e for e in lines if e["kind"] == "evaluation" and e["outcome"] == "terminated")
+        ev["progress"] = 0.9992
+
+    _edit(run / "events.jsonl", as_llm)
+    res = build_viewer(tmp_path / "llm")
+    assert _index(tmp_path / "llm" / "viewer")["runs"][0]["model"] == "smollm2"
+    with offline_page(browser) as page:
+        _open(page, res.index)
+        assert _cells(page, "model") == ["smollm2"]
+        page.click("#runs-table tbody a")
+        page.wait_for_selector("#round-title")
+        rows = page.locator("#run-head table tr").all_inner_texts()
+        assert rows[1].split("\t")[:3] == ["W1", "smollm2 (local)", "—"]
+        assert rows[3].split("\t")[1] == "scripted" and rows[3].split("\t")[2] != "—"
+        # as many decimals as it takes not to read 1 (or 0)
+        assert page.evaluate(
+            "() => [0.9992, 1, 0.004, 0, 0.5].map(v => MBB._lib.fmtShare(v, 2))"
+            ".concat([MBB._lib.pct(0.99996, 1)])"
+        ) == ["0.999", "1.00", "0.004", "0.00", "0.50", "99.996%"]
+        rows = [
+            r.split("\t")
+            for r in page.locator("#content table").first.all_inner_texts()[0].split("\n")
+        ]
+        terminated = [r for r in rows if "terminated" in r]
+        assert terminated and all(r[-1] != "1.00" for r in terminated)
+        assert any(r[-1] == "0.999" for r in terminated)
