@@ -12,6 +12,7 @@ import argparse
 import errno
 import json
 import sys
+import time
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
@@ -274,7 +275,14 @@ def _cmd_view(args: argparse.Namespace) -> int:
         print(f"error: --watch {args.watch}: a positive number of seconds", file=sys.stderr)
         return 2
 
+    first = [True]
+
     def report(result: Any) -> None:
+        if not first[0]:  # watching: one line per pass that changed something
+            stamp = time.strftime("%H:%M:%S")
+            print(f"{stamp} {result.runs} run(s), {result.changed} new or changed")
+            return
+        first[0] = False
         for run, reason in result.bad:
             print(f"warning: {run}: not shown: {reason}", file=sys.stderr)
         for run, problem in result.warnings:

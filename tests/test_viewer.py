@@ -614,3 +614,19 @@ def test_watch_picks_up_runs_as_they_are_written(sweep_copy, tmp_path) -> None:
         stop.set()
         t.join(10)
     assert not t.is_alive() and results[0].runs == 2
+
+
+def test_cli_view_watch(sweep_copy, monkeypatch, capsys) -> None:
+    """`mbb view DIR --watch`: builds, then passes until Ctrl-C (here: the first pause)."""
+    import mbb.batch.viewer as viewer_mod
+
+    def interrupted(_seconds):
+        raise KeyboardInterrupt
+
+    assert main(["view", str(sweep_copy), "--watch", "0"]) == 2
+    monkeypatch.setattr(viewer_mod.time, "sleep", interrupted)
+    assert main(["view", str(sweep_copy), "--watch"]) == 0
+    out = capsys.readouterr().out
+    assert "watching" in out and "every 2 s" in out and "4 run(s)" in out
+    assert out.rstrip().endswith("stopped watching")
+    assert _index(sweep_copy / "viewer")["live"] == 2.0
