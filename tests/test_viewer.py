@@ -630,3 +630,25 @@ def test_cli_view_watch(sweep_copy, monkeypatch, capsys) -> None:
     assert "watching" in out and "every 2 s" in out and "4 run(s)" in out
     assert out.rstrip().endswith("stopped watching")
     assert _index(sweep_copy / "viewer")["live"] == 2.0
+
+
+def test_a_run_an_analysis_cannot_take_costs_only_its_own_measures(sweep_copy, monkeypatch):
+    import mbb.batch.viewer as viewer_mod
+
+    real = viewer_mod._measures
+
+    def picky(tables):
+        if "base-seed0000" in tables["evaluations"]["run_id"].to_list():
+            raise ValueError("cannot take this one")
+        return real(tables)
+
+    monkeypatch.setattr(viewer_mod, "_measures", picky)
+    res = build_viewer(sweep_copy)
+    assert res.warnings == [
+        ("base/base-seed0000", "measures unavailable: ValueError: cannot take this one")
+    ]
+    index = _index(sweep_copy / "viewer")
+    assert _entry(index, "base-seed0000")["score"] is None
+    assert all(e["score"] is not None for e in index["runs"] if e["id"] != "base-seed0000")
+    assert _entry(index, "base-seed0000")["file"]  # still shown, with its labels
+    assert _run_data(sweep_copy / "viewer", _entry(index, "base-seed0000"))["labels"]

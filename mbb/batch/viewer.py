@@ -509,11 +509,11 @@ def _common_prefix(a: str, b: str) -> int:
 
 # --- labels and per-run measures (mbb.analysis over a chunk of runs) ---------------------------
 def _per_chunk(
-    runs: list[RunLog], compute: Callable[[dict[str, Any]], dict[str, Any]]
-) -> tuple[dict[str, Any], dict[str, str]]:
-    """`compute(tables)` over the tables of all `runs` at once (one polars parse per kind);
-    when that fails, run by run, so that one run the analysis cannot take costs only its own
-    result. Returns (run_id -> result, run_id -> problem)."""
+    runs: list[RunLog], computes: Sequence[Callable[[dict[str, Any]], dict[str, Any]]]
+) -> list[tuple[dict[str, Any], dict[str, str]]]:
+    """Each of `computes(tables)` over the tables of all `runs` at once (one polars parse per
+    kind, shared); when one fails, it is run again run by run, so that a run the analysis cannot
+    take costs only its own result. Returns, per compute, (run_id -> result, run_id -> problem)."""
     from mbb.core.tables import tables_from_lines
 
     def tables_of(rs: list[RunLog]) -> dict[str, Any]:
@@ -525,17 +525,26 @@ def _per_chunk(
 
     readable = [r for r in runs if r.fatal is None and r.events]
     try:
-        return compute(tables_of(readable)), {}
-    except Exception:  # a log the tables or an analysis cannot take: find which run
-        pass
-    out: dict[str, Any] = {}
-    problems: dict[str, str] = {}
-    for r in readable:
-        try:
-            out.update(compute(tables_of([r])))
-        except Exception as exc:
-            problems[r.run_id] = f"{type(exc).__name__}: {str(exc)[:300]}"
-    return out, problems
+        tables: dict[str, Any] | None = tables_of(readable)
+    except Exception:  # a log the tables cannot take: run by run below
+        tables = None
+    results: list[tuple[dict[str, Any], dict[str, str]]] = []
+    for compute in computes:
+        if tables is not None:
+            try:
+                results.append((compute(tables), {}))
+                continue
+            except Exception:  # find which run
+                pass
+        out: dict[str, Any] = {}
+        problems: dict[str, str] = {}
+        for r in readable:
+            try:
+                out.update(compute(tables_of([r])))
+            except Exception as exc:
+                problems[r.run_id] = f"{type(exc).__name__}: {str(exc)[:300]}"
+        results.append((out, problems))
+    return results
 
 
 def _labels(tables: dict[str, Any]) -> dict[str, Any]:
@@ -988,8 +997,9 @@ class _Viewer:
             else:
                 batches.append([r])
         for batch in batches:
-            labels, label_problems = _per_chunk(batch, _labels)
-            measures, measure_problems = _per_chunk(batch, _measures)
+            (labels, label_problems), (measures, measure_problems) = _per_chunk(
+                batch, [_labels, _measures]
+            )
             for run in batch:
                 n = self.numbers.setdefault(run.path, self.next_n)
                 self.next_n = max(self.next_n, n + 1)
