@@ -348,8 +348,11 @@ def test_diff_of_two_runs_from_the_table_and_by_link(browser, viewer):
         page.wait_for_selector(f'#diff-view[data-ready="{n[a]},{n[b]}"]')
         title = page.locator("#diff-title").inner_text()
         assert "A base-seed0000" in title and "B memory_off-seed0000" in title
-        measures = page.locator("#diff-view table").first.inner_text()
-        assert "condition\tbase\tmemory_off" in measures and "score" in measures
+        rows = page.locator("#diff-measures tr").all_inner_texts()
+        head, side_a, side_b, delta = (r.split("\t") for r in rows)
+        i = head.index("condition")
+        assert (side_a[i], side_b[i], delta[i]) == ("base", "memory_off", "≠")
+        assert "score" in head and side_a[0] == "A" and delta[0] == "B − A"
         # two timelines on one scale, and every round of subrun 1 aligned
         assert page.locator("#diff-view svg.timeline").count() == 2
         rows = page.locator("#diff-rounds tr[data-round]")

@@ -33,29 +33,43 @@
       L.clear(box).appendChild(el("p", {cls: "bad", text: "Cannot diff these runs: " + String(err.message || err)}));
     });
   }
-  function measureRows(A, B) {
+  // The two runs' measures as three rows (A, B, B - A), one column per measure; differences marked.
+  function measureTable(A, B) {
     var a = A.entry, b = B.entry;
-    var rows = [
+    var valid = function (e) { return e.valid === false ? "invalid" : "valid"; };
+    var cols = [
       ["run", a.id, b.id], ["condition", a.condition, b.condition], ["model", a.model, b.model], ["seed", a.seed, b.seed],
-      ["status", a.status, b.status],
-      ["valid", a.valid === false ? "invalid: " + str(a.invalid_reason) : "valid", b.valid === false ? "invalid: " + str(b.invalid_reason) : "valid"],
+      ["status", a.status, b.status], ["valid", valid(a), valid(b)],
       ["score", a.score, b.score, 3], ["completion", a.completion, b.completion, "%"], ["deadline misses", a.deadline_miss, b.deadline_miss, "%"],
       ["credits spent", a.credits, b.credits, 0], ["invalid actions", a.invalid_actions, b.invalid_actions, 0],
       ["LLM calls", a.llm_calls, b.llm_calls, 0], ["failed calls", a.failed_calls, b.failed_calls, 0],
       ["repaired calls", a.repaired_calls, b.repaired_calls, 0], ["LLM cost ($)", a.cost_usd, b.cost_usd, 4], ["tokens", a.tokens, b.tokens, 0],
-      ["subruns", a.subruns, b.subruns, 0], ["rounds", a.rounds, b.rounds, 0]
+      ["rounds", a.rounds, b.rounds, 0]
     ];
-    return rows.map(function (r) {
-      var d = r[3], x = r[1], y = r[2];
-      var show = function (v) { return d === "%" ? L.pct(v, 1) : d === 3 ? L.fmtShare(v, 3) : (d != null ? L.fmt(v, d) : str(v)); };
-      var delta = "";
-      if (d != null && isNum(x) && isNum(y)) {
-        var dv = y - x;
-        delta = (dv > 0 ? "+" : "") + (d === "%" ? (100 * dv).toFixed(1) + " pts" : dv.toFixed(typeof d === "number" ? d : 2));
-      }
-      var differs = d == null ? str(x) !== str(y) : delta !== "" && Number(delta.replace(/[^-\d.]/g, "")) !== 0;
-      return el("tr", {cls: differs ? "differs" : null}, [td(r[0], "t"), td(show(x), d == null ? "t" : null), td(show(y), d == null ? "t" : null), td(delta)]);
+    var show = function (d, v) { return d === "%" ? L.pct(v, 1) : d === 3 ? L.fmtShare(v, 3) : (d != null ? L.fmt(v, d) : str(v)); };
+    var delta = function (c) {
+      var d = c[3], x = c[1], y = c[2];
+      if (d == null) return str(x) === str(y) ? "" : "≠";
+      if (!isNum(x) || !isNum(y)) return "";
+      var dv = y - x;
+      if (Math.abs(dv) < 1e-12) return "0";
+      return (dv > 0 ? "+" : "") + (d === "%" ? (100 * dv).toFixed(1) + " pts" : d === 3 ? dv.toFixed(3) : dv.toFixed(d));
+    };
+    var t = el("table", {id: "diff-measures"}, [el("tr", null, [el("th", {cls: "t"})].concat(cols.map(function (c) {
+      return el("th", {cls: c[3] == null ? "t" : null, text: c[0]});
+    })))]);
+    [["A", 1, "side a"], ["B", 2, "side b"]].forEach(function (row) {
+      t.appendChild(el("tr", {"data-side": row[0]}, [td(el("span", {cls: row[2], text: row[0]}), "t")].concat(cols.map(function (c) {
+        var cell = td(show(c[3], c[row[1]]), c[3] == null ? "t" : null);
+        if (c[0] === "valid" && c[row[1]] === "invalid") { cell.className += " bad"; cell.title = str((row[1] === 1 ? a : b).invalid_reason); }
+        return cell;
+      }))));
     });
+    t.appendChild(el("tr", {"data-side": "delta"}, [td("B − A", "t")].concat(cols.map(function (c) {
+      var dt = delta(c);
+      return el("td", {cls: (c[3] == null ? "t" : "") + (dt && dt !== "0" ? " differs" : ""), text: dt});
+    }))));
+    return t;
   }
   function orderText(rd) {
     if (!rd || !rd.schedule) return "";
@@ -83,7 +97,7 @@
       el("button", {text: "open A", onclick: function () { L.selectRun(D.a, {subrun: D.subrun, round: D.round, tab: "rounds"}); }}),
       el("button", {text: "open B", onclick: function () { L.selectRun(D.b, {subrun: D.subrun, round: D.round, tab: "rounds"}); }}),
       el("button", {text: "back to the runs table", onclick: function () { L.goView("runs"); }})]));
-    box.appendChild(L.table(["~", "~A", "~B", "B − A"], measureRows(A, B)));
+    box.appendChild(el("div", {cls: "diff-measures"}, [measureTable(A, B)]));
     if (A.entry.seed !== B.entry.seed) box.appendChild(el("p", {cls: "warn", text: "The two runs have different seeds: their tasks, deadlines and seating differ, not only their condition or model."}));
 
     var nav = el("div", {cls: "round-nav"}, [el("strong", {text: "subrun"})]);
