@@ -296,6 +296,10 @@ def test_runs_table_sorts_filters_and_shows_every_measure(browser, viewer):
         assert "f.condition=memory_off" in page.url and "f.seed=%3E0" in page.url
         page.click("#table-bar button:text-is('clear filters')")
         page.wait_for_function("() => document.querySelector('#runs-table').dataset.rows === '5'")
+        page.click("#table-find")  # typed key by key: the box keeps its focus as rows redraw
+        page.keyboard.type("seed0001")
+        page.wait_for_function("() => document.querySelector('#runs-table').dataset.rows === '2'")
+        assert page.evaluate("() => document.activeElement.id") == "table-find"
         page.fill("#table-find", "old")
         page.wait_for_function("() => document.querySelector('#runs-table').dataset.rows === '1'")
         assert _cells(page, "status") == ["unreadable"]

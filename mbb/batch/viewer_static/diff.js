@@ -31,6 +31,7 @@
       render();
     }).catch(function (err) {
       L.clear(box).appendChild(el("p", {cls: "bad", text: "Cannot diff these runs: " + String(err.message || err)}));
+      document.body.setAttribute("data-ready", "1");
     });
   }
   // The two runs' measures as three rows (A, B, B - A), one column per measure; differences marked.

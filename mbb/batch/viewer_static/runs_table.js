@@ -51,7 +51,7 @@
   // --- rows (built once per run and version, reordered by sort and filter) ---------------------------
   function rowOf(e, cols) {  // a run's values for sorting and filtering (its <tr> is made when first drawn)
     var got = T.rows.get(e.n);
-    if (got && got.v === e.v && got.e === e) return got;
+    if (got && got.v === e.v && got.e.path === e.path && got.e.status === e.status) { got.e = e; return got; }
     var vals = cols.map(function (c) { var v = raw(c, e); return c.kind === "num" ? (isNum(v) ? v : null) : (v == null ? "" : str(v)); });
     var shownText = cols.map(function (c, i) { return shown(c, vals[i]); });
     var texts = shownText.map(function (t) { return t.toLowerCase(); });
@@ -153,6 +153,22 @@
     T.widths = false;
     arrows();
   }
+  function updatePicks(cols) {  // the value lists of the pick filters (a new condition appears)
+    cols.forEach(function (c) {
+      if (!c.pick) return;
+      var sel = document.querySelector('#runs-table select[data-col="' + c.key + '"]');
+      if (!sel) return;
+      var seen = new Set();
+      S.index.runs.forEach(function (e) { var v = raw(c, e); if (v != null && v !== "") seen.add(str(v)); });
+      var have = [].map.call(sel.options, function (o) { return o.value; }).slice(1);
+      var want = Array.from(seen).sort();
+      if (have.join("\u0000") === want.join("\u0000")) return;
+      var value = sel.value;
+      while (sel.options.length > 1) sel.remove(1);
+      want.forEach(function (v) { sel.appendChild(el("option", {value: v, text: v})); });
+      sel.value = value;
+    });
+  }
   function arrows() {
     [].forEach.call(document.querySelectorAll("#runs-table thead th[data-col] button"), function (b) {
       var key = b.parentNode.getAttribute("data-col"), c = T.cols.filter(function (x) { return x.key === key; })[0];
@@ -179,6 +195,7 @@
     tbl.style.width = total + "px";
     tbl.style.tableLayout = "fixed";
     T.widths = true;
+    T.lockedFor = all.length;
   }
   var ROW_H = 25, BUFFER = 30;
   function windowRows(force) {  // draw the rows in view (and some around), spacers for the rest
@@ -207,27 +224,36 @@
     scrolling = true;
     requestAnimationFrame(function () { scrolling = false; windowRows(false); });
   }
+  var B = null;  // the bar's elements, made once (the filter box keeps its focus while typing)
   function bar(count, total) {
-    var b = L.clear(L.$("table-bar"));
-    var free = el("input", {id: "table-find", type: "search", placeholder: "filter rows by any text (run, condition, model, status, reason)", "aria-label": "filter rows"});
-    free.value = T.free;
-    free.addEventListener("input", function () { T.free = free.value; schedule(); });
-    b.appendChild(free);
-    b.appendChild(el("span", {id: "table-count", text: count + " of " + total + " run(s)" + (T.only ? " · only runs matching “" + T.onlyQ + "”" : "")}));
-    var filtered = T.free || T.only || Array.from(T.filters.values()).some(Boolean);
-    if (filtered) b.appendChild(el("button", {text: "clear filters", onclick: function () {
-      T.filters.clear(); T.free = ""; T.only = null; T.onlyQ = ""; clearInputs(); draw(); }}));
-    var sel = T.selected.map(function (n) { return S.byN.get(n); }).filter(Boolean);
-    var cmp = el("button", {id: "compare", text: sel.length === 2 ? "Diff " + str(sel[0].id) + " ⇄ " + str(sel[1].id) : "select two runs (⇄) to diff them",
-      onclick: function () { if (sel.length === 2 && M._views.diff) M._views.diff.open(sel[0].n, sel[1].n); }});
-    cmp.disabled = sel.length !== 2;
-    b.appendChild(cmp);
-    if (sel.length) b.appendChild(el("button", {text: "clear selection", onclick: function () {
-      T.selected = []; T.rows.forEach(function (r) { if (r.box) r.box.checked = false; }); bar(count, total); }}));
+    if (!B) {
+      var b = L.clear(L.$("table-bar"));
+      B = {free: el("input", {id: "table-find", type: "search", placeholder: "filter rows by any text (run, condition, model, status, reason)", "aria-label": "filter rows"}),
+        count: el("span", {id: "table-count"}),
+        clear: el("button", {id: "clear-filters", text: "clear filters", onclick: function () {
+          T.filters.clear(); T.free = ""; T.only = null; T.onlyQ = ""; B.free.value = ""; clearInputs(); draw(); }}),
+        cmp: el("button", {id: "compare", onclick: function () {
+          var sel = selectedEntries();
+          if (sel.length === 2 && M._views.diff) M._views.diff.open(sel[0].n, sel[1].n);
+        }}),
+        unsel: el("button", {text: "clear selection", onclick: function () {
+          T.selected = []; T.rows.forEach(function (r) { if (r.box) r.box.checked = false; }); bar(T.list ? T.list.length : 0, S.index.runs.length); }}),
+        invalid: el("span", {cls: "bad"})};
+      B.free.addEventListener("input", function () { T.free = B.free.value; schedule(); });
+      [B.free, B.count, B.clear, B.cmp, B.unsel, B.invalid].forEach(function (x) { b.appendChild(x); });
+    }
+    if (document.activeElement !== B.free) B.free.value = T.free;
+    B.count.textContent = count + " of " + total + " run(s)" + (T.only ? " · only runs matching “" + T.onlyQ + "”" : "");
+    B.clear.hidden = !(T.free || T.only || Array.from(T.filters.values()).some(Boolean));
+    var sel = selectedEntries();
+    B.cmp.textContent = sel.length === 2 ? "Diff " + str(sel[0].id) + " ⇄ " + str(sel[1].id) : "select two runs (⇄) to diff them";
+    B.cmp.disabled = sel.length !== 2;
+    B.unsel.hidden = !sel.length;
     var inv = S.index.runs.filter(function (e) { return e.valid === false; }).length;
-    if (inv) b.appendChild(el("span", {cls: "bad", text: inv + " invalid run(s) (threshold " + L.pct(S.index.invalid_share, 0) + " failed or repaired LLM calls)"}));
+    B.invalid.textContent = inv ? inv + " invalid run(s) (threshold " + L.pct(S.index.invalid_share, 0) + " failed or repaired LLM calls)" : "";
   }
-  function draw() {
+  function selectedEntries() { return T.selected.map(function (n) { return S.byN.get(n); }).filter(Boolean); }
+  function draw(keepScroll) {
     var t0 = performance.now();
     var cols = columns(), idx = cols.map(function (c) { return c.key; }).indexOf(T.sort);
     if (idx < 0) { T.sort = "id"; idx = 0; arrows(); }
@@ -248,7 +274,7 @@
       return a.n - b.n;
     });
     T.list = rows;
-    L.$("table-wrap").scrollTop = 0;
+    if (!keepScroll) L.$("table-wrap").scrollTop = 0;
     windowRows(true);
     bar(rows.length, S.index.runs.length);
     var tbl = L.$("runs-table");
@@ -401,9 +427,14 @@
     if (h.find) T.free = h.find;
     if (h.cond) T.filters.set("condition", h.cond);  // the report links a condition's runs
   }
-  function refresh() {
-    if (S.view === "runs" && drawnOnce) { head(columns()); draw(); }
-    else if (drawnOnce) { head(columns()); }
+  function refresh() {  // a newer index (live mode): new columns or values, redrawn in place
+    if (!drawnOnce) return;
+    var before = T.cols;
+    var cols = columns();
+    if (cols !== before) head(cols);
+    else updatePicks(cols);
+    T.widths = T.widths && S.index.runs.length === T.lockedFor;
+    if (S.view === "runs") draw(true);
     if (S.q && S.scope === "all") L.renderSearch();
   }
 
