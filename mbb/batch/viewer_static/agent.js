@@ -49,6 +49,8 @@
         (e.killed ? ", killed" : "") + (e.refused ? ", refused" : "") + (e.truncated ? ", output cut" : "") + (e.reason ? " (" + str(e.reason) + ")" : "")]];
       case "invalid_action": return ["repaired", "bad", ["invalid " + str(e.field) + " in " + str(e.phase) + ": " + str(e.detail) + " → " + str(e.rule)]];
       case "withdrawn": return ["withdrew", "did", [str(e.reason)]];
+      case "test_result": return ["hidden test", e.passed ? "good" : "bad", [str(e.task) + " · " + str(e.test) + " · " + (e.passed ? "passed" : "failed") +
+        " · exit " + fmt(e.exit_code) + " (expected " + fmt(e.expected_exit) + ") · stdout " + (e.stdout_match ? "matches" : "differs") + (e.reason ? " · " + str(e.reason) : "")]];
       case "terminated": return ["terminated", "bad", ["at its deadline (" + fmt(e.deadline_s, 0) + " s), progress " + L.pct(e.progress, 1)]];
       case "completed": return ["completed", "good", ["its task (" + fmt(e.work_s, 1) + " s of work)"]];
       case "evaluation": return ["outcome", e.outcome === "completed" ? "good" : "bad", [str(e.outcome) + " · task " + str(e.task) + " · score " + L.fmtShare(e.score, 2) +
