@@ -310,6 +310,12 @@ def test_runs_table_sorts_filters_and_shows_every_measure(browser, viewer):
         page.wait_for_selector("body[data-ready='1']")
         assert page.get_attribute("#runs-table", "data-rows") == "1"
         assert page.input_value("#table-find") == "old"
+        # the report's link to one condition's runs
+        _open(page, index, "#cond=memory_off")
+        page.reload()
+        page.wait_for_selector("body[data-ready='1']")
+        assert page.get_attribute("#runs-table", "data-rows") == "2"
+        assert page.input_value('#runs-table select[data-col="condition"]') == "memory_off"
 
 
 def test_search_over_every_run_opens_the_hit_at_its_round(browser, viewer):
