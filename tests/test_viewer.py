@@ -307,3 +307,348 @@ def test_cli_view(sweep_copy, tmp_path, capsys) -> None:
     (tmp_path / "none").mkdir()
     assert main(["view", str(tmp_path / "none")]) == 0
     assert "no runs" in capsys.readouterr().err
+
+
+# --- the runs table's data: per-run measures, validity, the user's columns ----------------------
+def test_index_carries_each_runs_measures_from_the_analysis(sweep_copy) -> None:
+    """Score, completion, deadline misses, credits and cost are `outcomes(tables, "run_id")`'s;
+    the model is `run_models`' ('scripted' for scripted runs, never a persona)."""
+    from mbb.analysis.outcome import outcomes
+    from mbb.core.tables import tables_from_run_dirs
+
+    build_viewer(sweep_copy)
+    index = _index(sweep_copy / "viewer")
+    for folder in ("base", "memory_off"):
+        per = outcomes(tables_from_run_dirs(find_runs(sweep_copy / folder)), "run_id")
+        for row in per.iter_rows(named=True):
+            (entry,) = [e for e in index["runs"] if e["id"] == row["run_id"]]
+            assert entry["score"] == pytest.approx(row["score"])
+            assert entry["completion"] == pytest.approx(row["completion"])
+            assert entry["deadline_miss"] == pytest.approx(row["deadline_miss"])
+            assert entry["credits"] == pytest.approx(row["credits_per_run"])
+            assert entry["cost_usd"] == 0.0
+            assert entry["model"] == "scripted" and entry["valid"] is True
+            assert entry["invalid_actions"] == 0 and entry["llm_calls"] == 0
+            assert entry["failed_calls"] is None and entry["tokens"] is None
+    assert index["invalid_share"] == 0.05 and index["columns"] == []
+    # the search over every run: one text file for these runs, rows of [seq, subrun, round,
+    # worker, to, source, index of the text], each distinct text once
+    (shard,) = index["text"]
+    text = (sweep_copy / "viewer" / shard["file"]).read_text()
+    assert text.startswith("MBB.text(0,")
+    data = json.loads(text[len("MBB.text(0,") : -3])
+    assert sorted(data["runs"]) == [str(e["n"]) for e in index["runs"]]
+    sources = {r[5] for rs in data["runs"].values() for r in rs}
+    assert {"declaration", "public", "private", "ballot", "memory"} <= sources
+    assert len(set(data["strings"])) == len(data["strings"])
+    run0 = _run_data(sweep_copy / "viewer", index["runs"][0])
+    notes = {e["seq"]: e["note"] for e in run0["events"] if e["kind"] == "declared"}
+    for seq, _s, _r, _w, _to, src, i in data["runs"]["0"]:
+        if src == "declaration":
+            assert data["strings"][i] == notes[seq]
+
+
+def _llm_call(run_id: str, seq: int, **kw) -> dict:
+    call = {
+        "kind": "llm_call",
+        "v": 1,
+        "run_id": run_id,
+        "seq": seq,
+        "t": 0.0,
+        "subrun": 1,
+        "round": 1,
+        "worker": "W1",
+        "role": "negotiator",
+        "phase": "declare",
+        "model": "m1",
+        "prompt_tokens": 100,
+        "completion_tokens": 10,
+        "cost_usd": 0.001,
+    }
+    return {**call, **kw}
+
+
+def _with_calls(run: Path, calls: list[dict]) -> None:
+    """Insert `calls` after the run's first event, renumbering seq (a log mbb would write)."""
+    lines = [json.loads(x) for x in _lines(run / "events.jsonl")]
+    events = [lines[0], *calls, *lines[1:]]
+    for i, ev in enumerate(events):
+        ev["seq"] = i
+    (run / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+
+
+def test_a_run_with_too_many_failed_or_repaired_calls_is_invalid(sweep_copy) -> None:
+    run = sweep_copy / "base" / "base-seed0000"
+    calls = [_llm_call("base-seed0000", 0) for _ in range(18)]
+    calls.append(_llm_call("base-seed0000", 0, error="HTTP 500"))
+    calls.append(_llm_call("base-seed0000", 0, repair=True, model="m2"))
+    _with_calls(run, calls)
+    build_viewer(sweep_copy)
+    entry = _entry(_index(sweep_copy / "viewer"), "base-seed0000")
+    assert entry["model"] == "m1+m2"  # the models its calls used
+    assert (entry["llm_calls"], entry["failed_calls"], entry["repaired_calls"]) == (20, 1, 1)
+    assert entry["bad_call_share"] == pytest.approx(0.1)
+    assert entry["tokens"] == 20 * 110 and entry["cost_usd"] == pytest.approx(0.02)
+    assert entry["valid"] is False
+    assert entry["invalid_reason"] == (
+        "2 of 20 LLM calls failed or needed a repair (10.0% > 5%: 1 failed, 1 repaired)"
+    )
+    # a higher threshold, then the run's own verdict in meta.json, which wins
+    build_viewer(sweep_copy, invalid_share=0.2)
+    assert _entry(_index(sweep_copy / "viewer"), "base-seed0000")["valid"] is True
+    meta = json.loads((run / "meta.json").read_text())
+    (run / "meta.json").write_text(json.dumps({**meta, "valid": True}))
+    build_viewer(sweep_copy)
+    assert _entry(_index(sweep_copy / "viewer"), "base-seed0000")["valid"] is True
+    (run / "meta.json").write_text(
+        json.dumps({**meta, "valid": False, "invalid_reason": "judge disagreed"})
+    )
+    build_viewer(sweep_copy)
+    entry = _entry(_index(sweep_copy / "viewer"), "base-seed0000")
+    assert (entry["valid"], entry["invalid_reason"]) == (False, "judge disagreed")
+    # a meta.json whose fields have other types is not believed
+    (run / "meta.json").write_text(json.dumps({**meta, "valid": "yes", "invalid_reason": 3}))
+    build_viewer(sweep_copy)
+    assert _entry(_index(sweep_copy / "viewer"), "base-seed0000")["valid"] is False
+
+
+def test_user_columns_from_the_folder_and_from_files(sweep_copy, tmp_path, capsys) -> None:
+    (sweep_copy / "viewer-columns.csv").write_text(
+        "run_id,judge score,note\nbase-seed0000,0.75,fine\nbase-seed0001,,odd\nnope-seed9,1,\n"
+    )
+    extra = tmp_path / "more.json"
+    extra.write_text(json.dumps({"memory_off-seed0000": {"tokens": 5, "hours": 1.5}}))
+    assert main(["view", str(sweep_copy), "--columns", str(extra)]) == 0
+    err = capsys.readouterr().err
+    assert "1 run id(s) in the columns file(s) are not in this folder: nope-seed9" in err
+    index = _index(sweep_copy / "viewer")
+    cols = {c["name"]: c for c in index["columns"]}
+    # a name taken by a built-in measure is kept apart, with its file
+    assert set(cols) == {"judge score", "note", "tokens (more.json)", "hours"}
+    assert cols["judge score"]["kind"] == "number" and cols["note"]["kind"] == "text"
+    assert _entry(index, "base-seed0000")["cols"] == {"judge score": 0.75, "note": "fine"}
+    assert _entry(index, "base-seed0001")["cols"] == {"judge score": None, "note": "odd"}
+    assert _entry(index, "memory_off-seed0000")["cols"] == {"tokens (more.json)": 5, "hours": 1.5}
+    # a file that cannot be used is reported, and the viewer is still written
+    extra.write_text(json.dumps([{"run_id": "base-seed0000", "nested": {"a": 1}}]))
+    res = build_viewer(sweep_copy, columns=[extra])
+    assert (
+        "columns",
+        "more.json: row 1, column 'nested': a dict is not a value for a column "
+        "(numbers or text only)",
+    ) in res.warnings
+    assert main(["view", str(sweep_copy), "--columns", str(tmp_path / "missing.csv")]) == 2
+
+
+# --- hostile run folders (issue 26): strict types, redaction everywhere ----------------------
+def test_lines_of_the_wrong_type_are_left_out_and_the_run_shown(sweep_copy) -> None:
+    log = sweep_copy / "base" / "base-seed0000" / "events.jsonl"
+    lines = _lines(log)
+    n = len(lines)
+    evs = [json.loads(x) for x in lines]
+    i = next(i for i, e in enumerate(evs) if e["kind"] == "message")
+    j = next(i for i, e in enumerate(evs) if e["kind"] == "declared")
+    k = next(i for i, e in enumerate(evs) if e["kind"] == "ballot")
+    lines[i] = json.dumps({**evs[i], "subrun": "__proto__"})
+    lines[j] = json.dumps({**evs[j], "bid": "lots"})
+    lines[k] = json.dumps({**evs[k], "ranking": {"W1": 1}})
+    log.write_text("\n".join(lines) + "\n")
+    res = build_viewer(sweep_copy)
+    assert res.bad == []
+    problems = [p for run, p in res.warnings if run == "base/base-seed0000"]
+    assert f"line {i + 1}: message event with a bad field 'subrun': " in "".join(problems)
+    assert any(
+        p.startswith(f"line {j + 1}: declared event with a bad field 'bid'") for p in problems
+    )
+    assert any(
+        p.startswith(f"line {k + 1}: ballot event with a bad field 'ranking'") for p in problems
+    )
+    entry = _entry(_index(sweep_copy / "viewer"), "base-seed0000")
+    data = _run_data(sweep_copy / "viewer", entry)
+    assert len(data["events"]) == entry["events"] == n - 3
+    assert all(isinstance(e.get("subrun"), (int, type(None))) for e in data["events"])
+
+
+def test_a_proto_key_never_reaches_a_data_file(sweep_copy) -> None:
+    """In a JavaScript object literal, `"__proto__": {...}` sets the object's prototype."""
+    log = sweep_copy / "base" / "base-seed0000" / "events.jsonl"
+    lines = _lines(log)
+    first = json.loads(lines[0])
+    first["params"]["__proto__"] = {"polluted": True}
+    first["workers"][0]["__proto__"] = "x"
+    lines[0] = json.dumps(first)
+    log.write_text("\n".join(lines) + "\n")
+    build_viewer(sweep_copy)
+    entry = _entry(_index(sweep_copy / "viewer"), "base-seed0000")
+    raw = (sweep_copy / "viewer" / entry["file"]).read_text()
+    assert '"__proto__"' not in raw
+    data = _run_data(sweep_copy / "viewer", entry)
+    assert data["events"][0]["params"]["[__proto__]"] == {"polluted": True}
+
+
+def test_secrets_are_redacted_in_every_file_the_viewer_writes(sweep_copy, monkeypatch) -> None:
+    """An endpoint that echoes the key: the value lands in messages, notes, memory, repairs,
+    the run's params and meta.json; none of it reaches the viewer's files (run data, index,
+    text for the search over every run)."""
+    secret = "echoed-SECRET-value-42"
+    monkeypatch.setenv("MBB_VIEWER_TEST_API_KEY", secret)
+    run = sweep_copy / "base" / "base-seed0000"
+    evs = [json.loads(x) for x in _lines(run / "events.jsonl")]
+    seen = set()
+    for e in evs:
+        field_ = {"message": "text", "declared": "note", "scratch_written": "text"}.get(e["kind"])
+        if field_ and e["kind"] not in seen:
+            seen.add(e["kind"])
+            e[field_] = f"the key is {secret}; Authorization: Bearer abcdefghijklmnopqrstuv"
+    evs[0]["params"]["description"] = f"key {secret}"
+    evs[0]["condition"] = f"base {secret}"
+    (run / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in evs))
+    (sweep_copy / "viewer-columns.csv").write_text(f"run_id,note\nbase-seed0000,{secret}\n")
+    build_viewer(sweep_copy)
+    files = [p for p in (sweep_copy / "viewer").rglob("*") if p.is_file()]
+    everything = "".join(p.read_text(encoding="utf-8") for p in files)
+    assert secret not in everything and "abcdefghijklmnopqrstuv" not in everything
+    index = _index(sweep_copy / "viewer")
+    entry = _entry(index, "base-seed0000")
+    assert entry["condition"] == "base [redacted]" and entry["cols"]["note"] == "[redacted]"
+    shard = (sweep_copy / "viewer" / index["text"][0]["file"]).read_text()
+    assert "the key is [redacted]; Authorization: [redacted]" in shard
+
+
+# --- runs being written ---------------------------------------------------------------------------
+def _half_written(src: Path, dst: Path) -> Path:
+    """A copy of run `src` as it looks while being written: half its log (the last line cut)
+    and no meta.json yet."""
+    dst.mkdir(parents=True)
+    text = (src / "events.jsonl").read_text()
+    (dst / "events.jsonl").write_text(text[: len(text) // 2])
+    return dst
+
+
+def test_a_run_being_written_is_running_not_damaged(sweep_copy) -> None:
+    import fcntl
+    import os
+
+    src = sweep_copy / "base" / "base-seed0001"
+    live = _half_written(src, sweep_copy / "live" / "base-seed0001")
+    res = build_viewer(sweep_copy)
+    entry = _entry(_index(sweep_copy / "viewer"), "live/base-seed0001")
+    assert entry["status"] == "running" and entry["problems"] == [] and entry["events"] > 10
+    assert not [w for w in res.warnings if w[0].startswith("live/")]
+    # a minute later, with nobody writing: interrupted, and said so
+    old = live / "events.jsonl"
+    os.utime(old, (old.stat().st_atime - 120, old.stat().st_mtime - 120))
+    build_viewer(sweep_copy)
+    entry = _entry(_index(sweep_copy / "viewer"), "live/base-seed0001")
+    assert entry["status"] == "unfinished"
+    assert any("truncated" in p for p in entry["problems"])
+    # ... unless the folder's writer still holds its lock (mbb.batch.outdir.claim)
+    fd = os.open(live.parent / ".mbb.lock", os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        build_viewer(sweep_copy)
+        assert _entry(_index(sweep_copy / "viewer"), "live/base-seed0001")["status"] == "running"
+    finally:
+        os.close(fd)
+    # a run folder with an empty log, just created: running, not unreadable
+    (sweep_copy / "live" / "base-seed0002").mkdir()
+    (sweep_copy / "live" / "base-seed0002" / "events.jsonl").write_text("")
+    res = build_viewer(sweep_copy)
+    entry = _entry(_index(sweep_copy / "viewer"), "live/base-seed0002")
+    assert entry["status"] == "running" and "file" not in entry and res.bad == []
+
+
+def test_watch_picks_up_runs_as_they_are_written(sweep_copy, tmp_path) -> None:
+    import threading
+
+    from mbb.batch.viewer import watch_viewer
+
+    study = tmp_path / "study"
+    shutil.copytree(sweep_copy / "base", study / "base")
+    src = sweep_copy / "memory_off" / "memory_off-seed0000"
+    out = tmp_path / "v"
+    stop = threading.Event()
+    results = []
+    t = threading.Thread(
+        target=watch_viewer,
+        args=(study, out),
+        kwargs={"interval": 0.1, "stop": stop.is_set, "report": results.append},
+    )
+    t.start()
+
+    def index_when(pred, timeout=20.0):
+        import time
+
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            try:
+                idx = _index(out)
+            except (OSError, ValueError):
+                idx = None
+            if idx is not None and pred(idx):
+                return idx
+            time.sleep(0.05)
+        raise AssertionError("the viewer was not updated")
+
+    try:
+        idx = index_when(lambda i: len(i["runs"]) == 2)
+        assert idx["live"] == 0.1
+        first_version = idx["version"]
+        live = _half_written(src, study / "memory_off" / "memory_off-seed0000")
+        idx = index_when(lambda i: len(i["runs"]) == 3)
+        entry = _entry(idx, "memory_off-seed0000")
+        assert entry["status"] == "running" and entry["problems"] == []
+        assert idx["version"] > first_version
+        shutil.copy(src / "events.jsonl", live / "events.jsonl")
+        shutil.copy(src / "meta.json", live / "meta.json")
+        idx = index_when(lambda i: _entry(i, "memory_off-seed0000")["status"] == "completed")
+        entry = _entry(idx, "memory_off-seed0000")
+        assert entry["v"] > 1 and entry["problems"] == []
+        assert len(_run_data(out, entry)["events"]) == len(_lines(src / "events.jsonl"))
+        # the text of the new run is searchable
+        assert any(str(entry["n"]) in (out / t["file"]).read_text() for t in idx["text"])
+        shutil.rmtree(study / "base" / "base-seed0000")
+        idx = index_when(lambda i: len(i["runs"]) == 2)
+        assert not (out / "data" / "runs" / "000000.js").exists()
+    finally:
+        stop.set()
+        t.join(10)
+    assert not t.is_alive() and results[0].runs == 2
+
+
+def test_cli_view_watch(sweep_copy, monkeypatch, capsys) -> None:
+    """`mbb view DIR --watch`: builds, then passes until Ctrl-C (here: the first pause)."""
+    import mbb.batch.viewer as viewer_mod
+
+    def interrupted(_seconds):
+        raise KeyboardInterrupt
+
+    assert main(["view", str(sweep_copy), "--watch", "0"]) == 2
+    monkeypatch.setattr(viewer_mod.time, "sleep", interrupted)
+    assert main(["view", str(sweep_copy), "--watch"]) == 0
+    out = capsys.readouterr().out
+    assert "watching" in out and "every 2 s" in out and "4 run(s)" in out
+    assert out.rstrip().endswith("stopped watching")
+    assert _index(sweep_copy / "viewer")["live"] == 2.0
+
+
+def test_a_run_an_analysis_cannot_take_costs_only_its_own_measures(sweep_copy, monkeypatch):
+    import mbb.batch.viewer as viewer_mod
+
+    real = viewer_mod._measures
+
+    def picky(tables):
+        if "base-seed0000" in tables["evaluations"]["run_id"].to_list():
+            raise ValueError("cannot take this one")
+        return real(tables)
+
+    monkeypatch.setattr(viewer_mod, "_measures", picky)
+    res = build_viewer(sweep_copy)
+    assert res.warnings == [
+        ("base/base-seed0000", "measures unavailable: ValueError: cannot take this one")
+    ]
+    index = _index(sweep_copy / "viewer")
+    assert _entry(index, "base-seed0000")["score"] is None
+    assert all(e["score"] is not None for e in index["runs"] if e["id"] != "base-seed0000")
+    assert _entry(index, "base-seed0000")["file"]  # still shown, with its labels
+    assert _run_data(sweep_copy / "viewer", _entry(index, "base-seed0000"))["labels"]

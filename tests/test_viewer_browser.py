@@ -1,21 +1,37 @@
-"""The viewer in headless Chromium from file:// with every network request blocked: pick another
-run and round, filter by a worker, search a phrase, follow the timeline, and no console errors."""
+"""The viewer in headless Chromium from file:// with every network request blocked: the runs
+table (sort, filter, columns, search over every run), a run (rounds, filters, search, timeline,
+memory), the diff of two runs, the agent view, hostile data files, and live mode. No console
+error, no request that leaves the machine."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
 
 from mbb.batch.build import load_params
 from mbb.batch.runner import run_many
-from mbb.batch.viewer import build_viewer
+from mbb.batch.viewer import build_viewer, watch_viewer
 from mbb.core.paths import PROJECT_ROOT
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 HOSTILE = '<img src=x onerror="window.__pwned=1"> & </script>'
+PHRASE = "zebra crossing at the quay"  # written into one message of one run only
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--no-first-run",
+    "--disable-component-update",
+    "--disable-sync",
+    "--host-resolver-rules=MAP * ~NOTFOUND",
+    "--proxy-server=http://127.0.0.1:9",
+]
+LOCAL = ("file:", "data:", "about:", "blob:")
 
 
 def _edit(log: Path, fn) -> None:
@@ -24,14 +40,18 @@ def _edit(log: Path, fn) -> None:
     log.write_text("".join(json.dumps(e) + "\n" for e in lines))
 
 
+def _index(viewer: Path) -> dict:
+    return json.loads((viewer / "data" / "index.js").read_text()[len("MBB.index(") : -3])
+
+
 @pytest.fixture(scope="module")
-def viewer(tmp_path_factory):
+def folder(tmp_path_factory):
     out = tmp_path_factory.mktemp("viewer_browser")
     for name in ("base", "memory_off"):
         run_many(load_params(name, {"subruns": 2}), runs=2, out_dir=out / name, processes=1)
     target = out / "memory_off" / "memory_off-seed0000"
     events = [json.loads(x) for x in (target / "events.jsonl").read_text().splitlines()]
-    # the phrase to search: a message by W2 in a later round of subrun 2
+    # the phrase to search in that run: a message by W2 in a later round of subrun 2
     msg = next(
         e
         for e in events
@@ -43,76 +63,120 @@ def viewer(tmp_path_factory):
         m["text"] = HOSTILE
 
     _edit(target / "events.jsonl", hostile)
+    unique = {}
+
+    def plant(lines):  # a phrase only base-seed0001 holds, in a later round of subrun 2
+        m = next(
+            e
+            for e in lines
+            if e["kind"] == "message"
+            and e["subrun"] == 2
+            and e["round"] > 1
+            and e["worker"] == "W4"
+        )
+        m["text"] = f"Meet me at the {PHRASE} for a swap"
+        unique.update(m)
+
+    _edit(out / "base" / "base-seed0001" / "events.jsonl", plant)
     old = out / "base" / "base-old"  # a run of an older event version: listed with the reason
     shutil.copytree(out / "base" / "base-seed0001", old)
     (old / "events.jsonl").write_text(
-        (old / "events.jsonl").read_text().replace('"v":1,', '"v":0,')
+        (old / "events.jsonl").read_text().replace('"v": 1,', '"v": 0,')
     )
+    meta = out / "memory_off" / "memory_off-seed0001" / "meta.json"
+    m = json.loads(meta.read_text())
+    meta.write_text(json.dumps({**m, "valid": False, "invalid_reason": "the judge refused it"}))
+    (out / "viewer-columns.csv").write_text(
+        "run_id,judge\nbase-seed0000,0.5\nbase-seed0001,0.9\nmemory_off-seed0000,0.1\n"
+    )
+    return out, msg, unique
+
+
+@pytest.fixture(scope="module")
+def viewer(folder):
+    out, msg, unique = folder
     res = build_viewer(out)
     assert res.runs == 5 and len(res.bad) == 1
-    index = json.loads((out / "viewer" / "data" / "index.js").read_text()[10:-3])
-    n = next(r["n"] for r in index["runs"] if r["path"] == "memory_off/memory_off-seed0000")
-    return res.index, n, msg
+    index = _index(out / "viewer")
+    n = {r["path"]: r["n"] for r in index["runs"]}
+    return res.index, n, msg, unique
 
 
-def test_viewer_in_chromium_offline(viewer):
+@pytest.fixture(scope="module")
+def browser():
     if CHROMIUM is None:
         pytest.fail("Chromium is needed for this test: apt-get install -y chromium")
     from playwright.sync_api import sync_playwright
 
-    index, n, msg = viewer
-    phrase = msg["text"][:40]
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+@contextlib.contextmanager
+def offline_page(browser, width=1400):
+    """A fresh page whose every non-local request is aborted and recorded; on leaving, no
+    request left the machine and the console has no error or warning."""
+    context = browser.new_context(viewport={"width": width, "height": 1000})
     requests: list[str] = []
     errors: list[str] = []
-    with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--no-first-run",
-                "--disable-component-update",
-                "--disable-sync",
-                "--host-resolver-rules=MAP * ~NOTFOUND",
-                "--proxy-server=http://127.0.0.1:9",
-            ],
-        )
-        context = browser.new_context(viewport={"width": 1400, "height": 1000})
-        # belt and braces: any request that is not a local file is aborted (and recorded)
-        context.route(
-            "**/*",
-            lambda route: (
-                route.continue_()
-                if route.request.url.startswith(("file:", "data:"))
-                else route.abort()
-            ),
-        )
-        page = context.new_page()
-        page.on("request", lambda r: requests.append(r.url))
-        page.on(
-            "console", lambda m: errors.append(m.text) if m.type in ("error", "warning") else None
-        )
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(index.as_uri())
-        page.wait_for_selector("body[data-ready='1']", timeout=15_000)
+    context.route(
+        "**/*",
+        lambda route: (
+            route.continue_() if route.request.url.startswith(("file:", "data:")) else route.abort()
+        ),
+    )
+    page = context.new_page()
+    page.on("request", lambda r: requests.append(r.url))
+    page.on("console", lambda m: errors.append(m.text) if m.type in ("error", "warning") else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        yield page
+    finally:
+        context.close()
+    assert [u for u in requests if not u.startswith(LOCAL)] == []
+    assert errors == []
+
+
+def _open(page, index: Path, hash_: str = "") -> None:
+    page.goto(index.as_uri() + hash_)
+    page.wait_for_selector("body[data-ready='1']", timeout=15_000)
+
+
+def _cells(page, col: str) -> list[str]:
+    i = page.eval_on_selector_all(
+        "#runs-table thead tr:first-child th",
+        "(ths, col) => ths.findIndex(th => th.dataset.col === col)",
+        col,
+    )
+    return page.eval_on_selector_all(
+        "#runs-table tbody tr[data-n]", "(trs, i) => trs.map(tr => tr.children[i].textContent)", i
+    )
+
+
+def test_viewer_in_chromium_offline(browser, viewer):
+    index, _, msg, _ = viewer
+    phrase = msg["text"][:40]
+    with offline_page(browser) as page:
+        _open(page, index)
         assert page.title() == "mbb viewer"
-        assert page.locator("#run-list button").count() == 5
-        # the unreadable run is named, with its reason
+        # the landing view is the runs table, with the unreadable run named and its reason
+        assert page.locator("#runs-table tbody tr[data-n]").count() == 5
         bad = page.locator("#bad-runs").inner_text()
         assert "base/base-old" in bad and "event version 0" in bad
-        assert page.locator("h2").first.inner_text() == "base-seed0000"
 
-        # another run, then subrun 2 and another round
-        page.click(f'#run-list button[data-n="{n}"]')
+        # open a run from the table, then subrun 2 and another round
+        page.click('#runs-table a:text-is("memory_off-seed0000")')
         page.wait_for_function(
             "() => document.querySelector('#run-head h2')?.textContent === 'memory_off-seed0000'"
         )
+        assert page.locator("#run-list button").count() == 5
         page.click('.round-nav button[data-subrun="2"]')
         page.click(f'.round-nav button[data-round="{msg["round"]}"]')
         title = page.locator("#round-title").inner_text()
         assert title.startswith(f"Subrun 2 · round {msg['round']}")
-        assert f"run={n}&s=2&r={msg['round']}" in page.url
+        assert f"run=memory_off/memory_off-seed0000&s=2&r={msg['round']}" in page.url
 
         # filter by a worker: every message shown is from or to W2
         page.select_option("#f-worker", "W2")
@@ -121,7 +185,8 @@ def test_viewer_in_chromium_offline(viewer):
         decl = page.locator("#content tr[data-seq] td:first-child").all_inner_texts()
         assert decl and set(decl) == {"W2"}
 
-        # search a phrase: the matching message is listed, and opening it shows it marked
+        # search a phrase in this run: the matching message is listed, opening it marks it
+        assert page.input_value("#search-scope") == "run"
         page.fill("#search", phrase)
         page.wait_for_selector("#search-results .result")
         results = page.locator("#search-results .result")
@@ -175,7 +240,328 @@ def test_viewer_in_chromium_offline(viewer):
         shots = PROJECT_ROOT / "outputs" / "screenshots"
         shots.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(shots / "viewer.png"))
-        browser.close()
-    local = ("file:", "data:", "about:", "blob:")
-    assert [u for u in requests if not u.startswith(local)] == []
-    assert errors == []
+
+
+def test_runs_table_sorts_filters_and_shows_every_measure(browser, viewer):
+    index, _, _, _ = viewer
+    with offline_page(browser, width=1600) as page:
+        _open(page, index)
+        heads = page.locator("#runs-table thead tr:first-child th").all_inner_texts()
+        for label in (
+            "run",
+            "condition",
+            "model",
+            "seed",
+            "status",
+            "valid",
+            "score",
+            "completion",
+            "deadline misses",
+            "credits spent",
+            "invalid actions",
+            "LLM calls",
+            "failed calls",
+            "LLM cost ($)",
+            "tokens",
+            "judge",
+        ):
+            assert any(h.replace("\n", " ").startswith(label) for h in heads), (label, heads)
+        assert set(_cells(page, "model")) == {"scripted", ""}  # never a persona name
+        # sort by score, both ways (the unreadable run, with no score, stays last)
+        page.click('#runs-table th[data-col="score"] button')
+        scores = _cells(page, "score")
+        vals = [float(s) for s in scores if s]
+        assert vals == sorted(vals) and scores[-1] == ""
+        page.click('#runs-table th[data-col="score"] button')
+        vals = [float(s) for s in _cells(page, "score") if s]
+        assert vals == sorted(vals, reverse=True)
+        assert page.get_attribute("#runs-table", "data-sort") == "score:desc"
+        assert "sort=score:desc" in page.url
+        # the user's column (viewer-columns.csv), sortable
+        page.click('#runs-table th[data-col="col:judge"] button')
+        assert _cells(page, "col:judge")[:3] == ["0.1", "0.5", "0.9"]
+        # the run marked invalid in its meta.json, with the reason
+        row = page.locator("#runs-table tbody tr.invalid")
+        assert row.count() == 1 and "memory_off-seed0001" in row.inner_text()
+        cell = row.locator("td.bad")
+        assert (
+            cell.inner_text() == "invalid" and cell.get_attribute("title") == "the judge refused it"
+        )
+        # filters: a condition, a numeric range, text; then all cleared
+        page.select_option('#runs-table select[data-col="condition"]', "memory_off")
+        page.wait_for_function("() => document.querySelector('#runs-table').dataset.rows === '2'")
+        page.fill('#runs-table input[data-col="seed"]', ">0")
+        page.wait_for_function("() => document.querySelector('#runs-table').dataset.rows === '1'")
+        assert _cells(page, "id") == ["memory_off-seed0001"]
+        assert "f.condition=memory_off" in page.url and "f.seed=%3E0" in page.url
+        page.click("#table-bar button:text-is('clear filters')")
+        page.wait_for_function("() => document.querySelector('#runs-table').dataset.rows === '5'")
+        page.click("#table-find")  # typed key by key: the box keeps its focus as rows redraw
+        page.keyboard.type("seed0001")
+        page.wait_for_function("() => document.querySelector('#runs-table').dataset.rows === '2'")
+        assert page.evaluate("() => document.activeElement.id") == "table-find"
+        page.fill("#table-find", "old")
+        page.wait_for_function("() => document.querySelector('#runs-table').dataset.rows === '1'")
+        assert _cells(page, "status") == ["unreadable"]
+        # a link with the table's state opens it the same way
+        url = page.url
+    with offline_page(browser) as page:
+        page.goto(url)
+        page.wait_for_selector("body[data-ready='1']")
+        assert page.get_attribute("#runs-table", "data-rows") == "1"
+        assert page.input_value("#table-find") == "old"
+        # the report's link to one condition's runs
+        _open(page, index, "#cond=memory_off")
+        page.reload()
+        page.wait_for_selector("body[data-ready='1']")
+        assert page.get_attribute("#runs-table", "data-rows") == "2"
+        assert page.input_value('#runs-table select[data-col="condition"]') == "memory_off"
+
+
+def test_search_over_every_run_opens_the_hit_at_its_round(browser, viewer):
+    index, _, _, unique = viewer
+    with offline_page(browser) as page:
+        _open(page, index)
+        assert page.input_value("#search-scope") == "all"
+        page.fill("#search", PHRASE)
+        page.wait_for_selector("#search-all[data-runs]")
+        assert page.get_attribute("#search-all", "data-runs") == "1"
+        hits = page.locator("#search-all .result")
+        assert hits.count() == 1 and PHRASE in hits.inner_text()
+        assert "base-seed0001" in page.locator("#search-all .hit-head").inner_text()
+        # only the matching runs in the table
+        page.click("#only-matching")
+        page.wait_for_function("() => document.querySelector('#runs-table').dataset.rows === '1'")
+        hits.first.click()
+        page.wait_for_selector("#round-title")
+        title = page.locator("#round-title").inner_text()
+        assert title.startswith(f"Subrun {unique['subrun']} · round {unique['round']}")
+        assert page.locator("#run-head h2").inner_text() == "base-seed0001"
+        hit = page.locator(f'#content .msg[data-seq="{unique["seq"]}"] mark')
+        assert hit.first.inner_text() == PHRASE
+        assert page.input_value("#search-scope") == "run"
+        # a phrase every run holds: one result group per readable run
+        page.select_option("#search-scope", "all")
+        page.fill("#search", "deadline")
+        page.wait_for_function("() => document.querySelector('#search-all')?.dataset.runs === '4'")
+
+
+def test_diff_of_two_runs_from_the_table_and_by_link(browser, viewer):
+    index, n, _, _ = viewer
+    a, b = "base/base-seed0000", "memory_off/memory_off-seed0000"
+    with offline_page(browser, width=1600) as page:
+        _open(page, index)
+        assert page.is_disabled("#compare")
+        page.check(f'#runs-table tr[data-n="{n[a]}"] input')
+        page.check(f'#runs-table tr[data-n="{n[b]}"] input')
+        page.click("#compare")
+        page.wait_for_selector(f'#diff-view[data-ready="{n[a]},{n[b]}"]')
+        title = page.locator("#diff-title").inner_text()
+        assert "A base-seed0000" in title and "B memory_off-seed0000" in title
+        rows = page.locator("#diff-measures tr").all_inner_texts()
+        head, side_a, side_b, delta = (r.split("\t") for r in rows)
+        i = head.index("condition")
+        assert (side_a[i], side_b[i], delta[i]) == ("base", "memory_off", "≠")
+        assert "score" in head and side_a[0] == "A" and delta[0] == "B − A"
+        # two timelines on one scale, and every round of subrun 1 aligned
+        assert page.locator("#diff-view svg.timeline").count() == 2
+        rows = page.locator("#diff-rounds tr[data-round]")
+        assert rows.count() >= 2
+        rows.nth(1).click()
+        assert page.locator("#diff-round-title").inner_text() == "Subrun 1 · round 2"
+        sides = page.locator("#diff-round .diff-col")
+        assert sides.count() == 2
+        for i in range(2):
+            text = sides.nth(i).inner_text()
+            assert "Declarations" in text and "Conversation" in text and "Ballots" in text
+        page.click('#diff-view .round-nav button[data-subrun="2"]')
+        assert page.locator("#diff-round-title").inner_text().startswith("Subrun 2 · round")
+        assert f"diff={a}&with={b}&s=2&r=" in page.url
+        url = page.url
+    with offline_page(browser) as page:  # the link opens the same diff
+        page.goto(url)
+        page.wait_for_selector(f'#diff-view[data-ready="{n[a]},{n[b]}"]')
+        assert page.locator("#diff-round-title").inner_text().startswith("Subrun 2 · round")
+        page.click("#diff-view button:text-is('swap A and B')")
+        page.wait_for_selector(f'#diff-view[data-ready="{n[b]},{n[a]}"]')
+
+
+def test_agent_view_tells_one_workers_story_in_order(browser, viewer):
+    index, _, _, _ = viewer
+    with offline_page(browser) as page:
+        _open(page, index, "#run=base/base-seed0000&tab=agent&w=W3")
+        page.wait_for_selector("#story")
+        assert "scripted worker (persona" in page.locator("#agent-title").inner_text()
+        items = page.locator("#story .story-item")
+        seqs = [
+            int(s)
+            for s in page.eval_on_selector_all(
+                "#story .story-item", "xs => xs.map(x => x.dataset.seq)"
+            )
+        ]
+        assert seqs == sorted(seqs) and len(seqs) > 20
+        kinds = set(
+            page.eval_on_selector_all("#story .story-item", "xs => xs.map(x => x.dataset.kind)")
+        )
+        assert {"declared", "message", "ballot", "scratch_written", "evaluation"} <= kinds
+        assert not {"llm_call"} & kinds  # a scripted worker: no prompts
+        memory = page.locator('#story .story-item[data-kind="scratch_written"]').all_inner_texts()
+        assert any("Subrun 1, task" in m for m in memory)
+        # only what it wrote to memory and what it was told privately
+        page.uncheck('.story-opts input[data-opt="actions"]')
+        kinds = set(
+            page.eval_on_selector_all("#story .story-item", "xs => xs.map(x => x.dataset.kind)")
+        )
+        assert kinds <= {"scratch_written", "message"} and "scratch_written" in kinds
+        received = page.locator("#story .story-item.saw").all_inner_texts()
+        assert all("W3" in r for r in received)
+        page.check('.story-opts input[data-opt="actions"]')
+        # another worker, from the picker; its round links open the round
+        page.click('#agent-pick button[data-worker="W1"]')
+        assert "w=W1" in page.url
+        page.locator("#story .story-round a").first.click()
+        page.wait_for_selector("#round-title")
+        # the run header's story link opens the agent view too
+        page.click("#run-head a:text-is('story') >> nth=1")
+        assert page.locator("#agent-pick button.sel").inner_text() == "W2"
+        assert items.count() > 0
+
+
+def test_hostile_data_never_breaks_the_page(browser, folder, tmp_path):
+    """A data file edited by hand (or by an older, buggy writer): a `__proto__` subrun, a
+    worker that is an object, keys that shadow Object.prototype; and workers named like
+    JavaScript's own properties. The run is still shown, the bad events counted."""
+    out, _, _ = folder
+    src = out / "base" / "base-seed0000"
+    root = tmp_path / "hostile"
+    run = root / "base" / "base-seed0000"
+    shutil.copytree(src, run)
+    names = {"W1": "__proto__", "W2": "constructor", "W3": "hasOwnProperty"}
+
+    def rename(lines):
+        text = json.dumps(lines)
+        for old, new in names.items():
+            text = text.replace(f'"{old}"', f'"{new}"')
+        lines[:] = json.loads(text)
+
+    _edit(run / "events.jsonl", rename)
+    res = build_viewer(root)
+    assert res.bad == [] and res.warnings == []
+    data = root / "viewer" / "data" / "runs" / "000000.js"
+    body = data.read_text()
+    bad = (
+        '{"kind":"message","seq":900001,"subrun":"__proto__","round":1,"worker":"W9","text":"x"},'
+        '{"kind":"declared","seq":900002,"subrun":1,"round":{"a":1},"worker":"W9","bid":1},'
+        '{"kind":"ballot","seq":900003,"subrun":1,"round":1,"worker":{"toString":1}},'
+        '{"kind":7,"seq":900004},"not an event",'
+        '{"kind":"message","seq":900005,"subrun":1,"round":1,"worker":"W4","to":"__proto__",'
+        '"text":{"__proto__":{"polluted":1}},"turn":"x"},'
+    )
+    body = body.replace('"events":[', '"events":[' + bad, 1)
+    body = body.replace('"labels":{', '"labels":{"__proto__":[["x","y","z"]],"constructor":5,', 1)
+    data.write_text(body)
+    with offline_page(browser) as page:
+        _open(page, root / "viewer" / "index.html", "#run=base/base-seed0000&s=1&r=1")
+        page.wait_for_selector("#round-title")
+        problems = page.locator("#run-problems").inner_text()
+        assert "5 event(s) in the data file have fields of the wrong type: left out" in problems
+        workers = set(page.locator("#f-worker option").all_inner_texts())
+        assert {"__proto__", "constructor", "hasOwnProperty", "W4", "W5"} <= workers
+        for tab in ("timeline", "agent", "memory", "llm", "events", "rounds"):
+            page.click(f'#tabs button[data-tab="{tab}"]')
+        page.click('#tabs button[data-tab="agent"]')
+        page.click('#agent-pick button[data-worker="__proto__"]')
+        assert page.locator("#story .story-item").count() > 10
+        assert page.evaluate("() => ({}).polluted") is None
+        page.fill("#search", "x")
+        page.select_option("#search-scope", "all")
+        page.fill("#search", "deadline")
+        page.wait_for_selector("#search-all[data-runs]")
+
+
+def test_live_mode_shows_runs_as_they_are_written(browser, folder, tmp_path):
+    out, _, _ = folder
+    study = tmp_path / "study"
+    shutil.copytree(out / "base" / "base-seed0000", study / "base" / "base-seed0000")
+    viewer_dir = tmp_path / "v"
+    stop = threading.Event()
+    t = threading.Thread(
+        target=watch_viewer, args=(study, viewer_dir), kwargs={"interval": 0.3, "stop": stop.is_set}
+    )
+    t.start()
+    try:
+        with offline_page(browser) as page:
+            for _ in range(100):
+                if (viewer_dir / "index.html").exists() and (
+                    viewer_dir / "data" / "index.js"
+                ).exists():
+                    break
+                threading.Event().wait(0.1)
+            _open(page, viewer_dir / "index.html")
+            assert page.locator("#runs-table tbody tr[data-n]").count() == 1
+            assert "live" in page.locator("#root-name").inner_text()
+            src = out / "base" / "base-seed0001"
+            dst = study / "base" / "base-seed0001"
+            dst.mkdir()
+            text = (src / "events.jsonl").read_text()
+            (dst / "events.jsonl").write_text(text[: len(text) // 2])  # mid-line, no meta.json
+            page.wait_for_selector("#runs-table tbody tr.st-running", timeout=15_000)
+            row = page.locator("#runs-table tbody tr.st-running")
+            assert "running" in row.inner_text() and "⚠" not in row.inner_text()
+            row.locator("a").click()
+            page.wait_for_selector("#run-head h2")
+            assert "still being written" in page.locator("#run-head").inner_text()
+            (dst / "events.jsonl").write_text(text)
+            shutil.copy(src / "meta.json", dst / "meta.json")
+            page.wait_for_function(
+                "() => document.querySelector('#run-head')?.textContent.includes('completed')",
+                timeout=15_000,
+            )
+            page.click("#to-runs")
+            page.wait_for_function(
+                "() => document.querySelectorAll('#runs-table tbody tr.st-completed').length === 2",
+                timeout=15_000,
+            )
+    finally:
+        stop.set()
+        t.join(10)
+
+
+def test_llm_workers_show_their_model_and_shares_never_round_onto_one(browser, folder, tmp_path):
+    """A worker negotiated by an LLM is shown with its model (the LLM's name), not the persona
+    it was seated with; the runs table names the model; 0.9992 never reads 1.00."""
+    out, _, _ = folder
+    run = tmp_path / "llm" / "llm_negotiators" / "llm_negotiators-seed0000"
+    shutil.copytree(out / "base" / "base-seed0000", run)
+
+    def as_llm(lines):
+        first = lines[0]
+        first["params"]["models"] = {"local": {"model": "smollm2"}}
+        for w in first["workers"][:2]:
+            w.update(negotiator="llm", model="local")
+        ev = next(e for e in lines if e["kind"] == "evaluation" and e["outcome"] == "terminated")
+        ev["progress"] = 0.9992
+
+    _edit(run / "events.jsonl", as_llm)
+    res = build_viewer(tmp_path / "llm")
+    assert _index(tmp_path / "llm" / "viewer")["runs"][0]["model"] == "smollm2"
+    with offline_page(browser) as page:
+        _open(page, res.index)
+        assert _cells(page, "model") == ["smollm2"]
+        page.click("#runs-table tbody a")
+        page.wait_for_selector("#round-title")
+        rows = page.locator("#run-head table tr").all_inner_texts()
+        assert rows[1].split("\t")[:3] == ["W1", "smollm2 (local)", "—"]
+        assert rows[3].split("\t")[1] == "scripted" and rows[3].split("\t")[2] != "—"
+        # as many decimals as it takes not to read 1 (or 0)
+        assert page.evaluate(
+            "() => [0.9992, 1, 0.004, 0, 0.5].map(v => MBB._lib.fmtShare(v, 2))"
+            ".concat([MBB._lib.pct(0.99996, 1)])"
+        ) == ["0.999", "1.00", "0.004", "0.00", "0.50", "99.996%"]
+        rows = [
+            r.split("\t")
+            for r in page.locator("#content table").first.all_inner_texts()[0].split("\n")
+        ]
+        terminated = [r for r in rows if "terminated" in r]
+        assert terminated and all(r[-1] != "1.00" for r in terminated)
+        assert any(r[-1] == "0.999" for r in terminated)

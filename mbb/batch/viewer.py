@@ -3,15 +3,30 @@
 `build_viewer(root, out)` writes
 
 - `out/index.html`: the page, with its CSS and its (dependency-free) JavaScript inlined;
-- `out/data/index.js`: one line per run (condition, seed, status, counts, problems);
-- `out/data/runs/<n>.js`: one file per run, loaded only when the run is opened.
+- `out/data/index.js`: one entry per run: condition, model, seed, status, the per-run measures
+  of the runs table (`mbb.analysis.outcome.outcomes` per run, `mbb.batch.study.run_models`, the
+  LLM calls' failures, repairs, tokens and cost), validity, problems, and the user's columns;
+- `out/data/runs/<n>.js`: one file per run, loaded only when the run is opened;
+- `out/data/text/<k>.js`: the text of 200 runs (declarations, messages, ballots, memory,
+  commands), loaded only when a search covers every run.
 
-Data files are JavaScript (`MBB.index({...})`, `MBB.run(n, {...})`) loaded by `<script src>`:
-`fetch()` of a `file://` URL is blocked by browsers, a script tag is not. The page therefore works
-from a plain folder (or a zip, or any static web server) with the network off.
+Data files are JavaScript (`MBB.index({...})`, `MBB.run(n, {...})`, `MBB.text(k, {...})`)
+loaded by `<script src>`: `fetch()` of a `file://` URL is blocked by browsers, a script tag is
+not. The page therefore works from a plain folder (or a zip, or any static web server) with the
+network off.
 
-Only mbb's own artefacts are read: a run is a folder holding `events.jsonl`; nothing beneath a run
-folder (its `resource/` with the workers' workspaces) is looked at, and no notebook is read. Every
+`watch_viewer(root, out)` keeps the viewer up to date while a sweep or a study writes runs into
+`root`: every `interval` seconds it re-reads the runs that appeared or changed, rewrites their
+files and the index, and the open page (which polls `data/index.js`) shows them. A run still
+being written is `running`, never a damaged log: its log has no `run_ended` yet and its folder's
+writer lock is held (`.mbb.lock`, see `mbb.batch.outdir`) or the log changed in the last
+`RUNNING_S` seconds.
+
+Only mbb's own artefacts are read: a run is a folder holding `events.jsonl` (and its
+`meta.json`); nothing beneath a run folder (its `resource/` with the workers' workspaces) is
+looked at, and no notebook is read. Everything read is untrusted: each line is checked against
+the event schema strictly (a wrong field type, a `"__proto__"` subrun) and left out with its
+line number when it does not conform; every string written is passed through `redact`; every
 piece of text reaches the page as data and is put in with `textContent`, never as HTML.
 
 Bad input never stops the build: a folder with no runs still gets a page saying so; a run whose
@@ -21,28 +36,51 @@ and the runs around it are shown.
 
 from __future__ import annotations
 
+import csv
 import itertools
 import json
+import math
 import os
 import re
 import sqlite3
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mbb.core.events import EVENT_KINDS, SCHEMA_VERSION
+from pydantic import ValidationError
 
-__all__ = ["RunLog", "ViewerResult", "build_viewer", "find_runs", "read_run", "redact"]
+from mbb.core.events import EVENT_ADAPTER, EVENT_KINDS, SCHEMA_VERSION
+
+__all__ = [
+    "INVALID_SHARE",
+    "RUNNING_S",
+    "RunLog",
+    "ViewerResult",
+    "build_viewer",
+    "find_runs",
+    "read_columns",
+    "read_run",
+    "redact",
+    "watch_viewer",
+]
 
 STATIC = Path(__file__).resolve().parent / "viewer_static"
+_SCRIPTS = ("viewer.js", "runs_table.js", "diff.js", "agent.js")  # inlined in this order
 _DROP = ("v", "run_id", "wall", "intents")  # per-event fields the page does not need
 _SKIP_DIRS = frozenset({"tables", ".ipynb_checkpoints", "__pycache__", ".git"})
 _MAX_PROBLEMS = 5  # bad lines reported per run (the rest are counted)
 _TEXT_CAP = 20_000  # characters of one prompt / answer shown
-_CHUNK = 200  # runs read, labelled and written at a time
+_CHUNK = 200  # runs read, labelled and written at a time; also the runs of one text file
+COLUMN_FILES = ("viewer-columns.csv", "viewer-columns.json")  # picked up in the folder viewed
+INVALID_SHARE = 0.05
+"""A run is marked invalid when more than this share of its LLM calls failed or needed a repair
+(unless its `meta.json` says `valid` / `invalid_reason` itself)."""
+RUNNING_S = 30.0
+"""A log without `run_ended` that changed less than this many seconds ago is still being written
+(when its folder's writer lock cannot be read)."""
 
 
 # --- finding and reading runs ----------------------------------------------------------------
@@ -66,6 +104,44 @@ def find_runs(root: Path, exclude: Iterable[Path] = ()) -> list[Path]:
     return sorted(found)
 
 
+def _held_flocks() -> set[str] | None:
+    """`maj:min:inode` of every file with a flock held on this machine (Linux `/proc/locks`);
+    None where that cannot be read."""
+    try:
+        text = Path("/proc/locks").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return None
+    held = set()
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 6 and parts[1] == "FLOCK" and "->" not in parts:
+            held.add(parts[5].lower())
+    return held
+
+
+def _writer_active(run_dir: Path, held: set[str] | None) -> bool:
+    """True when a writer holds the lock of the folder the run is in (`mbb.batch.outdir`)."""
+    if held is None:
+        return False
+    try:
+        st = (run_dir.parent / ".mbb.lock").stat()
+    except OSError:
+        return False
+    return f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}" in held
+
+
+def _being_written(run_dir: Path, held: set[str] | None, now: float | None = None) -> bool:
+    """A run (without `run_ended` or meta.json) whose writer is alive, or whose log changed
+    in the last `RUNNING_S` seconds."""
+    if _writer_active(run_dir, held):
+        return True
+    try:
+        mtime = (run_dir / "events.jsonl").stat().st_mtime
+    except OSError:
+        return False
+    return (time.time() if now is None else now) - mtime < RUNNING_S
+
+
 @dataclass
 class RunLog:
     """One run's log as read by the viewer: its valid events and what was wrong with the rest."""
@@ -75,6 +151,8 @@ class RunLog:
     events: list[dict[str, Any]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     fatal: str | None = None  # the run cannot be shown at all (and why)
+    running: bool = False  # no run_ended yet, and still being written
+    meta: dict[str, Any] = field(default_factory=dict)  # typed fields of meta.json the page uses
 
     @property
     def run_id(self) -> str:
@@ -83,18 +161,49 @@ class RunLog:
         return self.path.name
 
 
-def read_run(run_dir: Path) -> RunLog:
+def _schema_problem(exc: ValidationError) -> str:
+    err = exc.errors(include_url=False)[0]
+    loc = ".".join(str(x) for x in err.get("loc", ())[1:]) or "event"
+    return f"field {loc!r}: {err.get('msg', 'invalid')}"
+
+
+def _read_meta(run_dir: Path) -> dict[str, Any]:
+    """`valid` (bool) and `invalid_reason` (str) from meta.json, when present with those types."""
+    try:
+        meta = json.loads((run_dir / "meta.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(meta, dict):
+        return {}
+    out: dict[str, Any] = {}
+    if isinstance(meta.get("valid"), bool):
+        out["valid"] = meta["valid"]
+    if isinstance(meta.get("invalid_reason"), str):
+        out["invalid_reason"] = meta["invalid_reason"][:500]
+    return out
+
+
+def read_run(run_dir: Path, held: set[str] | None = None) -> RunLog:
     """Read `run_dir/events.jsonl` tolerantly: every line that is not a valid mbb event of this
-    run and version is reported (file and line number) and left out; the rest is kept."""
+    run and version (checked against the event schema, strictly) is reported (file and line
+    number) and left out; the rest is kept. A run still being written (see the module's
+    docstring; `held`: `_held_flocks()`, read once per scan) is `running`: its missing end and a
+    partly written last line are not problems."""
     run = RunLog(Path(run_dir))
     path = run.path / "events.jsonl"
+    run.meta = _read_meta(run.path)
     try:
         raw = path.read_bytes()
     except OSError as exc:
         run.fatal = f"events.jsonl cannot be read: {exc.strerror or exc}"
         return run
+    # meta.json is written once the run is over: a run that has one is not being written
+    may_run = not (run.path / "meta.json").exists()
     if not raw.strip():
-        run.fatal = "events.jsonl is empty"
+        if may_run and _being_written(run.path, held):
+            run.running = True
+        else:
+            run.fatal = "events.jsonl is empty"
         return run
     try:
         text = raw.decode("utf-8")
@@ -127,24 +236,33 @@ def read_run(run_dir: Path) -> RunLog:
             problem(f"line {i}: not an mbb event (kind {kind!r}); line left out")
             continue
         if ev.get("v") != SCHEMA_VERSION:
-            versions.add(ev.get("v"))
+            versions.add(str(ev.get("v"))[:20])
+            continue
+        try:  # every field of its kind, its type and range: nothing else reaches the page
+            EVENT_ADAPTER.validate_python(ev, strict=True)
+        except ValidationError as exc:
+            problem(
+                f"line {i}: {ev['kind']} event with a bad {_schema_problem(exc)}; line left out"
+            )
             continue
         if run_id is None:
-            run_id = ev.get("run_id")
-        elif ev.get("run_id") != run_id:
-            problem(f"line {i}: event of another run ({ev.get('run_id')!r}); line left out")
+            run_id = ev["run_id"]
+        elif ev["run_id"] != run_id:
+            problem(f"line {i}: event of another run ({ev['run_id']!r}); line left out")
             continue
         run.lines.append(line)
         run.events.append(ev)
+    finished = any(e["kind"] == "run_ended" for e in run.events[-3:])
+    run.running = not finished and may_run and _being_written(run.path, held)
     if bad > _MAX_PROBLEMS:
         run.problems.append(f"... and {bad - _MAX_PROBLEMS} more bad line(s)")
-    if tail.strip():
+    if tail.strip() and not run.running:
         run.problems.append(
             f"line {len(pieces) + 1}: incomplete last line (the log is truncated: the run was "
             "interrupted or the file cut); shown up to the last complete event"
         )
     if versions:
-        found = ", ".join(sorted(str(v) for v in versions))
+        found = ", ".join(sorted(versions))
         if not run.events:
             run.fatal = (
                 f"event version {found}: this mbb reads version {SCHEMA_VERSION} "
@@ -152,23 +270,19 @@ def read_run(run_dir: Path) -> RunLog:
             )
             return run
         run.problems.append(
-            f"{sum(1 for _ in versions)} other event version(s) ({found}) left out: this mbb "
+            f"{len(versions)} other event version(s) ({found}) left out: this mbb "
             f"reads version {SCHEMA_VERSION}"
         )
     if not run.events:
-        run.fatal = "no valid event in events.jsonl"
+        if not run.running:
+            run.fatal = "no valid event in events.jsonl"
         return run
-    if run.events[0].get("kind") != "run_started":
+    if run.events[0]["kind"] != "run_started":
         run.problems.append("the log does not begin with run_started (its start is missing)")
-    seqs = [e.get("seq") for e in run.events]
-    gaps = sum(
-        1
-        for a, b in itertools.pairwise(seqs)
-        if isinstance(a, int) and isinstance(b, int) and b != a + 1
-    )
+    gaps = sum(1 for a, b in itertools.pairwise(run.events) if b["seq"] != a["seq"] + 1)
     if gaps:
         run.problems.append(f"{gaps} gap(s) in the event sequence (events missing)")
-    if not any(e.get("kind") == "run_ended" for e in run.events[-3:]):
+    if not finished and not run.running:
         run.problems.append("no run_ended event: the run did not finish")
     return run
 
@@ -182,7 +296,9 @@ _SECRET_PATTERNS = (
         r"[\"']?\s*[:=]\s*[\"']?)[^\s\"',}]{6,}"
     ),
 )
+_MAYBE_SECRET = re.compile(r"(?i)sk-|bearer|api|authoriz|token|secret")  # cheap pre-check
 _SECRET_ENV = re.compile(r"(?i)(KEY|TOKEN|SECRET|PASSWORD)")
+_SECRET_KEY = re.compile(r"(?i)^(api_?key|authorization|headers?|token|secret)$")
 
 
 def _env_secrets() -> list[str]:
@@ -199,6 +315,8 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
     for s in secrets:
         if s in text:
             text = text.replace(s, "[redacted]")
+    if not _MAYBE_SECRET.search(text):
+        return text
     for rx in _SECRET_PATTERNS:
         if rx.groups:
             text = rx.sub(lambda m: m.group(1) + "[redacted]", text)
@@ -207,18 +325,25 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
     return text
 
 
-def _scrub(value: Any, secrets: list[str]) -> Any:
-    """A JSON value with secret-named keys removed and every string redacted."""
-    if isinstance(value, dict):
-        return {
-            k: _scrub(v, secrets)
-            for k, v in value.items()
-            if not re.search(r"(?i)^(api_?key|authorization|headers?|token|secret)$", str(k))
-        }
-    if isinstance(value, list):
-        return [_scrub(v, secrets) for v in value]
+def _scrub(value: Any, secrets: Sequence[str]) -> Any:
+    """A JSON value safe to write into a page: keys named like secrets removed, every string
+    (keys too) redacted, and a `__proto__` key renamed (in a JavaScript object literal it would
+    set the object's prototype instead of being data)."""
     if isinstance(value, str):
         return redact(value, secrets)
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            k = str(k)
+            if _SECRET_KEY.match(k):
+                continue
+            k = redact(k, secrets)
+            out["[__proto__]" if k == "__proto__" else k] = _scrub(v, secrets)
+        return out
+    if isinstance(value, (list, tuple)):
+        return [_scrub(v, secrets) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None  # NaN / Infinity are not JSON
     return value
 
 
@@ -254,7 +379,7 @@ class _Caches:
                     q = f"SELECT key, request, response FROM responses WHERE key IN ({marks})"
                     for key, req, resp in db.execute(q, chunk):
                         found[key] = {"request": json.loads(req), "response": json.loads(resp)}
-            except (sqlite3.Error, ValueError):
+            except (sqlite3.Error, ValueError, TypeError):
                 continue
             if found:
                 return found
@@ -277,6 +402,7 @@ class _Caches:
         for db in self._db.values():
             if db is not None:
                 db.close()
+        self._db.clear()
 
 
 def _cap(text: str) -> str:
@@ -285,9 +411,12 @@ def _cap(text: str) -> str:
     return text[:_TEXT_CAP] + f"\n[... {len(text) - _TEXT_CAP} more characters]"
 
 
-def _prompt_text(request: Mapping[str, Any]) -> str:
+def _prompt_text(request: Any) -> str:
+    if not isinstance(request, Mapping):
+        return ""
     parts = []
-    for m in request.get("messages") or []:
+    messages = request.get("messages")
+    for m in messages if isinstance(messages, list) else []:
         if not isinstance(m, Mapping):
             continue
         content = m.get("content")
@@ -302,12 +431,15 @@ def _prompt_text(request: Mapping[str, Any]) -> str:
     return "\n\n".join(parts)
 
 
-def _answer_text(response: Mapping[str, Any]) -> str:
+def _answer_text(response: Any) -> str:
     """The answer as stored by mbb's cache (an `LlmResult`: text, tool call, refusal, or an
     error), or an OpenAI-style response."""
+    if not isinstance(response, Mapping):
+        return json.dumps(response, ensure_ascii=False)
     choices = response.get("choices")
     if isinstance(choices, list) and choices and isinstance(choices[0], Mapping):
-        msg = choices[0].get("message") or {}
+        msg = choices[0].get("message")
+        msg = msg if isinstance(msg, Mapping) else {}
         text = str(msg.get("content") or "")
         if msg.get("tool_calls"):
             text += "\n[tool calls] " + json.dumps(msg["tool_calls"], ensure_ascii=False)
@@ -325,103 +457,361 @@ def _answer_text(response: Mapping[str, Any]) -> str:
     return json.dumps(response, ensure_ascii=False, indent=1)
 
 
-def _llm_texts(
-    run: RunLog, root: Path, caches: _Caches, secrets: list[str]
-) -> dict[int, dict[str, str]]:
-    calls = [e for e in run.events if e.get("kind") == "llm_call" and e.get("request_key")]
+def _get(d: Any, *keys: str) -> Any:
+    """`d[k1][k2]...` through dicts only (None when a level is missing or not a dict)."""
+    for k in keys:
+        if not isinstance(d, Mapping):
+            return None
+        d = d.get(k)
+    return d
+
+
+def _llm_texts(run: RunLog, root: Path, caches: _Caches) -> dict[int, dict[str, Any]]:
+    calls = [e for e in run.events if e["kind"] == "llm_call" and e.get("request_key")]
     if not calls:
         return {}
-    params = run.events[0].get("params") or {} if run.events else {}
-    cache_file = (params.get("llm") or {}).get("cache_file") or "outputs/llm_cache.sqlite"
+    cache_file = _get(run.events[0], "params", "llm", "cache_file")
+    if not isinstance(cache_file, str) or not cache_file:
+        cache_file = "outputs/llm_cache.sqlite"
     found = caches.lookup(
-        _cache_candidates(run.path, root, str(cache_file)),
-        sorted({str(e["request_key"]) for e in calls}),
+        _cache_candidates(run.path, root, cache_file),
+        sorted({e["request_key"] for e in calls}),
     )
-    out: dict[int, dict[str, str]] = {}
-    for e in calls:
-        rec = found.get(str(e["request_key"]))
+    out: dict[int, dict[str, Any]] = {}
+    previous: dict[Any, str] = {}  # the worker's previous prompt
+    for e in sorted(calls, key=lambda e: e["seq"]):
+        rec = found.get(e["request_key"])
         if rec is None:
             continue
-        out[int(e["seq"])] = {
-            "prompt": _cap(redact(_prompt_text(rec["request"]), secrets)),
-            "answer": _cap(redact(_answer_text(rec["response"]), secrets)),
+        prompt = _prompt_text(rec["request"])
+        before = previous.get(e.get("worker"), "")
+        previous[e.get("worker")] = prompt
+        out[e["seq"]] = {
+            "prompt": _cap(prompt),
+            "answer": _cap(_answer_text(rec["response"])),
+            # what is new in this prompt starts here (the rest repeats the worker's previous one)
+            "new_at": min(_common_prefix(before, prompt), _TEXT_CAP),
         }
     return out
 
 
-# --- taxonomy labels ---------------------------------------------------------------------------
-def _labels(runs: list[RunLog]) -> tuple[dict[str, dict[int, list[list[str]]]], str | None]:
-    """run_id -> seq -> [[category, basis, evidence], ...] from `classify_evidence` over every
-    readable run at once (one polars parse per kind); a failure is reported, not raised."""
-    from mbb.analysis import classify_evidence
+def _common_prefix(a: str, b: str) -> int:
+    """Length of the longest common prefix of `a` and `b` (by bisection on C-level compares)."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+# --- labels and per-run measures (mbb.analysis over a chunk of runs) ---------------------------
+def _per_chunk(
+    runs: list[RunLog], computes: Sequence[Callable[[dict[str, Any]], dict[str, Any]]]
+) -> list[tuple[dict[str, Any], dict[str, str]]]:
+    """Each of `computes(tables)` over the tables of all `runs` at once (one polars parse per
+    kind, shared); when one fails, it is run again run by run, so that a run the analysis cannot
+    take costs only its own result. Returns, per compute, (run_id -> result, run_id -> problem)."""
     from mbb.core.tables import tables_from_lines
 
-    by_kind: dict[str, list[str]] = defaultdict(list)
-    for r in runs:
-        if r.fatal is None:
+    def tables_of(rs: list[RunLog]) -> dict[str, Any]:
+        by_kind: dict[str, list[str]] = defaultdict(list)
+        for r in rs:
             for line, ev in zip(r.lines, r.events, strict=True):
                 by_kind[ev["kind"]].append(line)
-    out: dict[str, dict[int, list[list[str]]]] = defaultdict(lambda: defaultdict(list))
+        return tables_from_lines(by_kind)
+
+    readable = [r for r in runs if r.fatal is None and r.events]
     try:
-        labels = classify_evidence(tables_from_lines(by_kind))
-    except Exception as exc:  # a log that parses as JSON but not as tables: say so, show the rest
-        return {}, f"taxonomy labels unavailable: {type(exc).__name__}: {str(exc)[:300]}"
-    for run_id, seq, cat, basis, evidence in labels.select(
-        "run_id", "seq", "category", "basis", "evidence"
-    ).iter_rows():
+        tables: dict[str, Any] | None = tables_of(readable)
+    except Exception:  # a log the tables cannot take: run by run below
+        tables = None
+    results: list[tuple[dict[str, Any], dict[str, str]]] = []
+    for compute in computes:
+        if tables is not None:
+            try:
+                results.append((compute(tables), {}))
+                continue
+            except Exception:  # find which run
+                pass
+        out: dict[str, Any] = {}
+        problems: dict[str, str] = {}
+        for r in readable:
+            try:
+                out.update(compute(tables_of([r])))
+            except Exception as exc:
+                problems[r.run_id] = f"{type(exc).__name__}: {str(exc)[:300]}"
+        results.append((out, problems))
+    return results
+
+
+def _labels(tables: dict[str, Any]) -> dict[str, Any]:
+    """run_id -> seq -> [[category, basis, evidence], ...] from `classify_evidence`."""
+    from mbb.analysis import classify_evidence
+
+    out: dict[str, Any] = defaultdict(lambda: defaultdict(list))
+    for run_id, seq, cat, basis, evidence in (
+        classify_evidence(tables)
+        .select("run_id", "seq", "category", "basis", "evidence")
+        .iter_rows()
+    ):
         out[run_id][int(seq)].append([cat, basis, evidence])
-    return out, None
+    return out
+
+
+MEASURES = (
+    "score",
+    "completion",
+    "deadline_miss",
+    "progress",
+    "credits",
+    "invalid_actions",
+    "llm_calls",
+    "failed_calls",
+    "repaired_calls",
+    "bad_call_share",
+    "cost_usd",
+    "tokens",
+)
+"""The per-run measures of the runs table (index entries carry them under these names)."""
+
+
+def _measures(tables: dict[str, Any]) -> dict[str, Any]:
+    """run_id -> the `MEASURES` and `model`: outcomes from `mbb.analysis.outcome.outcomes` per
+    run (score, completion, deadline misses, progress, credits paid, LLM cost); the run's model
+    from `mbb.batch.study.run_models`; from its LLM calls, the failed ones (an error), the
+    repaired ones (a repair round-trip) and their share, and tokens (prompt + completion, as
+    `mbb.analysis.compare.model_table` counts them)."""
+    import polars as pl
+
+    from mbb.analysis.outcome import outcomes
+    from mbb.analysis.tokens import run_models
+
+    out: dict[str, dict[str, Any]] = defaultdict(dict)
+    if tables["evaluations"].height:
+        per = outcomes(tables, "run_id")
+        for row in per.iter_rows(named=True):
+            out[row["run_id"]].update(
+                score=row["score"],
+                completion=row["completion"],
+                deadline_miss=row["deadline_miss"],
+                progress=row["progress"],
+                credits=row["credits_per_run"],
+                cost_usd=row["cost_per_run_usd"],
+            )
+        for row in run_models(tables).iter_rows(named=True):
+            out[row["run_id"]]["model"] = row["model"]
+    inv = tables["invalid_actions"].group_by("run_id").len()
+    for run_id, n in inv.iter_rows():
+        out[run_id]["invalid_actions"] = n
+    calls = tables["llm_calls"]
+    if calls.height:
+        agg = calls.group_by("run_id").agg(
+            pl.len().alias("llm_calls"),
+            pl.col("error").is_not_null().sum().alias("failed_calls"),
+            pl.col("repair").fill_null(False).sum().alias("repaired_calls"),
+            (pl.col("error").is_not_null() | pl.col("repair").fill_null(False))
+            .sum()
+            .alias("bad_calls"),
+            (pl.col("prompt_tokens").fill_null(0) + pl.col("completion_tokens").fill_null(0))
+            .sum()
+            .alias("tokens"),
+            pl.col("cost_usd").fill_null(0).sum().alias("cost_usd"),
+        )
+        for row in agg.iter_rows(named=True):
+            d = out[row.pop("run_id")]
+            bad = row.pop("bad_calls")
+            d.update(row, bad_call_share=bad / row["llm_calls"])
+    return out
+
+
+def _configured_model(run: RunLog) -> str:
+    """The model names of the run's LLM workers from its params ('+'-joined), else 'scripted'."""
+    first = run.events[0] if run.events else {}
+    if first.get("kind") != "run_started":
+        return ""
+    names = set()
+    for w in first["workers"]:
+        if not isinstance(w, Mapping) or "llm" not in (w.get("negotiator"), w.get("solver")):
+            continue
+        cfg = w.get("model")
+        name = _get(first["params"], "models", cfg, "model") if isinstance(cfg, str) else None
+        names.add(str(name or cfg or "llm"))
+    return "+".join(sorted(names)) or "scripted"
+
+
+def _validity(entry: dict[str, Any], meta: Mapping[str, Any], threshold: float) -> None:
+    """`valid` and `invalid_reason` of a run: meta.json's own, else from its LLM calls."""
+    if "valid" in meta:
+        entry["valid"] = meta["valid"]
+        entry["invalid_reason"] = meta.get("invalid_reason") or (
+            None if meta["valid"] else "marked invalid in meta.json"
+        )
+        return
+    calls = entry.get("llm_calls") or 0
+    share = entry.get("bad_call_share")
+    if not calls or share is None or share <= threshold:
+        entry["valid"] = True
+        entry["invalid_reason"] = None
+        return
+    bad = round(share * calls)
+    entry["valid"] = False
+    entry["invalid_reason"] = (
+        f"{bad} of {calls} LLM calls failed or needed a repair "
+        f"({share:.1%} > {threshold:.0%}: {entry.get('failed_calls', 0)} failed, "
+        f"{entry.get('repaired_calls', 0)} repaired)"
+    )
+
+
+# --- the user's columns ------------------------------------------------------------------------
+_MAX_COLUMNS = 40
+_KEY_NAMES = ("run_id", "run", "id")
+
+
+def _scalar(v: Any) -> Any:
+    if isinstance(v, bool) or v is None:
+        return v
+    if isinstance(v, (int, float)):
+        return v if math.isfinite(v) else None
+    if isinstance(v, str):
+        s = v.strip()
+        if s == "":
+            return None
+        try:
+            f = float(s)
+        except ValueError:
+            return s[:500]
+        if not math.isfinite(f):
+            return s[:500]
+        return int(f) if f.is_integer() and re.fullmatch(r"[-+]?\d+", s) else f
+    raise ValueError(f"a {type(v).__name__} is not a value for a column (numbers or text only)")
+
+
+def read_columns(path: Path) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """Per-run values from a CSV (a header row; a `run_id` column, or `run` or `id`) or a JSON
+    file (`{run_id: {column: value}}` or `[{"run_id": ..., column: value}, ...]`): run id ->
+    column -> number or text. Raises ValueError with the file and what is wrong."""
+    path = Path(path)
+    try:
+        if path.suffix.lower() == ".json":
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if isinstance(data, dict):
+                rows = [
+                    {"run_id": k, **v} if isinstance(v, dict) else None for k, v in data.items()
+                ]
+            elif isinstance(data, list):
+                rows = data
+            else:
+                raise ValueError("expected an object keyed by run id or a list of objects")
+        else:
+            with path.open(encoding="utf-8", newline="") as fh:
+                rows = list(csv.DictReader(fh))
+    except (OSError, UnicodeDecodeError, csv.Error, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path.name}: cannot be read ({exc})") from None
+    values: dict[str, dict[str, Any]] = {}
+    names: list[str] = []
+    for i, row in enumerate(rows, start=1):
+        if not isinstance(row, dict):
+            raise ValueError(f"{path.name}: row {i} is not an object of column values")
+        key = next((k for k in _KEY_NAMES if k in row), None)
+        if key is None or not isinstance(row[key], (str, int)) or row[key] in ("", None):
+            raise ValueError(
+                f"{path.name}: row {i} has no run id (a column {'/'.join(_KEY_NAMES)})"
+            )
+        run = str(row[key])
+        for name, v in row.items():
+            if name == key or name is None:
+                continue
+            name = str(name).strip()[:60]
+            if not name:
+                continue
+            try:
+                values.setdefault(run, {})[name] = _scalar(v)
+            except ValueError as exc:
+                raise ValueError(f"{path.name}: row {i}, column {name!r}: {exc}") from None
+            if name not in names:
+                names.append(name)
+    if len(names) > _MAX_COLUMNS:
+        raise ValueError(f"{path.name}: {len(names)} columns; at most {_MAX_COLUMNS} are shown")
+    return values, names
 
 
 # --- the page ----------------------------------------------------------------------------------
 def _js_json(value: Any) -> str:
     """JSON that is also safe JavaScript inside a file loaded by a script tag (and inline)."""
     return (
-        json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         .replace("<", "\\u003c")  # no `</script>` or `<!--` can occur; still valid JSON
         .replace("\u2028", "\\u2028")
         .replace("\u2029", "\\u2029")
     )
 
 
-def _compact(ev: Mapping[str, Any], secrets: list[str]) -> dict[str, Any]:
+def _compact(ev: Mapping[str, Any]) -> dict[str, Any]:
     d = {k: v for k, v in ev.items() if k not in _DROP}
     if d.get("kind") == "run_started":
-        d["params"] = _scrub(d.get("params") or {}, secrets)
         d.pop("provenance", None)
-    elif d.get("kind") == "command" and isinstance(d.get("command"), str):
-        d["command"] = redact(d["command"], secrets)
     return d
+
+
+_TEXT_FIELDS = {"declared": "note", "message": "text", "ballot": "reasoning"}
+
+
+def _text_rows(events: Iterable[Mapping[str, Any]]) -> list[list[Any]]:
+    """[seq, subrun, round, worker, to, source, text] of each piece of run text, for the search
+    over every run (the same sources as the open run's search, and commands)."""
+    rows = []
+    for e in events:
+        k = e["kind"]
+        if k in _TEXT_FIELDS:
+            text = e[_TEXT_FIELDS[k]]
+            src = "ballot" if k == "ballot" else "declaration" if k == "declared" else None
+            if src is None:
+                src = "public" if e.get("to") is None else "private"
+        elif k == "scratch_written":
+            text, src = e["text"], "memory"
+        elif k == "command":
+            text, src = e["command"], "command"
+        else:
+            continue
+        if text:
+            rows.append(
+                [e["seq"], e.get("subrun"), e.get("round"), e.get("worker"), e.get("to"), src, text]
+            )
+    return rows
 
 
 def _summary(run: RunLog) -> dict[str, Any]:
     first = run.events[0] if run.events else {}
-    status = "unfinished"
+    status = "running" if run.running else "unfinished"
     completed = terminated = rounds = 0
-    subruns: set[Any] = set()
+    subruns: set[int] = set()
     for e in run.events:
-        k = e.get("kind")
+        k = e["kind"]
         if k == "run_ended":
-            status = str(e.get("status"))
+            status = e["status"]
         elif k == "evaluation":
-            completed += e.get("outcome") == "completed"
-            terminated += e.get("outcome") == "terminated"
+            completed += e["outcome"] == "completed"
+            terminated += e["outcome"] == "terminated"
         elif k == "round_started":
             rounds += 1
         if e.get("subrun") is not None:
-            subruns.add(e.get("subrun"))
-    llm = sum(1 for e in run.events if e.get("kind") == "llm_call")
+            subruns.add(e["subrun"])
+    started = first.get("kind") == "run_started"
     return {
         "id": run.run_id,
-        "condition": str(first.get("condition") or run.path.parent.name),
-        "seed": first.get("seed"),
+        "condition": first["condition"] if started else run.path.parent.name,
+        "seed": first["seed"] if started else None,
         "status": status,
         "events": len(run.events),
         "subruns": len(subruns),
         "rounds": rounds,
         "completed": completed,
         "terminated": terminated,
-        "llm_calls": llm,
+        "llm_calls": sum(1 for e in run.events if e["kind"] == "llm_call"),
+        "model": _configured_model(run),
     }
 
 
@@ -452,6 +842,7 @@ class ViewerResult:
     bad: list[tuple[str, str]]  # (run folder relative to root, reason) of runs not shown
     warnings: list[tuple[str, str]]  # (run, problem) of runs shown in part
     seconds: float
+    changed: int = 0  # runs (re)written by this pass (all of them for a build)
 
 
 def _rel(path: Path, root: Path) -> str:
@@ -462,85 +853,331 @@ def _rel(path: Path, root: Path) -> str:
     return rel if rel != "." else root.resolve().name
 
 
-def _write_run(
-    n: int,
-    run: RunLog,
-    root: Path,
-    runs_dir: Path,
-    labels: Mapping[str, Any],
-    label_problem: str | None,
-    caches: _Caches,
-    secrets: list[str],
-) -> dict[str, Any]:
-    """Write `runs_dir/<n>.js` for one run (unless it is unreadable); return its index entry."""
-    rel = _rel(run.path, root)
-    entry: dict[str, Any] = {"n": n, "path": rel}
-    if run.fatal is not None:
-        entry.update(id=rel, condition=run.path.parent.name, status="unreadable", error=run.fatal)
+class _Viewer:
+    """The viewer of one folder, written once (`update` after construction) or kept up to date
+    (`update` again: only runs that appeared, changed or vanished are read and written)."""
+
+    def __init__(
+        self,
+        root: Path,
+        out: Path,
+        *,
+        columns: Sequence[Path] = (),
+        invalid_share: float = INVALID_SHARE,
+        live: float | None = None,
+    ) -> None:
+        self.root, self.out = root, out
+        self.runs_dir = out / "data" / "runs"
+        self.text_dir = out / "data" / "text"
+        self.columns = list(columns)
+        self.invalid_share = invalid_share
+        self.live = live  # the page polls the index every `live` seconds (watch mode)
+        self.secrets = _env_secrets()
+        self.paths = _path_names(root)
+        self.entries: dict[Path, dict[str, Any]] = {}
+        self.signatures: dict[Path, tuple[Any, ...]] = {}
+        self.texts: dict[int, list[list[Any]]] = {}
+        self.numbers: dict[Path, int] = {}
+        self.next_n = 0
+        self.version = 0
+        self.column_problems: list[str] = []
+        self.column_values: dict[str, dict[str, Any]] = {}
+        self.column_names: list[dict[str, Any]] = []
+        self.column_stamp: tuple[Any, ...] | None = None
+        self.text_files: dict[int, dict[str, Any]] = {}
+        self.index_problems: list[str] = []  # about the columns files, as the index states them
+
+    # -- writing files (every value scrubbed, every file replaced atomically) --
+    def _write(self, path: Path, call: str, value: Any) -> None:
+        body = _js_json(_scrub(value, self.secrets))
+        for prefix, name in self.paths:  # no absolute path of this machine in a shared page
+            body = body.replace(prefix, name)
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(f"{call}{body});\n", encoding="utf-8")
+        os.replace(tmp, path)
+
+    def _signature(self, d: Path, held: set[str] | None) -> tuple[Any, ...]:
+        log: tuple[int | None, int | None]
+        try:
+            st = (d / "events.jsonl").stat()
+            log = (st.st_size, st.st_mtime_ns)
+        except OSError:
+            log = (None, None)
+        try:
+            meta = (d / "meta.json").stat().st_mtime_ns
+        except OSError:
+            meta = None
+        # a run without its meta.json may still be written: whether it is, is part of its state
+        writing = meta is None and _being_written(d, held)
+        return (*log, meta, writing)
+
+    def _column_files(self) -> list[Path]:
+        auto = [self.root / n for n in COLUMN_FILES if (self.root / n).is_file()]
+        return [*self.columns, *auto]
+
+    def _read_columns(self) -> bool:
+        files = self._column_files()
+        stamp = tuple((str(p), p.stat().st_mtime_ns if p.exists() else None) for p in files)
+        if stamp == self.column_stamp:
+            return False
+        self.column_stamp = stamp
+        self.column_values, self.column_names, self.column_problems = {}, [], []
+        builtin = {"id", "condition", "model", "seed", "status", "valid", *MEASURES}
+        for p in files:
+            try:
+                values, names = read_columns(p)
+            except ValueError as exc:
+                self.column_problems.append(str(exc))
+                continue
+            rename = {n: (f"{n} ({p.name})" if n in builtin else n) for n in names}
+            for run, row in values.items():
+                dst = self.column_values.setdefault(run, {})
+                for n, v in row.items():
+                    dst[rename[n]] = v
+            for n in names:
+                col = rename[n]
+                kinds = {
+                    type(row[n]).__name__
+                    for row in values.values()
+                    if n in row and row[n] is not None
+                }
+                numeric = kinds <= {"int", "float"}
+                self.column_names.append(
+                    {"name": col, "kind": "number" if numeric else "text", "file": p.name}
+                )
+        return True
+
+    def _entry(
+        self,
+        n: int,
+        run: RunLog,
+        labels: Mapping[str, Any],
+        measures: Mapping[str, Any],
+        problems: Sequence[str],
+        caches: _Caches,
+    ) -> dict[str, Any]:
+        rel = _rel(run.path, self.root)
+        entry: dict[str, Any] = {"n": n, "path": rel, "v": self.version}
+        if run.fatal is not None:
+            entry.update(id=rel, condition=run.path.parent.name, status="unreadable")
+            entry["error"] = run.fatal
+            return entry
+        entry.update(_summary(run))
+        m = measures.get(run.run_id, {})
+        entry.update({k: m.get(k) for k in MEASURES if k != "llm_calls"})
+        if m.get("model") and entry["llm_calls"]:
+            entry["model"] = m["model"]  # the models its calls used (mbb.batch.study.run_models)
+        if entry["invalid_actions"] is None and run.events:
+            entry["invalid_actions"] = 0
+        _validity(entry, run.meta, self.invalid_share)
+        entry["problems"] = [*run.problems, *problems]
+        if not run.events:
+            return entry
+        entry["file"] = f"data/runs/{n:06d}.js"
+        payload = {
+            "n": n,
+            "summary": entry,
+            "events": [_compact(e) for e in run.events],
+            "labels": labels.get(run.run_id, {}),
+            "llm": _llm_texts(run, self.root, caches),
+        }
+        self._write(self.runs_dir / f"{n:06d}.js", f"MBB.run({n},", payload)
         return entry
-    entry.update(_summary(run))
-    entry["problems"] = list(run.problems) + ([label_problem] if label_problem else [])
-    entry["file"] = f"data/runs/{n:06d}.js"
-    payload = {
-        "n": n,
-        "summary": entry,
-        "events": [_compact(e, secrets) for e in run.events],
-        "labels": labels.get(run.run_id, {}),
-        "llm": _llm_texts(run, root, caches, secrets),
-    }
-    body = _js_json(payload)
-    for prefix, name in _path_names(root):  # no absolute path of this machine in a shared page
-        body = body.replace(prefix, name)
-    (runs_dir / f"{n:06d}.js").write_text(f"MBB.run({n},{body});\n", encoding="utf-8")
-    return entry
+
+    def _process(self, dirs: list[Path], held: set[str] | None, caches: _Caches) -> None:
+        """Read, analyse and write `dirs` (a chunk), updating their index entries and text."""
+        runs = [read_run(d, held) for d in dirs]
+        # runs of one id (copies of a run in two folders) are analysed apart
+        batches: list[list[RunLog]] = []
+        for r in runs:
+            for b in batches:
+                if all(x.run_id != r.run_id for x in b):
+                    b.append(r)
+                    break
+            else:
+                batches.append([r])
+        for batch in batches:
+            (labels, label_problems), (measures, measure_problems) = _per_chunk(
+                batch, [_labels, _measures]
+            )
+            for run in batch:
+                n = self.numbers.setdefault(run.path, self.next_n)
+                self.next_n = max(self.next_n, n + 1)
+                problems = []
+                if run.run_id in label_problems:
+                    problems.append(f"taxonomy labels unavailable: {label_problems[run.run_id]}")
+                if run.run_id in measure_problems:
+                    problems.append(f"measures unavailable: {measure_problems[run.run_id]}")
+                entry = self._entry(n, run, labels, measures, problems, caches)
+                self.entries[run.path] = entry
+                self.texts[n] = _text_rows(run.events) if run.fatal is None else []
+
+    def _write_text(self, k: int) -> None:
+        """The text of runs k*_CHUNK.. as {"strings": [...], "runs": {n: [[seq, subrun, round,
+        worker, to, source, i], ...]}}: each distinct text once (scripted runs repeat theirs:
+        a quarter of the size, and a search reads each text once)."""
+        lo, hi = k * _CHUNK, (k + 1) * _CHUNK
+        strings: dict[str, int] = {}
+        runs = {
+            str(n): [[*r[:6], strings.setdefault(r[6], len(strings))] for r in self.texts[n]]
+            for n in range(lo, hi)
+            if self.texts.get(n)
+        }
+        payload = {"strings": list(strings), "runs": runs}
+        self._write(self.text_dir / f"{k:06d}.js", f"MBB.text({k},", payload)
+
+    def update(self) -> ViewerResult:
+        """Bring the viewer up to date with the folder (the first call writes everything)."""
+        t0 = time.perf_counter()
+        first = self.version == 0
+        self.version += 1
+        if first:
+            for d in (self.runs_dir, self.text_dir):
+                d.mkdir(parents=True, exist_ok=True)
+                for old in d.glob("*.js"):  # a rebuild never leaves a previous run's file behind
+                    old.unlink()
+        held = _held_flocks()
+        run_dirs = find_runs(self.root, exclude=[self.out])
+        signatures = {d: self._signature(d, held) for d in run_dirs}
+        changed = [d for d in run_dirs if self.signatures.get(d) != signatures[d]]
+        gone = [d for d in self.entries if d not in signatures]
+        touched: set[int] = set()
+        for d in gone:
+            n = self.entries.pop(d)["n"]
+            self.signatures.pop(d, None)
+            self.texts.pop(n, None)
+            (self.runs_dir / f"{n:06d}.js").unlink(missing_ok=True)
+            touched.add(n // _CHUNK)
+        caches = _Caches()
+        try:
+            # in chunks: memory stays bounded by a chunk's events, whatever the number of runs
+            for i in range(0, len(changed), _CHUNK):
+                chunk = changed[i : i + _CHUNK]
+                self._process(chunk, held, caches)
+                for d in chunk:
+                    self.signatures[d] = signatures[d]
+                    touched.add(self.entries[d]["n"] // _CHUNK)
+        finally:
+            caches.close()
+        columns_changed = self._read_columns()
+        if first or changed or gone or columns_changed:
+            self._write_index(touched, first, bool(run_dirs))
+        entries = sorted(self.entries.values(), key=lambda e: e["n"])
+        bad = [(e["path"], e["error"]) for e in entries if e["status"] == "unreadable"]
+        warnings = [(e["path"], p) for e in entries for p in e.get("problems", ())]
+        warnings += [("columns", p) for p in self.index_problems]
+        return ViewerResult(
+            self.out / "index.html",
+            len(entries),
+            bad,
+            warnings,
+            time.perf_counter() - t0,
+            len(changed) + len(gone),
+        )
+
+    def _write_index(self, touched: set[int], first: bool, any_runs: bool) -> None:
+        for k in sorted(touched):
+            self._write_text(k)
+        shards = sorted({n // _CHUNK for n in self.texts})
+        for k in list(self.text_files):
+            if k not in shards:
+                del self.text_files[k]
+                (self.text_dir / f"{k:06d}.js").unlink(missing_ok=True)
+        for k in shards:
+            if k in touched or k not in self.text_files:
+                self.text_files[k] = {"k": k, "file": f"data/text/{k:06d}.js", "v": self.version}
+        entries = sorted(self.entries.values(), key=lambda e: e["n"])
+        for e in entries:
+            e["cols"] = self.column_values.get(e["id"]) or self.column_values.get(e["path"]) or {}
+        known = {e["id"] for e in entries} | {e["path"] for e in entries}
+        unknown = sorted(k for k in self.column_values if k not in known)
+        problems = self.index_problems = list(self.column_problems)
+        if unknown and entries:
+            problems.append(
+                f"{len(unknown)} run id(s) in the columns file(s) are not in this folder: "
+                + ", ".join(unknown[:5])
+                + (" ..." if len(unknown) > 5 else "")
+            )
+        index = {
+            "root": self.root.resolve().name,
+            "built": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime()),
+            "version": self.version,
+            "live": self.live,
+            "invalid_share": self.invalid_share,
+            "runs": entries,
+            "columns": self.column_names,
+            "column_problems": problems,
+            "text": [self.text_files[k] for k in shards],
+            "message": None
+            if any_runs
+            else f"no runs in {self.root.resolve().name}/: "
+            "no folder under it holds an events.jsonl",
+        }
+        self._write(self.out / "data" / "index.js", "MBB.index(", index)
+        if first:
+            self._write_page()
+
+    def _write_page(self) -> None:
+        page = (STATIC / "viewer.html").read_text(encoding="utf-8")
+        page = page.replace("/*MBB_CSS*/", (STATIC / "viewer.css").read_text(encoding="utf-8"))
+        js = "\n".join((STATIC / name).read_text(encoding="utf-8") for name in _SCRIPTS)
+        page = page.replace("/*MBB_JS*/", js)
+        tmp = self.out / ".index.html.tmp"
+        tmp.write_text(page, encoding="utf-8")
+        os.replace(tmp, self.out / "index.html")
 
 
-def build_viewer(root: str | Path, out: str | Path | None = None) -> ViewerResult:
-    """Write the viewer of every run under `root` to `out` (default `root/viewer`)."""
-    t0 = time.perf_counter()
+def _prepare(root: str | Path, out: str | Path | None) -> tuple[Path, Path]:
     root = Path(root)
     if not root.is_dir():
         raise FileNotFoundError(f"{root}: not a folder")
     out = Path(out) if out is not None else root / "viewer"
-    data = out / "data"
-    runs_dir = data / "runs"
-    runs_dir.mkdir(parents=True, exist_ok=True)
-    for old in runs_dir.glob("*.js"):  # a rebuild never leaves a previous run's file behind
-        old.unlink()
-    secrets = _env_secrets()
-    paths = _path_names(root)
-    run_dirs = find_runs(root, exclude=[out])
-    caches = _Caches()
-    entries: list[dict[str, Any]] = []
-    bad: list[tuple[str, str]] = []
-    warnings: list[tuple[str, str]] = []
-    try:
-        # in chunks: memory stays bounded by a chunk's events, whatever the number of runs
-        for first in range(0, len(run_dirs), _CHUNK):
-            runs = [read_run(d) for d in run_dirs[first : first + _CHUNK]]
-            labels, label_problem = _labels(runs)
-            for n, run in enumerate(runs, start=first):
-                entry = _write_run(n, run, root, runs_dir, labels, label_problem, caches, secrets)
-                for prefix, name in paths:
-                    entry["path"] = entry["path"].replace(prefix, name)
-                if entry["status"] == "unreadable":
-                    bad.append((entry["path"], entry["error"]))
-                warnings += [(entry["path"], p) for p in entry.get("problems", ())]
-                entries.append(entry)
-    finally:
-        caches.close()
-    index = {
-        "root": root.resolve().name,
-        "built": time.strftime("%Y-%m-%d %H:%M", time.localtime()),
-        "runs": entries,
-        "message": None
-        if run_dirs
-        else f"no runs in {root.resolve().name}/: no folder under it holds an events.jsonl",
-    }
-    (data / "index.js").write_text(f"MBB.index({_js_json(index)});\n", encoding="utf-8")
-    page = (STATIC / "viewer.html").read_text(encoding="utf-8")
-    page = page.replace("/*MBB_CSS*/", (STATIC / "viewer.css").read_text(encoding="utf-8"))
-    page = page.replace("/*MBB_JS*/", (STATIC / "viewer.js").read_text(encoding="utf-8"))
-    index_path = out / "index.html"
-    index_path.write_text(page, encoding="utf-8")
-    return ViewerResult(index_path, len(entries), bad, warnings, time.perf_counter() - t0)
+    (out / "data").mkdir(parents=True, exist_ok=True)
+    return root, out
+
+
+def build_viewer(
+    root: str | Path,
+    out: str | Path | None = None,
+    *,
+    columns: Sequence[str | Path] = (),
+    invalid_share: float = INVALID_SHARE,
+) -> ViewerResult:
+    """Write the viewer of every run under `root` to `out` (default `root/viewer`).
+
+    columns: files of per-run values to show as extra columns of the runs table (see
+    `read_columns`); `viewer-columns.csv` / `viewer-columns.json` in `root` are read too.
+    invalid_share: a run whose LLM calls failed or were repaired more often than this is marked
+    invalid (unless its meta.json says `valid` itself)."""
+    r, o = _prepare(root, out)
+    return _Viewer(r, o, columns=[Path(c) for c in columns], invalid_share=invalid_share).update()
+
+
+def watch_viewer(
+    root: str | Path,
+    out: str | Path | None = None,
+    *,
+    interval: float = 2.0,
+    columns: Sequence[str | Path] = (),
+    invalid_share: float = INVALID_SHARE,
+    report: Callable[[ViewerResult], Any] | None = None,
+    stop: Callable[[], bool] | None = None,
+) -> ViewerResult:
+    """`build_viewer`, then keep it up to date every `interval` seconds until `stop()` is true
+    (default: never; Ctrl-C ends it). `report(result)` is called after the build and after each
+    pass that changed something. The page polls its index at the same interval."""
+    if not interval > 0:
+        raise ValueError(f"interval must be a positive number of seconds, got {interval!r}")
+    r, o = _prepare(root, out)
+    viewer = _Viewer(
+        r, o, columns=[Path(c) for c in columns], invalid_share=invalid_share, live=interval
+    )
+    res = viewer.update()
+    if report is not None:
+        report(res)
+    while not (stop is not None and stop()):
+        time.sleep(interval)
+        res = viewer.update()
+        if res.changed and report is not None:
+            report(res)
+    return res

@@ -1,9 +1,11 @@
-"""`mbb view DIR`: write the offline viewer of every run under a folder."""
+"""`mbb view DIR`: write the offline viewer of every run under a folder (`--watch`: keep it up
+to date as runs are written)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -11,20 +13,45 @@ __all__ = ["add_parser"]
 
 
 def _run(args: argparse.Namespace) -> int:
-    from mbb.batch.viewer import build_viewer
+    from mbb.batch.viewer import build_viewer, watch_viewer
 
     root = Path(args.dir)
     if not root.is_dir():
         print(f"error: {root} is not a folder", file=sys.stderr)
         return 2
-    result = build_viewer(root, Path(args.out) if args.out else None)
-    for run, reason in result.bad:
-        print(f"warning: {run}: not shown: {reason}", file=sys.stderr)
-    for run, problem in result.warnings:
-        print(f"warning: {run}: {problem}", file=sys.stderr)
-    if result.runs == 0:
-        print(f"warning: {root}: no runs (no events.jsonl under it)", file=sys.stderr)
-    print(f"{result.runs} run(s) in {result.seconds:.1f} s -> viewer: {result.index}")
+    out = Path(args.out) if args.out else None
+    for f in args.columns:
+        if not Path(f).is_file():
+            print(f"error: --columns {f}: no such file", file=sys.stderr)
+            return 2
+    if args.watch is not None and not args.watch > 0:
+        print(f"error: --watch {args.watch}: a positive number of seconds", file=sys.stderr)
+        return 2
+
+    first = [True]
+
+    def report(result: Any) -> None:
+        if not first[0]:  # watching: one line per pass that changed something
+            stamp = time.strftime("%H:%M:%S")
+            print(f"{stamp} {result.runs} run(s), {result.changed} new or changed")
+            return
+        first[0] = False
+        for run, reason in result.bad:
+            print(f"warning: {run}: not shown: {reason}", file=sys.stderr)
+        for run, problem in result.warnings:
+            print(f"warning: {run}: {problem}", file=sys.stderr)
+        if result.runs == 0:
+            print(f"warning: {root}: no runs (no events.jsonl under it)", file=sys.stderr)
+        print(f"{result.runs} run(s) in {result.seconds:.1f} s -> viewer: {result.index}")
+
+    if args.watch is None:
+        report(build_viewer(root, out, columns=args.columns))
+        return 0
+    print(f"watching {root} every {args.watch:g} s (Ctrl-C to stop)")
+    try:
+        watch_viewer(root, out, interval=args.watch, columns=args.columns, report=report)
+    except KeyboardInterrupt:
+        print("stopped watching")
     return 0
 
 
@@ -32,4 +59,22 @@ def add_parser(sub: Any) -> None:
     vw = sub.add_parser("view", help="write an offline viewer of every run under a folder")
     vw.add_argument("dir", help="a run folder, a condition's or a sweep's output folder")
     vw.add_argument("--out", default=None, help="viewer folder (default DIR/viewer)")
+    vw.add_argument(
+        "--columns",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="CSV or JSON of per-run values keyed by run id: extra columns of the runs table "
+        "(repeatable; DIR/viewer-columns.csv or .json is read too)",
+    )
+    vw.add_argument(
+        "--watch",
+        nargs="?",
+        type=float,
+        const=2.0,
+        default=None,
+        metavar="SECONDS",
+        help="keep the viewer up to date as runs are written (every 2 s, or SECONDS); the open "
+        "page picks the new runs up",
+    )
     vw.set_defaults(func=_run)

@@ -1,15 +1,32 @@
 /* mbb viewer: plain JavaScript, no library, no network.
  * Data arrive as script files: data/index.js calls MBB.index(...), data/runs/<n>.js calls
- * MBB.run(n, ...). Every piece of run text is put into the page with textContent (never as HTML).
+ * MBB.run(n, ...), data/text/<k>.js calls MBB.text(k, ...). Every piece of run text is put into
+ * the page with textContent (never as HTML). Values read from the data are untrusted: lookups
+ * keyed by them use Maps or null-prototype objects, and types are checked before use.
+ * This file: state, helpers, routing, loading, and the run view. runs_table.js (the runs table
+ * and the search over every run), diff.js (two runs side by side) and agent.js (one worker's
+ * story) add their views through MBB._views.
  */
 "use strict";
 var MBB = (function () {
   var PALETTE = ["#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2",
     "#ff9da6", "#9d755d", "#bab0ac", "#eeca3b"];
-  var S = {index: null, runs: {}, pending: {}, cur: null, run: null, tab: "rounds",
-    subrun: null, round: null, worker: "", channel: "", label: "", q: "", cond: "",
-    runFilter: ""};
+  var S = {index: null, byN: new Map(), byPath: new Map(), runs: new Map(), pending: new Map(),
+    texts: new Map(), textPending: new Map(), view: "runs", cur: null, run: null, tab: "rounds",
+    subrun: null, round: null, worker: "", channel: "", label: "", q: "", scope: "all", cond: "",
+    runFilter: "", agent: "", started: false, loads: 0};
+  var views = Object.create(null);  // other files register {render, ...} here
   var $ = function (id) { return document.getElementById(id); };
+
+  // --- checks for untrusted values -------------------------------------------------------------
+  function isInt(v) { return typeof v === "number" && isFinite(v) && Math.floor(v) === v; }
+  function isNum(v) { return typeof v === "number" && isFinite(v); }
+  function isStr(v) { return typeof v === "string"; }
+  function isObj(v) { return v !== null && typeof v === "object" && !Array.isArray(v); }
+  function arr(v) { return Array.isArray(v) ? v : []; }
+  function str(v) { return v == null ? "" : (typeof v === "string" ? v : (typeof v === "object" ? JSON.stringify(v) : String(v))); }
+  function own(o, k) { return o != null && typeof o === "object" && Object.prototype.hasOwnProperty.call(o, k) ? o[k] : undefined; }
+  function dict() { return Object.create(null); }
 
   // --- tiny DOM helpers (text only) ---------------------------------------------------------
   function el(tag, attrs, children) {
@@ -29,16 +46,32 @@ var MBB = (function () {
     });
     return e;
   }
-  function clear(node) { while (node.firstChild) node.removeChild(node.firstChild); return node; }
+  function clear(node) { node.textContent = ""; return node; }
   function fmt(v, d) {
     if (v == null) return "";
-    if (typeof v === "number") return d == null ? String(v) : v.toFixed(d);
-    return String(v);
+    if (typeof v === "number") return d == null || !isFinite(v) ? String(v) : v.toFixed(d);
+    return str(v);
   }
-  function markText(text) {  // text with the search phrase wrapped in <mark> (as DOM nodes)
+  // A share or score in [0, 1] with d decimals, never rounded onto 0 or 1 when it is not 0 or 1
+  // (0.9992 next to "terminated" reads 0.9992, not 1.00).
+  function fmtShare(v, d) {
+    if (!isNum(v)) return v == null ? "" : str(v);
+    d = d == null ? 2 : d;
+    var s = v.toFixed(d), k = d;
+    while (k < 6 && ((v < 1 && Number(s) >= 1) || (v > 0 && Number(s) <= 0))) { k++; s = v.toFixed(k); }
+    return s;
+  }
+  function pct(v, d) {  // a share as a percentage, with the same rule
+    if (!isNum(v)) return v == null ? "" : str(v);
+    d = d == null ? 1 : d;
+    var s = (100 * v).toFixed(d), k = d;
+    while (k < 4 && ((v < 1 && Number(s) >= 100) || (v > 0 && Number(s) <= 0))) { k++; s = (100 * v).toFixed(k); }
+    return s + "%";
+  }
+  function markText(text, q) {  // text with the search phrase wrapped in <mark> (as DOM nodes)
     var span = el("span", {cls: "text"});
-    text = text == null ? "" : String(text);
-    var q = S.q.toLowerCase();
+    text = str(text);
+    q = (q == null ? S.q : q).toLowerCase();
     if (!q) { span.textContent = text; return span; }
     var low = text.toLowerCase(), i = 0, j;
     while ((j = low.indexOf(q, i)) >= 0) {
@@ -49,12 +82,12 @@ var MBB = (function () {
     span.appendChild(document.createTextNode(text.slice(i)));
     return span;
   }
-  function colourOf(w) {
-    var ws = S.run ? S.run.workerIds : [];
+  function colourOf(w, run) {
+    var ws = (run || S.run) ? (run || S.run).workerIds : [];
     var i = ws.indexOf(w);
     return i < 0 ? "#777" : PALETTE[i % PALETTE.length];
   }
-  function chip(w) { return el("span", {cls: "chip", style: "background:" + colourOf(w), text: w || "—"}); }
+  function chip(w, run) { return el("span", {cls: "chip", style: "background:" + colourOf(w, run), text: str(w) || "—"}); }
   function table(head, rows) {
     var t = el("table");
     t.appendChild(el("tr", null, head.map(function (h) {
@@ -65,78 +98,118 @@ var MBB = (function () {
   }
   function td(v, cls) {
     var c = el("td", {cls: cls || null});
-    if (v instanceof Node) c.appendChild(v); else c.textContent = v == null ? "" : String(v);
+    if (v instanceof Node) c.appendChild(v); else c.textContent = str(v);
     return c;
   }
 
   // --- routing --------------------------------------------------------------------------------
   function readHash() {
-    var h = {};
+    var h = dict();
     location.hash.replace(/^#/, "").split("&").forEach(function (kv) {
       if (!kv) return;
       var p = kv.split("=");
-      h[decodeURIComponent(p[0])] = decodeURIComponent(p.slice(1).join("=") || "");
+      try { h[decodeURIComponent(p[0])] = decodeURIComponent(p.slice(1).join("=") || ""); } catch (e) { /* a bad escape: ignored */ }
     });
     return h;
   }
+  function enc(v) { return encodeURIComponent(v).replace(/%2F/g, "/"); }
   function writeHash() {
     var parts = [];
-    if (S.cur != null) parts.push("run=" + S.cur);
-    if (S.subrun != null) parts.push("s=" + S.subrun);
-    if (S.round != null) parts.push("r=" + S.round);
-    if (S.tab !== "rounds") parts.push("tab=" + S.tab);
-    if (S.cond) parts.push("cond=" + encodeURIComponent(S.cond));
+    if (S.view === "runs") parts = views.runs ? views.runs.hashParts() : [];
+    else if (S.view === "diff") parts = views.diff ? views.diff.hashParts() : [];
+    else {
+      var e = S.byN.get(S.cur);
+      if (e) parts.push("run=" + enc(e.path));
+      if (S.tab === "agent") { if (S.agent) parts.push("w=" + enc(S.agent)); }
+      else {
+        if (S.subrun != null) parts.push("s=" + S.subrun);
+        if (S.round != null) parts.push("r=" + S.round);
+      }
+      if (S.tab !== "rounds") parts.push("tab=" + S.tab);
+      if (S.cond) parts.push("cond=" + enc(S.cond));
+    }
+    if (S.q) parts.push("q=" + enc(S.q) + (S.scope === "all" ? "&scope=all" : ""));
     var h = "#" + parts.join("&");
     if (location.hash !== h) history.replaceState(null, "", h);
   }
+  function entryOf(ref) {  // an index entry from a path (or its number n)
+    if (ref == null || ref === "") return null;
+    var n = S.byPath.get(ref);
+    if (n == null && /^\d+$/.test(ref)) n = Number(ref);
+    return S.byN.get(n) || null;
+  }
 
   // --- loading ----------------------------------------------------------------------------------
+  function loadScript(src) {
+    return new Promise(function (resolve, reject) {
+      var s = document.createElement("script");
+      s.src = src;
+      s.onload = function () { s.remove(); resolve(); };
+      s.onerror = function () { s.remove(); reject(new Error("the data file " + src.replace(/\?.*/, "") + " is missing (rebuild with mbb view)")); };
+      document.body.appendChild(s);
+    });
+  }
+  function versioned(file, v) { return file + (isInt(v) && v > 1 ? "?v=" + v : ""); }
   function loadRun(n) {
-    if (S.runs[n]) return Promise.resolve(S.runs[n]);
-    if (S.pending[n]) return S.pending[n].promise;
-    var entry = S.index.runs[n], p = {};
+    var got = S.runs.get(n);
+    if (got) return Promise.resolve(got);
+    if (S.pending.has(n)) return S.pending.get(n).promise;
+    var entry = S.byN.get(n), p = {};
+    if (!entry || !isStr(entry.file)) return Promise.reject(new Error(entry && entry.status === "running" ? "this run has no events yet (it is running)" : "this run has no data file"));
     p.promise = new Promise(function (resolve, reject) { p.resolve = resolve; p.reject = reject; });
-    S.pending[n] = p;
-    var s = document.createElement("script");
-    s.src = entry.file;
-    s.onerror = function () {
-      delete S.pending[n];
-      p.reject(new Error("the data file " + entry.file + " is missing (rebuild with mbb view)"));
-    };
-    document.body.appendChild(s);
+    p.v = entry.v;
+    S.pending.set(n, p);
+    loadScript(versioned(entry.file, entry.v)).then(function () {
+      if (S.pending.get(n) === p) { S.pending.delete(n); p.reject(new Error("the data file " + entry.file + " did not hold run " + n)); }
+    }, function (err) { S.pending.delete(n); p.reject(err); });
     return p.promise;
   }
-  function prepare(data) {  // index a run's events once: rounds, subruns, utterances, labels
-    var r = {data: data, events: data.events, subruns: [], bySub: {}, workerIds: [],
-      personas: {}, utter: [], labels: data.labels || {}, llm: data.llm || {}, windows: {},
-      scratch: [], calls: [], categories: {}};
+  function prepared(n) {  // the run, loaded and indexed
+    return loadRun(n).then(function (data) { return data.prepared || (data.prepared = prepare(data, n)); });
+  }
+  function prepare(data, n) {  // index a run's events once: rounds, subruns, utterances, labels
+    var r = {n: n, data: data, entry: S.byN.get(n) || {}, events: [], subruns: [], bySub: new Map(), workerIds: [],
+      personas: new Map(), utter: [], labels: isObj(data.labels) ? data.labels : dict(), llm: isObj(data.llm) ? data.llm : dict(),
+      scratch: [], calls: [], categories: new Map(), skipped: 0, params: {}, models: dict()};
     function sub(s) {
-      if (!r.bySub[s]) {
-        r.bySub[s] = {subrun: s, rounds: [], byRound: {}, start: null, ended: null, evals: [],
-          other: []};
+      var sb = r.bySub.get(s);
+      if (!sb) {
+        sb = {subrun: s, rounds: [], byRound: new Map(), start: null, ended: null, evals: [], other: []};
+        r.bySub.set(s, sb);
         r.subruns.push(s);
       }
-      return r.bySub[s];
+      return sb;
     }
-    function rnd(sb, n) {
-      if (!sb.byRound[n]) {
-        sb.byRound[n] = {round: n, t: null, candidates: [], decl: [], msgs: [], ballots: [],
-          schedule: null, windows: [], dropped: [], invalid: [], commands: [], calls: [], other: []};
-        sb.rounds.push(n);
+    function rnd(sb, k) {
+      var rd = sb.byRound.get(k);
+      if (!rd) {
+        rd = {round: k, t: null, candidates: [], decl: [], msgs: [], ballots: [], schedule: null, windows: [],
+          dropped: [], invalid: [], commands: [], calls: [], other: []};
+        sb.byRound.set(k, rd);
+        sb.rounds.push(k);
       }
-      return sb.byRound[n];
+      return rd;
     }
-    data.events.forEach(function (e) {
+    function addWorker(w) { if (isStr(w) && w && r.workerIds.indexOf(w) < 0) r.workerIds.push(w); }
+    arr(data.events).forEach(function (e) {
+      // the fields every view relies on, with their types; anything else is left out (counted)
+      if (!isObj(e) || !isStr(e.kind) || !isInt(e.seq) || (e.subrun != null && !isInt(e.subrun)) ||
+          (e.round != null && !isInt(e.round)) || (e.worker != null && !isStr(e.worker)) ||
+          (e.to != null && !isStr(e.to)) || (e.t != null && !isNum(e.t))) { r.skipped++; return; }
+      r.events.push(e);
       if (e.kind === "run_started") {
-        (e.workers || []).forEach(function (w) {
-          if (r.workerIds.indexOf(w.id) < 0) r.workerIds.push(w.id);
-          r.personas[w.id] = w;
+        arr(e.workers).forEach(function (w) {
+          if (!isObj(w) || !isStr(w.id)) return;
+          addWorker(w.id);
+          r.personas.set(w.id, w);
         });
         r.started = e;
+        r.params = isObj(e.params) ? e.params : {};
+        r.models = isObj(own(r.params, "models")) ? r.params.models : dict();
         return;
       }
       if (e.kind === "run_ended") { r.ended = e; return; }
-      if (e.worker && r.workerIds.indexOf(e.worker) < 0) r.workerIds.push(e.worker);
+      addWorker(e.worker);
       if (e.kind === "scratch_written") r.scratch.push(e);
       if (e.kind === "llm_call") r.calls.push(e);
       if (e.subrun == null) return;
@@ -148,11 +221,11 @@ var MBB = (function () {
       var rd = rnd(sb, e.round);
       var u = null;
       switch (e.kind) {
-        case "round_started": rd.t = e.t; rd.candidates = e.candidates || []; break;
-        case "declared": rd.decl.push(e); u = {src: "declaration", text: e.note}; break;
+        case "round_started": rd.t = e.t; rd.candidates = arr(e.candidates).filter(isStr); break;
+        case "declared": rd.decl.push(e); u = {src: "declaration", text: str(e.note)}; break;
         case "message": rd.msgs.push(e);
-          u = {src: e.to == null ? "public" : "private", text: e.text}; break;
-        case "ballot": rd.ballots.push(e); u = {src: "ballot", text: e.reasoning}; break;
+          u = {src: e.to == null ? "public" : "private", text: str(e.text)}; break;
+        case "ballot": rd.ballots.push(e); u = {src: "ballot", text: str(e.reasoning)}; break;
         case "schedule_published": rd.schedule = e; break;
         case "window_started": rd.windows.push({start: e, end: null}); break;
         case "window_ended":
@@ -174,43 +247,81 @@ var MBB = (function () {
       }
     });
     r.subruns.sort(function (a, b) { return a - b; });
-    r.subruns.forEach(function (s) { r.bySub[s].rounds.sort(function (a, b) { return a - b; }); });
+    r.subruns.forEach(function (s) { r.bySub.get(s).rounds.sort(function (a, b) { return a - b; }); });
     Object.keys(r.labels).forEach(function (seq) {
-      r.labels[seq].forEach(function (l) { r.categories[l[0]] = (r.categories[l[0]] || 0) + 1; });
+      arr(r.labels[seq]).forEach(function (l) {
+        if (!Array.isArray(l) || !isStr(l[0])) return;
+        r.categories.set(l[0], (r.categories.get(l[0]) || 0) + 1);
+      });
     });
     return r;
   }
+  // The model a worker used (its LLM's model name) or "scripted"; the persona only where it acts.
+  function workerModel(r, w) {
+    var info = r.personas.get(w) || {};
+    var llm = info.negotiator === "llm" || info.solver === "llm";
+    if (!llm) return "scripted";
+    var cfg = own(r.models, info.model);
+    var name = isObj(cfg) && isStr(cfg.model) ? cfg.model : "";
+    return name ? name + (isStr(info.model) && info.model !== name ? " (" + info.model + ")" : "") : str(info.model) || "llm";
+  }
+  function workerPersona(r, w) {
+    var info = r.personas.get(w) || {};
+    return info.negotiator === "llm" ? "" : str(info.persona);
+  }
 
   // --- filters --------------------------------------------------------------------------------
-  function labelsOf(e) { return S.run.labels[String(e.seq)] || []; }
+  function labelsOf(e, run) { return arr(own((run || S.run).labels, String(e.seq))).filter(function (l) { return Array.isArray(l) && isStr(l[0]); }); }
   function passes(u) {  // worker / channel / label filters on one utterance
     if (S.worker && u.worker !== S.worker && u.to !== S.worker) return false;
     if (S.channel && u.src !== S.channel) return false;
     if (S.label && !labelsOf(u.e).some(function (l) { return l[0] === S.label; })) return false;
     return true;
   }
-  function matches(text) { return !S.q || String(text || "").toLowerCase().indexOf(S.q.toLowerCase()) >= 0; }
-  function labelBlock(e) {
-    var ls = labelsOf(e);
+  function matches(text) { return !S.q || str(text).toLowerCase().indexOf(S.q.toLowerCase()) >= 0; }
+  function labelBlock(e, run) {
+    var ls = labelsOf(e, run);
     if (!ls.length) return null;
     var box = el("div");
-    var seen = {};
+    var seen = new Set();
     ls.forEach(function (l) {
-      if (seen[l[0]]) return;
-      seen[l[0]] = true;
-      box.appendChild(el("span", {cls: "lab", title: l[1] + ": " + l[2], text: l[0]}));
+      if (seen.has(l[0])) return;
+      seen.add(l[0]);
+      box.appendChild(el("span", {cls: "lab", title: str(l[1]) + ": " + str(l[2]), text: l[0]}));
     });
-    ls.forEach(function (l) {
-      if (S.label && l[0] !== S.label) return;
-      if (!S.label) return;
-      box.appendChild(el("div", {cls: "evidence"}, [el("b", {text: l[0] + " (" + l[1] + "): "}), l[2]]));
-    });
-    if (!S.label) {
+    if (S.label) {
+      ls.forEach(function (l) {
+        if (l[0] !== S.label) return;
+        box.appendChild(el("div", {cls: "evidence"}, [el("b", {text: l[0] + " (" + str(l[1]) + "): "}), str(l[2])]));
+      });
+    } else {
       var d = el("details", {cls: "evidence"}, [el("summary", {text: "evidence"})]);
-      ls.forEach(function (l) { d.appendChild(el("div", null, [el("b", {text: l[0] + " (" + l[1] + "): "}), l[2]])); });
+      ls.forEach(function (l) { d.appendChild(el("div", null, [el("b", {text: l[0] + " (" + str(l[1]) + "): "}), str(l[2])])); });
       box.appendChild(d);
     }
     return box;
+  }
+
+  // --- views ------------------------------------------------------------------------------------
+  function show(view) {
+    S.view = view;
+    $("runs-view").hidden = view !== "runs";
+    $("app").hidden = view !== "run";
+    $("diff-view").hidden = view !== "diff";
+    [].forEach.call(document.querySelectorAll("#views button"), function (b) {
+      b.classList.toggle("sel", b.getAttribute("data-view") === view);
+    });
+    $("to-run").disabled = S.cur == null;
+    $("to-diff").disabled = !(views.diff && views.diff.ready());
+    var scope = $("search-scope");
+    scope.options[1].disabled = view !== "run";
+    if (view !== "run" && S.scope === "run") { S.scope = "all"; }
+    scope.value = S.scope;
+  }
+  function goView(view) {
+    if (view === "runs") { show("runs"); if (views.runs) views.runs.render(); renderSearch(); writeHash(); window.scrollTo(0, 0); }
+    else if (view === "run" && S.cur != null) { show("run"); renderSearch(); writeHash(); }
+    else if (view === "diff" && views.diff) views.diff.open();
   }
 
   // --- sidebar ----------------------------------------------------------------------------------
@@ -219,13 +330,13 @@ var MBB = (function () {
     var frag = document.createDocumentFragment();
     S.index.runs.forEach(function (r) {
       if (S.cond && r.condition !== S.cond) return;
-      var hay = (r.id + " " + r.seed + " " + r.status + " " + r.condition).toLowerCase();
+      var hay = (str(r.id) + " " + str(r.seed) + " " + str(r.status) + " " + str(r.condition)).toLowerCase();
       if (q && hay.indexOf(q) < 0) return;
       shown++;
       var b = el("button", {"data-n": r.n, cls: r.n === S.cur ? "sel" : null,
-        title: r.error || (r.problems && r.problems.length ? r.problems.join("\n") : r.path),
+        title: str(r.error) || (arr(r.problems).length ? arr(r.problems).map(str).join("\n") : str(r.path)),
         onclick: function () { selectRun(r.n); }},
-      [r.id, el("span", {cls: "st " + r.status, text: r.status + ((r.problems && r.problems.length) ? " ⚠" : "")})]);
+      [str(r.id), el("span", {cls: "st " + str(r.status), text: str(r.status) + (r.valid === false ? " · invalid" : "") + (arr(r.problems).length ? " ⚠" : "")})]);
       frag.appendChild(el("li", null, [b]));
     });
     list.appendChild(frag);
@@ -233,57 +344,71 @@ var MBB = (function () {
   }
   function renderNotices() {
     var box = clear($("notices")), idx = S.index;
-    if (idx.message) box.appendChild(el("div", {cls: "box bad"}, [el("strong", {text: idx.message})]));
+    if (idx.message) box.appendChild(el("div", {cls: "box bad"}, [el("strong", {text: str(idx.message)})]));
     var bad = idx.runs.filter(function (r) { return r.status === "unreadable"; });
-    var warn = idx.runs.filter(function (r) { return r.problems && r.problems.length; });
+    var warn = idx.runs.filter(function (r) { return arr(r.problems).length; });
     if (bad.length) {
       var ul = el("ul");
-      bad.forEach(function (r) { ul.appendChild(el("li", null, [el("code", {text: r.path}), ": " + r.error])); });
+      bad.forEach(function (r) { ul.appendChild(el("li", null, [el("code", {text: str(r.path)}), ": " + str(r.error)])); });
       box.appendChild(el("div", {cls: "box bad", id: "bad-runs"}, [
         el("strong", {text: bad.length + " run(s) cannot be shown:"}), ul]));
     }
     if (warn.length) {
       var ul2 = el("ul");
       warn.slice(0, 20).forEach(function (r) {
-        ul2.appendChild(el("li", null, [el("code", {text: r.path}), ": " + r.problems.join("; ")]));
+        ul2.appendChild(el("li", null, [el("code", {text: str(r.path)}), ": " + arr(r.problems).map(str).join("; ")]));
       });
       if (warn.length > 20) ul2.appendChild(el("li", {text: "… and " + (warn.length - 20) + " more"}));
       box.appendChild(el("details", {cls: "box", id: "warn-runs"}, [
         el("summary", {text: warn.length + " run(s) shown in part (open for details)"}), ul2]));
     }
+    var cp = arr(idx.column_problems);
+    if (cp.length) {
+      var ul3 = el("ul");
+      cp.forEach(function (p) { ul3.appendChild(el("li", {text: str(p)})); });
+      box.appendChild(el("details", {cls: "box", id: "column-problems"}, [el("summary", {text: "The columns file(s): " + cp.length + " problem(s)"}), ul3]));
+    }
   }
 
   // --- run header and tabs ----------------------------------------------------------------
   function renderHead() {
-    var h = clear($("run-head")), r = S.run, sm = r.data.summary;
-    h.appendChild(el("h2", {text: sm.id}));
-    var p = r.started ? r.started.params || {} : {};
-    h.appendChild(el("div", {cls: "muted", text: "condition " + sm.condition + " · seed " + fmt(sm.seed) +
-      " · " + sm.status + " · " + sm.events + " events · " + sm.subruns + " subrun(s) · " + sm.rounds +
-      " round(s)" + (p.description ? " · " + p.description : "")}));
-    if (sm.problems && sm.problems.length) {
+    var h = clear($("run-head")), r = S.run, sm = r.entry;
+    h.appendChild(el("h2", {text: str(sm.id)}));
+    var p = r.params;
+    h.appendChild(el("div", {cls: "muted", text: "condition " + str(sm.condition) + " · model " + str(sm.model) + " · seed " + fmt(sm.seed) +
+      " · " + str(sm.status) + " · " + fmt(sm.events) + " events · " + fmt(sm.subruns) + " subrun(s) · " + fmt(sm.rounds) +
+      " round(s)" + (isStr(own(p, "description")) ? " · " + p.description : "")}));
+    if (sm.valid === false) h.appendChild(el("div", {cls: "box bad", id: "run-invalid"}, [el("strong", {text: "Invalid run: "}), str(sm.invalid_reason)]));
+    if (sm.status === "running") h.appendChild(el("div", {cls: "box", text: "This run is still being written: what is shown is what was written when the data were read" + (S.index.live ? " (it is refreshed as it grows)." : " (reload to see more).")}));
+    var problems = arr(sm.problems).slice();
+    if (r.skipped) problems.push(r.skipped + " event(s) in the data file have fields of the wrong type: left out");
+    if (problems.length) {
       var ul = el("ul", {cls: "warn"});
-      sm.problems.forEach(function (x) { ul.appendChild(el("li", {text: x})); });
+      problems.forEach(function (x) { ul.appendChild(el("li", {text: str(x)})); });
       h.appendChild(el("div", {cls: "box", id: "run-problems"}, [el("strong", {text: "This run is shown in part:"}), ul]));
     }
     var rows = r.workerIds.map(function (w) {
-      var info = r.personas[w] || {};
-      return el("tr", null, [td(chip(w), "t"), td(info.persona, "t"), td(info.negotiator, "t"),
-        td(info.solver, "t"), td(info.model || "", "t"), td(info.budget), td(info.deadline_s)]);
+      var info = r.personas.get(w) || {};
+      return el("tr", null, [td(chip(w), "t"), td(workerModel(r, w), "t"), td(workerPersona(r, w) || "—", "t"), td(info.negotiator, "t"),
+        td(info.solver, "t"), td(info.budget), td(info.deadline_s),
+        td(el("a", {href: "#", text: "story", onclick: function (ev) { ev.preventDefault(); openAgent(w); }}), "t")]);
     });
-    h.appendChild(table(["~worker", "~persona", "~negotiator", "~solver", "~model", "budget", "deadline (s)"], rows));
+    h.appendChild(table(["~worker", "~model", "~persona (scripted negotiation)", "~negotiator", "~solver", "budget", "deadline (s)", "~agent view"], rows));
   }
-  var TABS = [["rounds", "Rounds"], ["timeline", "Timeline"], ["memory", "Memory & reports"],
+  var TABS = [["rounds", "Rounds"], ["timeline", "Timeline"], ["agent", "Agents"], ["memory", "Memory & reports"],
     ["llm", "LLM calls"], ["events", "All events"]];
+  function setTab(t) { S.tab = t; renderTabs(); renderContent(); writeHash(); }
   function renderTabs() {
     var nav = clear($("tabs"));
     TABS.forEach(function (t) {
       var label = t[1];
       if (t[0] === "llm") label += " (" + S.run.calls.length + ")";
       nav.appendChild(el("button", {cls: S.tab === t[0] ? "sel" : null, "data-tab": t[0],
-        onclick: function () { S.tab = t[0]; renderTabs(); renderContent(); writeHash(); }, text: label}));
+        onclick: function () { setTab(t[0]); }, text: label}));
     });
+    $("filters").hidden = S.tab === "agent";
   }
+  function openAgent(w) { S.agent = w; setTab("agent"); window.scrollTo(0, $("tabs").offsetTop - 60); }
   function fillFilters() {
     var w = clear($("f-worker"));
     w.appendChild(el("option", {value: "", text: "all"}));
@@ -292,10 +417,10 @@ var MBB = (function () {
     w.value = S.worker;
     var l = clear($("f-label"));
     l.appendChild(el("option", {value: "", text: "any"}));
-    Object.keys(S.run.categories).sort().forEach(function (c) {
-      l.appendChild(el("option", {value: c, text: c + " (" + S.run.categories[c] + ")"}));
+    Array.from(S.run.categories.keys()).sort().forEach(function (c) {
+      l.appendChild(el("option", {value: c, text: c + " (" + S.run.categories.get(c) + ")"}));
     });
-    if (!S.run.categories[S.label]) S.label = "";
+    if (!S.run.categories.has(S.label)) S.label = "";
     l.value = S.label;
   }
 
@@ -305,20 +430,25 @@ var MBB = (function () {
     renderTabs(); renderContent(); writeHash();
     window.scrollTo(0, 0);
   }
-  function timelineSvg(s, compact) {
-    var sb = S.run.bySub[s], ws = S.run.workerIds, rowH = compact ? 16 : 22, left = 44;
-    var W = Math.max(480, Math.min(1100, ($("content").clientWidth || 900) - 20)), plot = W - left - 10;
+  // The windows of subrun `s` of `run` as an SVG: opts.compact (smaller rows, the current round
+  // highlighted), opts.end (a common time scale), opts.onclick(round), opts.current (round).
+  function timelineSvg(run, s, opts) {
+    opts = opts || {};
+    var sb = run.bySub.get(s), ws = run.workerIds, rowH = opts.compact ? 16 : 22, left = 44;
+    var W = opts.width || Math.max(480, Math.min(1100, ($("content").clientWidth || 900) - 20)), plot = W - left - 10;
     var end = 0, wins = [];
+    if (!sb) return el("p", {cls: "muted", text: "No subrun " + s + " in " + str(run.entry.id) + "."});
     sb.rounds.forEach(function (n) {
-      sb.byRound[n].windows.forEach(function (w) {
-        if (!w.end) return;
-        wins.push({round: n, worker: w.start.worker, start: w.end.start, used: w.end.used, reason: w.end.reason,
-          progress: w.end.progress, allocation: w.end.allocation});
+      sb.byRound.get(n).windows.forEach(function (w) {
+        if (!w.end || !isNum(w.end.start) || !isNum(w.end.used)) return;
+        wins.push({round: n, worker: w.start.worker, start: w.end.start, used: w.end.used, reason: str(w.end.reason),
+          progress: w.end.progress});
         end = Math.max(end, w.end.start + w.end.used);
       });
     });
-    (sb.start ? sb.start.workers : []).forEach(function (w) { end = Math.max(end, w.deadline_s || 0); });
-    end = end || 1;
+    var starts = sb.start ? arr(sb.start.workers).filter(isObj) : [];
+    starts.forEach(function (w) { if (isNum(w.deadline_s)) end = Math.max(end, w.deadline_s); });
+    end = opts.end || end || 1;
     var H = ws.length * rowH + 24, NS = "http://www.w3.org/2000/svg";
     var svg = document.createElementNS(NS, "svg");
     svg.setAttribute("class", "timeline"); svg.setAttribute("width", W); svg.setAttribute("height", H);
@@ -335,34 +465,133 @@ var MBB = (function () {
       var tt = end * k / 5;
       sv("text", {x: x(tt) - (k === 5 ? 30 : 0), y: ws.length * rowH + 17}, Math.round(tt) + " s");
     }
-    (sb.start ? sb.start.workers : []).forEach(function (w) {
+    starts.forEach(function (w) {
       var i = ws.indexOf(w.worker);
-      if (i >= 0 && w.deadline_s) sv("line", {x1: x(w.deadline_s), x2: x(w.deadline_s), y1: i * rowH + 1, y2: (i + 1) * rowH - 1, stroke: "#b00020", "stroke-width": 2});
+      if (i >= 0 && isNum(w.deadline_s)) sv("line", {x1: x(w.deadline_s), x2: x(w.deadline_s), y1: i * rowH + 1, y2: (i + 1) * rowH - 1, stroke: "#b00020", "stroke-width": 2});
     });
     wins.forEach(function (w) {
       var i = ws.indexOf(w.worker);
-      var cur = compact && w.round === S.round;
+      if (i < 0) return;
+      var cur = opts.current != null && w.round === opts.current;
       var r = sv("rect", {x: x(w.start), y: i * rowH + 2, width: Math.max(1.5, plot * w.used / end), height: rowH - 4,
-        fill: colourOf(w.worker), opacity: compact && !cur ? 0.45 : 0.95,
+        fill: colourOf(w.worker, run), opacity: opts.current != null && !cur ? 0.45 : 0.95,
         "class": "win" + (cur ? " cur" : ""), "data-round": w.round});
       var title = document.createElementNS(NS, "title");
       title.textContent = w.worker + " · round " + w.round + " · " + w.start.toFixed(0) + "–" + (w.start + w.used).toFixed(0) +
-        " s · " + w.reason + " · progress " + (100 * w.progress).toFixed(0) + "% (click: open the round)";
+        " s · " + w.reason + " · progress " + pct(w.progress, 0) + " (click: open the round)";
       r.appendChild(title);
-      r.addEventListener("click", function () { goRound(s, w.round); });
+      if (opts.onclick) r.addEventListener("click", function () { opts.onclick(w.round); });
     });
     return svg;
+  }
+  function subrunEnd(run, s) {  // the last second shown on subrun s's timeline
+    var sb = run.bySub.get(s), end = 0;
+    if (!sb) return 0;
+    sb.rounds.forEach(function (n) {
+      sb.byRound.get(n).windows.forEach(function (w) { if (w.end && isNum(w.end.start) && isNum(w.end.used)) end = Math.max(end, w.end.start + w.end.used); });
+    });
+    (sb.start ? arr(sb.start.workers) : []).forEach(function (w) { if (isObj(w) && isNum(w.deadline_s)) end = Math.max(end, w.deadline_s); });
+    return end;
+  }
+  // The parts of one round, for the run view and for each side of the diff.
+  function declTable(rd, run, filter) {
+    var decl = rd.decl.filter(function (e) { return !filter || passes({src: "declaration", e: e, worker: e.worker, to: null}); });
+    var box = el("div", null, [el("h4", {text: "Declarations (" + decl.length + ")"})]);
+    if (decl.length) {
+      box.appendChild(table(["~worker", "bid", "duration (s)", "position", "~note", "~labels"], decl.map(function (e) {
+        var note = el("div", null, [markText(e.note), e.revision ? el("span", {cls: "tag public", text: "revision, turn " + fmt(e.turn)}) : null]);
+        return el("tr", {"data-seq": e.seq}, [td(chip(e.worker, run), "t"), td(e.bid), td(e.duration), td(e.position), td(note, "text"), td(labelBlock(e, run) || "", "t")]);
+      })));
+    }
+    return box;
+  }
+  function msgList(rd, run, filter) {
+    var msgs = rd.msgs.filter(function (e) { return !filter || passes({src: e.to == null ? "public" : "private", e: e, worker: e.worker, to: e.to}); });
+    var box = el("div", null, [el("h4", {text: "Conversation (" + msgs.length + " message(s); private ones highlighted)"})]);
+    msgs.forEach(function (e) {
+      var priv = e.to != null;
+      box.appendChild(el("div", {cls: "msg" + (priv ? " private" : ""), "data-seq": e.seq}, [
+        el("div", {cls: "who"}, [chip(e.worker, run), " → ", priv ? chip(e.to, run) : "everyone",
+          el("span", {cls: "tag " + (priv ? "private" : "public"), text: priv ? "private" : "public"}),
+          " turn " + fmt(e.turn)]),
+        markText(e.text), labelBlock(e, run)]));
+    });
+    if (!rd.msgs.length) box.appendChild(el("p", {cls: "muted", text: "No conversation in this round."}));
+    return box;
+  }
+  function ballotTable(rd, run, filter) {
+    var ballots = rd.ballots.filter(function (e) { return !filter || passes({src: "ballot", e: e, worker: e.worker, to: null}); });
+    var box = el("div", null, [el("h4", {text: "Ballots (" + ballots.length + ")"})]);
+    if (ballots.length) {
+      box.appendChild(table(["~worker", "~ranking (seconds)", "~reasoning", "~labels"], ballots.map(function (e) {
+        var al = arr(e.allocations);
+        var rk = arr(e.ranking).map(function (w, i) { return str(w) + " " + fmt(al[i] || 0) + "s"; }).join(" > ");
+        return el("tr", {"data-seq": e.seq}, [td(chip(e.worker, run), "t"), td(rk + (e.defaulted ? " (defaulted)" : ""), "t"),
+          td(markText(e.reasoning), "text"), td(labelBlock(e, run) || "", "t")]);
+      })));
+    }
+    return box;
+  }
+  function scheduleTable(rd, run) {
+    var box = el("div", null, [el("h4", {text: "Schedule"})]);
+    if (rd.schedule) {
+      var sc = rd.schedule, al = arr(sc.allocations), bids = arr(sc.bids);
+      box.appendChild(el("div", {cls: "muted", text: "rule " + str(sc.rule) + (sc.ballots_unanimous ? " · ballots unanimous" : "")}));
+      box.appendChild(table(["position", "~worker", "allocation (s)", "bid"], arr(sc.order).map(function (w, i) {
+        return el("tr", null, [td(i + 1), td(chip(w, run), "t"), td(al[i]), td(bids[i])]);
+      })));
+    } else box.appendChild(el("p", {cls: "muted", text: "No schedule was published."}));
+    return box;
+  }
+  function windowTable(rd, run) {
+    var box = el("div", null, [el("h4", {text: "Windows: what each achieved"})]);
+    var wrows = rd.windows.map(function (w) {
+      var e = w.end || {};
+      return el("tr", null, [td(w.start.position), td(chip(w.start.worker, run), "t"), td(w.start.price), td(w.start.allocation),
+        td(fmt(e.start, 0)), td(fmt(e.used, 1)), td(e.reason || "(did not end)", "t"), td(pct(e.progress, 1))]);
+    }).concat(rd.dropped.map(function (e) {
+      return el("tr", null, [td(e.position), td(chip(e.worker, run), "t"), td(""), td(e.allocation), td(""), td(""), td("dropped: " + str(e.reason), "t"), td("")]);
+    }));
+    if (wrows.length) box.appendChild(table(["position", "~worker", "price", "allocation (s)", "start (s)", "used (s)", "~ended", "progress after"], wrows));
+    else box.appendChild(el("p", {cls: "muted", text: "No windows."}));
+    return box;
+  }
+  function commandTable(rd, run, worker) {
+    var cmds = rd.commands.filter(function (c) { return !worker || c.worker === worker; });
+    if (!cmds.length) return null;
+    return el("div", null, [el("h4", {text: "Commands on the resource (" + cmds.length + ")"}),
+      table(["~worker", "~tool", "~command", "exit", "runtime (s)", "~notes"], cmds.map(function (c) {
+        return el("tr", null, [td(chip(c.worker, run), "t"), td(c.tool, "t"), td(markText(c.command), "text"), td(c.exit_code),
+          td(fmt(c.runtime, 2)), td([c.killed ? "killed" : "", c.refused ? "refused" : "", c.truncated ? "output cut" : "", str(c.reason)].filter(Boolean).join(", "), "t")]);
+      }))]);
+  }
+  function invalidTable(rd, run) {
+    if (!rd.invalid.length) return null;
+    return el("div", null, [el("h4", {text: "Invalid actions and how they were repaired"}),
+      table(["~worker", "~phase", "~field", "~rule", "~detail"], rd.invalid.map(function (e) {
+        return el("tr", null, [td(chip(e.worker, run), "t"), td(e.phase, "t"), td(e.field, "t"), td(e.rule, "t"), td(e.detail, "text")]);
+      }))]);
+  }
+  function subrunTable(sb, run) {
+    var ev = new Map();
+    sb.evals.forEach(function (e) { ev.set(e.worker, e); });
+    return table(["~worker", "~task", "work (s)", "budget", "deadline (s)", "scratch chars", "~outcome", "score", "progress"],
+      arr(sb.start.workers).filter(isObj).map(function (w) {
+        var e = ev.get(w.worker) || {};
+        return el("tr", null, [td(chip(w.worker, run), "t"), td(w.task, "t"), td(fmt(w.work_s, 1)), td(w.budget),
+          td(fmt(w.deadline_s, 0)), td(w.scratch_chars), td(e.outcome || "", "t"), td(fmtShare(e.score, 2)), td(fmtShare(e.progress, 2))]);
+      }));
   }
   function renderRound(box) {
     var r = S.run;
     if (!r.subruns.length) { box.appendChild(el("p", {cls: "muted", text: "This run has no subrun events."})); return; }
     if (r.subruns.indexOf(S.subrun) < 0) S.subrun = r.subruns[0];
-    var sb = r.bySub[S.subrun];
+    var sb = r.bySub.get(S.subrun);
     if (sb.rounds.indexOf(S.round) < 0) S.round = sb.rounds.length ? sb.rounds[0] : null;
     var nav = el("div", {cls: "round-nav"}, [el("strong", {text: "subrun"})]);
     r.subruns.forEach(function (s) {
       nav.appendChild(el("button", {cls: s === S.subrun ? "sel" : null, "data-subrun": s, text: String(s),
-        onclick: function () { goRound(s, (r.bySub[s].rounds[0] != null) ? r.bySub[s].rounds[0] : null); }}));
+        onclick: function () { var rs = r.bySub.get(s).rounds; goRound(s, rs.length ? rs[0] : null); }}));
     });
     box.appendChild(nav);
     var nav2 = el("div", {cls: "round-nav"}, [el("strong", {text: "round"})]);
@@ -372,88 +601,28 @@ var MBB = (function () {
     });
     box.appendChild(nav2);
     if (sb.start) {
-      var ev = {};
-      sb.evals.forEach(function (e) { ev[e.worker] = e; });
       box.appendChild(el("h4", {text: "Subrun " + S.subrun + ": tasks, deadlines and outcomes" +
-        (sb.ended ? " (ended after " + sb.ended.rounds + " round(s): " + sb.ended.reason + ")" : "")}));
-      box.appendChild(table(["~worker", "~task", "work (s)", "budget", "deadline (s)", "scratch chars", "~outcome", "score", "progress"],
-        sb.start.workers.map(function (w) {
-          var e = ev[w.worker] || {};
-          return el("tr", null, [td(chip(w.worker), "t"), td(w.task, "t"), td(fmt(w.work_s, 1)), td(w.budget),
-            td(fmt(w.deadline_s, 0)), td(w.scratch_chars), td(e.outcome || "", "t"), td(fmt(e.score, 2)), td(fmt(e.progress, 2))]);
-        })));
+        (sb.ended ? " (ended after " + fmt(sb.ended.rounds) + " round(s): " + str(sb.ended.reason) + ")" : "")}));
+      box.appendChild(subrunTable(sb, r));
     }
     box.appendChild(el("h4", {text: "Resource timeline of subrun " + S.subrun + " (each window links to its round; red ticks: deadlines)"}));
-    box.appendChild(timelineSvg(S.subrun, true));
+    box.appendChild(timelineSvg(r, S.subrun, {compact: true, current: S.round, onclick: function (n) { goRound(S.subrun, n); }}));
     if (S.round == null) { box.appendChild(el("p", {cls: "muted", text: "No rounds in this subrun."})); return; }
-    var rd = sb.byRound[S.round];
+    var rd = sb.byRound.get(S.round);
     box.appendChild(el("h3", {id: "round-title", text: "Subrun " + S.subrun + " · round " + S.round +
       (rd.t != null ? " · t = " + fmt(rd.t, 0) + " s" : "") + (rd.candidates.length ? " · queue: " + rd.candidates.join(", ") : "")}));
-
-    var decl = rd.decl.filter(function (e) { return passes({src: "declaration", e: e, worker: e.worker, to: null}); });
-    box.appendChild(el("h4", {text: "Declarations (" + decl.length + ")"}));
-    if (decl.length) {
-      box.appendChild(table(["~worker", "bid", "duration (s)", "position", "~note", "~labels"], decl.map(function (e) {
-        var note = el("div", null, [markText(e.note), e.revision ? el("span", {cls: "tag public", text: "revision, turn " + e.turn}) : null]);
-        return el("tr", {"data-seq": e.seq}, [td(chip(e.worker), "t"), td(e.bid), td(e.duration), td(e.position), td(note, "text"), td(labelBlock(e) || "", "t")]);
-      })));
-    }
-    var msgs = rd.msgs.filter(function (e) { return passes({src: e.to == null ? "public" : "private", e: e, worker: e.worker, to: e.to}); });
-    box.appendChild(el("h4", {text: "Conversation (" + msgs.length + " message(s); private ones highlighted)"}));
-    msgs.forEach(function (e) {
-      var priv = e.to != null;
-      box.appendChild(el("div", {cls: "msg" + (priv ? " private" : ""), "data-seq": e.seq}, [
-        el("div", {cls: "who"}, [chip(e.worker), " → ", priv ? chip(e.to) : "everyone",
-          el("span", {cls: "tag " + (priv ? "private" : "public"), text: priv ? "private" : "public"}),
-          " turn " + fmt(e.turn)]),
-        markText(e.text), labelBlock(e)]));
-    });
-    if (!rd.msgs.length) box.appendChild(el("p", {cls: "muted", text: "No conversation in this round."}));
-    var ballots = rd.ballots.filter(function (e) { return passes({src: "ballot", e: e, worker: e.worker, to: null}); });
-    box.appendChild(el("h4", {text: "Ballots (" + ballots.length + ")"}));
-    if (ballots.length) {
-      box.appendChild(table(["~worker", "~ranking (seconds)", "~reasoning", "~labels"], ballots.map(function (e) {
-        var rk = (e.ranking || []).map(function (w, i) { return w + " " + ((e.allocations || [])[i] || 0) + "s"; }).join(" > ");
-        return el("tr", {"data-seq": e.seq}, [td(chip(e.worker), "t"), td(rk + (e.defaulted ? " (defaulted)" : ""), "t"),
-          td(markText(e.reasoning), "text"), td(labelBlock(e) || "", "t")]);
-      })));
-    }
-    box.appendChild(el("h4", {text: "Schedule"}));
-    if (rd.schedule) {
-      var sc = rd.schedule;
-      box.appendChild(el("div", {cls: "muted", text: "rule " + sc.rule + (sc.ballots_unanimous ? " · ballots unanimous" : "")}));
-      box.appendChild(table(["position", "~worker", "allocation (s)", "bid"], (sc.order || []).map(function (w, i) {
-        return el("tr", null, [td(i + 1), td(chip(w), "t"), td((sc.allocations || [])[i]), td((sc.bids || [])[i])]);
-      })));
-    } else box.appendChild(el("p", {cls: "muted", text: "No schedule was published."}));
-    box.appendChild(el("h4", {text: "Windows: what each achieved"}));
-    var wrows = rd.windows.map(function (w) {
-      var e = w.end || {};
-      return el("tr", null, [td(w.start.position), td(chip(w.start.worker), "t"), td(w.start.price), td(w.start.allocation),
-        td(fmt(e.start, 0)), td(fmt(e.used, 1)), td(e.reason || "(did not end)", "t"), td(e.progress != null ? (100 * e.progress).toFixed(1) + "%" : "")]);
-    }).concat(rd.dropped.map(function (e) {
-      return el("tr", null, [td(e.position), td(chip(e.worker), "t"), td(""), td(e.allocation), td(""), td(""), td("dropped: " + e.reason, "t"), td("")]);
-    }));
-    if (wrows.length) box.appendChild(table(["position", "~worker", "price", "allocation (s)", "start (s)", "used (s)", "~ended", "progress after"], wrows));
-    else box.appendChild(el("p", {cls: "muted", text: "No windows."}));
-    if (rd.commands.length) {
-      box.appendChild(el("h4", {text: "Commands on the resource (" + rd.commands.length + ")"}));
-      box.appendChild(table(["~worker", "~tool", "~command", "exit", "runtime (s)", "~notes"], rd.commands.filter(function (c) {
-        return !S.worker || c.worker === S.worker;
-      }).map(function (c) {
-        return el("tr", null, [td(chip(c.worker), "t"), td(c.tool, "t"), td(markText(c.command), "text"), td(c.exit_code),
-          td(fmt(c.runtime, 2)), td([c.killed ? "killed" : "", c.refused ? "refused" : "", c.truncated ? "output cut" : "", c.reason || ""].filter(Boolean).join(", "), "t")]);
-      })));
-    }
-    if (rd.invalid.length) {
-      box.appendChild(el("h4", {text: "Invalid actions and how they were repaired"}));
-      box.appendChild(table(["~worker", "~phase", "~field", "~rule", "~detail"], rd.invalid.map(function (e) {
-        return el("tr", null, [td(chip(e.worker), "t"), td(e.phase, "t"), td(e.field, "t"), td(e.rule, "t"), td(e.detail, "text")]);
-      })));
-    }
+    box.appendChild(declTable(rd, r, true));
+    box.appendChild(msgList(rd, r, true));
+    box.appendChild(ballotTable(rd, r, true));
+    box.appendChild(scheduleTable(rd, r));
+    box.appendChild(windowTable(rd, r));
+    var c = commandTable(rd, r, S.worker);
+    if (c) box.appendChild(c);
+    var inv = invalidTable(rd, r);
+    if (inv) box.appendChild(inv);
     if (rd.calls.length) {
       box.appendChild(el("p", null, [el("a", {href: "#", text: rd.calls.length + " LLM call(s) in this round: open them",
-        onclick: function (ev) { ev.preventDefault(); S.tab = "llm"; renderTabs(); renderContent(); writeHash(); }})]));
+        onclick: function (ev) { ev.preventDefault(); setTab("llm"); }})]));
     }
   }
 
@@ -463,68 +632,89 @@ var MBB = (function () {
     box.appendChild(el("p", {cls: "muted", text: "Every window on the shared resource, per subrun (x: simulated seconds). Click a window to open its round; red ticks are deadlines."}));
     S.run.subruns.forEach(function (s) {
       box.appendChild(el("h4", {text: "Subrun " + s}));
-      box.appendChild(timelineSvg(s, false));
+      box.appendChild(timelineSvg(S.run, s, {onclick: function (n) { goRound(s, n); }}));
     });
   }
   function renderMemory(box) {
     var r = S.run, ws = S.worker ? [S.worker] : r.workerIds, any = false;
+    var mem = own(r.params, "memory");
     box.appendChild(el("p", {cls: "muted", text: "Each worker's scratch memory, in the order it was written, across subruns: notes, rules, debts and after-action reports." +
-      (r.started && r.started.params && r.started.params.memory && r.started.params.memory.enabled === false ? " Memory is off in this condition: scratch was wiped at every subrun." : "")}));
+      (isObj(mem) && mem.enabled === false ? " Memory is off in this condition: scratch was wiped at every subrun." : "")}));
     ws.forEach(function (w) {
       var rows = r.scratch.filter(function (e) { return e.worker === w && matches(e.text); });
       if (!rows.length) return;
       any = true;
       box.appendChild(el("h4", null, [chip(w), " " + rows.length + " entr" + (rows.length === 1 ? "y" : "ies")]));
       box.appendChild(table(["subrun", "round", "~entry", "~text", "~kept"], rows.map(function (e) {
-        return el("tr", {cls: e.entry === "report" ? "report" : null}, [td(e.subrun), td(e.round), td(e.entry, "t"), td(markText(e.text), "text"),
-          td((e.accepted === false ? "refused" : "yes") + (e.dropped_chars ? " (dropped " + e.dropped_chars + " older chars)" : ""), "t")]);
+        return el("tr", {cls: e.entry === "report" ? "report" : null, "data-seq": e.seq}, [td(e.subrun), td(e.round), td(e.entry, "t"), td(markText(e.text), "text"),
+          td((e.accepted === false ? "refused" : "yes") + (e.dropped_chars ? " (dropped " + fmt(e.dropped_chars) + " older chars)" : ""), "t")]);
       })));
     });
     if (!any) box.appendChild(el("p", {cls: "muted", text: "No scratch entries" + (S.q ? " match the search." : ".")}));
   }
+  function callHead(c) {
+    return "S" + fmt(c.subrun) + " R" + fmt(c.round) + " · " + (str(c.worker) || "—") + " · " + str(c.role) + "/" + str(c.phase) + " · " + str(c.model) +
+      " · " + fmt(c.prompt_tokens || 0) + "+" + fmt(c.completion_tokens || 0) + " tokens" + (c.cached_tokens ? " (" + fmt(c.cached_tokens) + " cached)" : "") +
+      (c.reasoning_tokens ? " (" + fmt(c.reasoning_tokens) + " reasoning)" : "") +
+      " · " + fmt(c.latency_s, 2) + " s · $" + fmt(c.cost_usd, 5) + (c.cache_hit ? " · cache hit" : "") +
+      (c.attempts > 1 ? " · " + fmt(c.attempts) + " attempts" : "") + (c.repair ? " · repair" : "") + (c.error ? " · error: " + str(c.error) : "");
+  }
+  function callDetails(c, run, open) {
+    var txt = own(run.llm, String(c.seq));
+    var d = el("details", {cls: "call" + (c.error ? " failed" : ""), "data-seq": c.seq}, [el("summary", {text: callHead(c)})]);
+    if (open) d.open = true;
+    if (isObj(txt)) {
+      var prompt = str(txt.prompt), at = isInt(txt.new_at) && txt.new_at > 0 && txt.new_at < prompt.length ? txt.new_at : 0;
+      if (at) {  // most of a prompt repeats the worker's previous one: show what is new, the rest on demand
+        d.appendChild(el("div", {cls: "muted", text: "new in this prompt (the first " + at.toLocaleString("en-US") + " characters repeat this worker's previous prompt)"}));
+        d.appendChild(el("pre", {cls: "prompt-new"}, [markText(prompt.slice(at))]));
+        var full = el("details", {cls: "full-prompt"}, [el("summary", {text: "the whole prompt (what it saw)"})]);
+        full.addEventListener("toggle", function () { if (full.open && full.childNodes.length < 2) full.appendChild(el("pre", null, [markText(prompt)])); });
+        d.appendChild(full);
+      } else {
+        d.appendChild(el("div", {cls: "muted", text: "prompt (what it saw)"}));
+        d.appendChild(el("pre", null, [markText(prompt)]));
+      }
+      d.appendChild(el("div", {cls: "muted", text: "answer"}));
+      d.appendChild(el("pre", null, [markText(txt.answer)]));
+    } else d.appendChild(el("p", {cls: "muted", text: "Prompt and answer not found: the run's LLM cache file was not next to the runs when the viewer was built."}));
+    return d;
+  }
   function renderLlm(box) {
     var r = S.run, calls = r.calls.filter(function (c) { return !S.worker || c.worker === S.worker; });
     if (!r.calls.length) { box.appendChild(el("p", {cls: "muted", text: "No LLM calls in this run (scripted workers)."})); return; }
-    var by = {};
+    var by = new Map();
     calls.forEach(function (c) {
-      var m = by[c.model] || (by[c.model] = {n: 0, p: 0, c: 0, cost: 0, lat: 0});
-      m.n++; m.p += c.prompt_tokens || 0; m.c += c.completion_tokens || 0; m.cost += c.cost_usd || 0; m.lat += c.latency_s || 0;
+      var key = str(c.model);
+      var m = by.get(key);
+      if (!m) { m = {n: 0, p: 0, c: 0, cost: 0, lat: 0, failed: 0}; by.set(key, m); }
+      m.n++; m.p += isNum(c.prompt_tokens) ? c.prompt_tokens : 0; m.c += isNum(c.completion_tokens) ? c.completion_tokens : 0;
+      m.cost += isNum(c.cost_usd) ? c.cost_usd : 0; m.lat += isNum(c.latency_s) ? c.latency_s : 0; m.failed += c.error ? 1 : 0;
     });
     box.appendChild(el("h4", {text: "Per model"}));
-    box.appendChild(table(["~model", "calls", "prompt tokens", "completion tokens", "cost (USD)", "mean latency (s)"], Object.keys(by).sort().map(function (m) {
-      var x = by[m];
-      return el("tr", null, [td(m, "t"), td(x.n), td(x.p), td(x.c), td(x.cost.toFixed(4)), td((x.lat / x.n).toFixed(2))]);
+    box.appendChild(table(["~model", "calls", "failed", "prompt tokens", "completion tokens", "cost (USD)", "mean latency (s)"], Array.from(by.keys()).sort().map(function (m) {
+      var x = by.get(m);
+      return el("tr", null, [td(m, "t"), td(x.n), td(x.failed), td(x.p), td(x.c), td(x.cost.toFixed(4)), td((x.lat / x.n).toFixed(2))]);
     })));
     box.appendChild(el("h4", {text: "Calls (" + calls.length + "); open one for its prompt and answer (API keys are never stored or shown)"}));
-    calls.forEach(function (c) {
-      var txt = r.llm[String(c.seq)];
-      var head = "S" + fmt(c.subrun) + " R" + fmt(c.round) + " · " + (c.worker || "—") + " · " + c.role + "/" + c.phase + " · " + c.model +
-        " · " + (c.prompt_tokens || 0) + "+" + (c.completion_tokens || 0) + " tokens" + (c.reasoning_tokens ? " (" + c.reasoning_tokens + " reasoning)" : "") +
-        " · " + fmt(c.latency_s, 2) + " s · $" + fmt(c.cost_usd, 5) + (c.cache_hit ? " · cache hit" : "") +
-        (c.attempts > 1 ? " · " + c.attempts + " attempts" : "") + (c.repair ? " · repair" : "") + (c.error ? " · error: " + c.error : "");
-      var d = el("details", {cls: "call", "data-seq": c.seq}, [el("summary", {text: head})]);
-      if (txt) {
-        d.appendChild(el("div", {cls: "muted", text: "prompt"}));
-        d.appendChild(el("pre", null, [markText(txt.prompt)]));
-        d.appendChild(el("div", {cls: "muted", text: "answer"}));
-        d.appendChild(el("pre", null, [markText(txt.answer)]));
-      } else d.appendChild(el("p", {cls: "muted", text: "Prompt and answer not found: the run's LLM cache file was not next to the runs when the viewer was built."}));
-      box.appendChild(d);
-    });
+    calls.forEach(function (c) { box.appendChild(callDetails(c, r)); });
   }
   function renderEvents(box) {
     var ev = S.run.events.filter(function (e) { return (!S.worker || e.worker === S.worker) && (!S.q || matches(JSON.stringify(e))); });
     box.appendChild(el("p", {cls: "muted", text: ev.length + " event(s)" + (ev.length > 2000 ? "; the first 2,000 are shown" : "")}));
+    var skip = new Set(["seq", "kind", "subrun", "round", "worker", "t"]);
     box.appendChild(table(["seq", "~kind", "subrun", "round", "~worker", "t (s)", "~fields"], ev.slice(0, 2000).map(function (e) {
       var rest = {};
-      for (var k in e) if (["seq", "kind", "subrun", "round", "worker", "t"].indexOf(k) < 0) rest[k] = e[k];
+      Object.keys(e).forEach(function (k) { if (!skip.has(k)) Object.defineProperty(rest, k, {value: e[k], enumerable: true}); });
       var s = JSON.stringify(rest);
       return el("tr", null, [td(e.seq), td(e.kind, "t"), td(e.subrun), td(e.round), td(e.worker || "", "t"), td(fmt(e.t, 1)), td(s.length > 400 ? s.slice(0, 400) + "…" : s, "text")]);
     })));
   }
   function renderSearch() {
     var box = clear($("search-results"));
-    if (!S.run || !S.q) return;
+    if (!S.q) return;
+    if (S.scope === "all") { if (views.runs) views.runs.renderSearchAll(box); return; }
+    if (!S.run || S.view !== "run") return;
     var hits = S.run.utter.filter(function (u) { return passes(u) && matches(u.text); });
     var inner = el("div", {cls: "box"}, [el("strong", {text: hits.length + " match(es) for “" + S.q + "” in this run" + (hits.length > 200 ? " (first 200)" : "") + " — click one to open its round"})]);
     hits.slice(0, 200).forEach(function (u) {
@@ -538,86 +728,144 @@ var MBB = (function () {
     var box = clear($("content"));
     renderSearch();
     if (!S.run) return;
+    if (S.tab === "agent" && views.agent) { views.agent.render(box); return; }
     ({rounds: renderRound, timeline: renderTimeline, memory: renderMemory, llm: renderLlm, events: renderEvents}[S.tab] || renderRound)(box);
   }
 
   // --- selection -------------------------------------------------------------------------------
-  function selectRun(n, keep) {
+  // Open run n (in the run view); `at` = {subrun, round, tab, worker} to open it at a place.
+  function selectRun(n, at) {
     S.cur = n;
-    var entry = S.index.runs[n];
+    if (!S.q) S.scope = "run";
+    var entry = S.byN.get(n);
+    show("run");
+    if (!$("run-list").firstChild) renderRunList();
     [].forEach.call(document.querySelectorAll("#run-list button"), function (b) {
       b.classList.toggle("sel", Number(b.getAttribute("data-n")) === n);
     });
-    if (!entry) return;
-    if (entry.status === "unreadable") {
+    if (!entry) return Promise.resolve();
+    if (!at) { S.subrun = null; S.round = null; if (S.tab === "agent") S.agent = ""; }
+    else {
+      if (at.subrun !== undefined) S.subrun = at.subrun;
+      if (at.round !== undefined) S.round = at.round;
+      if (at.tab) S.tab = at.tab;
+      if (at.worker !== undefined) S.agent = at.worker;
+    }
+    if (entry.status === "unreadable" || !isStr(entry.file)) {
       S.run = null;
-      clear($("run-head")).appendChild(el("div", {cls: "box bad"}, [el("h2", {text: entry.path}),
-        el("p", {text: "This run cannot be shown: " + entry.error})]));
+      clear($("run-head")).appendChild(el("div", {cls: "box bad"}, [el("h2", {text: str(entry.path)}),
+        el("p", {text: entry.status === "unreadable" ? "This run cannot be shown: " + str(entry.error) : "This run has no events yet (it is " + str(entry.status) + ")."})]));
       clear($("tabs")); clear($("content")); clear($("search-results"));
       writeHash();
-      return;
+      return Promise.resolve();
     }
-    clear($("content")).appendChild(el("p", {cls: "muted", text: "Loading " + entry.id + "…"}));
-    loadRun(n).then(function (data) {
+    clear($("content")).appendChild(el("p", {cls: "muted", text: "Loading " + str(entry.id) + "…"}));
+    return prepared(n).then(function (run) {
       if (S.cur !== n) return;
-      S.run = data.prepared || (data.prepared = prepare(data));
-      if (!keep) { S.subrun = null; S.round = null; }
+      S.run = run;
       fillFilters(); renderHead(); renderTabs(); renderContent(); writeHash();
     }).catch(function (err) {
       clear($("content")).appendChild(el("p", {cls: "bad", text: String(err.message || err)}));
     });
   }
 
+  // --- the index: first load, and reloads (live mode, or the reload button) --------------------------
+  function takeIndex(idx) {
+    if (!isObj(idx) || !Array.isArray(idx.runs)) throw new Error("data/index.js holds no index");
+    idx.runs = idx.runs.filter(function (r) { return isObj(r) && isInt(r.n) && isStr(r.path); });
+    var old = S.byN;
+    S.index = idx; S.byN = new Map(); S.byPath = new Map();
+    idx.runs.forEach(function (r) {
+      if (!isStr(r.id)) r.id = r.path;
+      S.byN.set(r.n, r); S.byPath.set(r.path, r.n);
+      var before = old.get(r.n);
+      if (before && before.v !== r.v) { S.runs.delete(r.n); S.pending.delete(r.n); }  // rewritten: load again
+    });
+    arr(idx.text).forEach(function (t) {
+      var got = S.texts.get(t.k);
+      if (got && got.v !== t.v) S.texts.delete(t.k);
+    });
+    $("root-name").textContent = str(idx.root) + " · " + idx.runs.length + " run(s) · " + (idx.live ? "live, read " : "built ") + str(idx.built);
+  }
+  function refresh(idx) {  // a newer index: redraw what is open, keeping the user's place
+    var cur = S.cur, curV = S.run ? S.run.entry.v : null;
+    takeIndex(idx);
+    renderNotices();
+    if ($("run-list").firstChild) renderRunList();
+    if (views.runs) views.runs.refresh();
+    if (S.view === "run" && cur != null && S.byN.has(cur) && S.byN.get(cur).v !== curV) selectRun(cur, {});
+    if (S.view === "diff" && views.diff) views.diff.refresh();
+  }
+  function reload() {
+    S.loads++;
+    return loadScript("data/index.js?v=" + Date.now() + "-" + S.loads).catch(function () { /* a rewrite in progress: next time */ });
+  }
   function start() {
     var h = readHash();
-    $("root-name").textContent = S.index.root + " · " + S.index.runs.length + " run(s) · built " + S.index.built;
-    var conds = {};
-    S.index.runs.forEach(function (r) { conds[r.condition] = 1; });
-    Object.keys(conds).sort().forEach(function (c) { $("cond-filter").appendChild(el("option", {value: c, text: c})); });
-    if (h.cond && conds[h.cond]) { S.cond = h.cond; $("cond-filter").value = h.cond; }
-    if (h.tab) S.tab = h.tab;
+    S.started = true;
+    var conds = new Set();
+    S.index.runs.forEach(function (r) { conds.add(str(r.condition)); });
+    Array.from(conds).sort().forEach(function (c) { $("cond-filter").appendChild(el("option", {value: c, text: c})); });
+    if (h.cond && conds.has(h.cond)) { S.cond = h.cond; $("cond-filter").value = h.cond; }
     $("cond-filter").addEventListener("change", function () { S.cond = this.value; renderRunList(); writeHash(); });
     $("run-filter").addEventListener("input", function () { S.runFilter = this.value; renderRunList(); });
     $("f-worker").addEventListener("change", function () { S.worker = this.value; renderContent(); });
     $("f-channel").addEventListener("change", function () { S.channel = this.value; renderContent(); });
     $("f-label").addEventListener("change", function () { S.label = this.value; renderContent(); });
-    var timer = null;
-    $("search").addEventListener("input", function () {
-      var v = this.value.trim();
-      clearTimeout(timer);
-      timer = setTimeout(function () { S.q = v.length >= 2 ? v : ""; renderContent(); }, 120);
+    [].forEach.call(document.querySelectorAll("#views button"), function (b) {
+      b.addEventListener("click", function () { goView(b.getAttribute("data-view")); });
     });
+    $("reload").addEventListener("click", function () { reload(); });
+    var timer = null;
+    function searchNow() { clearTimeout(timer); var v = $("search").value.trim(); S.q = v.length >= 2 ? v : ""; renderContent(); if (S.view !== "run") renderSearch(); writeHash(); }
+    $("search").addEventListener("input", function () { clearTimeout(timer); timer = setTimeout(searchNow, 150); });
+    $("search-scope").addEventListener("change", function () { S.scope = this.value; searchNow(); });
     renderNotices();
-    renderRunList();
-    var first = null;
-    if (h.run != null && S.index.runs[Number(h.run)]) first = Number(h.run);
-    if (first == null) {
-      for (var i = 0; i < S.index.runs.length; i++) {
-        var r = S.index.runs[i];
-        if (r.status !== "unreadable" && (!S.cond || r.condition === S.cond)) { first = i; break; }
-      }
-    }
-    if (first == null) {
-      clear($("content")).appendChild(el("p", {cls: "muted", text: S.index.runs.length ? "No run can be shown." : "No runs to show."}));
-      document.body.setAttribute("data-ready", "1");
+    if (h.q) { S.q = h.q; $("search").value = h.q; S.scope = h.scope === "all" ? "all" : "run"; }
+    if (S.index.live) setInterval(reload, Math.max(1, Number(S.index.live) || 2) * 1000);
+    var done = function () { document.body.setAttribute("data-ready", "1"); };
+    var entry;
+    if (h.diff != null && views.diff && views.diff.route(h)) { return; }
+    if (h.run != null && (entry = entryOf(h.run))) {
+      if (!h.q) S.scope = "run";
+      selectRun(entry.n, {subrun: h.s != null ? Number(h.s) : null, round: h.r != null ? Number(h.r) : null, tab: h.tab || "rounds", worker: h.w || ""}).then(done, done);
       return;
     }
-    if (h.s != null) S.subrun = Number(h.s);
-    if (h.r != null) S.round = Number(h.r);
-    selectRun(first, true);
-    var done = function () { document.body.setAttribute("data-ready", "1"); };
-    loadRun(first).then(done, done);
+    if (views.runs) views.runs.route(h);
+    goView("runs");
+    done();
   }
 
   return {
-    index: function (idx) { S.index = idx; start(); },
+    index: function (idx) {
+      if (S.started) { refresh(idx); return; }
+      try { takeIndex(idx); } catch (err) { clear($("notices")).appendChild(el("p", {cls: "bad", text: String(err.message || err)})); return; }
+      start();
+    },
     run: function (n, data) {
-      S.runs[n] = data;
-      if (S.pending[n]) { S.pending[n].resolve(data); delete S.pending[n]; }
+      if (!isInt(n) || !isObj(data)) return;
+      S.runs.set(n, data);
+      var p = S.pending.get(n);
+      if (p) { S.pending.delete(n); p.resolve(data); }
+    },
+    text: function (k, data) {
+      if (!isInt(k) || !isObj(data)) return;
+      var t = arr(S.index && S.index.text).filter(function (x) { return x.k === k; })[0];
+      S.texts.set(k, {v: t ? t.v : null, runs: data, low: null});
+      var p = S.textPending.get(k);
+      if (p) { S.textPending.delete(k); p.resolve(); }
     },
     indexMissing: function () {
-      clear($("content")).appendChild(el("p", {cls: "bad", text: "data/index.js is missing next to this page: rebuild it with mbb view."}));
+      clear($("notices")).appendChild(el("p", {cls: "bad", text: "data/index.js is missing next to this page: rebuild it with mbb view."}));
     },
-    _state: S
+    _state: S,
+    _views: views,
+    _lib: {el: el, clear: clear, fmt: fmt, fmtShare: fmtShare, pct: pct, markText: markText, chip: chip, colourOf: colourOf,
+      table: table, td: td, isInt: isInt, isNum: isNum, isStr: isStr, isObj: isObj, arr: arr, str: str, own: own, dict: dict,
+      $: $, show: show, goView: goView, writeHash: writeHash, entryOf: entryOf, loadScript: loadScript, versioned: versioned,
+      prepared: prepared, selectRun: selectRun, renderSearch: renderSearch, timelineSvg: timelineSvg, subrunEnd: subrunEnd,
+      declTable: declTable, msgList: msgList, ballotTable: ballotTable, scheduleTable: scheduleTable, windowTable: windowTable,
+      commandTable: commandTable, invalidTable: invalidTable, subrunTable: subrunTable, callDetails: callDetails,
+      labelBlock: labelBlock, workerModel: workerModel, workerPersona: workerPersona, setTab: setTab, renderContent: renderContent}
   };
 })();
