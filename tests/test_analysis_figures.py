@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 
 from mbb import analysis as A
-from mbb.analysis.compare import load_runs
+from mbb.analysis.runs import load_runs
 from mbb.batch.runner import run_conditions
 from mbb.testing.fake_llm import FakeLLM
 from mbb.viz import mechanisms as M
@@ -110,8 +110,8 @@ def test_loaded_runs_carry_run_info(data):
 def test_running_and_loading_need_a_folder(tmp_path):
     with pytest.raises(ValueError, match="at least one params path"):
         run_conditions([], runs=1, out_root=tmp_path)
-    with pytest.raises(ValueError, match="at least one condition folder"):
-        load_runs([])
+    with pytest.raises(FileNotFoundError, match="no runs"):
+        load_runs([tmp_path])
 
 
 def test_bad_grouping_is_rejected(data):

@@ -98,6 +98,7 @@ from mbb.analysis.rules import (
     rule_statement,
     rule_statements,
 )
+from mbb.analysis.runs import cell_of, excluded_note, find_run_dirs, load_runs, run_status
 from mbb.analysis.stats import (
     bootstrap_ci,
     chi2_contingency,
@@ -158,6 +159,7 @@ __all__ = [
     "behaviour_drift",
     "behaviour_prevalence",
     "bootstrap_ci",
+    "cell_of",
     "chi2_contingency",
     "chi2_sf",
     "classifier_spend",
@@ -176,8 +178,10 @@ __all__ = [
     "direct_message_use",
     "drift_tests",
     "evaluate_gold",
+    "excluded_note",
     "export_ipw_sample",
     "export_review_sample",
+    "find_run_dirs",
     "forward_commitments",
     "gold_prf",
     "gold_rule_detection",
@@ -192,6 +196,7 @@ __all__ = [
     "linguistic_drift",
     "llm_layer_complete_json",
     "llm_mandates",
+    "load_runs",
     "mean_bid",
     "metagaming",
     "outcomes",
@@ -216,6 +221,7 @@ __all__ = [
     "rule_statements",
     "run_info",
     "run_info_from_dirs",
+    "run_status",
     "score_gold",
     "seed_bootstrap_ci",
     "seeds_for_power",

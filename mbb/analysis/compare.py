@@ -17,7 +17,6 @@ __all__ = [
     "OUTCOME_MEASURES",
     "condition_table",
     "load_conditions",
-    "load_runs",
     "model_table",
     "run_table",
 ]
@@ -43,22 +42,6 @@ def load_conditions(
         for name in TABLES:
             parts[name].append(tables[name].with_columns(pl.lit(label).alias("condition")))
     return {n: pl.concat(v, how="diagonal_relaxed") for n, v in parts.items() if v}
-
-
-def load_runs(dirs: Iterable[str | Path]) -> dict[str, pl.DataFrame]:
-    """`load_conditions` with the `runs` and `workers` tables the analyses expect (each run's
-    condition, seed and every worker's persona, backends and model, from its `run_started`).
-
-    dirs: condition folders (each `<dir>/tables/` plus its run folders)."""
-    from mbb.analysis._frames import run_info_from_dirs
-
-    folders = [user_path(d) for d in dirs]
-    if not folders:
-        raise ValueError("load_runs needs at least one condition folder")
-    tables = load_conditions(folders)
-    run_dirs = sorted(p.parent for f in folders for p in f.glob("*/events.jsonl"))
-    runs, workers = run_info_from_dirs(run_dirs)
-    return {**tables, "runs": runs, "workers": workers}
 
 
 OUTCOME_MEASURES: tuple[str, ...] = (

@@ -28,7 +28,8 @@ def execute_notebook(
     `out_dir/<name>.ipynb` (+ `.html`); `parameters` are injected; `html`: also export the page;
     `kernel_name`: the Jupyter kernel (the venv's `python3`). A failing cell raises
     `papermill.PapermillExecutionError`; the notebook with its traceback is still written.
-    Parameters the notebook does not declare are dropped (each notebook takes its own subset)."""
+    A parameter the notebook does not declare is an error naming the ones it does (papermill
+    would drop it silently)."""
     import papermill
 
     from mbb.batch.report import export_html
@@ -38,7 +39,10 @@ def execute_notebook(
     out.mkdir(parents=True, exist_ok=True)
     target = out / src.name
     declared = papermill.inspect_notebook(str(src))
-    parameters = {k: v for k, v in parameters.items() if k in declared}
+    unknown = sorted(set(parameters) - set(declared))
+    if unknown:
+        valid = ", ".join(sorted(declared)) or "none: it has no parameters cell"
+        raise ValueError(f"{src.name}: no parameter {unknown[0]!r}; its parameters are: {valid}")
     papermill.execute_notebook(
         str(src),
         str(target),

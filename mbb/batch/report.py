@@ -32,6 +32,7 @@ import nbformat
 import vl_convert as vlc
 from nbconvert import HTMLExporter
 
+from mbb.batch.runs import spend_table_html
 from mbb.viz.render import MIMETYPE, render_svg, vl_version
 
 __all__ = [
@@ -439,10 +440,33 @@ def _condition_summary(folder: Path) -> dict[str, Any]:
     return {k: row[k] for k in ("runs", "completion", "deadline_miss", "progress", "mean_bid")}
 
 
-def _spend_by_model(folders: list[Path]) -> str:
-    from mbb.batch.runs import spend_table_html
-
-    return spend_table_html(folders)
+def _conditions_html(table: Any, default: str, loaded: Any, viewer_index: Path | None) -> str:
+    """The index's table of conditions: runs and the main measures with their CIs, and the
+    difference from the default baseline."""
+    esc = html.escape
+    cells = _rows_of(table)
+    excluded = loaded["excluded"].group_by("cell").len() if loaded is not None else None
+    left_out = dict(excluded.iter_rows()) if excluded is not None else {}
+    rows = []
+    for cond in dict.fromkeys(table["condition"].to_list()):
+        n = max((r["n"] for (c, _), r in cells.items() if c == cond), default=0)
+        link = (
+            f' <a href="{VIEWER_DIR}/index.html#cond={esc(urllib.parse.quote(cond))}">runs</a>'
+            if viewer_index is not None
+            else ""
+        )
+        out = f" ({left_out[cond]} left out)" if left_out.get(cond) else ""
+        rows.append(
+            f"<tr><td class=l>{esc(cond)}{link}</td><td>{n}{out}</td>"
+            + "".join(_cell(cells.get((cond, m)), cond == default) for m in _INDEX_MEASURES)
+            + "</tr>"
+        )
+    return (
+        "<h2>Conditions</h2><table><tr><th class=l>condition</th><th>runs</th>"
+        "<th>completion</th><th>deadline miss</th><th>mean progress</th><th>mean bid</th></tr>"
+        + "".join(rows)
+        + "</table>"
+    )
 
 
 # --- the comparison: one table per baseline, from mbb.analysis.compare -------------------------
@@ -450,27 +474,31 @@ _INDEX_MEASURES = ("completion", "deadline_miss", "progress", "mean_bid")
 _PCT = frozenset({"completion", "deadline_miss", "progress", "score"})
 
 
-def comparison_tables(folders: dict[str, Path]) -> dict[str, Any]:
-    """`mbb.analysis.compare.condition_table` of the condition folders against each one as
-    the baseline (the compare page switches between them; the index shows the default's):
-    one computation, one bootstrap, paired on shared seeds. folders: label -> folder with
-    `tables/`. Folders without runs are left out; {} when none has any."""
+def comparison_tables(
+    root: Path, *, include_invalid: bool = False
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """(`mbb.analysis.compare.condition_table` of the conditions found under `root` against
+    each one as the baseline, the runs' tables): the compare page switches between the
+    baselines, the index shows the default's: one computation, one bootstrap, paired on shared
+    seeds. Conditions are cells (`mbb.analysis.runs`): a condition, with its model when its
+    workers are LLMs; invalid runs are left out unless `include_invalid`. ({}, None) without
+    finished runs."""
     import polars as pl
 
-    from mbb.analysis.compare import condition_table, load_conditions
+    from mbb.analysis.compare import condition_table
+    from mbb.analysis.runs import load_runs
 
-    usable = {k: f for k, f in folders.items() if (f / "tables" / "evaluations.parquet").is_file()}
-    if not usable:
-        return {}
-    tables = load_conditions(usable.values(), usable.keys())
-    present = set(tables["evaluations"]["condition"].unique().to_list())
-    labels = [k for k in usable if k in present]
-    out = {b: condition_table(tables, b) for b in labels}
+    try:
+        loaded = load_runs([root], include_invalid=include_invalid)
+    except (FileNotFoundError, ValueError):
+        return {}, None
+    labels = loaded["runs"]["condition"].unique(maintain_order=True).sort().to_list()
+    out = {b: condition_table(loaded, b) for b in labels}
     for b, t in out.items():  # LLM cost only where some run spent something
         costs = t.filter(pl.col("measure") == "cost_per_run_usd")["mean"].fill_null(0)
         if costs.sum() == 0:
             out[b] = t.filter(pl.col("measure") != "cost_per_run_usd")
-    return out
+    return out, loaded
 
 
 def _num(v: float | None, measure: str, signed: bool = False) -> str:
@@ -614,8 +642,7 @@ def build_report(
                 _warn(f"{run}: not shown in the viewer: {reason}")
             print(f"viewer: {res.index}")
 
-    folders = sorted({p.parent for p, *_ in rows} | {p.parent for p in root.glob("*/tables")})
-    tables = comparison_tables({f.relative_to(root).as_posix() or root.name: f for f in folders})
+    tables, loaded = comparison_tables(root)
     has_compare = bool(tables)
     default = ""
     if has_compare:
@@ -692,7 +719,8 @@ def build_report(
         "<th>mean progress</th><th>mean bid</th><th class=l>error</th></tr>"
         + "".join(body)
         + "</table>"
-        + _spend_by_model(sorted({r[0].parent for r in rows}))
+        + (_conditions_html(tables[default], default, loaded, viewer_index) if has_compare else "")
+        + (spend_table_html(loaded["llm_calls"]) if loaded is not None else "")
         + f"{skipped_html}</body></html>"
     )
     index = root / "index.html"

@@ -414,7 +414,7 @@ def run_conditions(
     seed: int | None = None,
 ) -> list[Path]:
     """Run each params file (same overrides, deep-merged) into `<out_root>/<condition>` and
-    return the condition folders, for `mbb.analysis.compare.load_runs` and the analyses.
+    return the condition folders, for `mbb.analysis.runs.load_runs` and the analyses.
 
     params_paths: the conditions' params files (or bare names of mbb's own);
     runs: seeds per condition (seed..seed+runs-1);

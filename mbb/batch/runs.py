@@ -133,33 +133,20 @@ def check_not_foreign(run_dir: Path, condition: Any) -> None:
     )
 
 
-def _folder_calls(folders: list[Path]) -> Any:
-    import polars as pl
-
-    parts = []
-    for folder in folders:
-        path = folder / "tables" / "llm_calls.parquet"
-        if path.is_file():
-            df = pl.read_parquet(path)
-            if not df.is_empty():
-                parts.append(df.with_columns(pl.lit(folder.name).alias("folder")))
-    return pl.concat(parts, how="diagonal_relaxed") if parts else None
-
-
-def spend_table_html(folders: list[Path]) -> str:
-    """The report's "LLM spend by model" table over condition folders ('' without LLM calls):
-    one row per model with its conditions, runs, tokens, cached share, cost and cost per run."""
+def spend_table_html(calls: Any) -> str:
+    """The report's "LLM spend by model" table ('' without LLM calls): one row per model with
+    its conditions, runs, tokens, cached share, cost and cost per run. calls: the `llm_calls`
+    table with a `condition` column (`mbb.analysis.runs.load_runs`)."""
     import html
 
     import polars as pl
 
-    calls = _folder_calls(folders)
-    if calls is None:
+    if calls is None or calls.is_empty():
         return ""
     t = (
         calls.group_by("model")
         .agg(
-            pl.col("folder").unique().sort().str.join(", ").alias("conditions"),
+            pl.col("condition").unique().sort().str.join(", ").alias("conditions"),
             pl.col("run_id").n_unique().alias("runs"),
             pl.len().alias("calls"),
             pl.col("prompt_tokens").sum(),

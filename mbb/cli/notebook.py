@@ -1,4 +1,10 @@
-"""`mbb notebook NOTEBOOK --params P`: execute a notebook with papermill, export HTML."""
+"""`mbb notebook NOTEBOOK`: execute a notebook with papermill and export it as HTML.
+
+A notebook that runs a condition (`run_condition`) takes `--params` (with `--seed`, `--runs`,
+`--set`); an analysis notebook takes the runs to read with `--from` (a study, a sweep,
+condition or run folders) and never runs anything. `-p NAME VALUE` sets any other parameter.
+An option the notebook does not take is refused with the parameters it does take.
+"""
 
 from __future__ import annotations
 
@@ -14,22 +20,32 @@ from mbb.cli import common
 __all__ = ["add_parser"]
 
 
-def _notebook_parameters(src: Path, given: Sequence[Sequence[str]] | None) -> dict[str, Any]:
+def _declared(src: Path) -> dict[str, Any]:
+    import papermill
+
+    return dict(papermill.inspect_notebook(str(src)))
+
+
+def _refuse(src: Path, option: str, name: str, declared: dict[str, Any]) -> None:
+    valid = ", ".join(sorted(declared)) or "none: it has no parameters cell"
+    raise common.CliError(
+        f"{src.name} takes no {option} (no parameter {name!r}); its parameters are: {valid}"
+    )
+
+
+def _notebook_parameters(
+    src: Path, given: Sequence[Sequence[str]] | None, declared: dict[str, Any]
+) -> dict[str, Any]:
     """`-p NAME VALUE` pairs (papermill's convention; VALUE read as YAML, else kept as text),
     checked against the names the notebook's parameters cell defines."""
-    if not given:
-        return {}
-    import papermill
     import yaml
 
     from mbb.params import safe_yaml
 
-    declared = papermill.inspect_notebook(str(src))
     out: dict[str, Any] = {}
-    for name, raw in given:
+    for name, raw in given or ():
         if name not in declared:
-            valid = ", ".join(sorted(declared)) or "none: it has no parameters cell"
-            raise common.CliError(f"{src.name}: no parameter {name!r}; its parameters are: {valid}")
+            _refuse(src, f"-p {name}", name, declared)
         try:
             out[name] = safe_yaml(raw)
         except yaml.YAMLError:
@@ -42,19 +58,35 @@ def _run(args: argparse.Namespace) -> int:
     from mbb.core.paths import params_file, user_path
 
     src = common.notebook_source(args.notebook)
-    overrides = common.overrides(args.set)
-    cond = load_params(args.params, overrides)  # fail fast, before starting a kernel
-    extra = _notebook_parameters(src, args.parameter)
-    out = user_path(args.out or f"outputs/{cond.name}")
-    params = {
-        "params_path": str(params_file(args.params)),
-        "overrides": overrides,
-        "out_dir": str(out),
-        "runs": args.runs,
-    }
-    if args.seed is not None:
-        params["seed"] = args.seed
-    params.update(extra)  # given by name: they win
+    declared = _declared(src)
+    params: dict[str, Any] = {}
+    name = src.stem
+    if args.params is not None:
+        if "params_path" not in declared:
+            _refuse(src, "--params (it reads runs: give them with --from)", "params_path", declared)
+        overrides = common.overrides(args.set)
+        cond = load_params(args.params, overrides)  # fail fast, before starting a kernel
+        name = cond.name
+        params.update(params_path=str(params_file(args.params)), overrides=overrides)
+        if args.runs is not None:
+            params["runs"] = args.runs
+        if args.seed is not None:
+            params["seed"] = args.seed
+    elif "params_path" in declared and not args.run_dirs:
+        raise common.CliError(f"{src.name} runs a condition: give it with --params")
+    elif args.set or args.seed is not None or args.runs is not None:
+        raise common.CliError("--set, --seed and --runs go with --params (a condition to run)")
+    if args.run_dirs:
+        if "run_dirs" not in declared:
+            _refuse(src, "--from (it runs a condition: give it --params)", "run_dirs", declared)
+        missing = [d for d in args.run_dirs if not user_path(d).exists()]
+        if missing:
+            raise common.CliError(f"--from {missing[0]}: no such folder")
+        params["run_dirs"] = [str(user_path(d)) for d in args.run_dirs]
+    out = user_path(args.out or f"outputs/{name}")
+    if "out_dir" in declared:
+        params["out_dir"] = str(out)
+    params.update(_notebook_parameters(src, args.parameter, declared))  # by name: they win
     try:
         nb, html = execute_notebook(src, out, params)
     except Exception as exc:  # papermill keeps the failed notebook; say where it is
@@ -72,9 +104,17 @@ def _run(args: argparse.Namespace) -> int:
 
 def add_parser(sub: Any) -> None:
     n = sub.add_parser("notebook", help="execute a notebook with papermill and export HTML")
-    n.add_argument("notebook", help="the notebook to run, e.g. notebooks/run_condition.ipynb")
-    n.add_argument("--params", required=True, help="params YAML file (the condition)")
-    n.add_argument("--out", default=None, help="output folder (default outputs/<condition>)")
+    n.add_argument("notebook", help="the notebook, e.g. run_condition or notebooks/x.ipynb")
+    n.add_argument("--params", default=None, help="the condition to run (notebooks that run one)")
+    n.add_argument(
+        "--from",
+        dest="run_dirs",
+        nargs="+",
+        default=None,
+        metavar="DIR",
+        help="the runs an analysis notebook reads: a study, a sweep, condition or run folders",
+    )
+    n.add_argument("--out", default=None, help="output folder (default outputs/<name>)")
     n.add_argument(
         "--seed",
         type=common.whole(0, common.MAX_SEED),
@@ -84,8 +124,8 @@ def add_parser(sub: Any) -> None:
     n.add_argument(
         "--runs",
         type=common.whole(1, common.MAX_RUNS),
-        default=4,
-        help="number of runs (default 4)",
+        default=None,
+        help="number of runs (default: the notebook's)",
     )
     common.add_set(n)
     n.add_argument(

@@ -1,5 +1,5 @@
 """Figures that put conditions side by side (tables from `mbb.analysis.compare.load_conditions` or
-`mbb.analysis.compare.load_runs`, with a `condition` column or a `runs` table)."""
+`mbb.analysis.runs.load_runs`, with a `condition` column or a `runs` table)."""
 
 from __future__ import annotations
 

@@ -305,6 +305,11 @@ NOT_MEASURES: dict[str, str] = {
         [
             "run_info",
             "run_info_from_dirs",
+            "cell_of",
+            "excluded_note",
+            "find_run_dirs",
+            "load_runs",
+            "run_status",
             "with_run_info",
             "utterances",
             "worker_rounds",

@@ -9,7 +9,6 @@ together. The runs are read from their folders, never run again here (`mbb.batch
 
 from __future__ import annotations
 
-import json
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -18,11 +17,11 @@ from pathlib import Path
 
 import polars as pl
 
-from mbb.analysis.mechanisms.replay import replay
+from mbb.analysis.mechanisms.replay import ReplayError, replay
 from mbb.analysis.mechanisms.screens import screens
 from mbb.analysis.outcome import execution_by_worker, outcomes, waits
+from mbb.analysis.runs import cell_of, find_run_dirs, run_status
 from mbb.core.eventlog import kind_of, read_lines
-from mbb.core.paths import user_path
 from mbb.core.tables import tables_from_lines, write_tables
 from mbb.protocol.scheduling.centralized import CENTRALIZED
 
@@ -90,7 +89,7 @@ def compare(
         raise ValueError("compare needs at least one run folder")
     for d in dirs:
         lines = read_lines(d / "events.jsonl")
-        names.add(json.loads(lines[0]).get("condition", d.parent.name) if lines else d.name)
+        names.add(cell_of(d.name))
         for line in lines:
             by_kind[kind_of(line)].append(line)
         for m in mechanisms:
@@ -98,7 +97,7 @@ def compare(
             for k, rlines in r.log.by_kind.items():
                 by_kind[k].extend(rlines)
     if len(names) > 1:
-        raise ValueError(f"compare takes runs of one condition, got {sorted(names)}")
+        raise ValueError(f"compare takes runs of one condition (cell), got {sorted(names)}")
     condition = names.pop()
     tables = tables_from_lines(by_kind)
     label = pl.lit(condition).alias("condition")
@@ -127,24 +126,41 @@ def compare(
 
 
 def compare_conditions(
-    condition_dirs: Sequence[str | Path],
+    paths: Sequence[str | Path],
     *,
+    conditions: Sequence[str] | None = None,
+    include_invalid: bool = False,
     mechanisms: Sequence[str] = CENTRALIZED,
     out_root: Path | None = None,
 ) -> Comparison:
-    """`compare` for several condition folders (each holding the run folders of one condition,
-    as `mbb run` or `mbb.batch.runner.run_conditions` write them), concatenated.
+    """`compare` for every condition found under `paths` (a study, a sweep, condition or run
+    folders: `mbb.analysis.runs`), one condition (cell) at a time, concatenated.
 
-    condition_dirs: the condition folders; mechanisms: as `compare`; out_root: replays and
-    results go to `<out_root>/<folder name>` (None: nothing written)."""
+    conditions, include_invalid: which runs, as `mbb.analysis.runs.load_runs` takes them;
+    mechanisms: as `compare`; out_root: replays and results go to `<out_root>/<condition>`
+    (None: nothing written). Runs on real tasks cannot be replayed: their conditions are left
+    out with a note."""
+    by_cell: dict[str, list[Path]] = defaultdict(list)
+    for run in find_run_dirs(paths):
+        cell = cell_of(run.name)
+        if conditions is not None and not any(
+            cell == c or cell.startswith((f"{c}.", f"{c}-")) for c in conditions
+        ):
+            continue
+        ok, why = run_status(run)
+        if ok or (include_invalid and why is not None and why.startswith("invalid")):
+            by_cell[cell].append(run)
+    if not by_cell:
+        raise FileNotFoundError(f"no finished runs to replay under {', '.join(map(str, paths))}")
     parts = []
-    for d in condition_dirs:
-        folder = user_path(d)
-        runs = sorted(p.parent for p in folder.glob("*/events.jsonl"))
-        if not runs:
-            raise FileNotFoundError(f"{folder}: no run folders (run the condition first)")
-        out = out_root / folder.name if out_root is not None else None
-        parts.append(compare(runs, mechanisms=mechanisms, out_dir=out))
+    for cell, runs in sorted(by_cell.items()):
+        out = out_root / cell if out_root is not None else None
+        try:
+            parts.append(compare(runs, mechanisms=mechanisms, out_dir=out))
+        except ReplayError as exc:
+            print(f"left out {cell}: {exc}")
+    if not parts:
+        raise ReplayError("none of the conditions found can be replayed (modeled solvers only)")
 
     def cat(name: str) -> pl.DataFrame:
         return pl.concat([getattr(c, name) for c in parts], how="diagonal_relaxed")

@@ -1,0 +1,160 @@
+"""Reading runs that exist, for every analysis: a study, a sweep, a condition's folder or one
+run folder, never running anything.
+
+A run's *cell* is its run id without the seed (`base-seed0003` → `base`;
+`base.negotiators-glm-seed0003` → `base.negotiators-glm`): a condition, with the model when its
+workers are LLMs. It is the `condition` every analysis groups by, so runs of one condition on
+two models are never pooled. Runs that did not finish (stopped, failed, being written) are left
+out, and so are runs marked invalid (more failed or repaired LLM calls than their study
+allows, `meta.json`'s `validity`) unless asked for; `excluded` says which and why.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import polars as pl
+
+from mbb.analysis._frames import run_info_from_dirs
+from mbb.core.eventlog import EventLogError, read_lines
+from mbb.core.paths import user_path
+from mbb.core.tables import TABLES, concat_tables, load_tables, tables_from_run_dirs
+
+__all__ = ["cell_of", "excluded_note", "find_run_dirs", "load_runs", "run_status"]
+
+_SEED = re.compile(r"-seed\d+$")
+# folders mbb writes beside runs that never hold runs of their own
+_NOT_RUNS = frozenset({"viewer", "notebooks", "tables", "resource", ".ipynb_checkpoints"})
+
+
+def cell_of(run_id: str) -> str:
+    """The run id without its seed: the condition (and model) a run belongs to."""
+    return _SEED.sub("", run_id)
+
+
+def find_run_dirs(paths: Iterable[str | Path]) -> list[Path]:
+    """Every run folder (one holding `events.jsonl`) under `paths`, sorted; nothing beneath a
+    run folder (its workspaces) is visited. A path that does not exist is an error."""
+    found: set[Path] = set()
+    for p in paths:
+        root = user_path(p)
+        if not root.exists():
+            raise FileNotFoundError(f"{root}: no such folder")
+        for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+            here = Path(dirpath)
+            if "events.jsonl" in filenames:
+                found.add(here)
+                dirnames[:] = []
+                continue
+            dirnames[:] = sorted(d for d in dirnames if d not in _NOT_RUNS and d[0] != ".")
+    return sorted(found)
+
+
+def run_status(run_dir: Path) -> tuple[bool, str | None]:
+    """(usable, why not): a run is usable when its log ends with a completed `run_ended`;
+    `meta.json`'s `validity` says whether it is valid."""
+    try:
+        lines = read_lines(run_dir / "events.jsonl")
+    except EventLogError as exc:
+        return False, f"log does not check: {exc}"
+    if not lines or not lines[-1].startswith('{"kind":"run_ended"'):
+        return False, "not finished"
+    status = json.loads(lines[-1]).get("status")
+    if status != "completed":
+        return False, f"run {status}"
+    meta = run_dir / "meta.json"
+    if meta.is_file():
+        try:
+            validity = json.loads(meta.read_text()).get("validity") or {}
+        except ValueError:
+            validity = {}
+        if validity.get("valid") is False:
+            share = validity.get("failed_or_repaired_share")
+            return False, f"invalid: {share:.1%} of its LLM calls failed or were repairs"
+    return True, None
+
+
+def _cell_tables(cell: str, runs: Sequence[Path]) -> dict[str, pl.DataFrame]:
+    """The tables of one cell's runs: its folder's parquet tables when they hold exactly these
+    runs (written by `mbb run` and studies), else tabulated from the events."""
+    folders = {r.parent for r in runs}
+    if len(folders) == 1:
+        tdir = next(iter(folders)) / "tables"
+        if (tdir / "evaluations.parquet").is_file():
+            present = [n for n in TABLES if (tdir / f"{n}.parquet").is_file()]
+            tables = load_tables(tdir, present)
+            ids = set(tables["evaluations"]["run_id"].unique().to_list())
+            want = {r.name for r in runs}
+            if want <= ids:
+                keep = pl.col("run_id").is_in(list(want))
+                loaded = {n: t.filter(keep) for n, t in tables.items()}
+                return {**tables_from_run_dirs([]), **loaded}
+    return tables_from_run_dirs(runs)
+
+
+def load_runs(
+    paths: Iterable[str | Path],
+    *,
+    conditions: Sequence[str] | None = None,
+    include_invalid: bool = False,
+) -> dict[str, pl.DataFrame]:
+    """The tables of every finished run under `paths`, with `condition` (the run's cell) in
+    each, `runs` and `workers` (`mbb.analysis.with_run_info`) and `excluded` (run_id, cell,
+    reason: unfinished, failed, stopped or invalid runs left out).
+
+    paths: run folders, condition folders, sweeps or studies; conditions: keep only these
+    cells (a cell, or a condition name that its cells start with, e.g. `base` keeps `base` and
+    `base.negotiators-glm`); include_invalid: keep runs marked invalid."""
+    found = find_run_dirs(paths)
+    if not found:
+        raise FileNotFoundError(
+            f"no runs (events.jsonl) under {', '.join(str(user_path(p)) for p in paths)}"
+        )
+    by_cell: dict[str, list[Path]] = defaultdict(list)
+    excluded = []
+    for run in found:
+        cell = cell_of(run.name)
+        if conditions is not None and not any(
+            cell == c or cell.startswith((f"{c}.", f"{c}-")) for c in conditions
+        ):
+            continue
+        ok, why = run_status(run)
+        if not ok and not (include_invalid and why is not None and why.startswith("invalid")):
+            excluded.append((run.name, cell, why or ""))
+            continue
+        by_cell[cell].append(run)
+    if not by_cell:
+        names = ", ".join(sorted({cell_of(r.name) for r in found}))
+        raise ValueError(
+            f"no finished run to analyse (conditions={conditions}); the runs found are of: {names}"
+        )
+    parts = []
+    for cell, runs in sorted(by_cell.items()):
+        tables = _cell_tables(cell, runs)
+        parts.append(
+            {n: t.with_columns(pl.lit(cell).alias("condition")) for n, t in tables.items()}
+        )
+    out = concat_tables(parts)
+    runs_df, workers = run_info_from_dirs([r for rs in by_cell.values() for r in rs])
+    out["runs"] = runs_df.with_columns(
+        pl.col("condition").alias("condition_name"),
+        pl.col("run_id").str.replace(r"-seed\d+$", "").alias("condition"),
+    )
+    out["workers"] = workers
+    out["excluded"] = pl.DataFrame(excluded, schema=["run_id", "cell", "reason"], orient="row")
+    return out
+
+
+def excluded_note(tables: dict[str, pl.DataFrame]) -> None:
+    """Say, in one line per reason, which runs `load_runs` left out (nothing when none)."""
+    ex = tables.get("excluded")
+    if ex is None or ex.is_empty():
+        return
+    counts = ex.group_by("reason").agg(pl.len().alias("n"), pl.col("run_id").first())
+    for r in counts.sort("n", descending=True).iter_rows(named=True):
+        print(f"left out {r['n']} run(s): {r['reason']} (e.g. {r['run_id']})")
