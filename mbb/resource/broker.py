@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mbb.resource import fs
-from mbb.resource.sandbox import SANDBOX_GID, SANDBOX_UID, Bind, SandboxLimits, run_sandboxed
+from mbb.resource.sandbox import Bind, SandboxLimits, default_uid, run_sandboxed
 
 if TYPE_CHECKING:
     from mbb.resource.cgroups import WindowCgroup
@@ -151,8 +151,10 @@ class ReferenceBroker:
         max_connections: int = MAX_CONNECTIONS,
         io_timeout_s: float = IO_TIMEOUT_S,
         window_gated: bool = True,
+        uid: int | None = None,
     ) -> None:
         self.directory = directory
+        self.uid = default_uid() if uid is None else uid  # the worker's run's sandbox uid
         directory.mkdir(parents=True, exist_ok=True)
         # unix socket paths are limited to ~107 bytes: the socket lives in a short private
         # folder of its own, not under the (possibly deep) run directory; on a root host that
@@ -189,7 +191,7 @@ class ReferenceBroker:
         self._server = _Server(str(self.socket_path), Handler)
         os.chmod(self.socket_path, 0o600)
         if os.geteuid() == 0:
-            os.chown(self.socket_path, SANDBOX_UID, SANDBOX_GID)
+            os.chown(self.socket_path, self.uid, self.uid)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
 
@@ -272,6 +274,7 @@ class ReferenceBroker:
             limits=self.limits,
             cgroup=cgroup,
             started=self._started,
+            uid=self.uid,
         )
         stdin.drain(time.monotonic() + self.io_timeout_s)
         if stdin.failed and stdin.left > 0:
