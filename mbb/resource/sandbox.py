@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from mbb.resource.cgroups import JOIN
+from mbb.resource.fs import DEVICES, device_nodes
 from mbb.resource.seccomp import seccomp_fd
 
 if TYPE_CHECKING:
@@ -233,6 +234,10 @@ def _argv(
         if Path(etc).exists():
             argv += ["--ro-bind", etc, etc]
     argv += ["--proc", "/proc", "--dev", "/dev"]
+    devices = device_nodes()  # read-only nodes of our own over the host's (mbb.resource.fs)
+    if devices is not None:
+        for name, *_ in DEVICES:
+            argv += ["--dev-bind", f"{devices}/{name}", f"/dev/{name}"]
     argv += ["--perms", "1777", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"]
     if workspace is not None:
         mode = "--bind" if workspace_writable else "--ro-bind"
