@@ -230,6 +230,7 @@ def _argv(
             argv += ["--symlink", os.readlink(host), f"/{name}"]
         elif host.exists():
             argv += ["--ro-bind", str(host), f"/{name}"]
+    argv += ["--perms", "0755", "--dir", "/etc"]  # not the operator's umask: cc's link is there
     for etc in _ETC_FILES:
         if Path(etc).exists():
             argv += ["--ro-bind", etc, etc]
