@@ -41,11 +41,11 @@ fallback:
 - futex wakes on a shared key (FUTEX_WAKE, REQUEUE, CMP_REQUEUE, WAKE_OP, WAKE_BITSET,
   CMP_REQUEUE_PI without FUTEX_PRIVATE_FLAG; futex_wake(2) without FUTEX2_PRIVATE;
   futex_requeue(2), whose flags sit in memory the filter cannot read): EPERM. A non-private futex
-  on a page of a mapped file is keyed by (inode, offset), so a FUTEX_WAKE on the first page of a
-  mapping of /usr/bin/bash woke a FUTEX_WAIT on the same page in another sandbox. Private futexes (every thread library's
-  mutexes, condition variables, semaphores, joins) and all waits are unaffected; what is lost is
-  a process-shared pthread object woken across processes, which needs /dev/shm (not writable
-  here) or a shared mapping made before a fork.
+  on a page of a mapped file is keyed by (inode, offset), even in a private read-only mapping:
+  a FUTEX_WAKE on a page of libc woke a FUTEX_WAIT on the same page in another sandbox. Private
+  futexes (every thread library's mutexes, condition variables, semaphores, joins) and all
+  waits are unaffected; what is lost is a process-shared pthread object woken across processes,
+  which needs /dev/shm (not writable here) or a shared mapping made before a fork.
 
 Nothing in gcc (cc1, as, ld), python3 (threads included), bash, sh or sort used any of these
 (traced with strace). What the filter cannot refuse: reading a shared file moves it into
