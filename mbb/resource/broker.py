@@ -28,7 +28,6 @@ import socket
 import socketserver
 import struct
 import subprocess
-import tempfile
 import threading
 import time
 import weakref
@@ -36,7 +35,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mbb.resource import fs
+from mbb.resource import fs, reaper
 from mbb.resource.sandbox import Bind, SandboxLimits, default_uid, run_sandboxed
 
 if TYPE_CHECKING:
@@ -159,7 +158,7 @@ class ReferenceBroker:
         # unix socket paths are limited to ~107 bytes: the socket lives in a short private
         # folder of its own, not under the (possibly deep) run directory; on a root host that
         # folder is a tiny tmpfs, so the sandbox's mountinfo shows no host path for it
-        self._socket_dir = Path(tempfile.mkdtemp(prefix="mbb-ref-"))
+        self._socket_dir = reaper.temp_dir("ref")
         self._mounted = False
         if fs.tmpfs_available(self._socket_dir.parent):
             with contextlib.suppress(OSError):

@@ -36,6 +36,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from mbb.resource import reaper
+
 __all__ = [
     "CopyLimits",
     "TreeOverLimits",
@@ -51,8 +53,14 @@ __all__ = [
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REMOUNT = 1, 2, 4, 8, 32
 _MNT_DETACH = 2
 # (name, major, minor): what bwrap's --dev shows, /dev/tty included (ENXIO without a terminal)
-DEVICES = (("null", 1, 3), ("zero", 1, 5), ("full", 1, 7), ("random", 1, 8), ("urandom", 1, 9))
-DEVICES += (("tty", 5, 0),)
+DEVICES: tuple[tuple[str, int, int], ...] = (
+    ("null", 1, 3),
+    ("zero", 1, 5),
+    ("full", 1, 7),
+    ("random", 1, 8),
+    ("urandom", 1, 9),
+    ("tty", 5, 0),
+)
 _libc: ctypes.CDLL | None = None
 _lock = threading.Lock()
 _tmpfs_ok: bool | None = None
@@ -66,7 +74,9 @@ def _c() -> ctypes.CDLL:
 
 
 def _mount(path: Path, flags: int, opts: str) -> None:
-    rc = _c().mount(b"tmpfs", os.fsencode(path), b"tmpfs", flags, opts.encode())
+    """A tmpfs whose source names this process (mbb.resource.reaper detaches it if we die)."""
+    source = f"mbb-{reaper.watch()}".encode()
+    rc = _c().mount(source, os.fsencode(path), b"tmpfs", flags, opts.encode())
     if rc != 0:
         e = ctypes.get_errno()
         raise OSError(e, f"mount tmpfs on {path}: {os.strerror(e)}")
@@ -125,7 +135,7 @@ def device_nodes() -> Path | None:
             return _dev[1]
         folder: Path | None = None
         if tmpfs_available(Path(tempfile.gettempdir())):
-            folder = Path(tempfile.mkdtemp(prefix="mbb-dev-"))
+            folder = reaper.temp_dir("dev")
             try:
                 _mount(folder, _MS_NOSUID | _MS_NOEXEC, "size=16k,nr_inodes=16,mode=0755")
                 try:

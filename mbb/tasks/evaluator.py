@@ -41,7 +41,7 @@ from typing import Any
 
 from mbb.core.agent_api import EvaluationResult
 from mbb.core.events import CommandRun, HiddenTestResult
-from mbb.resource import cgroups, fs
+from mbb.resource import cgroups, fs, reaper
 from mbb.resource.broker import CLIENT_SOURCE
 from mbb.resource.fs import CopyLimits, TreeOverLimits, copy_tree
 from mbb.resource.resource import hidden_paths
@@ -115,7 +115,7 @@ class _Scratch:
     sandbox then sees the root of a file system, as in a window), else a plain folder."""
 
     def __init__(self, root: Path | None, limits: SandboxLimits, uid: int) -> None:
-        self.base = Path(tempfile.mkdtemp(prefix="mbb-", dir=root))
+        self.base = reaper.temp_dir("eval", root)
         os.chmod(self.base, 0o700)
         self.limits = limits
         self.tmpfs = fs.tmpfs_available(self.base)
@@ -419,7 +419,7 @@ def evaluate_reference(task: BuiltTask, *, parallel: int = 2) -> Evaluation:
     tests = task.hidden_tests()
     uid = claim_uid()
     try:
-        with tempfile.TemporaryDirectory(prefix="mbb-ref-") as d:
+        with tempfile.TemporaryDirectory(prefix=reaper.temp_prefix("ref")) as d:
             ws = Path(d)
             (ws / "executable").touch()
             binds = [Bind(task.reference, f"{WORKSPACE}/executable")]
