@@ -31,6 +31,10 @@ namespace), and mbb makes its mounts from processes that already run threads (ev
 evaluation pool, Jupyter kernels); control groups have no such namespace at all. A reaper
 process handles both, with the routine the next start uses.
 
+A process pool's workers are processes of their own: killed with SIGKILL, the command that
+started them leaves them running. `die_with_parent`, called in a worker, has the kernel send it
+SIGTERM when its parent dies, and its SIGTERM handler reaps what it held.
+
 Objects made before tags existed ("mbb-PID-N-HEX" groups, "tmpfs" mounts) are not touched:
 without a start time their owner cannot be told from a new process with the same pid.
 """
@@ -54,6 +58,7 @@ from pathlib import Path
 __all__ = [
     "alive",
     "cgroup_parents",
+    "die_with_parent",
     "own_cgroup",
     "owner_tag",
     "reap",
@@ -281,6 +286,28 @@ def _forget_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_forget_in_child)
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent: int | None = None) -> None:
+    """Have the kernel send SIGTERM to this process when its parent dies: a pool's worker then
+    goes with the mbb command that started it, even a SIGKILLed one, and its SIGTERM handler
+    (see `watch`) reaps what it held. `parent`: the pid the parent must still have (default:
+    the multiprocessing parent's, else the current parent's); if it is gone already, SIGTERM
+    now. Call it first thing in the worker (a pool's initializer). The kernel sends it when the
+    parent's *thread* that started this process ends: start workers from the main thread."""
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+    if parent is None:
+        import multiprocessing
+
+        mp_parent = multiprocessing.parent_process()
+        parent = mp_parent.pid if mp_parent is not None and mp_parent.pid else os.getppid()
+    if os.getppid() != parent:
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def temp_prefix(what: str) -> str:

@@ -245,3 +245,66 @@ def test_leftovers_of_a_dead_reaper_go_at_the_next_start(tmp_path, children):
     assert wait_for(lambda: not left(child.pid), 20), left(child.pid)
     assert removable(run)
     assert live <= set(reaper.tagged_mounts())
+
+
+POOL = textwrap.dedent(
+    """
+    import concurrent.futures as cf, multiprocessing as mp, sys, threading, time
+    from pathlib import Path
+
+    def work(run):
+        from mbb.core.agent_api import WindowGrant
+        from mbb.resource.resource import ExecutionResource
+        from mbb.tasks.suite import build_suite
+
+        res = ExecutionResource(Path(run) / "resource")
+        res.assign("W1", build_suite()["rev"])
+        res.open_window(WindowGrant("W1", 0, 1, 0.0, 10**6, 1e6))
+        threading.Thread(target=res.run, args=("W1", "sleep 300"), daemon=True).start()
+        time.sleep(600)
+
+    if __name__ == "__main__":
+        from mbb.resource.reaper import die_with_parent
+
+        init = die_with_parent if sys.argv[2] == "yes" else None
+        pool = cf.ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"), initializer=init)
+        pool.submit(work, sys.argv[1]).result()
+    """
+)
+
+
+def _workers(parent: int) -> list[int]:
+    out = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                stat = (p / "stat").read_bytes()
+                cmd = (p / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if int(stat[stat.rindex(b")") + 2 :].split()[1]) == parent and b"spawn_main" in cmd:
+                out.append(int(p.name))
+    return out
+
+
+@pytest.mark.parametrize("wired", ["yes", "no"])
+def test_a_pool_worker_dies_with_its_sigkilled_parent(tmp_path, wired, children):
+    """A pool's worker holds a window when its parent (`mbb run`) is SIGKILLed: with
+    `die_with_parent` as the pool's initializer it goes too, and nothing it held is left;
+    without it, it keeps running (what `mbb run` does today: mbb/batch/runner.py)."""
+    script = tmp_path / "pool.py"
+    script.write_text(POOL)
+    parent = subprocess.Popen([sys.executable, str(script), str(tmp_path / "run"), wired])
+    children.append(parent)
+    workers = wait_for(lambda: [w for w in _workers(parent.pid) if busy(w)], 120)
+    assert len(workers) == 1, _workers(parent.pid)
+    worker = workers[0]
+    parent.kill()
+    parent.wait()
+    if wired == "no":
+        time.sleep(2)
+        assert Path(f"/proc/{worker}").exists() and left(worker).get("mounts")
+        os.kill(worker, signal.SIGTERM)  # the test's own clean-up (its handler reaps)
+    assert wait_for(lambda: not Path(f"/proc/{worker}").exists(), 20)
+    assert wait_for(lambda: not left(worker), 20), left(worker)
+    assert removable(tmp_path / "run")
