@@ -14,8 +14,9 @@ stderr are capped by the sandbox (64 KiB each); at most `max_connections` calls 
 once (a further one is answered with an error at once); a caller that stalls mid-request is
 cut off after `io_timeout_s`. Calls run only while the worker holds a window: they join the
 window's control group, and `end_window()` kills every call still running (with the group, the
-processes they spawned). A malformed request is answered with an error frame (exit code 125)
-and never raises on the operator's side.
+processes they spawned), and run as the worker's run's sandbox uid (`uid`), so they count
+against that run's per-user kernel accounts and no other's. A malformed request is answered
+with an error frame (exit code 125) and never raises on the operator's side.
 """
 
 from __future__ import annotations

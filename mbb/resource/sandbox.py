@@ -1,7 +1,8 @@
 """One sandboxed command: bubblewrap, a read-only system, one writable workspace, hard limits.
 
 The sandbox is built from nothing: only /usr (read-only, with the usual /bin, /lib symlinks), a
-few files of /etc, a private /proc, /dev and /tmp, and the caller's workspace at `/workspace`.
+few files of /etc, a private /proc, /dev and /tmp, and the caller's workspace at `/workspace`;
+/dev's devices are read-only nodes of mbb's own (mbb.resource.fs.device_nodes), not the host's.
 Everything else on the host (other workspaces, the task cache with hidden tests, the project
 sources, /root) simply does not exist inside. There is no network (own, empty net namespace) and
 no way back out (own pid namespace, setsid, no capabilities). When the host runs as root, the
