@@ -198,8 +198,12 @@ _pool_size = 0
 
 def _worker_start() -> None:
     """Worker start-up: leave Ctrl-C to the parent, which stops the batch (no traceback per
-    worker), and import what every chunk needs before the first task arrives."""
+    worker), and go with the parent if it dies, even SIGKILLed (the SIGTERM the kernel then
+    sends reaps what the worker held: `mbb.resource.reaper`)."""
+    from mbb.resource import reaper
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    reaper.die_with_parent()
 
 
 def _get_pool(processes: int) -> ProcessPoolExecutor:

@@ -14,8 +14,9 @@ stderr are capped by the sandbox (64 KiB each); at most `max_connections` calls 
 once (a further one is answered with an error at once); a caller that stalls mid-request is
 cut off after `io_timeout_s`. Calls run only while the worker holds a window: they join the
 window's control group, and `end_window()` kills every call still running (with the group, the
-processes they spawned). A malformed request is answered with an error frame (exit code 125)
-and never raises on the operator's side.
+processes they spawned), and run as the worker's run's sandbox uid (`uid`), so they count
+against that run's per-user kernel accounts and no other's. A malformed request is answered
+with an error frame (exit code 125) and never raises on the operator's side.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ import socket
 import socketserver
 import struct
 import subprocess
-import tempfile
 import threading
 import time
 import weakref
@@ -36,8 +36,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mbb.resource import fs
-from mbb.resource.sandbox import SANDBOX_GID, SANDBOX_UID, Bind, SandboxLimits, run_sandboxed
+from mbb.resource import fs, reaper
+from mbb.resource.sandbox import Bind, SandboxLimits, default_uid, run_sandboxed
 
 if TYPE_CHECKING:
     from mbb.resource.cgroups import WindowCgroup
@@ -151,13 +151,15 @@ class ReferenceBroker:
         max_connections: int = MAX_CONNECTIONS,
         io_timeout_s: float = IO_TIMEOUT_S,
         window_gated: bool = True,
+        uid: int | None = None,
     ) -> None:
         self.directory = directory
+        self.uid = default_uid() if uid is None else uid  # the worker's run's sandbox uid
         directory.mkdir(parents=True, exist_ok=True)
         # unix socket paths are limited to ~107 bytes: the socket lives in a short private
         # folder of its own, not under the (possibly deep) run directory; on a root host that
         # folder is a tiny tmpfs, so the sandbox's mountinfo shows no host path for it
-        self._socket_dir = Path(tempfile.mkdtemp(prefix="mbb-ref-"))
+        self._socket_dir = reaper.temp_dir("ref")
         self._mounted = False
         if fs.tmpfs_available(self._socket_dir.parent):
             with contextlib.suppress(OSError):
@@ -189,7 +191,7 @@ class ReferenceBroker:
         self._server = _Server(str(self.socket_path), Handler)
         os.chmod(self.socket_path, 0o600)
         if os.geteuid() == 0:
-            os.chown(self.socket_path, SANDBOX_UID, SANDBOX_GID)
+            os.chown(self.socket_path, self.uid, self.uid)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
 
@@ -272,6 +274,7 @@ class ReferenceBroker:
             limits=self.limits,
             cgroup=cgroup,
             started=self._started,
+            uid=self.uid,
         )
         stdin.drain(time.monotonic() + self.io_timeout_s)
         if stdin.failed and stdin.left > 0:

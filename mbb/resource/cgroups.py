@@ -40,6 +40,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from mbb.resource import reaper
 from mbb.resource.spawner import Spawner
 
 __all__ = ["CgroupLimits", "WindowCgroup", "available", "cgroup_mode"]
@@ -51,15 +52,7 @@ _mode: tuple[str | None, str] | None = None
 _counter = itertools.count()
 
 
-def _own_path(controller: str | None) -> str:
-    """This process's group in one hierarchy (v2: controller None)."""
-    for line in Path("/proc/self/cgroup").read_text().splitlines():
-        _, ctrls, path = line.split(":", 2)
-        if controller is None and ctrls == "":
-            return path
-        if controller is not None and controller in ctrls.split(","):
-            return path
-    raise OSError(f"not in a {controller or 'v2'} cgroup")
+_own_path = reaper.own_cgroup  # this process's group in one hierarchy (v2: controller None)
 
 
 def _probe() -> tuple[str | None, str]:
@@ -92,7 +85,8 @@ def _probe() -> tuple[str | None, str]:
 
 
 def _mkgroup(base: Path) -> Path:
-    p = base / f"mbb-{os.getpid()}-{next(_counter)}-{secrets.token_hex(3)}"
+    """A new group named after its owner (mbb.resource.reaper removes it if the owner dies)."""
+    p = base / f"mbb-{reaper.watch()}-{next(_counter)}-{secrets.token_hex(3)}"
     p.mkdir()
     return p
 

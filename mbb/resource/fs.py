@@ -11,10 +11,19 @@
   limit: the evaluator's score-0 rule.
 - `remove_tree`: unmounts a workspace's tmpfs or removes a plain tree of any depth (`rm -rf`,
   which walks without recursion limits); never raises for a tree it cannot fully remove.
+- `device_nodes`: the character devices every sandbox's /dev shows (null, zero, full, random,
+  urandom, tty), made by this process on a tmpfs of its own that is then remounted read-only.
+  bwrap's `--dev` binds the host's nodes, writable: any sandbox could set the times of the
+  host's /dev/null (utimensat needs only write permission, and /dev/null is 0666), and another
+  read them back, a channel with the precision of a clock. Here `touch /dev/null` gets EROFS,
+  while reading and writing the devices works as before (the kernel checks a read-only mount
+  only for regular files, directories and links). Root hosts only: without CAP_MKNOD the
+  sandbox keeps bwrap's binds and that channel (README, "Not closed").
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
 import ctypes.util
@@ -22,23 +31,36 @@ import errno
 import os
 import stat
 import subprocess
+import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+
+from mbb.resource import reaper
 
 __all__ = [
     "CopyLimits",
     "TreeOverLimits",
     "TreeStats",
     "copy_tree",
+    "device_nodes",
     "mount_tmpfs",
     "remove_tree",
     "tmpfs_available",
     "unmount",
 ]
 
-_MS_NOSUID, _MS_NODEV = 2, 4
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REMOUNT = 1, 2, 4, 8, 32
 _MNT_DETACH = 2
+# (name, major, minor): what bwrap's --dev shows, /dev/tty included (ENXIO without a terminal)
+DEVICES: tuple[tuple[str, int, int], ...] = (
+    ("null", 1, 3),
+    ("zero", 1, 5),
+    ("full", 1, 7),
+    ("random", 1, 8),
+    ("urandom", 1, 9),
+    ("tty", 5, 0),
+)
 _libc: ctypes.CDLL | None = None
 _lock = threading.Lock()
 _tmpfs_ok: bool | None = None
@@ -51,13 +73,19 @@ def _c() -> ctypes.CDLL:
     return _libc
 
 
-def mount_tmpfs(path: Path, size: int, inodes: int, uid: int = 0, gid: int = 0) -> None:
-    """Mount a fresh tmpfs of `size` bytes and `inodes` files at `path` (raises OSError)."""
-    opts = f"size={size},nr_inodes={inodes},mode=0755,uid={uid},gid={gid}"
-    rc = _c().mount(b"tmpfs", os.fsencode(path), b"tmpfs", _MS_NOSUID | _MS_NODEV, opts.encode())
+def _mount(path: Path, flags: int, opts: str) -> None:
+    """A tmpfs whose source names this process (mbb.resource.reaper detaches it if we die)."""
+    source = f"mbb-{reaper.watch()}".encode()
+    rc = _c().mount(source, os.fsencode(path), b"tmpfs", flags, opts.encode())
     if rc != 0:
         e = ctypes.get_errno()
         raise OSError(e, f"mount tmpfs on {path}: {os.strerror(e)}")
+
+
+def mount_tmpfs(path: Path, size: int, inodes: int, uid: int = 0, gid: int = 0) -> None:
+    """Mount a fresh tmpfs of `size` bytes and `inodes` files at `path` (raises OSError)."""
+    opts = f"size={size},nr_inodes={inodes},mode=0755,uid={uid},gid={gid}"
+    _mount(path, _MS_NOSUID | _MS_NODEV, opts)
 
 
 def unmount(path: Path) -> None:
@@ -92,6 +120,46 @@ def tmpfs_available(probe_dir: Path) -> bool:
                     with contextlib.suppress(OSError):
                         p.rmdir()
         return _tmpfs_ok
+
+
+_dev_lock = threading.Lock()
+_dev: tuple[int, Path | None] | None = None  # (pid, folder) of this process
+
+
+def device_nodes() -> Path | None:
+    """This process's folder of read-only device nodes (made on first use, removed at exit);
+    None where nodes cannot be made (not root, or MBB_WORKSPACE_TMPFS=off)."""
+    global _dev
+    with _dev_lock:
+        if _dev is not None and _dev[0] == os.getpid():  # a forked child makes its own
+            return _dev[1]
+        folder: Path | None = None
+        if tmpfs_available(Path(tempfile.gettempdir())):
+            folder = reaper.temp_dir("dev")
+            try:
+                _mount(folder, _MS_NOSUID | _MS_NOEXEC, "size=16k,nr_inodes=16,mode=0755")
+                try:
+                    for name, major, minor in DEVICES:
+                        os.mknod(folder / name, stat.S_IFCHR | 0o666, os.makedev(major, minor))
+                        os.chmod(folder / name, 0o666)  # whatever the umask
+                    _mount(folder, _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NOEXEC, "")
+                except OSError:
+                    unmount(folder)
+                    raise
+                atexit.register(_drop_devices, os.getpid(), folder)
+            except OSError:
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
+                folder = None
+        _dev = (os.getpid(), folder)
+        return folder
+
+
+def _drop_devices(pid: int, folder: Path) -> None:
+    if os.getpid() == pid:
+        with contextlib.suppress(OSError):
+            unmount(folder)
+            folder.rmdir()
 
 
 def remove_tree(path: Path) -> None:

@@ -42,12 +42,12 @@ from mbb.core.events import CommandRun
 from mbb.resource import cgroups, fs
 from mbb.resource.broker import ReferenceBroker
 from mbb.resource.sandbox import (
-    SANDBOX_GID,
-    SANDBOX_UID,
     WORKSPACE,
     Bind,
     SandboxLimits,
     bwrap_path,
+    claim_uid,
+    release_uid,
     run_sandboxed,
 )
 
@@ -92,9 +92,9 @@ def printable(text: object) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\0", "\\x00")
 
 
-def _release(mounts: set[Path], groups: list[cgroups.WindowCgroup]) -> None:
+def _release(mounts: set[Path], groups: list[cgroups.WindowCgroup], uid: list[int]) -> None:
     """What a resource leaves behind if nobody calls close(): run when it is collected and at
-    exit (weakref.finalize), so no tmpfs or control group outlives it."""
+    exit (weakref.finalize), so no tmpfs or control group outlives it; its uid is free again."""
     for g in groups:
         with contextlib.suppress(Exception):
             g.close()
@@ -103,6 +103,8 @@ def _release(mounts: set[Path], groups: list[cgroups.WindowCgroup]) -> None:
         with contextlib.suppress(Exception):
             fs.unmount(m)
     mounts.clear()
+    while uid:
+        release_uid(uid.pop())
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +182,7 @@ class ExecutionResource:
     _tasks: dict[str, Any] = field(default_factory=dict)  # worker -> BuiltTask
     _mounts: set[Path] = field(default_factory=set)  # workspaces that are tmpfs mounts
     _groups: list[Any] = field(default_factory=list)  # the open window's control group
+    _uid: list[int] = field(default_factory=list)  # the run's sandbox uid while claimed
 
     def __post_init__(self) -> None:
         bwrap_path()  # fail early, naming the install command
@@ -193,7 +196,9 @@ class ExecutionResource:
         (self.root / "workspaces").mkdir(parents=True, exist_ok=True)
         os.chmod(self.root, 0o700)
         self.tmpfs = fs.tmpfs_available(self.root)
-        self._finalizer = weakref.finalize(self, _release, self._mounts, self._groups)
+        self.uid = claim_uid()  # every sandbox of this run (and its reference calls) runs as it
+        self._uid.append(self.uid)
+        self._finalizer = weakref.finalize(self, _release, self._mounts, self._groups, self._uid)
 
     def enforcement(self) -> dict[str, str]:
         """What enforces what on this machine (for the run's record and the README's table)."""
@@ -217,7 +222,7 @@ class ExecutionResource:
         self._mounts.discard(ws)
         ws.mkdir(parents=True)
         if self.tmpfs:
-            owner = (SANDBOX_UID, SANDBOX_GID) if os.geteuid() == 0 else (0, 0)
+            owner = (self.uid, self.uid) if os.geteuid() == 0 else (0, 0)
             lim = self.limits
             try:
                 fs.mount_tmpfs(ws, lim.workspace_bytes, lim.workspace_inodes, *owner)
@@ -228,7 +233,7 @@ class ExecutionResource:
         _ensure_placeholder(ws)  # mount point of the execute-only copy (or broker client)
         if os.geteuid() == 0:
             for p in (ws, ws / "docs.txt"):
-                os.lchown(p, SANDBOX_UID, SANDBOX_GID)
+                os.lchown(p, self.uid, self.uid)
         self._tasks[worker] = task
         if self.reference_mode == "broker":
             old = self._brokers.pop(worker, None)
@@ -239,6 +244,7 @@ class ExecutionResource:
                 task.reference,
                 ws,
                 hide=hidden_paths(task.original, *task.also_hidden),
+                uid=self.uid,
             )
         return ws
 
@@ -249,7 +255,7 @@ class ExecutionResource:
         for b in self._brokers.values():
             b.close()
         self._brokers.clear()
-        _release(self._mounts, self._groups)
+        _release(self._mounts, self._groups, self._uid)
 
     def task_of(self, worker: str) -> Any:
         return self._tasks.get(worker)
@@ -397,6 +403,7 @@ class ExecutionResource:
                 limits=self.limits,
                 timeout_s=timeout,
                 cgroup=w.cgroup,
+                uid=self.uid,
             )
         except (OSError, ValueError) as exc:  # the sandbox could not start: nothing ran
             return self._refuse(worker, command, tool, f"sandbox_error: {exc}"[:300])

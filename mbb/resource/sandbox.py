@@ -1,7 +1,8 @@
 """One sandboxed command: bubblewrap, a read-only system, one writable workspace, hard limits.
 
 The sandbox is built from nothing: only /usr (read-only, with the usual /bin, /lib symlinks), a
-few files of /etc, a private /proc, /dev and /tmp, and the caller's workspace at `/workspace`.
+few files of /etc, a private /proc, /dev and /tmp, and the caller's workspace at `/workspace`;
+/dev's devices are read-only nodes of mbb's own (mbb.resource.fs.device_nodes), not the host's.
 Everything else on the host (other workspaces, the task cache with hidden tests, the project
 sources, /root) simply does not exist inside. There is no network (own, empty net namespace) and
 no way back out (own pid namespace, setsid, no capabilities). When the host runs as root, the
@@ -15,6 +16,15 @@ command joins before bwrap starts; rlimits per process. No host path is visible 
 reads its mount arguments from a memfd (`--args`), so /proc/1/cmdline shows none, and files
 that must not reveal where they live (the reference, the broker's client) are copied into the
 sandbox (`--ro-bind-data`), so mountinfo shows none either.
+
+A uid per run. On a root host every ExecutionResource (a run) and every evaluation claims a uid
+of its own (`claim_uid`): UID_BASE + (pid << 8) + slot, so no two mbb processes of one pid
+namespace, and no two resources of one process, share one. The kernel keeps per-user
+accounts that every process of a uid shares, whatever its namespaces: pipe buffer pages
+(pipe-user-pages-soft), POSIX message queue bytes (RLIMIT_MSGQUEUE), pending signals
+(RLIMIT_SIGPENDING), inotify instances, the process count (RLIMIT_NPROC). With one uid for all
+sandboxes, a sender holding 1,100 pipes shrank the next pipe of a concurrent sandbox from 64 KiB
+to 8 KiB, and nine message queues made its mq_open fail: channels that need no shared file.
 """
 
 from __future__ import annotations
@@ -32,6 +42,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from mbb.resource.cgroups import JOIN
+from mbb.resource.fs import DEVICES, device_nodes
 from mbb.resource.seccomp import seccomp_fd
 
 if TYPE_CHECKING:
@@ -40,8 +51,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BWRAP_INSTALL",
-    "SANDBOX_GID",
-    "SANDBOX_UID",
+    "UID_BASE",
     "WORKSPACE",
     "Bind",
     "SandboxLimits",
@@ -49,13 +59,17 @@ __all__ = [
     "SandboxUnavailable",
     "bwrap_path",
     "chown_tree",
+    "claim_uid",
+    "default_uid",
+    "release_uid",
     "run_sandboxed",
+    "uid_range",
 ]
 
 BWRAP_INSTALL = "apt-get install -y bubblewrap"
 WORKSPACE = "/workspace"  # where the holder's workspace appears inside the sandbox
-SANDBOX_UID = 2000  # unprivileged uid commands run as when the host runs as root
-SANDBOX_GID = 2000
+UID_BASE = 1 << 24  # sandbox uids: UID_BASE + (pid << 8) + slot (gid the same number)
+_UID_SLOTS = 256  # slot 0: this process's default; 1..255: claimed by resources, evaluations
 _BWRAP = "/usr/bin/bwrap"
 _PRLIMIT = "/usr/bin/prlimit"
 _ETC_FILES = ("/etc/alternatives", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d")
@@ -125,6 +139,46 @@ class SandboxResult:
     extra: dict[str, object] = field(default_factory=dict)
 
 
+_uid_lock = threading.Lock()
+_uid_claims: tuple[int, set[int]] = (0, set())  # (pid, slots claimed): reset in a forked child
+
+
+def uid_range(pid: int | None = None) -> range:
+    """The sandbox uids of process `pid` (default: this one); with pid_max at most 2**22 they
+    stay below 2**31."""
+    first = UID_BASE + ((os.getpid() if pid is None else pid) << 8)
+    return range(first, first + _UID_SLOTS)
+
+
+def default_uid() -> int:
+    """The uid of a sandbox whose caller claimed none (slot 0 of this process)."""
+    return uid_range()[0]
+
+
+def claim_uid() -> int:
+    """A uid no other live resource or evaluation uses; give it back with `release_uid`."""
+    global _uid_claims
+    with _uid_lock:
+        pid, taken = _uid_claims
+        if pid != os.getpid():
+            _uid_claims = pid, taken = os.getpid(), set()
+        for slot in range(1, _UID_SLOTS):
+            if slot not in taken:
+                taken.add(slot)
+                return uid_range()[slot]
+    raise RuntimeError(
+        f"{_UID_SLOTS - 1} sandbox uids are in use in this process: close resources you no "
+        "longer need (ExecutionResource.close)"
+    )
+
+
+def release_uid(uid: int) -> None:
+    with _uid_lock:
+        pid, taken = _uid_claims
+        if pid == os.getpid():
+            taken.discard(uid - uid_range()[0])
+
+
 def bwrap_path() -> str:
     """The bubblewrap binary, or a clear error with the install command."""
     path = shutil.which("bwrap") or (_BWRAP if Path(_BWRAP).exists() else None)
@@ -142,14 +196,14 @@ def bwrap_path() -> str:
     return path
 
 
-def chown_tree(path: Path) -> None:
-    """Give a workspace to the sandbox uid so commands inside may write it (root host only).
+def chown_tree(path: Path, uid: int) -> None:
+    """Give a workspace to sandbox uid `uid` so commands inside may write it (root host only).
     chown(1) walks without recursion limits and never follows links; a top-level `reference`
     (the mount point of the execute-only reference) stays root's."""
     if os.geteuid() != 0:
         return
     subprocess.run(
-        ["chown", "-R", "-P", "--no-dereference", f"{SANDBOX_UID}:{SANDBOX_GID}", "--", str(path)],
+        ["chown", "-R", "-P", "--no-dereference", f"{uid}:{uid}", "--", str(path)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         check=False,
@@ -167,6 +221,7 @@ def _argv(
     limits: SandboxLimits,
     env: Mapping[str, str] | None,
     workspace_writable: bool = True,
+    uid: int | None = None,
 ) -> tuple[list[str], list[str]]:
     """bwrap's options (passed on a memfd) and the command line after them."""
     argv = ["--ro-bind", "/usr", "/usr"]
@@ -176,10 +231,15 @@ def _argv(
             argv += ["--symlink", os.readlink(host), f"/{name}"]
         elif host.exists():
             argv += ["--ro-bind", str(host), f"/{name}"]
+    argv += ["--perms", "0755", "--dir", "/etc"]  # not the operator's umask: cc's link is there
     for etc in _ETC_FILES:
         if Path(etc).exists():
             argv += ["--ro-bind", etc, etc]
     argv += ["--proc", "/proc", "--dev", "/dev"]
+    devices = device_nodes()  # read-only nodes of our own over the host's (mbb.resource.fs)
+    if devices is not None:
+        for name, *_ in DEVICES:
+            argv += ["--dev-bind", f"{devices}/{name}", f"/dev/{name}"]
     argv += ["--perms", "1777", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"]
     if workspace is not None:
         mode = "--bind" if workspace_writable else "--ro-bind"
@@ -203,15 +263,17 @@ def _argv(
     if os.geteuid() == 0:
         argv += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
         tail += ["/usr/bin/setpriv"]
-        tail += [f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_GID}", "--clear-groups"]
+        uid = default_uid() if uid is None else uid
+        tail += [f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
         tail += ["--inh-caps=-all", "--bounding-set=-all", "--"]
     return argv, tail + list(command)
 
 
 def _prlimit(limits: SandboxLimits, grouped: bool) -> list[str]:
     """rlimits via prlimit(1) exec'd in front of bwrap: no preexec_fn, so Popen can vfork.
-    RLIMIT_NPROC counts every process of the sandbox uid on the host (other runs' too): with a
-    control group the window's own `pids.max` is the limit and NPROC only a generous backstop."""
+    RLIMIT_NPROC counts every process of the sandbox uid on the host, i.e. of this run (a uid per
+    run): with a control group the window's own `pids.max` is the limit and NPROC only a
+    generous backstop."""
     nproc = max(limits.processes, 16 * limits.total_processes) if grouped else limits.processes
     return [
         _PRLIMIT,
@@ -281,13 +343,14 @@ def _start(
     seccomp: bool,
     cgroup: WindowCgroup | None,
     spawner: Spawner | None,
+    uid: int | None,
 ) -> Any:
     """Start bwrap: through the group's fork server, or joining the group on the way in."""
     argv: list[str] = []
     if cgroup is not None and spawner is None:
         argv += ["/bin/sh", "-c", _JOIN, "mbb-cgroup", *cgroup.procs_files(), "--"]
     argv += _prlimit(limits, cgroup is not None)
-    opts, tail = _argv(command, workspace, binds, hide, limits, env, workspace_writable)
+    opts, tail = _argv(command, workspace, binds, hide, limits, env, workspace_writable, uid)
     fds: list[int] = []
     slots: list[int] = []  # where in opts an fd number goes, in the order of fds
 
@@ -338,13 +401,16 @@ def run_sandboxed(
     cgroup: WindowCgroup | None = None,
     started: Callable[[subprocess.Popen[bytes]], Any] | None = None,
     seccomp: bool = True,
+    uid: int | None = None,
 ) -> SandboxResult:
     """Run `command` in a fresh sandbox; kill everything in it at `timeout_s` (wall seconds).
 
     `stdin` is bytes or a reader (`read(n)`, b"" at the end) streamed in chunks; `cgroup` is
     the window's control group, joined before bwrap starts; `started` gets the process (the
-    broker kills its calls at a window's end with it). Raises OSError only when the sandbox
-    could not be started at all (nothing ran)."""
+    broker kills its calls at a window's end with it); `uid`: who the command runs as on a root
+    host (the caller's `claim_uid()`; default: this process's `default_uid()`), the owner the
+    workspace must have. Raises OSError only when the sandbox could not be started at all
+    (nothing ran)."""
     grouped = cgroup is not None and not cgroup.closed
     spawner = cgroup.take() if grouped else None  # type: ignore[union-attr]
     timeout = limits.wall_s if timeout_s is None else max(0.0, min(timeout_s, limits.wall_s))
@@ -361,12 +427,23 @@ def run_sandboxed(
             seccomp,
             cgroup if grouped else None,
             spawner,
+            uid,
         )
     except OSError:
         if spawner is None:
             raise
         proc = _start(  # the fork server is gone: join the group on the way in instead
-            command, workspace, binds, hide, limits, env, workspace_writable, seccomp, cgroup, None
+            command,
+            workspace,
+            binds,
+            hide,
+            limits,
+            env,
+            workspace_writable,
+            seccomp,
+            cgroup,
+            None,
+            uid,
         )
     if started is not None:
         started(proc)

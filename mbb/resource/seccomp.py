@@ -23,6 +23,33 @@ EPERM (so a libc probe gets an error instead of a crash):
   protocols and kernel attack surface (AF_ALG, AF_RDS, AF_TIPC, AF_BLUETOOTH, ...).
 
 Syscalls of a foreign ABI (i386 `int 0x80`, x32) kill the process: the filter is native-only.
+
+No channel between sandboxes through a shared file. Two sandboxes running at once (two runs,
+or a run's evaluation and another run's window) see the same inodes: /usr, a few /etc files.
+Read-only mounts stop every write, but not four kernel objects keyed by an inode, which any
+reader may create and another reader observe. The filter refuses them all, whatever the file,
+each with the errno a kernel built without the feature gives, so a program takes its ordinary
+fallback:
+
+- file locks — flock(2) and the fcntl lock commands (F_GETLK, F_SETLK, F_SETLKW and the OFD
+  variants F_OFD_GETLK/SETLK/SETLKW): ENOLCK ("no locks available", as on NFS without a lock
+  daemon). A lock on /usr/bin/ls taken in one sandbox was seen by `flock -n` in another;
+- inotify (inotify_init, inotify_init1, inotify_add_watch): ENOSYS, so `tail -f` and the like
+  poll. A watch on /usr/share/doc reported the folder another sandbox listed; fanotify_init is
+  refused above;
+- dnotify (fcntl F_NOTIFY): EINVAL, the same event stream through signals;
+- futex wakes on a shared key (FUTEX_WAKE, REQUEUE, CMP_REQUEUE, WAKE_OP, WAKE_BITSET,
+  CMP_REQUEUE_PI without FUTEX_PRIVATE_FLAG; futex_wake(2) without FUTEX2_PRIVATE;
+  futex_requeue(2), whose flags sit in memory the filter cannot read): EPERM. A non-private futex
+  on a page of a mapped file is keyed by (inode, offset), even in a private read-only mapping:
+  a FUTEX_WAKE on a page of libc woke a FUTEX_WAIT on the same page in another sandbox. Private
+  futexes (every thread library's mutexes, condition variables, semaphores, joins) and all
+  waits are unaffected; what is lost is a process-shared pthread object woken across processes,
+  which needs /dev/shm (not writable here) or a shared mapping made before a fork.
+
+Nothing in gcc (cc1, as, ld), python3 (threads included), bash, sh or sort used any of these
+(traced with strace). What the filter cannot refuse: reading a shared file moves it into
+the host's page cache, which another sandbox can time (README, "Not closed").
 """
 
 from __future__ import annotations
@@ -58,6 +85,17 @@ _SOCKET_DENY = (3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 14, 15)  # AX25 ... PF_KEY
 CLONE_NEWUSER = 0x10000000
 _TIOCSTI = 0x5412
 _TIOCLINUX = 0x541C
+_LOW32 = 0xFFFFFFFF  # int arguments: the kernel ignores the upper half of the register
+# fcntl commands that take or test a record lock: F_GETLK, F_SETLK, F_SETLKW (= the *64
+# variants on 64-bit), F_OFD_GETLK, F_OFD_SETLK, F_OFD_SETLKW
+FCNTL_LOCKS = (5, 6, 7, 36, 37, 38)
+F_NOTIFY = 1026
+NOTIFY_SYSCALLS = ("inotify_init", "inotify_init1", "inotify_add_watch")
+# futex(2) operations that wake waiters on a key (the others only wait, or write the word,
+# which turns a file page into a private copy first)
+FUTEX_WAKES = (1, 3, 4, 5, 10, 12)  # WAKE, REQUEUE, CMP_REQUEUE, WAKE_OP, WAKE_BITSET, CMP_REQ_PI
+FUTEX_PRIVATE_FLAG = 128  # also FUTEX2_PRIVATE of futex_wake(2)
+_FUTEX_CLOCK_REALTIME = 256
 
 # denied outright with EPERM
 _DENY = [
@@ -203,7 +241,22 @@ def _build() -> bytes:
             rule(eperm, "socket", (0, _EQ, fam, 0))
         rule(eperm, "socket", (0, _GE, _AF_PACKET, 0))
         for req in (_TIOCSTI, _TIOCLINUX):
-            rule(eperm, "ioctl", (1, _MASKED_EQ, 0xFFFFFFFF, req))
+            rule(eperm, "ioctl", (1, _MASKED_EQ, _LOW32, req))
+        # no channel through a shared inode (module doc): locks, notifications, futex wakes
+        enolck = _errno(errno.ENOLCK)
+        rule(enolck, "flock")
+        for cmd in FCNTL_LOCKS:
+            rule(enolck, "fcntl", (1, _MASKED_EQ, _LOW32, cmd))
+        rule(_errno(errno.EINVAL), "fcntl", (1, _MASKED_EQ, _LOW32, F_NOTIFY))
+        for name in NOTIFY_SYSCALLS:
+            rule(_errno(errno.ENOSYS), name)
+        # the op word without FUTEX_CLOCK_REALTIME must be exactly a wake command: the private
+        # flag set means a different value, so private wakes pass
+        op_mask = _LOW32 & ~_FUTEX_CLOCK_REALTIME
+        for cmd in FUTEX_WAKES:
+            rule(eperm, "futex", (1, _MASKED_EQ, op_mask, cmd))
+        rule(eperm, "futex_wake", (3, _MASKED_EQ, FUTEX_PRIVATE_FLAG, 0))
+        rule(eperm, "futex_requeue")
         r, w = os.pipe()
         try:
             out = bytearray()

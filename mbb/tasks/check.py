@@ -19,12 +19,13 @@ def check_suite(
     suite: Any, oracle_dir: Path, tasks: Sequence[str] | None = None
 ) -> list[dict[str, Any]]:
     """One row per task: oracle, stub, empty and reference scores, and whether all is well."""
+    from mbb.resource import reaper
     from mbb.tasks.evaluator import evaluate_reference, evaluate_submission
 
     rows = []
     for tid in tasks or suite.task_ids:
         task = suite[tid]
-        with tempfile.TemporaryDirectory(prefix="mbb-check-") as d:
+        with tempfile.TemporaryDirectory(prefix=reaper.temp_prefix("check")) as d:
             base = Path(d)
             oracle = base / "oracle"
             src = oracle_dir / tid

@@ -41,18 +41,19 @@ from typing import Any
 
 from mbb.core.agent_api import EvaluationResult
 from mbb.core.events import CommandRun, HiddenTestResult
-from mbb.resource import cgroups, fs
+from mbb.resource import cgroups, fs, reaper
 from mbb.resource.broker import CLIENT_SOURCE
 from mbb.resource.fs import CopyLimits, TreeOverLimits, copy_tree
 from mbb.resource.resource import hidden_paths
 from mbb.resource.sandbox import (
     DEFAULT_LIMITS,
-    SANDBOX_GID,
-    SANDBOX_UID,
     WORKSPACE,
     Bind,
     SandboxLimits,
+    claim_uid,
+    release_uid,
     run_sandboxed,
+    uid_range,
 )
 from mbb.tasks.suite import BuiltTask, HiddenTest
 
@@ -113,8 +114,8 @@ class _Scratch:
     """The evaluation's folders: each a tmpfs of the workspace's size on a root host (the
     sandbox then sees the root of a file system, as in a window), else a plain folder."""
 
-    def __init__(self, root: Path | None, limits: SandboxLimits) -> None:
-        self.base = Path(tempfile.mkdtemp(prefix="mbb-", dir=root))
+    def __init__(self, root: Path | None, limits: SandboxLimits, uid: int) -> None:
+        self.base = reaper.temp_dir("eval", root)
         os.chmod(self.base, 0o700)
         self.limits = limits
         self.tmpfs = fs.tmpfs_available(self.base)
@@ -122,7 +123,7 @@ class _Scratch:
         self.lock = threading.Lock()
         self.n = itertools.count()
         root_host = os.geteuid() == 0
-        self.owner = (SANDBOX_UID, SANDBOX_GID) if root_host else None
+        self.owner = (uid, uid) if root_host else None
 
     def new(self) -> Path:
         d = self.base / f"w{next(self.n)}"
@@ -178,6 +179,7 @@ def _run_tests(
     parallel: int,
     cgroup: cgroups.WindowCgroup | None = None,
     budget_s: float = TESTS_BUDGET_S,
+    uid: int | None = None,
 ) -> tuple[list[dict[str, Any]], bool]:
     """Each test in the fresh workspace `fresh()` gives (and disposes of afterwards); `check`
     says whether that workspace's executable is still the one pinned after compiling."""
@@ -206,6 +208,7 @@ def _run_tests(
                     limits=limits,
                     timeout_s=min(TEST_TIMEOUT_S, left),
                     cgroup=cgroup,
+                    uid=uid,
                 )
             except (OSError, ValueError) as exc:
                 return _row(t, None, False, f"could not run: {exc}"[:200])
@@ -268,6 +271,20 @@ def _finish(
     )
 
 
+def _evaluation_uid(workspace: Path, uid: int | None) -> tuple[int, bool]:
+    """(uid, whether claimed here): `uid` if given; else the owner of `workspace` when it is a
+    sandbox uid this process claimed (a window's workspace: the evaluation runs as its windows
+    did, so the uid does not tell them apart, and it is still no other run's); else a fresh
+    claim, so no per-user kernel account is shared with a concurrent run."""
+    if uid is not None:
+        return uid, False
+    with contextlib.suppress(OSError):
+        owner = os.lstat(workspace).st_uid
+        if owner in uid_range()[1:]:
+            return owner, False
+    return claim_uid(), True
+
+
 def evaluate_submission(
     task: BuiltTask,
     workspace: Path,
@@ -280,14 +297,22 @@ def evaluate_submission(
     copy_limits: CopyLimits = EVAL_LIMITS,
     tests_budget_s: float = TESTS_BUDGET_S,
     reference_mode: str = "exec_only",
+    uid: int | None = None,
 ) -> Evaluation:
     """Compile `workspace`'s compile.sh on a copy, then run all hidden tests on ./executable.
-    `reference_mode` is the resource's: ./reference then looks as it did in the windows."""
+    `reference_mode` is the resource's: ./reference then looks as it did in the windows.
+    `uid`: who the sandboxes run as (root hosts); default: see `_evaluation_uid`."""
     t0 = time.monotonic()
     tests = task.hidden_tests()
     notes: list[str] = []
     hide = hidden_paths(task.original, *task.also_hidden)
-    scratch = _Scratch(scratch_root, limits)
+    uid, claimed = _evaluation_uid(workspace, uid)
+    try:
+        scratch = _Scratch(scratch_root, limits, uid)
+    except BaseException:
+        if claimed:
+            release_uid(uid)
+        raise
     group = None
     if cgroups.available():
         with contextlib.suppress(OSError):  # a group that cannot be made: rlimits only
@@ -322,6 +347,7 @@ def evaluate_submission(
             limits=limits,
             timeout_s=COMPILE_TIMEOUT_S,
             cgroup=group,
+            uid=uid,
         )
         if group is not None:
             group.kill()  # nothing compile.sh started survives into the tests
@@ -375,6 +401,7 @@ def evaluate_submission(
             parallel,
             group,
             tests_budget_s,
+            uid,
         )
         compiled = c.exit_code == 0
         return _finish(task, rows, tampered, compiled, exe_hash, t0, notes, worker, emit)
@@ -382,25 +409,32 @@ def evaluate_submission(
         if group is not None:
             group.close()
         scratch.close()
+        if claimed:
+            release_uid(uid)
 
 
 def evaluate_reference(task: BuiltTask, *, parallel: int = 2) -> Evaluation:
     """Run the hidden tests against the reference itself (it must pass all of them)."""
     t0 = time.monotonic()
     tests = task.hidden_tests()
-    with tempfile.TemporaryDirectory(prefix="mbb-ref-") as d:
-        ws = Path(d)
-        (ws / "executable").touch()
-        binds = [Bind(task.reference, f"{WORKSPACE}/executable")]
-        rows, _ = _run_tests(
-            task,
-            tests,
-            lambda: (ws, lambda: None),
-            binds,
-            [],
-            SandboxLimits(),
-            lambda _ws: True,
-            parallel,
-            budget_s=float("inf"),
-        )
+    uid = claim_uid()
+    try:
+        with tempfile.TemporaryDirectory(prefix=reaper.temp_prefix("ref")) as d:
+            ws = Path(d)
+            (ws / "executable").touch()
+            binds = [Bind(task.reference, f"{WORKSPACE}/executable")]
+            rows, _ = _run_tests(
+                task,
+                tests,
+                lambda: (ws, lambda: None),
+                binds,
+                [],
+                SandboxLimits(),
+                lambda _ws: True,
+                parallel,
+                budget_s=float("inf"),
+                uid=uid,
+            )
+    finally:
+        release_uid(uid)
     return _finish(task, rows, False, True, None, t0, [], None, None)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from mbb.resource.broker import ERROR_EXIT, MAX_CONNECTIONS, MAX_STDIN
-from mbb.resource.sandbox import SANDBOX_UID
+from mbb.resource.sandbox import uid_range
 
 
 @pytest.fixture
@@ -187,7 +187,7 @@ def _sandbox_procs() -> list[int]:
     for p in Path("/proc").iterdir():
         if p.name.isdigit():
             try:
-                if p.stat().st_uid == SANDBOX_UID:
+                if p.stat().st_uid in uid_range():
                     out.append(int(p.name))
             except OSError:
                 pass

@@ -13,7 +13,7 @@ import pytest
 from mbb.agents.oracle import DEFAULT_ORACLE_DIR
 from mbb.resource import fs
 from mbb.resource.fs import CopyLimits, TreeOverLimits, copy_tree
-from mbb.resource.sandbox import SANDBOX_UID
+from mbb.resource.sandbox import uid_range
 from mbb.tasks import evaluator
 from mbb.tasks.evaluator import evaluate_submission
 
@@ -233,7 +233,8 @@ def test_an_executable_cannot_tell_it_is_evaluated(env, suite, tmp_path, mode):
     r = env.resource.run("W1", FINGERPRINT)
     window = r.stdout.strip()
     assert r.ok and len(window) == 16
-    d = _ws(tmp_path, "tell", "cp probe.sh executable && chmod +x executable\n")
+    d = env.resource.workspace("W1")  # evaluated as the harness does: the window's workspace
+    (d / "compile.sh").write_text("cp probe.sh executable && chmod +x executable\n")
     (d / "probe.sh").write_text(
         f'#!/bin/bash\nfp=$({FINGERPRINT})\n[ "$fp" = {window} ] || exit 7\n'
     )
@@ -308,7 +309,7 @@ def _no_sandbox_procs_left() -> bool:
         for p in Path("/proc").iterdir():
             if p.name.isdigit():
                 try:
-                    if p.stat().st_uid == SANDBOX_UID:
+                    if p.stat().st_uid in uid_range():
                         procs.append(p)
                 except OSError:
                     pass
@@ -319,7 +320,7 @@ def _no_sandbox_procs_left() -> bool:
 
 
 def test_chown_tree_handles_deep_trees(tmp_path):
-    from mbb.resource.sandbox import SANDBOX_GID, chown_tree
+    from mbb.resource.sandbox import chown_tree, default_uid
 
     if os.geteuid() != 0:
         pytest.skip("root only")
@@ -329,8 +330,9 @@ def test_chown_tree_handles_deep_trees(tmp_path):
     os.symlink("/etc/passwd", d / "link")
     _deep(d, 1200)
     try:
-        chown_tree(d)
-        assert d.stat().st_uid == SANDBOX_UID and (d / "d").stat().st_gid == SANDBOX_GID
+        uid = default_uid()
+        chown_tree(d, uid)
+        assert d.stat().st_uid == uid and (d / "d").stat().st_gid == uid
         assert (d / "reference").stat().st_uid == 0
         assert Path("/etc/passwd").stat().st_uid == 0  # the link was not followed
     finally:

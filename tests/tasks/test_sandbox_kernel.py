@@ -16,7 +16,7 @@ from mbb.core.agent_api import WindowGrant
 from mbb.core.eventlog import EventLog
 from mbb.resource import cgroups
 from mbb.resource.resource import ExecutionResource
-from mbb.resource.sandbox import SANDBOX_UID, SandboxLimits
+from mbb.resource.sandbox import SandboxLimits, uid_range
 from mbb.resource.seccomp import syscall_number
 
 needs_cgroups = pytest.mark.skipif(not cgroups.available(), reason="no cgroup delegation here")
@@ -395,7 +395,7 @@ def _sandbox_procs() -> list[int]:
     for p in Path("/proc").iterdir():
         if p.name.isdigit():
             try:
-                if p.stat().st_uid == SANDBOX_UID:
+                if p.stat().st_uid in uid_range():
                     out.append(int(p.name))
             except OSError:
                 pass

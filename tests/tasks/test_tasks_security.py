@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from mbb.agents.oracle import DEFAULT_ORACLE_DIR
-from mbb.resource.sandbox import SANDBOX_UID
+from mbb.resource.sandbox import uid_range
 from mbb.tasks.evaluator import evaluate_submission
 from mbb.tasks.harness import SolverTools
 
@@ -215,7 +215,7 @@ def _sandbox_procs() -> list[int]:
     for p in Path("/proc").iterdir():
         if p.name.isdigit():
             try:
-                if p.stat().st_uid == SANDBOX_UID:
+                if p.stat().st_uid in uid_range():
                     out.append(int(p.name))
             except OSError:
                 pass
