@@ -70,12 +70,12 @@ def run_status(run_dir: Path) -> tuple[bool, str | None]:
     meta = run_dir / "meta.json"
     if meta.is_file():
         try:
-            validity = json.loads(meta.read_text()).get("validity") or {}
+            d = json.loads(meta.read_text())
         except ValueError:
-            validity = {}
-        if validity.get("valid") is False:
-            share = validity.get("failed_or_repaired_share")
-            return False, f"invalid: {share:.1%} of its LLM calls failed or were repairs"
+            d = {}
+        if isinstance(d, dict) and d.get("valid") is False:
+            why = d.get("invalid_reason")
+            return False, f"invalid: {why if isinstance(why, str) else 'marked in meta.json'}"
     return True, None
 
 

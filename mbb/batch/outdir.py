@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from mbb.core.nested import first_difference
+from mbb.core.nested import comparable_params, first_difference
 from mbb.params import Condition
 
 __all__ = ["ConditionMismatch", "OutputBusy", "OutputError", "claim"]
@@ -71,7 +71,7 @@ def _check_condition(out_dir: Path, condition: Condition) -> None:
     held = _held_condition(out_dir)
     if held is not None:
         name, old, _where = held
-        if old != params:
+        if comparable_params(old) != comparable_params(params):
             this = (
                 f"this run is {condition.name!r}"
                 if name != condition.name

@@ -40,15 +40,18 @@ from mbb.params import Condition
 from mbb.protocol.arena import RunResult
 
 __all__ = [
+    "INVALID_SHARE",
     "BatchInterrupted",
     "BatchResult",
     "finished_log",
     "run_conditions",
     "run_many",
+    "run_validity",
     "shutdown_pool",
     "write_meta",
 ]
 
+INVALID_SHARE = 0.05  # mbb's default: a run with more failed or repaired calls is invalid
 PARALLEL_FROM = 64  # below this many scripted runs one process is faster (bench/bench_runner.py)
 MAX_CHUNK = 8  # seeds per task: progress shows within a second, the cores stay balanced
 MAX_RUNS = 100_000  # runs in one batch (checked before anything is allocated)
@@ -101,9 +104,34 @@ class BatchResult:
         return [self.out_dir / r for r in self.run_ids]
 
 
-def write_meta(result: RunResult, condition: Condition, wall_s: float) -> Path:
-    """meta.json beside a run's events: params snapshot, seed, provenance, size, wall time."""
+def run_validity(lines: Sequence[str], threshold: float) -> dict[str, Any]:
+    """A run's LLM calls, how many failed or were repairs, their share and whether the run is
+    valid (share at most `threshold`); every call counts, from the cache or not."""
+    calls = failed = repaired = 0
+    for line in lines:
+        if line.startswith('{"kind":"llm_call"'):
+            d = json.loads(line)
+            calls += 1
+            failed += d.get("error") is not None
+            repaired += bool(d.get("repair"))
+    share = (failed + repaired) / calls if calls else 0.0
+    return {
+        "llm_calls": calls,
+        "failed_calls": failed,
+        "repaired_calls": repaired,
+        "failed_or_repaired_share": round(share, 4),
+        "threshold": threshold,
+        "valid": share <= threshold,
+    }
+
+
+def write_meta(
+    result: RunResult, condition: Condition, wall_s: float, invalid_share: float = INVALID_SHARE
+) -> Path:
+    """meta.json beside a run's events: params snapshot, seed, provenance, size, wall time, and
+    whether the run is valid (`run_validity` at `invalid_share`: `valid`, `invalid_reason`)."""
     assert result.out_dir is not None
+    validity = run_validity(result.log.lines, invalid_share)
     meta = {
         "run_id": result.run_id,
         "condition": condition.name,
@@ -113,6 +141,12 @@ def write_meta(result: RunResult, condition: Condition, wall_s: float) -> Path:
         "wall_s": round(wall_s, 4),
         "params": condition.model_dump(mode="json"),
         "provenance": provenance(),
+        "valid": validity["valid"],
+        "invalid_reason": None
+        if validity["valid"]
+        else f"{validity['failed_or_repaired_share']:.1%} of its {validity['llm_calls']} LLM "
+        f"calls failed or were repairs (more than {invalid_share:.0%})",
+        "validity": validity,
     }
     path = result.out_dir / "meta.json"
     path.write_text(json.dumps(meta, indent=1))

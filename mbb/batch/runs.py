@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from mbb.agents.backends import NEGOTIATORS, SOLVERS
+from mbb.core.nested import comparable_params
 
 __all__ = [
     "ForeignRunError",
@@ -79,34 +79,6 @@ def with_model(condition: Any, name: str) -> dict[str, Any]:
     return {"workers": {"model": name}}
 
 
-# how a model is reached, not what it is asked: another port or key variable is the same run
-_TRANSPORT = (
-    "base_url",
-    "api_key_env",
-    "timeout_s",
-    "max_retries",
-    "concurrency",
-    "rpm",
-    "tpm",
-    "cache_hints",
-)
-
-
-def _comparable(params: Mapping[str, Any]) -> dict[str, Any]:
-    """Params without how LLM answers are obtained and paid for (cache, caps, the endpoint's
-    address and transport settings): re-running the same run in replay mode, with a higher cap
-    or against the same model served elsewhere, is the same run."""
-    out = {k: v for k, v in params.items() if k != "llm"}
-    models = out.get("models")
-    if isinstance(models, Mapping):
-        out["models"] = {
-            name: {k: v for k, v in cfg.items() if k not in _TRANSPORT}
-            for name, cfg in models.items()
-            if isinstance(cfg, Mapping)
-        }
-    return out
-
-
 def check_not_foreign(run_dir: Path, condition: Any) -> None:
     """Raise ForeignRunError if `run_dir` holds a run whose parameters differ from `condition`'s."""
     path = run_dir / "events.jsonl"
@@ -122,9 +94,9 @@ def check_not_foreign(run_dir: Path, condition: Any) -> None:
     if recorded is None:
         return
     current = condition.model_dump(mode="json")
-    if _comparable(recorded) == _comparable(current):
+    if comparable_params(recorded) == comparable_params(current):
         return
-    a, b = _comparable(recorded), _comparable(current)
+    a, b = comparable_params(recorded), comparable_params(current)
     differing = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
     raise ForeignRunError(
         f"{run_dir} holds a run of condition {recorded.get('name')!r} with other parameters "

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import hashlib
 import json
 import os
@@ -46,10 +47,11 @@ from mbb.agents.backends import uses_llm
 from mbb.agents.personas import PERSONAS
 from mbb.batch.build import load_params, run_condition_async
 from mbb.batch.outdir import claim
-from mbb.batch.runner import finished_log, write_meta
+from mbb.batch.runner import finished_log, run_validity, write_meta
 from mbb.batch.runs import run_id_of
 from mbb.core.aio import run_coroutine
-from mbb.core.eventlog import EventLogError, read_lines
+from mbb.core.eventlog import read_lines
+from mbb.core.nested import comparable_params
 from mbb.core.paths import is_bare_name, params_file, user_path
 from mbb.core.tables import tables_from_run_dirs, write_tables
 from mbb.llm.config import ModelConfig
@@ -97,6 +99,12 @@ class StudyPrice(_Strict):
     cached_prompt: float | None = Field(None, ge=0, description="USD per 1M cached prompt tokens.")
     date: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}$", description="When it was read (YYYY-MM-DD).")
     source: str = Field(min_length=1, description="Where it was read (a URL or a document).")
+
+    @field_validator("date", mode="before")
+    @classmethod
+    def _iso(cls, v: Any) -> Any:
+        """YAML reads 2026-11-01 as a date: kept as its ISO text."""
+        return v.isoformat() if isinstance(v, datetime.date) else v
 
 
 class RoleSpec(_Strict):
@@ -208,7 +216,10 @@ class Study:
         blob = json.dumps(
             {
                 "name": self.spec.name,
-                "cells": {c.label: c.condition.model_dump(mode="json") for c in self.cells},
+                "cells": {
+                    c.label: comparable_params(c.condition.model_dump(mode="json"))
+                    for c in self.cells
+                },
             },
             sort_keys=True,
         )
@@ -428,7 +439,6 @@ def _claim_study(study: Study) -> None:
             )
     elif out.exists() and any(out.iterdir()):
         raise StudyError(f"{out} is not empty and holds no study; choose another `out`")
-    out.mkdir(parents=True, exist_ok=True)
 
 
 def _write_record(study: Study, runs: Mapping[str, dict[str, Any]], extra: dict[str, Any]) -> None:
@@ -489,20 +499,21 @@ class StudyOutcome:
 
 
 def _state(run_dir: Path) -> Literal["done", "resume", "fresh"]:
+    """Whether a run finished, is to be resumed from its log, or starts afresh (reads only)."""
     if finished_log(run_dir) is not None:
         return "done"
     path = run_dir / "events.jsonl"
-    if not path.is_file():
+    if not path.is_file() or path.stat().st_size == 0:
         return "fresh"
-    try:
-        lines = read_lines(path)
-    except EventLogError:
-        return "fresh" if path.stat().st_size == 0 else "resume"
-    if not lines:
-        return "fresh"
-    if json.loads(lines[-1]).get("kind") == "run_ended":  # stopped or failed: go on from before
-        path.write_text("".join(x + "\n" for x in lines[:-1]), encoding="utf-8")
     return "resume"
+
+
+def _reopen(run_dir: Path) -> None:
+    """A stopped or failed run goes on from just before its `run_ended` (the log is checked)."""
+    path = run_dir / "events.jsonl"
+    lines = read_lines(path)
+    if lines and json.loads(lines[-1]).get("kind") == "run_ended":
+        path.write_text("".join(x + "\n" for x in lines[:-1]), encoding="utf-8")
 
 
 def preflight(study: Study, environ: Mapping[str, str] | None = None) -> list[str]:
@@ -547,34 +558,6 @@ def preflight(study: Study, environ: Mapping[str, str] | None = None) -> list[st
 
     run_coroutine(go)
     return box[0]
-
-
-def run_validity(lines: Sequence[str], threshold: float) -> dict[str, Any]:
-    """A run's LLM calls, how many failed or were repairs, their share and whether the run is
-    valid (share at most `threshold`); every call counts, from the cache or not."""
-    calls = failed = repaired = 0
-    for line in lines:
-        if line.startswith('{"kind":"llm_call"'):
-            d = json.loads(line)
-            calls += 1
-            failed += d.get("error") is not None
-            repaired += bool(d.get("repair"))
-    share = (failed + repaired) / calls if calls else 0.0
-    return {
-        "llm_calls": calls,
-        "failed_calls": failed,
-        "repaired_calls": repaired,
-        "failed_or_repaired_share": round(share, 4),
-        "threshold": threshold,
-        "valid": share <= threshold,
-    }
-
-
-def _mark(run_dir: Path, validity: dict[str, Any]) -> None:
-    meta = run_dir / "meta.json"
-    d = json.loads(meta.read_text()) if meta.is_file() else {}
-    d["validity"] = validity
-    meta.write_text(json.dumps(d, indent=1))
 
 
 class _Progress:
@@ -650,9 +633,10 @@ async def _run_all(
                 outcome.errors.append(f"{rid}: {type(exc).__name__}: {exc}")
                 progress.run_done()
                 return
-            write_meta(result, cell.condition, time.perf_counter() - t0)
             validity = run_validity(result.log.lines, spec.failures.invalid_share)
-            _mark(cell.folder / rid, validity)
+            write_meta(
+                result, cell.condition, time.perf_counter() - t0, spec.failures.invalid_share
+            )
             rec: dict[str, Any] = {"cell": cell.label, "status": result.status, **validity}
             if result.status == "stopped":
                 outcome.stopped += 1
@@ -722,21 +706,25 @@ def _run_claimed(
     if record_path.is_file():
         records = json.loads(record_path.read_text()).get("runs", {})
     todo: list[tuple[Cell, int, bool]] = []
+    for cell in study.cells:
+        for seed in study.seeds:
+            state = _state(cell.folder / run_id_of(cell.condition, seed))
+            if state == "done":
+                outcome.done_before += 1
+            else:
+                todo.append((cell, seed, state == "resume"))
+    if todo and not stub and any(uses_llm(c.condition) for c in study.cells):
+        problems = preflight(study)  # before anything is written
+        if problems:
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            raise StudyError(f"{problems[0]}{more}; nothing was run")
+    study.out.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as folders:
         for cell in study.cells:
             folders.enter_context(claim(cell.folder, cell.condition))
-            for seed in study.seeds:
-                state = _state(cell.folder / run_id_of(cell.condition, seed))
-                if state == "done":
-                    outcome.done_before += 1
-                else:
-                    todo.append((cell, seed, state == "resume"))
-        needs_llm = [c for c in study.cells if uses_llm(c.condition)]
-        if todo and needs_llm and not stub:
-            problems = preflight(study)
-            if problems:
-                more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-                raise StudyError(f"{problems[0]}{more}; nothing was run")
+        for cell, seed, resume in todo:
+            if resume:
+                _reopen(cell.folder / run_id_of(cell.condition, seed))
         _write_record(study, records, {"status": "running"})
         bar = _Progress(len(todo), progress and bool(todo))
         try:

@@ -22,6 +22,7 @@ from typing import Any, TextIO
 from pydantic_core import PydanticSerializationError, SchemaSerializer, core_schema
 
 from mbb.core.events import EVENT_KINDS, EventBase
+from mbb.core.nested import comparable_params
 
 __all__ = [
     "KILL_ENV",
@@ -116,6 +117,8 @@ def comparable(line: str) -> str:
         d = json.loads(line)
         d.pop("wall", None)
         d.pop("provenance", None)
+        if isinstance(d.get("params"), dict):  # the same model served elsewhere: the same run
+            d["params"] = comparable_params(d["params"])
         return json.dumps(d, sort_keys=True)
     if line.startswith('{"kind":"llm_call"'):
         d = json.loads(line)

@@ -138,7 +138,7 @@ class EndpointBreaker:
         except LlmUnavailable as exc:
             n = self._failures[endpoint] = self._failures.get(endpoint, 0) + 1
             if n >= self.stop_after:
-                why = f"{n} calls in a row failed; the last: {' '.join(str(exc).split())[:300]}"
+                why = f"{n} call(s) in a row failed; the last: {' '.join(str(exc).split())[:300]}"
                 raise self._open(endpoint, why) from None
             raise
         self._failures[endpoint] = 0

@@ -194,7 +194,7 @@ def test_consecutive_failures_stop_the_endpoint_and_a_success_resets_the_count(
     for _ in range(2):
         with pytest.raises(LlmUnavailable):
             asyncio.run(client.call(cfg, REQ, meta=META))
-    with pytest.raises(EndpointDown, match=r"3 calls in a row failed; the last: .*500"):
+    with pytest.raises(EndpointDown, match=r"3 call\(s\) in a row failed; the last: .*500"):
         asyncio.run(client.call(cfg, REQ, meta=META))
     sent = len(server.completions)
     with pytest.raises(EndpointDown):
