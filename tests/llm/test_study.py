@@ -1,0 +1,176 @@
+"""`mbb study`: a study file expanded into cells, run on loopback endpoints, resumed, analysed
+without re-running anything; an endpoint that goes down stops its runs loudly; bad input is
+one line naming the field and what is valid."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from mbb.batch.study import StudyError, load_study, run_study
+from mbb.cli import main
+from mbb.core.eventlog import read_lines
+from mbb.testing.stub import StubRouter
+from mbb.testing.testserver import FakeOpenAIServer, Reply
+
+PRICE = "{prompt: 0.15, completion: 0.6, cached_prompt: 0.075, date: 2026-11-01, source: test}"
+
+
+def study_file(tmp_path: Path, body: str, name: str = "s") -> Path:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(textwrap.dedent(body))
+    return path
+
+
+def small(tmp_path: Path, models: str, **extra: str) -> Path:
+    fields = {
+        "conditions": "[base, memory_off]",
+        "roles": "[negotiators]",
+        "seeds": "0..1",
+        "overrides": "{subruns: 1, workers: {count: 3}, negotiation: {max_turns: 1}}",
+        "notebooks": "[]",
+        **extra,
+    }
+    body = f"name: s\nout: {tmp_path / 'out'}\n" + "".join(f"{k}: {v}\n" for k, v in fields.items())
+    return study_file(tmp_path, body + "models:\n" + textwrap.indent(textwrap.dedent(models), "  "))
+
+
+def test_bad_study_files_get_one_line_naming_the_field(tmp_path):
+    dead = "base_url: 'http://127.0.0.1:9/v1', api_key_env: null"
+    models = f"a: {{model: m, {dead}, price: {PRICE}}}"
+    cases = {
+        "conditions: [nosuch]": "conditions: no condition named 'nosuch'",
+        "roles: [judges]": "unknown role 'judges'; valid: negotiators, solvers, both",
+        "roles: [{name: mix, roster: [a, zealot, quitter]}]": (
+            "roles.mix.roster: unknown ['zealot']; a seat names a model of the study (a) or a "
+            "persona"
+        ),
+        "seeds: 5..2": "seeds: need 0 <= A <= B",
+        "caps: {max_cost_usd: 10}\nnotes: x": "notes: unknown field",
+    }
+    for extra, needle in cases.items():
+        key = extra.partition(": ")[0]
+        path = study_file(
+            tmp_path,
+            f"name: s\nmodels: {{{models}}}\n{extra}\n"
+            + ("" if key == "conditions" else "conditions: [base]\n"),
+        )
+        with pytest.raises(StudyError) as err:
+            load_study(path)
+        msg = str(err.value)
+        assert "\n" not in msg and needle in msg, (extra, msg)
+    bad_preset = "a: {model: o4-mini, preset: openai_reasoning, temperature: 0.5, price: unpriced}"
+    with pytest.raises(StudyError, match=r"models\.a: .*temperature"):
+        load_study(study_file(tmp_path, f"name: s\nconditions: [base]\nmodels: {{{bad_preset}}}\n"))
+    no_price = f"a: {{model: m, {dead}}}"
+    with pytest.raises(StudyError, match=r"models\.a\.price: give the model's price"):
+        load_study(study_file(tmp_path, f"name: s\nconditions: [base]\nmodels: {{{no_price}}}\n"))
+    unpriced = (
+        "a: {model: m, base_url: 'http://127.0.0.1:9/v1', api_key_env: null, price: unpriced}"
+    )
+    with pytest.raises(StudyError, match=r"caps\.max_cost_usd: the models \['a'\] have no price"):
+        load_study(
+            study_file(
+                tmp_path,
+                f"name: s\nconditions: [base]\nmodels: {{{unpriced}}}\ncaps: {{max_cost_usd: 5}}\n",
+            )
+        )
+
+
+def test_a_stub_study_runs_resumes_and_refuses_another_study_in_its_folder(tmp_path):
+    path = small(
+        tmp_path,
+        f"""
+        a: {{model: gpt-a, preset: openai, tool_protocol: native, price: {PRICE}}}
+        b: {{model: local-b, preset: vllm, base_url: 'http://127.0.0.1:9/v1', api_key_env: null,
+            price: unpriced}}
+        c: {{model: gemini-c, preset: gemini, price: {PRICE}}}
+        """,
+    )
+    study = load_study(path)
+    assert [c.label for c in study.cells] == [
+        f"{cond}.negotiators-{m}" for cond in ("base", "memory_off") for m in "abc"
+    ]
+    out = run_study(study, stub=True, progress=False, report=False)
+    assert (out.completed, out.stopped, out.failed, out.status) == (12, 0, 0, 0)
+    record = json.loads((study.out / "study.json").read_text())
+    assert len(record["runs"]) == 12 and all(r["valid"] for r in record["runs"].values())
+    assert record["models"]["b"]["price"] is None and record["models"]["a"]["price"]["date"]
+    logs = sorted(study.out.glob("runs/*/*/events.jsonl"))
+    stamps = {p: p.stat().st_mtime_ns for p in logs}
+    again = run_study(load_study(path), stub=True, progress=False, report=False)
+    assert (again.done_before, again.completed, again.calls) == (12, 0, 0)
+    assert {p: p.stat().st_mtime_ns for p in logs} == stamps  # nothing re-run
+    other = study_file(tmp_path, path.read_text().replace("name: s", "name: other"), "o")
+    with pytest.raises(StudyError, match="holds study 's'"):
+        run_study(load_study(other), stub=True, progress=False, report=False)
+
+
+def test_an_endpoint_that_goes_down_stops_its_runs_and_the_study_resumes(tmp_path):
+    """Two models on one loopback server; one of them starts failing mid-study (HTTP 503 on
+    every attempt): its runs stop (recorded, resumable) with one line, the other's finish;
+    with it back, the same study finishes every run, each log checked as it is resumed."""
+
+    class Flaky:
+        """The stub, but model `flaky-m` fails once `down` is set (after 30 of its calls)."""
+
+        def __init__(self, router: StubRouter) -> None:
+            self.router, self.flaky_calls, self.down = router, 0, False
+
+        def __call__(self, body):
+            if body.get("model") == "flaky-m":
+                self.flaky_calls += 1
+                self.down = self.down or self.flaky_calls > 30
+                if self.down:
+                    return Reply.error(503, "overloaded")
+            return self.router(body)
+
+    with FakeOpenAIServer(models=("up-m", "flaky-m")) as server:
+        loopback = (
+            f"preset: vllm, base_url: '{server.url}', api_key_env: null, max_retries: 1, "
+            "price: unpriced"
+        )
+        path = small(
+            tmp_path,
+            f"""
+            up: {{model: up-m, {loopback}}}
+            flaky: {{model: flaky-m, {loopback}}}
+            """,
+            failures="{stop_after: 2}",
+        )
+        study = load_study(path)
+        flaky = Flaky(StubRouter(study.configs))
+        server.responder = flaky
+        said: list[str] = []
+        first = run_study(study, progress=False, report=False, say=said.append)
+        assert first.stopped > 0 and first.status == 3 and first.failed == 0
+        assert list(first.endpoints_down) == [f"flaky-m at {server.url}"]
+        assert len(said) == 1 and said[0].startswith(f"stopped: endpoint flaky-m at {server.url}")
+        runs = json.loads((study.out / "study.json").read_text())["runs"]
+        assert all(r["status"] == "completed" for k, r in runs.items() if "-up-" in k)
+        assert any(r["status"] == "stopped" for k, r in runs.items() if "-flaky-" in k)
+        flaky.down, flaky.flaky_calls = False, -(10**9)  # back up
+        second = run_study(load_study(path), progress=False, report=False)
+    assert second.status == 0 and second.completed == first.stopped
+    for log in study.out.glob("runs/*/*/events.jsonl"):
+        assert json.loads(read_lines(log)[-1])["status"] == "completed"
+
+
+def test_the_command_runs_a_stub_study_and_its_report_reads_the_runs(tmp_path, capsys):
+    path = small(
+        tmp_path,
+        f"a: {{model: gpt-a, preset: openai, price: {PRICE}}}",
+        notebooks="[compare_conditions, token_audit]",
+    )
+    assert main(["study", str(path), "--stub", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "4 runs in 2 cells" in out and "report:" in out
+    root = tmp_path / "out"
+    for name in ("compare_conditions", "token_audit"):
+        assert (root / "notebooks" / f"{name}.html").is_file()
+    index = (root / "index.html").read_text()
+    assert "base.negotiators-a" in index and "memory_off.negotiators-a" in index
+    assert (root / "viewer" / "index.html").is_file()
