@@ -215,8 +215,8 @@ CASES: dict[str, Case] = {
     ),
     "unknown-command": Case(
         ["frobnicate"],
-        "error: mbb: argument COMMAND: invalid choice: 'frobnicate' (choose from 'run', "
-        "'tables', 'notebook', 'sweep', 'report', 'view', 'resume', 'figures', 'estimate', "
+        "error: mbb: argument COMMAND: invalid choice: 'frobnicate' (choose from 'study', "
+        "'run', 'tables', 'notebook', 'sweep', 'report', 'view', 'resume', 'figures', 'estimate', "
         "'params', 'classify', 'validate-classifier', 'tasks', 'local-llm') (see mbb --help)",
     ),
     # --- params files ---------------------------------------------------------------------

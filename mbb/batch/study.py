@@ -683,63 +683,44 @@ def run_study(
     stub: bool = False,
     progress: bool = True,
     report: bool = True,
+    cluster: Any = None,
+    workers: int = 2,
     say: Callable[[str], None] = print,
 ) -> StudyOutcome:
     """Run every unfinished run of `study`, then its analyses and report (see the module
     docstring). `stub`: every model answered by the loopback stub (no keys, no network);
     `progress`: a bar per run with the calls made; `report`: run the analysis notebooks and
-    write the report and viewer; `say`: where one-line messages go."""
+    write the report and viewer; `cluster`: None (this process), "dask" (a Dask
+    LocalCluster of `workers` processes), a scheduler address or a Dask cluster object: the
+    cells are spread over its workers, each endpoint's limits split evenly among them;
+    `say`: where one-line messages go."""
     _claim_study(study)
-    with contextlib.ExitStack() as stack:
-        if stub:
-            study = stack.enter_context(_stubbed(study))
-        return _run_claimed(study, stub=stub, progress=progress, report=report, say=say)
-
-
-def _run_claimed(
-    study: Study, *, stub: bool, progress: bool, report: bool, say: Callable[[str], None]
-) -> StudyOutcome:
     t0 = time.perf_counter()
     outcome = StudyOutcome(runs=study.runs)
-    record_path = study.out / STUDY_RECORD
-    records: dict[str, dict[str, Any]] = {}
-    if record_path.is_file():
-        records = json.loads(record_path.read_text()).get("runs", {})
-    todo: list[tuple[Cell, int, bool]] = []
-    for cell in study.cells:
-        for seed in study.seeds:
-            state = _state(cell.folder / run_id_of(cell.condition, seed))
-            if state == "done":
-                outcome.done_before += 1
-            else:
-                todo.append((cell, seed, state == "resume"))
+    todo = _plan(study, outcome)
     if todo and not stub and any(uses_llm(c.condition) for c in study.cells):
         problems = preflight(study)  # before anything is written
         if problems:
             more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
             raise StudyError(f"{problems[0]}{more}; nothing was run")
     study.out.mkdir(parents=True, exist_ok=True)
-    with contextlib.ExitStack() as folders:
-        for cell in study.cells:
-            folders.enter_context(claim(cell.folder, cell.condition))
-        for cell, seed, resume in todo:
-            if resume:
-                _reopen(cell.folder / run_id_of(cell.condition, seed))
-        _write_record(study, records, {"status": "running"})
-        bar = _Progress(len(todo), progress and bool(todo))
-        try:
-            run_coroutine(lambda: _run_all(study, todo, bar, outcome, records))
-        finally:
-            bar.close()
-            _write_record(study, records, {"status": "stopped" if outcome.stopped else "done"})
-        for cell in study.cells:
-            done = [
-                cell.folder / run_id_of(cell.condition, s)
-                for s in study.seeds
-                if finished_log(cell.folder / run_id_of(cell.condition, s)) is not None
-            ]
-            if done:
-                write_tables(tables_from_run_dirs(done), cell.folder / "tables")
+    record_path = study.out / STUDY_RECORD
+    records: dict[str, dict[str, Any]] = {}
+    if record_path.is_file():
+        records = json.loads(record_path.read_text()).get("runs", {})
+    _write_record(study, records, {"status": "running"})
+    try:
+        if cluster is None:
+            with contextlib.ExitStack() as stack:
+                run = stack.enter_context(_stubbed(study)) if stub else study
+                cells = {c.label: c for c in run.cells}
+                _execute(
+                    run, [(cells[c.label], s, r) for c, s, r in todo], progress, outcome, records
+                )
+        else:
+            _execute_on_dask(study, todo, cluster, workers, stub, outcome, records)
+    finally:
+        _write_record(study, records, {"status": "stopped" if outcome.stopped else "done"})
     for endpoint, why in outcome.endpoints_down.items():
         say(
             f"stopped: endpoint {endpoint} is down ({why}); its runs are resumable: run the "
@@ -749,6 +730,174 @@ def _run_claimed(
         outcome.report = analyse_study(study, say=say)
     outcome.seconds = time.perf_counter() - t0
     return outcome
+
+
+def _plan(study: Study, outcome: StudyOutcome) -> list[tuple[Cell, int, bool]]:
+    """The runs still to make: (cell, seed, resume from its log); finished ones are counted."""
+    todo = []
+    for cell in study.cells:
+        for seed in study.seeds:
+            state = _state(cell.folder / run_id_of(cell.condition, seed))
+            if state == "done":
+                outcome.done_before += 1
+            else:
+                todo.append((cell, seed, state == "resume"))
+    return todo
+
+
+def _execute(
+    study: Study,
+    todo: list[tuple[Cell, int, bool]],
+    progress: bool,
+    outcome: StudyOutcome,
+    records: dict[str, dict[str, Any]],
+) -> None:
+    """Make the runs `todo` on one event loop (their cells' folders held), then write each
+    touched cell's tables."""
+    cells = {c.label: c for c, _, _ in todo}
+    with contextlib.ExitStack() as folders:
+        for cell in cells.values():
+            folders.enter_context(claim(cell.folder, cell.condition))
+        for cell, seed, resume in todo:
+            if resume:
+                _reopen(cell.folder / run_id_of(cell.condition, seed))
+        bar = _Progress(len(todo), progress and bool(todo))
+        try:
+            run_coroutine(lambda: _run_all(study, todo, bar, outcome, records))
+        finally:
+            bar.close()
+        for cell in cells.values():
+            done = [
+                cell.folder / run_id_of(cell.condition, s)
+                for s in study.seeds
+                if finished_log(cell.folder / run_id_of(cell.condition, s)) is not None
+            ]
+            if done:
+                write_tables(tables_from_run_dirs(done), cell.folder / "tables")
+
+
+def _endpoint_key(cfg: dict[str, Any]) -> str:
+    """An endpoint as the limits name it (`model at base_url`)."""
+    return f"{cfg.get('model')} at {cfg.get('base_url')}"
+
+
+def _share_limits(study: Study, shares: dict[str, int]) -> Study:
+    """The study with each endpoint's concurrency and per-minute limits divided by its entry
+    in `shares` (the number of processes that call it at once; 1 when absent)."""
+
+    def split(cfg: dict[str, Any]) -> dict[str, Any]:
+        out = dict(cfg)
+        n = shares.get(_endpoint_key(cfg), 1)
+        for key in ("concurrency", "rpm", "tpm"):
+            if out.get(key) is not None:
+                out[key] = max(1, out[key] // n)
+        return out
+
+    configs = {
+        s: ModelConfig.model_validate(split(c.model_dump())) for s, c in study.configs.items()
+    }
+    cells = []
+    for c in study.cells:
+        data = c.condition.model_dump(mode="json")
+        data["models"] = {k: split(v) for k, v in data["models"].items()}
+        cells.append(
+            Cell(c.condition_file, c.role, c.model, Condition.model_validate(data), c.folder)
+        )
+    return Study(study.spec, study.source, study.out, configs, study.prices, cells, study.seeds)
+
+
+def _dask_group(
+    source: str,
+    labels: list[str],
+    runs: list[tuple[str, int, bool]],
+    shares: dict[str, int],
+    stub: bool,
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """One Dask task: load the study, keep its cells `labels`, share the endpoints' limits
+    (`shares`, see `_share_limits`) and make the runs `runs`."""
+    study = load_study(source)
+    keep = [c for c in study.cells if c.label in labels]
+    study = _share_limits(
+        Study(study.spec, study.source, study.out, study.configs, study.prices, keep, study.seeds),
+        shares,
+    )
+    outcome = StudyOutcome(runs=len(runs))
+    records: dict[str, dict[str, Any]] = {}
+    with contextlib.ExitStack() as stack:
+        run = stack.enter_context(_stubbed(study)) if stub else study
+        cells = {c.label: c for c in run.cells}
+        _execute(run, [(cells[lab], s, r) for lab, s, r in runs], False, outcome, records)
+    counts = {
+        k: getattr(outcome, k) for k in ("completed", "stopped", "failed", "invalid", "calls")
+    }
+    counts["failed_calls"] = outcome.failed_calls
+    counts["endpoints_down"] = outcome.endpoints_down
+    counts["errors"] = outcome.errors
+    return counts, records
+
+
+def _execute_on_dask(
+    study: Study,
+    todo: list[tuple[Cell, int, bool]],
+    cluster: Any,
+    workers: int,
+    stub: bool,
+    outcome: StudyOutcome,
+    records: dict[str, dict[str, Any]],
+) -> None:
+    """Spread the cells of `todo` over a Dask cluster's workers (as `mbb sweep` does)."""
+    from distributed import Client, LocalCluster
+
+    own = None
+    if cluster in ("dask", "local"):
+        own = LocalCluster(
+            n_workers=max(1, workers), threads_per_worker=1, processes=True, dashboard_address=None
+        )
+        client = Client(own)
+    else:
+        client = Client(cluster)
+    try:
+        n = max(1, len(client.scheduler_info().get("workers", {})) or workers)
+        by_cell: dict[str, list[tuple[str, int, bool]]] = {}
+        for cell, seed, resume in todo:
+            by_cell.setdefault(cell.label, []).append((cell.label, seed, resume))
+        groups: list[list[str]] = [[] for _ in range(min(n, len(by_cell)) or 1)]
+        for i, label in enumerate(sorted(by_cell)):
+            groups[i % len(groups)].append(label)
+        cells = {c.label: c for c in study.cells}
+        shares: dict[str, int] = {}
+        for g in groups:
+            used = {
+                _endpoint_key(cfg)
+                for lab in g
+                for cfg in cells[lab].condition.model_dump(mode="json")["models"].values()
+            }
+            for key in used:
+                shares[key] = shares.get(key, 0) + 1
+        futures = [
+            client.submit(
+                _dask_group,
+                str(study.source),
+                g,
+                [r for lab in g for r in by_cell[lab]],
+                shares,
+                stub,
+                pure=False,
+            )
+            for g in groups
+            if g
+        ]
+        for fut in futures:
+            counts, recs = fut.result()
+            records.update(recs)
+            for k in ("completed", "stopped", "failed", "invalid", "calls", "failed_calls"):
+                setattr(outcome, k, getattr(outcome, k) + counts[k])
+            outcome.endpoints_down.update(counts["endpoints_down"])
+            outcome.errors.extend(counts["errors"])
+    finally:
+        client.close()
+        if own is not None:
+            own.close()
 
 
 def analyse_study(study: Study, *, say: Callable[[str], None] = print) -> Path:

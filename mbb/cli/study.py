@@ -32,6 +32,8 @@ def _run(args: argparse.Namespace) -> int:
             stub=args.stub,
             progress=not args.quiet,
             report=not args.no_report,
+            cluster=(args.scheduler or "dask") if args.cluster == "dask" else None,
+            workers=args.workers,
             say=lambda line: print(line, file=sys.stderr),
         )
     except StudyError as exc:
@@ -57,6 +59,17 @@ def add_parser(sub: Any) -> None:
         help="answer every model from a loopback stub (no keys, no network): the whole path, "
         "not a model's behaviour",
     )
+    s.add_argument(
+        "--cluster",
+        choices=["local", "dask"],
+        default="local",
+        help="local: every run on this process's event loop; dask: the cells spread over a "
+        "Dask cluster (a LocalCluster by default), each endpoint's limits shared among them",
+    )
+    s.add_argument(
+        "--workers", type=int, default=2, help="with --cluster dask: LocalCluster processes"
+    )
+    s.add_argument("--scheduler", default=None, help="with --cluster dask: scheduler address")
     s.add_argument("--no-report", action="store_true", help="runs only: no notebooks, no report")
     s.add_argument("--quiet", action="store_true", help="no progress bar")
     s.set_defaults(func=_run)

@@ -12,7 +12,7 @@ import pytest
 
 from mbb.batch.study import StudyError, load_study, run_study
 from mbb.cli import main
-from mbb.core.eventlog import read_lines
+from mbb.core.eventlog import comparable, read_lines
 from mbb.testing.stub import StubRouter
 from mbb.testing.testserver import FakeOpenAIServer, Reply
 
@@ -174,3 +174,106 @@ def test_the_command_runs_a_stub_study_and_its_report_reads_the_runs(tmp_path, c
     index = (root / "index.html").read_text()
     assert "base.negotiators-a" in index and "memory_off.negotiators-a" in index
     assert (root / "viewer" / "index.html").is_file()
+
+
+@pytest.mark.slow
+def test_three_providers_two_conditions_two_seeds_both_roles_then_every_notebook(tmp_path):
+    """The issue's target: 3 emulated providers x 2 paper conditions x 2 seeds x both roles
+    (LLM negotiators; LLM solvers on real tasks) from one call, then every analysis notebook
+    and the report read the study's runs without running anything again."""
+    import sqlite3
+
+    from mbb.batch.study import DEFAULT_NOTEBOOKS, analyse_study
+
+    path = small(
+        tmp_path,
+        f"""
+        gpt: {{model: gpt-e, preset: openai, tool_protocol: native, price: {PRICE}}}
+        gemini: {{model: gemini-e, preset: gemini, price: {PRICE}}}
+        local: {{model: local-e, preset: vllm, base_url: 'http://127.0.0.1:9/v1',
+            api_key_env: null, price: unpriced}}
+        """,
+        roles="[negotiators, solvers]",
+        notebooks=f"[{', '.join([*DEFAULT_NOTEBOOKS, 'mechanisms'])}]",
+        overrides="{subruns: 1, workers: {count: 2}, negotiation: {max_turns: 1}, "
+        "deadline: {minutes: 3}, tasks: {suite: [rev, tac]}, "
+        "llm: {solver: {max_turns_per_window: 2, planning_turns: 1}}}",
+    )
+    study = load_study(path)
+    assert len(study.cells) == 12 and study.runs == 24
+    out = run_study(study, stub=True, progress=False, report=False)
+    assert (out.completed, out.stopped, out.failed) == (24, 0, 0), out.errors
+    logs = sorted(study.out.glob("runs/*/*/events.jsonl"))
+    assert len(logs) == 24
+    stamps = {p: p.stat().st_mtime_ns for p in logs}
+    cache = study.out / "llm_cache.sqlite"
+    with sqlite3.connect(cache) as db:
+        entries = db.execute("SELECT count(*) FROM responses").fetchone()[0]
+    said: list[str] = []
+    index = analyse_study(study, say=said.append)
+    assert said == []  # every notebook ran
+    for name in [*DEFAULT_NOTEBOOKS, "mechanisms"]:
+        assert (study.out / "notebooks" / f"{name}.html").is_file(), name
+    assert {p: p.stat().st_mtime_ns for p in logs} == stamps
+    assert sorted(study.out.glob("runs/*/*/events.jsonl")) == logs  # no new run anywhere
+    with sqlite3.connect(cache) as db:
+        assert db.execute("SELECT count(*) FROM responses").fetchone()[0] == entries
+    page = index.read_text()
+    for cell in study.cells:
+        assert cell.label in page
+
+
+def test_shared_limits_are_split_only_among_the_processes_that_call_the_endpoint(tmp_path):
+    from mbb.batch.study import _endpoint_key, _share_limits
+
+    path = small(
+        tmp_path,
+        f"""
+        a: {{model: a-e, preset: openai, concurrency: 8, rpm: 600, price: {PRICE}}}
+        b: {{model: b-e, preset: openai, concurrency: 8, rpm: 600, price: {PRICE}}}
+        """,
+    )
+    study = load_study(path)
+    key_a = _endpoint_key(study.configs["a"].model_dump())
+    shared = _share_limits(study, {key_a: 2})
+    assert (shared.configs["a"].concurrency, shared.configs["a"].rpm) == (4, 300)
+    assert (shared.configs["b"].concurrency, shared.configs["b"].rpm) == (8, 600)
+    for cell in shared.cells:
+        cfg = cell.condition.models[cell.model]
+        assert cfg.concurrency == (4 if cell.model == "a" else 8)
+
+
+@pytest.mark.slow
+def test_a_study_spread_over_a_dask_cluster_makes_the_same_runs(tmp_path):
+    """--cluster dask: the cells go to two worker processes; every run is made once, its log
+    is the one a single process makes (same events), and the study record lists them all."""
+    models = f"a: {{model: a-e, preset: openai, price: {PRICE}}}\n"
+    (tmp_path / "here").mkdir()
+    (tmp_path / "there").mkdir()
+    here = small(tmp_path / "here", models, seeds="0..0")
+    there = small(tmp_path / "there", models, seeds="0..0")
+    one = run_study(load_study(here), stub=True, progress=False, report=False)
+    spread = run_study(
+        load_study(there), stub=True, progress=False, report=False, cluster="dask", workers=2
+    )
+    assert (one.completed, spread.completed, spread.failed) == (2, 2, 0), spread.errors
+    for log in sorted((tmp_path / "here" / "out").glob("runs/*/*/events.jsonl")):
+        twin = tmp_path / "there" / log.relative_to(tmp_path / "here")
+        assert same_content(log) == same_content(twin)
+    record = json.loads((tmp_path / "there" / "out" / "study.json").read_text())
+    assert len(record["runs"]) == 2 and record["status"] == "done"
+
+
+def same_content(log: Path) -> list[str]:
+    """A log's comparable lines, without what the provider's prompt cache decides (its cached
+    tokens and so the cost): each Dask worker has its own stub, as each process of a real
+    provider has its own cache."""
+    out = []
+    for line in read_lines(log):
+        if line.startswith('{"kind":"llm_call"'):
+            d = json.loads(comparable(line))
+            d.pop("cached_tokens")
+            d.pop("cost_usd")
+            line = json.dumps(d, sort_keys=True)
+        out.append(comparable(line))
+    return out
