@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import datetime
 import hashlib
 import json
@@ -141,7 +142,9 @@ class StudySpec(_Strict):
 
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$", max_length=100)
     description: str = ""
-    out: str | None = Field(None, description="Output folder (default outputs/studies/<name>).")
+    out: str | None = Field(
+        None, description="Output folder (default: outputs/studies/<name> in the current folder)."
+    )
     conditions: list[str] = Field(min_length=1, description="Params files or mbb's names.")
     models: dict[str, dict[str, Any]] = Field(
         min_length=1,
@@ -206,16 +209,19 @@ class Study:
     prices: dict[str, StudyPrice | None]
     cells: list[Cell]
     seeds: list[int]
+    stub: bool = False  # every model answered by the loopback stub (`--stub`)
 
     @property
     def runs(self) -> int:
         return len(self.cells) * len(self.seeds)
 
     def fingerprint(self) -> str:
-        """What identifies the study: its name and each cell's condition (seeds may grow)."""
+        """What identifies the study: its name, whether it is a stub, and each cell's
+        condition (seeds may grow)."""
         blob = json.dumps(
             {
                 "name": self.spec.name,
+                "stub": self.stub,
                 "cells": {
                     c.label: comparable_params(c.condition.model_dump(mode="json"))
                     for c in self.cells
@@ -253,13 +259,27 @@ def _problem(where: str, exc: ValidationError) -> str:
     return f"{field_}: {' '.join(msg.split())}"
 
 
-def _models(spec: StudySpec) -> tuple[dict[str, ModelConfig], dict[str, StudyPrice | None]]:
+def _models(
+    spec: StudySpec, stub: bool
+) -> tuple[dict[str, ModelConfig], dict[str, StudyPrice | None]]:
+    """Each slot's model config and price. A slot still to fill in (`fill_in: <what>`) is an
+    error naming what it wants, except under `stub`, where it is a stub of its preset."""
     configs: dict[str, ModelConfig] = {}
     prices: dict[str, StudyPrice | None] = {}
     for slot, entry in spec.models.items():
         if not isinstance(entry, Mapping):
             raise StudyError(f"models.{slot}: a model config mapping, got {type(entry).__name__}")
         data = dict(entry)
+        if "fill_in" in data:
+            if not stub:
+                raise StudyError(
+                    f"models.{slot}: a slot to fill in ({' '.join(str(data['fill_in']).split())})"
+                    ": replace `fill_in` with the model's `model`, `preset` (or `base_url`), "
+                    "`api_key_env` and `price`; or try the study with --stub"
+                )
+            data = {"model": slot, "preset": data.get("preset", "openai"), "price": "unpriced"}
+        if stub:  # named as a stub everywhere (tables, report, viewer): never taken for the model
+            data["model"] = f"stub-{slot}"
         price = data.pop("price", None)
         if price is None:
             raise StudyError(
@@ -372,9 +392,14 @@ def cell_condition(
         raise StudyError(f"cell {base.name}.{role.name}[{slot or 'roster'}]: {exc}") from None
 
 
-def load_study(path: str | Path) -> Study:
+def load_study(path: str | Path, *, stub: bool = False, out: str | Path | None = None) -> Study:
     """Read, validate and expand a study file (every cell's condition is loaded and checked);
-    raises StudyError (one line naming the field and what is valid)."""
+    raises StudyError (one line naming the field and what is valid). `stub`: every model is to
+    be answered by the loopback stub (`run_study` serves it): slots still to fill in are
+    allowed, models are named `stub-<slot>`, and the default output folder is
+    `outputs/studies/<name>-stub`, so a stub study is never taken for the real one. `out`:
+    the output folder, instead of the file's `out` (relative to the study file's folder) or
+    the default `outputs/studies/<name>` (relative to the current directory)."""
     src = user_path(path)
     if not src.is_file():
         raise StudyError(f"{src}: no such study file")
@@ -390,11 +415,17 @@ def load_study(path: str | Path) -> Study:
     except ValidationError as exc:
         raise StudyError(f"{src}: {_problem('', exc).lstrip('.')}") from None
     try:
-        configs, prices = _models(spec)
+        configs, prices = _models(spec, stub)
         roles = _roles(spec, list(configs))
         seeds = _seeds(spec)
-        out = user_path(spec.out) if spec.out else user_path(f"outputs/studies/{spec.name}")
-        cache_file = out / "llm_cache.sqlite"
+        if out is not None:
+            folder = user_path(out)
+        elif spec.out:
+            given = Path(spec.out).expanduser()
+            folder = given if given.is_absolute() else src.parent / given
+        else:
+            folder = user_path(f"outputs/studies/{spec.name}" + ("-stub" if stub else ""))
+        cache_file = folder / "llm_cache.sqlite"
         if spec.caps.max_cost_usd is not None:
             unpriced = [s for s, p in prices.items() if p is None]
             if unpriced:
@@ -409,14 +440,14 @@ def load_study(path: str | Path) -> Study:
                 slots: list[str | None] = [None] if role.roster is not None else list(configs)
                 for slot in slots:
                     c = cell_condition(file, role, slot, spec, configs, prices, cache_file)
-                    folder = out / "runs" / (c.name + (f"-{slot}" if slot else "-roster"))
-                    cells.append(Cell(str(file), role.name, slot, c, folder))
+                    runs = folder / "runs" / (c.name + (f"-{slot}" if slot else "-roster"))
+                    cells.append(Cell(str(file), role.name, slot, c, runs))
     except StudyError as exc:
         raise StudyError(f"{src}: {exc}") from None
     labels = Counter(c.condition.name for c in cells if c.model is None)
     if any(n > 1 for n in labels.values()):
         raise StudyError(f"{src}: two conditions share a name: {dict(labels)}")
-    return Study(spec, src, out, configs, prices, cells, seeds)
+    return Study(spec, src, folder, configs, prices, cells, seeds, stub)
 
 
 # --- the output folder ---------------------------------------------------------------------------
@@ -674,13 +705,12 @@ def _stubbed(study: Study) -> Iterator[Study]:
             cells.append(
                 Cell(c.condition_file, c.role, c.model, Condition.model_validate(data), c.folder)
             )
-        yield Study(study.spec, study.source, study.out, configs, study.prices, cells, study.seeds)
+        yield dataclasses.replace(study, configs=configs, cells=cells)
 
 
 def run_study(
     study: Study,
     *,
-    stub: bool = False,
     progress: bool = True,
     report: bool = True,
     cluster: Any = None,
@@ -688,17 +718,17 @@ def run_study(
     say: Callable[[str], None] = print,
 ) -> StudyOutcome:
     """Run every unfinished run of `study`, then its analyses and report (see the module
-    docstring). `stub`: every model answered by the loopback stub (no keys, no network);
-    `progress`: a bar per run with the calls made; `report`: run the analysis notebooks and
-    write the report and viewer; `cluster`: None (this process), "dask" (a Dask
-    LocalCluster of `workers` processes), a scheduler address or a Dask cluster object: the
-    cells are spread over its workers, each endpoint's limits split evenly among them;
-    `say`: where one-line messages go."""
+    docstring); a stub study (`load_study(..., stub=True)`) is answered by the loopback stub
+    (no keys, no network). `progress`: a bar with the calls made; `report`: run the analysis
+    notebooks and write the report and viewer; `cluster`: None (this process), "dask" (a
+    Dask LocalCluster of `workers` processes), a scheduler address or a Dask cluster object:
+    the cells are spread over its workers, each endpoint's limits shared among the processes
+    that call it; `say`: where one-line messages go."""
     _claim_study(study)
     t0 = time.perf_counter()
     outcome = StudyOutcome(runs=study.runs)
     todo = _plan(study, outcome)
-    if todo and not stub and any(uses_llm(c.condition) for c in study.cells):
+    if todo and not study.stub and any(uses_llm(c.condition) for c in study.cells):
         problems = preflight(study)  # before anything is written
         if problems:
             more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
@@ -712,13 +742,13 @@ def run_study(
     try:
         if cluster is None:
             with contextlib.ExitStack() as stack:
-                run = stack.enter_context(_stubbed(study)) if stub else study
+                run = stack.enter_context(_stubbed(study)) if study.stub else study
                 cells = {c.label: c for c in run.cells}
                 _execute(
                     run, [(cells[c.label], s, r) for c, s, r in todo], progress, outcome, records
                 )
         else:
-            _execute_on_dask(study, todo, cluster, workers, stub, outcome, records)
+            _execute_on_dask(study, todo, cluster, workers, outcome, records)
     finally:
         _write_record(study, records, {"status": "stopped" if outcome.stopped else "done"})
     for endpoint, why in outcome.endpoints_down.items():
@@ -803,11 +833,12 @@ def _share_limits(study: Study, shares: dict[str, int]) -> Study:
         cells.append(
             Cell(c.condition_file, c.role, c.model, Condition.model_validate(data), c.folder)
         )
-    return Study(study.spec, study.source, study.out, configs, study.prices, cells, study.seeds)
+    return dataclasses.replace(study, configs=configs, cells=cells)
 
 
 def _dask_group(
     source: str,
+    out: str,
     labels: list[str],
     runs: list[tuple[str, int, bool]],
     shares: dict[str, int],
@@ -815,16 +846,13 @@ def _dask_group(
 ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     """One Dask task: load the study, keep its cells `labels`, share the endpoints' limits
     (`shares`, see `_share_limits`) and make the runs `runs`."""
-    study = load_study(source)
+    study = load_study(source, stub=stub, out=out)
     keep = [c for c in study.cells if c.label in labels]
-    study = _share_limits(
-        Study(study.spec, study.source, study.out, study.configs, study.prices, keep, study.seeds),
-        shares,
-    )
+    study = _share_limits(dataclasses.replace(study, cells=keep), shares)
     outcome = StudyOutcome(runs=len(runs))
     records: dict[str, dict[str, Any]] = {}
     with contextlib.ExitStack() as stack:
-        run = stack.enter_context(_stubbed(study)) if stub else study
+        run = stack.enter_context(_stubbed(study)) if study.stub else study
         cells = {c.label: c for c in run.cells}
         _execute(run, [(cells[lab], s, r) for lab, s, r in runs], False, outcome, records)
     counts = {
@@ -841,7 +869,6 @@ def _execute_on_dask(
     todo: list[tuple[Cell, int, bool]],
     cluster: Any,
     workers: int,
-    stub: bool,
     outcome: StudyOutcome,
     records: dict[str, dict[str, Any]],
 ) -> None:
@@ -878,10 +905,11 @@ def _execute_on_dask(
             client.submit(
                 _dask_group,
                 str(study.source),
+                str(study.out),
                 g,
                 [r for lab in g for r in by_cell[lab]],
                 shares,
-                stub,
+                study.stub,
                 pure=False,
             )
             for g in groups

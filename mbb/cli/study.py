@@ -17,7 +17,7 @@ def _run(args: argparse.Namespace) -> int:
     from mbb.batch.study import StudyError, load_study, run_study, summary_lines
 
     try:
-        study = load_study(args.study)
+        study = load_study(args.study, stub=args.stub, out=args.out)
     except StudyError as exc:
         raise common.CliError(str(exc)) from None
     if args.estimate:
@@ -29,7 +29,6 @@ def _run(args: argparse.Namespace) -> int:
     try:
         outcome = run_study(
             study,
-            stub=args.stub,
             progress=not args.quiet,
             report=not args.no_report,
             cluster=(args.scheduler or "dask") if args.cluster == "dask" else None,
@@ -57,8 +56,10 @@ def add_parser(sub: Any) -> None:
         "--stub",
         action="store_true",
         help="answer every model from a loopback stub (no keys, no network): the whole path, "
-        "not a model's behaviour",
+        "not a model's behaviour; models are named stub-<slot>, slots still to fill in are "
+        "allowed, the default folder is outputs/studies/<name>-stub",
     )
+    s.add_argument("--out", default=None, help="output folder (instead of the file's `out`)")
     s.add_argument(
         "--cluster",
         choices=["local", "dask"],

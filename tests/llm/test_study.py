@@ -90,23 +90,64 @@ def test_a_stub_study_runs_resumes_and_refuses_another_study_in_its_folder(tmp_p
         c: {{model: gemini-c, preset: gemini, price: {PRICE}}}
         """,
     )
-    study = load_study(path)
+    study = load_study(path, stub=True)
     assert [c.label for c in study.cells] == [
         f"{cond}.negotiators-{m}" for cond in ("base", "memory_off") for m in "abc"
     ]
-    out = run_study(study, stub=True, progress=False, report=False)
+    out = run_study(study, progress=False, report=False)
     assert (out.completed, out.stopped, out.failed, out.status) == (12, 0, 0, 0)
     record = json.loads((study.out / "study.json").read_text())
     assert len(record["runs"]) == 12 and all(r["valid"] for r in record["runs"].values())
     assert record["models"]["b"]["price"] is None and record["models"]["a"]["price"]["date"]
     logs = sorted(study.out.glob("runs/*/*/events.jsonl"))
     stamps = {p: p.stat().st_mtime_ns for p in logs}
-    again = run_study(load_study(path), stub=True, progress=False, report=False)
+    again = run_study(load_study(path, stub=True), progress=False, report=False)
     assert (again.done_before, again.completed, again.calls) == (12, 0, 0)
     assert {p: p.stat().st_mtime_ns for p in logs} == stamps  # nothing re-run
     other = study_file(tmp_path, path.read_text().replace("name: s", "name: other"), "o")
     with pytest.raises(StudyError, match="holds study 's'"):
-        run_study(load_study(other), stub=True, progress=False, report=False)
+        run_study(load_study(other, stub=True), progress=False, report=False)
+
+
+def test_slots_to_fill_in_are_refused_except_in_a_stub_study_which_never_passes_for_real(
+    tmp_path, monkeypatch
+):
+    """A study file ships slots to fill in: loading it says what a slot wants; with --stub
+    the slot is a stub model (`stub-<slot>`), the default folder is `<name>-stub`, and a stub
+    folder is refused to the real study (and the other way round)."""
+    monkeypatch.chdir(tmp_path)
+    path = study_file(
+        tmp_path,
+        """
+        name: s
+        conditions: [base]
+        seeds: 0..0
+        overrides: {subruns: 1, workers: {count: 3}, negotiation: {max_turns: 1}}
+        notebooks: []
+        models:
+          frontier: {fill_in: "a frontier model", preset: gemini}
+          known: {model: gpt-k, preset: openai, price: unpriced}
+        """,
+    )
+    with pytest.raises(StudyError, match=r"models\.frontier: a slot to fill in \(a frontier"):
+        load_study(path)
+    stub = load_study(path, stub=True)
+    assert stub.out == tmp_path / "outputs" / "studies" / "s-stub"
+    assert {c.model for c in stub.configs.values()} == {"stub-frontier", "stub-known"}
+    assert stub.configs["frontier"].preset == "gemini"
+    assert run_study(stub, progress=False, report=False).completed == 2
+    filled = study_file(
+        tmp_path,
+        path.read_text().replace(
+            '{fill_in: "a frontier model", preset: gemini}',
+            "{model: g-1, preset: gemini, price: unpriced}",
+        ),
+        "filled",
+    )
+    real = load_study(filled, out=stub.out)
+    assert real.fingerprint() != load_study(filled, stub=True, out=stub.out).fingerprint()
+    with pytest.raises(StudyError, match="holds study 's' with other cells"):
+        run_study(real, progress=False, report=False)
 
 
 def test_an_endpoint_that_goes_down_stops_its_runs_and_the_study_resumes(tmp_path):
@@ -199,9 +240,9 @@ def test_three_providers_two_conditions_two_seeds_both_roles_then_every_notebook
         "deadline: {minutes: 3}, tasks: {suite: [rev, tac]}, "
         "llm: {solver: {max_turns_per_window: 2, planning_turns: 1}}}",
     )
-    study = load_study(path)
+    study = load_study(path, stub=True)
     assert len(study.cells) == 12 and study.runs == 24
-    out = run_study(study, stub=True, progress=False, report=False)
+    out = run_study(study, progress=False, report=False)
     assert (out.completed, out.stopped, out.failed) == (24, 0, 0), out.errors
     logs = sorted(study.out.glob("runs/*/*/events.jsonl"))
     assert len(logs) == 24
@@ -252,9 +293,9 @@ def test_a_study_spread_over_a_dask_cluster_makes_the_same_runs(tmp_path):
     (tmp_path / "there").mkdir()
     here = small(tmp_path / "here", models, seeds="0..0")
     there = small(tmp_path / "there", models, seeds="0..0")
-    one = run_study(load_study(here), stub=True, progress=False, report=False)
+    one = run_study(load_study(here, stub=True), progress=False, report=False)
     spread = run_study(
-        load_study(there), stub=True, progress=False, report=False, cluster="dask", workers=2
+        load_study(there, stub=True), progress=False, report=False, cluster="dask", workers=2
     )
     assert (one.completed, spread.completed, spread.failed) == (2, 2, 0), spread.errors
     for log in sorted((tmp_path / "here" / "out").glob("runs/*/*/events.jsonl")):
