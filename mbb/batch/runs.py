@@ -67,14 +67,16 @@ def model_label(condition: Any) -> str | None:
 
 def with_model(condition: Any, name: str) -> dict[str, Any]:
     """The override selecting model config `name` for the condition's LLM workers."""
+    if model_label(condition) is None or not condition.models:
+        raise ValueError(
+            f"condition {condition.name!r} has no LLM workers, so a model would change nothing; "
+            "to run mbb's conditions on models, name them in a study file (mbb study, e.g. "
+            "studies/scarce.yaml), which gives them LLM workers and the models' endpoints"
+        )
     if name not in condition.models:
-        known = ", ".join(sorted(condition.models)) or "none"
+        known = ", ".join(sorted(condition.models))
         raise ValueError(
             f"unknown model {name!r} for condition {condition.name!r}; configured models: {known}"
-        )
-    if model_label(condition) is None:
-        raise ValueError(
-            f"condition {condition.name!r} has no LLM workers: a model would change nothing"
         )
     return {"workers": {"model": name}}
 

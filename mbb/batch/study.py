@@ -53,7 +53,7 @@ from mbb.batch.runs import run_id_of
 from mbb.core.aio import run_coroutine
 from mbb.core.eventlog import read_lines
 from mbb.core.nested import comparable_params
-from mbb.core.paths import is_bare_name, params_file, user_path
+from mbb.core.paths import is_bare_name, params_file, study_file, user_path
 from mbb.core.tables import tables_from_run_dirs, write_tables
 from mbb.llm.config import ModelConfig
 from mbb.params import Condition, ParamsError, deep_merge, safe_yaml
@@ -277,7 +277,9 @@ def _models(
                     ": replace `fill_in` with the model's `model`, `preset` (or `base_url`), "
                     "`api_key_env` and `price`; or try the study with --stub"
                 )
-            data = {"model": slot, "preset": data.get("preset", "openai"), "price": "unpriced"}
+            data = {k: v for k, v in data.items() if k not in ("fill_in", "price")}
+            data.update(model=slot, price="unpriced")
+            data.setdefault("preset", "openai")
         if stub:  # named as a stub everywhere (tables, report, viewer): never taken for the model
             data["model"] = f"stub-{slot}"
         price = data.pop("price", None)
@@ -400,7 +402,10 @@ def load_study(path: str | Path, *, stub: bool = False, out: str | Path | None =
     `outputs/studies/<name>-stub`, so a stub study is never taken for the real one. `out`:
     the output folder, instead of the file's `out` (relative to the study file's folder) or
     the default `outputs/studies/<name>` (relative to the current directory)."""
-    src = user_path(path)
+    try:
+        src = study_file(path)
+    except FileNotFoundError as exc:
+        raise StudyError(str(exc)) from None
     if not src.is_file():
         raise StudyError(f"{src}: no such study file")
     try:

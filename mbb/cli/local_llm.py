@@ -4,6 +4,7 @@ SmolLM2-135M-Instruct and run a condition against it, or check / install the pie
 
     make local-llm                     # installs the optional pieces, then runs the below
     mbb local-llm params/local_llm.yaml --port 8080
+    mbb local-llm --study local_smoke  # serve it and run a study against it (studies/)
     mbb local-llm --check              # exit 0 iff installed, portable, answering
     mbb local-llm --install            # build (once per CPU feature set) and install both pieces
 """
@@ -14,7 +15,7 @@ import argparse
 import sys
 from typing import Any
 
-from mbb.cli import common, run
+from mbb.cli import common, run, study
 from mbb.llm.local import DEFAULT_SLOTS
 
 __all__ = ["add_parser"]
@@ -32,6 +33,12 @@ def add_parser(sub: Any) -> None:
         nargs="?",
         default="params/local_llm.yaml",
         help="the condition to run against the local model",
+    )
+    ap.add_argument(
+        "--study",
+        default=None,
+        help="a study file to run while the server runs (e.g. local_smoke; its models' "
+        "base_url must be http://127.0.0.1:PORT/v1)",
     )
     ap.add_argument("--port", type=int, default=8080, help="loopback port of the server")
     ap.add_argument("--out", default="outputs/local_llm", help="output folder of the run")
@@ -70,9 +77,28 @@ def _run(args: argparse.Namespace) -> int:
     if args.slots < 1:
         raise common.CliError(f"--slots must be at least 1, got {args.slots}")
     parser = common.Parser(prog="mbb")
-    run.add_parser(parser.add_subparsers(dest="command"))
+    subparsers = parser.add_subparsers(dest="command")
+    run.add_parser(subparsers)
+    study.add_parser(subparsers)
+    if args.study is not None:
+        from mbb.batch.study import StudyError, load_study
+
+        try:
+            loaded = load_study(args.study)
+        except StudyError as exc:
+            raise common.CliError(str(exc)) from None
+        want = f"http://127.0.0.1:{args.port}/v1"
+        elsewhere = sorted(s for s, c in loaded.configs.items() if c.base_url != want)
+        if elsewhere:
+            raise common.CliError(
+                f"{loaded.source}: models {elsewhere} are not at {want}, where the local "
+                "server answers (set their base_url, or --port)"
+            )
     with llama_server(args.port, threads=args.threads, slots=args.slots) as url:
         print(f"llama.cpp server with SmolLM2 at {url}")
+        if args.study is not None:
+            study_args = parser.parse_args(["study", args.study])
+            return int(study_args.func(study_args))
         # `mbb run PARAMS --out OUT --set models.local.base_url=URL`, errors handled by `mbb`'s
         given = ["run", args.params, "--out", args.out, "--set", f"models.local.base_url={url}"]
         run_args = parser.parse_args(given)

@@ -4,7 +4,8 @@
   `llm.cache_file`) is relative to the current directory of the command, or of the kernel for a
   notebook run by hand. The CLI turns paths into absolute ones before a notebook sees them.
 - A bare name — no folder, no suffix: `base`, `memory_off`, `run_condition` — names one of mbb's
-  own params files (`params/<name>.yaml`) or notebooks (`notebooks/<name>.ipynb`). A path is never
+  own params files (`params/<name>.yaml`), study files (`studies/<name>.yaml`) or notebooks
+  (`notebooks/<name>.ipynb`). A path is never
   looked up in two places: `base` is mbb's condition, `./base.yaml` is yours.
 - mbb's own files are found from `PROJECT_ROOT`, the only place the project's location is derived.
 """
@@ -18,16 +19,19 @@ __all__ = [
     "NOTEBOOKS_DIR",
     "PARAMS_DIR",
     "PROJECT_ROOT",
+    "STUDIES_DIR",
     "bundled_names",
     "is_bare_name",
     "notebook_file",
     "params_file",
+    "study_file",
     "user_path",
 ]
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 PARAMS_DIR = PROJECT_ROOT / "params"
 NOTEBOOKS_DIR = PROJECT_ROOT / "notebooks"
+STUDIES_DIR = PROJECT_ROOT / "studies"
 
 
 def user_path(path: str | os.PathLike[str]) -> Path:
@@ -71,3 +75,9 @@ def notebook_file(spec: str | os.PathLike[str]) -> Path:
     """A notebook: a bare name (`run_condition`) is mbb's `notebooks/<name>.ipynb`; anything else
     is a path relative to the current directory."""
     return _resolve(spec, NOTEBOOKS_DIR, ".ipynb", "notebook")
+
+
+def study_file(spec: str | os.PathLike[str]) -> Path:
+    """A study file: a bare name (`scarce`) is mbb's `studies/<name>.yaml`; anything else is a
+    path relative to the current directory."""
+    return _resolve(spec, STUDIES_DIR, ".yaml", "study")

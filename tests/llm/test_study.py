@@ -318,3 +318,21 @@ def same_content(log: Path) -> list[str]:
             line = json.dumps(d, sort_keys=True)
         out.append(comparable(line))
     return out
+
+
+def test_local_llm_refuses_a_study_whose_models_are_not_at_its_server(tmp_path, capsys):
+    path = small(tmp_path, f"a: {{model: gpt-a, preset: openai, price: {PRICE}}}")
+    assert main(["local-llm", "--study", str(path), "--port", "8099"]) == 2
+    err = capsys.readouterr().err
+    assert "models ['a'] are not at http://127.0.0.1:8099/v1" in err
+
+
+def test_the_shipped_studies_load_and_say_which_slots_to_fill_in():
+    with pytest.raises(StudyError, match=r"models\.frontier_glm_new: a slot to fill in"):
+        load_study("scarce")
+    stub = load_study("scarce", stub=True)
+    assert len(stub.configs) == 8 and len(stub.seeds) == 5
+    assert len(stub.cells) == 8 * 9 and stub.out.name == "scarce-stub"
+    assert all(c.role == "both" for c in stub.cells)
+    smoke = load_study("local_smoke")
+    assert smoke.configs["smollm2"].base_url == "http://127.0.0.1:8080/v1"
