@@ -507,8 +507,8 @@ CASES: dict[str, Case] = {
             str(BASE),
             *("-p", "colour", "blue"),
         ],
-        "error: sweep_probe.ipynb: no parameter 'colour'; its parameters are: out_dir, "
-        "overrides, params_path, runs, seed",
+        "error: sweep_probe.ipynb takes no -p colour (no parameter 'colour'); its parameters "
+        "are: out_dir, overrides, params_path, runs, seed",
     ),
     "report-empty-folder": Case(
         ["report", "{tmp}"],
