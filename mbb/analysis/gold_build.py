@@ -5,8 +5,8 @@ annotator delivers.
 
 CORPUS_DIR holds `raw/<WRITER>.jsonl` (a writer's items in the corpus format of
 `mbb.analysis.corpus`, each with the author's own `labels` and a `style`) and, once they exist,
-the blind annotations `annot/<WRITER>.<annotator>.jsonl` (lines `{"id": ..., "labels": [...]}`;
-`blind/` is read too). For every writer found it writes, into the gold folder:
+the blind annotations `annot/<WRITER>.<annotator>.jsonl` (lines `{"id": ..., "labels": [...]}`).
+(`blind/<WRITER>.jsonl`, the label-free copies the blind annotators read, is not read.) For every writer found it writes, into the gold folder:
 - `dev.jsonl`: the dev split. The first round's items (writers A-J, no `style`) are kept byte for
   byte; the new dev writers' items follow, writer by writer, in their file's order.
 - `test2.jsonl`: the second frozen test split, writers `TEST2_WRITERS` (Q and R), drawn before
@@ -46,15 +46,11 @@ TEST2_WRITERS = ("Q", "R")
 
 
 def _annotation_files(corpus: Path, writer: str) -> dict[str, Path]:
-    """annotator -> file, for one writer (from annot/ and blind/)."""
-    out: dict[str, Path] = {}
-    for sub in ("annot", "blind"):
-        for p in sorted((corpus / sub).glob(f"{writer}.*.jsonl")):
-            name = p.name[len(writer) + 1 : -len(".jsonl")]
-            if name in out:
-                raise CorpusError(f"{p}: annotator {name!r} also in {out[name]}")
-            out[name] = p
-    return out
+    """annotator -> file, for one writer (annot/<WRITER>.<annotator>.jsonl)."""
+    return {
+        p.name[len(writer) + 1 : -len(".jsonl")]: p
+        for p in sorted((corpus / "annot").glob(f"{writer}.*.jsonl"))
+    }
 
 
 def _read_blind(path: Path, ids: Sequence[str]) -> dict[str, list[str]]:
@@ -173,7 +169,7 @@ def build(corpus: str | Path, gold: str | Path = GOLD_DIR) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m mbb.analysis.gold_build")
-    ap.add_argument("corpus", help="folder with raw/<WRITER>.jsonl (and annot/, blind/)")
+    ap.add_argument("corpus", help="folder with raw/<WRITER>.jsonl (and annot/)")
     ap.add_argument("--gold", default=str(GOLD_DIR), help="gold folder to write")
     args = ap.parse_args(argv)
     try:
