@@ -5,8 +5,9 @@ annotator delivers.
 
 CORPUS_DIR holds `raw/<WRITER>.jsonl` (a writer's items in the corpus format of
 `mbb.analysis.corpus`, each with the author's own `labels` and a `style`) and, once they exist,
-the blind annotations `annot/<WRITER>.<annotator>.jsonl` (lines `{"id": ..., "labels": [...]}`).
-(`blind/<WRITER>.jsonl`, the label-free copies the blind annotators read, is not read.) For every writer found it writes, into the gold folder:
+the blind annotations `annot/<WRITER>.<annotator>.jsonl` (lines `{"id": ..., "labels": [...]}`;
+`blind/<WRITER>.jsonl`, the label-free copies the annotators read, is not read). For every
+writer found it writes, into the gold folder:
 - `dev.jsonl`: the dev split. The first round's items (writers A-J, no `style`) are kept byte for
   byte; the new dev writers' items follow, writer by writer, in their file's order.
 - `test2.jsonl`: the second frozen test split, writers `TEST2_WRITERS` (Q and R), drawn before

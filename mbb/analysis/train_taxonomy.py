@@ -32,7 +32,7 @@ from mbb.core.taxonomy import ALL_LABELS, CATEGORY_NAMES, roll_up
 if TYPE_CHECKING:
     from scipy.sparse import csr_matrix
 
-__all__ = ["DEFAULT_DEV", "fit", "main", "score_items", "writer_cv"]
+__all__ = ["DEFAULT_DEV", "fit", "grouped_cv", "main", "score_items", "writer_cv"]
 
 DEFAULT_DEV = Path(__file__).with_name("gold") / "dev.jsonl"
 C_REG = 8.0  # inverse regularisation strength of each logistic regression (when not chosen)
@@ -179,6 +179,15 @@ def _probs(
 MAX_FOLDS = 6  # with more writers than this, the inner folds hold several writers each
 
 
+def _style_folds(items: Sequence[Utterance]) -> list[np.ndarray]:
+    """Held-out masks, one per style (items without a style are never held out): the proxy
+    for text written in a style no training item has."""
+    styles = sorted({u.style for u in items if u.style})
+    if len(styles) < 2:
+        return []
+    return [np.array([u.style == st for u in items]) for st in styles]
+
+
 def _folds(items: Sequence[Utterance]) -> list[np.ndarray]:
     """Held-out masks: one writer each (at most MAX_FOLDS folds: writers are dealt to the folds
     in sorted order, so a dev file with many writers keeps training time bounded), or five
@@ -203,19 +212,44 @@ def _best_threshold(p: np.ndarray, y: np.ndarray) -> float:
     return best
 
 
-def _oof(
-    items: Sequence[Utterance], fs: Features, labels: Sequence[str], c: float
-) -> dict[str, np.ndarray]:
-    """Out-of-fold probabilities (folds by writer) of models with inverse regularisation c."""
-    oof = {lab: np.zeros(len(items)) for lab in labels}
-    for test in _folds(items):
+def _oof_one(
+    items: Sequence[Utterance],
+    fs: Features,
+    labels: Sequence[str],
+    c: float,
+    folds: Sequence[np.ndarray],
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Out-of-fold probabilities over the held-out items of `folds` and their indices."""
+    held = np.flatnonzero(np.any(folds, axis=0))
+    pos = {int(i): k for k, i in enumerate(held)}
+    oof = {lab: np.zeros(len(held)) for lab in labels}
+    for test in folds:
         tr = [i for i in range(len(items)) if not test[i]]
         vocab, models = _fit_weights([fs[i] for i in tr], [items[i] for i in tr], labels, c)
         te = np.flatnonzero(test)
         pr = _probs(vocab, models, [fs[i] for i in te], labels)
+        at = [pos[int(i)] for i in te]
         for lab in labels:
-            oof[lab][te] = pr[lab]
-    return oof
+            oof[lab][at] = pr[lab]
+    return oof, held
+
+
+Pooled = tuple[dict[str, np.ndarray], np.ndarray]  # pooled OOF probabilities, item indices
+
+
+def _oof(items: Sequence[Utterance], fs: Features, labels: Sequence[str], c: float) -> Pooled:
+    """Out-of-fold probabilities of models with inverse regularisation c, pooled over two
+    schemes: folds by writer (every item once) and folds by style (every item with a style
+    once more). Choosing thresholds on the pool weighs both: a threshold must hold for unseen
+    writers and for unseen styles."""
+    a, ia = _oof_one(items, fs, labels, c, _folds(items))
+    parts, idx = [a], [ia]
+    sf = _style_folds(items)
+    if sf:
+        b, ib = _oof_one(items, fs, labels, c, sf)
+        parts.append(b)
+        idx.append(ib)
+    return {lab: np.concatenate([p[lab] for p in parts]) for lab in labels}, np.concatenate(idx)
 
 
 def _f1_at_best(p: np.ndarray, y: np.ndarray) -> float:
@@ -225,27 +259,57 @@ def _f1_at_best(p: np.ndarray, y: np.ndarray) -> float:
 
 def _choose_c(
     items: Sequence[Utterance], fs: Features, labels: Sequence[str]
-) -> tuple[float, dict[str, np.ndarray]]:
-    """The C of C_GRID whose out-of-fold (by writer) macro-F1 is best, and its probabilities."""
-    best: tuple[float, float, dict[str, np.ndarray]] | None = None
+) -> tuple[float, Pooled]:
+    """The C of C_GRID whose pooled out-of-fold macro-F1 is best, and its probabilities."""
+    best: tuple[float, float, Pooled] | None = None
     for c in C_GRID:
         oof = _oof(items, fs, labels, c)
         if len(C_GRID) == 1:
             return c, oof
-        f = float(np.mean([_f1_at_best(oof[lab], _y(items, lab)) for lab in labels if lab != ANY]))
+        p, idx = oof
+        sub = [items[i] for i in idx]
+        f = float(np.mean([_f1_at_best(p[lab], _y(sub, lab)) for lab in labels if lab != ANY]))
         if best is None or f > best[0] + 1e-9:  # ties keep the smaller C (listed first)
             best = (f, c, oof)
     assert best is not None, "C_GRID is empty"
     return best[1], best[2]
 
 
-def _thresholds(
-    items: Sequence[Utterance], labels: Sequence[str], oof: dict[str, np.ndarray]
-) -> dict[str, float]:
-    return {
-        lab: (_gate_threshold if lab == ANY else _best_threshold)(oof[lab], _y(items, lab))
-        for lab in labels
-    }
+NEUTRAL_TARGET = 0.03  # the gate aims to leave at most this share of neutral items labelled...
+GATE_MAX_LOSS = 0.10  # ...silencing at most this share of labelled items (out of fold)
+
+
+def _neutral_gate(
+    p: dict[str, np.ndarray], sub: Sequence[Utterance], th: dict[str, float]
+) -> float:
+    """The lowest gate threshold at which, out of fold, at most NEUTRAL_TARGET of the neutral
+    items would get a label (some label over its threshold and the gate passed) while at most
+    GATE_MAX_LOSS of the labelled items are silenced; GATE_LOSS's threshold when the target
+    cannot be met within that loss."""
+    y = _y(sub, ANY)
+    g = p[ANY]
+    any_lab = np.zeros(len(sub), dtype=bool)
+    for lab, t in th.items():
+        if lab != ANY:
+            any_lab |= p[lab] >= t
+    neutral, pos = y == 0, y == 1
+    for t in np.round(np.arange(0.0, 0.951, 0.01), 2):
+        fp = float(np.mean(any_lab[neutral] & (g[neutral] >= t))) if neutral.any() else 0.0
+        lost = float(np.mean(g[pos] < t)) if pos.any() else 0.0
+        if lost > GATE_MAX_LOSS:
+            break
+        if fp <= NEUTRAL_TARGET:
+            return float(t)
+    return _gate_threshold(g, y)
+
+
+def _thresholds(items: Sequence[Utterance], labels: Sequence[str], oof: Pooled) -> dict[str, float]:
+    p, idx = oof
+    sub = [items[i] for i in idx]
+    th = {lab: _best_threshold(p[lab], _y(sub, lab)) for lab in labels if lab != ANY}
+    if ANY in labels:
+        th[ANY] = _neutral_gate(p, sub, th)
+    return th
 
 
 # labels given only when a lexicon cue of their own fired: metagaming's n-grams ("test",
@@ -275,14 +339,31 @@ def _trusted_cues(items: Sequence[Utterance]) -> list[str]:
 
 
 def fit(
-    items: Sequence[Utterance], *, source_name: str = "", source_sha: str = ""
+    items: Sequence[Utterance],
+    *,
+    source_name: str = "",
+    source_sha: str = "",
+    feats: Features | None = None,
 ) -> dict[str, Any]:
-    """The model spec (JSON-able) trained on `items`."""
+    """The model spec (JSON-able) trained on `items` (`feats`: their features, if computed)."""
     labels = [*ALL_LABELS, ANY]
-    fs = _feats(items)
+    fs = feats if feats is not None else _feats(items)
     c, oof = _choose_c(items, fs, labels)
     thresholds = _thresholds(items, labels, oof)
     vocab, models = _fit_weights(fs, items, labels, c)
+    return _spec(items, vocab, models, thresholds, c, source_name, source_sha)
+
+
+def _spec(
+    items: Sequence[Utterance],
+    vocab: dict[str, int],
+    models: LabelModels,
+    thresholds: dict[str, float],
+    c: float,
+    source_name: str = "",
+    source_sha: str = "",
+) -> dict[str, Any]:
+    labels = [*ALL_LABELS, ANY]
     inv = sorted(vocab, key=vocab.__getitem__)  # feature names by column
     used: dict[str, list[tuple[str, float]]] = {}
     for lab, (w, _) in models.items():
@@ -351,19 +432,70 @@ def score_items(
     }
 
 
+def _predict(model: TextModel, items: Sequence[Utterance]) -> list[list[str]]:
+    return [
+        [x.category for x in model.predict(u.text, u.channel, u.context.model_dump())]
+        for u in items
+    ]
+
+
+def _groups(items: Sequence[Utterance], by: str) -> list[str]:
+    if by not in ("writer", "style"):
+        raise ValueError(f"by must be 'writer' or 'style', got {by!r}")
+    return sorted({getattr(u, by) or "" for u in items} - {""})
+
+
+def grouped_cv(
+    items: Sequence[Utterance], by: str = "writer", *, fast: bool = False
+) -> dict[str, Any]:
+    """Cross-validation holding out one writer (`by="writer"`) or one style (`by="style"`;
+    items without a style always train) at a time.
+
+    Nested (default): each training set goes through `fit` (C and thresholds by its own
+    inner writer- and style-grouped CV), so nothing is chosen on the held-out group.
+    `fast=True`: one fit per fold at the first C of C_GRID, with thresholds chosen on the
+    pooled out-of-fold probabilities of both schemes over all of `items` — optimistic, for
+    comparing feature sets quickly, never for reporting.
+
+    Returns {"folds": {group: score_items of that group}, "pooled": score_items over all
+    held-out items, "recall_by_style": {style: (found, positives)}, "predictions":
+    {item id: labels}}."""
+    fs = _feats(items)
+    groups = _groups(items, by)
+    pred: dict[str, list[str]] = {}
+    folds: dict[str, dict[str, Any]] = {}
+    if fast:
+        labels = [*ALL_LABELS, ANY]
+        thresholds = _thresholds(items, labels, _oof(items, fs, labels, C_GRID[0]))
+    for g in groups:
+        tr = [i for i, u in enumerate(items) if (getattr(u, by) or "") != g]
+        te = [i for i, u in enumerate(items) if (getattr(u, by) or "") == g]
+        train = [items[i] for i in tr]
+        if fast:
+            vocab, models = _fit_weights([fs[i] for i in tr], train, labels, C_GRID[0])
+            spec = _spec(train, vocab, models, thresholds, C_GRID[0])
+        else:
+            spec = fit(train, feats=[fs[i] for i in tr])
+        test = [items[i] for i in te]
+        p = _predict(TextModel(spec), test)
+        folds[g] = score_items(test, p)
+        pred.update({u.id: labs for u, labs in zip(test, p, strict=True)})
+    held = [u for u in items if u.id in pred]
+    pooled = score_items(held, [pred[u.id] for u in held])
+    rec: dict[str, tuple[int, int]] = {}
+    for u in held:
+        if not u.style:
+            continue
+        g = set(roll_up(u.labels or []))
+        got = set(roll_up([x for x in pred[u.id] if x in ALL_LABELS]))
+        f, n = rec.get(u.style, (0, 0))
+        rec[u.style] = (f + len(g & got), n + len(g))
+    return {"folds": folds, "pooled": pooled, "recall_by_style": rec, "predictions": pred}
+
+
 def writer_cv(items: Sequence[Utterance]) -> dict[str, dict[str, Any]]:
-    """Train on every writer but one (thresholds by inner CV), test on the held-out one."""
-    out: dict[str, dict[str, Any]] = {}
-    for w in sorted({u.writer or "" for u in items}):
-        train = [u for u in items if (u.writer or "") != w]
-        test = [u for u in items if (u.writer or "") == w]
-        model = TextModel(fit(train))
-        pred = [
-            [lab.category for lab in model.predict(u.text, u.channel, u.context.model_dump())]
-            for u in test
-        ]
-        out[w] = score_items(test, pred)
-    return out
+    """Train on every writer but one (nested selection), test on the held-out one."""
+    return grouped_cv(items, "writer")["folds"]
 
 
 def _cv_table(cv: dict[str, dict[str, Any]]) -> str:

@@ -1,0 +1,175 @@
+"""Prevalence corrected for the classifier's measured errors (Rogan-Gladen), with intervals that
+carry the uncertainty of those errors.
+
+A classifier that finds a category in a share `r` of the units it reads, with recall
+(sensitivity) `se` and false-positive rate `fpr` (the share of units without the category that
+it labels anyway), implies a true prevalence
+
+    pi = (r - fpr) / (se - fpr)          (Rogan & Gladen 1978; clipped to [0, 1])
+
+The raw share under-counts a category the classifier misses often and over-counts a rare one it
+false-alarms on, and by how much depends on the category, so raw shares are biased in different
+directions for different categories. `se` and `fpr` are measured on gold items (the frozen test
+splits: `classifier_rates`), so they are uncertain, and so is `r` (a sample of units): the
+interval draws all three from their posteriors (Beta(k + 1/2, n - k + 1/2), Jeffreys) and
+reports percentiles of the implied `pi`. When `se - fpr` is small the correction divides by
+nearly nothing: the row is flagged `identifiable = False` (its posterior probability of
+se - fpr > MIN_YOUDEN is under 95 %) and its interval is wide.
+
+What it assumes: the classifier's recall and false-positive rate on the units being counted are
+those measured on the gold items. They are measured per utterance on independently written
+text; on transcripts in another style, or counted per worker-round, they can differ — the
+interval carries the sampling error of the rates, not that shift (see the README).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import polars as pl
+
+from mbb.core.taxonomy import ALL_LABELS, CATEGORY_NAMES, roll_up
+
+__all__ = [
+    "MIN_YOUDEN",
+    "classifier_rates",
+    "corrected_prevalence",
+    "rogan_gladen",
+    "utterance_label_counts",
+]
+
+MIN_YOUDEN = 0.2  # se - fpr below this: the correction is not identified from these rates
+
+
+def rogan_gladen(share: float, sensitivity: float, fpr: float) -> float:
+    """The Rogan-Gladen prevalence implied by a raw share, clipped to [0, 1] (nan when
+    sensitivity <= fpr: the classifier then carries no information about the category)."""
+    j = sensitivity - fpr
+    if j <= 0:
+        return float("nan")
+    return float(min(1.0, max(0.0, (share - fpr) / j)))
+
+
+def classifier_rates(
+    gold: Sequence[Sequence[str]],
+    pred: Sequence[Sequence[str]],
+    categories: Sequence[str] = CATEGORY_NAMES,
+) -> pl.DataFrame:
+    """Per category: positives, true positives, negatives, false positives of `pred` against
+    `gold` (label lists per item, rolled up to the 21 categories), with recall and FPR."""
+    g = [set(roll_up([x for x in labs if x in ALL_LABELS])) for labs in gold]
+    p = [set(roll_up([x for x in labs if x in ALL_LABELS])) for labs in pred]
+    if len(g) != len(p):
+        raise ValueError(f"gold has {len(g)} items, pred {len(p)}")
+    rows = []
+    for c in categories:
+        pos = sum(c in a for a in g)
+        tp = sum(c in a and c in b for a, b in zip(g, p, strict=True))
+        neg = len(g) - pos
+        fp = sum(c not in a and c in b for a, b in zip(g, p, strict=True))
+        rows.append((c, pos, tp, neg, fp))
+    df = pl.DataFrame(rows, schema=["category", "positives", "tp", "negatives", "fp"], orient="row")
+    return df.with_columns(
+        (pl.col("tp") / pl.col("positives")).alias("recall"),
+        (pl.col("fp") / pl.col("negatives")).alias("fpr"),
+    )
+
+
+def utterance_label_counts(
+    utter: pl.DataFrame, labels: pl.DataFrame, categories: Sequence[str] = CATEGORY_NAMES
+) -> pl.DataFrame:
+    """(category, units, labelled): how many utterances (rows of `utter`, keyed by run_id and
+    seq) carry each category in `labels` (evidence rows or utterance predictions)."""
+    n = utter.select("run_id", "seq").unique().height
+    lab = (
+        labels.join(utter.select("run_id", "seq").unique(), on=["run_id", "seq"])
+        .select("run_id", "seq", "category")
+        .unique()
+        .group_by("category")
+        .len("labelled")
+    )
+    return (
+        pl.DataFrame({"category": list(categories)})
+        .join(lab, on="category", how="left")
+        .with_columns(pl.col("labelled").fill_null(0).cast(pl.Int64), pl.lit(n).alias("units"))
+        .select("category", "units", "labelled")
+    )
+
+
+def _beta(rng: np.random.Generator, k: float, n: float, size: int) -> np.ndarray:
+    return rng.beta(k + 0.5, n - k + 0.5, size)
+
+
+def corrected_prevalence(
+    counts: pl.DataFrame,
+    rates: pl.DataFrame,
+    *,
+    n_draws: int = 4000,
+    level: float = 0.95,
+    seed: int = 0,
+) -> pl.DataFrame:
+    """Raw and corrected prevalence per category.
+
+    `counts`: (category, units, labelled) — how many units were classified and how many got
+    the category (`utterance_label_counts`, or worker-rounds); `rates`: `classifier_rates` on
+    gold items. Returns per category: units, labelled, raw share with its interval, recall and
+    FPR used, corrected prevalence (Rogan-Gladen at the measured rates) with its interval
+    (percentiles of draws of share, recall and FPR from their Jeffreys posteriors), the
+    corrected count (prevalence x units) and `identifiable`."""
+    rng = np.random.default_rng(seed)
+    r = {row["category"]: row for row in rates.iter_rows(named=True)}
+    lo_q, hi_q = (1 - level) / 2, 1 - (1 - level) / 2
+    rows = []
+    for row in counts.iter_rows(named=True):
+        c, n, k = row["category"], int(row["units"]), int(row["labelled"])
+        if c not in r:
+            raise ValueError(f"no measured rates for {c!r}")
+        m = r[c]
+        pos, tp, neg, fp = (int(m[x]) for x in ("positives", "tp", "negatives", "fp"))
+        share = k / n if n else float("nan")
+        s = _beta(rng, k, n, n_draws)
+        raw_lo, raw_hi = (float(x) for x in np.quantile(s, [lo_q, hi_q]))
+        if pos == 0 or neg == 0:
+            se_hat = fpr_hat = est = lo = hi = float("nan")
+            ident = False
+        else:
+            se_hat, fpr_hat = tp / pos, fp / neg
+            se = _beta(rng, tp, pos, n_draws)
+            fpr = _beta(rng, fp, neg, n_draws)
+            j = se - fpr
+            ok = j > 0
+            pi = np.clip((s[ok] - fpr[ok]) / j[ok], 0.0, 1.0)
+            est = rogan_gladen(share, se_hat, fpr_hat)
+            lo, hi = (float(x) for x in np.quantile(pi, [lo_q, hi_q])) if ok.any() else (0.0, 1.0)
+            ident = bool(np.mean(j > MIN_YOUDEN) >= 0.95)
+        rows.append(
+            {
+                "category": c,
+                "units": n,
+                "labelled": k,
+                "raw_share": share,
+                "raw_lo": raw_lo,
+                "raw_hi": raw_hi,
+                "recall": se_hat,
+                "fpr": fpr_hat,
+                "corrected": est,
+                "corrected_lo": lo,
+                "corrected_hi": hi,
+                "corrected_count": est * n if n else float("nan"),
+                "identifiable": ident,
+            }
+        )
+    return pl.DataFrame(rows)
+
+
+def rates_from_splits(
+    splits: Mapping[str, tuple[Sequence[Sequence[str]], Sequence[Sequence[str]]]],
+) -> pl.DataFrame:
+    """`classifier_rates` pooled over several gold splits: name -> (gold labels, predicted)."""
+    gold: list[Sequence[str]] = []
+    pred: list[Sequence[str]] = []
+    for g, p in splits.values():
+        gold += list(g)
+        pred += list(p)
+    return classifier_rates(gold, pred)
