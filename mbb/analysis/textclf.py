@@ -470,6 +470,30 @@ class TextModel:
     ) -> list[Label]:
         """Labels (all 24 names) with evidence: the lexicon span when a cue of that category
         fired un-negated, plus the model's top contributing features and its probability."""
+        return self.decide(
+            text,
+            channel,
+            ctx,
+            threshold_shift=threshold_shift,
+            model_only_margin=model_only_margin,
+            cued_discount=cued_discount,
+        )[0]
+
+    def decide(
+        self,
+        text: str,
+        channel: str,
+        ctx: Mapping[str, Any] | None = None,
+        *,
+        threshold_shift: float = 0.0,
+        model_only_margin: float | None = None,
+        cued_discount: float | None = None,
+    ) -> tuple[list[Label], dict[str, float]]:
+        """(labels, margin per label): the margin is the probability minus what the label
+        needed (its threshold, moved by the cue rules), capped by the gate's own margin when
+        the gate judged the utterance neutral; a label that needs a cue it lacks gets -1, one
+        given by a trusted cue +1. Near zero means the classifier was unsure (the combined
+        classifier asks the LLM there)."""
         feats = features(text, channel, ctx)
         probs = self.scores(feats)
         src = {"note": "declaration", "ballot": "ballot"}.get(channel, "message")
@@ -483,13 +507,16 @@ class TextModel:
                 if f"{h.category}/{h.name}" in trusted:
                     sure.setdefault(h.category, f'{h.name}: "{h.match}"')
         gate = probs.get(ANY)
-        if gate is not None and gate < self.thresholds[ANY] + threshold_shift:
-            return []  # the gate judges the utterance neutral
-        out = []
+        gate_margin = (
+            gate - (self.thresholds[ANY] + threshold_shift) if gate is not None else float("inf")
+        )
+        out: list[Label] = []
+        margins: dict[str, float] = {}
         for lab in self.labels:
             if lab == ANY:
                 continue
             if lab in required and lab not in spans:
+                margins[lab] = -1.0
                 continue
             p = probs[lab]
             need = self.thresholds[lab] + threshold_shift
@@ -502,6 +529,9 @@ class TextModel:
                     if cued_discount is None
                     else (cued_discount)
                 )
+            margins[lab] = min(p - need, gate_margin)
+            if gate_margin < 0:
+                continue  # the gate judges the utterance neutral
             if p >= need:
                 ev = f"model p={p:.2f}: {self.explain(feats, lab)}"
                 if lab in spans:
@@ -510,7 +540,8 @@ class TextModel:
             elif lab in sure:  # a cue precise on the dev corpus labels even when outvoted
                 ev = f"{sure[lab]}; trusted cue (model p={p:.2f})"
                 out.append(Label(lab, round(p, 4), ev))
-        return out
+                margins[lab] = 1.0
+        return out, margins
 
 
 def _show(feat: str) -> str:
