@@ -18,7 +18,7 @@ TEST_SHA256 = "fde36e73ffbdb8b7668194087de97fa1a42ccad7714b9be45a35324583ca1753"
 # blind annotations replace the authors' provisional labels: TEST2_SHA256 pins the whole file
 # as last adjudicated (see the git log for when it moved and why).
 TEST2_ITEMS_SHA256 = "316e0621f886fe2e3a9f4d44ee017d60a2afe85885b1bd941408c361783ab240"
-TEST2_SHA256 = "934c9fe8e2ea6d286a88fd25aab4c57410b21478983d876c54c99972d9e8138e"
+TEST2_SHA256 = "b72e6e7e4d3ea7a706f39a493fe547608d7997ddf3db65b87fb964b72dd4d86d"
 SEPARATE = ["exclusionary_coalition", "divide_and_conquer", "metagaming"]
 FIRST_DEV = set("ACDEGHIJ")
 
