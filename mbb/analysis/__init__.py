@@ -76,6 +76,13 @@ from mbb.analysis.measures import (
     worker_rounds,
 )
 from mbb.analysis.outcome import OUTCOME_COLUMNS, outcomes
+from mbb.analysis.prevalence import (
+    calibrated_prevalence,
+    classifier_rates,
+    corrected_prevalence,
+    frozen_split_rates,
+    rogan_gladen,
+)
 from mbb.analysis.rules import (
     commitment_sentence,
     forward_commitments,
@@ -147,8 +154,10 @@ __all__ = [
     "behaviour_prevalence",
     "behaviour_prevalence_by_seed",
     "bootstrap_ci",
+    "calibrated_prevalence",
     "chi2_contingency",
     "chi2_sf",
+    "classifier_rates",
     "classifier_spend",
     "classify_evidence",
     "coalitions",
@@ -161,6 +170,7 @@ __all__ = [
     "condition_instructions",
     "contested_win_rates",
     "contested_win_rates_by_seed",
+    "corrected_prevalence",
     "cost_by_model",
     "diff_bootstrap_ci",
     "direct_message_use",
@@ -170,6 +180,7 @@ __all__ = [
     "export_ipw_sample",
     "export_review_sample",
     "forward_commitments",
+    "frozen_split_rates",
     "gold_prf",
     "gold_rule_detection",
     "ground_truth",
@@ -204,6 +215,7 @@ __all__ = [
     "review_agreement",
     "rich_worker",
     "rich_worker_paired",
+    "rogan_gladen",
     "round_orders",
     "rule_dynamics",
     "rule_lifecycle",

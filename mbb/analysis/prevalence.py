@@ -25,6 +25,8 @@ interval carries the sampling error of the rates, not that shift (see the README
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import cache
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -33,8 +35,10 @@ from mbb.core.taxonomy import ALL_LABELS, CATEGORY_NAMES, roll_up
 
 __all__ = [
     "MIN_YOUDEN",
+    "calibrated_prevalence",
     "classifier_rates",
     "corrected_prevalence",
+    "frozen_split_rates",
     "rogan_gladen",
     "utterance_label_counts",
 ]
@@ -173,3 +177,83 @@ def rates_from_splits(
         gold += list(g)
         pred += list(p)
     return classifier_rates(gold, pred)
+
+
+@cache
+def _frozen_rates(model_path: str | None) -> pl.DataFrame:
+    from mbb.analysis.corpus import read_utterances
+    from mbb.analysis.gold_eval import GOLD_DIR, evidence_labels
+
+    splits = {}
+    for name in ("test.jsonl", "test2.jsonl"):
+        items = read_utterances(GOLD_DIR / name, require_labels=True)
+        pred = [[x["category"] for x in labs] for labs in evidence_labels(items, model_path)]
+        splits[name] = ([u.labels or [] for u in items], pred)
+    return rates_from_splits(splits)
+
+
+def frozen_split_rates(model_path: str | Path | None = None) -> pl.DataFrame:
+    """`classifier_rates` of the evidence text classifier (the shipped model, or another model
+    file) on both frozen test splits pooled (1,011 items by writers B, F, Q, R, none of them
+    used to train or tune it); computed once per model file."""
+    return _frozen_rates(str(model_path) if model_path else None)
+
+
+def calibrated_prevalence(
+    tables: Mapping[str, pl.DataFrame],
+    evidence: pl.DataFrame,
+    *,
+    rates: pl.DataFrame | None = None,
+    unit: str = "utterance",
+    by: Sequence[str] = ("condition", "model"),
+    n_draws: int = 4000,
+    seed: int = 0,
+) -> pl.DataFrame:
+    """Per group (`by`: columns among condition, model, worker, run_id) and category of the 21:
+    raw count and share of units labelled, and the prevalence corrected for the classifier's
+    recall and FPR (`corrected_prevalence`), with intervals.
+
+    `evidence`: `classify_evidence` rows (or an LLM classifier's, same columns), read in the
+    21-category view (`classify_evidence` adds each separate label's roll-up row); `rates`:
+    the classifier's measured rates (default `frozen_split_rates()`, the evidence
+    classifier's, which is right only for its labels); `unit`: "utterance" (the unit the
+    rates were measured on) or "worker_round" (Fig. 6's unit: a worker-round counts when any
+    of its utterances carries the category — the per-utterance rates then only approximate
+    the worker-round ones, so the column `rates_unit` says which unit the rates came from)."""
+    from mbb.analysis._frames import condition_of, labels_of, utterances
+    from mbb.analysis.measures import worker_rounds
+
+    if unit not in ("utterance", "worker_round"):
+        raise ValueError(f"unit must be 'utterance' or 'worker_round', got {unit!r}")
+    rates = frozen_split_rates() if rates is None else rates
+    keys = ["run_id", "seq"] if unit == "utterance" else ["run_id", "subrun", "round", "worker"]
+    if unit == "utterance":
+        units = utterances(tables).select("run_id", "seq", "worker")
+    else:
+        units = worker_rounds(tables).select(keys)
+    units = labels_of(condition_of(units, tables), tables)
+    bad = [b for b in by if b not in units.columns]
+    if bad:
+        raise ValueError(f"cannot group by {bad}; choose among {sorted(units.columns)}")
+    # the evidence rows already carry each separate label's roll-up (classify_evidence)
+    ev = evidence.filter(pl.col("category").is_in(list(CATEGORY_NAMES)))
+    ev = ev.select(*keys, "category").unique()
+    out = []
+    groups = units.group_by(list(by), maintain_order=True) if by else [((), units)]
+    for g, part in groups:
+        n = part.height
+        hits = ev.join(part.select(keys), on=keys).group_by("category").len("labelled")
+        counts = (
+            pl.DataFrame({"category": list(CATEGORY_NAMES)})
+            .join(hits, on="category", how="left")
+            .with_columns(pl.col("labelled").fill_null(0).cast(pl.Int64), pl.lit(n).alias("units"))
+        )
+        t = corrected_prevalence(counts, rates, n_draws=n_draws, seed=seed)
+        vals = g if isinstance(g, tuple) else (g,)
+        t = t.with_columns(
+            *(pl.lit(v).alias(b) for b, v in zip(by, vals, strict=True)),
+            pl.lit(unit).alias("unit"),
+            pl.lit("utterance").alias("rates_unit"),
+        )
+        out.append(t.select(*by, *[c for c in t.columns if c not in by]))
+    return pl.concat(out)

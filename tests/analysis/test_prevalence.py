@@ -99,3 +99,40 @@ def test_counts_from_utterance_labels():
     assert c.rows() == [("anchoring", 4, 2), ("cheap_talk", 4, 0)]
     with pytest.raises(ValueError, match="no measured rates for 'cheap_talk'"):
         corrected_prevalence(c, classifier_rates([["anchoring"]], [[]], ["anchoring"]))
+
+
+def _rates(se: float, fpr: float, n: int = 1000) -> pl.DataFrame:
+    from mbb.core.taxonomy import CATEGORY_NAMES
+
+    pos, neg = n, n
+    return pl.DataFrame(
+        {
+            "category": list(CATEGORY_NAMES),
+            "positives": [pos] * 21,
+            "tp": [round(se * pos)] * 21,
+            "negatives": [neg] * 21,
+            "fp": [round(fpr * neg)] * 21,
+        }
+    )
+
+
+def test_calibrated_prevalence_of_a_run(scen, scen_ev):
+    from mbb.analysis import calibrated_prevalence
+    from mbb.analysis._frames import utterances
+
+    exact = calibrated_prevalence(scen, scen_ev, rates=_rates(1.0, 0.0), by=())
+    n = utterances(scen).height
+    pp = exact.filter(pl.col("category") == "price_primary").row(0, named=True)
+    want = scen_ev.filter(pl.col("category") == "price_primary").select("run_id", "seq")
+    assert pp["units"] == n and pp["labelled"] == want.unique().height
+    assert pp["corrected"] == pytest.approx(pp["raw_share"])  # a perfect classifier: no change
+    # a classifier that finds half of what is there doubles the estimate
+    half = calibrated_prevalence(scen, scen_ev, rates=_rates(0.5, 0.0), by=())
+    pp2 = half.filter(pl.col("category") == "price_primary").row(0, named=True)
+    assert pp2["corrected"] == pytest.approx(min(1.0, 2 * pp["raw_share"]))
+    by = calibrated_prevalence(scen, scen_ev, rates=_rates(0.8, 0.01), unit="worker_round")
+    assert set(by.columns) >= {"condition", "model", "unit", "rates_unit", "corrected_lo"}
+    assert by["unit"].unique().to_list() == ["worker_round"]
+    assert by.height == 21 * by.select("condition", "model").unique().height
+    with pytest.raises(ValueError, match="cannot group by"):
+        calibrated_prevalence(scen, scen_ev, rates=_rates(1, 0), by=("colour",))
