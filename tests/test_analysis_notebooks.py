@@ -80,7 +80,7 @@ def test_notebook_executes_and_draws(executed, name):
 @pytest.mark.notebook
 def test_taxonomy_audit_exports_and_imports_review(executed):
     nb, out = executed["taxonomy_audit"]
-    assert len(_charts(nb)) >= 8
+    assert len(_charts(nb)) >= 9  # the corrected-prevalence chart too
     assert (out / "review_sample.csv").is_file()
     text = "".join(o.get("text", "") for o in _outputs(nb) if o.get("output_type") == "stream")
     assert "No labelled review" not in text
@@ -89,6 +89,8 @@ def test_taxonomy_audit_exports_and_imports_review(executed):
     assert "No labelled review" not in text
     html = "".join(o.get("data", {}).get("text/html", "") for o in _outputs(nb))
     assert "kappa_min" in html and "recall_lo" in html  # gold table with kappa; IPW estimates
+    assert "corrected_lo" in html and "identifiable" in html  # corrected prevalence
+    assert "Test split 2" in md
 
 
 @pytest.mark.notebook

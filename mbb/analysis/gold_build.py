@@ -105,7 +105,7 @@ def _writer_items(corpus: Path, writer: str) -> tuple[list[dict[str, Any]], list
                 a[f"blind_{k}_by"] = name
         else:
             a["provisional"] = True  # author only, until two blind annotations arrive
-        votes = {k: a[k] for k in ("author", "blind_1", "blind_2") if k in a}
+        votes: dict[str, list[str]] = {k: a[k] for k in ("author", "blind_1", "blind_2") if k in a}
         items.append({**d, "labels": adjudicate(votes)})
         ann.append(a)
     return items, ann

@@ -184,13 +184,21 @@ def _probs(
 MAX_FOLDS = 6  # with more writers than this, the inner folds hold several writers each
 
 
+MAX_STYLE_FOLDS = 3  # the inner style folds hold three styles each (training time)
+
+
 def _style_folds(items: Sequence[Utterance]) -> list[np.ndarray]:
-    """Held-out masks, one per style (items without a style are never held out): the proxy
-    for text written in a style no training item has."""
+    """Held-out masks by style (items without a style are never held out): the proxy for text
+    written in a style no training item has. Styles are dealt to at most MAX_STYLE_FOLDS
+    folds in sorted order, so each fold holds out several styles at once."""
     styles = sorted({u.style for u in items if u.style})
     if len(styles) < 2:
         return []
-    return [np.array([u.style == st for u in items]) for st in styles]
+    k = min(len(styles), MAX_STYLE_FOLDS)
+    fold_of = {st: i % k for i, st in enumerate(styles)}
+    return [
+        np.array([u.style is not None and fold_of[u.style] == j for u in items]) for j in range(k)
+    ]
 
 
 def _folds(items: Sequence[Utterance]) -> list[np.ndarray]:
@@ -263,13 +271,16 @@ def _f1_at_best(p: np.ndarray, y: np.ndarray) -> float:
 
 
 def _choose_c(
-    items: Sequence[Utterance], fs: Features, labels: Sequence[str]
+    items: Sequence[Utterance],
+    fs: Features,
+    labels: Sequence[str],
+    grid: Sequence[float] = C_GRID,
 ) -> tuple[float, Pooled]:
-    """The C of C_GRID whose pooled out-of-fold macro-F1 is best, and its probabilities."""
+    """The C of `grid` whose pooled out-of-fold macro-F1 is best, and its probabilities."""
     best: tuple[float, float, Pooled] | None = None
-    for c in C_GRID:
+    for c in grid:
         oof = _oof(items, fs, labels, c)
-        if len(C_GRID) == 1:
+        if len(grid) == 1:
             return c, oof
         p, idx = oof
         sub = [items[i] for i in idx]
@@ -317,11 +328,12 @@ def _thresholds(items: Sequence[Utterance], labels: Sequence[str], oof: Pooled) 
     return th
 
 
-# labels given only when a lexicon cue of their own fired: metagaming's n-grams ("test",
-# "terminated") overlap ordinary negotiation too much to stand on their own, and rival
-# targeting's ("W3", "you") are in every utterance that names an agent (writer CV: macro-F1
-# 0.748 -> 0.746 with the requirement, and no label from naming an agent alone)
-CUE_REQUIRED = ("metagaming", "rival_targeting")
+# labels given only when a lexicon cue of their own fired. Round 1 required one for metagaming
+# and rival targeting (their n-grams, "test", "W3", overlap ordinary negotiation); with the
+# second round's writers, who enact categories without their usual words, the requirement costs
+# more than it saves (fast writer-grouped CV on the 16 dev writers: macro-F1 0.774 -> 0.778,
+# style-grouped 0.706 -> 0.711), so no label requires a cue now
+CUE_REQUIRED: tuple[str, ...] = ()
 TRUST_PRECISION = 0.9  # a cue that is right this often on the dev items labels on its own
 TRUST_MIN_HITS = 5
 
@@ -349,11 +361,13 @@ def fit(
     source_name: str = "",
     source_sha: str = "",
     feats: Features | None = None,
+    c_grid: Sequence[float] = C_GRID,
 ) -> dict[str, Any]:
-    """The model spec (JSON-able) trained on `items` (`feats`: their features, if computed)."""
+    """The model spec (JSON-able) trained on `items` (`feats`: their features, if computed;
+    `c_grid`: the candidate C, chosen by pooled out-of-fold macro-F1)."""
     labels = [*ALL_LABELS, ANY]
     fs = feats if feats is not None else _feats(items)
-    c, oof = _choose_c(items, fs, labels)
+    c, oof = _choose_c(items, fs, labels, c_grid)
     thresholds = _thresholds(items, labels, oof)
     vocab, models = _fit_weights(fs, items, labels, c)
     return _spec(items, vocab, models, thresholds, c, source_name, source_sha)
@@ -451,13 +465,19 @@ def _groups(items: Sequence[Utterance], by: str) -> list[str]:
 
 
 def grouped_cv(
-    items: Sequence[Utterance], by: str = "writer", *, fast: bool = False
+    items: Sequence[Utterance],
+    by: str = "writer",
+    *,
+    fast: bool = False,
+    c_grid: Sequence[float] = C_GRID,
 ) -> dict[str, Any]:
     """Cross-validation holding out one writer (`by="writer"`) or one style (`by="style"`;
     items without a style always train) at a time.
 
-    Nested (default): each training set goes through `fit` (C and thresholds by its own
-    inner writer- and style-grouped CV), so nothing is chosen on the held-out group.
+    Nested (default): each training set goes through `fit` (C from `c_grid` and thresholds by
+    its own inner writer- and style-grouped CV), so nothing is chosen on the held-out group
+    (pass a one-element `c_grid` to fix C, e.g. at the value chosen on the whole file, and
+    save the time of choosing it again per fold).
     `fast=True`: one fit per fold at the first C of C_GRID, with thresholds chosen on the
     pooled out-of-fold probabilities of both schemes over all of `items` — optimistic, for
     comparing feature sets quickly, never for reporting.
@@ -469,9 +489,8 @@ def grouped_cv(
     groups = _groups(items, by)
     pred: dict[str, list[str]] = {}
     folds: dict[str, dict[str, Any]] = {}
-    if fast:
-        labels = [*ALL_LABELS, ANY]
-        thresholds = _thresholds(items, labels, _oof(items, fs, labels, C_GRID[0]))
+    labels = [*ALL_LABELS, ANY]
+    thresholds = _thresholds(items, labels, _oof(items, fs, labels, C_GRID[0])) if fast else {}
     for g in groups:
         tr = [i for i, u in enumerate(items) if (getattr(u, by) or "") != g]
         te = [i for i, u in enumerate(items) if (getattr(u, by) or "") == g]
@@ -480,7 +499,7 @@ def grouped_cv(
             vocab, models = _fit_weights([fs[i] for i in tr], train, labels, C_GRID[0])
             spec = _spec(train, vocab, models, thresholds, C_GRID[0])
         else:
-            spec = fit(train, feats=[fs[i] for i in tr])
+            spec = fit(train, feats=[fs[i] for i in tr], c_grid=c_grid)
         test = [items[i] for i in te]
         p = _predict(TextModel(spec), test)
         folds[g] = score_items(test, p)
@@ -491,10 +510,10 @@ def grouped_cv(
     for u in held:
         if not u.style:
             continue
-        g = set(roll_up(u.labels or []))
+        want = set(roll_up(u.labels or []))
         got = set(roll_up([x for x in pred[u.id] if x in ALL_LABELS]))
         f, n = rec.get(u.style, (0, 0))
-        rec[u.style] = (f + len(g & got), n + len(g))
+        rec[u.style] = (f + len(want & got), n + len(want))
     return {"folds": folds, "pooled": pooled, "recall_by_style": rec, "predictions": pred}
 
 
@@ -504,20 +523,30 @@ def writer_cv(items: Sequence[Utterance]) -> dict[str, dict[str, Any]]:
 
 
 def _cv_table(cv: dict[str, dict[str, Any]]) -> str:
-    """Per-category F1 by held-out writer, with the mean over writers with support."""
+    """Per-category F1 by held-out group (writer or style), with the mean over groups with
+    support."""
     ws = list(cv)
-    head = f"{'category':<28}" + "".join(f"{w:>7}" for w in ws) + f"{'mean':>7}"
+    wd = [max(7, len(w) + 1) for w in ws]
+    head = (
+        f"{'category':<28}"
+        + "".join(f"{w:>{d}}" for w, d in zip(ws, wd, strict=True))
+        + f"{'mean':>7}"
+    )
     lines = [head]
     for c in CATEGORY_NAMES:
         fs = [cv[w]["per_category"][c]["f1"] for w in ws]
         have = [f for f in fs if f is not None]
-        cells = "".join(f"{'-':>7}" if f is None else f"{f:7.2f}" for f in fs)
+        cells = "".join(
+            f"{'-':>{d}}" if f is None else f"{f:{d}.2f}" for f, d in zip(fs, wd, strict=True)
+        )
         lines.append(f"{c:<28}{cells}{np.mean(have) if have else float('nan'):7.2f}")
     macro = [cv[w]["macro_f1"] or 0.0 for w in ws]
-    row = "".join(f"{m:7.3f}" for m in macro)
+    row = "".join(f"{m:{d}.3f}" for m, d in zip(macro, wd, strict=True))
     lines.append(f"{'macro-F1':<28}{row}{np.mean(macro):7.3f}")
     neut = [cv[w]["neutral_labelled"] or 0.0 for w in ws]
-    lines.append(f"{'neutral labelled':<28}" + "".join(f"{n:7.1%}" for n in neut))
+    lines.append(
+        f"{'neutral labelled':<28}" + "".join(f"{n:{d}.1%}" for n, d in zip(neut, wd, strict=True))
+    )
     return "\n".join(lines)
 
 
@@ -547,17 +576,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"-> {args.out} ({len(text.encode()) / 1e6:.2f} MB)"
     )
     if args.cv:
-        cv = writer_cv(items)
-        for w, r in cv.items():
-            worst = sorted(
-                (v["f1"], c) for c, v in r["per_category"].items() if v["f1"] is not None
-            )[:4]
+        c = float(spec["hyperparameters"]["C"])
+        print(f"nested cross-validation (C fixed at {c}, chosen on the whole file; thresholds")
+        print("and gate chosen again inside every training set):")
+        for by in ("writer", "style"):
+            res = grouped_cv(items, by, c_grid=(c,))
+            if not res["folds"]:
+                continue
+            for w, r in res["folds"].items():
+                worst = sorted(
+                    (v["f1"], c) for c, v in r["per_category"].items() if v["f1"] is not None
+                )[:4]
+                print(
+                    f"held-out {by} {w}: macro-F1 {r['macro_f1']:.3f}, neutral labelled "
+                    f"{r['neutral_labelled'] or 0:.1%} of {r['neutral_items']}; worst: "
+                    + ", ".join(f"{c} {f:.2f}" for f, c in worst)
+                )
+            print(_cv_table(res["folds"]))
+            p = res["pooled"]
             print(
-                f"held-out writer {w}: macro-F1 {r['macro_f1']:.3f}, neutral labelled "
-                f"{r['neutral_labelled'] or 0:.1%} of {r['neutral_items']}; worst: "
-                + ", ".join(f"{c} {f:.2f}" for f, c in worst)
+                f"pooled over the held-out {by}s: macro-F1 {p['macro_f1']:.3f}, neutral "
+                f"labelled {p['neutral_labelled'] or 0:.1%} of {p['neutral_items']}"
             )
-        print(_cv_table(cv))
+            rec = res["recall_by_style"]
+            if rec:
+                print(
+                    "recall by style: "
+                    + ", ".join(f"{st} {a / n:.2f} ({a}/{n})" for st, (a, n) in sorted(rec.items()))
+                )
     return 0
 
 
