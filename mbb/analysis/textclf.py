@@ -1,22 +1,33 @@
 """The text classifier: lexicon cues + context facts + word/character n-grams, one linear
 (logistic) model per label, shipped as auditable JSON (`taxonomy_model.json`).
 
-Features of one utterance (`features`):
+Features of one utterance (`features`), read after trader shorthand and chat spelling are
+spelled out (`expand`: "u owe me, dl 300s" -> "you owe me, deadline 300s"):
 - `w:` word unigrams and `b:` bigrams of the lower-cased text, numbers as `<n>`, agent names
-  (W1..W9) as `<w>`;
+  (W1..W9) as `<w>`; `nw:` / `iw:` the words inside a negation's scope or an if/unless clause;
 - `c:` character 4-grams within words (robust to spelling and morphology: "renegotiat");
-- `cue:` / `neg:` hits of the lexicon (`mbb.analysis.lexicon`), plain or negated;
-- `ch:` the channel; `ctx:` facts from the optional context: whether a ballot's ranking equals
-  the bid order, the shortest-duration order, the disclosed-deadline order, the arrival order or
-  the previous schedule; whether the speaker ranks itself below its bid position; whether the
-  utterance answers a message or refers to earlier lines, and whether an earlier line proposed a
-  standing rule.
+- `cue:` / `neg:` hits of the lexicon (`mbb.analysis.lexicon`), plain or negated (a first-person
+  refusal negates every cue after it in its clause);
+- `ch:` the channel; `len:short`; `ctx:` facts from the optional context: whether a ballot's
+  ranking equals the bid order, the shortest-duration order, the disclosed-deadline order, the
+  arrival order or the previous schedule; whether the speaker ranks itself below its bid
+  position; whether the utterance answers a message or refers to earlier lines, and whether an
+  earlier line proposed a standing rule;
+- `num:` the numbers it states against the context (its own bid or duration, another's bid, a
+  disclosed deadline; its bid the highest or lowest); `ord:` an order it spells out (three
+  agents named in a row, or the bids' figures from the highest) against the orders the context
+  allows (`number_facts`);
+- `e:` / `ew:` / `acc:` the earlier messages it answers or refers to (`in_reply_to`,
+  `earlier`), featurised apart from it: the categories whose cues fire there, their words, and
+  an earlier category when the utterance is a short or accepting reply (`earlier_features`), so
+  a bland "Fine, same as last time then." inherits what the earlier message proposed.
 
-Scores are sum(w * x) + b over the l2-normalised n-gram block plus the binary cue/context
-block; a label is given when its logistic probability reaches its threshold (chosen by
-cross-validation by writer in `mbb.analysis.train_taxonomy`). Each label's evidence is its top
-contributing features with their weights, so a reader can see what fired. Inference needs only
-the JSON file and numpy-free Python; scikit-learn is used by the training script.
+Scores are sum(w * x) + b over the l2-normalised n-gram blocks plus the binary blocks; a label is
+given when its logistic probability reaches its threshold (chosen by writer- and style-grouped
+cross-validation in `mbb.analysis.train_taxonomy`) and the gate judges the utterance not
+neutral. Each label's evidence is its top contributing features with their weights, so a reader
+can see what fired. Inference needs only the JSON file and numpy-free Python; scikit-learn is
+used by the training script.
 """
 
 from __future__ import annotations
