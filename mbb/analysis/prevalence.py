@@ -180,23 +180,31 @@ def rates_from_splits(
 
 
 @cache
-def _frozen_rates(model_path: str | None) -> pl.DataFrame:
+def _frozen_rates(model_path: str | None, with_context: bool) -> pl.DataFrame:
     from mbb.analysis.corpus import read_utterances
     from mbb.analysis.gold_eval import GOLD_DIR, evidence_labels
 
     splits = {}
     for name in ("test.jsonl", "test2.jsonl"):
         items = read_utterances(GOLD_DIR / name, require_labels=True)
+        if not with_context:
+            items = [u.model_copy(update={"context": type(u.context)()}) for u in items]
         pred = [[x["category"] for x in labs] for labs in evidence_labels(items, model_path)]
         splits[name] = ([u.labels or [] for u in items], pred)
     return rates_from_splits(splits)
 
 
-def frozen_split_rates(model_path: str | Path | None = None) -> pl.DataFrame:
+def frozen_split_rates(
+    model_path: str | Path | None = None, *, with_context: bool = False
+) -> pl.DataFrame:
     """`classifier_rates` of the evidence text classifier (the shipped model, or another model
     file) on both frozen test splits pooled (1,011 items by writers B, F, Q, R, none of them
-    used to train or tune it); computed once per model file."""
-    return _frozen_rates(str(model_path) if model_path else None)
+    used to train or tune it); computed once per model file.
+
+    `with_context=False` (default) reads each item's text alone, as `classify_evidence` reads
+    utterances in runs (their context enters there as structural facts instead); True gives the
+    rates of the corpus path (`mbb classify` on files with context)."""
+    return _frozen_rates(str(model_path) if model_path else None, with_context)
 
 
 def calibrated_prevalence(
@@ -215,11 +223,13 @@ def calibrated_prevalence(
 
     `evidence`: `classify_evidence` rows (or an LLM classifier's, same columns), read in the
     21-category view (`classify_evidence` adds each separate label's roll-up row); `rates`:
-    the classifier's measured rates (default `frozen_split_rates()`, the evidence
-    classifier's, which is right only for its labels); `unit`: "utterance" (the unit the
-    rates were measured on) or "worker_round" (Fig. 6's unit: a worker-round counts when any
-    of its utterances carries the category — the per-utterance rates then only approximate
-    the worker-round ones, so the column `rates_unit` says which unit the rates came from)."""
+    the classifier's measured rates (default `frozen_split_rates()`: the evidence text
+    classifier's on the frozen splits, each item read alone as in runs — right only for its
+    labels, and blind to the recall the structural facts add in runs); `unit`: "utterance"
+    (the unit the rates were measured on) or "worker_round" (Fig. 6's unit: a worker-round
+    counts when any of its utterances carries the category — the per-utterance rates then
+    only approximate the worker-round ones, so the column `rates_unit` says which unit the
+    rates came from)."""
     from mbb.analysis._frames import condition_of, labels_of, utterances
     from mbb.analysis.measures import worker_rounds
 
