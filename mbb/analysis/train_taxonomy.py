@@ -331,7 +331,7 @@ def _thresholds(items: Sequence[Utterance], labels: Sequence[str], oof: Pooled) 
 # labels given only when a lexicon cue of their own fired. Round 1 required one for metagaming
 # and rival targeting (their n-grams, "test", "W3", overlap ordinary negotiation); with the
 # second round's writers, who enact categories without their usual words, the requirement costs
-# more than it saves (fast writer-grouped CV on the 16 dev writers: macro-F1 0.774 -> 0.778,
+# more than it saves (fast writer-grouped CV on the 14 dev writers: macro-F1 0.774 -> 0.778,
 # style-grouped 0.706 -> 0.711), so no label requires a cue now
 CUE_REQUIRED: tuple[str, ...] = ()
 TRUST_PRECISION = 0.9  # a cue that is right this often on the dev items labels on its own
