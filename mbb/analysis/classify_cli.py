@@ -32,6 +32,7 @@ from mbb.core.taxonomy import roll_up
 
 __all__ = [
     "COMBINE_BAND",
+    "LlmLabels",
     "classify_items",
     "cmd_classify",
     "cmd_validate",
@@ -50,6 +51,16 @@ def _evidence(items: Sequence[Utterance], model_path: str | None) -> list[list[d
     from mbb.analysis.gold_eval import evidence_labels
 
     return evidence_labels(items, model_path)
+
+
+class LlmLabels(list[list[dict[str, Any]]]):
+    """The LLM classifier's labels per item, plus `missing`: the indices of the items its
+    replies left out (scored as unlabelled, but the combined classifier does not read them as
+    the LLM saying no)."""
+
+    def __init__(self, rows: Any = ()) -> None:
+        super().__init__(rows)
+        self.missing: set[int] = set()
 
 
 def _llm(
@@ -94,11 +105,16 @@ def _llm(
         }
     )
     res = clf.classify_sync(table)
-    out: list[list[dict[str, Any]]] = [[] for _ in items]
+    out = LlmLabels([] for _ in items)
     for seq, cat, quote, ok in res.select(
         "seq", "category", "evidence", "quote_in_text"
     ).iter_rows():
         out[seq].append({"category": cat, "evidence": f'quote: "{quote}"', "quote_in_text": ok})
+    # items the model never answered for (not cached: "missing from reply") are not "no label"
+    from mbb.analysis.llm_classifier import _ctx_str, _key
+
+    keys = [_key(s, t, _ctx_str(c)) for s, t, c in table.select("source", "text", "context").rows()]
+    out.missing = {i for i, k in enumerate(keys) if k not in clf.cache}
     return out, clf
 
 
@@ -143,12 +159,17 @@ def combine(
 ) -> list[list[dict[str, Any]]]:
     """The combined classifier: per item and label, the evidence classifier's decision where
     its margin is at least `band` from zero (labelled, or not), the LLM's where it is nearer
-    (the evidence classifier is unsure there). Each label says who decided and why."""
+    (the evidence classifier is unsure there). Items the LLM never answered for (`missing` of
+    `LlmLabels`) keep the evidence classifier's labels. Each label says who decided and why."""
+    missing: set[int] = getattr(llm, "missing", set())
     out: list[list[dict[str, Any]]] = []
-    for (ev, margins), lm in zip(evidence, llm, strict=True):
+    for i, ((ev, margins), lm) in enumerate(zip(evidence, llm, strict=True)):
         given = {x["category"]: x for x in ev}
         said = {x["category"]: x for x in lm}
         labs = []
+        if i in missing:
+            out.append([{**x, "decided_by": "evidence (no LLM answer)"} for x in ev])
+            continue
         for cat in sorted(set(margins) | set(given) | set(said)):
             m = margins.get(cat, -1.0)
             if cat in given and m >= band:

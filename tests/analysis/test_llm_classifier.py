@@ -219,3 +219,16 @@ def test_kappa_by_category_rolls_up_and_pools():
     assert k["anchoring"] == pytest.approx(0.5)
     assert k["cheap_talk"] is None or k["cheap_talk"] == 1.0  # never labelled by either
     assert 0.5 < k["pooled"] < 1.0
+
+
+def test_items_the_llm_left_out_keep_the_evidence_labels():
+    from mbb.analysis.classify_cli import COMBINE_BAND, LlmLabels, combine
+
+    unsure = COMBINE_BAND / 2
+    ev = [([{"category": "reputation", "evidence": "model"}], {"reputation": unsure})] * 2
+    llm = LlmLabels([[], []])
+    llm.missing = {1}  # item 0: the LLM answered "no label"; item 1: it never answered
+    out = combine(ev, llm)
+    assert out[0] == []
+    assert [x["category"] for x in out[1]] == ["reputation"]
+    assert out[1][0]["decided_by"] == "evidence (no LLM answer)"
