@@ -11,12 +11,17 @@ from typing import Any
 import nbformat
 import pytest
 
+from mbb.batch.build import load_params
 from mbb.batch.notebooks import execute_notebook
+from mbb.batch.runner import run_many
 from mbb.viz.render import MIMETYPE
 
 NOTEBOOKS = ("taxonomy_audit", "token_audit", "transmission", "starting_states")
 # small enough to keep the suite quick; two subruns so drift and transmission have an s+1
 SMALL = {"runs": 2, "overrides": {"subruns": 2}}
+# the conditions the analysis notebooks read (transmission: memory on and off; starting states:
+# the rich and the urgent worker against base)
+CONDITIONS = ("base", "memory_off", "rich_worker", "urgent_worker")
 
 
 def _outputs(nb: nbformat.NotebookNode) -> list[dict[str, Any]]:
@@ -24,12 +29,7 @@ def _outputs(nb: nbformat.NotebookNode) -> list[dict[str, Any]]:
 
 
 def _run(root: Path, name: str, out: Path, **params: Any) -> nbformat.NotebookNode:
-    nb_path, _ = execute_notebook(
-        root / "notebooks" / f"{name}.ipynb",
-        out,
-        {"out_dir": str(out), **SMALL, **params},
-        html=False,
-    )
+    nb_path, _ = execute_notebook(root / "notebooks" / f"{name}.ipynb", out, params, html=False)
     nb = nbformat.read(nb_path, as_version=4)
     assert not [o for o in _outputs(nb) if o.get("output_type") == "error"]
     return nb
@@ -60,10 +60,24 @@ def executed(root, tmp_path_factory) -> dict[str, tuple[nbformat.NotebookNode, P
         "base-seed0000,1,message,My bid stands.,anchoring,4,1,4.0,anchoring,anchoring\n"
         "base-seed0000,2,message,Hello.,none,30,1,30.0,,reciprocity\n"
     )
-    extra = {"taxonomy_audit": {"review_csv": str(labelled)}}
-    names = [*NOTEBOOKS, "run_condition"]
+    runs = base / "runs"  # analyses read recorded runs, never run them
+    for name in CONDITIONS:
+        cond = load_params(name, {"subruns": 2})
+        run_many(cond, runs=SMALL["runs"], out_dir=runs / name, processes=1).check()
+    read = {"run_dirs": [str(runs)]}
+    params = {
+        "taxonomy_audit": {
+            **read,
+            "out_dir": str(base / "taxonomy_audit"),
+            "review_csv": str(labelled),
+        },
+        "token_audit": read,
+        "transmission": read,
+        "starting_states": read,
+        "run_condition": {"out_dir": str(base / "run_condition"), **SMALL},
+    }
     with ThreadPoolExecutor(max_workers=2) as pool:
-        futs = {n: pool.submit(_run, root, n, base / n, **extra.get(n, {})) for n in names}
+        futs = {n: pool.submit(_run, root, n, base / n, **p) for n, p in params.items()}
         return {n: (f.result(), base / n) for n, f in futs.items()}
 
 
@@ -80,7 +94,7 @@ def test_notebook_executes_and_draws(executed, name):
 @pytest.mark.notebook
 def test_taxonomy_audit_exports_and_imports_review(executed):
     nb, out = executed["taxonomy_audit"]
-    assert len(_charts(nb)) >= 8
+    assert len(_charts(nb)) >= 9  # the corrected-prevalence chart too
     assert (out / "review_sample.csv").is_file()
     text = "".join(o.get("text", "") for o in _outputs(nb) if o.get("output_type") == "stream")
     assert "No labelled review" not in text
@@ -89,6 +103,8 @@ def test_taxonomy_audit_exports_and_imports_review(executed):
     assert "No labelled review" not in text
     html = "".join(o.get("data", {}).get("text/html", "") for o in _outputs(nb))
     assert "kappa_min" in html and "recall_lo" in html  # gold table with kappa; IPW estimates
+    assert "corrected_lo" in html and "identifiable" in html  # corrected prevalence
+    assert "Test split 2" in md
 
 
 @pytest.mark.notebook
@@ -102,7 +118,7 @@ def test_token_audit_says_counts_are_approximate(executed):
 @pytest.mark.notebook
 def test_transmission_compares_memory_on_and_off(executed):
     nb, out = executed["transmission"]
-    assert {p.name for p in out.iterdir() if p.is_dir()} >= {"base", "memory_off"}
+    assert not any(out.glob("**/events.jsonl"))  # it read the recorded runs, ran none
     assert any("memory on vs off" in o["data"]["text/plain"] for o in _charts(nb))
 
 

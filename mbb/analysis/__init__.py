@@ -91,6 +91,13 @@ from mbb.analysis.measures import (
     worker_rounds,
 )
 from mbb.analysis.outcome import OUTCOME_COLUMNS, outcomes
+from mbb.analysis.prevalence import (
+    calibrated_prevalence,
+    classifier_rates,
+    corrected_prevalence,
+    frozen_split_rates,
+    rogan_gladen,
+)
 from mbb.analysis.rules import (
     commitment_sentence,
     forward_commitments,
@@ -159,9 +166,11 @@ __all__ = [
     "behaviour_drift",
     "behaviour_prevalence",
     "bootstrap_ci",
+    "calibrated_prevalence",
     "cell_of",
     "chi2_contingency",
     "chi2_sf",
+    "classifier_rates",
     "classifier_spend",
     "classify_evidence",
     "coalitions",
@@ -173,6 +182,7 @@ __all__ = [
     "condition_differences",
     "condition_instructions",
     "contested_win_rates",
+    "corrected_prevalence",
     "cost_by_model",
     "diff_bootstrap_ci",
     "direct_message_use",
@@ -183,6 +193,7 @@ __all__ = [
     "export_review_sample",
     "find_run_dirs",
     "forward_commitments",
+    "frozen_split_rates",
     "gold_prf",
     "gold_rule_detection",
     "ground_truth",
@@ -214,6 +225,7 @@ __all__ = [
     "review_agreement",
     "rich_worker",
     "rich_worker_paired",
+    "rogan_gladen",
     "round_orders",
     "rule_dynamics",
     "rule_lifecycle",

@@ -14,6 +14,10 @@ All annotators were instances of one family of LLM assistants, briefed alike: th
 measures how consistently the written definitions are applied, and overstates what independent
 human annotators would reach.
 
+The second round (writers K-R, `mbb.analysis.gold_build`) adds items with a `style`; until their
+blind annotations arrive they carry the author's labels alone (`provisional` lines, one
+annotator), and the agreement figures cover the items with all three annotations.
+
 `python -m mbb.analysis.agreement` rewrites `gold/agreement.json` from `gold/annotations.jsonl`.
 """
 
@@ -38,31 +42,36 @@ PAIRS = (("author", "blind_2"), ("author", "blind_1"), ("blind_1", "blind_2"))
 def read_annotations(
     path: Path = GOLD_DIR / "annotations.jsonl",
 ) -> dict[str, dict[str, list[str]]]:
-    """id -> annotator -> labels, from `path` (one JSON object per line)."""
+    """id -> annotator -> labels, from `path` (one JSON object per line): all three annotators,
+    or the author alone on a line marked `provisional` (blind annotations not yet delivered)."""
     out: dict[str, dict[str, list[str]]] = {}
     for n, line in enumerate(path.read_text().splitlines(), 1):
         if not line.strip():
             continue
         try:
             d = json.loads(line)
-            out[d["id"]] = {a: list(d[a]) for a in ANNOTATORS}
+            who = ("author",) if d.get("provisional") else ANNOTATORS
+            out[d["id"]] = {a: list(d[a]) for a in who}
         except (ValueError, KeyError, TypeError) as exc:
             raise ValueError(f"{path}:{n}: not an annotation line ({exc})") from None
     return out
 
 
 def adjudicate(annotations: dict[str, list[str]]) -> list[str]:
-    """The gold labels of one item: every label at least two of the three annotators gave."""
+    """The gold labels of one item: every label a majority of its annotators gave (two of the
+    three; the author's own when it is the only annotator so far)."""
     votes = Counter(label for labels in annotations.values() for label in set(labels))
-    return sorted(label for label, n in votes.items() if n >= 2)
+    need = len(annotations) // 2 + 1
+    return sorted(label for label, n in votes.items() if n >= need)
 
 
 def agreement(
     annotations: dict[str, dict[str, list[str]]], categories: list[str]
 ) -> dict[str, Any]:
     """Cohen's kappa per category for each pair of annotators, with each one's positives and
-    the adjudicated count; `categories`: the labels to report (plus a `neutral` row: no label)."""
-    ids = sorted(annotations)
+    the adjudicated count; `categories`: the labels to report (plus a `neutral` row: no label).
+    Only items with all three annotations count."""
+    ids = sorted(i for i, a in annotations.items() if all(x in a for x in ANNOTATORS))
     rows = []
     for cat in [*categories, "neutral"]:
 

@@ -4,10 +4,16 @@
 Their arguments are declared in `mbb.cli` (parsing must not import the analyses).
 
     mbb classify UTTERANCES.jsonl [--classifier evidence|llm] [--out FILE]
-    mbb validate-classifier GOLD.jsonl [--classifier evidence|llm] [--boot 1000]
+    mbb validate-classifier [GOLD.jsonl ...] [--frozen] [--classifier evidence|llm] [--boot 1000]
 
 LLM options (both commands): --base-url http://127.0.0.1:PORT/v1 --model smollm2
 --structured json_object_schema [--api-key-env NAME] [--cache FILE] [--batch-size N].
+
+`validate-classifier --frozen` scores both frozen test splits (`gold/test.jsonl`, writers B and
+F; `gold/test2.jsonl`, writers Q and R). With `--classifier llm` each split gets four reports:
+the LLM's table, the evidence classifier's, their agreement per category (Cohen's kappa), and
+the combined classifier's (`combine`: the evidence classifier decides where it is sure, the LLM
+where it is not).
 """
 
 from __future__ import annotations
@@ -24,13 +30,37 @@ import polars as pl
 from mbb.analysis.corpus import CorpusError, Utterance, read_utterances
 from mbb.core.taxonomy import roll_up
 
-__all__ = ["classify_items", "cmd_classify", "cmd_validate"]
+__all__ = [
+    "COMBINE_BAND",
+    "LlmLabels",
+    "classify_items",
+    "cmd_classify",
+    "cmd_validate",
+    "combine",
+    "evidence_decisions",
+    "kappa_by_category",
+]
+
+# The combined classifier asks the LLM about a category when the evidence classifier's margin
+# (probability minus what the label needed) is within this band of zero. Fixed before any LLM
+# was scored on a frozen split, not tuned on them.
+COMBINE_BAND = 0.15
 
 
 def _evidence(items: Sequence[Utterance], model_path: str | None) -> list[list[dict[str, Any]]]:
     from mbb.analysis.gold_eval import evidence_labels
 
     return evidence_labels(items, model_path)
+
+
+class LlmLabels(list[list[dict[str, Any]]]):
+    """The LLM classifier's labels per item, plus `missing`: the indices of the items its
+    replies left out (scored as unlabelled, but the combined classifier does not read them as
+    the LLM saying no)."""
+
+    def __init__(self, rows: Any = ()) -> None:
+        super().__init__(rows)
+        self.missing: set[int] = set()
 
 
 def _llm(
@@ -75,11 +105,16 @@ def _llm(
         }
     )
     res = clf.classify_sync(table)
-    out: list[list[dict[str, Any]]] = [[] for _ in items]
+    out = LlmLabels([] for _ in items)
     for seq, cat, quote, ok in res.select(
         "seq", "category", "evidence", "quote_in_text"
     ).iter_rows():
         out[seq].append({"category": cat, "evidence": f'quote: "{quote}"', "quote_in_text": ok})
+    # items the model never answered for (not cached: "missing from reply") are not "no label"
+    from mbb.analysis.llm_classifier import _ctx_str, _key
+
+    keys = [_key(s, t, _ctx_str(c)) for s, t, c in table.select("source", "text", "context").rows()]
+    out.missing = {i for i, k in enumerate(keys) if k not in clf.cache}
     return out, clf
 
 
@@ -92,6 +127,86 @@ def classify_items(
     out, clf = _llm(items, args)
     for p in clf.problems:
         print(f"warning: llm classifier: {p['problem']}", file=sys.stderr)
+    return out
+
+
+def evidence_decisions(
+    items: Sequence[Utterance], model_path: str | None = None
+) -> list[tuple[list[dict[str, Any]], dict[str, float]]]:
+    """Per item: the evidence classifier's labels (with evidence) and its margin per label."""
+    from mbb.analysis.textclf import load_model
+
+    model = load_model(model_path)
+    out = []
+    for u in items:
+        labs, margins = model.decide(u.text, u.channel, u.context.model_dump(exclude_none=True))
+        out.append(
+            (
+                [
+                    {"category": x.category, "probability": x.probability, "evidence": x.evidence}
+                    for x in labs
+                ],
+                margins,
+            )
+        )
+    return out
+
+
+def combine(
+    evidence: Sequence[tuple[list[dict[str, Any]], dict[str, float]]],
+    llm: Sequence[Sequence[dict[str, Any]]],
+    band: float = COMBINE_BAND,
+) -> list[list[dict[str, Any]]]:
+    """The combined classifier: per item and label, the evidence classifier's decision where
+    its margin is at least `band` from zero (labelled, or not), the LLM's where it is nearer
+    (the evidence classifier is unsure there). Items the LLM never answered for (`missing` of
+    `LlmLabels`) keep the evidence classifier's labels. Each label says who decided and why."""
+    missing: set[int] = getattr(llm, "missing", set())
+    out: list[list[dict[str, Any]]] = []
+    for i, ((ev, margins), lm) in enumerate(zip(evidence, llm, strict=True)):
+        given = {x["category"]: x for x in ev}
+        said = {x["category"]: x for x in lm}
+        labs = []
+        if i in missing:
+            out.append([{**x, "decided_by": "evidence (no LLM answer)"} for x in ev])
+            continue
+        for cat in sorted(set(margins) | set(given) | set(said)):
+            m = margins.get(cat, -1.0)
+            if cat in given and m >= band:
+                labs.append({**given[cat], "decided_by": "evidence"})
+            elif abs(m) < band and cat in said:
+                labs.append(
+                    {
+                        "category": cat,
+                        "evidence": f"LLM (evidence margin {m:+.2f}): {said[cat]['evidence']}",
+                        "decided_by": "llm",
+                    }
+                )
+        out.append(labs)
+    return out
+
+
+def kappa_by_category(
+    a: Sequence[Sequence[str]], b: Sequence[Sequence[str]]
+) -> dict[str, float | None]:
+    """Cohen's kappa per category of the 21 (labels rolled up) between two classifiers'
+    labels on the same items, plus `pooled` over every item x category decision."""
+    import numpy as np
+
+    from mbb.analysis.validation import cohen_kappa
+    from mbb.core.taxonomy import CATEGORY_NAMES
+
+    ra = [set(roll_up(x)) for x in a]
+    rb = [set(roll_up(x)) for x in b]
+    out: dict[str, float | None] = {}
+    va_all, vb_all = [], []
+    for c in CATEGORY_NAMES:
+        va = np.array([c in x for x in ra])
+        vb = np.array([c in x for x in rb])
+        va_all.append(va)
+        vb_all.append(vb)
+        out[c] = cohen_kappa(va, vb)
+    out["pooled"] = cohen_kappa(np.concatenate(va_all), np.concatenate(vb_all))
     return out
 
 
@@ -131,23 +246,77 @@ def cmd_classify(args: argparse.Namespace) -> int:
     return 0
 
 
+def _gold_paths(args: argparse.Namespace) -> list[str]:
+    from mbb.analysis.gold_eval import GOLD_DIR
+
+    paths = list(args.gold or [])
+    if getattr(args, "frozen", False):
+        paths += [str(GOLD_DIR / "test.jsonl"), str(GOLD_DIR / "test2.jsonl")]
+    if not paths:
+        raise CorpusError("give a gold file, or --frozen for both frozen test splits")
+    return paths
+
+
+def _names(labels: Sequence[Sequence[dict[str, Any]]]) -> list[list[str]]:
+    return [[x["category"] for x in labs] for labs in labels]
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     from mbb.analysis.gold_eval import score_gold
 
-    items = _read(args.gold, gold=True)
-    labels = _labels(items, args)
-    pred = [[x["category"] for x in labs] for labs in labels]
-    t, sep = score_gold(items, pred, n_boot=args.boot)
-    print(f"{args.gold}: {len(items)} items, classifier {args.classifier}")
-    print("21 categories (separate labels rolled up), 95% bootstrap CIs over items:")
-    _print(t)
-    print("reported separately:")
-    _print(sep)
+    report: dict[str, Any] = {}
+    for path in _gold_paths(args):
+        items = _read(path, gold=True)
+        labels = _labels(items, args)
+        t, sep = score_gold(items, _names(labels), n_boot=args.boot)
+        print(f"{path}: {len(items)} items, classifier {args.classifier}")
+        print("21 categories (separate labels rolled up), 95% bootstrap CIs over items:")
+        _print(t)
+        print("reported separately:")
+        _print(sep)
+        rep: dict[str, Any] = {"taxonomy": t.to_dicts(), "separate": sep.to_dicts()}
+        if args.classifier == "llm":
+            rep.update(_compare(items, labels, args))
+        report[path] = rep
     if args.json:
+        one = len(report) == 1
         Path(args.json).write_text(
-            json.dumps({"taxonomy": t.to_dicts(), "separate": sep.to_dicts()}, indent=1)
+            json.dumps(next(iter(report.values())) if one else report, indent=1)
         )
     return 0
+
+
+def _compare(
+    items: Sequence[Utterance], llm: Sequence[Sequence[dict[str, Any]]], args: argparse.Namespace
+) -> dict[str, Any]:
+    """The evidence classifier on the same items, its kappa with the LLM per category, and the
+    combined classifier's table."""
+    from mbb.analysis.gold_eval import score_gold
+
+    ev = evidence_decisions(items, getattr(args, "model_file", None))
+    ev_names = _names([e for e, _ in ev])
+    t_ev, _ = score_gold(items, ev_names, n_boot=args.boot)
+    kappa = kappa_by_category(ev_names, _names(llm))
+    comb = combine(ev, llm)
+    t_c, sep_c = score_gold(items, _names(comb), n_boot=args.boot)
+    print("evidence classifier on the same items:")
+    _print(t_ev)
+    print("agreement of the LLM with the evidence classifier, Cohen's kappa per category:")
+    for c, k in kappa.items():
+        print(f"  {c:26s} {'   -' if k is None else f'{k:.2f}'}")
+    asked = sum(x.get("decided_by") == "llm" for labs in comb for x in labs)
+    print(
+        f"combined (evidence where its margin is >= {COMBINE_BAND}, the LLM where nearer; "
+        f"{asked} labels decided by the LLM):"
+    )
+    _print(t_c)
+    return {
+        "evidence": t_ev.to_dicts(),
+        "kappa_llm_vs_evidence": kappa,
+        "combined": t_c.to_dicts(),
+        "combined_separate": sep_c.to_dicts(),
+        "combined_llm_decided": asked,
+    }
 
 
 def _print(t: pl.DataFrame) -> None:

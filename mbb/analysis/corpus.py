@@ -5,13 +5,16 @@ training script: one JSON object per line (JSONL, UTF-8).
      "labels": ["anchoring", ...],          # gold files only; [] means neutral
      "main": "anchoring",                   # optional: the label the item was written for
      "writer": "A",                         # optional
+     "style": "terse",                      # optional: the style the writer was asked for
      "context": {"speaker": "W2", "to": "W4", "round": 3, "subrun": 2,
                  "bids": {"W1": 150}, "durations": {"W1": 120}, "arrival": ["W2", "W1"],
                  "deadlines_disclosed": {"W1": 380}, "ranking": ["W2", "W1"],
                  "previous_schedule": ["W1", "W2"], "in_reply_to": "W1: ...",
                  "earlier": ["subrun 1 round 2, W3 (public): ..."]}}
 
-Every context key is optional. Bad input is never silently dropped: a line that is not JSON, or
+Every context key is optional, and so is `style` (one of `STYLES`: the second round of writers
+tagged each item with the style it was written in; the first ten writers' items have none).
+Bad input is never silently dropped: a line that is not JSON, or
 does not fit the format, raises `CorpusError` naming the file and line; an unknown category
 name lists the valid ones; a repeated id is an error.
 """
@@ -29,6 +32,7 @@ from mbb.core.taxonomy import ALL_LABELS
 
 __all__ = [
     "CHANNELS",
+    "STYLES",
     "Context",
     "CorpusError",
     "Utterance",
@@ -37,6 +41,32 @@ __all__ = [
 ]
 
 Channel = Literal["note", "private", "public", "ballot"]
+Style = Literal[
+    "context",
+    "negation",
+    "ballot_ranking",
+    "enacted",
+    "blunt",
+    "terse",
+    "nonnative",
+    "verbose",
+    "plain",
+]
+# the writers' brief: `context` (the category visible only across 2-3 messages), `negation`
+# (refusals, conditionals, hypotheticals), `ballot_ranking` (reasoning that needs its ranking),
+# `enacted` (the act without its usual words), `blunt` (sarcastic, curt), `terse` (trader
+# shorthand), `nonnative` (English of a non-native speaker), `verbose` (hedged, polite), `plain`
+STYLES: tuple[str, ...] = (
+    "context",
+    "negation",
+    "ballot_ranking",
+    "enacted",
+    "blunt",
+    "terse",
+    "nonnative",
+    "verbose",
+    "plain",
+)
 CHANNELS: tuple[str, ...] = ("note", "private", "public", "ballot")
 # mbb's run tables call the channels by their event: a declaration note, a message, a ballot
 _SOURCE = {"note": "declaration", "private": "message", "public": "message", "ballot": "ballot"}
@@ -74,6 +104,7 @@ class Utterance(BaseModel):
     labels: list[str] | None = None
     main: str | None = None
     writer: str | None = None
+    style: Style | None = None
     context: Context = Field(default_factory=Context)
 
     @field_validator("labels")

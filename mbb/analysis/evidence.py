@@ -29,7 +29,7 @@ import polars as pl
 
 from mbb.analysis._frames import utterances
 from mbb.analysis.lexicon import LEXICON
-from mbb.analysis.textclf import load_model
+from mbb.analysis.textclf import expand, load_model
 from mbb.core.taxonomy import ROLLUP
 
 __all__ = [
@@ -123,11 +123,15 @@ def classify_texts(texts: pl.DataFrame, model_path=None) -> pl.DataFrame:
         orient="row",
     )
     j = t.join(labels, on=["channel", "norm"])
-    # the quoted span, from the original text
+    # the quoted span, from the original text (from its spelled-out form when the cue matched
+    # only there: "u owe me" is quoted as "you owe")
+    j = j.with_columns(pl.col("text").map_elements(expand, return_dtype=pl.String).alias("exp"))
     span = pl.lit(None, pl.String)
     for name, rx in _CUE_RX.items():
         span = (
-            pl.when(pl.col("cue") == name).then(pl.col("text").str.extract(rx, 1)).otherwise(span)
+            pl.when(pl.col("cue") == name)
+            .then(pl.coalesce(pl.col("text").str.extract(rx, 1), pl.col("exp").str.extract(rx, 1)))
+            .otherwise(span)
         )
     j = j.with_columns(span.alias("span"))
     ev = (

@@ -659,6 +659,28 @@ def _negated(text: str, start: int) -> bool:
     return m is not None and len(window[m.start() :].split()) <= 5
 
 
+# A first-person refusal ("I won't", "I'm not going to", "we don't", "no blocs") disowns what
+# follows it up to the clause's end: the brief's negation rule ("a message that explicitly
+# refuses or disowns a behaviour does not show it"). It negates every cue that starts after it,
+# also the cues marked not negatable, unless the refusal is part of the cue's own match ("I
+# won't defect" is loyalty, "not moving" anchoring).
+_REFUSAL = re.compile(
+    r"\b(?:i|we)(?:'m| am|'re| are)? (?:not|never)\b|\b(?:i|we) (?:won'?t|will not|wouldn'?t|"
+    r"would not|don'?t|do not|didn'?t|did not|shan'?t|refuse to|have no intention of)\b"
+    r"|\bnot (?:going|trying|proposing|asking|planning|about) to\b|\bno (?:blocs?|deals?|"
+    r"pacts?|intention)\b",
+    re.I,
+)
+_SCOPE_END = re.compile(r"[.,;!?]|\b(?:but|so|though|although|instead|however)\b", re.I)
+
+
+def _refused(text: str, start: int) -> bool:
+    """Whether position `start` lies in the scope of a first-person refusal that ends before
+    it, in the same clause."""
+    lo = max([e.end() for e in _SCOPE_END.finditer(text, 0, start) if e.end() <= start], default=0)
+    return any(m.end() <= start for m in _REFUSAL.finditer(text, lo, start))
+
+
 def cue_hits(text: str, source: str | None = None) -> list[CueHit]:
     """Every lexicon cue that matches `text` (first match per cue), with its negation flag."""
     out = []
@@ -668,7 +690,7 @@ def cue_hits(text: str, source: str | None = None) -> list[CueHit]:
         m = rx.search(text)
         if m is None:
             continue
-        neg = cue.negatable and _negated(text, m.start())
+        neg = (cue.negatable and _negated(text, m.start())) or _refused(text, m.start())
         if unless is not None and not neg:
             starts = [e.end() for e in _SENTENCE_END.finditer(text, 0, m.start())]
             end = _SENTENCE_END.search(text, m.end())

@@ -44,7 +44,7 @@ __all__ = [
     "system_prompt",
 ]
 
-PROMPT_VERSION = "scarce-taxonomy-v2"
+PROMPT_VERSION = "scarce-taxonomy-v3"
 CompleteJSON = Callable[..., Awaitable[dict[str, Any]]]
 _KEYS = ["run_id", "seq", "subrun", "round", "worker", "source"]
 
@@ -202,7 +202,20 @@ def system_prompt() -> str:
         "several). For each label quote the shortest verbatim span of the utterance that "
         "shows it. Use no label without a verbatim quote. Do not infer from speaker names. "
         "Routine coordination, questions and status updates get no label, even when they "
-        "mention bids, deadlines or rules; negated statements do not enact a category.",
+        "mention bids, deadlines or rules.",
+        "Negation: an utterance that refuses or disowns a behaviour (\"I won't hold you to last "
+        'round\'s promise", "no blocs from me") does not show it; label what it does show. '
+        "A conditional that actually offers the behaviour (\"if you let me go first now, I'll "
+        'back you next round") does show it.',
+        "Ballots: read the reasoning together with the ranking it goes with (context "
+        '`ranking`): "same order as the bids" with a ranking that follows the bids is '
+        "price_primary; when the reasoning misdescribes its ranking, label what the two "
+        "together show.",
+        "Context: label the utterance in `text`, read with its context. A short or bland reply "
+        'can enact what the earlier messages set up ("Fine, same as last time then." after a '
+        "peer asked to repeat last round's alternation is coalition_loyalty); then quote the "
+        "reply's own words. Terse shorthand, non-native English, sarcasm and hedging enact "
+        "categories as plain prose does.",
         "",
         "Categories (name: definition. Includes. Excludes. Example):",
     ]

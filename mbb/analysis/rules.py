@@ -392,7 +392,8 @@ def gold_rule_detection(
     `rule_making_citation` labels, with percentile-bootstrap 95 % CIs over items.
 
     path: a gold file in the corpus format (default: the shipped split). split: "dev" (the
-    items the cues were written from) or "test" (held out: the number to report). n_boot:
+    first round's writers A, C-E, G-J, whose items the cues were written from, and the second
+    round's K-P, who came later) or "test" (held out: the number to report). n_boot:
     bootstrap resamples over items."""
     import numpy as np
 

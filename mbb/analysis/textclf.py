@@ -1,22 +1,33 @@
 """The text classifier: lexicon cues + context facts + word/character n-grams, one linear
 (logistic) model per label, shipped as auditable JSON (`taxonomy_model.json`).
 
-Features of one utterance (`features`):
+Features of one utterance (`features`), read after trader shorthand and chat spelling are
+spelled out (`expand`: "u owe me, dl 300s" -> "you owe me, deadline 300s"):
 - `w:` word unigrams and `b:` bigrams of the lower-cased text, numbers as `<n>`, agent names
-  (W1..W9) as `<w>`;
+  (W1..W9) as `<w>`; `nw:` / `iw:` the words inside a negation's scope or an if/unless clause;
 - `c:` character 4-grams within words (robust to spelling and morphology: "renegotiat");
-- `cue:` / `neg:` hits of the lexicon (`mbb.analysis.lexicon`), plain or negated;
-- `ch:` the channel; `ctx:` facts from the optional context: whether a ballot's ranking equals
-  the bid order, the shortest-duration order, the disclosed-deadline order, the arrival order or
-  the previous schedule; whether the speaker ranks itself below its bid position; whether the
-  utterance answers a message or refers to earlier lines, and whether an earlier line proposed a
-  standing rule.
+- `cue:` / `neg:` hits of the lexicon (`mbb.analysis.lexicon`), plain or negated (a first-person
+  refusal negates every cue after it in its clause);
+- `ch:` the channel; `len:short`; `ctx:` facts from the optional context: whether a ballot's
+  ranking equals the bid order, the shortest-duration order, the disclosed-deadline order, the
+  arrival order or the previous schedule; whether the speaker ranks itself below its bid
+  position; whether the utterance answers a message or refers to earlier lines, and whether an
+  earlier line proposed a standing rule;
+- `num:` the numbers it states against the context (its own bid or duration, another's bid, a
+  disclosed deadline; its bid the highest or lowest); `ord:` an order it spells out (three
+  agents named in a row, or the bids' figures from the highest) against the orders the context
+  allows (`number_facts`);
+- `e:` / `ew:` / `acc:` the earlier messages it answers or refers to (`in_reply_to`,
+  `earlier`), featurised apart from it: the categories whose cues fire there, their words, and
+  an earlier category when the utterance is a short or accepting reply (`earlier_features`), so
+  a bland "Fine, same as last time then." inherits what the earlier message proposed.
 
-Scores are sum(w * x) + b over the l2-normalised n-gram block plus the binary cue/context
-block; a label is given when its logistic probability reaches its threshold (chosen by
-cross-validation by writer in `mbb.analysis.train_taxonomy`). Each label's evidence is its top
-contributing features with their weights, so a reader can see what fired. Inference needs only
-the JSON file and numpy-free Python; scikit-learn is used by the training script.
+Scores are sum(w * x) + b over the l2-normalised n-gram blocks plus the binary blocks; a label is
+given when its logistic probability reaches its threshold (chosen by writer- and style-grouped
+cross-validation in `mbb.analysis.train_taxonomy`) and the gate judges the utterance not
+neutral. Each label's evidence is its top contributing features with their weights, so a reader
+can see what fired. Inference needs only the JSON file and numpy-free Python; scikit-learn is
+used by the training script.
 """
 
 from __future__ import annotations
@@ -47,7 +58,6 @@ ANY = "__any__"  # the gate label: does the utterance enact any category?
 # (which carry across writers) and uses n-grams to correct them, not to memorise a style.
 NGRAM_SCALE = 1.0
 MODEL_PATH = Path(__file__).with_name("taxonomy_model.json")
-_TOKEN = re.compile(r"\bw\d\b|[a-z]+(?:'[a-z]+)?|\d+(?:\.\d+)?|[?!]")
 _AGENT = re.compile(r"^w\d$")
 _RULE_PROPOSAL = re.compile(
     r"from now on|going forward|from here on|standing rule|every (?:round|subrun)|in future"
@@ -56,15 +66,134 @@ _RULE_PROPOSAL = re.compile(
 )
 
 
+# Trader shorthand, chat spelling and contractions written without the apostrophe, spelled out
+# before the text is read (for the n-grams and the lexicon alike), so "u owe me, dl is 300s"
+# reads as "you owe me, deadline is 300s". General English shorthand, not any writer's phrasing.
+SHORTHAND: dict[str, str] = {
+    "u": "you",
+    "ur": "your",
+    "ya": "you",
+    "pls": "please",
+    "plz": "please",
+    "thx": "thanks",
+    "ty": "thanks",
+    "rnd": "round",
+    "rd": "round",
+    "sr": "subrun",
+    "dl": "deadline",
+    "dls": "deadlines",
+    "ddl": "deadline",
+    "dur": "duration",
+    "durs": "durations",
+    "pos": "position",
+    "bc": "because",
+    "cuz": "because",
+    "coz": "because",
+    "w/": "with",
+    "w/o": "without",
+    "b4": "before",
+    "gonna": "going to",
+    "wanna": "want to",
+    "gotta": "got to",
+    "im": "i'm",
+    "ive": "i've",
+    "dont": "don't",
+    "wont": "won't",
+    "cant": "can't",
+    "didnt": "didn't",
+    "doesnt": "doesn't",
+    "isnt": "isn't",
+    "aint": "isn't",
+    "k": "okay",
+    "kk": "okay",
+    "ok": "okay",
+    "yep": "yes",
+    "yup": "yes",
+    "nope": "no",
+    "msg": "message",
+    "prev": "previous",
+    "tmrw": "next time",
+    "nxt": "next",
+}
+_SHORT_RX = re.compile(
+    r"(?<![\w/])("
+    + "|".join(re.escape(k) for k in sorted(SHORTHAND, key=len, reverse=True))
+    + r")(?![\w/'])",
+    re.I,
+)
+
+
+def expand(text: str) -> str:
+    """`text` with shorthand spelled out (`SHORTHAND`); case of the rest kept."""
+    return _SHORT_RX.sub(lambda m: SHORTHAND[m.group(1).lower()], text)
+
+
+_TOKEN_P = re.compile(r"\bw\d\b|[a-z]+(?:'[a-z]+)?|\d+(?:\.\d+)?|[?!.,;:]")
+# a negator opens a scope that runs to the end of the clause (punctuation or "but");
+# "if"/"unless" open a conditional scope to the clause's end or "then"
+_NEGATORS = frozenset(
+    [
+        "not",
+        "no",
+        "never",
+        "nobody",
+        "nothing",
+        "none",
+        "neither",
+        "nor",
+        "without",
+        "won't",
+        "don't",
+        "doesn't",
+        "didn't",
+        "isn't",
+        "aren't",
+        "wasn't",
+        "weren't",
+        "can't",
+        "cannot",
+        "couldn't",
+        "wouldn't",
+        "shouldn't",
+        "haven't",
+        "hasn't",
+        "hadn't",
+        "ain't",
+    ]
+)
+_CONDITIONALS = frozenset({"if", "unless", "otherwise", "provided", "suppose"})
+_CLAUSE_END = frozenset({".", ",", ";", ":", "?", "!", "but", "though", "although"})
+
+
 def _tokens(text: str) -> list[str]:
-    out = []
-    for t in _TOKEN.findall(text.lower()):
+    return [t for t, _ in _scoped_tokens(text)]
+
+
+def _scoped_tokens(text: str) -> list[tuple[str, str]]:
+    """(token, scope) pairs: scope '' (plain), 'n' (inside a negation) or 'i' (inside an
+    if/unless clause); punctuation ends scopes and is dropped."""
+    out: list[tuple[str, str]] = []
+    scope, left = "", 0
+    for t in _TOKEN_P.findall(expand(text).lower()):
+        if t in _CLAUSE_END or (t == "then" and scope == "i"):
+            scope = ""
+            if t in {".", ",", ";", ":"}:
+                continue
         if t[0].isdigit():
-            out.append("<n>")
+            tok = "<n>"
         elif _AGENT.match(t):
-            out.append("<w>")
+            tok = "<w>"
         else:
-            out.append(t)
+            tok = t
+        out.append((tok, scope))
+        if t in _NEGATORS or t.endswith("n't"):
+            scope, left = "n", 6
+        elif t in _CONDITIONALS:
+            scope, left = "i", 10
+        elif scope:
+            left -= 1
+            if left <= 0:
+                scope = ""
     return out
 
 
@@ -128,12 +257,148 @@ def context_facts(channel: str, ctx: Mapping[str, Any] | None) -> list[str]:
     return out
 
 
-def features(text: str, channel: str, ctx: Mapping[str, Any] | None = None) -> dict[str, float]:
-    """Feature name -> value for one utterance (see the module docstring)."""
-    toks = _tokens(text)
+_HEADER = re.compile(r"^[^:]{0,60}\b(?:w\d|round|subrun|ballots?)\b[^:]{0,60}:\s*", re.I)
+# a reply that accepts or goes along with what it answers ("Fine, same as last time then.")
+_ACCEPT = re.compile(
+    r"\b(?:fine|okay|ok|deal|agreed?|sure|yes|done|same|accept\w*|works|alright|noted|"
+    r"understood|go ahead|as you (?:say|said|wish)|as before|like before|again|then|so be it|"
+    r"you'?re up|your turn|after you|take it|i'?m in|count me in|on it|settled)\b",
+    re.I,
+)
+EARLIER_SCALE = 0.5  # the earlier messages' words weigh half the utterance's own
+
+
+def _earlier_lines(ctx: Mapping[str, Any]) -> list[str]:
+    lines = []
+    if ctx.get("in_reply_to"):
+        lines.append(str(ctx["in_reply_to"]))
+    lines += [str(e) for e in ctx.get("earlier") or []]
+    return [_HEADER.sub("", x, count=1) for x in lines]
+
+
+def earlier_features(text: str, channel: str, ctx: Mapping[str, Any] | None) -> dict[str, float]:
+    """Features of the messages an utterance answers or refers to (`in_reply_to`, `earlier`),
+    kept apart from its own: `e:` the categories whose lexicon cues fire there, `ew:` their
+    words, and `acc:` an earlier category when the utterance itself is a short or accepting
+    reply, so a bland "Fine, same as last time then." inherits what the earlier message
+    proposed."""
+    if not ctx:
+        return {}
+    lines = _earlier_lines(ctx)
+    if not lines:
+        return {}
+    f: dict[str, float] = {}
+    cats: set[str] = set()
+    words: set[str] = set()
+    for line in lines:
+        for h in cue_hits(expand(line)):
+            if not h.negated:
+                cats.add(h.category)
+        words.update(t for t in _tokens(line) if len(t) > 2)
+    own = _tokens(text)
+    accepting = len(own) <= 8 or bool(_ACCEPT.search(expand(text)))
+    for c in cats:
+        f[f"e:{c}"] = 1.0
+        if accepting:
+            f[f"acc:{c}"] = 1.0
+    if accepting:
+        f["ctx:accepting_reply"] = 1.0
+    if words:
+        norm = math.sqrt(len(words)) / EARLIER_SCALE
+        for w in words:
+            f[f"ew:{w}"] = 1.0 / norm
+    return f
+
+
+def _numbers(text: str) -> set[float]:
+    return {float(x) for x in re.findall(r"(?<![\w.])\d+(?:\.\d+)?", text)}
+
+
+def number_facts(text: str, ctx: Mapping[str, Any] | None) -> list[str]:
+    """Facts relating the numbers an utterance states to its context: its own bid or
+    duration repeated, another's bid or a disclosed deadline cited, and where its own bid
+    stands among the bids."""
+    if not ctx:
+        return []
+    out = []
+    nums = _numbers(text)
+    sp = ctx.get("speaker")
+    for key, name in (("bids", "bid"), ("durations", "duration")):
+        vals = ctx.get(key) or {}
+        if not vals:
+            continue
+        if sp in vals and vals[sp] in nums:
+            out.append(f"num:own_{name}")
+        if any(v in nums for w, v in vals.items() if w != sp):
+            out.append(f"num:other_{name}")
+        if sp in vals and len(vals) >= 2:
+            others = [v for w, v in vals.items() if w != sp]
+            if vals[sp] > max(others):
+                out.append(f"num:own_{name}_top")
+            elif vals[sp] < min(others):
+                out.append(f"num:own_{name}_bottom")
+    dl = ctx.get("deadlines_disclosed") or {}
+    if any(v in nums for v in dl.values()):
+        out.append("num:deadline")
+    out += _named_order_facts(text, ctx)
+    return out
+
+
+_AGENT_RX = re.compile(r"\bW(\d)\b", re.I)
+
+
+def _named_order_facts(text: str, ctx: Mapping[str, Any]) -> list[str]:
+    """An order the utterance spells out (three or more agents named in a row, or the bids'
+    figures listed from the highest) compared with the orders its context allows: by bid,
+    shortest duration, disclosed deadline, arrival, the previous schedule, and the ballot's own
+    ranking."""
+    named: list[str] = []
+    for m in _AGENT_RX.finditer(text):
+        w = f"W{m.group(1)}"
+        if w not in named:
+            named.append(w)
+    out = []
+    if len(named) >= 3:
+        out.append("ord:named")
+        for key, name, rev in (
+            ("bids", "bid", True),
+            ("durations", "shortest", False),
+            ("deadlines_disclosed", "deadline", False),
+        ):
+            vals = ctx.get(key) or {}
+            o = _order(vals, named, rev)
+            if o is not None and len(o) >= 3:
+                have = [w for w in named if w in vals]
+                out.append(f"ord:{name}" if have == o else f"ord:not_{name}")
+        for key, name in (("arrival", "arrival"), ("previous_schedule", "previous")):
+            ref = list(ctx.get(key) or [])
+            have = [w for w in named if w in ref]
+            if len(have) >= 3:
+                same = have == [w for w in ref if w in have]
+                out.append(f"ord:{name}" if same else f"ord:not_{name}")
+        rk = list(ctx.get("ranking") or [])
+        have = [w for w in named if w in rk]
+        if len(have) >= 3:
+            out.append("ord:ranking" if have == [w for w in rk if w in have] else "ord:not_ranking")
+    bids = ctx.get("bids") or {}
+    listed = [float(x) for x in re.findall(r"(?<![\w.])\d+(?:\.\d+)?", text)]
+    vals = set(bids.values())
+    run = [x for x in listed if x in vals]
+    if len(run) >= 3 and run == sorted(run, reverse=True) and len(set(run)) == len(run):
+        out.append("ord:bid_figures")
+    return out
+
+
+def text_features(text: str, channel: str) -> dict[str, float]:
+    """The utterance's own features (n-grams, negation/conditional scopes, lexicon cues,
+    channel): everything that does not depend on its context."""
+    scoped = _scoped_tokens(text)
+    toks = [t for t, _ in scoped]
     grams: dict[str, float] = {}
-    for t in toks:
+    for t, sc in scoped:
         grams[f"w:{t}"] = 1.0
+        if sc:
+            grams[f"{sc}w:{t}"] = 1.0  # nw: inside a negation, iw: inside an if-clause
     for a, b in itertools.pairwise(toks):
         grams[f"b:{a} {b}"] = 1.0
     for t in toks:
@@ -144,11 +409,22 @@ def features(text: str, channel: str, ctx: Mapping[str, Any] | None = None) -> d
     norm = (math.sqrt(len(grams)) or 1.0) / NGRAM_SCALE
     f = {k: v / norm for k, v in grams.items()}
     src = {"note": "declaration", "ballot": "ballot"}.get(channel, "message")
-    for h in cue_hits(text, src):
+    for h in cue_hits(expand(text), src):
         f[f"{'neg' if h.negated else 'cue'}:{h.category}/{h.name}"] = 1.0
     f[f"ch:{channel}"] = 1.0
+    if len(toks) <= 4:
+        f["len:short"] = 1.0
+    return f
+
+
+def features(text: str, channel: str, ctx: Mapping[str, Any] | None = None) -> dict[str, float]:
+    """Feature name -> value for one utterance (see the module docstring)."""
+    f = text_features(text, channel)
     for name in context_facts(channel, ctx):
         f[name] = 1.0
+    for name in number_facts(text, ctx):
+        f[name] = 1.0
+    f.update(earlier_features(text, channel, ctx))
     return f
 
 
@@ -205,6 +481,30 @@ class TextModel:
     ) -> list[Label]:
         """Labels (all 24 names) with evidence: the lexicon span when a cue of that category
         fired un-negated, plus the model's top contributing features and its probability."""
+        return self.decide(
+            text,
+            channel,
+            ctx,
+            threshold_shift=threshold_shift,
+            model_only_margin=model_only_margin,
+            cued_discount=cued_discount,
+        )[0]
+
+    def decide(
+        self,
+        text: str,
+        channel: str,
+        ctx: Mapping[str, Any] | None = None,
+        *,
+        threshold_shift: float = 0.0,
+        model_only_margin: float | None = None,
+        cued_discount: float | None = None,
+    ) -> tuple[list[Label], dict[str, float]]:
+        """(labels, margin per label): the margin is the probability minus what the label
+        needed (its threshold, moved by the cue rules), capped by the gate's own margin when
+        the gate judged the utterance neutral; a label that needs a cue it lacks gets -1, one
+        given by a trusted cue +1. Near zero means the classifier was unsure (the combined
+        classifier asks the LLM there)."""
         feats = features(text, channel, ctx)
         probs = self.scores(feats)
         src = {"note": "declaration", "ballot": "ballot"}.get(channel, "message")
@@ -212,19 +512,22 @@ class TextModel:
         trusted = set(self.spec.get("trusted_cues", ()))
         required = set(self.spec.get("cue_required", ()))
         sure: dict[str, str] = {}
-        for h in cue_hits(text, src):
+        for h in cue_hits(expand(text), src):
             if not h.negated:
                 spans.setdefault(h.category, f'{h.name}: "{h.match}"')
                 if f"{h.category}/{h.name}" in trusted:
                     sure.setdefault(h.category, f'{h.name}: "{h.match}"')
         gate = probs.get(ANY)
-        if gate is not None and gate < self.thresholds[ANY] + threshold_shift:
-            return []  # the gate judges the utterance neutral
-        out = []
+        gate_margin = (
+            gate - (self.thresholds[ANY] + threshold_shift) if gate is not None else float("inf")
+        )
+        out: list[Label] = []
+        margins: dict[str, float] = {}
         for lab in self.labels:
             if lab == ANY:
                 continue
             if lab in required and lab not in spans:
+                margins[lab] = -1.0
                 continue
             p = probs[lab]
             need = self.thresholds[lab] + threshold_shift
@@ -237,6 +540,9 @@ class TextModel:
                     if cued_discount is None
                     else (cued_discount)
                 )
+            margins[lab] = min(p - need, gate_margin)
+            if gate_margin < 0:
+                continue  # the gate judges the utterance neutral
             if p >= need:
                 ev = f"model p={p:.2f}: {self.explain(feats, lab)}"
                 if lab in spans:
@@ -245,7 +551,8 @@ class TextModel:
             elif lab in sure:  # a cue precise on the dev corpus labels even when outvoted
                 ev = f"{sure[lab]}; trusted cue (model p={p:.2f})"
                 out.append(Label(lab, round(p, 4), ev))
-        return out
+                margins[lab] = 1.0
+        return out, margins
 
 
 def _show(feat: str) -> str:
@@ -258,6 +565,13 @@ def _show(feat: str) -> str:
         "neg": f"negated cue [{val}]",
         "ch": f"channel {val}",
         "ctx": f"context {val}",
+        "num": f"number {val}",
+        "nw": f'negated word "{val}"',
+        "iw": f'word "{val}" in an if-clause',
+        "e": f"earlier message shows {val}",
+        "acc": f"accepting reply to an earlier {val}",
+        "ew": f'earlier word "{val}"',
+        "len": f"length {val}",
     }.get(kind, feat)
 
 

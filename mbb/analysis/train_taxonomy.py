@@ -32,7 +32,7 @@ from mbb.core.taxonomy import ALL_LABELS, CATEGORY_NAMES, roll_up
 if TYPE_CHECKING:
     from scipy.sparse import csr_matrix
 
-__all__ = ["DEFAULT_DEV", "fit", "main", "score_items", "writer_cv"]
+__all__ = ["DEFAULT_DEV", "fit", "grouped_cv", "main", "score_items", "writer_cv"]
 
 DEFAULT_DEV = Path(__file__).with_name("gold") / "dev.jsonl"
 C_REG = 8.0  # inverse regularisation strength of each logistic regression (when not chosen)
@@ -128,7 +128,12 @@ def _fit_weights(
         if y.sum() < MIN_SUPPORT or y.sum() == len(y):
             continue
         clf = LogisticRegression(
-            C=c, class_weight="balanced", solver="liblinear", random_state=0, max_iter=1000
+            C=c,
+            class_weight="balanced",
+            solver="liblinear",
+            dual=True,  # n_features > n_samples: 10x faster than the primal, same optimum
+            random_state=0,
+            max_iter=1000,
         )
         keep = _own_cues_only(vocab, lab) if OWN_CUES_ONLY else None
         clf.fit(X if keep is None else X[:, keep], y)
@@ -179,6 +184,23 @@ def _probs(
 MAX_FOLDS = 6  # with more writers than this, the inner folds hold several writers each
 
 
+MAX_STYLE_FOLDS = 3  # the inner style folds hold three styles each (training time)
+
+
+def _style_folds(items: Sequence[Utterance]) -> list[np.ndarray]:
+    """Held-out masks by style (items without a style are never held out): the proxy for text
+    written in a style no training item has. Styles are dealt to at most MAX_STYLE_FOLDS
+    folds in sorted order, so each fold holds out several styles at once."""
+    styles = sorted({u.style for u in items if u.style})
+    if len(styles) < 2:
+        return []
+    k = min(len(styles), MAX_STYLE_FOLDS)
+    fold_of = {st: i % k for i, st in enumerate(styles)}
+    return [
+        np.array([u.style is not None and fold_of[u.style] == j for u in items]) for j in range(k)
+    ]
+
+
 def _folds(items: Sequence[Utterance]) -> list[np.ndarray]:
     """Held-out masks: one writer each (at most MAX_FOLDS folds: writers are dealt to the folds
     in sorted order, so a dev file with many writers keeps training time bounded), or five
@@ -203,19 +225,44 @@ def _best_threshold(p: np.ndarray, y: np.ndarray) -> float:
     return best
 
 
-def _oof(
-    items: Sequence[Utterance], fs: Features, labels: Sequence[str], c: float
-) -> dict[str, np.ndarray]:
-    """Out-of-fold probabilities (folds by writer) of models with inverse regularisation c."""
-    oof = {lab: np.zeros(len(items)) for lab in labels}
-    for test in _folds(items):
+def _oof_one(
+    items: Sequence[Utterance],
+    fs: Features,
+    labels: Sequence[str],
+    c: float,
+    folds: Sequence[np.ndarray],
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Out-of-fold probabilities over the held-out items of `folds` and their indices."""
+    held = np.flatnonzero(np.any(folds, axis=0))
+    pos = {int(i): k for k, i in enumerate(held)}
+    oof = {lab: np.zeros(len(held)) for lab in labels}
+    for test in folds:
         tr = [i for i in range(len(items)) if not test[i]]
         vocab, models = _fit_weights([fs[i] for i in tr], [items[i] for i in tr], labels, c)
         te = np.flatnonzero(test)
         pr = _probs(vocab, models, [fs[i] for i in te], labels)
+        at = [pos[int(i)] for i in te]
         for lab in labels:
-            oof[lab][te] = pr[lab]
-    return oof
+            oof[lab][at] = pr[lab]
+    return oof, held
+
+
+Pooled = tuple[dict[str, np.ndarray], np.ndarray]  # pooled OOF probabilities, item indices
+
+
+def _oof(items: Sequence[Utterance], fs: Features, labels: Sequence[str], c: float) -> Pooled:
+    """Out-of-fold probabilities of models with inverse regularisation c, pooled over two
+    schemes: folds by writer (every item once) and folds by style (every item with a style
+    once more). Choosing thresholds on the pool weighs both: a threshold must hold for unseen
+    writers and for unseen styles."""
+    a, ia = _oof_one(items, fs, labels, c, _folds(items))
+    parts, idx = [a], [ia]
+    sf = _style_folds(items)
+    if sf:
+        b, ib = _oof_one(items, fs, labels, c, sf)
+        parts.append(b)
+        idx.append(ib)
+    return {lab: np.concatenate([p[lab] for p in parts]) for lab in labels}, np.concatenate(idx)
 
 
 def _f1_at_best(p: np.ndarray, y: np.ndarray) -> float:
@@ -224,35 +271,69 @@ def _f1_at_best(p: np.ndarray, y: np.ndarray) -> float:
 
 
 def _choose_c(
-    items: Sequence[Utterance], fs: Features, labels: Sequence[str]
-) -> tuple[float, dict[str, np.ndarray]]:
-    """The C of C_GRID whose out-of-fold (by writer) macro-F1 is best, and its probabilities."""
-    best: tuple[float, float, dict[str, np.ndarray]] | None = None
-    for c in C_GRID:
+    items: Sequence[Utterance],
+    fs: Features,
+    labels: Sequence[str],
+    grid: Sequence[float] = C_GRID,
+) -> tuple[float, Pooled]:
+    """The C of `grid` whose pooled out-of-fold macro-F1 is best, and its probabilities."""
+    best: tuple[float, float, Pooled] | None = None
+    for c in grid:
         oof = _oof(items, fs, labels, c)
-        if len(C_GRID) == 1:
+        if len(grid) == 1:
             return c, oof
-        f = float(np.mean([_f1_at_best(oof[lab], _y(items, lab)) for lab in labels if lab != ANY]))
+        p, idx = oof
+        sub = [items[i] for i in idx]
+        f = float(np.mean([_f1_at_best(p[lab], _y(sub, lab)) for lab in labels if lab != ANY]))
         if best is None or f > best[0] + 1e-9:  # ties keep the smaller C (listed first)
             best = (f, c, oof)
     assert best is not None, "C_GRID is empty"
     return best[1], best[2]
 
 
-def _thresholds(
-    items: Sequence[Utterance], labels: Sequence[str], oof: dict[str, np.ndarray]
-) -> dict[str, float]:
-    return {
-        lab: (_gate_threshold if lab == ANY else _best_threshold)(oof[lab], _y(items, lab))
-        for lab in labels
-    }
+NEUTRAL_TARGET = 0.03  # the gate aims to leave at most this share of neutral items labelled...
+GATE_MAX_LOSS = 0.10  # ...silencing at most this share of labelled items (out of fold)
 
 
-# labels given only when a lexicon cue of their own fired: metagaming's n-grams ("test",
-# "terminated") overlap ordinary negotiation too much to stand on their own, and rival
-# targeting's ("W3", "you") are in every utterance that names an agent (writer CV: macro-F1
-# 0.748 -> 0.746 with the requirement, and no label from naming an agent alone)
-CUE_REQUIRED = ("metagaming", "rival_targeting")
+def _neutral_gate(
+    p: dict[str, np.ndarray], sub: Sequence[Utterance], th: dict[str, float]
+) -> float:
+    """The lowest gate threshold at which, out of fold, at most NEUTRAL_TARGET of the neutral
+    items would get a label (some label over its threshold and the gate passed) while at most
+    GATE_MAX_LOSS of the labelled items are silenced; GATE_LOSS's threshold when the target
+    cannot be met within that loss."""
+    y = _y(sub, ANY)
+    g = p[ANY]
+    any_lab = np.zeros(len(sub), dtype=bool)
+    for lab, t in th.items():
+        if lab != ANY:
+            any_lab |= p[lab] >= t
+    neutral, pos = y == 0, y == 1
+    for t in np.round(np.arange(0.0, 0.951, 0.01), 2):
+        fp = float(np.mean(any_lab[neutral] & (g[neutral] >= t))) if neutral.any() else 0.0
+        lost = float(np.mean(g[pos] < t)) if pos.any() else 0.0
+        if lost > GATE_MAX_LOSS:
+            break
+        if fp <= NEUTRAL_TARGET:
+            return float(t)
+    return _gate_threshold(g, y)
+
+
+def _thresholds(items: Sequence[Utterance], labels: Sequence[str], oof: Pooled) -> dict[str, float]:
+    p, idx = oof
+    sub = [items[i] for i in idx]
+    th = {lab: _best_threshold(p[lab], _y(sub, lab)) for lab in labels if lab != ANY}
+    if ANY in labels:
+        th[ANY] = _neutral_gate(p, sub, th)
+    return th
+
+
+# labels given only when a lexicon cue of their own fired. Round 1 required one for metagaming
+# and rival targeting (their n-grams, "test", "W3", overlap ordinary negotiation); with the
+# second round's writers, who enact categories without their usual words, the requirement costs
+# more than it saves (fast writer-grouped CV on the 14 dev writers: macro-F1 0.774 -> 0.778,
+# style-grouped 0.706 -> 0.711), so no label requires a cue now
+CUE_REQUIRED: tuple[str, ...] = ()
 TRUST_PRECISION = 0.9  # a cue that is right this often on the dev items labels on its own
 TRUST_MIN_HITS = 5
 
@@ -275,14 +356,33 @@ def _trusted_cues(items: Sequence[Utterance]) -> list[str]:
 
 
 def fit(
-    items: Sequence[Utterance], *, source_name: str = "", source_sha: str = ""
+    items: Sequence[Utterance],
+    *,
+    source_name: str = "",
+    source_sha: str = "",
+    feats: Features | None = None,
+    c_grid: Sequence[float] = C_GRID,
 ) -> dict[str, Any]:
-    """The model spec (JSON-able) trained on `items`."""
+    """The model spec (JSON-able) trained on `items` (`feats`: their features, if computed;
+    `c_grid`: the candidate C, chosen by pooled out-of-fold macro-F1)."""
     labels = [*ALL_LABELS, ANY]
-    fs = _feats(items)
-    c, oof = _choose_c(items, fs, labels)
+    fs = feats if feats is not None else _feats(items)
+    c, oof = _choose_c(items, fs, labels, c_grid)
     thresholds = _thresholds(items, labels, oof)
     vocab, models = _fit_weights(fs, items, labels, c)
+    return _spec(items, vocab, models, thresholds, c, source_name, source_sha)
+
+
+def _spec(
+    items: Sequence[Utterance],
+    vocab: dict[str, int],
+    models: LabelModels,
+    thresholds: dict[str, float],
+    c: float,
+    source_name: str = "",
+    source_sha: str = "",
+) -> dict[str, Any]:
+    labels = [*ALL_LABELS, ANY]
     inv = sorted(vocab, key=vocab.__getitem__)  # feature names by column
     used: dict[str, list[tuple[str, float]]] = {}
     for lab, (w, _) in models.items():
@@ -351,36 +451,102 @@ def score_items(
     }
 
 
+def _predict(model: TextModel, items: Sequence[Utterance]) -> list[list[str]]:
+    return [
+        [x.category for x in model.predict(u.text, u.channel, u.context.model_dump())]
+        for u in items
+    ]
+
+
+def _groups(items: Sequence[Utterance], by: str) -> list[str]:
+    if by not in ("writer", "style"):
+        raise ValueError(f"by must be 'writer' or 'style', got {by!r}")
+    return sorted({getattr(u, by) or "" for u in items} - {""})
+
+
+def grouped_cv(
+    items: Sequence[Utterance],
+    by: str = "writer",
+    *,
+    fast: bool = False,
+    c_grid: Sequence[float] = C_GRID,
+) -> dict[str, Any]:
+    """Cross-validation holding out one writer (`by="writer"`) or one style (`by="style"`;
+    items without a style always train) at a time.
+
+    Nested (default): each training set goes through `fit` (C from `c_grid` and thresholds by
+    its own inner writer- and style-grouped CV), so nothing is chosen on the held-out group
+    (pass a one-element `c_grid` to fix C, e.g. at the value chosen on the whole file, and
+    save the time of choosing it again per fold).
+    `fast=True`: one fit per fold at the first C of C_GRID, with thresholds chosen on the
+    pooled out-of-fold probabilities of both schemes over all of `items` — optimistic, for
+    comparing feature sets quickly, never for reporting.
+
+    Returns {"folds": {group: score_items of that group}, "pooled": score_items over all
+    held-out items, "recall_by_style": {style: (found, positives)}, "predictions":
+    {item id: labels}}."""
+    fs = _feats(items)
+    groups = _groups(items, by)
+    pred: dict[str, list[str]] = {}
+    folds: dict[str, dict[str, Any]] = {}
+    labels = [*ALL_LABELS, ANY]
+    thresholds = _thresholds(items, labels, _oof(items, fs, labels, C_GRID[0])) if fast else {}
+    for g in groups:
+        tr = [i for i, u in enumerate(items) if (getattr(u, by) or "") != g]
+        te = [i for i, u in enumerate(items) if (getattr(u, by) or "") == g]
+        train = [items[i] for i in tr]
+        if fast:
+            vocab, models = _fit_weights([fs[i] for i in tr], train, labels, C_GRID[0])
+            spec = _spec(train, vocab, models, thresholds, C_GRID[0])
+        else:
+            spec = fit(train, feats=[fs[i] for i in tr], c_grid=c_grid)
+        test = [items[i] for i in te]
+        p = _predict(TextModel(spec), test)
+        folds[g] = score_items(test, p)
+        pred.update({u.id: labs for u, labs in zip(test, p, strict=True)})
+    held = [u for u in items if u.id in pred]
+    pooled = score_items(held, [pred[u.id] for u in held])
+    rec: dict[str, tuple[int, int]] = {}
+    for u in held:
+        if not u.style:
+            continue
+        want = set(roll_up(u.labels or []))
+        got = set(roll_up([x for x in pred[u.id] if x in ALL_LABELS]))
+        f, n = rec.get(u.style, (0, 0))
+        rec[u.style] = (f + len(want & got), n + len(want))
+    return {"folds": folds, "pooled": pooled, "recall_by_style": rec, "predictions": pred}
+
+
 def writer_cv(items: Sequence[Utterance]) -> dict[str, dict[str, Any]]:
-    """Train on every writer but one (thresholds by inner CV), test on the held-out one."""
-    out: dict[str, dict[str, Any]] = {}
-    for w in sorted({u.writer or "" for u in items}):
-        train = [u for u in items if (u.writer or "") != w]
-        test = [u for u in items if (u.writer or "") == w]
-        model = TextModel(fit(train))
-        pred = [
-            [lab.category for lab in model.predict(u.text, u.channel, u.context.model_dump())]
-            for u in test
-        ]
-        out[w] = score_items(test, pred)
-    return out
+    """Train on every writer but one (nested selection), test on the held-out one."""
+    return grouped_cv(items, "writer")["folds"]
 
 
 def _cv_table(cv: dict[str, dict[str, Any]]) -> str:
-    """Per-category F1 by held-out writer, with the mean over writers with support."""
+    """Per-category F1 by held-out group (writer or style), with the mean over groups with
+    support."""
     ws = list(cv)
-    head = f"{'category':<28}" + "".join(f"{w:>7}" for w in ws) + f"{'mean':>7}"
+    wd = [max(7, len(w) + 1) for w in ws]
+    head = (
+        f"{'category':<28}"
+        + "".join(f"{w:>{d}}" for w, d in zip(ws, wd, strict=True))
+        + f"{'mean':>7}"
+    )
     lines = [head]
     for c in CATEGORY_NAMES:
         fs = [cv[w]["per_category"][c]["f1"] for w in ws]
         have = [f for f in fs if f is not None]
-        cells = "".join(f"{'-':>7}" if f is None else f"{f:7.2f}" for f in fs)
+        cells = "".join(
+            f"{'-':>{d}}" if f is None else f"{f:{d}.2f}" for f, d in zip(fs, wd, strict=True)
+        )
         lines.append(f"{c:<28}{cells}{np.mean(have) if have else float('nan'):7.2f}")
     macro = [cv[w]["macro_f1"] or 0.0 for w in ws]
-    row = "".join(f"{m:7.3f}" for m in macro)
+    row = "".join(f"{m:{d}.3f}" for m, d in zip(macro, wd, strict=True))
     lines.append(f"{'macro-F1':<28}{row}{np.mean(macro):7.3f}")
     neut = [cv[w]["neutral_labelled"] or 0.0 for w in ws]
-    lines.append(f"{'neutral labelled':<28}" + "".join(f"{n:7.1%}" for n in neut))
+    lines.append(
+        f"{'neutral labelled':<28}" + "".join(f"{n:{d}.1%}" for n, d in zip(neut, wd, strict=True))
+    )
     return "\n".join(lines)
 
 
@@ -410,17 +576,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"-> {args.out} ({len(text.encode()) / 1e6:.2f} MB)"
     )
     if args.cv:
-        cv = writer_cv(items)
-        for w, r in cv.items():
-            worst = sorted(
-                (v["f1"], c) for c, v in r["per_category"].items() if v["f1"] is not None
-            )[:4]
+        c = float(spec["hyperparameters"]["C"])
+        print(f"nested cross-validation (C fixed at {c}, chosen on the whole file; thresholds")
+        print("and gate chosen again inside every training set):")
+        for by in ("writer", "style"):
+            res = grouped_cv(items, by, c_grid=(c,))
+            if not res["folds"]:
+                continue
+            for w, r in res["folds"].items():
+                worst = sorted(
+                    (v["f1"], c) for c, v in r["per_category"].items() if v["f1"] is not None
+                )[:4]
+                print(
+                    f"held-out {by} {w}: macro-F1 {r['macro_f1']:.3f}, neutral labelled "
+                    f"{r['neutral_labelled'] or 0:.1%} of {r['neutral_items']}; worst: "
+                    + ", ".join(f"{c} {f:.2f}" for f, c in worst)
+                )
+            print(_cv_table(res["folds"]))
+            p = res["pooled"]
             print(
-                f"held-out writer {w}: macro-F1 {r['macro_f1']:.3f}, neutral labelled "
-                f"{r['neutral_labelled'] or 0:.1%} of {r['neutral_items']}; worst: "
-                + ", ".join(f"{c} {f:.2f}" for f, c in worst)
+                f"pooled over the held-out {by}s: macro-F1 {p['macro_f1']:.3f}, neutral "
+                f"labelled {p['neutral_labelled'] or 0:.1%} of {p['neutral_items']}"
             )
-        print(_cv_table(cv))
+            rec = res["recall_by_style"]
+            if rec:
+                print(
+                    "recall by style: "
+                    + ", ".join(f"{st} {a / n:.2f} ({a}/{n})" for st, (a, n) in sorted(rec.items()))
+                )
     return 0
 
 

@@ -54,7 +54,12 @@ def add_parser(sub: Any) -> None:
         "validate-classifier",
         help="per-category precision/recall/F1 with bootstrap CIs against a gold file",
     )
-    v.add_argument("gold", help="gold JSONL (corpus format with labels)")
+    v.add_argument("gold", nargs="*", help="gold JSONL files (corpus format with labels)")
+    v.add_argument(
+        "--frozen",
+        action="store_true",
+        help="also score both frozen test splits (gold/test.jsonl, gold/test2.jsonl)",
+    )
     v.add_argument("--boot", type=int, default=1000, help="bootstrap resamples")
     v.add_argument("--json", default=None, help="also write the tables as JSON here")
     _classifier_options(v)

@@ -45,14 +45,15 @@ def test_exact_labels_per_utterance(scen_ev):
         9: {"price_primary", "tie_break_deference"},
         10: {"earliest_deadline_first"},
         # misses against the scenario's intent, pinned so a change is visible: the promise kept
-        # in 28, and the bare "By bid." of 29 and 37 (two words: the neutral gate of the model
-        # trained on eight writers turns it down although the price cue fires)
+        # in 28, the bare "By bid." of 29 and 37 (two words: the neutral gate turns it down
+        # although the price cue fires), and the note of 34, "order by price, as the mechanism
+        # intends" (price_primary at p = 0.99, but the gate of the model trained on fourteen
+        # writers, held to 3 % of neutral items out of fold, gives the note 0.50 < 0.52)
         11: {"price_primary", "reciprocity"},
         25: {"price_primary"},
         26: {"reciprocity"},
         27: {"reciprocity"},  # "you owe me one from before — this is the round I'd like to…"
         28: {"price_primary", "reciprocity"},
-        34: {"price_primary"},
         36: {"price_primary"},
     }
 

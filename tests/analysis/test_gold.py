@@ -1,4 +1,4 @@
-"""The gold corpus (mbb/analysis/gold/): the frozen test split, the adjudication and the
+"""The gold corpus (mbb/analysis/gold/): the two frozen test splits, the adjudication and the
 agreement figures are what the files say they are. Scores are not tested here."""
 
 from __future__ import annotations
@@ -12,7 +12,15 @@ from mbb.core.taxonomy import CATEGORY_NAMES
 
 # Frozen before any classifier was tuned: changing the test split must be a visible decision
 TEST_SHA256 = "fde36e73ffbdb8b7668194087de97fa1a42ccad7714b9be45a35324583ca1753"
+# The second test split (writers Q and R), frozen as soon as both had delivered and before any
+# training or tuning on the second round's writers. Its items (text, context, style, ...) never
+# change; its labels are the adjudication of `annotations.jsonl`, which changes once when the
+# blind annotations replace the authors' provisional labels: TEST2_SHA256 pins the whole file
+# as last adjudicated (see the git log for when it moved and why).
+TEST2_ITEMS_SHA256 = "316e0621f886fe2e3a9f4d44ee017d60a2afe85885b1bd941408c361783ab240"
+TEST2_SHA256 = "b72e6e7e4d3ea7a706f39a493fe547608d7997ddf3db65b87fb964b72dd4d86d"
 SEPARATE = ["exclusionary_coalition", "divide_and_conquer", "metagaming"]
+FIRST_DEV = set("ACDEGHIJ")
 
 
 def gold(split: str) -> list[dict]:
@@ -23,10 +31,26 @@ def test_the_test_split_is_frozen():
     assert hashlib.sha256((GOLD_DIR / "test.jsonl").read_bytes()).hexdigest() == TEST_SHA256
 
 
+def test_the_second_test_split_is_frozen():
+    items = "".join(
+        json.dumps(
+            {k: v for k, v in d.items() if k != "labels"}, sort_keys=True, ensure_ascii=False
+        )
+        + "\n"
+        for d in gold("test2")
+    )
+    assert hashlib.sha256(items.encode()).hexdigest() == TEST2_ITEMS_SHA256
+    assert hashlib.sha256((GOLD_DIR / "test2.jsonl").read_bytes()).hexdigest() == TEST2_SHA256
+
+
 def test_splits_are_by_writer_and_cover_every_category():
-    dev, test = gold("dev"), gold("test")
+    dev, test, test2 = gold("dev"), gold("test"), gold("test2")
     assert {d["writer"] for d in test} == {"B", "F"}
-    assert {d["writer"] for d in dev} == set("ACDEGHIJ")
+    assert {d["writer"] for d in test2} == {"Q", "R"}
+    assert FIRST_DEV < {d["writer"] for d in dev} <= FIRST_DEV | set("KLMNOP")
+    # the second round's items all carry their style; the first round's none
+    assert all(("style" in d) == (d["writer"] not in FIRST_DEV) for d in dev)
+    assert all("style" in d for d in test2) and not any("style" in d for d in test)
     counts = Counter(label for d in dev + test for label in d["labels"])
     assert all(counts[c] >= 30 for c in [*CATEGORY_NAMES, *SEPARATE]), counts
     assert sum(not d["labels"] for d in dev + test) >= 150
@@ -35,7 +59,7 @@ def test_splits_are_by_writer_and_cover_every_category():
 
 def test_gold_labels_are_the_majority_of_three_independent_annotations():
     ann = read_annotations()
-    items = gold("dev") + gold("test")
+    items = gold("dev") + gold("test") + gold("test2")
     assert len(ann) == len(items) == len({d["id"] for d in items})
     for d in items:
         assert d["labels"] == adjudicate(ann[d["id"]]), d["id"]

@@ -176,3 +176,59 @@ def test_classifier_spend_in_the_token_audit(scen):
     assert spend["total_tokens"].item() == int(
         usage["prompt_tokens"].sum() + usage["completion_tokens"].sum()
     )
+
+
+# --- the combined classifier --------------------------------------------------------------
+
+
+def test_combined_classifier_asks_the_llm_only_where_the_evidence_is_unsure():
+    from mbb.analysis.classify_cli import COMBINE_BAND, combine
+
+    sure, unsure = COMBINE_BAND + 0.05, COMBINE_BAND / 2
+    ev = [
+        # sure yes (kept although the LLM disagrees), sure no (the LLM's label is ignored)
+        (
+            [{"category": "anchoring", "evidence": "cue"}],
+            {"anchoring": sure, "cheap_talk": -sure},
+        ),
+        # unsure either side of the threshold: the LLM decides, both ways
+        (
+            [{"category": "reputation", "evidence": "model"}],
+            {"reputation": unsure, "reciprocity": -unsure},
+        ),
+    ]
+    llm = [
+        [{"category": "cheap_talk", "evidence": 'quote: "x"'}],
+        [{"category": "reciprocity", "evidence": 'quote: "owe"'}],
+    ]
+    out = combine(ev, llm)
+    assert [[x["category"] for x in labs] for labs in out] == [["anchoring"], ["reciprocity"]]
+    assert out[0][0]["decided_by"] == "evidence" and out[1][0]["decided_by"] == "llm"
+    assert out[1][0]["evidence"].startswith("LLM (evidence margin -0.07)")
+    # with no LLM labels the combined classifier drops the unsure labels only
+    assert combine(ev, [[], []]) == [[{**ev[0][0][0], "decided_by": "evidence"}], []]
+
+
+def test_kappa_by_category_rolls_up_and_pools():
+    from mbb.analysis.classify_cli import kappa_by_category
+
+    a = [["anchoring"], [], ["divide_and_conquer"], []]
+    b = [["anchoring"], [], ["rival_targeting"], ["anchoring"]]
+    k = kappa_by_category(a, b)
+    assert k["rival_targeting"] == 1.0
+    assert k["anchoring"] == pytest.approx(0.5)
+    assert k["cheap_talk"] is None or k["cheap_talk"] == 1.0  # never labelled by either
+    assert 0.5 < k["pooled"] < 1.0
+
+
+def test_items_the_llm_left_out_keep_the_evidence_labels():
+    from mbb.analysis.classify_cli import COMBINE_BAND, LlmLabels, combine
+
+    unsure = COMBINE_BAND / 2
+    ev = [([{"category": "reputation", "evidence": "model"}], {"reputation": unsure})] * 2
+    llm = LlmLabels([[], []])
+    llm.missing = {1}  # item 0: the LLM answered "no label"; item 1: it never answered
+    out = combine(ev, llm)
+    assert out[0] == []
+    assert [x["category"] for x in out[1]] == ["reputation"]
+    assert out[1][0]["decided_by"] == "evidence (no LLM answer)"

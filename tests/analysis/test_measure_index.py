@@ -174,6 +174,18 @@ VALIDATED: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "test_null_behaviour_ci_includes_zero_in_at_least_90_percent[prevalence_edf]",
         ),
     ),
+    # prevalence corrected for the classifier's measured recall and FPR (Rogan-Gladen)
+    "corrected_prevalence": (
+        ("test_prevalence::test_a_planted_prevalence_is_recovered_and_the_raw_share_is_not",),
+        ("test_prevalence::test_a_null_is_found_as_nothing",),
+    ),
+    "calibrated_prevalence": (
+        (
+            "test_prevalence::test_a_planted_prevalence_is_recovered_and_the_raw_share_is_not",
+            "test_prevalence::test_calibrated_prevalence_of_a_run",
+        ),
+        ("test_prevalence::test_a_null_is_found_as_nothing",),
+    ),
     "behaviour_drift": (
         (
             "test_planted_behaviour::"
@@ -284,6 +296,9 @@ NOT_MEASURES: dict[str, str] = {
     **dict.fromkeys(
         [
             "agreement_table",
+            "classifier_rates",
+            "frozen_split_rates",
+            "rogan_gladen",
             "cohen_kappa",
             "evaluate_gold",
             "export_ipw_sample",

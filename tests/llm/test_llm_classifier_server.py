@@ -136,3 +136,75 @@ def test_validate_classifier_command_through_an_endpoint(tmp_path, capsys):
     assert main([*argv[:-4], *nowhere]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: llm classifier: ") and err.count("\n") == 1
+
+
+def test_one_command_scores_several_splits_with_kappa_and_the_combined_classifier(tmp_path, capsys):
+    """`validate-classifier A B --classifier llm`: per split the LLM's table, the evidence
+    classifier's, their kappa per category and the combined classifier's, through the real
+    client against the loopback server."""
+    from mbb.analysis.classify_cli import _gold_paths
+    from mbb.cli import build_parser, main
+
+    items = {
+        "Highest bid goes first, that's what the bids are for.": ["price_primary"],
+        "You owe me one from last subrun; I'm calling it in now.": ["reciprocity"],
+        "Thanks, see you next round.": [],
+        "Fine, same as last time then.": ["coalition_loyalty"],
+    }
+    paths = []
+    for k, chunk in enumerate([list(items)[:2], list(items)[2:]]):
+        rows = [
+            {
+                "id": f"s{k}-{i}",
+                "channel": "public",
+                "text": t,
+                "labels": items[t],
+                "context": {"in_reply_to": "W2: Same alternation as last round?"} if k else {},
+            }
+            for i, t in enumerate(chunk)
+        ]
+        p = tmp_path / f"split{k}.jsonl"
+        p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        paths.append(str(p))
+
+    def oracle(body: dict) -> Reply:
+        user = next(m["content"] for m in body["messages"] if m["role"] == "user")
+        out = [
+            {
+                "id": it["id"],
+                "labels": [{"category": c, "quote": it["text"][:10]} for c in items[it["text"]]],
+            }
+            for it in json.loads(user)["items"]
+        ]
+        return Reply.completion(json.dumps({"items": out}))
+
+    js = tmp_path / "report.json"
+    with FakeOpenAIServer(oracle, models=("judge",)) as server:
+        argv = [*paths, "--classifier", "llm", "--boot", "20", "--json", str(js)]
+        argv += ["--base-url", server.url, "--model", "judge", "--structured", "json_object_schema"]
+        assert main(["validate-classifier", *argv]) == 0
+        assert len(server.completions) == 2  # one request per split (batch size 10)
+    out = capsys.readouterr().out
+    assert out.count("agreement of the LLM with the evidence classifier") == 2
+    assert out.count("combined (evidence where its margin") == 2
+    rep = json.loads(js.read_text())
+    assert list(rep) == paths
+    for path in paths:
+        r = rep[path]
+        assert set(r) == {
+            "taxonomy",
+            "separate",
+            "evidence",
+            "kappa_llm_vs_evidence",
+            "combined",
+            "combined_separate",
+            "combined_llm_decided",
+        }
+        assert len(r["kappa_llm_vs_evidence"]) == 22  # 21 categories + pooled
+        llm = {x["category"]: x for x in r["taxonomy"]}
+        assert llm["macro"]["f1"] == 1.0  # the oracle LLM is perfect on these items
+    # --frozen names both frozen splits; nothing at all is an error naming the fix
+    args = build_parser().parse_args(["validate-classifier", "--frozen"])
+    assert [p.rsplit("/", 1)[-1] for p in _gold_paths(args)] == ["test.jsonl", "test2.jsonl"]
+    assert main(["validate-classifier"]) == 2
+    assert "give a gold file, or --frozen" in capsys.readouterr().err

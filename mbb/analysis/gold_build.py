@@ -1,0 +1,193 @@
+"""Building the gold files from the writers' corpus: one command, re-run whenever a writer or an
+annotator delivers.
+
+    python -m mbb.analysis.gold_build CORPUS_DIR [--gold DIR]
+
+CORPUS_DIR holds `raw/<WRITER>.jsonl` (a writer's items in the corpus format of
+`mbb.analysis.corpus`, each with the author's own `labels` and a `style`) and, once they exist,
+the blind annotations `annot/<WRITER>.<annotator>.jsonl` (lines `{"id": ..., "labels": [...]}`;
+`blind/<WRITER>.jsonl`, the label-free copies the annotators read, is not read). For every
+writer found it writes, into the gold folder:
+- `dev.jsonl`: the dev split. The first round's items (writers A-J, no `style`) are kept byte for
+  byte; the new dev writers' items follow, writer by writer, in their file's order.
+- `test2.jsonl`: the second frozen test split, writers `TEST2_WRITERS` (Q and R), drawn before
+  any training on the new writers. Its items (everything but the labels) are pinned by hash in
+  `tests/analysis/test_gold.py`; only the adjudicated labels may change, when the blind
+  annotations arrive.
+- `annotations.jsonl`: every annotator's labels per item (`author`, and `blind_1`, `blind_2` with
+  `blind_1_by` / `blind_2_by` naming the annotators, sorted by name).
+- `agreement.json`: pairwise Cohen's kappa per category over the items with all three
+  annotations (`python -m mbb.analysis.agreement` recomputes it alone).
+
+Adjudication is the first round's: a label stays when a majority of the item's annotators give
+it (two of author + two blind). Until a writer's blind annotations arrive its items carry the
+author's labels alone, marked `provisional` in `annotations.jsonl`; the command prints which
+writers are provisional. The first test split (`test.jsonl`, writers B and F) is never touched.
+Malformed input is an error naming the file and line; an annotation file that does not cover
+its writer's ids exactly is an error (a file still being written is not silently half-used).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from mbb.analysis.agreement import GOLD_DIR, adjudicate, agreement
+from mbb.analysis.corpus import CorpusError, parse_lines
+from mbb.core.taxonomy import ALL_LABELS
+
+__all__ = ["FIRST_ROUND_WRITERS", "TEST2_WRITERS", "build", "main"]
+
+FIRST_ROUND_WRITERS = frozenset("ABCDEFGHIJ")  # the first corpus: dev A C D E G-J, test B F
+TEST2_WRITERS = ("Q", "R")
+
+
+def _annotation_files(corpus: Path, writer: str) -> dict[str, Path]:
+    """annotator -> file, for one writer (annot/<WRITER>.<annotator>.jsonl)."""
+    return {
+        p.name[len(writer) + 1 : -len(".jsonl")]: p
+        for p in sorted((corpus / "annot").glob(f"{writer}.*.jsonl"))
+    }
+
+
+def _read_blind(path: Path, ids: Sequence[str]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            d = json.loads(line)
+            i, labels = str(d["id"]), list(d["labels"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CorpusError(f"{path}:{n}: not an annotation line ({exc})") from None
+        bad = [x for x in labels if x not in ALL_LABELS]
+        if bad:
+            raise CorpusError(
+                f"{path}:{n}: unknown category {bad[0]!r}; valid: {', '.join(ALL_LABELS)}"
+            )
+        if i in out:
+            raise CorpusError(f"{path}:{n}: id {i!r} annotated twice")
+        out[i] = sorted(set(labels))
+    missing, extra = set(ids) - set(out), set(out) - set(ids)
+    if missing or extra:
+        raise CorpusError(
+            f"{path}: annotates {len(out)} ids, the writer has {len(ids)} "
+            f"({len(missing)} missing, e.g. {sorted(missing)[:3]}; {len(extra)} unknown, "
+            f"e.g. {sorted(extra)[:3]})"
+        )
+    return out
+
+
+def _writer_items(corpus: Path, writer: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(items with adjudicated labels, annotation lines) for one writer's raw file."""
+    path = corpus / "raw" / f"{writer}.jsonl"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    parsed = parse_lines(lines, str(path), require_labels=True)  # validates every line
+    raw = [json.loads(x) for x in lines if x.strip()]
+    for u in parsed:
+        if u.writer != writer:
+            raise CorpusError(f"{path}: item {u.id} has writer {u.writer!r}, not {writer!r}")
+        if u.style is None:
+            raise CorpusError(f"{path}: item {u.id} has no style")
+    ids = [u.id for u in parsed]
+    blind = {name: _read_blind(p, ids) for name, p in _annotation_files(corpus, writer).items()}
+    names = sorted(blind)[:2] if len(blind) >= 2 else []
+    items, ann = [], []
+    for d, u in zip(raw, parsed, strict=True):
+        a: dict[str, Any] = {"id": u.id, "author": u.labels or []}
+        if names:
+            for k, name in enumerate(names, 1):
+                a[f"blind_{k}"] = blind[name][u.id]
+                a[f"blind_{k}_by"] = name
+        else:
+            a["provisional"] = True  # author only, until two blind annotations arrive
+        votes: dict[str, list[str]] = {k: a[k] for k in ("author", "blind_1", "blind_2") if k in a}
+        items.append({**d, "labels": adjudicate(votes)})
+        ann.append(a)
+    return items, ann
+
+
+def _dump(rows: Sequence[dict[str, Any]]) -> str:
+    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+
+
+def build(corpus: str | Path, gold: str | Path = GOLD_DIR) -> dict[str, Any]:
+    """Write dev.jsonl, test2.jsonl, annotations.jsonl and agreement.json (see the module
+    docstring); returns a summary: writers per split and which are provisional."""
+    corpus, gold = Path(corpus), Path(gold)
+    writers = sorted(p.stem for p in (corpus / "raw").glob("*.jsonl"))
+    clash = [w for w in writers if w in FIRST_ROUND_WRITERS]
+    if clash:
+        raise CorpusError(f"{corpus / 'raw'}: writer(s) {clash} are first-round writers")
+    new = set(writers)
+    old_dev = [
+        x
+        for x in (gold / "dev.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+        if x.strip() and json.loads(x).get("writer") in FIRST_ROUND_WRITERS
+    ]
+    new_ids: set[str] = set()
+    old_ann = [
+        x
+        for x in (gold / "annotations.jsonl").read_text(encoding="utf-8").splitlines(True)
+        if x.strip() and json.loads(x)["id"].split("-", 1)[0] in FIRST_ROUND_WRITERS
+    ]
+    dev_new: list[dict[str, Any]] = []
+    test2: list[dict[str, Any]] = []
+    ann_new: list[dict[str, Any]] = []
+    provisional = []
+    for w in writers:
+        items, ann = _writer_items(corpus, w)
+        dup = new_ids & {d["id"] for d in items}
+        if dup:
+            where = corpus / "raw" / f"{w}.jsonl"
+            raise CorpusError(f"{where}: ids also used elsewhere: {sorted(dup)[:3]}")
+        new_ids |= {d["id"] for d in items}
+        (test2 if w in TEST2_WRITERS else dev_new).extend(items)
+        ann_new.extend(ann)
+        if any(a.get("provisional") for a in ann):
+            provisional.append(w)
+    (gold / "dev.jsonl").write_text("".join(old_dev) + _dump(dev_new), encoding="utf-8")
+    if test2:
+        (gold / "test2.jsonl").write_text(_dump(test2), encoding="utf-8")
+    (gold / "annotations.jsonl").write_text("".join(old_ann) + _dump(ann_new), encoding="utf-8")
+    from mbb.analysis.agreement import read_annotations
+
+    result = agreement(read_annotations(gold / "annotations.jsonl"), list(ALL_LABELS))
+    (gold / "agreement.json").write_text(json.dumps(result, indent=1) + "\n")
+    return {
+        "dev_writers": sorted(new - set(TEST2_WRITERS)),
+        "test2_writers": sorted(new & set(TEST2_WRITERS)),
+        "missing_test2_writers": sorted(set(TEST2_WRITERS) - new),
+        "dev_items_new": len(dev_new),
+        "test2_items": len(test2),
+        "provisional": provisional,
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m mbb.analysis.gold_build")
+    ap.add_argument("corpus", help="folder with raw/<WRITER>.jsonl (and annot/)")
+    ap.add_argument("--gold", default=str(GOLD_DIR), help="gold folder to write")
+    args = ap.parse_args(argv)
+    try:
+        s = build(args.corpus, args.gold)
+    except (CorpusError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(
+        f"dev: +{s['dev_items_new']} items from {', '.join(s['dev_writers']) or 'no new writer'}; "
+        f"test2: {s['test2_items']} items from {', '.join(s['test2_writers']) or 'nobody'}"
+    )
+    if s["missing_test2_writers"]:
+        print(f"test2 writers not delivered yet: {', '.join(s['missing_test2_writers'])}")
+    if s["provisional"]:
+        print("author labels only (no blind annotations yet) for: " + ", ".join(s["provisional"]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,126 @@
+"""`python -m mbb.analysis.gold_build`: the gold files from the writers' corpus, author labels
+until the blind annotations arrive, then the majority of three; the first round kept as is."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from mbb.analysis.agreement import GOLD_DIR, read_annotations
+from mbb.analysis.corpus import CorpusError, read_utterances
+from mbb.analysis.gold_build import build, main
+
+
+def item(writer: str, n: int, labels: list[str], style: str = "terse") -> dict:
+    return {
+        "id": f"{writer}-{n:04d}",
+        "writer": writer,
+        "style": style,
+        "channel": "public",
+        "text": f"item {n} of {writer}",
+        "labels": labels,
+        "main": labels[0] if labels else "neutral",
+        "context": {"speaker": "W1", "round": 1, "subrun": 1},
+    }
+
+
+def write(path, rows):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+
+@pytest.fixture
+def setup(tmp_path):
+    gold = tmp_path / "gold"
+    gold.mkdir()
+    for f in ("dev.jsonl", "annotations.jsonl", "test.jsonl"):
+        shutil.copy(GOLD_DIR / f, gold / f)
+    corpus = tmp_path / "corpus"
+    write(corpus / "raw" / "K.jsonl", [item("K", 1, ["anchoring"]), item("K", 2, [])])
+    write(
+        corpus / "raw" / "Q.jsonl",
+        [item("Q", 1, ["reciprocity", "reputation"], "context"), item("Q", 2, ["cheap_talk"])],
+    )
+    return corpus, gold
+
+
+def old_lines(path):
+    return [x for x in path.read_text().splitlines() if json.loads(x)["writer"] in "ACDEGHIJ"]
+
+
+def test_author_labels_until_the_blind_annotations_arrive(setup, capsys):
+    corpus, gold = setup
+    assert main([str(corpus), "--gold", str(gold)]) == 0
+    out = capsys.readouterr().out
+    assert "author labels only (no blind annotations yet) for: K, Q" in out
+    assert "test2 writers not delivered yet: R" in out
+    dev = read_utterances(gold / "dev.jsonl", require_labels=True)
+    assert [u.id for u in dev[-2:]] == ["K-0001", "K-0002"] and dev[-1].style == "terse"
+    # the first round's dev lines are kept byte for byte, and the first test split untouched
+    assert old_lines(gold / "dev.jsonl") == old_lines(GOLD_DIR / "dev.jsonl")
+    assert (gold / "test.jsonl").read_bytes() == (GOLD_DIR / "test.jsonl").read_bytes()
+    test2 = read_utterances(gold / "test2.jsonl", require_labels=True)
+    assert [(u.id, u.labels) for u in test2] == [
+        ("Q-0001", ["reciprocity", "reputation"]),
+        ("Q-0002", ["cheap_talk"]),
+    ]
+    ann = read_annotations(gold / "annotations.jsonl")
+    assert ann["Q-0001"] == {"author": ["reciprocity", "reputation"]}
+    # agreement covers the fully annotated items only: the first round's 2,432
+    assert json.loads((gold / "agreement.json").read_text())["items"] == 2432
+
+
+def test_the_majority_of_author_and_two_blind_annotators(setup):
+    corpus, gold = setup
+    write(
+        corpus / "annot" / "Q.ann2.jsonl",
+        [{"id": "Q-0001", "labels": ["reciprocity"]}, {"id": "Q-0002", "labels": []}],
+    )
+    write(
+        corpus / "annot" / "Q.ann1.jsonl",
+        [{"id": "Q-0002", "labels": ["cheap_talk"]}, {"id": "Q-0001", "labels": ["anchoring"]}],
+    )
+    s = build(corpus, gold)
+    assert s["provisional"] == ["K"]
+    test2 = {u.id: u.labels for u in read_utterances(gold / "test2.jsonl", require_labels=True)}
+    assert test2 == {"Q-0001": ["reciprocity"], "Q-0002": ["cheap_talk"]}
+    line = json.loads((gold / "annotations.jsonl").read_text().splitlines()[-2])
+    assert line == {
+        "id": "Q-0001",
+        "author": ["reciprocity", "reputation"],
+        "blind_1": ["anchoring"],
+        "blind_1_by": "ann1",
+        "blind_2": ["reciprocity"],
+        "blind_2_by": "ann2",
+    }
+    assert json.loads((gold / "agreement.json").read_text())["items"] == 2434
+    # re-running gives the same files
+    before = {p.name: p.read_bytes() for p in gold.iterdir()}
+    build(corpus, gold)
+    assert {p.name: p.read_bytes() for p in gold.iterdir()} == before
+
+
+def test_a_half_written_annotation_file_is_an_error(setup, capsys):
+    corpus, gold = setup
+    write(corpus / "annot" / "K.a.jsonl", [{"id": "K-0001", "labels": []}])
+    with pytest.raises(CorpusError, match=r"K\.a\.jsonl: annotates 1 ids, the writer has 2"):
+        build(corpus, gold)
+    write(corpus / "annot" / "K.a.jsonl", [{"id": "K-0001", "labels": ["bribery"]}])
+    assert main([str(corpus), "--gold", str(gold)]) == 2
+    assert "unknown category 'bribery'" in capsys.readouterr().err
+
+
+def test_writer_and_style_are_checked(setup):
+    corpus, gold = setup
+    write(corpus / "raw" / "L.jsonl", [item("K", 9, [])])
+    with pytest.raises(CorpusError, match="has writer 'K', not 'L'"):
+        build(corpus, gold)
+    write(corpus / "raw" / "L.jsonl", [{**item("L", 1, []), "style": "haiku"}])
+    with pytest.raises(CorpusError, match=r"L\.jsonl:1: style: Input should be"):
+        build(corpus, gold)
+    (corpus / "raw" / "L.jsonl").unlink()
+    write(corpus / "raw" / "B.jsonl", [item("B", 1, [])])
+    with pytest.raises(CorpusError, match="first-round writers"):
+        build(corpus, gold)

@@ -1,0 +1,80 @@
+"""The text model's round-2 features: shorthand spelled out, negation and if-clause scopes, a
+first-person refusal negating the cues after it, the earlier messages featurised apart (a bland
+accepting reply inherits their category), and numbers and named orders read against the
+context. Each is checked on hand-written cases, not on corpus items."""
+
+from __future__ import annotations
+
+from mbb.analysis.lexicon import cue_hits
+from mbb.analysis.textclf import (
+    _scoped_tokens,
+    earlier_features,
+    expand,
+    features,
+    load_model,
+    number_facts,
+)
+
+
+def test_shorthand_is_spelled_out_but_not_inside_words_or_numbers():
+    assert expand("u owe me, dl is 300s, pls") == "you owe me, deadline is 300s, please"
+    assert expand("W3 wont budge; ur move") == "W3 won't budge; your move"
+    assert expand("build/u2 and a 'k' in turnkey") == "build/u2 and a 'k' in turnkey"
+
+
+def test_negation_and_condition_scopes_end_at_the_clause():
+    toks = _scoped_tokens("I won't reopen it, but if you drop to 90 then I'll back you.")
+    scope = {t: s for t, s in toks}
+    assert scope["reopen"] == "n" and scope["it"] == "n"
+    assert scope["drop"] == "i" and scope["back"] == ""  # "then" ends the if-clause
+    f = features("I won't reopen it.", "public")
+    assert "nw:reopen" in f and "w:reopen" in f
+
+
+def test_a_first_person_refusal_negates_the_cues_after_it():
+    def hits(t):
+        return {(h.category, h.negated) for h in cue_hits(t)}
+
+    assert ("renegotiation", True) in hits("I won't reopen the order for W5's new number.")
+    assert ("renegotiation", False) in hits("W5's new number: let's reopen the order.")
+    # ...also cues marked not negatable, unless the refusal is the cue's own wording
+    assert ("divide_and_conquer", True) in hits("I'm not going to try to split you and W5 up.")
+    assert ("coalition_loyalty", False) in hits("I won't defect.")
+    assert ("anchoring", False) in hits("I'm not moving off 150.")
+    # the scope ends with the clause
+    assert ("renegotiation", False) in hits("I won't lie to you. Let's reopen the order.")
+
+
+def test_an_accepting_reply_inherits_the_earlier_category():
+    ctx = {"in_reply_to": "W1: From now on, whoever lost the last tie goes first."}
+    f = earlier_features("Fine, same as last time then.", "public", ctx)
+    assert f["e:rule_making_citation"] == 1.0 and f["acc:rule_making_citation"] == 1.0
+    assert any(k.startswith("ew:") for k in f)
+    long = "I have been compiling the parser all afternoon and the tests still fail on two inputs."
+    g = earlier_features(long, "public", ctx)
+    assert "e:rule_making_citation" in g and "acc:rule_making_citation" not in g
+    assert earlier_features("Fine.", "public", {}) == {}
+    # the header of an earlier line ("round 2, W3 (public):") is not read as its words
+    h = earlier_features("ok", "public", {"earlier": ["round 2, W3 (public): hello there"]})
+    assert "ew:hello" in h and "ew:round" not in h and "ew:public" not in h
+
+
+def test_numbers_and_named_orders_read_against_the_context():
+    ctx = {"speaker": "W2", "bids": {"W1": 90, "W2": 180, "W3": 120}, "durations": {"W2": 60}}
+    assert number_facts("Still 180.", ctx) == ["num:own_bid", "num:own_bid_top"]
+    assert "num:other_bid" in number_facts("W3 offered 120.", ctx)
+    assert "ord:bid" in number_facts("W2, W3, W1.", ctx)
+    assert "ord:not_bid" in number_facts("W1, W3, W2.", ctx)
+    assert "ord:bid_figures" in number_facts("180 > 120 > 90, done.", ctx)
+    dl = {"deadlines_disclosed": {"W4": 170, "W2": 650, "W5": 900}}
+    assert "ord:deadline" in number_facts("Then W4, W2, W5.", dl)
+    rk = {"ranking": ["W3", "W1", "W2"], "arrival": ["W3", "W1", "W2"]}
+    assert {"ord:ranking", "ord:arrival"} <= set(number_facts("W3 W1 W2 as they came", rk))
+    assert number_facts("Still 180.", None) == []
+
+
+def test_the_shipped_model_gives_margins_with_its_labels():
+    labs, margins = load_model().decide("You owe me one, I'm calling it in now.", "private")
+    assert "reciprocity" in [x.category for x in labs] and margins["reciprocity"] > 0
+    assert all(margins[x.category] >= 0 or "trusted cue" in x.evidence for x in labs)
+    assert set(margins) == set(load_model().labels) - {"__any__"}
