@@ -363,7 +363,9 @@ def test_budget_reset_each_subrun_restores_budgets(reset: bool) -> None:
 def test_unknown_backend_is_a_clear_error(monkeypatch) -> None:
     from mbb.agents.backends import SOLVERS
 
-    monkeypatch.delitem(SOLVERS._entries, "modeled")
+    # a copy without it (delitem would put it back last, changing the registry's order)
+    without = {k: v for k, v in SOLVERS._entries.items() if k != "modeled"}
+    monkeypatch.setattr(SOLVERS, "_entries", without)
     with pytest.raises(ValueError, match="unknown solver backend 'modeled'; valid: oracle, llm"):
         run(condition({"workers": {"count": 1}}))
 
