@@ -488,19 +488,19 @@ var MBB = (function () {
     var by = {};
     calls.forEach(function (c) {
       var m = by[c.model] || (by[c.model] = {n: 0, p: 0, c: 0, cost: 0, lat: 0});
-      m.n++; m.p += c.prompt_tokens || 0; m.c += c.completion_tokens || 0; m.cost += c.cost_usd || 0; m.lat += c.latency_s || 0;
+      m.n++; m.p += c.prompt_tokens || 0; m.c += c.completion_tokens || 0; if (c.cost_usd == null) m.unpriced = true; else m.cost += c.cost_usd; m.lat += c.latency_s || 0;
     });
     box.appendChild(el("h4", {text: "Per model"}));
     box.appendChild(table(["~model", "calls", "prompt tokens", "completion tokens", "cost (USD)", "mean latency (s)"], Object.keys(by).sort().map(function (m) {
       var x = by[m];
-      return el("tr", null, [td(m, "t"), td(x.n), td(x.p), td(x.c), td(x.cost.toFixed(4)), td((x.lat / x.n).toFixed(2))]);
+      return el("tr", null, [td(m, "t"), td(x.n), td(x.p), td(x.c), td(x.unpriced ? "unpriced" : x.cost.toFixed(4)), td((x.lat / x.n).toFixed(2))]);
     })));
     box.appendChild(el("h4", {text: "Calls (" + calls.length + "); open one for its prompt and answer (API keys are never stored or shown)"}));
     calls.forEach(function (c) {
       var txt = r.llm[String(c.seq)];
       var head = "S" + fmt(c.subrun) + " R" + fmt(c.round) + " · " + (c.worker || "—") + " · " + c.role + "/" + c.phase + " · " + c.model +
         " · " + (c.prompt_tokens || 0) + "+" + (c.completion_tokens || 0) + " tokens" + (c.reasoning_tokens ? " (" + c.reasoning_tokens + " reasoning)" : "") +
-        " · " + fmt(c.latency_s, 2) + " s · $" + fmt(c.cost_usd, 5) + (c.cache_hit ? " · cache hit" : "") +
+        " · " + fmt(c.latency_s, 2) + " s · " + (c.cost_usd == null ? "unpriced" : "$" + fmt(c.cost_usd, 5)) + (c.cache_hit ? " · cache hit" : "") +
         (c.attempts > 1 ? " · " + c.attempts + " attempts" : "") + (c.repair ? " · repair" : "") + (c.error ? " · error: " + c.error : "");
       var d = el("details", {cls: "call", "data-seq": c.seq}, [el("summary", {text: head})]);
       if (txt) {
