@@ -249,11 +249,13 @@ _OPENROUTER = (
 )
 OPENROUTER_FAMILIES = (
     Family(
-        "reasoning models (OpenAI o-series and gpt-5, Gemini 2.5+/3, DeepSeek R1)",
-        r"(openai/(o[134]|gpt-5)[\w.-]*|google/gemini-(2\.5|3)[\w.-]*|deepseek/deepseek-r1[\w.:-]*)",
+        "models that always reason (OpenAI o-series and gpt-5, Gemini 2.5 Pro and 3, DeepSeek R1)",
+        r"(openai/(o[134]|gpt-5)[\w.-]*|google/gemini-(2\.5-pro|3)[\w.-]*"
+        r"|deepseek/deepseek-r1[\w.:-]*)",
         OPENROUTER_EFFORTS,
         "medium",
-        _OPENROUTER + "; these reason by default (mbb assumes medium)",
+        _OPENROUTER + "; these reason even when not asked (mbb assumes medium); other models, "
+        "Gemini 2.5 Flash included, think through OpenRouter only when asked",
     ),
 )
 DEEPSEEK_FAMILIES = (

@@ -361,7 +361,8 @@ class ProviderEmulator:
         effort = self.effort(body)
         if effort is None:
             return 0
-        tokens = self.reasoning_tokens.get(effort, 0)
+        model = str(body.get("model"))
+        tokens = self.reasoning_tokens.get(model, self.reasoning_tokens.get(effort, 0))
         if self.spread and tokens:
             key = json.dumps(body.get("messages", []), sort_keys=True).encode()
             u = zlib.crc32(key) / 0xFFFFFFFF  # uniform in [0, 1], fixed by the request
@@ -395,10 +396,14 @@ class ProviderEmulator:
         usage["_cached"] = cached if kind == "llamacpp" else 0
         return usage
 
+    def waits(self) -> list[tuple[float, float]]:
+        """Every wait of `latency_s` so far: (start, end) on `time.monotonic`."""
+        with self._lock:
+            return list(self._waits)
+
     def busy_s(self) -> float:
         """Seconds during which at least one request was waiting out `latency_s`."""
-        with self._lock:
-            waits = sorted(self._waits)
+        waits = sorted(self.waits())
         total, end = 0.0, float("-inf")
         for a, b in waits:
             if b > end:
