@@ -635,10 +635,11 @@ def format_rows(rows: Sequence[EstimateRow]) -> list[str]:
             f"wall time of the study: {_duration(study.wall_s)} (model {study.model}: "
             f"{study.wall_bound}; runs at once, {study.latency_s:.1f} s a call)"
         )
-        sources = {r.source for r in llm}
+        samples = sorted({(r.source, r.sample_runs) for r in llm})
         out.append(
-            f"from: {', '.join(sorted(sources))} of {min(r.sample_runs for r in llm)}+ run(s) "
-            "per condition; completion tokens include reasoning"
+            "scaled from: "
+            + ", ".join(f"{src} of {n} run(s)" for src, n in samples)
+            + " per condition and model; completion tokens include reasoning"
         )
     priced: set[str] = set()
     reasons: set[tuple[str, str]] = set()
