@@ -493,10 +493,15 @@ def _rows_by_config(
     import polars as pl
 
     used = _llm_configs(cond)
+    # a dry run's calls belong to their worker's config; recorded runs may have seated other
+    # models: theirs are matched by the model name sent
+    by_worker = source == "dry run"
     keyed = calls.with_columns(
         pl.struct("worker", "model")
         .map_elements(
-            lambda r: _config_of(cond, r["worker"], r["model"], used) or r["model"],
+            lambda r: (
+                _config_of(cond, r["worker"] if by_worker else None, r["model"], used) or r["model"]
+            ),
             return_dtype=pl.String,
         )
         .alias("_config")
