@@ -9,6 +9,7 @@ from pathlib import Path
 import polars as pl
 
 from mbb.analysis._frames import seed_of
+from mbb.analysis.tokens import total_cost
 from mbb.core.paths import user_path
 from mbb.core.tables import TABLES, load_tables
 
@@ -186,7 +187,7 @@ def model_table(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
         spend = c.group_by([k if k != "model" else "model_run" for k in keys]).agg(
             (pl.col("prompt_tokens") + pl.col("completion_tokens")).sum().alias("tokens"),
             pl.col("cached_tokens").sum(),
-            pl.col("cost_usd").sum(),
+            total_cost(),
         )
         spend = spend.rename({"model_run": "model"})
         out = out.join(spend, on=keys, how="left")

@@ -33,7 +33,7 @@ Columns, besides the grouping keys (definitions; "share" = share of the group's 
   covers (a subrun-free count, so conditions with different subrun counts compare).
 - `private_msgs_per_run`: private (addressed) messages sent by the group's workers, per run.
 - `cost_per_run_usd`: LLM cost per run of the calls made by the group's workers (0 for scripted
-  runs).
+  runs; null, unknown, when a call's model has no price).
 
 Grouping keys: `run_id`, `subrun`, `worker`, `task` (from `subrun_started`), `condition` (a
 `condition` column already on the tables, else the `runs` table, else the run id without its
@@ -49,6 +49,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 import polars as pl
+
+from mbb.analysis.tokens import total_cost
 
 __all__ = [
     "OUTCOME_COLUMNS",
@@ -316,9 +318,13 @@ def outcomes(
     )
     calls = tables.get("llm_calls")
     cost = (
-        _tag(calls, units, by, on).group_by(by).agg(pl.col("cost_usd").sum().alias("_cost"))
+        _tag(calls, units, by, on)
+        .group_by(by)
+        .agg(total_cost().alias("_cost"), pl.lit(True).alias("_llm"))
         if calls is not None and not calls.is_empty()
-        else pl.DataFrame(schema={**{k: units.schema[k] for k in by}, "_cost": pl.Float64})
+        else pl.DataFrame(
+            schema={**{k: units.schema[k] for k in by}, "_cost": pl.Float64, "_llm": pl.Boolean}
+        )
     )
     out = base
     for part in (w, g, paid, bids, msgs, rounds, cost):
@@ -329,7 +335,11 @@ def outcomes(
             pl.col("max_wait_s").fill_null(0.0),
             (pl.col("_credits").fill_null(0) / pl.col("runs")).alias("credits_per_run"),
             (pl.col("_private").fill_null(0) / pl.col("runs")).alias("private_msgs_per_run"),
-            (pl.col("_cost").fill_null(0.0) / pl.col("runs")).alias("cost_per_run_usd"),
+            # no call: 0; calls of a model without a price: unknown (null), never 0
+            (
+                pl.when(pl.col("_llm").is_null()).then(0.0).otherwise(pl.col("_cost"))
+                / pl.col("runs")
+            ).alias("cost_per_run_usd"),
         )
         .select(*by, *OUTCOME_COLUMNS)
         .sort(by, nulls_last=True)

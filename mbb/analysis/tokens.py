@@ -27,6 +27,7 @@ __all__ = [
     "spend_by_model",
     "token_audit",
     "token_efficiency",
+    "total_cost",
 ]
 
 TOKEN_RX = r"\w+|[^\w\s]"
@@ -47,6 +48,13 @@ LLM_CALL_SCHEMA = {
 }
 _PHASE = {"declaration": "declaration", "message": "conversation", "ballot": "ballot"}
 KEYS = ["condition", "run_id", "worker", "model", "role", "phase", "subrun"]
+
+
+def total_cost(col: str = "cost_usd") -> pl.Expr:
+    """The sum of a cost column, null (unknown) when any of its values is: a call of a model
+    without a price costs an unknown amount, so a total over it is unknown too, never a
+    partial sum or 0."""
+    return pl.when(pl.col(col).is_null().any()).then(None).otherwise(pl.col(col).sum()).alias(col)
 
 
 def approx_tokens(text: pl.Expr) -> pl.Expr:
@@ -97,7 +105,7 @@ def _llm(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
             pl.col("completion_tokens").fill_null(0).sum(),
             pl.col("reasoning_tokens").fill_null(0).sum(),
             pl.col("cached_tokens").fill_null(0).sum(),
-            pl.col("cost_usd").sum(),
+            total_cost(),
             pl.col("cache_hit").fill_null(False).sum().cast(pl.Int64).alias("cache_hits"),
         )
         .with_columns(pl.lit(False).alias("approximate"))
@@ -138,9 +146,7 @@ def token_efficiency(
         .group_by(keys)
         .agg(
             pl.col("total_tokens").sum(),
-            pl.when(pl.col("cost_usd").is_not_null().any())
-            .then(pl.col("cost_usd").sum())
-            .alias("cost_usd"),
+            total_cost().alias("cost_usd"),
             pl.col("approximate").all(),
         )
     )
@@ -171,7 +177,7 @@ def classifier_spend(audit: pl.DataFrame) -> pl.DataFrame:
         .agg(
             pl.col("calls").sum(),
             pl.col("total_tokens").sum(),
-            pl.col("cost_usd").sum(),
+            total_cost(),
             pl.col("cache_hits").sum(),
         )
         .sort("condition", "model")
@@ -181,7 +187,8 @@ def classifier_spend(audit: pl.DataFrame) -> pl.DataFrame:
 def cost_by_model(audit: pl.DataFrame, by: Sequence[str] = ("condition", "model")) -> pl.DataFrame:
     """Per condition and model: runs, calls, tokens and cost in USD (total and per run).
 
-    `cost_usd` is null where no price is known (scripted text, or a model without `prices:`);
+    `cost_usd` is null where no price is known (scripted text, or a model without `prices:`:
+    unknown, never 0);
     `approximate` is true for counts of scripted text rather than an endpoint's usage.
     `audit`: `token_audit`; `by`: the grouping, any columns of the audit (add run_id for one
     value per seed, as a CI over seeds needs)."""
@@ -194,9 +201,7 @@ def cost_by_model(audit: pl.DataFrame, by: Sequence[str] = ("condition", "model"
             pl.col("prompt_tokens").sum(),
             pl.col("completion_tokens").sum(),
             pl.col("total_tokens").sum(),
-            pl.when(pl.col("cost_usd").is_not_null().any())
-            .then(pl.col("cost_usd").sum())
-            .alias("cost_usd"),
+            total_cost().alias("cost_usd"),
             pl.col("approximate").all(),
         )
         .with_columns((pl.col("cost_usd") / pl.col("runs")).alias("cost_per_run_usd"))
@@ -234,7 +239,7 @@ def spend_by_model(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
             pl.col("prompt_tokens").sum(),
             pl.col("cached_tokens").sum(),
             pl.col("completion_tokens").sum(),
-            pl.col("cost_usd").sum().alias("cost_usd"),
+            total_cost().alias("cost_usd"),
         )
         .with_columns(
             (pl.col("cost_usd") / pl.col("runs")).alias("cost_per_run_usd"),

@@ -32,6 +32,7 @@ from mbb.core import events as ev
 from mbb.core.aio import run_coroutine
 from mbb.core.errors import RunStopped
 from mbb.core.registry import Registry
+from mbb.llm.budget import unpriced_cap
 from mbb.params import Condition, ParamsError, format_problems, read_params
 from mbb.protocol.arena import Arena, RunResult
 from mbb.protocol.rules import (
@@ -48,6 +49,7 @@ __all__ = [
     "RunServices",
     "check_condition",
     "ensure_condition",
+    "llm_models",
     "load_params",
     "run_condition",
     "run_condition_async",
@@ -59,6 +61,16 @@ __all__ = [
 def _name(problems: list[str], registry: Registry[Any], where: str, name: str | None) -> None:
     if name is not None and name not in registry:
         problems.append(f"{where}: {registry.unknown(name)}")
+
+
+def llm_models(condition: Condition) -> set[str]:
+    """The model names (as sent to the endpoints) of the condition's LLM workers."""
+    return {
+        condition.models[s.model].model
+        for s in condition.worker_specs()
+        if (NEGOTIATORS[s.negotiator].needs_model or SOLVERS[s.solver].needs_model)
+        and s.model in condition.models
+    }
 
 
 def check_condition(condition: Condition) -> list[str]:
@@ -105,6 +117,11 @@ def check_condition(condition: Condition) -> list[str]:
                 f"workers: worker {s.id}: solver {s.solver!r} needs tasks.kind: {wants} "
                 f"(got {kind!r})"
             )
+    cap = condition.llm.max_cost_usd
+    if cap is not None:
+        why = unpriced_cap(f"llm.max_cost_usd ({cap:g})", llm_models(condition), condition.prices)
+        if why is not None:
+            p.append(why)
     if condition.tasks.suite:
         if kind == "modeled":
             known_tasks = {t.task_id for t in MODELED_TASKS}

@@ -107,6 +107,11 @@ def check_not_foreign(run_dir: Path, condition: Any) -> None:
     )
 
 
+def _usd(value: float | None) -> str:
+    """A cost in a table: unknown (a model without a price) is "unpriced", never $0."""
+    return "unpriced" if value is None else f"${value:.4f}"
+
+
 def spend_table_html(calls: Any) -> str:
     """The report's "LLM spend by model" table ('' without LLM calls): one row per model with
     its conditions, runs, tokens, cached share, cost and cost per run. calls: the `llm_calls`
@@ -114,6 +119,8 @@ def spend_table_html(calls: Any) -> str:
     import html
 
     import polars as pl
+
+    from mbb.analysis.tokens import total_cost
 
     if calls is None or calls.is_empty():
         return ""
@@ -126,7 +133,7 @@ def spend_table_html(calls: Any) -> str:
             pl.col("prompt_tokens").sum(),
             pl.col("cached_tokens").sum(),
             pl.col("completion_tokens").sum(),
-            pl.col("cost_usd").sum(),
+            total_cost(),
         )
         .with_columns((pl.col("cost_usd") / pl.col("runs")).alias("cost_per_run"))
         .sort("model")
@@ -136,8 +143,8 @@ def spend_table_html(calls: Any) -> str:
         f"<td class=l>{html.escape(r['model'])}</td><td class=l>{html.escape(r['conditions'])}</td>"
         f"<td>{r['runs']}</td><td>{r['calls']}</td><td>{r['prompt_tokens']:,}</td>"
         f"<td>{r['cached_tokens'] / max(1, r['prompt_tokens']):.1%}</td>"
-        f"<td>{r['completion_tokens']:,}</td><td>${r['cost_usd']:.4f}</td>"
-        f"<td>${r['cost_per_run']:.4f}</td></tr>"
+        f"<td>{r['completion_tokens']:,}</td><td>{_usd(r['cost_usd'])}</td>"
+        f"<td>{_usd(r['cost_per_run'])}</td></tr>"
         for r in t.iter_rows(named=True)
     )
     return (

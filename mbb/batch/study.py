@@ -30,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import datetime
 import hashlib
 import json
 import os
@@ -55,7 +54,7 @@ from mbb.core.eventlog import read_lines
 from mbb.core.nested import comparable_params
 from mbb.core.paths import is_bare_name, params_file, study_file, user_path
 from mbb.core.tables import tables_from_run_dirs, write_tables
-from mbb.llm.config import ModelConfig
+from mbb.llm.config import ModelConfig, Price
 from mbb.params import Condition, ParamsError, deep_merge, safe_yaml
 
 __all__ = [
@@ -65,6 +64,7 @@ __all__ = [
     "StudyError",
     "StudyOutcome",
     "StudySpec",
+    "estimate_study",
     "load_study",
     "run_study",
 ]
@@ -92,20 +92,16 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
-class StudyPrice(_Strict):
-    """USD per 1M tokens of one model, with where and when the price was read."""
+class StudyPrice(Price):
+    """A model's price in a study: USD per 1M tokens, with when and where it was read (both
+    required here: a study's cost is only as good as its prices)."""
 
-    prompt: float = Field(ge=0, description="USD per 1M prompt tokens.")
-    completion: float = Field(ge=0, description="USD per 1M completion (and reasoning) tokens.")
-    cached_prompt: float | None = Field(None, ge=0, description="USD per 1M cached prompt tokens.")
-    date: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}$", description="When it was read (YYYY-MM-DD).")
-    source: str = Field(min_length=1, description="Where it was read (a URL or a document).")
-
-    @field_validator("date", mode="before")
-    @classmethod
-    def _iso(cls, v: Any) -> Any:
-        """YAML reads 2026-11-01 as a date: kept as its ISO text."""
-        return v.isoformat() if isinstance(v, datetime.date) else v
+    date: str = Field(
+        pattern=r"^\d{4}-\d{2}(-\d{2})?$", description="When it was read (YYYY-MM-DD)."
+    )
+    source: str = Field(
+        min_length=1, max_length=300, description="Where it was read (a URL or a document)."
+    )
 
 
 class RoleSpec(_Strict):
@@ -380,9 +376,7 @@ def cell_condition(
         "workers": workers,
         "models": {s: configs[s].model_dump(mode="json") for s in sorted(used)},
         "prices": {
-            configs[s].model: p.model_dump(include={"prompt", "completion", "cached_prompt"})
-            for s in sorted(used)
-            if (p := prices[s]) is not None
+            configs[s].model: p.model_dump() for s in sorted(used) if (p := prices[s]) is not None
         },
         "llm": {"cache_file": str(cache_file), "cache": "read_write"},
     }
@@ -946,6 +940,31 @@ def analyse_study(study: Study, *, say: Callable[[str], None] = print) -> Path:
         except Exception as exc:
             say(f"notebook {name} failed: {' '.join(str(exc).split())[:300]}")
     return build_report(study.out, quiet=True)
+
+
+def estimate_study(
+    study: Study,
+    *,
+    dry_runs: int = 1,
+    reasoning_tokens: Mapping[str, int] | None = None,
+    latency: Any = None,
+    progress: Callable[[int, int, str], Any] | None = None,
+) -> list[Any]:
+    """What the study's runs will use, a row per cell (`mbb.batch.estimate.estimate`): each
+    cell's condition dry-run `dry_runs` seeds against an emulation of its model's preset
+    (cells that send the same requests share one dry run) and scaled to the study's seeds,
+    at each model's limits and price. `reasoning_tokens`, `latency`: as in `estimate`;
+    `progress`: called with (done, total, condition) before each cell."""
+    from mbb.batch.estimate import estimate
+
+    return estimate(
+        [c.condition for c in study.cells],
+        runs=len(study.seeds),
+        dry_runs=dry_runs,
+        reasoning_tokens=reasoning_tokens,
+        latency=latency,
+        progress=progress,
+    )
 
 
 def summary_lines(study: Study, outcome: StudyOutcome) -> list[str]:

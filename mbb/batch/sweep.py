@@ -267,13 +267,25 @@ def run_sweep(
     """Run jobs; writes `<out>/sweep.json`. `cluster`: None (threads here), "dask"/"local"
     (a Dask LocalCluster), a scheduler address, or a Dask cluster object.
 
-    `max_cost_usd` / `max_tokens_total`: a cap on the whole sweep's new LLM spend, kept in
+    `max_cost_usd` / `max_tokens_total`: a cap on the whole sweep's new LLM spend (a cap in USD
+    over a model without a price is refused before any job: ValueError naming it), kept in
     `<out>/spend.sqlite` (so it also counts earlier invocations of the same sweep); jobs reached
     by it end "stopped" (local threads only: kernels inherit the ledger through the environment)."""
     import os
 
     from mbb.llm.budget import COST_ENV, LEDGER_ENV, TOKENS_ENV
 
+    if max_cost_usd is not None:  # a cap in USD over an unpriced model could never be reached
+        from mbb.batch.build import llm_models
+        from mbb.llm.budget import unpriced_cap
+
+        for j in jobs:
+            cond = load_params(j.params_path, j.overrides)
+            why = unpriced_cap(
+                f"--max-cost-usd {max_cost_usd:g} ({j.label})", llm_models(cond), cond.prices
+            )
+            if why is not None:
+                raise ValueError(why)
     if jobs and (max_cost_usd is not None or max_tokens_total is not None):
         os.environ[LEDGER_ENV] = str(Path(jobs[0].out_dir).parent / "spend.sqlite")
         os.environ[COST_ENV] = "" if max_cost_usd is None else str(max_cost_usd)

@@ -52,6 +52,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from mbb.analysis.tokens import total_cost
 from mbb.core.events import EVENT_ADAPTER, EVENT_KINDS, SCHEMA_VERSION
 
 __all__ = [
@@ -618,12 +619,14 @@ def _measures(tables: dict[str, Any]) -> dict[str, Any]:
             (pl.col("prompt_tokens").fill_null(0) + pl.col("completion_tokens").fill_null(0))
             .sum()
             .alias("tokens"),
-            pl.col("cost_usd").fill_null(0).sum().alias("cost_usd"),
+            total_cost(),  # unknown (null) when a call's model has no price, never $0
         )
         for row in agg.iter_rows(named=True):
             d = out[row.pop("run_id")]
             bad = row.pop("bad_calls")
             d.update(row, bad_call_share=bad / row["llm_calls"])
+            if d["cost_usd"] is None:  # a model without a price: unknown, said so, never $0
+                d["cost_usd"] = "unpriced"
     return out
 
 

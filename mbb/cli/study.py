@@ -21,10 +21,29 @@ def _run(args: argparse.Namespace) -> int:
     except StudyError as exc:
         raise common.CliError(str(exc)) from None
     if args.estimate:
-        from mbb.batch.estimate import estimate_study
+        from mbb.batch.estimate import EstimateError, format_rows
+        from mbb.batch.study import estimate_study
 
-        for cell in study.cells:
-            print(estimate_study(cell.condition, len(study.seeds)).line())
+        bar = None
+        if not args.quiet:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=len(study.cells), desc="dry runs", unit="cell", file=sys.stderr)
+
+        def step(done: int, total: int, name: str) -> None:
+            if bar is not None:
+                bar.n = done
+                bar.set_postfix_str(name, refresh=True)
+
+        try:
+            rows = estimate_study(study, dry_runs=args.dry_runs, progress=step)
+        except EstimateError as exc:
+            raise common.CliError(str(exc)) from None
+        finally:
+            if bar is not None:
+                bar.close()
+        for line in format_rows(rows):
+            print(line)
         return 0
     try:
         outcome = run_study(
@@ -58,6 +77,12 @@ def add_parser(sub: Any) -> None:
         help="answer every model from a loopback stub (no keys, no network): the whole path, "
         "not a model's behaviour; models are named stub-<slot>, slots still to fill in are "
         "allowed, the default folder is outputs/studies/<name>-stub",
+    )
+    s.add_argument(
+        "--dry-runs",
+        type=common.whole(1, 100),
+        default=1,
+        help="with --estimate: seeds dry-run per condition and preset",
     )
     s.add_argument("--out", default=None, help="output folder (instead of the file's `out`)")
     s.add_argument(

@@ -42,15 +42,20 @@ def _run(args: argparse.Namespace) -> int:
     cluster = None
     if args.cluster == "dask":
         cluster = args.scheduler or "dask"
-    results = run_sweep(
-        jobs,
-        workers=args.workers,
-        cluster=cluster,
-        skip_done=not args.force,
-        progress=not args.quiet,
-        max_cost_usd=getattr(args, "max_cost_usd", None),
-        max_tokens_total=getattr(args, "max_tokens_total", None),
-    )
+    try:
+        results = run_sweep(
+            jobs,
+            workers=args.workers,
+            cluster=cluster,
+            skip_done=not args.force,
+            progress=not args.quiet,
+            max_cost_usd=getattr(args, "max_cost_usd", None),
+            max_tokens_total=getattr(args, "max_tokens_total", None),
+        )
+    except ParamsError:
+        raise
+    except ValueError as exc:  # a cap in USD over a model without a price
+        raise common.CliError(str(exc)) from None
     for r in results:
         line = f"{r.status:8s} {r.condition:24s} {r.seconds:7.1f} s  {r.html or r.notebook}"
         print(line if r.status != "failed" else f"{line}\n         {r.error}")

@@ -255,7 +255,9 @@ class LlmCall(EventBase):
     latency_s: float = 0.0
     attempts: int = 0
     cache_hit: bool = False
-    cost_usd: float = 0.0
+    cost_usd: float | None = Field(
+        None, description="USD at the condition's prices; None: the model has no price (unknown)."
+    )
     repair: bool = False
     request_key: str = ""
     error: str | None = None

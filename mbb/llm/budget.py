@@ -11,6 +11,10 @@ The cap is checked before each network call. Once it is reached, the next call r
 "stopped" after the events of the phase in flight, so the log is whole. Calls already in flight
 finish (a gathered phase can overshoot by at most its concurrent calls). Resuming later
 (`mbb resume`, or the sweep again) replays the answers already paid for from the cache.
+
+A cap in USD over a model without a price is refused when the condition loads, with one line
+naming the model (`unpriced_cap`, called by `mbb.batch.build.check_condition`, a sweep and a
+study): its cost is unknown, never $0, so the cap could never be reached.
 """
 
 from __future__ import annotations
@@ -18,11 +22,13 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from mbb.core.errors import BudgetExhausted
 
-__all__ = ["LEDGER_ENV", "BudgetExhausted", "SpendLedger", "ledger_for"]
+__all__ = ["LEDGER_ENV", "BudgetExhausted", "SpendLedger", "ledger_for", "unpriced_cap"]
 
 LEDGER_ENV = "MBB_SPEND_LEDGER"
 COST_ENV = "MBB_MAX_COST_USD"
@@ -89,10 +95,30 @@ class SpendLedger:
                 return f"token cap reached: {tokens} of max_tokens_total {self.max_tokens_total}"
         return self.parent.exhausted() if self.parent is not None else None
 
+    def caps_cost(self) -> bool:
+        """Whether this ledger, or one it reports to, caps USD (so every call must be priced)."""
+        if self.max_cost_usd is not None:
+            return True
+        return self.parent.caps_cost() if self.parent is not None else False
+
     def check(self) -> None:
         why = self.exhausted()
         if why is not None:
             raise BudgetExhausted(why + "; resume later (answers already paid for are replayed)")
+
+
+def unpriced_cap(cap: str, models: Iterable[str], prices: Mapping[str, Any]) -> str | None:
+    """One line refusing spend cap `cap` (e.g. "llm.max_cost_usd = 5") over `models` (names
+    sent to the endpoints) of which some have no price in `prices`; None when all are priced.
+    An unpriced model's cost is unknown, so a cap in USD could never be reached by it."""
+    missing = sorted({m for m in models if m not in prices})
+    if not missing:
+        return None
+    names = ", ".join(repr(m) for m in missing)
+    return (
+        f"{cap} cannot be kept: model {names} has no price (add it to `prices:` in USD per 1M "
+        "tokens, with its date and source; a free local model is priced at 0)"
+    )
 
 
 def _float(name: str) -> float | None:

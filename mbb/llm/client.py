@@ -157,8 +157,8 @@ class LlmClient:
         `emit`: the run's event log; `cache`: the replay cache (None: no cache)."""
         return await self.stack(emit, cache).complete(Call.of(config, req, meta))
 
-    def cost(self, model: str, usage: Usage) -> float:
-        """USD of an answer of `model` with token counts `usage` (0 without a price)."""
+    def cost(self, model: str, usage: Usage) -> float | None:
+        """USD of an answer of `model` with token counts `usage` (None: no price, unknown)."""
         return self.pricing.cost(model, usage)
 
     async def aclose(self) -> None:

@@ -6,10 +6,18 @@ variable that carries the API key, never the key itself; a value that looks like
 
 from __future__ import annotations
 
+import datetime
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from mbb.llm import presets
 
@@ -117,16 +125,48 @@ class ModelConfig(BaseModel):
 
 
 class Price(BaseModel):
-    """USD per 1M tokens for one model name (cached prompt tokens may be cheaper)."""
+    """USD per 1M tokens for one model name (cached prompt tokens may be cheaper), with where
+    and when the price was read: prices change, and a study's cost is only as good as them."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     prompt: float = Field(ge=0, description="USD per 1M prompt tokens.")
     completion: float = Field(ge=0, description="USD per 1M completion tokens (incl. reasoning).")
     cached_prompt: float | None = Field(None, ge=0, description="USD per 1M cached prompt tokens.")
+    date: str | None = Field(
+        None,
+        pattern=r"^\d{4}-\d{2}(-\d{2})?$",
+        description="When the price was read: YYYY-MM-DD (or YYYY-MM).",
+    )
+    source: str | None = Field(
+        None, max_length=300, description="Where the price was read (the provider's page)."
+    )
+
+    @field_validator("date", mode="before")
+    @classmethod
+    def _iso_date(cls, v: Any) -> Any:
+        # YAML reads an unquoted 2026-12-01 as a date
+        return v.isoformat() if isinstance(v, datetime.date) else v
+
+    @model_serializer(mode="wrap")
+    def _provenance_only_when_set(self, handler: Any) -> Any:
+        # prices written without a date or source are recorded exactly as before those existed
+        data = handler(self)
+        if isinstance(data, dict):
+            for key in ("date", "source"):
+                if data.get(key) is None:
+                    data.pop(key, None)
+        return data
 
     def cost(self, prompt: int, completion: int, cached: int = 0) -> float:
         cached = min(cached, prompt)
         rate_cached = self.prompt if self.cached_prompt is None else self.cached_prompt
         usd = (prompt - cached) * self.prompt + cached * rate_cached + completion * self.completion
         return usd / 1e6
+
+    def provenance(self) -> str:
+        """'read 2026-12-01 from <source>', or what of it is known."""
+        parts = ([f"read {self.date}"] if self.date else []) + (
+            [f"from {self.source}"] if self.source else []
+        )
+        return " ".join(parts) or "no date or source"

@@ -25,7 +25,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
-from mbb.core.errors import CacheMiss, LlmError, LlmTransient, LlmUnavailable
+from mbb.core.errors import CacheMiss, LlmConfigError, LlmError, LlmTransient, LlmUnavailable
 from mbb.core.events import LlmCall
 from mbb.llm.budget import SpendLedger
 from mbb.llm.cache import LlmCache
@@ -48,16 +48,23 @@ Sleep = Callable[[float], Awaitable[None]]
 
 @dataclass(frozen=True)
 class Pricing:
-    """USD per call from per-model prices (looked up by the model name sent to the endpoint);
-    a model without a price costs 0."""
+    """USD per call from per-model prices (looked up by the model name sent to the endpoint).
+
+    A model without a price is unpriced: its cost is None (unknown), never 0, so an `llm_call`
+    event records `cost_usd: null` and every table summing costs shows the sum as unknown. A
+    model that really is free is priced at 0 in the params (e.g. a local server)."""
 
     prices: Mapping[str, Price] = field(default_factory=dict)
 
-    def cost(self, model: str, usage: Usage) -> float:
-        """`model`: the endpoint's model name; `usage`: the answer's token counts."""
+    def priced(self, model: str) -> bool:
+        return model in self.prices
+
+    def cost(self, model: str, usage: Usage) -> float | None:
+        """`model`: the endpoint's model name; `usage`: the answer's token counts. None: the
+        model has no price."""
         price = self.prices.get(model)
         if price is None:
-            return 0.0
+            return None
         return price.cost(usage.prompt, usage.completion, usage.cached)
 
 
@@ -175,9 +182,17 @@ class Budgeted:
 
     async def complete(self, call: Call) -> LlmResult:
         self.ledger.check()
+        model = call.config.model
+        if self.ledger.caps_cost() and not self.pricing.priced(model):
+            # refused when the params load (`mbb.batch.build.check_condition`); this is the
+            # backstop for a cap set elsewhere (a sweep's shared ledger): never count it as $0
+            raise LlmConfigError(
+                f"a spend cap (max_cost_usd) cannot be kept: model {model!r} has no price; add "
+                "it to `prices:` or drop the cap"
+            )
         result = await self.inner.complete(call)
         u = result.usage
-        self.ledger.add(u.prompt + u.completion, self.pricing.cost(call.config.model, u))
+        self.ledger.add(u.prompt + u.completion, self.pricing.cost(model, u) or 0.0)
         return result
 
     async def aclose(self) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
+from mbb.analysis.tokens import total_cost
 from mbb.viz.theme import model_color, none_chart, worker_order
 
 __all__ = ["token_audit_chart", "tokens_per_credit_chart"]
@@ -25,7 +26,7 @@ def token_audit_chart(audit: pl.DataFrame, by: str = "worker") -> alt.FacetChart
     agg = audit.group_by(by, "role", "phase").agg(
         (pl.col("total_tokens").sum() / n_runs).alias("tokens_per_run"),
         pl.col("calls").sum().alias("calls"),
-        pl.col("cost_usd").sum().alias("cost_usd"),
+        total_cost().alias("cost_usd"),
     )
     approx = bool(audit["approximate"].all()) if audit.height else False
     sort = worker_order(agg[by].cast(pl.String).to_list()) if by == "worker" else None

@@ -5,6 +5,7 @@ completes gives the same events as a run without a cap."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -13,6 +14,8 @@ from mbb.batch.resume import resume_run
 from mbb.batch.runner import run_many
 from mbb.core.eventlog import read_lines
 from mbb.llm.budget import LEDGER_ENV, BudgetExhausted, SpendLedger, ledger_for
+from mbb.llm.provider import Call
+from mbb.params import ParamsError
 from mbb.testing.emulate import ProviderEmulator
 from mbb.testing.testserver import FakeOpenAIServer, declaring_responder
 
@@ -145,3 +148,94 @@ def test_a_sweep_stops_at_its_cap_and_goes_on_when_run_again(root, tmp_path, mon
             for seed in (0, 1):
                 path = out / cond / f"{cond}-a-seed000{seed}" / "events.jsonl"
                 assert json.loads(read_lines(path)[-1])["status"] == "completed"
+
+
+# --- a model without a price: its cost is unknown, never $0, and no cap in USD can count it ---
+def _unpriced(root, url, **over):
+    model = {"model": "m-free", "base_url": url, "api_key_env": None, "timeout_s": 5.0}
+    base = {
+        "name": "unpriced",
+        "subruns": 1,
+        "workers": {"count": 2, "negotiator": "llm", "model": "a"},
+        "models": {"a": {**model, "structured": "json_object_schema"}},
+        "prices": {"m-a": {"prompt": 1.0, "completion": 2.0}},  # another model's price only
+        "llm": {"cache": "off"},
+    }
+    base.update(over)
+    return base
+
+
+def test_a_cost_cap_over_an_unpriced_model_is_refused_when_the_params_load(root):
+    path = root / "params" / "llm_negotiators.yaml"
+    with pytest.raises(ParamsError) as err:
+        load_params(path, _unpriced(root, "http://127.0.0.1:9/v1", llm={"max_cost_usd": 5.0}))
+    msg = str(err.value)
+    assert "\n" not in msg
+    assert "llm.max_cost_usd (5) cannot be kept: model 'm-free' has no price" in msg
+    # a token cap counts tokens, which are known: it stays allowed; so does a priced model
+    load_params(path, _unpriced(root, "http://127.0.0.1:9/v1", llm={"max_tokens_total": 10}))
+    priced = {"m-free": {"prompt": 0.0, "completion": 0.0, "date": "2026-12-01", "source": "local"}}
+    over = _unpriced(root, "http://127.0.0.1:9/v1", llm={"max_cost_usd": 5.0}, prices=priced)
+    cond = load_params(path, over)
+    assert cond.prices["m-free"].source == "local"
+    # a scripted condition with a cap has no LLM worker to price
+    load_params(root / "params" / "base.yaml", {"llm": {"max_cost_usd": 1.0}})
+
+
+def test_a_sweeps_cost_cap_over_an_unpriced_model_is_refused_before_any_job(
+    root, tmp_path, capsys, monkeypatch
+):
+    from mbb.cli import main
+
+    for var in (LEDGER_ENV, "MBB_MAX_COST_USD", "MBB_MAX_TOKENS_TOTAL"):
+        monkeypatch.delenv(var, raising=False)
+    p = tmp_path / "unpriced.yaml"
+    p.write_text(
+        f"extends: {root / 'params' / 'llm_negotiators.yaml'}\nname: unpriced\n"
+        "workers: {count: 2, model: a}\n"
+        "models: {a: {model: m-free, base_url: 'http://127.0.0.1:9/v1', api_key_env: null}}\n"
+    )
+    out = tmp_path / "sweep"
+    rc = main(["sweep", str(p), "--seeds", "0..0", "--out", str(out), "--quiet",
+               "--max-cost-usd", "2"])  # fmt: skip
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1
+    assert "--max-cost-usd 2 (unpriced) cannot be kept: model 'm-free' has no price" in err[0]
+    assert not (out / "unpriced").exists() and LEDGER_ENV not in os.environ
+
+
+def test_a_shared_cost_cap_refuses_an_unpriced_call_before_sending_it(tmp_path, monkeypatch):
+    """The backstop: a cap set where no params are checked (a sweep kernel's shared ledger)
+    refuses to send a call it could not count."""
+    import asyncio
+
+    from mbb.core.errors import LlmConfigError
+    from mbb.llm.client import ChatRequest, LlmClient
+    from mbb.llm.config import ModelConfig
+
+    monkeypatch.setenv(LEDGER_ENV, str(tmp_path / "spend.sqlite"))
+    monkeypatch.setenv("MBB_MAX_COST_USD", "1.0")
+    with FakeOpenAIServer(models=("m-free",)) as srv:
+        client = LlmClient(budget=ledger_for(None, None))
+        cfg = ModelConfig(model="m-free", base_url=srv.url, api_key_env=None)
+        req = ChatRequest(messages=[{"role": "user", "content": "x"}])
+        with pytest.raises(LlmConfigError, match="model 'm-free' has no price"):
+            asyncio.run(client.network.complete(Call.of(cfg, req)))
+        assert srv.completions == []
+
+
+def test_an_unpriced_models_spend_is_unknown_in_events_and_tables(root):
+    from mbb.analysis import cost_by_model, token_audit
+    from mbb.analysis.outcome import outcomes
+
+    emulator = ProviderEmulator("openai", declaring_responder, reasoning=None)
+    with FakeOpenAIServer(emulator, models=("m-free",)) as srv:
+        cond = load_params(root / "params" / "llm_negotiators.yaml", _unpriced(root, srv.url))
+        batch = run_many(cond, runs=1).check()
+    calls = batch.tables["llm_calls"]
+    assert calls.height > 0 and calls["cost_usd"].is_null().all()
+    assert calls["prompt_tokens"].sum() > 0  # the tokens are known, the cost is not
+    by_model = cost_by_model(token_audit(batch.tables))
+    assert by_model["cost_usd"].to_list() == [None]
+    per_run = outcomes(batch.tables, ["run_id"])
+    assert per_run["cost_per_run_usd"].to_list() == [None]

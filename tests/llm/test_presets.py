@@ -92,14 +92,124 @@ def test_hints_never_change_the_replay_cache_key():
     assert "cache_prompt" not in request_body(cfg, req)
 
 
-def test_reasoning_text_is_read_from_either_field():
-    for provider, field in (("deepseek", "reasoning_content"), ("openrouter", "reasoning")):
+def test_reasoning_text_and_tokens_are_read_from_the_providers_fields():
+    """A model that reasons (deepseek-reasoner always; o4-mini through OpenRouter by default)
+    returns its reasoning in the provider's field and counts its reasoning tokens."""
+    medium = presets.REASONING_TOKENS["medium"]
+    for provider, model in (("deepseek", "deepseek-reasoner"), ("openrouter", "openai/o4-mini")):
         emulator = ProviderEmulator(provider, reasoning="weighing the bids")
-        with FakeOpenAIServer(emulator, api_key=SECRET) as srv:
+        with FakeOpenAIServer(emulator, api_key=SECRET, models=(model,)) as srv:
             client = make_client()
             req = ChatRequest(messages=[{"role": "user", "content": "hello"}])
-            res = asyncio.run(client.complete(config_for(provider, srv.url), req))
-        assert res.reasoning == "weighing the bids", field
+            cfg = config_for(provider, srv.url, model=model, max_tokens=8192)
+            res = asyncio.run(client.complete(cfg, req))
+        assert res.reasoning == "weighing the bids", provider
+        assert res.usage.reasoning == medium and res.usage.completion > medium
+    emulator = ProviderEmulator("deepseek", reasoning="weighing the bids")
+    with FakeOpenAIServer(emulator, api_key=SECRET, models=("deepseek-chat",)) as srv:
+        cfg = config_for("deepseek", srv.url, model="deepseek-chat")
+        res = asyncio.run(
+            make_client().complete(cfg, ChatRequest(messages=[{"role": "user", "content": "x"}]))
+        )
+    assert res.reasoning is None and res.usage.reasoning == 0  # deepseek-chat does not reason
+
+
+# one model name per family of every preset (a family without one fails the coverage test)
+FAMILY_SAMPLES = {
+    "openai_reasoning": [
+        "o1-mini", "o4-mini", "o3-2025-04-16", "gpt-5-pro", "gpt-5-codex", "gpt-5-nano",
+        "gpt-5.1-codex-max", "gpt-5.1-codex-mini", "gpt-5.1-chat-latest", "gpt-5.1",
+        "gpt-5.3-codex", "gpt-5.2-pro", "gpt-5.4-mini", "o9-future",
+    ],
+    "gemini": [
+        "gemini-3-pro-preview", "gemini-3-flash-preview", "gemini-2.5-pro",
+        "gemini-2.5-flash-lite", "gemini-2.5-flash", "gemini-2.0-flash", "gemini-exp-1206",
+    ],
+    "openrouter": ["openai/o4-mini", "meta-llama/llama-3.3-70b-instruct"],
+    "deepseek": ["deepseek-reasoner", "deepseek-chat"],
+    "ollama": ["gpt-oss:20b"],
+    "openai": ["gpt-4o"],
+    "anthropic": ["claude-sonnet-4-5"],
+    "vllm": ["qwen3-8b"],
+    "llamacpp": ["smollm2"],
+}  # fmt: skip
+CASES = [(p, m) for p, models in FAMILY_SAMPLES.items() for m in models]
+
+
+def test_every_family_of_every_preset_has_a_sample():
+    assert set(FAMILY_SAMPLES) == set(presets.PRESETS)
+    for name, p in presets.PRESETS.items():
+        reached = {p.family(m).name for m in FAMILY_SAMPLES[name]}
+        assert reached == {f.name for f in (*p.families, p.other)}, name
+
+
+@pytest.mark.parametrize(("provider", "model"), CASES)
+def test_each_familys_effort_table_refuses_an_invalid_value_with_the_valid_list(provider, model):
+    p = presets.PRESETS[provider]
+    fam = p.family(model)
+    bad = next(e for e in (*presets.EFFORTS, "extreme") if e not in fam.efforts)
+    with pytest.raises(ValueError) as err:
+        ModelConfig(model=model, preset=provider, reasoning_effort=bad)
+    text = str(err.value)
+    text = next(line for line in text.splitlines() if "Value error" in line)  # one line
+    if p.reasoning == "none":
+        assert "does not support reasoning_effort" in text
+    elif fam.efforts:
+        assert f"must be one of {'|'.join(fam.efforts)} for {fam.name}, got {bad!r}" in text
+        assert fam.source in text
+    else:
+        assert f"{fam.name} take no reasoning_effort" in text
+
+
+@pytest.mark.parametrize(("provider", "model"), CASES)
+def test_every_valid_effort_goes_through_the_emulated_endpoint(provider, model):
+    """Each value a family accepts is sent in the preset's form, accepted by the emulated
+    endpoint through the real openai client, and reasons as long as mbb assumes it does."""
+    fam = presets.PRESETS[provider].family(model)
+    emulator = ProviderEmulator(provider)
+    efforts = [None, *fam.efforts] if presets.PRESETS[provider].reasoning != "none" else [None]
+    with FakeOpenAIServer(emulator, api_key=SECRET, models=(model,)) as srv:
+        for effort in efforts:
+            kw = {"model": model, "max_tokens": 8192, "reasoning_effort": effort}
+            cfg = config_for(provider, srv.url, **kw)
+            req = ChatRequest(messages=[{"role": "user", "content": f"effort {effort}"}])
+            res = asyncio.run(make_client().complete(cfg, req))
+            expected = presets.effort_of(provider, model, effort)
+            assert res.usage.reasoning == presets.REASONING_TOKENS.get(expected or "none", 0)
+    assert emulator.rejected == []
+
+
+@pytest.mark.parametrize(
+    ("provider", "model", "effort", "words"),
+    [
+        ("openai_reasoning", "gpt-5.1", "minimal",
+         "'minimal' is not supported with the 'gpt-5.1' model. Supported values are: 'none', "
+         "'low', 'medium', and 'high'."),
+        ("openai_reasoning", "o3", "none", "Supported values are: 'low', 'medium', and 'high'."),
+        ("openai_reasoning", "o1-mini", "low", "Unrecognized request argument supplied"),
+        ("gemini", "gemini-3-flash-preview", "minimal",
+         "Invalid reasoning_effort: minimal. Valid values are: high, low, medium, none"),
+        ("gemini", "gemini-3-pro-preview", "medium", "Valid values are: high, low"),
+    ],
+)  # fmt: skip
+def test_the_endpoint_refuses_an_invalid_effort_in_its_own_words(provider, model, effort, words):
+    """Sent past the preset (a config without one), the emulated endpoint answers 400 as the
+    provider does, and its message reaches the error."""
+    emulator = ProviderEmulator(provider)
+    with FakeOpenAIServer(emulator, api_key=SECRET, models=(model,)) as srv:
+        extra = {"reasoning_effort": effort}
+        field = "max_completion_tokens" if provider == "openai_reasoning" else "max_tokens"
+        cfg = ModelConfig(
+            model=model, base_url=srv.url, api_key_env=KEY_ENV, extra_body=extra,
+            max_retries=0, max_tokens_field=field,
+        )  # fmt: skip
+        with pytest.raises(LlmUnavailable, match="HTTP 400") as err:
+            asyncio.run(
+                make_client().complete(
+                    cfg, ChatRequest(messages=[{"role": "user", "content": "x"}])
+                )
+            )
+    assert words in str(err.value)
 
 
 def test_openrouter_sends_reasoning_as_an_object_and_openai_reasoning_the_flat_field():

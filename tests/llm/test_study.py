@@ -336,3 +336,46 @@ def test_the_shipped_studies_load_and_say_which_slots_to_fill_in():
     assert all(c.role == "both" for c in stub.cells)
     smoke = load_study("local_smoke")
     assert smoke.configs["smollm2"].base_url == "http://127.0.0.1:8080/v1"
+
+
+def test_a_study_estimate_dry_runs_once_per_condition_and_preset_and_prices_each_cell(
+    tmp_path, monkeypatch, capsys
+):
+    """Cells of one condition on models of one preset send the same requests: one dry run
+    stands for them, each priced and limited as its own model; another preset or another
+    reasoning effort is another dry run. The command prints a row per cell."""
+    import mbb.batch.estimate as est
+    from mbb.batch.study import estimate_study
+
+    path = small(
+        tmp_path,
+        f"""
+        a: {{model: gpt-a, preset: openai, price: {PRICE}}}
+        b: {{model: gpt-b, preset: openai, concurrency: 2, price: unpriced}}
+        c: {{model: o4-mini, preset: openai_reasoning, reasoning_effort: low, price: {PRICE}}}
+        d: {{model: o4-mini, preset: openai_reasoning, reasoning_effort: high, price: {PRICE}}}
+        """,
+    )
+    study = load_study(path)
+    sig = {c.label: est.request_signature(c.condition) for c in study.cells}
+    assert sig["base.negotiators-a"] == sig["base.negotiators-b"]
+    assert len({sig[f"base.negotiators-{m}"] for m in "acd"}) == 3
+    assert sig["base.negotiators-a"] != sig["memory_off.negotiators-a"]
+    made = []
+    real = est.emulated_calls
+    monkeypatch.setattr(
+        est, "emulated_calls", lambda c, *a, **k: made.append(c) or real(c, *a, **k)
+    )
+    rows = estimate_study(study)
+    assert len(made) == 6 and len(rows) == 8  # 2 conditions x 3 request shapes; 8 cells
+    by = {(r.condition, r.model): r for r in rows}
+    a, b = by[("base.negotiators", "a")], by[("base.negotiators", "b")]
+    assert a.calls == b.calls > 0 and a.prompt_tokens == b.prompt_tokens
+    assert a.cost_usd is not None and a.cost_usd > 0 and b.cost_usd is None
+    assert (a.concurrency, b.concurrency) == (8, 2) and a.runs == 2
+    low, high = by[("base.negotiators", "c")], by[("base.negotiators", "d")]
+    assert 0 < low.reasoning_tokens < high.reasoning_tokens
+    assert main(["study", str(path), "--estimate", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "unpriced" in out and "wall time of the study" in out
+    assert not (tmp_path / "out").exists()  # an estimate writes nothing

@@ -656,7 +656,7 @@ var MBB = (function () {
     return "S" + fmt(c.subrun) + " R" + fmt(c.round) + " · " + (str(c.worker) || "—") + " · " + str(c.role) + "/" + str(c.phase) + " · " + str(c.model) +
       " · " + fmt(c.prompt_tokens || 0) + "+" + fmt(c.completion_tokens || 0) + " tokens" + (c.cached_tokens ? " (" + fmt(c.cached_tokens) + " cached)" : "") +
       (c.reasoning_tokens ? " (" + fmt(c.reasoning_tokens) + " reasoning)" : "") +
-      " · " + fmt(c.latency_s, 2) + " s · $" + fmt(c.cost_usd, 5) + (c.cache_hit ? " · cache hit" : "") +
+      " · " + fmt(c.latency_s, 2) + " s · " + (isNum(c.cost_usd) ? "$" + fmt(c.cost_usd, 5) : "unpriced") + (c.cache_hit ? " · cache hit" : "") +
       (c.attempts > 1 ? " · " + fmt(c.attempts) + " attempts" : "") + (c.repair ? " · repair" : "") + (c.error ? " · error: " + str(c.error) : "");
   }
   function callDetails(c, run, open) {
@@ -689,12 +689,13 @@ var MBB = (function () {
       var m = by.get(key);
       if (!m) { m = {n: 0, p: 0, c: 0, cost: 0, lat: 0, failed: 0}; by.set(key, m); }
       m.n++; m.p += isNum(c.prompt_tokens) ? c.prompt_tokens : 0; m.c += isNum(c.completion_tokens) ? c.completion_tokens : 0;
-      m.cost += isNum(c.cost_usd) ? c.cost_usd : 0; m.lat += isNum(c.latency_s) ? c.latency_s : 0; m.failed += c.error ? 1 : 0;
+      if (isNum(c.cost_usd)) m.cost += c.cost_usd; else m.unpriced = true;  // unknown, never $0
+      m.lat += isNum(c.latency_s) ? c.latency_s : 0; m.failed += c.error ? 1 : 0;
     });
     box.appendChild(el("h4", {text: "Per model"}));
     box.appendChild(table(["~model", "calls", "failed", "prompt tokens", "completion tokens", "cost (USD)", "mean latency (s)"], Array.from(by.keys()).sort().map(function (m) {
       var x = by.get(m);
-      return el("tr", null, [td(m, "t"), td(x.n), td(x.failed), td(x.p), td(x.c), td(x.cost.toFixed(4)), td((x.lat / x.n).toFixed(2))]);
+      return el("tr", null, [td(m, "t"), td(x.n), td(x.failed), td(x.p), td(x.c), td(x.unpriced ? "unpriced" : x.cost.toFixed(4)), td((x.lat / x.n).toFixed(2))]);
     })));
     box.appendChild(el("h4", {text: "Calls (" + calls.length + "); open one for its prompt and answer (API keys are never stored or shown)"}));
     calls.forEach(function (c) { box.appendChild(callDetails(c, r)); });
