@@ -24,18 +24,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from mbb.core.errors import EndpointDown, LlmConfigError, LlmUnavailable
-from mbb.llm.provider import Call, Provider
+from mbb.llm.provider import Call, Provider, endpoint_of
 from mbb.llm.types import LlmResult
 
 __all__ = ["STOP_AFTER", "EndpointBreaker", "RateLimit", "endpoint_of"]
 
 STOP_AFTER = 3  # consecutive failed calls of one endpoint that stop its runs
 _WINDOW_S = 60.0
-
-
-def endpoint_of(call: Call) -> str:
-    """How an endpoint is named in limits and messages: `model at base_url`."""
-    return f"{call.config.model} at {call.config.base_url}"
 
 
 @dataclass

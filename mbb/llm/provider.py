@@ -37,6 +37,7 @@ __all__ = [
     "MalformedResponse",
     "OpenAICompatibleProvider",
     "Provider",
+    "endpoint_of",
     "request_body",
 ]
 
@@ -81,6 +82,12 @@ class Call:
         caller, for the audit and the cache-miss message."""
         body = request_body(config, req)
         return cls(config, body, request_key(body), meta)
+
+
+def endpoint_of(call: Call) -> str:
+    """How an endpoint is named in limits and messages: `model at base_url` (one model of a
+    provider is one endpoint: providers meter and limit each model on its own)."""
+    return f"{call.config.model} at {call.config.base_url}"
 
 
 class Provider(Protocol):

@@ -30,7 +30,7 @@ from mbb.core.events import LlmCall
 from mbb.llm.budget import SpendLedger
 from mbb.llm.cache import LlmCache
 from mbb.llm.config import Price
-from mbb.llm.provider import Call, Clock, Provider
+from mbb.llm.provider import Call, Clock, Provider, endpoint_of
 from mbb.llm.types import CallMeta, Emit, LlmResult, Usage
 
 __all__ = [
@@ -142,9 +142,10 @@ class Retrying:
 
 
 class ConcurrencyLimit:
-    """At most `config.concurrency` calls in flight per base URL (the size is taken from the
-    first config that reaches that endpoint). Semaphores belong to one event loop: they are
-    kept per loop."""
+    """At most `config.concurrency` calls in flight per endpoint (`endpoint_of`: a model at a
+    base URL; the size is taken from the first config that reaches it), so eight models of one
+    provider each keep their own limit. Semaphores belong to one event loop: they are kept per
+    loop."""
 
     def __init__(self, inner: Provider) -> None:
         """`inner`: the provider whose calls are limited."""
@@ -156,9 +157,10 @@ class ConcurrencyLimit:
         loop = asyncio.get_running_loop()
         if loop is not self._loop:
             self._loop, self._limits = loop, {}
-        sem = self._limits.get(call.config.base_url)
+        key = endpoint_of(call)
+        sem = self._limits.get(key)
         if sem is None:
-            sem = self._limits[call.config.base_url] = asyncio.Semaphore(call.config.concurrency)
+            sem = self._limits[key] = asyncio.Semaphore(call.config.concurrency)
         return sem
 
     async def complete(self, call: Call) -> LlmResult:

@@ -283,3 +283,19 @@ def test_concurrency_limit_per_endpoint(server, sleeps) -> None:
 
     asyncio.run(go())
     assert server.max_overlap() == 2
+
+
+def test_two_models_of_one_provider_each_keep_their_own_concurrency(server, sleeps) -> None:
+    """Eight models behind one base URL (a provider, a router) are eight endpoints: each has
+    its own in-flight limit, not one shared limit sized by whichever came first."""
+    server.delay_s = 0.2
+    server.models = ("m-a", "m-b")
+    a = make_config(server, model="m-a", concurrency=1)
+    b = make_config(server, model="m-b", concurrency=1)
+    client = make_client(sleeps)
+
+    async def go():
+        await asyncio.gather(*(client.call(c, REQ, meta=META) for c in (a, a, b, b)))
+
+    asyncio.run(go())
+    assert server.max_overlap() == 2  # one of each model at a time
