@@ -591,23 +591,33 @@ def preflight(study: Study, environ: Mapping[str, str] | None = None) -> list[st
 
 
 class _Progress:
-    """Runs finished and calls made, updated per call (a tqdm bar, or nothing)."""
+    """Runs finished and calls made, shown per call (a tqdm bar, or nothing). The bar is
+    redrawn at most every `_REDRAW_S` on a terminal and every `_LOG_S` into a file or pipe, so
+    a log of thousands of calls stays readable."""
+
+    _REDRAW_S, _LOG_S = 0.25, 30.0
 
     def __init__(self, total: int, enabled: bool) -> None:
         self.calls = self.failed = 0
-        self.cost = 0.0
         self.bar: Any = None
+        self._every = self._REDRAW_S if sys.stderr.isatty() else self._LOG_S
+        self._drawn = 0.0
         if enabled:
             from tqdm.auto import tqdm
 
-            self.bar = tqdm(total=total, desc="study", unit="run", file=sys.stderr)
+            self.bar = tqdm(
+                total=total, desc="study", unit="run", file=sys.stderr, mininterval=self._every
+            )
 
     def call(self, meta: Any, result: Any, error: str | None) -> None:
         self.calls += 1
         self.failed += error is not None
         if self.bar is not None:
             self.bar.set_postfix_str(f"{self.calls} calls, {self.failed} failed", refresh=False)
-            self.bar.refresh()
+            now = time.monotonic()
+            if now - self._drawn >= self._every:
+                self._drawn = now
+                self.bar.refresh()
 
     def run_done(self) -> None:
         if self.bar is not None:
@@ -615,6 +625,7 @@ class _Progress:
 
     def close(self) -> None:
         if self.bar is not None:
+            self.bar.refresh()  # the final counts, whatever the last redraw showed
             self.bar.close()
 
 
