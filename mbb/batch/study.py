@@ -62,6 +62,7 @@ __all__ = [
     "Cell",
     "Study",
     "StudyError",
+    "StudyInterrupted",
     "StudyOutcome",
     "StudySpec",
     "estimate_study",
@@ -86,6 +87,14 @@ STUDY_RECORD = "study.json"
 
 class StudyError(ValueError):
     """A study file or output folder that cannot be used; the message is one line."""
+
+
+class StudyInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a study: `line` says what finished and how to go on."""
+
+    def __init__(self, line: str) -> None:
+        super().__init__(line)
+        self.line = line
 
 
 class _Strict(BaseModel):
@@ -749,6 +758,7 @@ def run_study(
     if record_path.is_file():
         records = json.loads(record_path.read_text()).get("runs", {})
     _write_record(study, records, {"status": "running"})
+    interrupted = False
     try:
         if cluster is None:
             with contextlib.ExitStack() as stack:
@@ -759,8 +769,19 @@ def run_study(
                 )
         else:
             _execute_on_dask(study, todo, cluster, workers, outcome, records)
+    except KeyboardInterrupt:
+        interrupted = True
+        ended = sum(1 for c, s, _ in todo if run_id_of(c.condition, s) in records)
+        raise StudyInterrupted(
+            f"interrupted: {outcome.done_before + ended} of {study.runs} runs finished, the "
+            f"others resumable: run the same command again (study {study.out})"
+        ) from None
     finally:
-        _write_record(study, records, {"status": "stopped" if outcome.stopped else "done"})
+        for cell, seed, _ in todo:  # what did not end is to be resumed, and says so
+            records.setdefault(run_id_of(cell.condition, seed), {"cell": cell.label})
+            records[run_id_of(cell.condition, seed)].setdefault("status", "interrupted")
+        status = "interrupted" if interrupted else "stopped" if outcome.stopped else "done"
+        _write_record(study, records, {"status": status})
     for endpoint, why in outcome.endpoints_down.items():
         say(
             f"stopped: endpoint {endpoint} is down ({why}); its runs are resumable: run the "

@@ -87,7 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 file=sys.stderr,
             )
         else:
-            print("interrupted", file=sys.stderr)
+            print(getattr(exc, "line", "interrupted"), file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception as exc:
         line = expected(exc)

@@ -13,6 +13,7 @@ import contextlib
 import json
 import re
 import socket
+import sys
 import threading
 import time
 from collections import deque
@@ -122,6 +123,15 @@ class RecordedRequest:
 
 
 Responder = Callable[[dict[str, Any]], Reply]
+
+
+class _QuietServer(ThreadingHTTPServer):
+    """A client that goes away (a timeout, Ctrl-C) is not an error of the server: no traceback."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
+            return
+        super().handle_error(request, client_address)
 
 
 class FakeOpenAIServer:
@@ -261,7 +271,7 @@ class FakeOpenAIServer:
                 except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout)
                     self.close_connection = True
 
-        httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        httpd = _QuietServer(("127.0.0.1", 0), Handler)
         httpd.daemon_threads = True
         httpd.block_on_close = False
         self._httpd = httpd

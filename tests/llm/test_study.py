@@ -379,3 +379,35 @@ def test_a_study_estimate_dry_runs_once_per_condition_and_preset_and_prices_each
     out = capsys.readouterr().out
     assert "unpriced" in out and "wall time of the study" in out
     assert not (tmp_path / "out").exists()  # an estimate writes nothing
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_a_study_with_one_line_and_the_same_command_finishes_it(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    path = small(tmp_path, f"a: {{model: gpt-a, preset: openai, price: {PRICE}}}", seeds="0..7")
+    cmd = [sys.executable, "-m", "mbb", "study", str(path), "--stub", "--quiet", "--no-report"]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    out = tmp_path / "out"
+    deadline = time.monotonic() + 120
+    while not any(out.glob("runs/*/*/events.jsonl")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert err.strip().count("\n") == 0, err  # one line, no traceback (the stub's neither)
+    assert err.startswith("interrupted: ") and "run the same command again" in err
+    record = json.loads((out / "study.json").read_text())
+    assert record["status"] == "interrupted"
+    assert "interrupted" in {r["status"] for r in record["runs"].values()}
+    again = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    assert again.returncode == 0, again.stderr
+    record = json.loads((out / "study.json").read_text())
+    assert record["status"] == "done" and len(record["runs"]) == 16
+    assert {r["status"] for r in record["runs"].values()} == {"completed"}
