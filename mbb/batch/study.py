@@ -83,6 +83,7 @@ DEFAULT_NOTEBOOKS = (
     "starting_states",
 )
 STUDY_RECORD = "study.json"
+PING_TIMEOUT_S = 20.0  # the preflight's wait per attempt for one small answer
 
 
 class StudyError(ValueError):
@@ -574,21 +575,23 @@ def preflight(study: Study, environ: Mapping[str, str] | None = None) -> list[st
 
     async def ping() -> list[str]:
         client = LlmClient(stop_after=1)
-        found = []
-        try:
-            for slot, cfg in study.configs.items():
-                quick = cfg.model_copy(update={"max_retries": 1, "timeout_s": 20.0})
-                req = ChatRequest(messages=[{"role": "user", "content": "Reply with OK."}])
-                try:
-                    await client.complete(quick, req)
-                except Exception as exc:
-                    found.append(
-                        f"model {slot} ({cfg.model} at {cfg.base_url}) does not answer: "
-                        f"{' '.join(str(exc).split())[:300]}"
-                    )
+        req = ChatRequest(messages=[{"role": "user", "content": "Reply with OK."}])
+
+        async def one(slot: str, cfg: ModelConfig) -> str | None:
+            # 20 s per attempt, one retry: a silent endpoint is given up on in about 45 s
+            quick = cfg.model_copy(update={"max_retries": 1, "timeout_s": PING_TIMEOUT_S})
+            try:
+                await client.complete(quick, req)
+            except Exception as exc:
+                why = " ".join(str(exc).split())[:300]
+                return f"model {slot} ({cfg.model} at {cfg.base_url}) does not answer: {why}"
+            return None
+
+        try:  # every model at once: the wait is the slowest endpoint's, not their sum
+            found = await asyncio.gather(*(one(s, c) for s, c in study.configs.items()))
         finally:
             await client.aclose()
-        return found
+        return [f for f in found if f is not None]
 
     box: list[list[str]] = []
 
