@@ -104,8 +104,9 @@ def load_runs(
     include_invalid: bool = False,
 ) -> dict[str, pl.DataFrame]:
     """The tables of every finished run under `paths`, with `condition` (the run's cell) in
-    each, `runs` and `workers` (`mbb.analysis.with_run_info`) and `excluded` (run_id, cell,
-    reason: unfinished, failed, stopped or invalid runs left out).
+    each, `runs` (with `valid` and `bad_call_share`, the share of failed or repaired LLM calls,
+    from each run's meta.json) and `workers` (`mbb.analysis.with_run_info`), and `excluded`
+    (run_id, cell, reason: unfinished, failed, stopped or invalid runs left out).
 
     paths: run folders, condition folders, sweeps or studies; conditions: keep only these
     cells (a cell, or a condition name that its cells start with, e.g. `base` keeps `base` and
@@ -145,9 +146,34 @@ def load_runs(
         pl.col("condition").alias("condition_name"),
         pl.col("run_id").str.replace(r"-seed\d+$", "").alias("condition"),
     )
+    validity = [(r.name, *_validity(r)) for rs in by_cell.values() for r in rs]
+    out["runs"] = out["runs"].join(
+        pl.DataFrame(
+            validity,
+            schema={"run_id": pl.String, "valid": pl.Boolean, "bad_call_share": pl.Float64},
+            orient="row",
+        ),
+        on="run_id",
+        how="left",
+    )
     out["workers"] = workers
     out["excluded"] = pl.DataFrame(excluded, schema=["run_id", "cell", "reason"], orient="row")
     return out
+
+
+def _validity(run_dir: Path) -> tuple[bool, float | None]:
+    """(valid, share of failed or repaired LLM calls) from the run's meta.json; a run whose
+    meta says nothing of it (scripted, or written before mbb recorded validity) is valid with
+    no share."""
+    try:
+        d = json.loads((run_dir / "meta.json").read_text())
+    except (OSError, ValueError):
+        return True, None
+    if not isinstance(d, dict):
+        return True, None
+    v = d.get("validity") if isinstance(d.get("validity"), dict) else {}
+    share = v.get("failed_or_repaired_share")
+    return d.get("valid") is not False, float(share) if isinstance(share, int | float) else None
 
 
 def excluded_note(tables: dict[str, pl.DataFrame]) -> None:

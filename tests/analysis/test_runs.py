@@ -1,0 +1,98 @@
+"""`mbb.analysis.runs`: analyses read the runs that exist under any folder, grouped by cell;
+unfinished, stopped and invalid runs are left out and said so; invalid ones come back, flagged,
+when asked for."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mbb.analysis.runs import cell_of, find_run_dirs, load_runs, run_status
+from mbb.batch.build import load_params
+from mbb.batch.runner import run_many
+
+SMALL = {"subruns": 1, "workers": {"count": 3}}
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory) -> Path:
+    """A study-shaped folder: runs/<cell>/<run>, two conditions of three seeds each, then one
+    run marked invalid, one cut short (its last line gone) and one stopped."""
+    root = tmp_path_factory.mktemp("study")
+    for name in ("base", "memory_off"):
+        cond = load_params(name, SMALL)
+        run_many(cond, runs=3, out_dir=root / "runs" / name, processes=1).check()
+    meta = root / "runs" / "base" / "base-seed0001" / "meta.json"
+    d = json.loads(meta.read_text())
+    d.update(
+        valid=False,
+        invalid_reason="12 % of LLM calls failed or repaired (over 5 %)",
+        validity={"failed_or_repaired_share": 0.12, "valid": False},
+    )
+    meta.write_text(json.dumps(d))
+    cut = root / "runs" / "memory_off" / "memory_off-seed0000" / "events.jsonl"
+    lines = cut.read_text().splitlines(keepends=True)
+    cut.write_text("".join(lines[:-1]))
+    stopped = root / "runs" / "memory_off" / "memory_off-seed0002" / "events.jsonl"
+    lines = stopped.read_text().splitlines(keepends=True)
+    last = json.loads(lines[-1])
+    last["status"] = "stopped"
+    stopped.write_text("".join(lines[:-1]) + json.dumps(last, separators=(",", ":")) + "\n")
+    return root
+
+
+def test_cells_are_run_ids_without_their_seed():
+    assert cell_of("base-seed0003") == "base"
+    assert cell_of("base.negotiators-glm-seed0012") == "base.negotiators-glm"
+    assert cell_of("odd-seed-name") == "odd-seed-name"
+
+
+def test_runs_are_found_under_any_folder_and_nothing_beneath_a_run(study):
+    every = find_run_dirs([study])
+    assert [p.name for p in every] == [
+        *(f"base-seed000{i}" for i in range(3)),
+        *(f"memory_off-seed000{i}" for i in range(3)),
+    ]
+    assert find_run_dirs([study / "runs" / "base" / "base-seed0002"]) == [every[2]]
+    with pytest.raises(FileNotFoundError, match="no such folder"):
+        find_run_dirs([study / "nowhere"])
+
+
+def test_unusable_runs_say_why(study):
+    runs = study / "runs"
+    assert run_status(runs / "base" / "base-seed0000") == (True, None)
+    ok, why = run_status(runs / "base" / "base-seed0001")
+    assert not ok and why.startswith("invalid: 12 %")
+    assert run_status(runs / "memory_off" / "memory_off-seed0000") == (False, "not finished")
+    assert run_status(runs / "memory_off" / "memory_off-seed0002") == (False, "run stopped")
+
+
+def test_left_out_runs_are_listed_and_invalid_ones_come_back_flagged(study, capsys):
+    from mbb.analysis.runs import excluded_note
+
+    tables = load_runs([study])
+    kept = sorted(tables["runs"]["run_id"].to_list())
+    assert kept == ["base-seed0000", "base-seed0002", "memory_off-seed0001"]
+    ex = {r["run_id"]: r["reason"] for r in tables["excluded"].iter_rows(named=True)}
+    assert set(ex) == {"base-seed0001", "memory_off-seed0000", "memory_off-seed0002"}
+    assert set(tables["evaluations"]["run_id"].unique()) == set(kept)  # not only the runs table
+    excluded_note(tables)
+    said = capsys.readouterr().out
+    assert "left out 1 run(s): invalid" in said and "not finished" in said
+    flagged = load_runs([study], include_invalid=True)["runs"]
+    row = flagged.filter(flagged["run_id"] == "base-seed0001").row(0, named=True)
+    assert row["valid"] is False and row["bad_call_share"] == pytest.approx(0.12)
+    assert flagged.filter(flagged["run_id"] == "base-seed0000")["valid"].to_list() == [True]
+
+
+def test_conditions_pick_cells_by_name_and_an_empty_choice_is_an_error(study):
+    only = load_runs([study], conditions=["memory_off"])
+    assert set(only["runs"]["condition"]) == {"memory_off"}
+    with pytest.raises(ValueError, match="no finished run to analyse"):
+        load_runs([study], conditions=["urgent_worker"])
+    empty = study / "empty"
+    empty.mkdir()
+    with pytest.raises(FileNotFoundError, match="no runs"):
+        load_runs([empty])
