@@ -171,8 +171,8 @@ def _validity(run_dir: Path) -> tuple[bool, float | None]:
         return True, None
     if not isinstance(d, dict):
         return True, None
-    v = d.get("validity") if isinstance(d.get("validity"), dict) else {}
-    share = v.get("failed_or_repaired_share")
+    v = d.get("validity")
+    share = v.get("failed_or_repaired_share") if isinstance(v, dict) else None
     return d.get("valid") is not False, float(share) if isinstance(share, int | float) else None
 
 
