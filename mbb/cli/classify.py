@@ -1,5 +1,5 @@
 """`mbb classify` and `mbb validate-classifier`: the taxonomy classifiers on utterance files
-(the work is `mbb.analysis.classify_cli`'s)."""
+(the work is in `mbb.cli.classify_run`, imported when they run)."""
 
 from __future__ import annotations
 
@@ -67,12 +67,12 @@ def add_parser(sub: Any) -> None:
 
 
 def _cmd_classify(args: argparse.Namespace) -> int:
-    from mbb.analysis.classify_cli import cmd_classify
+    from mbb.cli.classify_run import cmd_classify
 
     return cmd_classify(args)
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    from mbb.analysis.classify_cli import cmd_validate
+    from mbb.cli.classify_run import cmd_validate
 
     return cmd_validate(args)

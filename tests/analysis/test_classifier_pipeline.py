@@ -10,10 +10,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-from mbb.analysis.classify_cli import classify_items
 from mbb.analysis.corpus import CorpusError, read_utterances
 from mbb.analysis.validation import export_ipw_sample, gold_prf, ipw_estimates
 from mbb.cli import main
+from mbb.cli.classify_run import classify_items
 from mbb.core.taxonomy import ALL_LABELS, roll_up
 
 

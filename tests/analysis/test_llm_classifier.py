@@ -182,7 +182,7 @@ def test_classifier_spend_in_the_token_audit(scen):
 
 
 def test_combined_classifier_asks_the_llm_only_where_the_evidence_is_unsure():
-    from mbb.analysis.classify_cli import COMBINE_BAND, combine
+    from mbb.cli.classify_run import COMBINE_BAND, combine
 
     sure, unsure = COMBINE_BAND + 0.05, COMBINE_BAND / 2
     ev = [
@@ -210,7 +210,7 @@ def test_combined_classifier_asks_the_llm_only_where_the_evidence_is_unsure():
 
 
 def test_kappa_by_category_rolls_up_and_pools():
-    from mbb.analysis.classify_cli import kappa_by_category
+    from mbb.cli.classify_run import kappa_by_category
 
     a = [["anchoring"], [], ["divide_and_conquer"], []]
     b = [["anchoring"], [], ["rival_targeting"], ["anchoring"]]
@@ -222,7 +222,7 @@ def test_kappa_by_category_rolls_up_and_pools():
 
 
 def test_items_the_llm_left_out_keep_the_evidence_labels():
-    from mbb.analysis.classify_cli import COMBINE_BAND, LlmLabels, combine
+    from mbb.cli.classify_run import COMBINE_BAND, LlmLabels, combine
 
     unsure = COMBINE_BAND / 2
     ev = [([{"category": "reputation", "evidence": "model"}], {"reputation": unsure})] * 2

@@ -142,8 +142,8 @@ def test_one_command_scores_several_splits_with_kappa_and_the_combined_classifie
     """`validate-classifier A B --classifier llm`: per split the LLM's table, the evidence
     classifier's, their kappa per category and the combined classifier's, through the real
     client against the loopback server."""
-    from mbb.analysis.classify_cli import _gold_paths
     from mbb.cli import build_parser, main
+    from mbb.cli.classify_run import _gold_paths
 
     items = {
         "Highest bid goes first, that's what the bids are for.": ["price_primary"],

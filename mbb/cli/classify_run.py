@@ -1,7 +1,8 @@
 """`mbb classify` and `mbb validate-classifier`: the taxonomy classifiers on utterance files
 (the corpus format of `mbb.analysis.corpus`), for transcripts mbb did not produce.
 
-Their arguments are declared in `mbb.cli` (parsing must not import the analyses).
+Their arguments are declared in `mbb.cli.classify` (parsing must not import the analyses); this
+module, imported only when one of them runs, does the work.
 
     mbb classify UTTERANCES.jsonl [--classifier evidence|llm] [--out FILE]
     mbb validate-classifier [GOLD.jsonl ...] [--frozen] [--classifier evidence|llm] [--boot 1000]
