@@ -57,7 +57,7 @@ def run(cond: Condition, seed: int = 0) -> Run:
     its final ledger)."""
     from mbb.batch.build import RunServices, build_arena, ensure_condition, run_id_of
 
-    ensure_condition(cond)
+    cond = ensure_condition(cond)
     log = eventlog.EventLog(run_id_of(cond, seed))  # <condition>[-<model>]-seedNNNN, as the builder
     services = RunServices(cond, log)
 
