@@ -27,17 +27,17 @@ from mbb.analysis.evidence import (
 )
 from mbb.analysis.gold_eval import agreement_table, evaluate_gold, score_gold
 from mbb.analysis.institutions import (
+    default_imposed,
     institution_summary,
     institutions,
     institutions_by_run,
-    llm_mandates,
     pair_institutions,
     pair_institutions_by_run,
 )
 from mbb.analysis.instructions import (
     condition_instructions,
-    suggested_categories,
-    suggested_for_condition,
+    instruction_hits,
+    instruction_parts,
 )
 from mbb.analysis.linguistic import linguistic_by_run, linguistic_drift, worker_linguistics
 from mbb.analysis.llm_classifier import (
@@ -160,6 +160,7 @@ __all__ = [
     "contested_win_rates",
     "contested_win_rates_by_seed",
     "cost_by_model",
+    "default_imposed",
     "diff_bootstrap_ci",
     "direct_message_use",
     "direct_message_use_by_seed",
@@ -177,12 +178,13 @@ __all__ = [
     "institution_summary",
     "institutions",
     "institutions_by_run",
+    "instruction_hits",
+    "instruction_parts",
     "ipw_estimates",
     "kappa_table",
     "linguistic_by_run",
     "linguistic_drift",
     "llm_layer_complete_json",
-    "llm_mandates",
     "mean_bid_by_seed",
     "mean_bid_by_subrun",
     "metagaming",
@@ -214,8 +216,6 @@ __all__ = [
     "seeds_for_power",
     "structural_by_seed",
     "structural_metrics",
-    "suggested_categories",
-    "suggested_for_condition",
     "system_prompt",
     "termination_discount_by_seed",
     "text_measures_by_run",
