@@ -257,14 +257,32 @@ def condition_instructions(cond: Condition, role: str = "negotiator") -> str:
     return "\n\n".join(instruction_parts(cond, (role,))["text"].to_list())
 
 
+_LABELS: dict[str, list[tuple[str, str, str]]] = {}  # sentence -> (category, basis, evidence)
+
+
+def _labels(sentences: list[str]) -> None:
+    """Classify the sentences not seen before (once per process: the classifier is
+    deterministic, and conditions share most of their sentences)."""
+    from mbb.analysis.evidence import classify_texts
+
+    new = sorted(set(sentences) - _LABELS.keys())
+    if not new:
+        return
+    labels = classify_texts(pl.DataFrame({"channel": ["public"] * len(new), "text": new}))
+    for x in new:
+        _LABELS[x] = []
+    for text, cat, basis, evidence in labels.select(
+        "text", "category", "basis", "evidence"
+    ).iter_rows():
+        _LABELS[text].append((cat, basis, evidence))
+
+
 def instruction_hits(cond: Condition) -> pl.DataFrame:
     """The evidence classifier over every sentence an LLM worker of `cond` reads: one row per
     (sentence, category) it labels, with role, part, rule, sentence, category, basis and the
     evidence. An empty frame means the classifier finds no tactic or norm in the instructions.
 
     cond: a resolved condition (`mbb.load_params`)."""
-    from mbb.analysis.evidence import classify_texts
-
     parts = instruction_parts(cond)
     rows = []
     for role, part, rule, text in parts.iter_rows():
@@ -272,17 +290,16 @@ def instruction_hits(cond: Condition) -> pl.DataFrame:
             sent = sent.strip()
             if len(sent) >= 4 and not sent.startswith(("{", "[")):
                 rows.append((role, part, rule, sent))
-    sents = pl.DataFrame(rows, schema=["role", "part", "rule", "sentence"], orient="row").unique(
-        maintain_order=True
-    )
-    labels = classify_texts(
-        sents.select(pl.lit("public").alias("channel"), pl.col("sentence").alias("text")).unique()
-    )
-    return (
-        sents.join(
-            labels.select(pl.col("text").alias("sentence"), "category", "basis", "evidence"),
-            on="sentence",
-        )
-        .select("role", "part", "rule", "sentence", "category", "basis", "evidence")
-        .sort("role", "part", "category", "sentence")
+    seen: set[tuple[str, str, str, str]] = set()
+    _labels([r[3] for r in rows])
+    out = []
+    for r in rows:
+        if r in seen:
+            continue
+        seen.add(r)
+        out += [(*r, cat, basis, ev) for cat, basis, ev in _LABELS[r[3]]]
+    cols = ("role", "part", "rule", "sentence", "category", "basis", "evidence")
+    schema = dict.fromkeys(cols, pl.String)
+    return pl.DataFrame(out, schema=schema, orient="row").sort(
+        "role", "part", "category", "sentence"
     )

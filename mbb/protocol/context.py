@@ -277,8 +277,9 @@ class RunContext:
         action = await self.guarded(
             worker, "request", "no request this time", w.solver.next_action(view)
         )
-        if isinstance(action, Request | Withdraw) and action.thought_s > 0:
-            self.charge_thinking(w, action.thought_s)
+        thought = action.thought_s if isinstance(action, Request | Withdraw) else 0.0
+        if thought > 0 and self.condition.time.model == "charged":
+            self.charge_thinking(w, thought)
             if not w.active:  # its deadline passed while it was thinking
                 return
         if isinstance(action, Request):
