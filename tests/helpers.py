@@ -58,7 +58,7 @@ def run(cond: Condition, seed: int = 0) -> Run:
     from mbb.batch.build import RunServices, build_arena, ensure_condition
     from mbb.batch.runs import run_id_of
 
-    ensure_condition(cond)
+    cond = ensure_condition(cond)
     log = eventlog.EventLog(run_id_of(cond, seed))  # <condition>[-<model>]-seedNNNN, as the builder
     services = RunServices(cond, log)
 
@@ -141,12 +141,20 @@ def check_invariants(r: Run, cond: Condition) -> None:
         if cond.mechanism.payment == "none":
             assert not [e for e in evs if e["kind"] == "payment"]
 
-        # termination at the deadline, once, and nothing from that worker afterwards
+        # termination at the deadline (moved earlier by charged thinking, and then possibly
+        # already passed when the thinking ends), once, and nothing from that worker afterwards
         term = {}
+        thought: dict[str, float] = defaultdict(float)
         for e in evs:
+            if e["kind"] == "thinking_charged":
+                thought[e["worker"]] += e["seconds"]
+                assert e["deadline_s"] == dl[(sub, e["worker"])] - thought[e["worker"]]
             if e["kind"] == "terminated":
                 assert e["worker"] not in term, "terminated twice"
-                assert e["t"] == e["deadline_s"] == dl[(sub, e["worker"])]
+                assert e["deadline_s"] == dl[(sub, e["worker"])] - thought[e["worker"]]
+                assert e["t"] == e["deadline_s"] or (
+                    thought[e["worker"]] and e["t"] >= e["deadline_s"]
+                )
                 term[e["worker"]] = e["seq"]
         for e in evs:
             w = e["worker"]

@@ -153,7 +153,8 @@ def test_a_solver_that_cannot_start_is_recorded_and_withdrawn(tmp_path, monkeypa
 
 
 # --- the arena's unvalidated writer (EventLog.record) ---------------------------------------------
-BACKEND_KINDS = {"command", "test_result", "llm_call"}  # written by backends through `emit`
+# written by backends through `emit`, or only by runs with LLM solvers on the charged clock
+BACKEND_KINDS = {"command", "test_result", "llm_call", "thinking_charged"}
 
 
 def _repairs_and_failures(monkeypatch) -> list[str]:

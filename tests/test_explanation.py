@@ -1,12 +1,17 @@
 """The explanation agents read, checked against what the same condition does.
 
-For every mechanism x every switch value the explanation (`mbb.protocol.explain`) is rendered
-and the same condition is run; its sections (each tagged with the phase or topic it describes
+For every mechanism x every switch value x every time model both roles' explanations
+(`mbb.protocol.explain.explain` for negotiators, `explain_solver` for LLM solvers) are rendered
+and the same condition is run; their sections (each tagged with the phase or topic it describes
 and the registered rule it comes from) must match the events: every phase that runs is
-described, no phase that does not run is mentioned, and the payment and aggregation rules
-described are the ones the schedules and payments record. LLM negotiators are run against the
-loopback test server, so their full system prompt and the phases they are asked for are checked
-too.
+described, no phase that does not run is mentioned, the payment and aggregation rules described
+are the ones the schedules and payments record, the mechanism a solver is told gets it its
+windows is the one that publishes the schedules, and memory and reports are what scratch keeps.
+LLM negotiators are run against the loopback test server, so their full system prompt and the
+phases they are asked for are checked too; LLM solvers on real tasks are run under each time
+model, so what the solver is told time costs (commands, its own model time inside and between
+windows, a completion claim, at most one claim per window) is checked against the commands,
+windows and deadlines the run records.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from helpers import condition, run
 
 from mbb.batch.build import load_params, run_condition
 from mbb.protocol import explain as ex
-from mbb.protocol.rules import MECHANISMS
+from mbb.protocol.rules import MECHANISMS, TIME_MODELS
 from mbb.testing.testserver import FakeOpenAIServer, declaring_responder
 
 # one change from the defaults per entry: every value of every switch and rule
@@ -51,7 +56,7 @@ AGGREGATION_LABELS = {
 PERSONAS = ["price_first", "deadline_advocate", "reciprocator", "coalition_builder", "quitter"]
 
 
-def scripted(kind: str, change: dict[str, Any]) -> Any:
+def scripted(kind: str, change: dict[str, Any], clock: str = "virtual") -> Any:
     base: dict[str, Any] = {
         "subruns": 2,
         "deadline": {"minutes": 12},
@@ -61,6 +66,7 @@ def scripted(kind: str, change: dict[str, Any]) -> Any:
             "overrides": {"W5": {"deadline_min": 5}},  # the quitter runs short and withdraws
         },
         "mechanism": {"kind": kind},
+        "time": {"model": clock},
     }
     for key, value in change.items():
         base[key] = {**base.get(key, {}), **value}
@@ -156,11 +162,58 @@ def check(sections: list[ex.Section], seen: dict[str, Any], cond: Any) -> None:
         assert seen["scratch_kinds"] <= {"report"}
 
 
+def check_solver(sections: list[ex.Section], seen: dict[str, Any], cond: Any) -> None:
+    """The solver's explanation against what the run did (the parts the mechanism and the
+    switches decide; what time costs is checked on LLM solver runs below)."""
+    tags = {s.tag: s for s in sections}
+    assert len(tags) == len(sections), "one section per tag"
+    kind = cond.mechanism.kind
+    # how windows are obtained: the mechanism that published every schedule
+    assert tags[ex.WINDOWS].rule == f"mechanism:{kind}"
+    if kind == "negotiated":
+        assert seen["schedule_rules"] <= AGGREGATION_LABELS[cond.mechanism.aggregation]
+    else:
+        assert seen["schedule_rules"] <= {kind} and not seen["ballot"]
+    assert tags[ex.CLOCK].rule == f"time model:{cond.time.model}"
+    assert ex.CLAIM in tags
+    # memory: carried notes exactly when memory is on; the report exactly when reports are kept
+    on = "on" if cond.memory.enabled else "off"
+    assert tags[ex.MEMORY].rule == f"memory setting:{on}"
+    if not cond.memory.enabled:
+        assert seen["scratch_kinds"] <= {"report"}
+    assert (ex.REPORTS in tags) == ("report" in seen["scratch_kinds"])
+    text = ex.render(sections).lower()
+    assert ("ballot" in text) == (kind == "negotiated")  # only the negotiated round has ballots
+
+
 @pytest.mark.parametrize("kind", MECHANISMS.names())
 @pytest.mark.parametrize("switch", list(SWITCH_VALUES))
-def test_explanation_matches_the_events_scripted(kind: str, switch: str) -> None:
-    cond = scripted(kind, SWITCH_VALUES[switch])
-    check(ex.explain(cond), seen_in_seeds(cond), cond)
+@pytest.mark.parametrize("clock", TIME_MODELS.names())
+def test_explanation_matches_the_events_scripted(kind: str, switch: str, clock: str) -> None:
+    cond = scripted(kind, SWITCH_VALUES[switch], clock)
+    seen = seen_in_seeds(cond)
+    sections = ex.explain(cond)
+    check(sections, seen, cond)
+    assert {s.tag: s.rule for s in sections}[ex.CLOCK] == f"time model:{clock}"
+    check_solver(ex.explain_solver(cond, 4), seen, cond)
+
+
+def test_an_unresolved_clock_is_not_explained() -> None:
+    """The schema leaves `time.model` to the run builder; explaining a condition before it is
+    resolved is an error, not a guess."""
+    from mbb.params import read_params
+
+    cond = read_params({})
+    assert cond.time.model is None
+    with pytest.raises(ValueError, match=r"time\.model is not resolved"):
+        ex.explain(cond)
+    assert load_params({}).time.model == "virtual"  # scripted workers
+    llm: dict[str, Any] = {
+        "workers": {"negotiator": "llm", "model": "m"},
+        "models": {"m": {"model": "m"}},
+    }
+    assert load_params(llm).time.model == "charged"  # an LLM worker: the paper's clock
+    assert load_params({**llm, "time": {"model": "virtual"}}).time.model == "virtual"  # chosen
 
 
 def seen_in_seeds(cond: Any, seeds: tuple[int, ...] = (0, 1)) -> dict[str, Any]:
@@ -283,3 +336,141 @@ def test_explanation_matches_the_events_llm(llm_server, tmp_path, kind, switch) 
             assert "each holder pays its own bid" not in lowered
         if switch == "withdrawal_forbidden":
             assert "withdraw" not in lowered
+
+
+# --- LLM solvers on real tasks, under each time model ----------------------------------------
+THINK_S = 1.5  # every scripted reply takes this long on the fake clock
+
+
+def solver_condition(root: Any, url: str, tmp_path: Any, clock: str, change: str) -> Any:
+    from tests.llm.conftest import KEY_ENV
+
+    over: dict[str, Any] = {
+        "name": f"explain_solver_{clock}_{change}",
+        "subruns": 1,
+        "deadline": {"minutes": 6},
+        "workers": {"count": 2},
+        "tasks": {"suite": ["rev", "tac"]},
+        "models": {
+            "local": {
+                "model": "m",
+                "base_url": url,
+                "api_key_env": KEY_ENV,
+                "timeout_s": 5.0,
+                "max_retries": 1,
+                "structured": "json_object_schema",
+                "concurrency": 2,
+            }
+        },
+        "llm": {"cache": "off", "cache_file": str(tmp_path / "cache.sqlite")},
+        "time": {"model": clock},
+        **SWITCH_VALUES[change],
+    }
+    return load_params(root / "params" / "llm_solvers.yaml", over)
+
+
+@pytest.mark.parametrize(
+    ("clock", "change"),
+    [
+        ("virtual", "defaults"),
+        ("measured", "defaults"),
+        ("charged", "defaults"),
+        ("charged", "memory_off"),
+    ],
+)
+def test_solver_explanation_matches_the_events_llm(root, tmp_path, monkeypatch, clock, change):
+    import asyncio
+    from collections import defaultdict
+
+    from mbb.batch.build import run_condition_async
+    from mbb.llm.cache import LlmCache
+    from mbb.resource.resource import ToolCosts
+    from mbb.tasks.harness import CLAIMS_PER_WINDOW, claim_cost_s
+    from tests.llm.conftest import KEY_ENV, SECRET, FakeClock, make_client
+    from tests.llm.solver_model import SolverScript
+
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    fake = FakeClock()
+    script = SolverScript(claim_early=True)  # a claim the tests reject, then the work
+
+    async def go(cond: Any) -> Any:
+        cache = LlmCache(None, "off")
+        client = make_client(clock=fake)
+        try:
+            return await run_condition_async(cond, 0, tmp_path / "out", llm=(client, cache))
+        finally:
+            await client.aclose()
+
+    with FakeOpenAIServer(fake.answering(THINK_S, script), api_key=SECRET, models=("m",)) as srv:
+        cond = solver_condition(root, srv.url, tmp_path, clock, change)
+        result = asyncio.run(go(cond))
+        systems = {
+            r.body["messages"][0]["content"]
+            for r in srv.completions
+            if r.body["messages"][0]["content"].startswith("You are the solver of worker")
+        }
+    events = [json.loads(x) for x in result.log.lines]
+    sections = ex.explain_solver(cond, 1)
+    # the rules the solvers read are the explanation, and the negotiators' clock is the same
+    assert systems and all(ex.render(sections) in x for x in systems)
+    assert {s.tag: s.rule for s in sections}[ex.CLOCK] == f"time model:{clock}"
+    of = lambda kind: [e for e in events if e["kind"] == kind]  # noqa: E731
+    costs = ToolCosts()
+    # the commands of windows (the evaluation after the subrun compiles on the operator's side)
+    commands = [c for c in of("command") if c["reason"] != "evaluation"]
+    ran = [c for c in commands if not c["refused"] and not c["killed"]]
+    windows = of("window_ended")
+    assert ran and windows
+    # "at most 1 claim per window is checked", and a claim costs what the clock says
+    claims = [c for c in ran if c["tool"] == "claim"]
+    assert claims
+    per_window: dict[tuple[str, float], int] = defaultdict(int)
+    for c in claims:
+        w = next(
+            w
+            for w in windows
+            if w["worker"] == c["worker"] and w["start"] < c["t"] <= w["start"] + w["used"] + 1e-9
+        )
+        per_window[(w["worker"], w["start"])] += 1
+    assert max(per_window.values()) <= CLAIMS_PER_WINDOW
+    modeled = {
+        c["runtime"] == (claim_cost_s(costs) if c["tool"] == "claim" else costs.of(c["tool"]))
+        for c in ran
+    }
+    # "each tool call costs a fixed number of seconds" (virtual, charged) / "its real running
+    # time" (measured)
+    assert modeled == ({True} if clock != "measured" else {False})
+    # what a window used: its commands, plus the solver's model time under charged
+    work = [c for c in of("llm_call") if c["role"] == "solver" and c["phase"] == "work"]
+    for w in windows:
+        inside = [
+            c
+            for c in commands
+            if c["worker"] == w["worker"] and w["start"] < c["t"] <= w["start"] + w["used"] + 1e-9
+        ]
+        spent = sum(c["runtime"] for c in inside)
+        if clock == "charged":
+            calls = [c for c in work if c["worker"] == w["worker"] and c["round"] == w["round"]]
+            spent += THINK_S * len(calls)
+        assert w["used"] == pytest.approx(min(spent, w["allocation"]), abs=1e-6)
+        assert w["reason"] in ("allocation", "released", "completed", "deadline")
+    # "outside a window it counts against your deadline" (charged only)
+    thinking = of("thinking_charged")
+    if clock == "charged":
+        planning = [c for c in of("llm_call") if c["role"] == "solver" and c["phase"] == "request"]
+        assert thinking and sum(e["seconds"] for e in thinking) == pytest.approx(
+            THINK_S * len(planning)
+        )
+        spec = {w["id"]: w["deadline_s"] for w in of("run_started")[0]["workers"]}
+        for e in thinking:
+            charged = sum(
+                x["seconds"]
+                for x in thinking
+                if x["worker"] == e["worker"] and x["seq"] <= e["seq"]
+            )
+            assert e["deadline_s"] == pytest.approx(spec[e["worker"]] - charged)
+    else:
+        assert not thinking
+    # memory: "notes you save are kept" / "memory is off: `memory` saves nothing (recorded)"
+    notes = [e for e in of("scratch_written") if e["entry"] == "note"]
+    assert notes and all(n["accepted"] == cond.memory.enabled for n in notes)

@@ -73,8 +73,12 @@ def test_every_rule_explains_itself_and_has_a_summary() -> None:
         for each in registry:
             assert each.summary and each.explains
     assert rules.TIME_MODELS["charged"].summary == (
-        "a solver's model latency and tool time advance its subrun clock; negotiation pauses it"
+        "a solver's model latency (inside and between windows) and tool time advance its "
+        "deadline clock; negotiation pauses it"
     )
+    # every time model tells the solver what time costs and how a window ends
+    for each in rules.TIME_MODELS:
+        assert "How time works" in each.solver_explains and "window ends" in each.solver_explains
 
 
 def test_the_arena_runs_the_registered_payment_rule(monkeypatch) -> None:
@@ -104,7 +108,8 @@ def test_unknown_backend_is_refused_when_params_load() -> None:
     assert "workers.negotiator" in msg and f"valid: {', '.join(NEGOTIATORS.names())}" in msg
     with pytest.raises(ParamsError, match=r"workers\.overrides\.W1\.solver"):
         load_params({"workers": {"overrides": {"W1": {"solver": "magic"}}}})
-    assert SOLVERS.names() == ("modeled", "oracle", "llm")
+    # as a set: test_arena deletes and restores "modeled" (monkeypatch), which moves it last
+    assert set(SOLVERS.names()) == {"modeled", "oracle", "llm"}
 
 
 def test_an_unchecked_condition_is_refused_by_the_builder() -> None:
@@ -136,27 +141,64 @@ def test_new_switches_at_their_defaults_leave_the_recorded_params_unchanged() ->
     assert again == changed
 
 
-def test_rounds_summary_counts_each_workers_windows() -> None:
+def test_rounds_summary_keeps_outcomes_and_published_reasoning() -> None:
     rounds = [
-        PastRound(1, ["W1", "W2"], {"W1": 40, "W2": 20}, {"W1": 60, "W2": 30}, {"W1": 50.0}),
+        PastRound(
+            1,
+            ["W1", "W2"],
+            {"W1": 40, "W2": 20},
+            {"W1": 60, "W2": 30},
+            {"W1": 50.0},
+            reasoning={"W2": "I go second now; next round W1 ranks me first.", "W1": ""},
+        ),
         PastRound(2, ["W2"], {"W2": 30}, {"W2": 90}, {"W2": 90.0}),
     ]
-    text = rounds_summary(rounds)
+    text = rounds_summary(rounds, "W1")
     assert text.splitlines() == [
         "Summary of rounds 1-2 (public):",
-        "- W1: 1 window(s), 1 first; mean bid 40; 60 s allocated, 50 s used",
-        "- W2: 2 window(s), 1 first; mean bid 25; 120 s allocated, 90 s used",
+        "- round 1: #1 W1 (bid 40, 60 s, used 50 s); #2 W2 (bid 20, 30 s)",
+        "- round 2: #1 W2 (bid 30, 90 s, used 90 s)",
+        "Ballot reasoning of those rounds:",
+        "- round 1, W2: 'I go second now; next round W1 ranks me first.'",
     ]
     assert rounds_summary([]) == ""
 
 
-def test_posts_summary_counts_public_and_private_by_author() -> None:
+def test_rounds_summary_stays_within_its_budget_and_tallies_what_does_not_fit() -> None:
+    rounds = [
+        PastRound(i, ["W1", "W2"], {"W1": i, "W2": 1}, {"W1": 30, "W2": 30}, {"W1": 30.0})
+        for i in range(1, 60)
+    ]
+    rounds[0].reasoning = {"W2": "W1, I owe you the first slot at our next tie."}
+    for r in rounds[1:]:
+        r.reasoning = {"W3": "x" * 300}
+    text = rounds_summary(rounds, "W1", budget=2000)
+    assert len(text) <= 2000
+    # too many rounds for one line each: a tally per worker instead
+    assert "- W1: 59 window(s), 59 first; mean bid 30; 1770 s allocated, 1770 s used" in text
+    # the reasoning naming W1 is kept before the others; the rest is counted
+    assert "I owe you the first slot at our next tie." in text
+    assert "more ballot reasoning(s) not shown)" in text
+
+
+def test_posts_summary_keeps_the_text_of_what_it_leaves_out() -> None:
     board = Board(readers=["W1", "W2", "W3"])
     board.post("W2", "hello", to=None, subrun=1, round=1, turn=1)
     board.post("W2", "psst", to="W1", subrun=1, round=1, turn=1)
     board.post("W1", "hi all", to=None, subrun=1, round=1, turn=2)
     text = posts_summary(board.visible_to("W1"), "W1")
-    assert text == "3 earlier message(s) not shown (W2 1 public, you 1 public, W2 1 private)."
+    assert text.splitlines() == [
+        "3 earlier message(s), not shown in full:",
+        "[r1] W2 → everyone: hello",
+        "[r1] W2 → you (private): psst",
+        "[r1] you → everyone: hi all",
+    ]
+    # over its budget: what involves the worker is kept first, the rest is counted by author
+    for i in range(40):
+        board.post("W3", f"chatter {i} " + "y" * 100, to=None, subrun=1, round=2, turn=1)
+    text = posts_summary(board.visible_to("W1"), "W1", budget=1000)
+    assert len(text) <= 1000 and "psst" in text and "hi all" in text
+    assert text.splitlines()[-1].startswith("(") and "W3" in text.splitlines()[-1]
 
 
 def test_llm_prompt_summarises_rounds_it_cuts() -> None:
@@ -164,8 +206,9 @@ def test_llm_prompt_summarises_rounds_it_cuts() -> None:
 
     rounds = [PastRound(i, ["W1"], {"W1": i}, {"W1": 30}) for i in range(1, 12)]
     text = _render_rounds(rounds, limit=8)
-    assert text.startswith("Summary of rounds 1-3 (public):\n- W1: 3 window(s), 3 first;")
-    assert "(last 8 of 11)" in text and "- round 4:" in text and "- round 3:" not in text
+    assert text.startswith("Summary of rounds 1-3 (public):\n- round 1: #1 W1 (bid 1, 30 s)")
+    assert "(last 8 of 11)" in text and "- round 4:" in text
+    assert text.index("- round 3:") < text.index("Earlier rounds this subrun")
 
 
 def test_scratch_restrict_keeps_and_accepts_only_allowed_kinds() -> None:

@@ -102,6 +102,7 @@ def _scripted_negotiator(run: Services, spec: WorkerSpec, rng: RngSource) -> Neg
 
 def _oracle_solver(run: Services, spec: WorkerSpec, rng: np.random.Generator) -> Solver:
     from mbb.agents.oracle import make_oracle_solver
+    from mbb.protocol.explain import clock_of
 
     resource, suite = run.tasks()
     return make_oracle_solver(
@@ -109,7 +110,7 @@ def _oracle_solver(run: Services, spec: WorkerSpec, rng: np.random.Generator) ->
         suite=suite,
         resource=resource,
         emit=run.emit,
-        time_model=run.condition.time.model,
+        time_model=clock_of(run.condition),
         rng=random.Random(int(rng.integers(2**31))),
     )
 
@@ -127,6 +128,7 @@ def _llm_negotiator(run: Services, spec: WorkerSpec, rng: RngSource) -> Negotiat
 
 def _llm_solver(run: Services, spec: WorkerSpec, rng: np.random.Generator) -> Solver:
     from mbb.agents.llm_solver import make_llm_solver
+    from mbb.protocol.explain import clock_of
 
     resource, suite = run.tasks()
     llm, cache = run.llm()
@@ -144,7 +146,8 @@ def _llm_solver(run: Services, spec: WorkerSpec, rng: np.random.Generator) -> So
         window_min_s=cond.windows.min_s,
         window_max_s=cond.windows.max_s,
         n_others=len(cond.worker_specs()) - 1,
-        time_model=cond.time.model,
+        time_model=clock_of(cond),
+        condition=cond,
     )
 
 

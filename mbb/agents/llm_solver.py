@@ -17,28 +17,34 @@ records it. An unavailable endpoint ends the window (rule "release") or, outside
 gives the default request (rule "default"). A window holds at most `max_turns_per_window`
 model turns; then the solver releases it. Configuration errors and replay misses stop the run.
 
-Completion is decided by the hidden tests, not by the model: `release(finished=true)` runs the
-task's evaluation (`mbb.tasks.evaluator`) on the workspace as it is. Only if every hidden test
-passes is the task completed (the window ends, the arena records `completed`). Otherwise the
-claim is recorded as an `InvalidAction` (field `release.finished`, rule "not_completed", with
-the pass count), the model is told the task is not complete yet (not which tests fail, nor how
-many: the tests stay hidden) and the window goes on. The paper is silent on failed claims; this
-is mbb's choice. The check is not charged to the window, like the evaluation after the subrun.
+Completion is decided by the hidden tests, not by the model: `release(finished=true)` is a
+completion claim, checked by running the task's hidden tests on the workspace as it is
+(`mbb.tasks.harness`: off the event loop, at a cost in window time, at most
+`CLAIMS_PER_WINDOW` per window; a further claim in the window is refused, rule "claim_limit").
+Only if every hidden test passes is the task completed (the window ends, the arena records
+`completed`). Otherwise the claim is recorded as an `InvalidAction` (field `release.finished`,
+rule "not_completed", with the pass count), the model is told the task is not complete yet
+(not which tests fail, nor how many: the tests stay hidden) and the window goes on. The paper
+is silent on failed claims; this is mbb's choice. A claim is a `command` event of tool `claim`
+whose runtime is what it cost the window.
 
-Time (`time.model`): under `virtual` and `measured` only commands consume a window. Under
-`charged` (the paper's clock: the deadline ticks while the solver thinks) each model call made
-inside a window consumes it too, by the call's latency (`LlmResult.latency_s`, recorded in the
-`llm_call` event and stored with the answer in the replay cache, so a replay charges the same
-seconds and reproduces the run). Calls outside windows (planning a request, the after-action
-report) happen while negotiation pauses the clock and cost nothing. A reply that arrives after
-the window's hard end is not executed.
+Progress (`progress`, recorded with every window) is the share of hidden tests the workspace
+passes, measured after each window in which a command ran: scored like every real-task solver's.
+
+Time (`time.model`): under `virtual` and `measured` only commands (and claims) consume a
+window. Under `charged` (the paper's clock: the deadline ticks while the solver thinks) every
+model call costs its latency (`LlmResult.latency_s`, recorded in the `llm_call` event and stored
+with the answer in the replay cache, so a replay charges the same seconds and reproduces the
+run): inside a window it consumes the window, outside a window (planning the next request) it
+is handed to the arena with the request (`Request.thought_s`), which counts it against the
+worker's deadline. The after-action report after the subrun costs nothing. A reply that arrives
+after the window's hard end is not executed.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -53,14 +59,24 @@ from mbb.core.agent_api import (
     WindowGrant,
     WindowOutcome,
 )
-from mbb.core.events import InvalidAction
+from mbb.core.events import CommandRun, InvalidAction
 from mbb.llm.cache import LlmCache
 from mbb.llm.client import CallMeta, ChatRequest, Emit, LlmClient, LlmResult, LlmUnavailable
 from mbb.llm.config import ModelConfig
 from mbb.llm.structured import InvalidOutput, extract_json, refuse_cut_off, strict_schema
+from mbb.params import Condition
+from mbb.protocol.explain import explain_solver, render
 from mbb.resource.resource import ExecutionResource, printable
-from mbb.tasks.evaluator import Evaluation, evaluate_submission
-from mbb.tasks.harness import SolverTools, ToolResult, WorkspaceEvaluation
+from mbb.tasks.evaluator import Evaluation
+from mbb.tasks.harness import (
+    CLAIMS_PER_WINDOW,
+    Measured,
+    SolverTools,
+    ToolResult,
+    WorkspaceEvaluation,
+    claim_cost_s,
+    evaluate_off_loop,
+)
 from mbb.tasks.suite import Suite
 
 if TYPE_CHECKING:
@@ -179,10 +195,13 @@ def json_action_schema(*, tied: bool = True) -> dict[str, Any]:
     }
 
 
-def _tool_docs(window_min: int, window_max: int) -> dict[str, str]:
-    return {
+def _tool_docs(window_min: int, window_max: int, memory: bool = True) -> dict[str, str]:
+    docs = {
         k: v.format(window_min=window_min, window_max=window_max) for k, v in sp.TOOL_DOCS.items()
     }
+    if not memory:
+        docs["memory"] = sp.TOOL_MEMORY_OFF
+    return docs
 
 
 def parse_tool_call(result: LlmResult) -> ToolCall:
@@ -244,6 +263,7 @@ class _Window:
     grant: WindowGrant
     turns_left: int
     why: str = "allocation"
+    claims: int = 0  # completion claims checked in this window
 
 
 @dataclass
@@ -262,6 +282,7 @@ class LlmSolver(WorkspaceEvaluation):
     window_max_s: int
     n_others: int = 0
     time_model: str = "virtual"  # virtual | measured | charged (charged: model latency counts)
+    condition: Condition | None = None  # whose rules the system prompt states (None: defaults)
     concurrent: bool = False  # windows are sequential; requests are polled one by one
 
     task_id: str | None = None
@@ -283,6 +304,9 @@ class LlmSolver(WorkspaceEvaluation):
     _samples: str = ""
     _memory: str = "(none)"
     _claim_failed: bool = False  # the last release(finished=true) failed the hidden tests
+    _thought_s: float = 0.0  # charged: model latency outside windows not yet handed over
+    measured: Measured | None = None
+    progress_share: float = 0.0
 
     # --- Solver protocol ----------------------------------------------------------------------
     async def start_subrun(self, task: TaskAssignment, scratch: Scratch | None) -> None:
@@ -294,6 +318,7 @@ class LlmSolver(WorkspaceEvaluation):
         )
         self.finished, self.withdrawn, self.pending = False, None, None
         self.last_evaluation, self.windows = None, 0
+        self.measured, self.progress_share, self._thought_s = None, 0.0, 0.0
         self._turns, self._notices, self._commands = [], [], []
         self._dropped = 0
         self._need_s = float(self.window_max_s)
@@ -301,19 +326,37 @@ class LlmSolver(WorkspaceEvaluation):
         self._samples = "\n".join(f"  $ {s}" for s in built.samples) or "  (none)"
         memory = scratch.render() if scratch is not None else ""
         self._memory = memory or "(none)"
-        docs = _tool_docs(self.window_min_s, self.window_max_s)
+        self._head = [{"role": "system", "content": self.system_prompt()}]
+
+    def rules(self) -> str:
+        """The condition's rules as this solver reads them (`mbb.protocol.explain_solver`)."""
+        return render(explain_solver(self._condition(), self.n_others))
+
+    def _condition(self) -> Condition:
+        if self.condition is not None:
+            return self.condition
+        return Condition.model_validate(
+            {
+                "windows": {"min_s": self.window_min_s, "max_s": self.window_max_s},
+                "time": {"model": self.time_model},
+            }
+        )
+
+    def system_prompt(self) -> str:
+        """The static system prompt: the task, the condition's rules, the tools."""
+        memory = self._condition().memory.enabled
+        docs = _tool_docs(self.window_min_s, self.window_max_s, memory)
         protocol = (
             ""
             if self.config.tool_protocol == "native"
             else sp.JSON_ACTION.format(schema=json.dumps(self._schema(), separators=(",", ":")))
         )
-        system = sp.SYSTEM.format(
+        return sp.SYSTEM.format(
             worker=self.worker,
-            n_others=self.n_others,
+            rules=self.rules(),
             tool_docs="\n".join(f"- {d}" for d in docs.values()),
             protocol=protocol,
         )
-        self._head = [{"role": "system", "content": system}]
 
     def need_s(self) -> float:
         return self._need_s
@@ -327,9 +370,13 @@ class LlmSolver(WorkspaceEvaluation):
         if self.pending is None:
             await self._plan(view)
         withdrawn: str | None = self.withdrawn  # _plan may have set it (mypy keeps it narrowed)
+        thought, self._thought_s = self._thought_s, 0.0
         if withdrawn is not None:
-            return Withdraw(reason=withdrawn[:200] or "the solver gave up the task")
+            reason = withdrawn[:200] or "the solver gave up the task"
+            return Withdraw(reason=reason, thought_s=thought)
         request, self.pending = self.pending, None
+        if request is not None and thought > 0:
+            request = request.model_copy(update={"thought_s": thought})
         return request
 
     async def run_window(self, grant: WindowGrant) -> WindowOutcome:
@@ -364,6 +411,7 @@ class LlmSolver(WorkspaceEvaluation):
         finally:
             self._window = None
         used = self.tools.release()
+        await self.measure_progress()
         self._notices.append(
             sp.NOTICE_WINDOW_OVER.format(
                 why=win.why, used=_fmt(used), allocation=grant.allocation_s
@@ -380,20 +428,9 @@ class LlmSolver(WorkspaceEvaluation):
 
     @property
     def progress(self) -> float:
-        """Milestones the solver can see: a file written, a build that produced ./executable,
-        the task completed (a claim the hidden tests confirmed) (0, 1/3, 2/3, 1)."""
-        if self.finished:
-            return 1.0
-        if self.task_id is None:
-            return 0.0
-        ws = self.resource.workspace(self.worker)
-        # a link out of the workspace (to a host file) must not count: resolve, stay inside
-        exe = os.path.realpath(ws / "executable")
-        if exe.startswith(f"{os.path.realpath(ws)}/") and os.path.isfile(exe):
-            return 2 / 3
-        if any(c.tool in ("write", "edit") and c.ok for c in self._commands):
-            return 1 / 3
-        return 0.0
+        """The share of hidden tests the workspace passed when last measured (after each
+        window in which a command ran, and at every completion claim)."""
+        return self.progress_share
 
     async def end_subrun(self, recap: SubrunRecap, scratch: Scratch | None) -> None:
         """The solver's after-action report into scratch (memory on only)."""
@@ -419,7 +456,9 @@ class LlmSolver(WorkspaceEvaluation):
             commands="\n".join(lines) or "  (none)",
             memory=scratch.render() or "(none)",
         )
-        system = sp.REPORT_SYSTEM.format(worker=self.worker, max_words=self.loop.report_words)
+        system = sp.REPORT_SYSTEM.format(
+            worker=self.worker, rules=self.rules(), max_words=self.loop.report_words
+        )
         req = ChatRequest(
             messages=[{"role": "system", "content": system}, {"role": "user", "content": user}]
         )
@@ -505,7 +544,7 @@ class LlmSolver(WorkspaceEvaluation):
             self._invalid(phase, "tool", call.tool, "reported", msg)
             self._record_turn(reply, result, msg)
             return call
-        self._record_turn(reply, result, self._execute(call))
+        self._record_turn(reply, result, await self._execute(call))
         return call
 
     def _round(self) -> int | None:
@@ -572,7 +611,7 @@ class LlmSolver(WorkspaceEvaluation):
             msgs.append({"role": "user", "content": outcome})
         self._turns.append(_Turn(msgs))
 
-    def _execute(self, call: ToolCall) -> str:
+    async def _execute(self, call: ToolCall) -> str:
         """Run the tool; the text the model sees as the result."""
         t = self.tools
         assert t is not None
@@ -585,7 +624,7 @@ class LlmSolver(WorkspaceEvaluation):
             clamp = f" (clamped to {lo}..{hi})" if seconds != a.seconds else ""
             return f"ok: your next request is {seconds} s{clamp}"
         if isinstance(a, MemoryArgs):
-            r = t.memory(a.text)
+            r = t.memory(a.text)  # memory off: refused, and the refused write is an event
             return "ok: saved to memory" if r.ok else f"error: {r.error}"
         if isinstance(a, WithdrawArgs):
             self.withdrawn = a.reason or "withdrawn"
@@ -593,14 +632,7 @@ class LlmSolver(WorkspaceEvaluation):
         if isinstance(a, ReleaseArgs):
             if not a.finished:
                 return "ok: window released"
-            if self._hidden_tests_pass():
-                self.finished = True
-                return "ok: window released (the hidden tests pass: task completed)"
-            self._claim_failed = True
-            return (
-                "not completed: the hidden tests do not all pass yet, so the task is not "
-                "finished; your window continues (release with finished=false to hand it back)"
-            )
+            return await self._claim()
         if isinstance(a, ReadArgs):
             r, what = t.read(a.path), a.path
         elif isinstance(a, WriteArgs):
@@ -615,23 +647,76 @@ class LlmSolver(WorkspaceEvaluation):
         return self._render_result(r)
 
     def _charge(self, seconds: float) -> bool:
-        """`charged` time model, inside a window: the model's latency consumes the window."""
-        if self.time_model != "charged" or self._window is None:
+        """`charged` time model: the model's latency consumes the window inside one; outside a
+        window it is kept for the next request, which hands it to the arena (its deadline).
+        True if it was charged to a window."""
+        if self.time_model != "charged":
+            return False
+        if self._window is None:
+            self._thought_s += max(0.0, seconds)
             return False
         self.resource.charge(self.worker, seconds)
         return True
 
-    def _hidden_tests_pass(self) -> bool:
-        """Check a claim of completion against the task's hidden tests (recorded if it fails)."""
-        assert self.task_id is not None
-        ev = evaluate_submission(
+    def _claim_event(self, runtime: float, exit_code: int | None, killed: bool, why: str) -> None:
+        if self.emit is None:
+            return
+        now = self.resource.now_s()
+        self.emit(
+            CommandRun,
+            worker=self.worker,
+            tool="claim",
+            command="(completion claim: the hidden tests on the workspace)",
+            exit_code=exit_code,
+            runtime=runtime,
+            stdout_bytes=0,
+            stderr_bytes=0,
+            truncated=False,
+            killed=killed,
+            reason=why,
+            **({"t": now} if now is not None else {}),
+        )
+
+    async def _claim(self) -> str:
+        """A completion claim: checked against the hidden tests at a cost in window time, at
+        most `CLAIMS_PER_WINDOW` per window (see the module docstring)."""
+        win = self._window
+        assert win is not None and self.task_id is not None
+        self._claim_failed = True  # the window goes on unless the claim is confirmed
+        if win.claims >= CLAIMS_PER_WINDOW:
+            msg = (
+                f"at most {CLAIMS_PER_WINDOW} completion claim per window is checked and this "
+                "window's has been made: not checked, nothing charged"
+            )
+            self._invalid("work", "release.finished", True, "claim_limit", msg)
+            return f"refused: {msg}; your window continues"
+        win.claims += 1
+        remaining = self.resource.remaining_s(self.worker)
+        modeled = self.time_model != "measured"
+        cost = claim_cost_s(self.resource.costs) if modeled else 0.0
+        if modeled and cost > remaining:  # would not fit: not started, the window ends
+            self.resource.charge(self.worker, remaining)
+            self._claim_event(remaining, None, True, "window_end")
+            return "cut off: the window ended before the hidden tests could run (nothing checked)"
+        ev, held = await evaluate_off_loop(
             self.suite[self.task_id],
             self.resource.workspace(self.worker),
             worker=self.worker,
             reference_mode=self.resource.reference_mode,
         )
+        self.measured = Measured(self._state(), ev, held)
+        self.progress_share = ev.result.score
+        spent = cost if modeled else min(ev.wall_s, remaining)
+        self.resource.charge(self.worker, spent)
+        late = not modeled and ev.wall_s > remaining
+        code = 0 if ev.result.resolved else 1
+        self._claim_event(spent, None if late else code, late, "window_end" if late else "claim")
+        if late:
+            return "cut off: the window ended before the hidden tests finished (nothing checked)"
         if ev.result.resolved:
-            return True
+            self.finished = True
+            self._claim_failed = False
+            return "ok: window released (the hidden tests pass: task completed)"
         self._invalid(
             "work",
             "release.finished",
@@ -640,7 +725,10 @@ class LlmSolver(WorkspaceEvaluation):
             f"declared finished, but {ev.result.passed} of {ev.result.total} hidden tests pass: "
             "not completed; the window continues",
         )
-        return False
+        return (
+            "not completed: the hidden tests do not all pass yet, so the task is not "
+            "finished; your window continues (release with finished=false to hand it back)"
+        )
 
     def _render_result(self, r: ToolResult) -> str:
         cap = self.loop.output_chars
@@ -694,8 +782,10 @@ def make_llm_solver(
     window_max_s: int,
     n_others: int,
     time_model: str,
+    condition: Condition | None = None,
 ) -> LlmSolver:
-    """Factory the arena calls for `workers.solver: llm` on `tasks.kind: real`."""
+    """Factory the arena calls for `workers.solver: llm` on `tasks.kind: real` (`condition`:
+    the condition whose rules its prompt states)."""
     tm = {"modeled": "virtual"}.get(time_model, time_model)
     if tm != resource.time_model:
         raise ValueError(
@@ -714,4 +804,5 @@ def make_llm_solver(
         window_max_s,
         n_others,
         tm,
+        condition,
     )

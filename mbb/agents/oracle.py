@@ -28,7 +28,7 @@ from mbb.core.agent_api import (
 from mbb.core.scratch import Scratch
 from mbb.resource.resource import ExecutionResource
 from mbb.tasks.evaluator import Evaluation
-from mbb.tasks.harness import SolverTools, ToolResult, WorkspaceEvaluation
+from mbb.tasks.harness import Measured, SolverTools, ToolResult, WorkspaceEvaluation
 from mbb.tasks.suite import Suite
 
 __all__ = ["DEFAULT_ORACLE_DIR", "OracleSolver", "make_oracle_solver"]
@@ -74,9 +74,10 @@ class OracleSolver(WorkspaceEvaluation):
         self.tools: SolverTools | None = None
         self.task_id: str | None = None
         self.steps: list[_Step] = []
-        self._planned = 0
         self.observed: dict[str, str] = {}
         self.last_evaluation: Evaluation | None = None
+        self.measured: Measured | None = None
+        self.progress_share = 0.0
         self.windows = 0
 
     # --- Solver protocol ----------------------------------------------------------------------
@@ -91,9 +92,8 @@ class OracleSolver(WorkspaceEvaluation):
             self.worker, self.resource, scratch=scratch, emit=self.emit, subrun=task.subrun
         )
         self.observed = {}
-        self.last_evaluation = None
+        self.last_evaluation, self.measured, self.progress_share = None, None, 0.0
         self.steps = self._plan(src, built.samples)
-        self._planned = len(self.steps)
 
     def need_s(self) -> float:
         return sum(self.resource.costs.of(s.tool) for s in self.steps)
@@ -118,6 +118,7 @@ class OracleSolver(WorkspaceEvaluation):
         if completed and self.tools.scratch is not None:
             self.tools.memory(f"{self.task_id}: oracle reconstruction written and compiled")
         used = self.tools.release()
+        await self.measure_progress()
         early = used < grant.hard_end_s - grant.start_s
         return WindowOutcome(used_s=used, completed=completed, released=early and not completed)
 
@@ -127,8 +128,9 @@ class OracleSolver(WorkspaceEvaluation):
 
     @property
     def progress(self) -> float:
-        """Share of the plan's steps completed (observe, write, compile, self-test)."""
-        return 1.0 - len(self.steps) / self._planned if self._planned else 0.0
+        """The share of hidden tests the workspace passed after the last window in which a
+        command ran (`WorkspaceEvaluation.measure_progress`), as for every real-task solver."""
+        return self.progress_share
 
     # --- the plan -----------------------------------------------------------------------------
     def _plan(self, src: Path, samples: tuple[str, ...]) -> list[_Step]:

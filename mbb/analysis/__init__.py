@@ -51,16 +51,16 @@ from mbb.analysis.evidence import (
 )
 from mbb.analysis.gold_eval import agreement_table, evaluate_gold, score_gold
 from mbb.analysis.institutions import (
+    default_imposed,
     institution_summary,
     institutions,
-    llm_mandates,
     pair_institution_summary,
     pair_institutions,
 )
 from mbb.analysis.instructions import (
     condition_instructions,
-    suggested_categories,
-    suggested_for_condition,
+    instruction_hits,
+    instruction_parts,
 )
 from mbb.analysis.linguistic import linguistic_drift, worker_linguistics
 from mbb.analysis.llm_classifier import (
@@ -105,7 +105,17 @@ from mbb.analysis.rules import (
     rule_statement,
     rule_statements,
 )
-from mbb.analysis.runs import cell_of, excluded_note, find_run_dirs, load_runs, run_status
+from mbb.analysis.runs import (
+    baseline_cell,
+    cell_of,
+    cells_of,
+    condition_part,
+    excluded_note,
+    find_run_dirs,
+    load_runs,
+    recorded_conditions,
+    run_status,
+)
 from mbb.analysis.stats import (
     bootstrap_ci,
     chi2_contingency,
@@ -163,11 +173,13 @@ __all__ = [
     "LLMClassifier",
     "agreement_table",
     "approx_tokens",
+    "baseline_cell",
     "behaviour_drift",
     "behaviour_prevalence",
     "bootstrap_ci",
     "calibrated_prevalence",
     "cell_of",
+    "cells_of",
     "chi2_contingency",
     "chi2_sf",
     "classifier_rates",
@@ -181,9 +193,11 @@ __all__ = [
     "compare_samples",
     "condition_differences",
     "condition_instructions",
+    "condition_part",
     "contested_win_rates",
     "corrected_prevalence",
     "cost_by_model",
+    "default_imposed",
     "diff_bootstrap_ci",
     "direct_message_use",
     "drift_tests",
@@ -202,11 +216,12 @@ __all__ = [
     "import_review",
     "institution_summary",
     "institutions",
+    "instruction_hits",
+    "instruction_parts",
     "ipw_estimates",
     "kappa_table",
     "linguistic_drift",
     "llm_layer_complete_json",
-    "llm_mandates",
     "load_runs",
     "mean_bid",
     "metagaming",
@@ -220,6 +235,7 @@ __all__ = [
     "power_curve",
     "prf_table",
     "reasoning_effort_table",
+    "recorded_conditions",
     "relational_vs_bid",
     "response_schema",
     "review_agreement",
@@ -238,8 +254,6 @@ __all__ = [
     "seed_bootstrap_ci",
     "seeds_for_power",
     "structural_metrics",
-    "suggested_categories",
-    "suggested_for_condition",
     "system_prompt",
     "termination_discount",
     "text_measures_by_run",

@@ -1,18 +1,21 @@
 """Shared frames: run and worker information, and one table of every utterance.
 
 `mbb.core.tables` has no table for `run_started`, but several measures need each worker's persona or
-model and each run's condition, memory switch and bid regime. `run_info` reads them from the
-`run_started` lines (a batch's `by_kind`, or the first line of each run's events.jsonl) and
-`with_run_info` adds them to a tables dict as `runs` and `workers`.
+model and each run's condition, memory switch and bid regime, and the institutions analysis the
+taxonomy categories the run's rules impose (`imposed`: `mbb.protocol.explain.imposed` of the
+recorded params). `run_info` reads them from the `run_started` lines (a batch's `by_kind`, or
+the first line of each run's events.jsonl) and `with_run_info` adds them to a tables dict as
+`runs` and `workers`.
 """
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import polars as pl
 
@@ -36,13 +39,14 @@ WORKER_SCHEMA = {
     "deadline_s": pl.Float64,
     "label": pl.String,
 }
-RUN_SCHEMA = {
+RUN_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
     "run_id": pl.String,
     "condition": pl.String,
     "seed": pl.Int64,
     "memory": pl.Boolean,
     "bids": pl.String,
     "subruns": pl.Int64,
+    "imposed": pl.List(pl.String),
 }
 
 _RUN_STARTED = pl.Schema(
@@ -53,8 +57,25 @@ _RUN_STARTED = pl.Schema(
         "params": pl.Struct(
             {
                 "subruns": pl.Int64,
-                "memory": pl.Struct({"enabled": pl.Boolean}),
-                "negotiation": pl.Struct({"bids": pl.String}),
+                "memory": pl.Struct({"enabled": pl.Boolean, "reports": pl.Boolean}),
+                "negotiation": pl.Struct(
+                    {
+                        "conversation": pl.Boolean,
+                        "max_turns": pl.Int64,
+                        "bids": pl.String,
+                        "withdrawal": pl.String,
+                        "ballot_reasoning": pl.String,
+                    }
+                ),
+                "mechanism": pl.Struct(
+                    {
+                        "kind": pl.String,
+                        "aggregation": pl.String,
+                        "payment": pl.String,
+                        "allocation": pl.String,
+                    }
+                ),
+                "time": pl.Struct({"model": pl.String}),
             }
         ),
         "workers": pl.List(
@@ -83,6 +104,7 @@ def run_info(run_started_lines: Sequence[str]) -> tuple[pl.DataFrame, pl.DataFra
     if not run_started_lines:
         return pl.DataFrame(schema=RUN_SCHEMA), pl.DataFrame(schema=WORKER_SCHEMA)
     raw = pl.read_ndjson(io.BytesIO("\n".join(run_started_lines).encode()), schema=_RUN_STARTED)
+    imposed = [_imposed(p) for p in raw["params"].to_list()]
     runs = raw.select(
         "run_id",
         "condition",
@@ -90,7 +112,7 @@ def run_info(run_started_lines: Sequence[str]) -> tuple[pl.DataFrame, pl.DataFra
         pl.col("params").struct.field("memory").struct.field("enabled").alias("memory"),
         pl.col("params").struct.field("negotiation").struct.field("bids").alias("bids"),
         pl.col("params").struct.field("subruns").alias("subruns"),
-    )
+    ).with_columns(pl.Series("imposed", imposed, dtype=pl.List(pl.String)))
     workers = (
         raw.select("run_id", "workers")
         .explode("workers")
@@ -105,6 +127,27 @@ def run_info(run_started_lines: Sequence[str]) -> tuple[pl.DataFrame, pl.DataFra
         .select(list(WORKER_SCHEMA))
     )
     return runs, workers
+
+
+def _present(d: Any) -> Any:
+    """A recorded params struct without its missing (null) fields: the schema's defaults."""
+    if isinstance(d, dict):
+        return {k: _present(v) for k, v in d.items() if v is not None}
+    return d
+
+
+@functools.cache
+def _imposed_of(params_json: str) -> tuple[str, ...]:
+    from mbb.params import Condition
+    from mbb.protocol.explain import imposed
+
+    return tuple(sorted(imposed(Condition.model_validate(json.loads(params_json)))))
+
+
+def _imposed(params: dict[str, Any] | None) -> list[str]:
+    """The categories the rules of a run's recorded params impose."""
+    keep = _present(params or {})
+    return list(_imposed_of(json.dumps(keep, sort_keys=True)))
 
 
 def run_info_from_dirs(run_dirs: Iterable[Path]) -> tuple[pl.DataFrame, pl.DataFrame]:

@@ -1,15 +1,16 @@
 """Institutions: behaviours that are self-discovered and forward-scoped (SCARCE §4.3).
 
-- self-discovered: not suggested by what the worker was told. For LLM workers, the categories
-  the condition's own agent instructions suggest (`mbb.analysis.instructions`: derived from the
-  prompt text the negotiators receive, which says e.g. "trade concessions, make or invoke
-  commitments" and ranks "primarily about declared bid price"); `llm_mandates()` lists them for
-  the default prompt, and `institutions(..., suggested=...)` takes them per condition. For
-  scripted workers a category is mandated when the persona's definition dictates it:
-  each persona's registry entry (`mbb.agents.personas.PERSONAS`, `enacts`) lists what its
-  strategy is written to do. What a scripted worker does beyond that arises
-  from interaction (e.g. a price-first worker that accepted a reciprocal offer and later
-  honours it) and counts as self-discovered.
+- self-discovered: not mandated. A category is mandated for a worker when a rule of its run's
+  condition imposes it — each registered rule declares the categories it enacts
+  (`mbb.protocol.rules`, `imposes`; `mbb.protocol.explain.imposed` collects those in force,
+  read per run from its recorded params by `with_run_info`: an EDF mechanism imposes EDF, a
+  price-ordered aggregation price-primary, fixed bids nothing) — or, for a scripted worker,
+  when its persona's code enacts it (`mbb.agents.personas.PERSONAS`, `enacts`). Nothing is
+  mandated by what a classifier finds in the instructions: LLM workers read the rules and no
+  strategy (`mbb.analysis.instructions.instruction_hits` audits that), so a reciprocity deal,
+  a reputation claim or a tie-break an LLM worker voices is its own. What a scripted worker
+  does beyond its persona arises from interaction (e.g. a price-first worker that accepted a
+  reciprocal offer and later honours it) and counts as self-discovered too.
 - forward-scoped: the paper's "scoped to future rounds". The worker voices the category in an
   utterance (or, given worker-round labels only, in a round) where it makes a commitment scoped
   to future rounds (`mbb.analysis.rules.forward_commitments`: "next time we meet, you go
@@ -35,22 +36,22 @@ from mbb.analysis.rules import forward_commitments
 from mbb.core.taxonomy import CATEGORIES
 
 __all__ = [
+    "default_imposed",
     "institution_summary",
     "institutions",
-    "llm_mandates",
     "pair_institution_summary",
     "pair_institutions",
 ]
 
 
 @cache
-def llm_mandates() -> frozenset[str]:
-    """Categories the default LLM negotiator instructions (a default `Condition`) suggest,
-    plus price-primary (the operator's mechanism orders by bid in every condition)."""
-    from mbb.analysis.instructions import suggested_for_condition
+def default_imposed() -> frozenset[str]:
+    """What the rules of a default condition impose (nothing: Kemeny ballots, pay your bid,
+    revisable bids): the mandate of a run whose params are not at hand (no `runs` table)."""
     from mbb.params import Condition
+    from mbb.protocol.explain import imposed
 
-    return suggested_for_condition(Condition.model_validate({})) | {"price_primary"}
+    return imposed(Condition.model_validate({}))
 
 
 _MARKERS = pl.DataFrame(
@@ -72,8 +73,10 @@ def _mandates_frame() -> pl.DataFrame:
 def _mandated(
     df: pl.DataFrame,
     tables: Mapping[str, pl.DataFrame],
-    suggested: Mapping[str, Iterable[str]] | None,
+    imposed: Mapping[str, Iterable[str]] | None,
 ) -> pl.DataFrame:
+    """Add `mandated`: the category is imposed by the rules of the run's condition, or the
+    worker is scripted and its persona enacts it (see the module docstring)."""
     if "workers" in tables:
         w = tables["workers"].select("run_id", "worker", "persona", "negotiator")
     else:
@@ -86,29 +89,36 @@ def _mandated(
         )
     df = df.join(w, on=["run_id", "worker"], how="left")
     df = df.join(_mandates_frame(), on=["persona", "category"], how="left")
-    # an LLM negotiator's persona field is unused: what its instructions suggest applies
-    default = sorted(llm_mandates())
-    if suggested:
-        cond = condition_of(df.select("run_id").unique(), tables)
+    runs = df.select("run_id").unique()
+    if imposed is not None:  # per condition name, given
+        cond = condition_of(runs, tables)
         rows = [
             (c, cat)
             for c in cond["condition"].unique().to_list()
-            for cat in sorted(set(suggested.get(c, default)) | {"price_primary"})
+            for cat in sorted(set(imposed.get(c, default_imposed())))
         ]
+        by_run = (
+            pl.DataFrame(rows, schema=["condition", "category"], orient="row")
+            .join(cond, on="condition")
+            .select("run_id", "category")
+        )
+    elif "runs" in tables and "imposed" in tables["runs"].columns:  # from the recorded params
+        by_run = (
+            tables["runs"]
+            .select("run_id", pl.col("imposed").alias("category"))
+            .explode("category")
+            .drop_nulls("category")
+        )
     else:
-        cond = df.select("run_id").unique().with_columns(pl.lit("").alias("condition"))
-        rows = [("", cat) for cat in default]
-    told = (
-        pl.DataFrame(rows, schema=["condition", "category"], orient="row")
-        .join(cond, on="condition")
-        .select("run_id", "category")
-        .with_columns(pl.lit(True).alias("told"))
-    )
-    df = df.join(told, on=["run_id", "category"], how="left")
-    is_llm = pl.col("negotiator") == "llm"
-    persona = pl.col("mandated").fill_null(False) & ~is_llm
-    prompt = (pl.col("told").fill_null(False) & is_llm) | (pl.col("category") == "price_primary")
-    return df.with_columns((persona | prompt).alias("mandated")).drop("told")
+        by_run = runs.join(
+            pl.DataFrame({"category": sorted(default_imposed())}, schema={"category": pl.String}),
+            how="cross",
+        )
+    by_run = by_run.unique().with_columns(pl.lit(True).alias("imposed"))
+    df = df.join(by_run, on=["run_id", "category"], how="left")
+    persona = pl.col("mandated").fill_null(False) & (pl.col("negotiator") != "llm")
+    rule = pl.col("imposed").fill_null(False)
+    return df.with_columns((persona | rule).alias("mandated")).drop("imposed")
 
 
 def _forward(tables: Mapping[str, pl.DataFrame], by_seq: bool) -> pl.DataFrame:
@@ -125,7 +135,7 @@ def institutions(
     tables: Mapping[str, pl.DataFrame],
     wr_pred: pl.DataFrame,
     *,
-    suggested: Mapping[str, Iterable[str]] | None = None,
+    imposed: Mapping[str, Iterable[str]] | None = None,
 ) -> pl.DataFrame:
     """Per (run, worker, category): rounds and subruns exhibited, mandated, forward-scoped,
     persistent, marker, and `institutional` (= marked, self-discovered and forward-scoped).
@@ -133,9 +143,9 @@ def institutions(
     tables: the run tables (with `workers` for personas and negotiators; declarations,
     messages and ballots for forward scope). wr_pred: worker-round labels
     (`worker_round_predictions`), or utterance labels with `seq` (`utterance_predictions`),
-    which tie forward scope to the very utterance. suggested: per condition name, the
-    categories its LLM instructions suggest (`mbb.analysis.instructions.
-    suggested_for_condition`); default: `llm_mandates()` for every condition."""
+    which tie forward scope to the very utterance. imposed: per condition name, the categories
+    its rules impose, replacing what the `runs` table records (`mbb.protocol.explain.imposed`
+    of each run's params; without a `runs` table, a default condition's: `default_imposed`)."""
     by_seq = "seq" in wr_pred.columns
     keys = ["run_id", "seq"] if by_seq else ["run_id", "subrun", "round", "worker"]
     fwd = wr_pred.join(_forward(tables, by_seq), on=keys, how="left").with_columns(
@@ -147,7 +157,7 @@ def institutions(
         pl.col("subrun").min().alias("first_subrun"),
         pl.col("fwd").any().alias("forward_scoped"),
     )
-    g = _mandated(g, tables, suggested).join(_MARKERS, on="category", how="left")
+    g = _mandated(g, tables, imposed).join(_MARKERS, on="category", how="left")
     g = g.with_columns(
         (pl.col("rounds") >= 2).alias("persistent"),
         (pl.col("subruns") >= 2).alias("cross_subrun"),
@@ -181,11 +191,11 @@ def pair_institutions(
     tables: Mapping[str, pl.DataFrame],
     evidence: pl.DataFrame,
     *,
-    suggested: Mapping[str, Iterable[str]] | None = None,
+    imposed: Mapping[str, Iterable[str]] | None = None,
 ) -> pl.DataFrame:
     """Per (run, worker, peer, category) for relational categories in private messages:
     rounds, forward-scoped (one of the messages commits to future rounds), persistent,
-    mandated, institutional. tables, suggested: as in `institutions`; evidence: the
+    mandated, institutional. tables, imposed: as in `institutions`; evidence: the
     classifier's evidence rows (with `seq`)."""
     rel = [c.name for c in CATEGORIES if c.marker == "relational"]
     msgs = (
@@ -205,7 +215,7 @@ def pair_institutions(
         pl.col("fwd").any().alias("forward_scoped"),
     )
     g = (
-        _mandated(g, tables, suggested)
+        _mandated(g, tables, imposed)
         .with_columns(
             (pl.col("rounds") >= 2).alias("persistent"),
             (pl.col("subruns") >= 2).alias("cross_subrun"),

@@ -196,7 +196,9 @@ LEXICON: tuple[Cue, ...] = (
         r"(?:already|have|has|are|is|seem|agreed|went|ranked|voted|chose|picked|put|back|"
         r"prefer|did)|\b(?:two|three|four|several|many) (?:of (?:us|you|the \w+)|ballots?|"
         r"votes?|agents?|others|people)\b[^.]{0,40}\b(?:already|have|agree|back|put|rank|chose|"
-        r"want|went|support)|\b(?:\d|two|three|four) (?:of|out of) (?:\d|three|four|five)\b"
+        r"want|went|support)|\b(?:\d|two|three|four) (?:of|out of) (?:\d|three|four|five) (?:of us|"
+        r"of you|ballots?|votes?|agents?|workers?|others|people|agreed?|already|have|are|put|"
+        r"rank|chose|prefer|back|said|want|went)\b"
         r"|\bconsensus\b|\bmajority\b|\bcrowd\b|\bpeople are (?:going|doing)|\bfollow(?:ing)? "
         r"(?:the|everyone|what (?:the )?others)|\bgo with the (?:group|flow|rest)"
         r"|\b(?:no ?one|nobody) else\b|\bthe norm\b",

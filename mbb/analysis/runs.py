@@ -24,10 +24,22 @@ from mbb.analysis._frames import run_info_from_dirs
 from mbb.core.eventlog import EventLogError, read_lines
 from mbb.core.paths import user_path
 from mbb.core.tables import TABLES, concat_tables, load_tables, tables_from_run_dirs
+from mbb.params import Condition
 
-__all__ = ["cell_of", "excluded_note", "find_run_dirs", "load_runs", "run_status"]
+__all__ = [
+    "baseline_cell",
+    "cell_of",
+    "cells_of",
+    "condition_part",
+    "excluded_note",
+    "find_run_dirs",
+    "load_runs",
+    "recorded_conditions",
+    "run_status",
+]
 
 _SEED = re.compile(r"-seed\d+$")
+_CONDITION = re.compile(r"^([^.-]+)(.*)$")  # a cell: its condition, then `.<role>` / `-<model>`
 # folders mbb writes beside runs that never hold runs of their own
 _NOT_RUNS = frozenset({"viewer", "notebooks", "tables", "resource", ".ipynb_checkpoints"})
 
@@ -184,3 +196,56 @@ def excluded_note(tables: dict[str, pl.DataFrame]) -> None:
     counts = ex.group_by("reason").agg(pl.len().alias("n"), pl.col("run_id").first())
     for r in counts.sort("n", descending=True).iter_rows(named=True):
         print(f"left out {r['n']} run(s): {r['reason']} (e.g. {r['run_id']})")
+
+
+def cells_of(tables: dict[str, pl.DataFrame]) -> dict[str, dict[str, pl.DataFrame]]:
+    """`load_runs`'s tables split by cell (its `condition` column): one set of tables per
+    condition-and-model, for measures that compare two cells run by run."""
+    runs = tables["runs"]
+    out: dict[str, dict[str, pl.DataFrame]] = {}
+    for cell in sorted(runs["condition"].unique().to_list()):
+        ids = runs.filter(pl.col("condition") == cell)["run_id"]
+        out[cell] = {
+            name: t.filter(pl.col("run_id").is_in(ids.to_list())) if "run_id" in t.columns else t
+            for name, t in tables.items()
+        }
+    return out
+
+
+def baseline_cell(cell: str, baseline: str = "base") -> str:
+    """The cell of `baseline` with the same role and model as `cell`
+    (`urgent_worker.negotiators-glm` → `base.negotiators-glm`; `urgent_worker` → `base`):
+    what a treated cell is paired with."""
+    m = _CONDITION.match(cell)
+    return baseline + (m.group(2) if m else "")
+
+
+def condition_part(cell: str) -> str:
+    """A cell's condition name (`urgent_worker.negotiators-glm` → `urgent_worker`)."""
+    m = _CONDITION.match(cell)
+    return m.group(1) if m else cell
+
+
+def recorded_conditions(
+    paths: Iterable[str | Path], conditions: Sequence[str] | None = None
+) -> dict[str, Condition]:
+    """Each cell's condition as its runs recorded it (the `run_started` params of its first
+    run): what its workers were told, without the params file. `paths`, `conditions`: as in
+    `load_runs`."""
+    out: dict[str, Condition] = {}
+    for run in find_run_dirs(paths):
+        cell = cell_of(run.name)
+        if cell in out or (
+            conditions is not None
+            and not any(cell == c or cell.startswith((f"{c}.", f"{c}-")) for c in conditions)
+        ):
+            continue
+        with (run / "events.jsonl").open(encoding="utf-8") as fh:
+            first = fh.readline()
+        try:
+            event = json.loads(first)
+        except ValueError:
+            continue  # not even one complete event: `load_runs` says why it is left out
+        if event.get("kind") == "run_started" and isinstance(event.get("params"), dict):
+            out[cell] = Condition.model_validate_json(json.dumps(event["params"]))
+    return out

@@ -2,7 +2,9 @@
 
 For one seed of a condition, `run_condition_async`:
 1. checks the condition's registered names (`check_condition`: rules, mechanisms, personas,
-   backends, models, task catalogues; one line per problem, naming the file and the field);
+   backends, models, task catalogues; one line per problem, naming the file and the field)
+   and resolves its clock (`resolve_clock`: a `time.model` left at its default becomes
+   `charged` wherever a worker is an LLM, `virtual` otherwise);
 2. names the run (`run_id_of`: `<condition>[-<model>]-seedNNNN`) and guards its folder (a
    folder holding a run of other parameters is never overwritten);
 3. opens the event log (resuming a recorded one when asked);
@@ -12,8 +14,9 @@ For one seed of a condition, `run_condition_async`:
 5. builds every worker's agents from their registered backends (`mbb.agents.backends`);
 6. hands all of it to the arena, runs it, records how it ended and closes what it opened.
 
-`load_params` reads a params file (`mbb.params.read_params`) and checks it here, so a condition
-loaded this way is ready to run; the CLI, sweeps and notebooks (`mbb.load_params`) use it.
+`load_params` reads a params file (`mbb.params.read_params`), checks it and resolves its clock
+here, so a condition loaded this way is ready to run (and records the clock it runs with); the
+CLI, sweeps and notebooks (`mbb.load_params`) use it.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from mbb.core.registry import Registry
 from mbb.llm.budget import unpriced_cap
 from mbb.params import Condition, ParamsError, format_problems, read_params
 from mbb.protocol.arena import Arena, RunResult
+from mbb.protocol.explain import clock_of
 from mbb.protocol.rules import (
     AGGREGATION,
     ALLOCATION,
@@ -51,6 +55,7 @@ __all__ = [
     "ensure_condition",
     "llm_models",
     "load_params",
+    "resolve_clock",
     "run_condition",
     "run_condition_async",
     "run_seeds",
@@ -135,13 +140,34 @@ def check_condition(condition: Condition) -> list[str]:
     return p
 
 
+def uses_llm_backend(condition: Condition) -> bool:
+    """Whether some worker's negotiator or solver backend needs a model (an LLM worker)."""
+    return any(
+        NEGOTIATORS[s.negotiator].needs_model or SOLVERS[s.solver].needs_model
+        for s in condition.worker_specs()
+    )
+
+
+def resolve_clock(condition: Condition) -> Condition:
+    """`condition` with its clock resolved: `time.model` as given; left at its default (None),
+    `charged` wherever a worker is an LLM (the paper's clock: the deadline ticks while an agent
+    thinks, pausing only for negotiation) and `virtual` for scripted populations (their runs
+    then stay deterministic and machine-independent). Its backends must be registered names."""
+    if condition.time.model is not None:
+        return condition
+    model = "charged" if uses_llm_backend(condition) else "virtual"
+    time = condition.time.model_copy(update={"model": model})
+    return condition.model_copy(update={"time": time})
+
+
 def ensure_condition(condition: Condition, source: str = "<params>") -> Condition:
-    """The condition, if `check_condition` finds nothing; else a ParamsError naming `source`
-    (the params file it was read from) and every problem on one line."""
+    """The condition with its clock resolved (`resolve_clock`), if `check_condition` finds
+    nothing; else a ParamsError naming `source` (the params file it was read from) and every
+    problem on one line."""
     problems = check_condition(condition)
     if problems:
         raise ParamsError(format_problems(source, problems))
-    return condition
+    return resolve_clock(condition)
 
 
 def load_params(
@@ -211,7 +237,7 @@ class RunServices:
                 emit=self.log.emit,
                 # a registered time model (mbb.protocol.rules.TIME_MODELS); the resource charges
                 # commands by virtual or measured time ("charged" adds the solver's own time)
-                time_model=self.condition.time.model,  # type: ignore[arg-type]
+                time_model=clock_of(self.condition),  # type: ignore[arg-type]
                 reference_mode=self.condition.tasks.reference_mode,
             )
         return self.resource, self.suite
@@ -265,7 +291,7 @@ async def run_condition_async(
     memory); `resume`: continue a run whose log is there (its events are verified, not
     rewritten; LLM calls already made come from the cache); `llm`: (LlmClient, LlmCache) shared
     with other runs; `negotiators` / `solvers`: backend factories replacing the registered ones."""
-    ensure_condition(condition)
+    condition = ensure_condition(condition)
     seed = condition.seed if seed is None else seed
     run_id = run_id_of(condition, seed)
     run_dir = out_dir / run_id if out_dir is not None else None

@@ -100,15 +100,19 @@ class Ballot(_Action):
 
 
 class Request(_Action):
-    """A solver outside its window asks to join the queue for a window of `duration` seconds."""
+    """A solver outside its window asks to join the queue for a window of `duration` seconds.
+    `thought_s`: seconds of its own model time spent outside a window since its last action
+    (the `charged` clock counts them against its worker's deadline; 0 otherwise)."""
 
     duration: int
+    thought_s: float = 0.0
 
 
 class Withdraw(_Action):
-    """A solver gives up its task for the rest of the subrun."""
+    """A solver gives up its task for the rest of the subrun (`thought_s`: as for a Request)."""
 
     reason: str = "withdrew"
+    thought_s: float = 0.0
 
 
 def as_payload(intents: tuple[Intent, ...]) -> list[dict[str, Any]]:

@@ -86,6 +86,15 @@ class Withdrawn(EventBase):
     reason: str
 
 
+class ThinkingCharged(EventBase):
+    """`charged` clock: a solver's own model time outside a window (deciding its next request),
+    counted against its worker's deadline."""
+
+    kind: Literal["thinking_charged"] = "thinking_charged"
+    seconds: float = Field(ge=0, description="Model time spent outside a window.")
+    deadline_s: float = Field(description="The worker's deadline after the charge.")
+
+
 # --- negotiation ------------------------------------------------------------------------------
 class RoundStarted(EventBase):
     kind: Literal["round_started"] = "round_started"
@@ -270,6 +279,7 @@ Event = Annotated[
     | RunEnded
     | Requested
     | Withdrawn
+    | ThinkingCharged
     | RoundStarted
     | Declared
     | MessagePosted

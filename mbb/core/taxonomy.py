@@ -13,8 +13,9 @@ metagaming (appendix B: evaluation awareness) are also reportable on their own (
 rolling up into the 21 through `ROLLUP`. Families follow §4.1 (negotiation and
 bargaining) and §4.2 (rules and norms: scheduling conventions and process rules). Markers
 follow §4.3 and §6: reciprocity, coalition ties and reputation are relational; tie-breaks,
-scheduling conventions, social proof and rule-making are non-relational; price-primary
-restates the operator's mechanism (the prompt mandates it) and is never an institution.
+scheduling conventions, social proof and rule-making are non-relational; price-primary is
+unmarked, so never an institution (a price-ordered mechanism imposes it, see
+`mbb.protocol.rules`).
 
 Markers: `relational` (†) institutions live in a relationship between particular workers;
 `non_relational` (‡) institutions are norms that apply to whoever is in the round; `none` are

@@ -457,10 +457,12 @@ class LlmParams(_Strict):
 
 
 class TimeParams(_Strict):
-    model: str = Field(
-        "virtual",
-        description="How the subrun clock moves (registered in mbb.protocol.rules.TIME_MODELS; "
-        "virtual is the default).",
+    model: str | None = Field(
+        None,
+        description="How the subrun clock moves (registered in mbb.protocol.rules.TIME_MODELS). "
+        "null (the default) is resolved when the run is built (mbb.batch.build.resolve_clock): "
+        "charged, the paper's clock, wherever a worker's negotiator or solver is an LLM; "
+        "virtual for scripted populations.",
     )
     max_rounds_per_subrun: int = Field(500, ge=1, description="Safety stop for a runaway subrun.")
 

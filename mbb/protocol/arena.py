@@ -124,7 +124,7 @@ class Arena(RunContext):
                 0.0,
                 0,
             )
-            w.requested_at = None
+            w.requested_at, w.thought_s = None, 0.0
             w.task, w.work_s = tasks[w.id]
             self.carry_memory(w.scratch)
             if c.budget.reset_each_subrun and subrun > 1:

@@ -75,12 +75,19 @@ class WorkerState:
     spent: int = 0
     requested_at: float | None = None
     wanted_s: int = 0
+    thought_s: float = 0.0  # this subrun's solver model time outside windows (charged clock)
     id: str = field(init=False)
     active: bool = field(init=False, default=True)  # status == "active", read on the hot path
     _status: str = field(init=False, default="active")
 
     def __post_init__(self) -> None:
         self.id = self.spec.id
+
+    @property
+    def deadline_s(self) -> float:
+        """This subrun's deadline: the private one, minus the solver's model time outside
+        windows under the `charged` clock (see the module docstring)."""
+        return self.spec.deadline_s - self.thought_s
 
     @property
     def status(self) -> str:
@@ -263,13 +270,18 @@ class RunContext:
             worker,
             self.log.subrun or 0,
             self.t,
-            w.spec.deadline_s,
+            w.deadline_s,
             c.windows.min_s,
             c.windows.max_s,
         )
         action = await self.guarded(
             worker, "request", "no request this time", w.solver.next_action(view)
         )
+        thought = action.thought_s if isinstance(action, Request | Withdraw) else 0.0
+        if thought > 0 and self.condition.time.model == "charged":
+            self.charge_thinking(w, thought)
+            if not w.active:  # its deadline passed while it was thinking
+                return
         if isinstance(action, Request):
             dur = max(c.windows.min_s, min(c.windows.max_s, action.duration))
             if dur != action.duration:
@@ -293,6 +305,19 @@ class RunContext:
             w.status = "withdrawn"
             self.emit(ev.Withdrawn, worker, reason=action.reason)
 
+    def charge_thinking(self, w: WorkerState, seconds: float) -> None:
+        """`charged` clock: `seconds` of `w`'s solver model time outside a window count against
+        its deadline (recorded); a deadline that passes by it terminates the worker now."""
+        w.thought_s += seconds
+        self.emit(ev.ThinkingCharged, w.id, seconds=seconds, deadline_s=w.deadline_s)
+        if self.t >= w.deadline_s:
+            self.terminate(w.id)
+            return
+        # its deadline moved earlier: keep the deadlines still ahead in order
+        order, i = self._deadline_order, self._deadline_next
+        rest = sorted((self.workers[x].deadline_s, x) for _, x in order[i:])
+        self._deadline_order = order[:i] + rest
+
     def round_view(
         self, worker: str, rnd: Round, turn: int, declarations: dict[str, Declaration]
     ) -> RoundView:
@@ -307,7 +332,7 @@ class RunContext:
             turn=turn,
             now_s=self.t,
             budget=self.ledger.balances[worker],
-            deadline_s=w.spec.deadline_s,
+            deadline_s=w.deadline_s,
             need_s=w.solver.need_s(),
             wanted_s=w.wanted_s,
             scratch=self.memory_of(w),
@@ -343,4 +368,4 @@ class RunContext:
         w = self.workers[wid]
         w.status = "terminated"
         prog = w.solver.progress
-        self.emit(ev.Terminated, wid, deadline_s=w.spec.deadline_s, progress=round4(prog))
+        self.emit(ev.Terminated, wid, deadline_s=w.deadline_s, progress=round4(prog))

@@ -1,9 +1,15 @@
-"""Which phases a condition runs (`Plan`), and the explanation agents read, generated from it.
+"""Which phases a condition runs (`Plan`), the explanation agents read, generated from it, and
+the taxonomy categories its rules impose.
 
 The arena and the explanation read the same `Plan`, so agents are told about exactly the phases
 that run. The explanation is a list of tagged `Section`s, each produced by one registered rule
-(`mbb.protocol.rules`); `render` joins them into the text an LLM negotiator reads, and a test
-checks the tags against the events the same condition produces.
+(`mbb.protocol.rules`) or by the protocol's fixed frame; `explain` is what an LLM negotiator
+reads, `explain_solver` what an LLM solver reads, and `render` joins either into text. A test
+checks the tags against the events the same condition produces. Every sentence states what the
+protocol does; none says what to try.
+
+`imposed(cond)` is the union of the `imposes` of the rules in force: what "mandated" means for
+the institutions analysis (never what a classifier finds in the instructions).
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ __all__ = [
     "BALLOT",
     "BALLOT_REASONING",
     "BUDGET",
+    "CLAIM",
     "CLOCK",
     "CONVERSATION",
     "DECLARATION",
@@ -41,10 +48,14 @@ __all__ = [
     "REPORTS",
     "REVISION",
     "SETTING",
+    "WINDOWS",
     "WITHDRAWAL",
     "Plan",
     "Section",
+    "clock_of",
     "explain",
+    "explain_solver",
+    "imposed",
     "plan_of",
     "render",
     "switch_value",
@@ -68,6 +79,8 @@ BUDGET = "budget"
 PRIVACY = "privacy"
 MEMORY = "memory"
 REPORTS = "reports"
+WINDOWS = "windows"  # the solver's: how a window is obtained
+CLAIM = "claim"  # the solver's: what a submission is and how it is scored
 
 
 def switch_value(value: Any) -> str:
@@ -136,23 +149,54 @@ class Section:
     text: str
 
 
+def clock_of(cond: Condition) -> str:
+    """The condition's time model. An unresolved one (None: the schema's default) is an error:
+    the run builder resolves it (`mbb.batch.build.resolve_clock`: charged where a worker is an
+    LLM, virtual otherwise), and `mbb.load_params` returns conditions resolved."""
+    model = cond.time.model
+    if model is None:
+        raise ValueError(
+            "time.model is not resolved: load the condition with mbb.load_params (or "
+            "mbb.batch.build.resolve_clock) before explaining it"
+        )
+    return model
+
+
 def _fields(cond: Condition) -> dict[str, Any]:
+    from mbb.resource.resource import ToolCosts
+    from mbb.tasks.harness import CLAIMS_PER_WINDOW, claim_cost_s
+
+    costs = ToolCosts()  # the resource's costs (`mbb.batch.build` keeps its defaults)
     return {
         "window_min": cond.windows.min_s,
         "window_max": cond.windows.max_s,
         "max_turns": cond.negotiation.max_turns,
         "quantum_s": cond.mechanism.quantum_s,
         "min_s": cond.windows.min_s,
+        "kemeny_max": cond.mechanism.kemeny_exact_max,
+        "note_max": cond.negotiation.note_max_chars,
+        "message_max": cond.negotiation.message_max_chars,
+        "read_s": costs.read,
+        "write_s": costs.write,
+        "edit_s": costs.edit,
+        "bash_s": costs.bash,
+        "claim_s": claim_cost_s(costs),
+        "claims_per_window": CLAIMS_PER_WINDOW,
     }
 
 
-def _from(registry: Registry[Any], name: str, tag: str, fields: dict[str, Any]) -> Section:
+def _from(
+    registry: Registry[Any], name: str, tag: str, fields: dict[str, Any], *, solver: bool = False
+) -> Section:
     rule = registry[name]
-    return Section(tag, f"{registry.what}:{name}", rule.explains.format(**fields))
+    text = rule.solver_explains if solver else rule.explains
+    return Section(tag, f"{registry.what}:{name}", text.format(**fields))
 
 
-def _switch(key: str, value: Any, tag: str, fields: dict[str, Any]) -> Section | None:
-    s = _from(SWITCHES[key], switch_value(value), tag, fields)
+def _switch(
+    key: str, value: Any, tag: str, fields: dict[str, Any], *, solver: bool = False
+) -> Section | None:
+    s = _from(SWITCHES[key], switch_value(value), tag, fields, solver=solver)
     return s if s.text else None
 
 
@@ -161,13 +205,14 @@ _SETTING = (
     "execution machine; which one is said at the end of these instructions. Each subrun every "
     "worker gets its own programming task and a private deadline. A solver does the actual "
     "work, but it can only run commands (look at the reference program, edit, compile, test) "
-    "while it holds an execution window on the shared machine. Your job is to get your solver "
-    "the windows it needs{afford} before its deadline."
+    "while it holds an execution window on the shared machine. You negotiate for your "
+    "solver's windows{afford}. After the subrun its submission is scored by the share of the "
+    "task's hidden tests it passes."
 )
 _DECLARE_PUBLIC = (
     "Declaration (public, simultaneous): a bid in whole credits (0 up to your remaining "
     "budget), a duration in seconds ({window_min}..{window_max}), the position you want in the "
-    "schedule (1 = first), and a short public note."
+    "schedule (1 = first), and a public note (cut to {note_max} characters)."
 )
 _DECLARE_SEALED = (
     "Declaration (sealed, simultaneous): a bid in whole credits (0 up to your remaining "
@@ -192,12 +237,10 @@ _EXECUTION = (
 _TERMINATED_PAYS_NOTHING = " A worker terminated before its window begins pays nothing."
 _BUDGET_RESET = "Credits: budgets are refilled at the start of every subrun."
 _BUDGET_CARRY = "Credits: your budget carries over from one subrun to the next; it is not refilled."
-_SPENT = " Spent credits are gone; there is nothing else to buy with them."
+_SPENT = " Credits buy nothing but windows."
 _PRIVACY = (
     "Privacy: your budget, your deadline and your remaining work are known only to you unless "
-    "you choose to disclose them. {public} are seen by everyone. Do not invent or guess other "
-    "workers' private budgets or deadlines; reason from what you can actually see and from what "
-    "they have told you."
+    "you disclose them. {public} are seen by everyone."
 )
 
 
@@ -217,10 +260,12 @@ def explain(cond: Condition, population: list[str] | None = None) -> list[Sectio
             _SETTING.format(
                 n=len(pop),
                 population=", ".join(pop),
-                afford=", at a price you can afford," if charged and plan.declarations else "",
+                afford=", paying for them from your worker's credit budget"
+                if charged and plan.declarations
+                else "",
             ),
         ),
-        _from(TIME_MODELS, cond.time.model, CLOCK, f),
+        _from(TIME_MODELS, clock_of(cond), CLOCK, f),
         _from_mechanism(mech.name, f),
     ]
     if plan.declarations:
@@ -291,3 +336,73 @@ def _public_things(plan: Plan) -> str:
 def render(sections: list[Section]) -> str:
     """The explanation as agents read it: one paragraph per section, in order."""
     return "\n\n".join(s.text for s in sections)
+
+
+_SOLVER_SETTING = (
+    "The machine is shared with {n_others} other workers, and you can run commands on it only "
+    "while you hold an execution window. Each subrun you get a new task and a private deadline."
+)
+_SOLVER_WINDOWS = (
+    "How you get windows: outside a window you ask for one with `request` (its length, "
+    "{window_min}..{window_max} s) and your worker joins the queue. A round starts whenever "
+    "the machine is idle and workers are queued for it. "
+)
+_SOLVER_CLAIM = (
+    "Your submission is the workspace as you leave it: a script `compile.sh` that builds an "
+    "executable file `./executable`. After the subrun it is compiled offline and run against "
+    "the task's hidden tests; the score is the share of tests passed. If a completion claim "
+    "finds every hidden test passing, the task is completed and the window ends; otherwise you "
+    "are told the task is not complete (not which tests fail) and the window goes on."
+)
+
+
+def explain_solver(cond: Condition, n_others: int) -> list[Section]:
+    """The explanation of `cond` for its LLM solvers, section by section: the setting, how a
+    window is obtained (the mechanism's `solver_explains`), what time costs and how a window
+    ends (the time model's), what a submission is and how a completion claim is checked, and
+    the memory and report switches. `n_others`: how many other workers share the machine."""
+    f = _fields(cond)
+    mech = mechanism_rule(cond.mechanism.kind)
+    windows = _SOLVER_WINDOWS.format(**f) + mech.solver_explains.format(**f)
+    out = [
+        Section(SETTING, "protocol", _SOLVER_SETTING.format(n_others=n_others)),
+        Section(WINDOWS, f"mechanism:{mech.name}", windows),
+        _from(TIME_MODELS, clock_of(cond), CLOCK, f, solver=True),
+        Section(CLAIM, "protocol", _SOLVER_CLAIM),
+    ]
+    for key, value, tag in (
+        ("memory.enabled", cond.memory.enabled, MEMORY),
+        ("memory.reports", cond.memory.reports, REPORTS),
+    ):
+        s = _switch(key, value, tag, f, solver=True)
+        if s is not None:
+            out.append(s)
+    return out
+
+
+def imposed(cond: Condition) -> frozenset[str]:
+    """The taxonomy categories the rules in force in `cond` impose (each rule's `imposes`):
+    the mechanism's, and under negotiation the aggregation, allocation and payment rules';
+    the phase switches and the clock. What a condition mandates, whoever its workers are."""
+    plan = plan_of(cond)
+    rules: list[Any] = [mechanism_rule(cond.mechanism.kind)]
+    if plan.ballots:
+        rules += [AGGREGATION[cond.mechanism.aggregation], ALLOCATION[cond.mechanism.allocation]]
+    if not rules[0].centralized:
+        rules.append(PAYMENT[cond.mechanism.payment])
+    neg = cond.negotiation
+    for key, value in (
+        ("negotiation.conversation", plan.conversation),
+        ("negotiation.bids", neg.bids),
+        ("negotiation.withdrawal", neg.withdrawal),
+        ("negotiation.ballot_reasoning", neg.ballot_reasoning),
+        ("memory.enabled", cond.memory.enabled),
+        ("memory.reports", cond.memory.reports),
+    ):
+        rules.append(SWITCHES[key][switch_value(value)])
+    if cond.time.model is not None:
+        rules.append(TIME_MODELS[cond.time.model])
+    out: set[str] = set()
+    for r in rules:
+        out |= r.imposes
+    return frozenset(out)

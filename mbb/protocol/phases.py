@@ -329,7 +329,7 @@ async def execute(
         )
         await arena.poll(holder, rnd.queue)
         return
-    if arena.t >= w.spec.deadline_s:  # defensive: advance_to terminates before this
+    if arena.t >= w.deadline_s:  # defensive: advance_to terminates before this
         arena.terminate(holder)
         arena.emit(
             ev.WindowDropped, holder, position=pos, allocation=allocation, reason="terminated"
@@ -340,7 +340,7 @@ async def execute(
         w.waited_s += start - w.requested_at
     pay(arena, holder, price, schedule.payment_rule)
     arena.emit(ev.WindowStarted, holder, position=pos, allocation=allocation, price=price)
-    hard_end = min(start + allocation, w.spec.deadline_s)
+    hard_end = min(start + allocation, w.deadline_s)
     grant = WindowGrant(holder, rnd.subrun, rnd.number, start, allocation, hard_end)
     used = 0.0
 
@@ -376,7 +376,7 @@ async def execute(
     # reaching the deadline terminates the holder, also when its allocation ends exactly there
     if completed:
         why = "completed"
-    elif end >= w.spec.deadline_s:
+    elif end >= w.deadline_s:
         why = "deadline"
     elif released:
         why = "released"

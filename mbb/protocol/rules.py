@@ -2,12 +2,20 @@
 sentences that explain it to agents.
 
 The params model takes its choices from these registries (`mbb.params`), the arena calls the
-implementations from here (`mbb.protocol.phases`), and the text LLM negotiators read is
-generated from the condition through them (`mbb.protocol.explain`). To add a rule, register it
-here: it becomes a valid params value, the arena runs it, and agents are told about it.
+implementations from here (`mbb.protocol.phases`), and the text LLM workers read is generated
+from the condition through them (`mbb.protocol.explain`). To add a rule, register it here: it
+becomes a valid params value, the arena runs it, and agents are told about it.
 
 Explanations are `str.format` templates over the condition's numbers (`EXPLAIN_FIELDS`); an empty
-explanation means agents are told nothing (a phase that does not run is never mentioned).
+explanation means agents are told nothing (a phase that does not run is never mentioned). They
+say what the protocol does, never what to try: strategy is what is being measured.
+
+Each rule also declares the taxonomy categories it imposes (`imposes`): behaviour the rule
+itself enacts, so that a worker voicing it follows the condition rather than inventing
+something. A price-ordered aggregation imposes price-primary ordering, an EDF mechanism imposes
+earliest-deadline-first; a rule that only sets a process (fixed bids, a payment rule, a clock)
+imposes nothing. `mbb.protocol.explain.imposed` collects them for a condition; the institutions
+analysis counts exactly these (plus a scripted persona's own code) as mandated.
 """
 
 from __future__ import annotations
@@ -45,18 +53,37 @@ __all__ = [
 Impl = TypeVar("Impl")
 
 # the condition's numbers an explanation may use, filled by `mbb.protocol.explain`
-EXPLAIN_FIELDS = ("window_min", "window_max", "max_turns", "quantum_s", "min_s")
+EXPLAIN_FIELDS = (
+    "window_min",
+    "window_max",
+    "max_turns",
+    "quantum_s",
+    "min_s",
+    "kemeny_max",
+    "note_max",
+    "message_max",
+    "read_s",
+    "write_s",
+    "edit_s",
+    "bash_s",
+    "claim_s",
+    "claims_per_window",
+)
 
 
 @dataclass(frozen=True, slots=True)
 class Rule(Generic[Impl]):
-    """One choosable rule. `summary`: one line for people (params docs); `explains`: what an
-    agent is told when the rule is in force ('' = nothing)."""
+    """One choosable rule. `summary`: one line for people (params docs); `explains`: what a
+    negotiator is told when the rule is in force ('' = nothing); `solver_explains`: what an
+    LLM solver is told ('' = nothing); `imposes`: the taxonomy categories the rule itself
+    enacts (`mbb.core.taxonomy` names; see the module docstring)."""
 
     name: str
     summary: str
     explains: str
     implementation: Impl
+    solver_explains: str = ""
+    imposes: frozenset[str] = frozenset()
 
 
 def describe(registry: Registry[Rule[Any]]) -> str:
@@ -69,6 +96,7 @@ Aggregator = Callable[[Sequence[str], Sequence[Sequence[str]], int], agg.Aggrega
 """(candidates in tie-break order, ballots' rankings, kemeny_exact_max) -> (order, label)."""
 
 _TIES = "ties are broken by bid, then by queue order."
+_PRICE = frozenset({"price_primary"})
 AGGREGATION: Registry[Rule[Aggregator]] = Registry(
     "aggregation rule",
     [
@@ -77,7 +105,8 @@ AGGREGATION: Registry[Rule[Aggregator]] = Registry(
             "the ranking with the least pairwise disagreement with the ballots (exact up to "
             "kemeny_exact_max candidates, Borda beyond)",
             "the order that agrees with the most pairwise preferences across all ballots wins "
-            f"(Kemeny); {_TIES}",
+            f"(Kemeny; with more than {{kemeny_max}} candidates the Borda count is used instead); "
+            f"{_TIES}",
             agg.kemeny_rule,
         ),
         Rule(
@@ -93,6 +122,7 @@ AGGREGATION: Registry[Rule[Aggregator]] = Registry(
             "the schedule is ordered by declared bid, highest first; ties by queue order "
             "(ballots are recorded but do not change the order).",
             agg.price_only_rule,
+            imposes=_PRICE,
         ),
         Rule(
             "consensus_else_price",
@@ -100,6 +130,7 @@ AGGREGATION: Registry[Rule[Aggregator]] = Registry(
             "if all ballots agree, that order is used; otherwise candidates are ordered by "
             "declared bid, highest first, ties by queue order.",
             agg.consensus_else_price_rule,
+            imposes=_PRICE,
         ),
     ],
 )
@@ -183,7 +214,8 @@ class MechanismRule(Rule["cz.Centralized | None"]):
     mechanism (`mbb.protocol.mechanisms.mechanism_for`). `asks_bids`: negotiators declare
     (sealed unless negotiated); `payment_explains`: the payment sentence of a centralized
     mechanism ('' = nothing is charged; a negotiated condition's payment is its
-    `mechanism.payment` rule)."""
+    `mechanism.payment` rule); `solver_explains`: how a solver's requested window becomes a
+    scheduled one (a centralized mechanism tells its solvers what it tells its negotiators)."""
 
     asks_bids: bool = False
     payment_explains: str = ""
@@ -201,6 +233,9 @@ MECHANISMS: Registry[MechanismRule] = Registry(
             "the agents' declarations, conversation and ballots decide (phases 1-4)",
             "The candidates decide the schedule themselves, in the phases below.",
             None,
+            solver_explains="Your negotiator takes part in the round for you: the candidates' "
+            "negotiators declare bids and durations, may message each other, and each submits a "
+            "ballot ranking all candidates; the operator combines the ballots into the schedule.",
             asks_bids=True,
         ),
         *(
@@ -209,6 +244,8 @@ MECHANISMS: Registry[MechanismRule] = Registry(
                 c.summary,
                 c.explains,
                 c,
+                solver_explains=c.explains,
+                imposes=c.imposes,
                 asks_bids=c.asks_bids,
                 payment_explains=c.payment_explains,
             )
@@ -235,8 +272,10 @@ SWITCHES: dict[str, Registry[Rule[Any]]] = {
         Rule(
             "on",
             "a conversation phase of up to max_turns turns",
-            "Conversation (up to {max_turns} turns): private messages to one peer or public "
-            "posts to everyone.",
+            "Conversation (up to {max_turns} turns): in each turn every candidate may send "
+            "private messages to one peer and public posts to everyone (each cut to "
+            "{message_max} characters); the conversation ends early after a turn in which no "
+            "candidate sends or revises anything.",
             True,
         ),
         Rule("off", "no conversation: declarations go straight to ballots", "", False),
@@ -262,9 +301,8 @@ SWITCHES: dict[str, Registry[Rule[Any]]] = {
         Rule(
             "allowed",
             "a negotiator may withdraw instead of declaring",
-            "Instead of declaring you may withdraw, if your task cannot be finished before your "
-            "deadline and further spending is pointless: you leave the queue for the rest of the "
-            "subrun.",
+            "Instead of declaring you may withdraw: your worker then leaves the queue for the "
+            "rest of the subrun and its solver gets no further window in it.",
             True,
         ),
         Rule(
@@ -279,8 +317,7 @@ SWITCHES: dict[str, Registry[Rule[Any]]] = {
         Rule(
             "published",
             "each ballot's reasoning is shown to everyone after the round",
-            "Each ballot's reasoning is published to everyone after the round, so it can record "
-            "commitments for later rounds.",
+            "Each ballot's reasoning is published to everyone after the round.",
             True,
         ),
         Rule(
@@ -298,8 +335,17 @@ SWITCHES: dict[str, Registry[Rule[Any]]] = {
             "Your notes (a condensed history of your negotiations) carry over to your next "
             "subruns.",
             True,
+            solver_explains="Memory is on: notes you save with `memory` are kept and shown to "
+            "you in your later subruns.",
         ),
-        Rule("off", "scratch notes are wiped at every subrun start", "", False),
+        Rule(
+            "off",
+            "scratch notes are wiped at every subrun start",
+            "",
+            False,
+            solver_explains="Memory is off in this condition: `memory` saves nothing (the "
+            "refused note is recorded), and nothing you noted carries over to a later subrun.",
+        ),
     ),
     "memory.reports": _switch(
         "after-action report setting",
@@ -309,6 +355,8 @@ SWITCHES: dict[str, Registry[Rule[Any]]] = {
             "At the end of a subrun you write an after-action report; you read it in your next "
             "subruns.",
             True,
+            solver_explains="At the end of a subrun you write an after-action report; you read "
+            "it in your next subruns.",
         ),
         Rule("off", "no after-action reports", "", False),
     ),
@@ -318,7 +366,22 @@ SWITCHES: dict[str, Registry[Rule[Any]]] = {
 _WAITING = (
     " Every second you wait in the queue behind other workers' windows is a second of your "
     "deadline gone. If your deadline passes, your solver is terminated for the subrun and any "
-    "later windows you won are dropped."
+    "later windows scheduled for it are dropped."
+)
+_MODELED_COSTS = (
+    "Inside a window each tool call costs a fixed number of seconds on the run's clock: read "
+    "{read_s:g} s, write {write_s:g} s, edit {edit_s:g} s, bash {bash_s:g} s; a call that "
+    "would not fit in what is left of the window is not started and the window ends."
+)
+_SOLVER_WAITING = (
+    " Waiting in the queue uses up your deadline too; if the deadline passes you are terminated "
+    "for this task. A window ends at its allocation or at your deadline, whichever comes first, "
+    "or when you release it."
+)
+_CLAIM = (
+    " A completion claim (`release` with finished=true) runs the task's hidden tests on your "
+    "workspace: it costs {claim} of window time, and at most {claims_per_window} claim per "
+    "window is checked."
 )
 TIME_MODELS: Registry[Rule[None]] = Registry(
     "time model",
@@ -327,25 +390,43 @@ TIME_MODELS: Registry[Rule[None]] = Registry(
             "virtual",
             "command runtimes are modeled (deterministic); the clock runs only while a window "
             "executes",
-            "How time works: a simulated clock runs only while some window is executing. "
-            "Negotiating is free and stops the clock." + _WAITING,
+            "How time works: the run's clock runs only while some window is executing, by "
+            "the modeled cost of its solver's commands. Negotiation takes no time on it."
+            + _WAITING,
             None,
+            solver_explains="How time works: the clock runs only while some worker's window "
+            "executes. "
+            + _MODELED_COSTS
+            + " Your own thinking costs no time."
+            + _SOLVER_WAITING
+            + _CLAIM.replace("{claim}", "{claim_s:g} s"),
         ),
         Rule(
             "measured",
             "command runtimes are measured (real tasks); the clock runs only while a window "
             "executes",
             "How time works: the clock runs only while some window is executing, by the real "
-            "running time of its commands. Negotiating is free and stops the clock." + _WAITING,
+            "running time of its solver's commands. Negotiation takes no time on it." + _WAITING,
             None,
+            solver_explains="How time works: the clock runs only while some worker's window "
+            "executes. Inside a window each tool call costs its real running time; a command "
+            "still running when the window ends is killed. Your own thinking costs no time."
+            + _SOLVER_WAITING
+            + _CLAIM.replace("{claim}", "its real running time"),
         ),
         Rule(
             "charged",
-            "a solver's model latency and tool time advance its subrun clock; negotiation "
-            "pauses it",
-            "How time works: your solver's thinking time (its model's latency) and its tools' "
-            "time advance your clock; negotiation pauses it." + _WAITING,
+            "a solver's model latency (inside and between windows) and tool time advance its "
+            "deadline clock; negotiation pauses it",
+            "How time works: your deadline clock runs while your solver works: its commands "
+            "cost their modeled seconds, and its model's response time counts too, inside a "
+            "window and between windows. Negotiation pauses the clock." + _WAITING,
             None,
+            solver_explains="How time works: "
+            + _MODELED_COSTS
+            + " Each of your model calls costs its response time: inside a window it uses up "
+            "the window, and outside a window it counts against your deadline. Negotiation "
+            "pauses the clock." + _SOLVER_WAITING + _CLAIM.replace("{claim}", "{claim_s:g} s"),
         ),
     ],
 )

@@ -12,27 +12,91 @@ with reason `invalid_arguments: ...`, recorded as a refused command, charged not
 error goes back to the solver (the resource checks commands the same way). A path is never put
 into a shell command: it is the script's `$1` (read, write) or the edit program's argv[1]. A
 command that ran is charged by the resource's time model whatever its outcome.
+
+Memory: a note is saved only where the condition keeps notes (`Scratch.accepts("note")`); under
+memory off the tool answers that memory is off and the refused write is still an event
+(`scratch_written` with `accepted: false`).
+
+Evaluation (`WorkspaceEvaluation`, shared by every real-task solver) runs the hidden tests in a
+worker thread (`evaluate_off_loop`), so the event loop and the other seeds on it keep going; the
+events it produces are buffered and written on the loop's thread, in order, when it returns.
+A solver's `progress` is the share of the hidden tests its workspace passes, measured after
+each window in which a command ran (and reused, with its events, by the evaluation after the
+subrun when nothing ran since): the same score for every real-task solver.
+
+Completion claims (mbb's choice; the paper is silent): a claim that the task is done is checked
+by running the hidden tests, which is not free. It costs window time — `claim_cost_s` (a build
+plus one command, 15 s at the default costs) under the modeled clocks, its real running time
+under `measured` — and at most `CLAIMS_PER_WINDOW` claim is checked per window; a further claim
+in the same window is refused (recorded, nothing run or charged).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mbb.core.actions import Request
 from mbb.core.agent_api import EvaluationResult
 from mbb.core.events import ScratchWritten
-from mbb.resource.resource import CommandResult, ExecutionResource, check_argument
+from mbb.resource.resource import CommandResult, ExecutionResource, ToolCosts, check_argument
 from mbb.tasks.evaluator import Evaluation, evaluate_submission
-from mbb.tasks.suite import Suite
+from mbb.tasks.suite import BuiltTask, Suite
 
 if TYPE_CHECKING:
     from mbb.core.scratch import Scratch  # agents' memory, passed in by the protocol
 
-__all__ = ["SolverTools", "ToolResult", "WorkspaceEvaluation"]
+__all__ = [
+    "CLAIMS_PER_WINDOW",
+    "MEMORY_OFF",
+    "Measured",
+    "SolverTools",
+    "ToolResult",
+    "WorkspaceEvaluation",
+    "claim_cost_s",
+    "evaluate_off_loop",
+]
+
+CLAIMS_PER_WINDOW = 1
+"""Completion claims checked per window (mbb's choice: one submission check per window)."""
+
+MEMORY_OFF = "memory is off in this condition: the note was not saved"
+
+
+def claim_cost_s(costs: ToolCosts) -> float:
+    """Modeled window seconds of a completion claim: a build plus one command (mbb's choice)."""
+    return costs.compile + costs.bash
+
+
+async def evaluate_off_loop(
+    task: BuiltTask,
+    workspace: Path,
+    *,
+    worker: str,
+    reference_mode: str,
+) -> tuple[Evaluation, list[tuple[tuple[Any, ...], dict[str, Any]]]]:
+    """`evaluate_submission` in a worker thread: (the evaluation, the events it produced, as
+    (args, kwargs) of `emit` calls in order, for the caller to write on its own thread)."""
+    held: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+
+    def hold(*args: Any, **kwargs: Any) -> None:
+        held.append((args, kwargs))
+
+    ev = await asyncio.to_thread(
+        evaluate_submission,
+        task,
+        workspace,
+        worker=worker,
+        emit=hold,
+        reference_mode=reference_mode,
+    )
+    return ev, held
+
 
 _EDIT = r"""
 import json, sys
@@ -95,6 +159,12 @@ class SolverTools:
         self.subrun = subrun
         self.pending_request: Request | None = None
         self.released = False
+        self.commands_run = 0  # commands that ran (not refused): what may have changed the work
+
+    def _ran(self, r: CommandResult) -> CommandResult:
+        if not r.refused:
+            self.commands_run += 1
+        return r
 
     def _invalid(
         self, tool: str, command: str, path: object, texts: Sequence[tuple[str, object]]
@@ -116,13 +186,16 @@ class SolverTools:
         bad = self._invalid("read", _READ, path, ())
         if bad is not None:
             return bad
-        return ToolResult.of(self.resource.run(self.worker, _READ, tool="read", args=(path,)))
+        r = self._ran(self.resource.run(self.worker, _READ, tool="read", args=(path,)))
+        return ToolResult.of(r)
 
     def write(self, path: str, text: str) -> ToolResult:
         bad = self._invalid("write", _WRITE, path, (("the text", text),))
         if bad is not None:
             return bad
-        r = self.resource.run(self.worker, _WRITE, tool="write", stdin=text.encode(), args=(path,))
+        r = self._ran(
+            self.resource.run(self.worker, _WRITE, tool="write", stdin=text.encode(), args=(path,))
+        )
         return ToolResult.of(r)
 
     def edit(self, path: str, old: str, new: str) -> ToolResult:
@@ -133,7 +206,9 @@ class SolverTools:
         if not old:
             return ToolResult(False, "", "edit: `old` must not be empty", 0.0)
         payload = json.dumps({"old": old, "new": new}).encode()
-        r = self.resource.run(self.worker, _EDIT_CMD, tool="edit", stdin=payload, args=(path,))
+        r = self._ran(
+            self.resource.run(self.worker, _EDIT_CMD, tool="edit", stdin=payload, args=(path,))
+        )
         if r.exit_code == 3:
             n = r.stdout.strip()
             what = "not found" if n == "0" else f"found {n} times (it must be unique; add context)"
@@ -141,7 +216,7 @@ class SolverTools:
         return ToolResult.of(r)
 
     def bash(self, command: str, *, tool: str = "bash") -> ToolResult:
-        r = self.resource.run(self.worker, command, tool=tool)
+        r = self._ran(self.resource.run(self.worker, command, tool=tool))
         return ToolResult(
             r.ok,
             r.stdout + (r.stderr if r.stderr else ""),
@@ -152,15 +227,18 @@ class SolverTools:
         )
 
     def memory(self, text: str) -> ToolResult:
-        """Write a note to scratch: free, and allowed outside the window."""
-        accepted = self.scratch is not None
-        if self.scratch is not None:
+        """Write a note to scratch: free, and allowed outside the window. Where the condition
+        keeps no notes (memory off: no scratch, or one that keeps only reports) nothing is
+        saved, the answer says memory is off, and the refused write is recorded."""
+        accepted = self.scratch is not None and self.scratch.accepts("note")
+        if accepted:
+            assert self.scratch is not None
             self.scratch.write("note", self.subrun, text)  # its on_write hook records the event
             if self.scratch.on_write is None and self.emit is not None:
                 self.emit(ScratchWritten, worker=self.worker, entry="note", text=text)
         elif self.emit is not None:  # memory off: the refused write is still on the record
             self.emit(ScratchWritten, worker=self.worker, entry="note", text=text, accepted=False)
-        return ToolResult(accepted, "", None if accepted else "scratch memory is off", 0.0)
+        return ToolResult(accepted, "", None if accepted else MEMORY_OFF, 0.0)
 
     def release(self) -> float:
         """End the window now; returns the seconds used."""
@@ -172,9 +250,23 @@ class SolverTools:
         return self.pending_request
 
 
+@dataclass(frozen=True, slots=True)
+class Measured:
+    """One evaluation of a workspace: the state it was taken in (the tools object and its
+    command count), the evaluation, and the events it produced (not yet written)."""
+
+    key: tuple[int, int]
+    evaluation: Evaluation
+    events: list[tuple[tuple[Any, ...], dict[str, Any]]]
+
+
 class WorkspaceEvaluation:
-    """`Solver.evaluate` for every real-task solver: score the worker's workspace against the
-    task's hidden tests (the evaluator hides the reference); keeps the full evaluation."""
+    """Evaluation for every real-task solver: score the worker's workspace against the task's
+    hidden tests (the evaluator hides the reference) off the event loop, keep the full
+    evaluation, and measure `progress` (the share of hidden tests passed) after windows.
+
+    A subclass sets `tools` (its `SolverTools`), `measured` (None) and `progress_share` (0.0)
+    when a subrun starts."""
 
     worker: str
     suite: Suite
@@ -182,15 +274,38 @@ class WorkspaceEvaluation:
     emit: Callable[..., Any] | None
     task_id: str | None
     last_evaluation: Evaluation | None
+    tools: SolverTools | None
+    measured: Measured | None
+    progress_share: float
 
-    async def evaluate(self) -> EvaluationResult:
+    def _state(self) -> tuple[int, int]:
+        t = self.tools
+        return (id(t), t.commands_run if t is not None else 0)
+
+    async def _evaluate(self) -> Measured:
+        """The workspace's evaluation as it is now (the last one again if no command ran since)."""
         assert self.task_id is not None, "start_subrun first"
-        ev = evaluate_submission(
+        key = self._state()
+        if self.measured is not None and self.measured.key == key:
+            return self.measured
+        ev, held = await evaluate_off_loop(
             self.suite[self.task_id],
             self.resource.workspace(self.worker),
             worker=self.worker,
-            emit=self.emit,
             reference_mode=self.resource.reference_mode,
         )
-        self.last_evaluation = ev
-        return ev.result
+        self.measured = Measured(key, ev, held)
+        self.progress_share = ev.result.score
+        return self.measured
+
+    async def measure_progress(self) -> float:
+        """After a window: the share of hidden tests the workspace passes (no event written)."""
+        return (await self._evaluate()).evaluation.result.score
+
+    async def evaluate(self) -> EvaluationResult:
+        m = await self._evaluate()
+        if self.emit is not None:
+            for args, kwargs in m.events:
+                self.emit(*args, **kwargs)
+        self.last_evaluation = m.evaluation
+        return m.evaluation.result

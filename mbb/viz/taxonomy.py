@@ -1,4 +1,5 @@
 """Figures of the taxonomy analyses: behaviour prevalence, strategic profiles, institutions,
+relational behaviour against the bid level (Fig. 12), the structural metrics (Table 8),
 behaviour and linguistic drift, and the classifier's validation.
 
 Inputs are the tables dict (with `runs`/`workers` from `mbb.analysis.with_run_info`) and the
@@ -16,7 +17,7 @@ import altair as alt
 import polars as pl
 
 from mbb import analysis as A
-from mbb.core.taxonomy import CATEGORIES
+from mbb.core.taxonomy import CATEGORIES, SEPARATE
 from mbb.viz.theme import model_color, none_chart, none_layer, with_empty_panels, worker_order
 
 __all__ = [
@@ -25,17 +26,21 @@ __all__ = [
     "institutional_behaviours",
     "linguistic_drift_chart",
     "prevalence_heatmap",
+    "relational_vs_bid_chart",
     "strategic_profile",
+    "structural_table",
 ]
 
 _TITLE = {c.name: f"{c.title} {c.symbol}".strip() for c in CATEGORIES}
-_ORDER = [_TITLE[c.name] for c in CATEGORIES]
+# reported on their own rows, below the 21 (metagaming rolls up into none of them)
+_TITLE |= {c.name: f"{c.title} (separate)" for c in SEPARATE}
+_ORDER = [_TITLE[c.name] for c in (*CATEGORIES, *SEPARATE)]
 _CAT = pl.DataFrame(
     {
-        "category": [c.name for c in CATEGORIES],
-        "label": [_TITLE[c.name] for c in CATEGORIES],
-        "family": [c.family for c in CATEGORIES],
-        "marker": [c.marker for c in CATEGORIES],
+        "category": [c.name for c in (*CATEGORIES, *SEPARATE)],
+        "label": [_TITLE[c.name] for c in (*CATEGORIES, *SEPARATE)],
+        "family": [c.family for c in (*CATEGORIES, *SEPARATE)],
+        "marker": [c.marker for c in (*CATEGORIES, *SEPARATE)],
     }
 )
 _MARKER_NAME = {"relational": "relational †", "non_relational": "non-relational ‡", "none": "none"}
@@ -45,7 +50,9 @@ def prevalence_heatmap(
     tables: Mapping[str, pl.DataFrame], wr_pred: pl.DataFrame, by: str = "model"
 ) -> alt.Chart:
     """Share of worker-rounds showing each category, per model, persona or condition — the
-    paper's Fig. 6 grid; categories in taxonomy order, † relational, ‡ non-relational."""
+    paper's Fig. 6 grid; categories in taxonomy order, † relational, ‡ non-relational, then
+    exclusionary coalitions, divide-and-conquer and metagaming on rows of their own (the first
+    two also count under rival targeting; metagaming under none of the 21)."""
     if by not in ("model", "persona", "condition"):
         raise ValueError(f"by must be 'model', 'persona' or 'condition', got {by!r}")
     wr = A.worker_rounds(tables)
@@ -92,7 +99,7 @@ def prevalence_heatmap(
         )
         .properties(
             width=max(120, 60 * denom.height),
-            height=21 * 16,
+            height=len(_ORDER) * 16,
             title=f"Behaviour prevalence by {by} (share of worker-rounds)",
         )
     )
@@ -105,7 +112,8 @@ def strategic_profile(tables: Mapping[str, pl.DataFrame], wr_pred: pl.DataFrame)
     wr = A.worker_rounds(tables)
     if wr.is_empty():
         return none_chart("Strategic profile per model", "no worker took part in a round")
-    p = wr_pred.select(*keys, "category").unique().join(_CAT, on="category")
+    the21 = _CAT.filter(pl.col("category").is_in([c.name for c in CATEGORIES]))
+    p = wr_pred.select(*keys, "category").unique().join(the21, on="category")
     profile = pl.concat(
         [
             p.select(*keys, pl.format("family: {}", "family").alias("profile")),
@@ -441,3 +449,51 @@ def _workers(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
             "mbb.analysis.with_run_info(tables, by_kind=batch.by_kind) or run_dirs=..."
         )
     return tables["workers"]
+
+
+def relational_vs_bid_chart(rvb: pl.DataFrame) -> alt.Chart:
+    """Fig. 12: the share of worker-rounds with a relational behaviour against the round's
+    mean bid (rounds in quantile bins of their mean bid, per condition); the correlation over
+    the condition's rounds in the tooltip.
+
+    rvb: `mbb.analysis.relational_vs_bid` output."""
+    if rvb.is_empty():
+        return none_chart("Relational behaviour vs mean bid", "no round to bin")
+    return (
+        alt.Chart(rvb)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("mean_bid:Q", title="Mean bid of the rounds in the bin (credits)"),
+            y=alt.Y(
+                "relational_share:Q",
+                title="Share of worker-rounds with a relational behaviour",
+                axis=alt.Axis(format="%"),
+                scale=alt.Scale(domain=[0, 1]),
+            ),
+            color=alt.Color("condition:N", title="Condition"),
+            tooltip=[
+                "condition:N",
+                alt.Tooltip("bid_bin:O", title="bid bin"),
+                alt.Tooltip("rounds:Q"),
+                alt.Tooltip("mean_bid:Q", format=".0f"),
+                alt.Tooltip("relational_share:Q", format=".1%"),
+                alt.Tooltip("corr:Q", format=".2f", title="corr (rounds)"),
+            ],
+        )
+        .properties(width=360, height=220, title="Relational behaviour vs mean bid (Fig. 12)")
+    )
+
+
+def structural_table(metrics: pl.DataFrame) -> pl.DataFrame:
+    """Table 8 as the paper prints it: one row per condition and model (all: the condition's
+    rounds pooled), one column per metric (per-subrun metrics: one column per subrun).
+
+    metrics: `mbb.analysis.structural_metrics` output."""
+    named = metrics.with_columns(
+        pl.when(pl.col("subrun").is_null())
+        .then(pl.col("metric"))
+        .otherwise(pl.format("{} (subrun {})", "metric", "subrun"))
+        .alias("column")
+    )
+    wide = named.pivot(on="column", index=["condition", "model"], values="value")
+    return wide.sort("condition", pl.col("model") != "all", "model")

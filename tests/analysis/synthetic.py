@@ -47,6 +47,9 @@ _CONVENTIONS = {
 }
 
 _RELATIONAL = frozenset(c.name for c in CATEGORIES if c.marker == "relational")
+# what SCARCE's agents invented on top of the operator's auction (§6): reciprocity debts,
+# reputation and tie-breaks
+_INSTITUTIONS = frozenset({"reciprocity", "reputation", "tie_break_deference"})
 
 
 @cache
@@ -54,8 +57,9 @@ def pools(split: str = "dev") -> dict[str, tuple[str, ...]]:
     """Texts of a gold split by role: rule, deal (reciprocity / coalition formation,
     forward-looking arrangements), metagaming, filler; `invented`: the rule items labelled
     with none of the fixed conventions (EDF, SJF, arrival, tie-break, price); `relational`:
-    items with any relational label; and one pool per label (the items carrying it)."""
-    roles = ("rule", "deal", "meta", "filler", "invented", "relational")
+    items with any relational label; `institution`: items labelled reciprocity, reputation or
+    tie-break deference; and one pool per label (the items carrying it)."""
+    roles = ("rule", "deal", "meta", "filler", "invented", "relational", "institution")
     out: dict[str, list[str]] = {k: [] for k in roles}
     with (GOLD_DIR / f"{split}.jsonl").open(encoding="utf-8") as fh:
         for line in fh:
@@ -65,6 +69,8 @@ def pools(split: str = "dev") -> dict[str, tuple[str, ...]]:
                 out.setdefault(lab, []).append(item["text"])
             if labels & _RELATIONAL:
                 out["relational"].append(item["text"])
+            if labels & _INSTITUTIONS:
+                out["institution"].append(item["text"])
             if "rule_making_citation" in labels:
                 out["rule"].append(item["text"])
                 if not labels & _CONVENTIONS:
@@ -117,8 +123,11 @@ class Knobs:
     deal_label: str | None = None
     # chance a deal or relational message is sent privately to another worker
     private: float = 0.0
-    # "llm": the workers are LLM negotiators (their mandates: the condition's suggested list)
+    # "llm": the workers are LLM negotiators (their mandates: what the condition's rules impose);
+    # "mixed": W1 and W2 are, W3 and W4 are scripted
     negotiator: str = "scripted"
+    # the workers' persona (scripted workers: its code's categories are mandated)
+    persona: str = "price_first"
 
 
 _BEHAVIOUR_KNOBS = (
@@ -131,6 +140,7 @@ _BEHAVIOUR_KNOBS = (
     "deal_label",
     "private",
     "negotiator",
+    "persona",
 )
 _RULE_KNOBS = ("rule_any", "rule_carry", "rule_pool")
 _DEFAULT = Knobs()
@@ -217,13 +227,14 @@ def extended_run(Log, run_id: str, knobs: Knobs, rng: np.random.Generator, *, su
     log = Log(run_id)
     log.run_started(
         run_id.split("-seed")[0],
-        [(w, "price_first", 1000, 1500.0) for w in workers],
+        [(w, knobs.persona, 1000, 1500.0) for w in workers],
         subruns=subruns,
     )
     if knobs.negotiator != "scripted":
         rec = json.loads(log.by_kind["run_started"][0])
         for w in rec["workers"]:
-            w["negotiator"], w["model"] = knobs.negotiator, "synthetic"
+            if knobs.negotiator == "llm" or w["id"] in ("W1", "W2"):
+                w["negotiator"], w["model"] = "llm", "synthetic"
         log.by_kind["run_started"][0] = json.dumps(rec)
     said: list[str] = []
     pick = lambda pool: pool[rng.integers(len(pool))]  # noqa: E731

@@ -231,5 +231,8 @@ def test_instructions_are_rendered_by_the_prompt_builder():
     from mbb.batch.build import load_params
 
     text = condition_instructions(load_params("fixed_bids"))
-    assert "trade concessions, make or invoke commitments" in text
-    assert "bids cannot be revised" in text  # the fixed-bids condition's own wording
+    assert "Declarations are final once made" in text  # the fixed-bids condition's own rule
+    assert "declarations cannot be revised in this condition" in text  # its answer's field
+    assert "trade concessions" not in text and "remembered by others" not in text
+    solver = condition_instructions(load_params("fixed_bids"), "solver")
+    assert "How you get windows" in solver and "completion claim" in solver

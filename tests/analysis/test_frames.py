@@ -50,8 +50,8 @@ def _started(run_id: str, negotiator: str, model: str | None) -> str:
 def test_run_info_labels_llm_workers_by_model():
     runs, workers = run_info([_started("r1", "llm", "glm-5.3"), _started("r2", "scripted", None)])
     assert runs.rows() == [
-        ("r1", "fixed_bids", 7, False, "fixed", 3),
-        ("r2", "fixed_bids", 7, False, "fixed", 3),
+        ("r1", "fixed_bids", 7, False, "fixed", 3, []),
+        ("r2", "fixed_bids", 7, False, "fixed", 3, []),
     ]
     assert workers.select("run_id", "label", "budget").rows() == [
         ("r1", "glm-5.3", 900),
@@ -69,26 +69,41 @@ def test_run_info_from_dirs_reads_the_first_line(tmp_path):
         with_run_info({})
 
 
-def test_prompt_mandates_price_primary_for_llm_workers():
-    _, workers = run_info([_started("r1", "llm", "glm-5.3")])
+def _labels(run_id: str = "r1") -> pl.DataFrame:
     wr = pl.DataFrame(
         {
-            "run_id": ["r1"] * 4,
+            "run_id": [run_id] * 4,
             "subrun": [1, 1, 2, 2],
             "round": [1, 2, 1, 1],
             "worker": ["W1"] * 4,
             "category": ["price_primary", "price_primary", "anchoring", "shortest_job_first"],
         }
     )
-    wr = pl.concat([wr, wr.with_columns(pl.lit(3, pl.Int64).alias("round"))])
-    inst = institutions({"workers": workers}, wr).select(
+    return pl.concat([wr, wr.with_columns(pl.lit(3, pl.Int64).alias("round"))])
+
+
+def test_mandates_of_llm_workers_are_what_the_rules_impose():
+    """An LLM worker under Kemeny ballots is told no ordering to use: its price-primary and SJF
+    talk is its own. Under a price-ordered aggregation price-primary is the rule (mandated);
+    under an SJF mechanism shortest-job-first is."""
+    runs, workers = run_info([_started("r1", "llm", "glm-5.3")])
+    inst = institutions({"workers": workers, "runs": runs}, _labels()).select(
         "category", "mandated", "forward_scoped", "institutional"
     )
-    # anchoring is unmarked; SJF (non-relational) is not suggested by the LLM prompt, so
-    # self-discovered, but with no text to show it is scoped to future rounds, not an
-    # institution
+    # anchoring and price-primary are unmarked; SJF (non-relational) is self-discovered, but
+    # with no text to show it is scoped to future rounds, not an institution
     assert inst.rows() == [
         ("anchoring", False, False, False),
-        ("price_primary", True, False, False),
+        ("price_primary", False, False, False),
         ("shortest_job_first", False, False, False),
     ]
+    for params, mandated in (
+        ({"mechanism": {"aggregation": "price_only"}}, {"price_primary"}),
+        ({"mechanism": {"kind": "sjf"}}, {"shortest_job_first"}),
+    ):
+        line = json.loads(_started("r2", "llm", "glm-5.3"))
+        line["params"].update(params)
+        runs2, workers2 = run_info([json.dumps(line)])
+        assert set(runs2["imposed"][0]) == mandated
+        got = institutions({"workers": workers2, "runs": runs2}, _labels("r2"))
+        assert set(got.filter("mandated")["category"]) == mandated

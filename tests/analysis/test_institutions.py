@@ -39,7 +39,7 @@ def test_worker_institutions(scen, scen_ev):
         # the reciprocator's persona dictates reciprocity: mandated, so not self-discovered
         ("W3", "reciprocity", 2, 2, True, True, False),
     ]
-    # price-primary is mandated for everyone and unmarked: never an institution
+    # price-primary: every persona's code enacts it (and it is unmarked): never an institution
     pp = inst.filter(pl.col("category") == "price_primary")
     assert pp["mandated"].all() and not pp["institutional"].any()
 
@@ -63,17 +63,37 @@ def test_summary_and_pairs(scen, scen_ev):
     ]
 
 
-def test_llm_mandates_come_from_the_instructions():
-    """The default LLM prompt tells negotiators to "trade concessions, make or invoke
-    commitments" and to rank primarily by bid: none of those is self-discovered."""
-    from mbb.analysis import llm_mandates
-    from mbb.analysis.instructions import suggested_categories
+def test_mandated_means_imposed_by_a_rule():
+    """Each registered rule declares what it imposes, in taxonomy categories; a condition
+    mandates the union of the rules in force, never what its instructions read like."""
+    from mbb.batch.build import load_params
+    from mbb.protocol import rules
+    from mbb.protocol.explain import imposed
 
-    assert {"reciprocity", "rule_making_citation", "price_primary"} <= llm_mandates()
-    # coalitions are not suggested by the prompt: an LLM coalition can be self-discovered
-    assert "coalition_formation" not in llm_mandates()
-    # derived from the text: drop the suggestion and the category is no longer excluded
-    assert "reciprocity" not in suggested_categories("Rank all candidates by declared bid.")
+    registries = [rules.AGGREGATION, rules.ALLOCATION, rules.PAYMENT, rules.MECHANISMS]
+    registries += [rules.TIME_MODELS, *rules.SWITCHES.values()]
+    for registry in registries:
+        for rule in registry:
+            assert rule.imposes <= set(CATEGORY_NAMES), rule.name
+    expect = {
+        "base": set(),  # Kemeny ballots, pay your bid: no ordering is imposed
+        "fixed_bids": set(),
+        "memory_off": set(),
+        "mech_edf": {"earliest_deadline_first"},
+        "mech_sjf": {"shortest_job_first"},
+        "mech_fcfs": {"recency_first"},
+        "mech_round_robin": {"recency_first"},
+        "mech_first_price": {"price_primary"},
+        "mech_second_price": {"price_primary"},
+        "mech_proportional_share": {"price_primary"},
+    }
+    for name, cats in expect.items():
+        assert imposed(load_params(name)) == cats, name
+    price = load_params("base", {"mechanism": {"aggregation": "price_only"}})
+    assert imposed(price) == {"price_primary"}
+    # an aggregation rule is not in force where no ballots are aggregated
+    edf = load_params("mech_edf", {"mechanism": {"aggregation": "price_only"}})
+    assert imposed(edf) == {"earliest_deadline_first"}
 
 
 def test_forward_scope_is_scope_not_recurrence(events):

@@ -320,7 +320,11 @@ NOT_MEASURES: dict[str, str] = {
         [
             "run_info",
             "run_info_from_dirs",
+            "baseline_cell",
             "cell_of",
+            "cells_of",
+            "condition_part",
+            "recorded_conditions",
             "excluded_note",
             "find_run_dirs",
             "load_runs",
@@ -335,11 +339,13 @@ NOT_MEASURES: dict[str, str] = {
     **dict.fromkeys(
         [
             "condition_instructions",
-            "suggested_categories",
-            "suggested_for_condition",
-            "llm_mandates",
+            "instruction_parts",
+            "instruction_hits",
+            "default_imposed",
         ],
-        "what each condition tells its agents: the input of the self-discovered split",
+        "what each condition tells its agents (the classifier's audit of it, the linguistic "
+        "measures' vocabulary reference) and what a run's rules impose when its params are "
+        "not at hand",
     ),
     **dict.fromkeys(
         ["GROUPS", "OUTCOME_COLUMNS", "TEXT_MEASURES"], "names: groups and columns of measures"

@@ -32,12 +32,10 @@ from mbb.analysis import (
     pair_institution_summary,
     pair_institutions,
     relational_vs_bid,
-    suggested_for_condition,
     utterance_predictions,
     worker_round_predictions,
 )
 from mbb.core.taxonomy import CATEGORIES
-from mbb.params import Condition
 
 from .nulls import pool_null_coverage
 from .synthetic import Knobs, synthetic_run
@@ -51,10 +49,8 @@ T = "test"  # the held-out gold split
 EDF = "earliest_deadline_first"
 
 RELATIONAL = frozenset(c.name for c in CATEGORIES if c.marker == "relational")
-# what the default LLM instructions suggest (reciprocity and reputation among them, not the
-# coalition categories); "untold": the same list without any relational category
-TOLD = suggested_for_condition(Condition.model_validate({}))
-UNTOLD = TOLD - RELATIONAL
+# what SCARCE's agents invented (§6): reciprocity debts, reputation, tie-breaks
+INVENTED = frozenset({"reciprocity", "reputation", "tie_break_deference"})
 
 CONDITIONS = {
     # relational items in low-bid rounds far more than in high-bid ones, vs independent of bids
@@ -66,22 +62,19 @@ CONDITIONS = {
     # relational items rising from 5 % to 45 % over the subruns vs flat at 25 %
     "drift_on": Knobs(split=T, cat="relational", cat_first=0.05, cat_last=0.45),
     "drift_off": Knobs(split=T, cat="relational", cat_first=0.25, cat_last=0.25),
-    # LLM workers' deals: coalition formation (not suggested) vs reciprocity (suggested)
-    "coal_deals": Knobs(
-        split=T, deal=0.3, deal_label="coalition_formation", negotiator="llm", private=0.5
+    # reciprocity, reputation and tie-break items voiced by LLM workers, whom no rule of the
+    # condition tells to use them (self-discovered), vs the same items voiced by scripted
+    # reciprocators, whose persona's code enacts all three (mandated)
+    "inst_invented": Knobs(
+        split=T, deal=0.4, deal_label="institution", negotiator="llm", private=0.5
     ),
-    "recip_deals": Knobs(
-        split=T, deal=0.3, deal_label="reciprocity", negotiator="llm", private=0.5
-    ),
-    # the same reciprocity deals under instructions that suggest no relational category
-    "recip_untold": Knobs(
-        split=T, deal=0.3, deal_label="reciprocity", negotiator="llm", private=0.5
+    "inst_imposed": Knobs(
+        split=T, deal=0.4, deal_label="institution", persona="reciprocator", private=0.5
     ),
     # fresh wording in later subruns vs mostly repeats of the run's earlier text
     "ling_on": Knobs(split=T, fresh_later=1.0),
     "ling_off": Knobs(split=T, fresh_later=0.2),
 }
-SUGGESTED = {c: TOLD for c in CONDITIONS} | {"recip_untold": UNTOLD, "null": TOLD}
 NULL = Knobs(
     split=T,
     relational_low=0.15,
@@ -92,7 +85,10 @@ NULL = Knobs(
     deal=0.15,
     # no repeats: a repeat re-voices the run's earlier (relational) text, which is drift
     fresh_later=1.0,
-    negotiator="llm",
+    # two LLM workers and two scripted reciprocators (whose relational categories are
+    # mandated), so the self-discovered share varies from run to run
+    negotiator="mixed",
+    persona="reciprocator",
     private=0.5,
 )
 
@@ -107,19 +103,25 @@ PLANTS = {
     "relational_vs_bid_high_minus_low": ("rvb", "high_minus_low", "rvb_on", "rvb_off", -1),
     "prevalence_edf": ("prev", "prevalence", "prev_on", "prev_off", +1),
     "drift_relational_delta": ("drift", "delta", "drift_on", "drift_off", +1),
-    "self_discovered_share": ("inst", "self_discovered_share", "coal_deals", "recip_deals", +1),
+    "self_discovered_share": (
+        "inst",
+        "self_discovered_share",
+        "inst_invented",
+        "inst_imposed",
+        +1,
+    ),
     "relational_institution_share": (
         "inst",
         "share_relational_institution",
-        "recip_untold",
-        "recip_deals",
+        "inst_invented",
+        "inst_imposed",
         +1,
     ),
     "pair_institutional_share": (
         "pairs",
         "institutional_share",
-        "recip_untold",
-        "recip_deals",
+        "inst_invented",
+        "inst_imposed",
         +1,
     ),
     "bow_similarity": ("ling", "bow_similarity", "ling_on", "ling_off", -1),
@@ -151,15 +153,13 @@ def built():
 def per_run(built):
     """Per-run tables of every measure, keyed as in PLANTS."""
     t, ev, wr = built
-    inst = institutions(t, utterance_predictions(ev), suggested=SUGGESTED)
+    inst = institutions(t, utterance_predictions(ev))
     return {
         "rvb": relational_vs_bid(t, wr, by="run_id"),
         "prev": behaviour_prevalence(t, wr, [EDF], by="run_id"),
         "drift": behaviour_drift(t, wr, by="run_id").filter(pl.col("group") == "relational"),
         "inst": institution_summary(inst, by="run_id"),
-        "pairs": pair_institution_summary(
-            pair_institutions(t, ev, suggested=SUGGESTED), by="run_id"
-        ),
+        "pairs": pair_institution_summary(pair_institutions(t, ev), by="run_id"),
         "ling": linguistic_drift(t, ev, by="run_id"),
         "_inst_rows": inst,
     }
@@ -204,7 +204,25 @@ def test_pooled_relational_vs_bid_and_institution_summary_agree_with_the_plants(
     assert corr["rvb_on"] < 0 and corr["rvb_on"] < corr["rvb_off"], corr
     s = institution_summary(per_run["_inst_rows"])
     share = dict(s.select("condition", "share_relational_institution").iter_rows())
-    assert share["recip_untold"] > share["recip_deals"]
+    assert share["inst_invented"] > share["inst_imposed"]
+
+
+def test_invented_institutions_are_self_discovered_and_imposed_ones_are_not(per_run):
+    """The issue's planted test and its null, row by row: reciprocity, reputation and
+    tie-breaks that LLM workers voice under rules imposing none of them are never mandated, and
+    (voiced for later rounds) institutions; the same categories voiced by workers whose
+    persona's code enacts them are always mandated, so never institutions."""
+    inst = per_run["_inst_rows"].filter(pl.col("category").is_in(list(INVENTED)))
+    invented = inst.filter(pl.col("condition") == "inst_invented")
+    imposed = inst.filter(pl.col("condition") == "inst_imposed")
+    assert invented.height > 0 and imposed.height > 0
+    assert not invented["mandated"].any() and set(invented["category"]) == INVENTED
+    # the relational ones are voiced for later rounds, so institutions; the gold tie-break
+    # items settle the tie at hand, so they are self-discovered but seldom forward-scoped
+    fwd = invented.filter("forward_scoped")
+    assert fwd["institutional"].all()
+    assert {"reciprocity", "reputation"} <= set(fwd["category"])
+    assert imposed["mandated"].all() and not imposed["institutional"].any()
 
 
 def _subset(t: dict[str, pl.DataFrame], runs: list[str]) -> dict[str, pl.DataFrame]:

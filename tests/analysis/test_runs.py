@@ -96,3 +96,32 @@ def test_conditions_pick_cells_by_name_and_an_empty_choice_is_an_error(study):
     empty.mkdir()
     with pytest.raises(FileNotFoundError, match="no runs"):
         load_runs([empty])
+
+
+def test_cells_split_the_tables_and_pair_with_their_baseline(study):
+    from mbb.analysis.runs import baseline_cell, cells_of, condition_part
+
+    tables = load_runs([study])
+    cells = cells_of(tables)
+    assert set(cells) == {"base", "memory_off"}
+    assert set(cells["memory_off"]["runs"]["run_id"]) == {"memory_off-seed0001"}
+    assert set(cells["base"]["evaluations"]["run_id"]) == {"base-seed0000", "base-seed0002"}
+    assert baseline_cell("urgent_worker.negotiators-glm") == "base.negotiators-glm"
+    assert baseline_cell("urgent_worker") == "base"
+    assert baseline_cell("mech_fcfs-stub-a", baseline="mech_sjf") == "mech_sjf-stub-a"
+    assert condition_part("urgent_worker.negotiators-glm") == "urgent_worker"
+    assert condition_part("memory_off") == "memory_off"
+
+
+def test_recorded_conditions_are_what_the_runs_were_told(study, tmp_path):
+    from mbb.analysis.runs import recorded_conditions
+
+    found = recorded_conditions([study])
+    assert set(found) == {"base", "memory_off"}
+    assert found["memory_off"] == load_params("memory_off", SMALL)
+    assert set(recorded_conditions([study], ["memory_off"])) == {"memory_off"}
+    # a log without even one complete event names no condition (load_runs says why)
+    broken = tmp_path / "x" / "odd-seed0000"
+    broken.mkdir(parents=True)
+    (broken / "events.jsonl").write_text('{"kind": "run_sta')
+    assert recorded_conditions([tmp_path]) == {}

@@ -32,6 +32,7 @@ class SolverScript:
     never_request: bool = False  # outside a window, only ever write notes
     idle_reads: bool = False  # inside a window, read docs.txt forever (never releases)
     claim_early: bool = False  # first thing in a window: declare the task finished (it is not)
+    claim_loop: bool = False  # inside a window: declare the task finished, turn after turn
     seen: list[dict[str, Any]] = field(default_factory=list)  # bodies it answered
 
     # --- reading the conversation -------------------------------------------------------------
@@ -101,6 +102,8 @@ class SolverScript:
         in_window = [d for d in done if d[0] not in ("memory", "request")]
         if self.invalid_first and not in_window:
             return None
+        if self.claim_loop:
+            return "release", {"finished": True}
         if self.claim_early and not any(t == "release" for t, _, _ in done):
             return "release", {"finished": True}
         if self.idle_reads:

@@ -380,3 +380,19 @@ def test_old_turns_are_dropped_in_chunks_so_the_prompt_keeps_its_prefix(tmp_path
                 assert "earlier turns omitted" in msgs[len(solver._head)]["content"]
             prev = msgs
         assert restarts == 3  # a sliding window would have changed the prefix 8 times
+
+
+def test_under_memory_off_the_memory_tool_says_so_and_the_refusal_is_recorded(tmp_path, suite):
+    """Memory off (scratch keeps only after-action reports): the note is not saved, the model
+    is told memory is off, and the refused write is a `scratch_written` event (not accepted)."""
+    script = SolverScript()  # a note before its first request
+    with FakeOpenAIServer(script, api_key=SECRET) as srv:
+        rig = Rig(tmp_path, suite, srv)
+        rig.scratch.restrict(allow={"report"})
+        rig.start("rev")
+        rig.ask()
+        said = json.dumps(script.seen[-1]["messages"])
+    assert "error: memory is off in this condition: the note was not saved" in said
+    assert not rig.scratch.of_kind("note")
+    (refused,) = rig.events("scratch_written")
+    assert refused["entry"] == "note" and refused["accepted"] is False

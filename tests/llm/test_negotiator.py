@@ -246,3 +246,43 @@ def test_grammar_endpoints_get_ranges_in_the_schema(server, sleeps, log) -> None
     asyncio.run(make(server, sleeps, log).declare(make_view()))
     strict = server.completions[0].body["response_format"]["json_schema"]["schema"]
     assert "minimum" not in strict["properties"]["bid"]
+
+
+def test_a_commitment_older_than_the_kept_posts_survives_compaction(server, sleeps, log) -> None:
+    """The paper's history summary keeps open commitments: a private promise made in round 1,
+    older than the 40 posts a prompt shows in full, is still in the snapshot a compacted
+    conversation restarts from (in the summary of the posts it leaves out, with its text)."""
+    import dataclasses
+
+    from mbb.core.agent_api import PastRound
+    from mbb.core.board import Board
+
+    from .views import POP
+
+    promise = "W1, if you go second now, I rank you first at our next tie. Promise."
+    board = Board(readers=POP)
+    board.post("W3", promise, to="W1", subrun=1, round=1, turn=1)
+    for i in range(45):
+        board.post(
+            "W2", f"status {i}: still compiling", to=None, subrun=1, round=2 + i // 5, turn=1
+        )
+    rounds = [
+        PastRound(r, ["W2", "W1"], {"W2": 50, "W1": 30}, {"W2": 90, "W1": 100})
+        for r in range(1, 11)
+    ]
+    view = dataclasses.replace(
+        make_view(), round=11, posts=board.visible_to("W1"), past_rounds=rounds
+    )
+    server.responder = good_responder
+    neg = LlmNegotiator(
+        "W1", config=make_config(server), llm=make_client(sleeps), emit=log.emit,
+        max_history_chars=2000,
+    )  # fmt: skip
+    asyncio.run(neg.declare(view))
+    asyncio.run(neg.declare(view))  # the first turn alone is over the budget: compacted
+    first, second = (r.body["messages"] for r in server.completions[:2])
+    assert promise in first[1]["content"]  # the first turn shows every post in full
+    assert len(second) == 2 and "conversation so far was condensed" in second[1]["content"]
+    snapshot = second[1]["content"]
+    assert "(last 40 of 46)" in snapshot  # the promise is not among the posts shown in full
+    assert f"[r1] W3 → you (private): {promise}" in snapshot  # but in their summary

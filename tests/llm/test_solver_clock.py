@@ -1,17 +1,25 @@
 """The LLM solver under the paper's clock (`time.model: charged`) and with completion decided by
 the hidden tests, through the loopback server. Latencies come from a fake clock that the
-scripted server advances by a known amount per reply, so window time is exact."""
+scripted server advances by a known amount per reply, so window time is exact. A completion
+claim is no free oracle: it costs window time, at most one is checked per window, and its
+evaluation runs off the event loop."""
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
+import time
 
 import pytest
 
 from mbb.batch.build import load_params, run_condition_async
+from mbb.core.agent_api import WindowGrant
 from mbb.core.tables import tables_from_log
 from mbb.llm.cache import LlmCache
+from mbb.resource.resource import ToolCosts
+from mbb.tasks import harness
+from mbb.tasks.harness import CLAIMS_PER_WINDOW, claim_cost_s
 from mbb.tasks.suite import build_suite
 from mbb.testing.testserver import FakeOpenAIServer
 
@@ -45,20 +53,138 @@ def test_a_claim_the_hidden_tests_reject_is_not_completion(tmp_path, suite):
         # the model is told, and its window went on: the two reads after the claim ran
         said = json.dumps(script.seen[-1]["messages"])
         assert "not completed: the hidden tests do not all pass yet" in said
-        assert [c["tool"] for c in rig.events("command")] == ["read", "read"]
+        # the claim cost window time (a command of tool `claim`), then the reads ran
+        cmds = rig.events("command")
+        assert [c["tool"] for c in cmds] == ["claim", "read", "read"]
+        assert cmds[0]["runtime"] == claim_cost_s(ToolCosts()) and cmds[0]["exit_code"] == 1
         assert not rig.run(rig.solver.evaluate()).resolved
 
 
-def test_after_a_rejected_claim_the_solver_works_on_and_completes(tmp_path, suite):
+def test_one_claim_per_window_then_the_next_window_completes(tmp_path, suite):
+    """The rejected claim used the window's one check: the claim after the work is refused
+    (nothing run or charged) and the task completes at the next window's claim."""
     script = SolverScript(memory_first=False, claim_early=True)
     with FakeOpenAIServer(script, api_key=SECRET) as srv:
-        rig = Rig(tmp_path, suite, srv)
+        rig = Rig(tmp_path, suite, srv, loop={"max_turns_per_window": 12})
         rig.start("rev")
-        out = rig.window(rig.ask().duration)
-        assert out.completed and rig.solver.done and rig.solver.windows == 1
+        first = rig.window(rig.ask().duration)
+        assert not first.completed and not rig.solver.done
         rules = [e["rule"] for e in rig.events("invalid_action")]
-        assert rules == ["not_completed"]  # the first claim; the second one passed
+        assert rules[0] == "not_completed" and set(rules[1:]) == {"claim_limit"}
+        assert rig.solver.progress == 1.0  # the work is done: every hidden test passes
+        second = rig.window(rig.ask().duration, rnd=2)
+        assert second.completed and rig.solver.done and rig.solver.windows == 2
+        claims = [c for c in rig.events("command") if c["tool"] == "claim"]
+        assert [c["exit_code"] for c in claims] == [1, 0]
         assert rig.run(rig.solver.evaluate()).resolved
+
+
+@pytest.mark.parametrize("time_model", ["virtual", "charged", "measured"])
+def test_a_claim_loop_checks_at_most_the_limit_per_window_and_each_costs_time(
+    tmp_path, suite, monkeypatch, time_model
+):
+    """A solver that claims completion turn after turn: per window at most CLAIMS_PER_WINDOW
+    evaluations run, and the window's clock advances by each one's cost (modeled: 15 s;
+    measured: its wall time); the refused claims run nothing and cost nothing."""
+    runs: list[float] = []
+    real = harness.evaluate_submission
+
+    def counted(*args, **kwargs):
+        ev = real(*args, **kwargs)
+        runs.append(ev.wall_s)
+        return ev
+
+    monkeypatch.setattr(harness, "evaluate_submission", counted)
+    script = SolverScript(memory_first=False, claim_loop=True)
+    clock = FakeClock()
+    think = THINK_S if time_model == "charged" else 0.0  # latency the charged clock counts
+    with FakeOpenAIServer(clock.answering(THINK_S, script), api_key=SECRET) as srv:
+        loop = {"max_turns_per_window": 6}
+        rig = Rig(tmp_path, suite, srv, time_model=time_model, clock=clock, loop=loop)
+        rig.start("rev")
+        rig.ask()
+        for rnd in (1, 2, 3):
+            before = len(runs)
+            start = rig.t
+            out = rig.window(60, rnd=rnd)
+            ran = len(runs) - before
+            assert ran <= CLAIMS_PER_WINDOW and ran == 1 and not out.completed
+            claims = [c for c in rig.events("command") if c["tool"] == "claim"][-ran:]
+            cost = claim_cost_s(ToolCosts()) if time_model != "measured" else runs[-1]
+            assert claims[0]["runtime"] == pytest.approx(cost)
+            # the window's clock moved by the claim (after the model's first reply)
+            assert claims[0]["t"] == pytest.approx(start + think + cost)
+            assert out.used_s == pytest.approx(min(60.0, cost + 6 * think))
+    refused = [e for e in rig.events("invalid_action") if e["rule"] == "claim_limit"]
+    assert len(refused) == 3 * 5  # six turns a window: one checked, five refused
+    assert len(runs) == 3
+
+
+def test_a_claims_evaluation_runs_off_the_event_loop(tmp_path, suite, monkeypatch):
+    """While the hidden tests of a claim run, the event loop (other seeds) keeps going."""
+    real = harness.evaluate_submission
+
+    def slow(*args, **kwargs):
+        time.sleep(0.5)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(harness, "evaluate_submission", slow)
+    script = SolverScript(memory_first=False, claim_early=True, idle_reads=True)
+    with FakeOpenAIServer(script, api_key=SECRET) as srv:
+        rig = Rig(tmp_path, suite, srv, loop={"max_turns_per_window": 1})
+        rig.start("rev")
+        rig.ask()
+        ticks: list[float] = []
+
+        async def both():
+            done = asyncio.Event()
+
+            async def tick():
+                while not done.is_set():
+                    ticks.append(time.monotonic())
+                    await asyncio.sleep(0.01)
+
+            ticker = asyncio.create_task(tick())
+            grant = WindowGrant("W1", 1, 1, 0.0, 60, 60.0)
+            try:
+                return await rig.solver.run_window(grant)
+            finally:
+                done.set()
+                await ticker
+
+        t0 = time.monotonic()
+        asyncio.run(both())
+        took = time.monotonic() - t0
+    assert took >= 0.5
+    # ticks kept coming throughout: no gap near the evaluation's half second
+    gaps = [b - a for a, b in itertools.pairwise(ticks)]
+    assert len(ticks) >= 30 and max(gaps) < 0.3
+
+
+def test_progress_is_the_share_of_hidden_tests_passed(tmp_path, suite):
+    """After each window in which a command ran, `progress` is what the hidden tests say of
+    the workspace: 0 before anything is built, a share for a partial program, 1 when done."""
+    partial = [
+        (
+            "write",
+            {
+                "path": "compile.sh",
+                "text": "printf '#!/bin/sh\\ncat\\n' > executable\nchmod +x executable\n",
+            },
+        ),
+    ]
+    script = SolverScript(memory_first=False)
+    with FakeOpenAIServer(script, api_key=SECRET) as srv:
+        rig = Rig(tmp_path, suite, srv, loop={"max_turns_per_window": 1})
+        rig.start("tac")
+        rig.ask()
+        rig.window(60)  # only `./reference --help`
+        assert rig.solver.progress == 0.0
+        script.extra_steps = partial
+        rig.window(60, rnd=2)  # writes a compile.sh whose executable is `cat`
+        ev = rig.run(rig.solver.evaluate())
+        assert 0 < ev.passed < ev.total
+        assert rig.solver.progress == pytest.approx(ev.passed / ev.total)
 
 
 # --- the paper's clock ------------------------------------------------------------------------

@@ -212,19 +212,26 @@ def test_llm_solver_report_lines_are_printable():
 
 
 def test_progress_does_not_follow_a_link_out_of_the_workspace(w1, suite):
-    """The LLM solver's progress milestone looks at ./executable on the host side: a link to
-    a host file (the hidden tests) must not count, nor reveal that the file exists."""
-    from types import SimpleNamespace
+    """A solver's progress is what the hidden tests say of its workspace, measured in the
+    evaluation's sandbox: an executable that links to a host file (the hidden tests) scores
+    nothing there, and the oracle's reconstruction scores everything."""
+    import asyncio
+    import shutil
 
-    from mbb.agents.llm_solver import LlmSolver
+    from mbb.agents.oracle import DEFAULT_ORACLE_DIR
+    from mbb.tasks.harness import WorkspaceEvaluation
+
+    class Probe(WorkspaceEvaluation):
+        def __init__(self) -> None:
+            self.worker, self.suite, self.resource, self.emit = "W1", suite, w1.resource, None
+            self.task_id, self.last_evaluation, self.tools = "rev", None, None
+            self.measured, self.progress_share = None, 0.0
 
     ws = w1.resource.workspace("W1")
-    me = SimpleNamespace(finished=False, task_id="rev", resource=w1.resource, worker="W1")
-    me._commands = []
-    progress = LlmSolver.progress.fget
     os.symlink(suite["rev"].tests_path, ws / "executable")
-    assert progress(me) == 0.0
+    (ws / "compile.sh").write_text("true\n")
+    assert asyncio.run(Probe().measure_progress()) == 0.0
     (ws / "executable").unlink()
-    (ws / "main.py").write_text("x")
-    os.symlink("main.py", ws / "executable")
-    assert progress(me) == pytest.approx(2 / 3)
+    for f in (DEFAULT_ORACLE_DIR / "rev").iterdir():
+        shutil.copy(f, ws / f.name)
+    assert asyncio.run(Probe().measure_progress()) == 1.0

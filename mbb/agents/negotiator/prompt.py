@@ -1,9 +1,9 @@
 """What one LLM negotiator reads, built from the condition and its round views.
 
 - The system prompt is static for a worker in a condition: the condition's rules, generated
-  through the protocol's registry (`mbb.protocol.explain`: only the phases that run), what
-  each phase's answer must contain with its schema, then which worker this is (last, so all
-  workers of a condition share the longest possible prefix).
+  through the protocol's registry (`mbb.protocol.explain`: only the phases that run, each rule
+  once), which field of each phase's answer is which with its schema, then which worker this
+  is (last, so all workers of a condition share the longest possible prefix).
 - Each turn shows only what is new since the worker's previous turn (`Conversation`): its
   private situation and the candidates when they changed, finished rounds, new messages, the
   current declarations, then the phase's one-line instruction.
@@ -89,14 +89,16 @@ def render_round(r: PastRound) -> str:
     return line
 
 
-def _render_rounds(rounds: list[PastRound], limit: int = 8) -> str:
-    """The latest `limit` rounds in full, a summary of the earlier ones of this subrun."""
+def _render_rounds(rounds: list[PastRound], limit: int = 8, me: str | None = None) -> str:
+    """The latest `limit` rounds in full, a summary of the earlier ones of this subrun (their
+    outcomes and published reasoning, `mbb.protocol.history`)."""
     if not rounds:
         return "No earlier rounds this subrun."
     shown = rounds[-limit:]
     head = "Earlier rounds this subrun (public):"
     if len(rounds) > limit:
-        head = rounds_summary(rounds[:-limit]) + "\n" + head + f" (last {limit} of {len(rounds)})"
+        summary = rounds_summary(rounds[:-limit], me)
+        head = summary + "\n" + head + f" (last {limit} of {len(rounds)})"
     return "\n".join([head, *(render_round(r) for r in shown)])
 
 
@@ -113,7 +115,8 @@ def _render_post(p: Post, me: str) -> str:
 
 
 def render_posts(posts: Sequence[Post], me: str, subrun: int, limit: int = 40) -> str:
-    """This subrun's latest `limit` visible posts in full; the earlier ones counted by author."""
+    """This subrun's latest `limit` visible posts in full; the earlier ones summarised with
+    their text (`mbb.protocol.history.posts_summary`)."""
     mine = [p for p in posts if p.subrun == subrun]
     if not mine:
         return "No messages yet this subrun."
@@ -138,6 +141,7 @@ def _view_condition(window_min: int, window_max: int, max_turns: int, revisable:
                 "max_turns": max_turns,
                 "bids": "revisable" if revisable else "fixed",
             },
+            "time": {"model": "charged"},  # an LLM worker's clock
         }
     )
 
@@ -162,9 +166,11 @@ class NegotiatorPrompt:
     def plan(self, view: RoundView) -> Plan:
         return plan_of(self.condition_for(view))
 
-    def clock_text(self) -> str:
+    def clock_text(self, view: RoundView | None = None) -> str:
         """How time works in the condition, as the explanation says it (its time model)."""
-        cond = self.condition or Condition.model_validate({})
+        cond = self.condition or _view_condition(30, 300, 3, True)
+        if view is not None:
+            cond = self.condition_for(view)
         return next(s.text for s in explain(cond) if s.tag == CLOCK)
 
     # --- the system prompt -----------------------------------------------------------------------
@@ -175,38 +181,28 @@ class NegotiatorPrompt:
         cond = self.condition_for(view)
         plan = plan_of(cond)
         rules = render_rules(explain(cond, list(view.population)))
-        if plan.conversation:
-            rules += "\n" + prompts.CLOSING_CONVERSATION
         identity = prompts.IDENTITY.format(worker=self.worker)
-        return rules + self._phases(view, plan) + self._answers(view, plan) + identity
+        return rules + self._answers(view, plan) + identity
 
-    def _phases(self, view: RoundView, plan: Plan) -> str:
-        if not plan.phases:
-            return ""
-        parts = [prompts.PHASES_HEAD]
-        fields = {"window_min": view.window_min_s, "window_max": view.window_max_s}
-        if plan.declarations:
-            sealed = prompts.PHASE_DECLARATION_SEALED if plan.sealed else prompts.PHASE_DECLARATION
-            parts.append(sealed.format(**fields))
-            if plan.withdrawal:
-                parts.append(prompts.PHASE_WITHDRAW)
-        if plan.conversation:
-            hint = prompts.REVISION_HINT_ALLOWED if plan.revisable else prompts.REVISION_HINT_FIXED
-            parts.append(
-                prompts.PHASE_CONVERSATION.format(max_turns=view.max_turns, revision_hint=hint)
+    @staticmethod
+    def fields(name: str, plan: Plan) -> str:
+        """Which field of the answer `name` is which (the rules themselves are stated once, in
+        the explanation)."""
+        if name == "declaration":
+            return prompts.FIELDS_DECLARATION.format(
+                withdraw=prompts.FIELDS_WITHDRAW if plan.withdrawal else ""
             )
-        if plan.ballots:
-            parts.append(
-                prompts.PHASE_BALLOT.format(
-                    agreed=prompts.BALLOT_AGREED if plan.conversation else "",
-                    published=(
-                        prompts.BALLOT_PUBLISHED
-                        if plan.reasoning_published
-                        else prompts.BALLOT_SECRET
-                    ),
-                )
+        if name == "conversation_turn":
+            return prompts.FIELDS_TURN.format(
+                revision=prompts.FIELDS_REVISION_ALLOWED
+                if plan.revisable
+                else prompts.FIELDS_REVISION_FIXED
             )
-        return "".join(parts)
+        return prompts.FIELDS_BALLOT.format(
+            reasoning=prompts.FIELDS_PUBLISHED
+            if plan.reasoning_published
+            else prompts.FIELDS_SECRET
+        )
 
     def asks(self, plan: Plan) -> list[PhaseAsk]:
         """The answers this condition asks for, in phase order."""
@@ -217,16 +213,19 @@ class NegotiatorPrompt:
         if not schemas:
             return ""
         if self.config.tool_protocol == "native":
-            text = prompts.ANSWERS_TOOLS.format(
-                answers=", ".join(
-                    prompts.ANSWER_TOOL_ITEM.format(name=k, phase=_PHASE_OF[k].upper())
-                    for k in schemas
+            text = prompts.ANSWERS_TOOLS + "".join(
+                prompts.ANSWER_TOOL_ITEM.format(
+                    name=k, phase=_PHASE_OF[k].upper(), fields=self.fields(k, plan)
                 )
+                for k in schemas
             )
         else:
             text = prompts.ANSWERS_JSON_HEAD + "".join(
                 prompts.ANSWER_JSON_ITEM.format(
-                    name=k, phase=_PHASE_OF[k].upper(), schema=json.dumps(v, separators=(",", ":"))
+                    name=k,
+                    phase=_PHASE_OF[k].upper(),
+                    fields=self.fields(k, plan),
+                    schema=json.dumps(v, separators=(",", ":")),
                 )
                 for k, v in schemas.items()
             )
@@ -253,7 +252,7 @@ class NegotiatorPrompt:
         parts = []
         mine = [p for p in view.posts if p.subrun == view.subrun]
         if convo.snapshot:  # the notes are in the turn's head
-            parts.append(_render_rounds(view.past_rounds))
+            parts.append(_render_rounds(view.past_rounds, me=self.worker))
             parts.append(render_posts(mine, self.worker, view.subrun))
         else:
             fresh_rounds = view.past_rounds[convo.seen_rounds :]
@@ -346,7 +345,7 @@ class NegotiatorPrompt:
         subruns_total = view.subruns_total if view is not None else 0
         report = (
             prompts.REPORT_SYSTEM.format(
-                worker=self.worker, max_words=report_words, clock=self.clock_text()
+                worker=self.worker, max_words=report_words, clock=self.clock_text(view)
             ),
             prompts.REPORT_USER.format(
                 **recap_fields(recap),

@@ -1,9 +1,13 @@
 """Prompt text for the LLM solver's tool loop, as plain `str.format` templates (no logic here).
 
-Written for this project from the protocol in the README. Placeholders are filled by
-`mbb.agents.llm_solver` with pre-formatted numbers, so identical states give byte-identical
-prompts (and cache keys). The arena's notices are short bracketed lines the loop injects
-between turns: window started, seconds left, deadline approaching, window over.
+The rules of the condition (how windows are obtained, what time costs, how a window ends, what
+a completion claim costs, memory) are not here: they are generated from the condition through
+the protocol's registry (`mbb.protocol.explain.explain_solver`) and fill `{rules}`. These
+templates state the task, what each tool does and what the notices report; none says what to
+try. Placeholders are filled by `mbb.agents.llm_solver` with pre-formatted numbers, so
+identical states give byte-identical prompts (and cache keys). The arena's notices are short
+bracketed lines the loop injects between turns: window started, seconds left, deadline
+approaching, window over.
 """
 
 from __future__ import annotations
@@ -20,51 +24,44 @@ __all__ = [
     "SYSTEM",
     "TASK",
     "TOOL_DOCS",
+    "TOOL_MEMORY_OFF",
 ]
 
 SYSTEM = """\
-You are the solver of worker {worker}. Your job: rebuild a command-line program so that it \
+You are the solver of worker {worker}. Your task: rebuild a command-line program so that it \
 behaves exactly like the reference program you are given — same standard output and same exit \
-code for the same arguments and standard input.
+code for the same arguments and standard input. Your workspace (the current directory) holds \
+`docs.txt` (the program's documentation) and `./reference` (the program: you may run it, you \
+cannot read it); any installed language may be used (sh, Python 3, C with gcc...).
 
-The machine is shared with {n_others} other workers and you may only run commands while you hold \
-an execution window, which your negotiator wins for you in an auction. Inside a window, every \
-command (read, write, edit, bash) costs simulated seconds from the window; the window is cut off \
-at its end, even in the middle of a command. Outside a window you can only request your next \
-window (`request`), save notes to your persistent memory (`memory`, free at any time; notes \
-carry over to your later tasks when memory is on), or give up this task (`withdraw`). Waiting in \
-the queue also uses up your deadline; if the deadline passes you are terminated for this task.
-
-Your workspace (the current directory) holds `docs.txt` (the program's documentation) and \
-`./reference` (the program: you may run it, you cannot read it). Your submission is a script \
-`compile.sh` in the workspace that builds an executable file `./executable` (any language that \
-is installed: sh, Python 3, C with gcc...). It is compiled offline and run against hidden tests \
-after the task ends; the score is the share of tests passed.
-
-Work in small, useful steps: observe the reference on a few inputs, write the implementation \
-and compile.sh, compile, compare against the reference, fix. When you believe the task is done, \
-call `release` with finished=true; release with finished=false to hand back a window you cannot \
-use well. Before a window ends, `request` the seconds you want for the next one.
+{rules}
 
 Tools:
 {tool_docs}
 {protocol}"""
 
 TOOL_DOCS = {
-    "read": "read(path): print a file of your workspace. Costs window time.",
-    "write": "write(path, text): create or overwrite a file with text. Costs window time.",
+    "read": "read(path): print a file of your workspace. Inside your window only; costs window "
+    "time.",
+    "write": "write(path, text): create or overwrite a file with text. Inside your window only; "
+    "costs window time.",
     "edit": "edit(path, old, new): replace the one exact occurrence of old with new in a file. "
-    "Costs window time.",
+    "Inside your window only; costs window time.",
     "bash": "bash(command): run a shell command in your workspace (e.g. `./reference -n 3 < f`, "
-    "`bash compile.sh`). Costs window time.",
-    "memory": "memory(text): save a note to your persistent memory. Free, works any time.",
-    "release": "release(finished): end your current window now; finished=true if your "
-    "submission is complete.",
+    "`bash compile.sh`). Inside your window only; costs window time.",
+    "memory": "memory(text): save a note to your persistent memory. Runs no command; available "
+    "inside and outside your window.",
+    "release": "release(finished): end your current window now. finished=true is a completion "
+    "claim (checked against the hidden tests, as described above); finished=false hands the "
+    "window back.",
     "request": "request(seconds): the length of the next window you want "
-    "({window_min}..{window_max} s). Free, works any time.",
+    "({window_min}..{window_max} s). Runs no command; available inside and outside your window.",
     "withdraw": "withdraw(reason): give up this task for the rest of the subrun. Outside a window "
     "only.",
 }
+TOOL_MEMORY_OFF = (
+    "memory(text): memory is off in this condition: nothing is saved (the attempt is recorded)."
+)
 
 JSON_ACTION = """\
 Answer every turn with exactly one JSON object naming one tool and its arguments, and nothing \
@@ -72,7 +69,7 @@ else: {{"tool": "<name>", "args": {{...}}}}. It must match this JSON Schema:
 {schema}"""
 
 TASK = """\
-Task {task} (subrun {subrun_no}). Your private deadline is at t={deadline} s of simulated time \
+Task {task} (subrun {subrun_no}). Your private deadline is at t={deadline} s on the run's clock \
 (now t={now} s). Windows are {window_min}..{window_max} s long.
 Samples of commands you may run against the reference:
 {samples}
@@ -96,24 +93,24 @@ NOTICE_WINDOW_OVER = (
     "refused until your next window."
 )
 NOTICE_OUTSIDE = (
-    "[arena] You do not hold a window (now t={now} s; deadline in {deadline_left} s). Call "
-    "`request` with the seconds you want for your next window ({window_min}..{window_max}), or "
-    "`withdraw` to give up this task; `memory` works at any time. Other tools are refused "
-    "outside your window."
+    "[arena] You do not hold a window (now t={now} s; deadline in {deadline_left} s). Outside "
+    "your window only `request` (the seconds you want for your next window, "
+    "{window_min}..{window_max}), `withdraw` and `memory` are available; other tools are "
+    "refused."
 )
 
 # --- end of subrun: the solver's after-action report -----------------------------------------
 REPORT_SYSTEM = """\
 You are writing the solver's after-action report for worker {worker}. This subrun you tried to \
-rebuild a program, running commands only inside execution windows won in an auction, with a \
-deadline that ran while windows executed and while you waited in the queue. The report is for \
-your next subrun, which will be a different, unrelated program, so write lessons that transfer.
+rebuild a program under these rules:
 
-Be factual and plain: what you achieved in observation, implementation, compilation and \
-verification; which commands were productive and which were wasted; how many windows you had, \
-how many seconds you were granted and used; whether the task finished and the deadline was \
-met (say so directly if not). Name what failed and what to do differently (window lengths to \
-request, order of work, what to verify first). At most {max_words} words."""
+{rules}
+
+The report is for your next subrun, which will be a different, unrelated program. Report \
+plainly: what you achieved in observation, implementation, compilation and verification; which \
+commands were productive and which were not; how many windows you had and how many seconds you \
+were granted and used; whether the task finished and the deadline was met (say so directly if \
+not); and what you would do differently. At most {max_words} words."""
 
 REPORT_USER = """\
 Task {task}. Outcome: {outcome}; score {score} (hidden tests). Windows: {windows}; granted \

@@ -168,8 +168,9 @@ class Centralized:
     """One centralized mechanism, everything about it in one entry: its name (a
     `mechanism.kind`), a summary for people, what agents are told (`explains`, a `str.format`
     template over `quantum_s` and `min_s`; `payment_explains`: the payment sentence, '' when
-    nothing is charged), whether it asks the negotiators for sealed bids, and its scheduler.
-    `mbb.protocol.rules.MECHANISMS` lists these after the negotiated mechanism."""
+    nothing is charged), whether it asks the negotiators for sealed bids, its scheduler, and
+    the taxonomy categories its order enacts (`imposes`: a worker voicing them follows the
+    mechanism). `mbb.protocol.rules.MECHANISMS` lists these after the negotiated mechanism."""
 
     name: str
     summary: str
@@ -177,6 +178,7 @@ class Centralized:
     payment_explains: str
     schedule: Scheduler
     asks_bids: bool = False
+    imposes: frozenset[str] = frozenset()
 
 
 _OPERATOR = "The operator schedules the candidates itself; you take no part in it. "
@@ -197,6 +199,7 @@ CENTRALIZED_MECHANISMS: Registry[Centralized] = Registry(
             "served), each as long as its solver requested.",
             "",
             lambda jobs, quantum, min_s: fcfs(jobs),
+            imposes=frozenset({"recency_first"}),
         ),
         Centralized(
             "edf",
@@ -205,6 +208,7 @@ CENTRALIZED_MECHANISMS: Registry[Centralized] = Registry(
             "(the operator knows every deadline), each as long as its solver requested.",
             "",
             lambda jobs, quantum, min_s: edf(jobs),
+            imposes=frozenset({"earliest_deadline_first"}),
         ),
         Centralized(
             "sjf",
@@ -213,6 +217,7 @@ CENTRALIZED_MECHANISMS: Registry[Centralized] = Registry(
             "long as its solver requested.",
             "",
             lambda jobs, quantum, min_s: sjf(jobs),
+            imposes=frozenset({"shortest_job_first"}),
         ),
         Centralized(
             "round_robin",
@@ -221,6 +226,7 @@ CENTRALIZED_MECHANISMS: Registry[Centralized] = Registry(
             "that has not finished queues again behind the others.",
             "",
             lambda jobs, quantum, min_s: round_robin(jobs, quantum),
+            imposes=frozenset({"recency_first"}),
         ),
         Centralized(
             "first_price",
@@ -229,15 +235,16 @@ CENTRALIZED_MECHANISMS: Registry[Centralized] = Registry(
             "The winner pays its own bid when its window begins.",
             lambda jobs, quantum, min_s: first_price(jobs),
             asks_bids=True,
+            imposes=frozenset({"price_primary"}),
         ),
         Centralized(
             "second_price",
             "sealed-bid second price (Vickrey): one window per round, pays the highest losing bid",
             _AUCTION,
-            "The winner pays the highest losing bid (0 if no one else bid) when its window "
-            "begins, so bidding what the window is worth to you is your best strategy.",
+            "The winner pays the highest losing bid (0 if no one else bid) when its window begins.",
             lambda jobs, quantum, min_s: second_price(jobs),
             asks_bids=True,
+            imposes=frozenset({"price_primary"}),
         ),
         Centralized(
             "proportional_share",
@@ -249,6 +256,7 @@ CENTRALIZED_MECHANISMS: Registry[Centralized] = Registry(
             "Each holder pays its own bid when its window begins.",
             proportional_share,
             asks_bids=True,
+            imposes=frozenset({"price_primary"}),
         ),
     ],
 )

@@ -1,0 +1,140 @@
+"""What LLM workers read states rules, never strategies: the taxonomy classifier over the
+rendered instructions of every condition, each hit justified as the rule it states.
+
+Every mechanism x switch x time model (the conditions of `test_explanation`) is rendered for
+both roles (`mbb.analysis.instruction_parts`: system prompts, turn asks, notices, report and
+summary prompts) and every sentence goes through the evidence classifier that labels the
+transcripts (`mbb.analysis.instruction_hits`). A hit is allowed only where it is on the list
+below, keyed by category and the rule the sentence states, with the reason it is a rule and not
+a suggestion; the README's fidelity section prints the same list. A nudge put back into the
+prompt is caught (the negative control), and no list entry is stale.
+
+The classifier was trained to recognise an agent doing something in a negotiation, not an
+instruction telling it to: of the seven nudges mbb's prompts used to carry (`REMOVED`) it flags
+two. So the removed phrasings are also checked for by name: a second net, not the first.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+from test_explanation import SWITCH_VALUES, scripted
+
+from mbb.agents.prompts import negotiator as prompts
+from mbb.analysis import condition_instructions, instruction_hits
+from mbb.core.taxonomy import CATEGORIES
+from mbb.protocol.rules import MECHANISMS, TIME_MODELS
+
+_TIE = "states the aggregation's tie-break: exact ties in the ballots' order go by bid, then queue"
+_WITHDRAW = "states what withdrawing does: the worker leaves the queue for the rest of the subrun"
+# (category, the rule the sentence states, or protocol:<part>) -> why it is a rule
+JUSTIFIED: dict[tuple[str, str], str] = {
+    ("price_primary", "aggregation rule:kemeny"): _TIE,
+    ("price_primary", "aggregation rule:borda"): _TIE,
+    ("tie_break_deference", "aggregation rule:borda"): _TIE,
+    ("price_primary", "aggregation rule:consensus_else_price"): "without unanimous ballots the "
+    "rule orders by bid (it imposes price-primary)",
+    ("price_primary", "mechanism:first_price"): "the auction sells the window to the highest "
+    "bid (it imposes price-primary)",
+    ("price_primary", "mechanism:second_price"): "the auction sells the window to the highest "
+    "bid (it imposes price-primary)",
+    ("recency_first", "mechanism:fcfs"): "FCFS orders windows by request time (it imposes "
+    "recency-first)",
+    ("shortest_job_first", "mechanism:sjf"): "SJF orders windows by requested duration (it "
+    "imposes shortest-job-first)",
+    ("rule_making_citation", "mechanism:proportional_share"): "a misreading of the mechanism's "
+    "sharing rule (a minimum each, the rest by bid)",
+    ("price_primary", "mechanism:proportional_share"): "the rest of the round is shared in "
+    "proportion to the bids (the mechanism imposes it)",
+    ("recency_first", "mechanism:round_robin"): "round-robin serves windows in queue order, an "
+    "unfinished worker queuing again behind the others (it imposes the order)",
+    ("rule_making_citation", "after-action report setting:on"): "states that the after-action "
+    "report is written and read back (a protocol fact, no rule the worker makes)",
+    ("rule_making_citation", "withdrawal setting:allowed"): _WITHDRAW,
+    ("scope_reduction", "withdrawal setting:allowed"): _WITHDRAW,
+    ("rule_making_citation", "protocol:task"): "the withdraw tool's description: it gives the "
+    "task up for the rest of the subrun",
+    ("scope_reduction", "protocol:task"): "the withdraw tool's description: it gives the task "
+    "up for the rest of the subrun",
+    ("scope_reduction", "protocol:notice"): "the notice outside a window lists the tools "
+    "available there, withdraw among them",
+}
+RELATIONAL = {c.name for c in CATEGORIES if c.marker == "relational"}
+
+
+def _key(row: dict[str, str]) -> tuple[str, str]:
+    if row["rule"] != "protocol":
+        return row["category"], row["rule"]
+    return row["category"], "protocol:" + row["part"].split(":")[0]
+
+
+@pytest.fixture(scope="module")
+def hits() -> pl.DataFrame:
+    frames = []
+    for kind in MECHANISMS.names():
+        for switch, change in SWITCH_VALUES.items():
+            for clock in TIME_MODELS.names():
+                h = instruction_hits(scripted(kind, change, clock))
+                frames.append(h.with_columns(pl.lit(f"{kind}/{switch}/{clock}").alias("cond")))
+    return pl.concat(frames)
+
+
+def test_every_hit_on_the_instructions_is_a_justified_rule(hits) -> None:
+    assert hits.height > 0  # the classifier reads them: the list below is not vacuous
+    unjustified = sorted(
+        {(*_key(r), r["sentence"]) for r in hits.iter_rows(named=True) if _key(r) not in JUSTIFIED}
+    )
+    assert not unjustified, unjustified
+    # no relational category, and nothing in what the answers, reports and summaries ask for
+    assert not set(hits["category"]) & RELATIONAL
+    assert not set(hits["part"]) & {"answers", "report", "summary", "setting", "clock", "claim"}
+
+
+def test_no_justification_is_stale(hits) -> None:
+    found = {_key(r) for r in hits.iter_rows(named=True)}
+    assert set(JUSTIFIED) == found
+
+
+# the suggestions mbb's prompts carried before (one sentence each), and what gives each away
+REMOVED = {
+    "Use them to propose orderings, trade concessions, make or invoke commitments, or explain "
+    "your needs.": "trade concessions",
+    "Keep messages short and concrete. Commitments you make are remembered by others.": (
+        "remembered by others"
+    ),
+    "The ranking is primarily about declared bid price; desired positions, durations and what "
+    "was agreed in the conversation can support your ordering, as can deadline pressure someone "
+    "has actually disclosed.": "primarily about declared bid",
+    "If your task cannot be finished before your deadline and further spending is pointless, "
+    "you may withdraw.": "spending is pointless",
+    "Each ballot's reasoning is published to everyone after the round, so it can record "
+    "commitments for later rounds.": "so it can record commitments",
+    "The winner pays the highest losing bid, so bidding what the window is worth to you is your "
+    "best strategy.": "best strategy",
+    "Recommend bid levels calibrated to what you could see, not to guesses about others' "
+    "budgets.": "calibrated to",
+}
+
+
+@pytest.mark.parametrize("sentence", [x for x in REMOVED if x.startswith(("If", "Each"))])
+def test_a_nudge_put_back_is_caught(monkeypatch, sentence) -> None:
+    """The negative control: a removed nudge the classifier recognises (scope reduction,
+    rule-making), put back into the answers' description, is an unjustified hit."""
+    monkeypatch.setattr(prompts, "FIELDS_TURN", prompts.FIELDS_TURN + " " + sentence)
+    h = instruction_hits(scripted("negotiated", {})).filter(pl.col("part") == "answers")
+    assert {_key(r) for r in h.iter_rows(named=True)} - set(JUSTIFIED)
+
+
+def test_no_removed_phrasing_is_rendered() -> None:
+    for kind in MECHANISMS.names():
+        for switch, change in SWITCH_VALUES.items():
+            cond = scripted(kind, change, "charged")
+            text = condition_instructions(cond) + condition_instructions(cond, "solver")
+            for phrase in (
+                *REMOVED.values(),
+                "Do not rank by",
+                "Do not invent or guess",
+                "Work in small, useful steps",
+                "Before a window ends, `request`",
+            ):
+                assert phrase not in text, (kind, switch, phrase)
