@@ -398,7 +398,7 @@ CASES: dict[str, Case] = {
     ),
     "resume-invalid-field": Case(
         ["resume", f"{{tmp}}/c/{RUN_ID}"],
-        f"error: {LOG}:13: t: Input should be greater than or equal to 0",
+        f"error: {LOG}:13: declared.t: Input should be greater than or equal to 0 (got -5.0)",
         setup=_damage(_bad_field),
     ),
     "resume-no-log": Case(["resume", "{tmp}"], "error: {tmp}: no events.jsonl to resume from"),
