@@ -392,16 +392,18 @@ CASES: dict[str, Case] = {
         setup=_two_conditions,
     ),
     "resume-corrupt-middle": Case(
-        ["resume", f"{{tmp}}/c/{RUN_ID}"],
+        ["resume", f"{{tmp}}/c/{RUN_ID}", "--params", str(BASE)],
         f"error: {LOG}:6: not valid JSON (a corrupt log)",
         setup=_damage(_corrupt),
     ),
     "resume-invalid-field": Case(
-        ["resume", f"{{tmp}}/c/{RUN_ID}"],
+        ["resume", f"{{tmp}}/c/{RUN_ID}", "--params", str(BASE)],
         f"error: {LOG}:13: declared.t: Input should be greater than or equal to 0 (got -5.0)",
         setup=_damage(_bad_field),
     ),
-    "resume-no-log": Case(["resume", "{tmp}"], "error: {tmp}: no events.jsonl to resume from"),
+    "resume-no-log": Case(
+        ["resume", "{tmp}", "--params", str(BASE)], "error: {tmp}: no events.jsonl to resume from"
+    ),
     "tables-empty-folder": Case(
         ["tables", "{tmp}"], "error: {tmp}: no events.jsonl here or in its sub-folders"
     ),

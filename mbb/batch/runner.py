@@ -43,6 +43,7 @@ __all__ = [
     "BatchInterrupted",
     "BatchResult",
     "finished_log",
+    "replace_file",
     "run_conditions",
     "run_many",
     "shutdown_pool",
@@ -101,6 +102,21 @@ class BatchResult:
         return [self.out_dir / r for r in self.run_ids]
 
 
+def replace_file(path: Path, text: str) -> None:
+    """Write `path` whole, atomically, and never through a link: a fresh file (O_EXCL, so not
+    one planted in a shared folder) renamed over it — a symbolic link there is replaced, its
+    target untouched."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
 def write_meta(result: RunResult, condition: Condition, wall_s: float) -> Path:
     """meta.json beside a run's events: params snapshot, seed, provenance, size, wall time."""
     assert result.out_dir is not None
@@ -115,7 +131,7 @@ def write_meta(result: RunResult, condition: Condition, wall_s: float) -> Path:
         "provenance": provenance(),
     }
     path = result.out_dir / "meta.json"
-    path.write_text(json.dumps(meta, indent=1))
+    replace_file(path, json.dumps(meta, indent=1))
     return path
 
 
@@ -136,7 +152,7 @@ def finished_log(run_dir: Path) -> list[str] | None:
     if last.get("status") != "completed" or run_dir.name != last.get("run_id"):
         return None
     meta = run_dir / "meta.json"
-    if not meta.is_file():
+    if not meta.is_file() or meta.is_symlink():
         first = json.loads(lines[0])
         d = {
             "run_id": first["run_id"],
@@ -148,7 +164,7 @@ def finished_log(run_dir: Path) -> list[str] | None:
             "params": first["params"],
             "provenance": first["provenance"],
         }
-        meta.write_text(json.dumps(d, indent=1))
+        replace_file(meta, json.dumps(d, indent=1))
     return lines
 
 
