@@ -700,12 +700,12 @@ def test_sigint_stops_cleanly_and_the_same_command_finishes(tmp_path, processes)
 
 
 def test_sigint_while_loading_is_one_line(tmp_path, monkeypatch, capsys):
-    import mbb.cli.params
+    import mbb.batch.build
 
     def interrupted(*a, **k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(mbb.cli.params, "load_params", interrupted)
+    monkeypatch.setattr(mbb.batch.build, "load_params", interrupted)
     assert main(["params", str(BASE)]) == 130
     assert capsys.readouterr().err == "interrupted\n"
 

@@ -14,6 +14,7 @@ a second. Parallel only pays from `PARALLEL_FROM` runs on (measured by bench/ben
 from __future__ import annotations
 
 import atexit
+import contextlib
 import errno
 import json
 import multiprocessing as mp
@@ -21,7 +22,7 @@ import os
 import signal
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -213,9 +214,30 @@ _pool_size = 0
 
 
 def _worker_start() -> None:
-    """Worker start-up: leave Ctrl-C to the parent, which stops the batch (no traceback per
-    worker), and import what every chunk needs before the first task arrives."""
+    """Worker start-up: import what every chunk needs before the first task arrives, then
+    leave Ctrl-C to the parent for good, which stops the batch (no traceback per worker).
+
+    A worker is born with SIGINT blocked (`_sigint_held`), so a Ctrl-C that lands while it
+    starts and imports is held, not raised; ignoring SIGINT here discards it (polars, imported
+    first, installs a native SIGINT handler, which the ignore replaces), and the block is lifted."""
+    import mbb.core.tables  # noqa: F401  (polars and the schemas: every chunk needs them)
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+@contextlib.contextmanager
+def _sigint_held() -> Iterator[None]:
+    """SIGINT blocked in this thread while worker processes are started, whatever its handler:
+    a spawned worker inherits the mask through fork and exec, so no Ctrl-C can interrupt it
+    before `_worker_start` ignores SIGINT. (Inheriting the disposition would not do: a caught
+    signal is reset to the default by exec, and polars catches SIGINT natively even in a
+    process started with it ignored.) A Ctrl-C meanwhile reaches this process right after."""
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 def _get_pool(processes: int) -> ProcessPoolExecutor:
@@ -346,10 +368,11 @@ def _run_many(
                 _done(len(ch))
         else:
             pool = _get_pool(processes)
-            pending: dict[Future[ChunkResult], int] = {
-                pool.submit(_run_chunk, cjson, ch, out): i for i, ch in enumerate(chunks)
-            }
+            pending: dict[Future[ChunkResult], int] = {}
             try:
+                with _sigint_held():  # a worker process is started by its first submit
+                    for i, ch in enumerate(chunks):
+                        pending[pool.submit(_run_chunk, cjson, ch, out)] = i
                 while pending:
                     finished, _ = wait(pending, return_when=FIRST_COMPLETED)
                     for fut in finished:

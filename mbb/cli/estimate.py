@@ -6,16 +6,16 @@ import argparse
 import sys
 from typing import Any
 
-from mbb.batch.build import load_params
 from mbb.cli import common
-from mbb.params import ParamsError, deep_merge
 
 __all__ = ["add_parser"]
 
 
 def _run(args: argparse.Namespace) -> int:
+    from mbb.batch.build import load_params
     from mbb.batch.estimate import estimate_from_runs, estimate_study
     from mbb.batch.study import with_model
+    from mbb.params import ParamsError, deep_merge
 
     overrides = common.overrides(args.set)
     cond = load_params(args.params, overrides)

@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from mbb.batch.build import load_params
 from mbb.cli import common
 
 __all__ = ["add_parser"]
@@ -38,6 +37,7 @@ def _notebook_parameters(src: Path, given: Sequence[Sequence[str]] | None) -> di
 
 
 def _run(args: argparse.Namespace) -> int:
+    from mbb.batch.build import load_params
     from mbb.batch.notebooks import execute_notebook
     from mbb.core.paths import params_file, user_path
 
