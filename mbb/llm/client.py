@@ -21,13 +21,14 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from mbb.core.errors import LlmConfigError, LlmError, LlmUnavailable
 from mbb.llm.budget import SpendLedger
 from mbb.llm.cache import LlmCache
 from mbb.llm.config import ModelConfig, Price
+from mbb.llm.redact import key_values
 from mbb.llm.provider import (
     NO_KEY_PLACEHOLDER,
     Call,
@@ -73,15 +74,21 @@ class LlmClient:
         budget: SpendLedger | None = None,
         clock: Clock = time.perf_counter,
         provider: Provider | None = None,
+        secret_envs: Iterable[str] = (),
     ) -> None:
         """`prices`: USD per model name (audit and spend caps); `sleep`, `rng`,
         `backoff_base_s`, `backoff_cap_s`, `max_retry_after_s`: the retry policy
         (`mbb.llm.wrappers.Retrying`); `environ`: where key variables are read; `budget`: spend
         caps checked before each network call; `clock`: measures latencies (a test's fake clock
-        makes them exact); `provider`: the endpoint implementation (default: OpenAI-compatible)."""
+        makes them exact); `provider`: the endpoint implementation (default: OpenAI-compatible);
+        `secret_envs`: the key variables of the run's params, whose values (with the key of
+        every config called) are redacted from answers, errors and cache entries."""
         self.pricing = Pricing(dict(prices or {}))
         self.budget = budget
-        self._openai = OpenAICompatibleProvider(environ=environ, clock=clock)
+        self._openai = OpenAICompatibleProvider(
+            environ=environ, clock=clock, secret_envs=secret_envs
+        )
+        self.redactor = self._openai.redactor  # grows with every key the provider reads
         self.provider: Provider = self._openai if provider is None else provider
         self.retrying = Retrying(
             ConcurrencyLimit(self.provider),
@@ -108,6 +115,7 @@ class LlmClient:
     @environ.setter
     def environ(self, value: Mapping[str, str]) -> None:
         self._openai.environ = value
+        self.redactor.add(key_values(self._openai.secret_envs, value))
 
     @property
     def sleeps(self) -> list[float]:
@@ -119,9 +127,9 @@ class LlmClient:
         when given. `emit`: `EventLog.emit` for the `llm_call` events; `cache`: the replay cache."""
         p: Provider = self.network
         if cache is not None:
-            p = Cached(p, cache)
+            p = Cached(p, cache, self.redactor)
         if emit is not None:
-            p = Audited(p, emit, self.pricing)
+            p = Audited(p, emit, self.pricing, self.redactor)
         return p
 
     async def complete(
