@@ -242,9 +242,7 @@ def test_a_linked_run_folder_is_never_written_into(finished, tmp_path) -> None:
 
 
 def test_a_linked_meta_file_is_replaced_not_followed(finished, tmp_path) -> None:
-    from mbb.batch.runner import finished_log
-
-    from mbb.batch.runner import run_many
+    from mbb.batch.runner import finished_log, run_many
 
     cond, run = finished
     victim = _victim(tmp_path)

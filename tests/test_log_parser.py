@@ -41,7 +41,9 @@ _EXTRA: dict[str, dict[str, Any]] = {
         killed=True,
         reason="window",
     ),
-    "invalid_action": dict(phase="declare", field="bid", value=[1, {"a": None}], rule="clamp", detail="d"),
+    "invalid_action": dict(
+        phase="declare", field="bid", value=[1, {"a": None}], rule="clamp", detail="d"
+    ),
     "withdrawn": dict(reason="gave up"),
 }
 
@@ -79,7 +81,7 @@ def _same(checked: Any, tabled: Any) -> bool:
         return len(checked) == len(tabled) and all(map(_same, checked, tabled))
     if isinstance(checked, dict) and isinstance(tabled, dict):  # a struct: its typed keys
         return all(_same(checked.get(k), v) for k, v in tabled.items())
-    return checked == tabled and type(checked) is not bool or checked is tabled
+    return (checked == tabled and type(checked) is not bool) or checked is tabled
 
 
 _HOSTILE: list[Any] = [
@@ -254,7 +256,9 @@ def test_a_skip_done_batch_never_keeps_a_tampered_run(base, base_batch, tmp_path
 
     run, _ = _tampered(base_batch, tmp_path, lambda s: s[:-1] + ',"amount":100000}')
     assert finished_log(run) is None
-    assert finished_log(base_batch.run_dirs[0]) == read_lines(base_batch.run_dirs[0] / "events.jsonl")
+    assert finished_log(base_batch.run_dirs[0]) == read_lines(
+        base_batch.run_dirs[0] / "events.jsonl"
+    )
 
 
 def test_resume_keeps_the_raw_bytes_of_an_equivalent_log(base_batch, tmp_path) -> None:

@@ -31,7 +31,7 @@ from pydantic_core import (
     core_schema,
 )
 
-from mbb.core.events import EVENT_ADAPTER, EVENT_KINDS, SCHEMA_VERSION, EventBase
+from mbb.core.events import EVENT_ADAPTER, SCHEMA_VERSION, EventBase
 
 __all__ = [
     "KILL_ENV",
@@ -441,7 +441,8 @@ def _reason(exc: ValidationError) -> str:
         return f"not an mbb event (kind {str(tag)[:40]!r})" if tag else "not an mbb event"
     where = ".".join(loc) or "(event)"
     if loc[-1:] == ["v"]:
-        return f"{where}: an event of schema version {str(err.get('input'))[:20]}, not {SCHEMA_VERSION}"
+        version = str(err.get("input"))[:20]
+        return f"{where}: an event of schema version {version}, not {SCHEMA_VERSION}"
     shown = ""
     if kind != "missing" and not isinstance(err.get("input"), dict | list):
         shown = f" (got {repr(err.get('input'))[:60]})"

@@ -28,7 +28,6 @@ from mbb.core.errors import LlmConfigError, LlmError, LlmUnavailable
 from mbb.llm.budget import SpendLedger
 from mbb.llm.cache import LlmCache
 from mbb.llm.config import ModelConfig, Price
-from mbb.llm.redact import key_values
 from mbb.llm.provider import (
     NO_KEY_PLACEHOLDER,
     Call,
@@ -38,6 +37,7 @@ from mbb.llm.provider import (
     Provider,
     request_body,
 )
+from mbb.llm.redact import key_values
 from mbb.llm.types import CallMeta, ChatRequest, Emit, LlmResult, Usage
 from mbb.llm.wrappers import Audited, Budgeted, Cached, ConcurrencyLimit, Pricing, Retrying, Sleep
 

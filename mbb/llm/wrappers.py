@@ -194,9 +194,7 @@ class Cached:
     `LlmUnavailable` is stored too: replay reproduces it (so the caller applies the same
     default); read_write tries the network again. Keys are `request_key` of the body."""
 
-    def __init__(
-        self, inner: Provider, cache: LlmCache, redactor: Redactor | None = None
-    ) -> None:
+    def __init__(self, inner: Provider, cache: LlmCache, redactor: Redactor | None = None) -> None:
         """`inner`: the provider asked on a miss; `cache`: the store and its mode; `redactor`:
         the run's secrets, cut out of what is stored and of what is served (an entry written
         before they were redacted is served without them)."""
