@@ -28,10 +28,12 @@ def execute_notebook(
     `out_dir/<name>.ipynb` (+ `.html`); `parameters` are injected; `html`: also export the page;
     `kernel_name`: the Jupyter kernel (the venv's `python3`). A failing cell raises
     `papermill.PapermillExecutionError`; the notebook with its traceback is still written.
+    Either way the notebook's hash is recorded in its folder's manifest
+    (`mbb.batch.report.record_executed`): only notebooks recorded so are ever reported.
     Parameters the notebook does not declare are dropped (each notebook takes its own subset)."""
     import papermill
 
-    from mbb.batch.report import export_html
+    from mbb.batch.report import export_html, record_executed
 
     src = notebook_file(notebook)
     out = user_path(out_dir)
@@ -39,15 +41,21 @@ def execute_notebook(
     target = out / src.name
     declared = papermill.inspect_notebook(str(src))
     parameters = {k: v for k, v in parameters.items() if k in declared}
-    papermill.execute_notebook(
-        str(src),
-        str(target),
-        parameters=parameters,
-        kernel_name=kernel_name,
-        progress_bar=False,
-        report_mode=False,
-        # the kernel logs a warning about its local TCP ports at start-up, over progress bars
-        extra_arguments=["--IPKernelApp.log_level=ERROR"],
-    )
+    try:
+        papermill.execute_notebook(
+            str(src),
+            str(target),
+            parameters=parameters,
+            kernel_name=kernel_name,
+            progress_bar=False,
+            report_mode=False,
+            # the kernel logs a warning about its local TCP ports at start-up, over progress bars
+            extra_arguments=["--IPKernelApp.log_level=ERROR"],
+        )
+    finally:
+        if target.is_file() and not target.is_symlink():  # failed or not: mbb executed it
+            record_executed(target)
     page = export_html(target) if html else None
+    if page is not None:
+        record_executed(target, page)
     return target, page
