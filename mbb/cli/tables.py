@@ -81,6 +81,7 @@ def _run(args: argparse.Namespace) -> int:
         raise common.CliError(f"{root}: no events.jsonl here or in its sub-folders")
     folders = sorted({d.parent for d in run_dirs} | ({root} if root not in run_dirs else set()))
     with _not_being_written(folders, args.partial):
+        tables = tables_from_run_dirs(run_dirs)  # every log parsed first: a bad line is named
         open_runs = [d for d in run_dirs if not _ended(d / "events.jsonl")]
         if open_runs:
             names = ", ".join(d.name for d in open_runs[:3]) + (
@@ -93,7 +94,6 @@ def _run(args: argparse.Namespace) -> int:
                     "them); give --partial to tabulate them as they are"
                 )
             print(f"warning: {root}: {what}: tabulated as they are", file=sys.stderr)
-        tables = tables_from_run_dirs(run_dirs)
         out = Path(args.out) if args.out else root / "tables"
         if out.exists() and not out.is_dir():
             raise common.CliError(f"{out}: is a file, not a folder")

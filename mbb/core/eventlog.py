@@ -501,33 +501,50 @@ def read_lines(path: str | Path, *, check: bool = True) -> list[str]:
 
 
 def check_lines(path: str | Path, lines: Sequence[str]) -> list[str]:
-    """The lines, each parsed by `parse_line` (and in the writer's form), `seq` counting 0, 1,
-    2, ... and one run id throughout; `EventLogError` naming the file and the first line that
-    breaks the log."""
+    """The lines, each parsed as `parse_line` does (and in the writer's form), `seq` counting
+    0, 1, 2, ... and one run id throughout; `EventLogError` naming the file and the first line
+    that breaks the log. (`parse_line` inlined: this loop runs for every event read.)"""
+    reader = _reader()
+    validate, serializers = reader.validator.validate_json, reader.serializers
     run_id = None
     out: list[str] = []
+    append = out.append
     for i, line in enumerate(lines):
-        where = f"{path}:{i + 1}"
-        if not line.strip():
-            raise EventLogError(f"{where}: an empty line (a corrupt log)")
         try:
-            d, canonical = parse_line(line)
-        except ValueError as exc:
-            raise EventLogError(f"{where}: {exc}") from None
-        if i == 0:
-            run_id = d["run_id"]
-        elif d["run_id"] != run_id:
-            raise EventLogError(
-                f"{where}: an event of another run ({str(d['run_id'])[:60]!r} in the log of "
-                f"{str(run_id)[:60]!r})"
-            )
-        if d["seq"] != i:
+            d = validate(line, strict=True)
+            canonical = serializers[d["kind"]].to_json(d).decode()
+            if canonical != line:  # mbb's own lines never take this path
+                _refuse_duplicates(line)
+                line = canonical
+        except (ValidationError, ValueError) as exc:
+            where = f"{path}:{i + 1}"
+            if not line.strip():
+                raise EventLogError(f"{where}: an empty line (a corrupt log)") from None
+            _refuse_duplicates_at(where, line)
+            reason = _reason(exc) if isinstance(exc, ValidationError) else str(exc)
+            raise EventLogError(f"{where}: {reason}") from None
+        if d["seq"] != i or (i and d["run_id"] != run_id):
+            where = f"{path}:{i + 1}"
+            if i and d["run_id"] != run_id:
+                raise EventLogError(
+                    f"{where}: an event of another run ({str(d['run_id'])[:60]!r} in the log of "
+                    f"{str(run_id)[:60]!r})"
+                )
             raise EventLogError(
                 f"{where}: seq {d['seq']} where {i} was expected (a duplicated, missing or "
                 "reordered line)"
             )
-        out.append(canonical)
+        if not i:
+            run_id = d["run_id"]
+        append(line)
     return out
+
+
+def _refuse_duplicates_at(where: str, line: str) -> None:
+    try:
+        _refuse_duplicates(line)
+    except ValueError as exc:
+        raise EventLogError(f"{where}: {exc}") from None
 
 
 def read_events(path: str | Path) -> Iterator[dict[str, Any]]:
