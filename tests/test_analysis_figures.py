@@ -292,3 +292,44 @@ def test_mechanism_panels_share_each_measure_scale_across_conditions():
     assert M.outcome_comparison(out.clear(), ["progress"]).to_dict()["data"]["values"] == [
         {"text": "none"}
     ]
+
+
+def test_drift_over_hundreds_of_rounds_is_drawn_in_bins_with_weighted_prevalence():
+    """Scripted negotiators waiting on LLM solvers run hundreds of rounds: the chart bins them
+    (at most MAX_LEVELS points per line) instead of exceeding what a page holds."""
+    import polars as pl
+
+    from mbb.viz.taxonomy import MAX_LEVELS, _binned_levels, behaviour_drift_chart
+
+    rounds = list(range(1, 401))
+    drift = pl.DataFrame(
+        {
+            "condition": ["c"] * 400,
+            "model": ["m"] * 400,
+            "group": ["g"] * 400,
+            "round": rounds,
+            "worker_rounds": [1 if r % 2 else 3 for r in rounds],
+            "prevalence": [1.0 if r % 2 else 0.0 for r in rounds],
+        },
+        schema_overrides={"worker_rounds": pl.UInt32},
+    )
+    binned, title = _binned_levels(drift, "round")
+    assert binned.height == MAX_LEVELS and title == "Round (bins of 20)"
+    assert binned["round"].to_list()[:2] == [1, 21]
+    # each bin: 10 rounds of 1 worker-round present, 10 of 3 absent -> 10 / 40
+    assert binned["prevalence"].to_list() == [0.25] * MAX_LEVELS
+    assert binned["worker_rounds"].to_list() == [40] * MAX_LEVELS
+    tests = pl.DataFrame(
+        {
+            "condition": ["c"],
+            "model": ["m"],
+            "group": ["g"],
+            "chi2": [0.0],
+            "dof": [0],
+            "p_value": [1.0],
+            "delta": [0.0],
+        }
+    )
+    behaviour_drift_chart(drift, tests).to_dict()  # within altair's row limit
+    few, title = _binned_levels(drift.filter(pl.col("round") <= 5), "round")
+    assert few.height == 5 and title == "Round"

@@ -215,6 +215,8 @@ def test_every_kind_the_arena_writes_validates_and_round_trips(monkeypatch) -> N
     parsed = ev.parse_events(lines)
     assert [p.model_dump_json() for p in parsed] == lines
     assert {p.kind for p in parsed} == set(ev.EVENT_KINDS) - BACKEND_KINDS
+    # the strict reader (types, ranges, no key twice) takes every line back as written
+    assert [eventlog.parse_line(ln)[1] for ln in lines] == lines
 
 
 def test_record_writes_what_emit_writes(monkeypatch) -> None:

@@ -392,16 +392,18 @@ CASES: dict[str, Case] = {
         setup=_two_conditions,
     ),
     "resume-corrupt-middle": Case(
-        ["resume", f"{{tmp}}/c/{RUN_ID}"],
+        ["resume", f"{{tmp}}/c/{RUN_ID}", "--params", str(BASE)],
         f"error: {LOG}:6: not valid JSON (a corrupt log)",
         setup=_damage(_corrupt),
     ),
     "resume-invalid-field": Case(
-        ["resume", f"{{tmp}}/c/{RUN_ID}"],
-        f"error: {LOG}:13: t: Input should be greater than or equal to 0",
+        ["resume", f"{{tmp}}/c/{RUN_ID}", "--params", str(BASE)],
+        f"error: {LOG}:13: declared.t: Input should be greater than or equal to 0 (got -5.0)",
         setup=_damage(_bad_field),
     ),
-    "resume-no-log": Case(["resume", "{tmp}"], "error: {tmp}: no events.jsonl to resume from"),
+    "resume-no-log": Case(
+        ["resume", "{tmp}", "--params", str(BASE)], "error: {tmp}: no events.jsonl to resume from"
+    ),
     "tables-empty-folder": Case(
         ["tables", "{tmp}"], "error: {tmp}: no events.jsonl here or in its sub-folders"
     ),
@@ -698,12 +700,12 @@ def test_sigint_stops_cleanly_and_the_same_command_finishes(tmp_path, processes)
 
 
 def test_sigint_while_loading_is_one_line(tmp_path, monkeypatch, capsys):
-    import mbb.cli.params
+    import mbb.batch.build
 
     def interrupted(*a, **k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(mbb.cli.params, "load_params", interrupted)
+    monkeypatch.setattr(mbb.batch.build, "load_params", interrupted)
     assert main(["params", str(BASE)]) == 130
     assert capsys.readouterr().err == "interrupted\n"
 

@@ -65,15 +65,16 @@ def test_committed_notebooks_have_no_outputs(root):
 
 @pytest.mark.notebook
 def test_compare_conditions_notebook_executes(root, tmp_path):
+    from mbb.batch.build import load_params
+    from mbb.batch.runner import run_many
+
     out = tmp_path / "cmp"
+    for name in ("base", "memory_off"):  # the notebook reads runs that exist, never runs them
+        run_many(load_params(name), runs=2, out_dir=tmp_path / "conditions" / name)
     nb_path, _ = execute_notebook(
         root / "notebooks" / "compare_conditions.ipynb",
         out,
-        {
-            "params_paths": ["params/base.yaml", "params/memory_off.yaml"],
-            "runs": 2,
-            "out_root": str(tmp_path / "conditions"),
-        },
+        {"run_dirs": [str(tmp_path / "conditions")]},
         html=False,
     )
     nb = nbformat.read(nb_path, as_version=4)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import sys
@@ -87,8 +88,11 @@ def test_export_html_is_self_contained_with_interactive_charts(executed: Path) -
     assert vega_bundle() in html  # inlined verbatim (not HTML-escaped)
     assert html.count('vegaEmbed("#mbb-chart-') == 2
     assert html.index(BUNDLE_MARK) < html.index('id="mbb-chart-0"')
-    for n in range(2):
-        assert re.search(rf'<div class="mbb-chart" id="mbb-chart-{n}"><svg', html)
+    for n in range(2):  # the static chart is an image (inert), upgraded by vegaEmbed
+        assert (
+            f'<div class="mbb-chart" id="mbb-chart-{n}"><img alt="chart" '
+            'src="data:image/svg+xml;base64,' in html
+        )
         assert f'vegaEmbed("#mbb-chart-{n}", {{' in html
     # The hostile title is escaped inside the script; the only "</script>" are real tag ends.
     assert "bars <\\/script><b>" in html
@@ -135,10 +139,13 @@ def test_embed_charts_rerenders_missing_svg() -> None:
         nbformat.v4.new_output("stream", name="stdout", text="x\n"),
     ]
     nb = _notebook(cell)
-    assert embed_charts(nb) == 1
+    charts = embed_charts(nb, "MARK")
+    assert len(charts) == 1
     data = nb.cells[0].outputs[0].data
     assert set(data) == {"text/html", "text/plain"}
-    assert '<div class="mbb-chart" id="mbb-chart-0"><svg' in data["text/html"]
+    assert data["text/html"] == "<div>MARK-0</div>"  # the chart goes there after sanitizing
+    svg = base64.b64decode(charts[0].split("base64,")[1].split('"')[0]).decode()
+    assert svg.startswith("<svg")  # re-rendered from the spec
 
 
 def test_external_urls_finds_every_kind_of_reference() -> None:
@@ -197,16 +204,17 @@ def test_export_contents_left_aligned_text_and_no_script_from_outputs(tmp_path: 
     toc = html[html.index('<nav class="mbb-toc">') : html.index("</nav>")]
     assert [t in toc for t in ('href="#One"', 'href="#Two"', 'href="#Three"')] == [True] * 3
     assert re.search(r'<td>1</td><td class="mbb-text">(&quot;|")free text(&quot;|")</td>', html)
-    assert "&lt;script&gt;alert(1)" in html  # shown as text
-    assert "<script>alert" not in html and "<img src=x onerror" not in html
+    assert "<b>hi</b>" in html  # what the allow-list names is kept, the rest is not
+    assert "alert(1)" not in html and "onerror" not in html and "alert(2)" not in html
     assert str(tmp_path) not in html and "wrote ./x.parquet" in html
 
 
 def test_report_skips_foreign_and_malformed_notebooks(tmp_path: Path, capsys) -> None:
-    from mbb.batch.report import build_report
+    from mbb.batch.report import build_report, record_executed
 
     cond = tmp_path / "base"
     ok = _papermill_notebook((cond.mkdir(parents=True) or cond) / "run_condition.ipynb")
+    record_executed(ok)  # as execute_notebook does
     ws = cond / "base-seed0000" / "resource" / "workspaces" / "W1"
     ws.mkdir(parents=True)
     (cond / "base-seed0000" / "meta.json").write_text("{}")
@@ -214,6 +222,7 @@ def test_report_skips_foreign_and_malformed_notebooks(tmp_path: Path, capsys) ->
         ws / "evil.ipynb", nbformat.v4.new_markdown_cell("<script>alert('ws')</script>")
     )
     (cond / "broken.ipynb").write_text('{"cells": [')  # malformed
+    record_executed(cond / "broken.ipynb")
     _notebook_path = tmp_path / "foreign.ipynb"  # valid, but not executed by mbb
     nbformat.write(_notebook(nbformat.v4.new_markdown_cell("<script>x</script>")), _notebook_path)
 
@@ -226,7 +235,7 @@ def test_report_skips_foreign_and_malformed_notebooks(tmp_path: Path, capsys) ->
         assert not list(tmp_path.rglob(f"{name}.html")), name
         assert f'href="{name}' not in page and f"/{name}.html" not in page
     assert "broken.ipynb: skipped: not a valid notebook" in err
-    assert "foreign.ipynb: skipped: not executed by mbb" in err
+    assert "foreign.ipynb: skipped: not executed by mbb (no mbb-executed.json" in err
     assert "evil" not in err + page  # never even looked at: it is inside a run folder
     assert "<script" not in page
     assert str(tmp_path) not in page
@@ -263,17 +272,16 @@ def test_the_index_and_the_compare_page_show_one_computation(tmp_path: Path) -> 
     and the same verdicts (paired on shared seeds)."""
     import polars as pl
 
-    from mbb.analysis.compare import condition_table, load_conditions
+    from mbb.analysis.compare import condition_table
+    from mbb.analysis.runs import load_runs
     from mbb.batch.build import load_params
     from mbb.batch.report import _cell, comparison_tables
     from mbb.batch.runner import run_many
 
-    folders = {}
     for name in ("deadline_10", "base"):
-        folders[name] = tmp_path / name
-        run_many(load_params(name, {"subruns": 2}), runs=4, out_dir=folders[name], processes=1)
-    tables = comparison_tables(folders)
-    expected = condition_table(load_conditions(folders.values(), folders.keys()), "base")
+        run_many(load_params(name, {"subruns": 2}), runs=4, out_dir=tmp_path / name, processes=1)
+    tables, _ = comparison_tables(tmp_path)
+    expected = condition_table(load_runs([tmp_path]), "base")
     got = tables["base"].filter(pl.col("measure") != "cost_per_run_usd")
     assert got.equals(expected.filter(pl.col("measure") != "cost_per_run_usd"))
     row = got.filter(

@@ -16,8 +16,12 @@ from mbb.core.eventlog import KILL_ENV, ResumeMismatch, comparable, read_lines
 OVERRIDES = {"subruns": 2, "name": "kill"}
 
 
+def _condition(root):
+    return load_params(root / "params" / "base.yaml", OVERRIDES)
+
+
 def _reference(root):
-    cond = load_params(root / "params" / "base.yaml", OVERRIDES)
+    cond = _condition(root)
     return [comparable(x) for x in run_condition(cond, 3).log.lines]
 
 
@@ -59,7 +63,7 @@ def test_sigkill_at_twenty_points_then_resume_equals_uninterrupted(root, tmp_pat
         if i % 5 == 0:  # a torn write: half a line at the end of the file
             with (run_dir / "events.jsonl").open("a") as fh:
                 fh.write(reference[kill_after][:40])
-        out = resume_run(run_dir)
+        out = resume_run(run_dir, _condition(root))
         assert out.status == "resumed" and out.recorded == kill_after
         after = read_lines(run_dir / "events.jsonl")
         assert [comparable(x) for x in after] == reference, f"kill after {kill_after}"
@@ -72,7 +76,7 @@ def test_finished_run_is_left_alone(root, tmp_path):
     cond = load_params(root / "params" / "base.yaml", OVERRIDES)
     result = run_condition(cond, 1, tmp_path)
     text = (result.out_dir / "events.jsonl").read_text()
-    out = resume_run(result.out_dir)
+    out = resume_run(result.out_dir, cond)
     assert out.status == "finished"
     assert (result.out_dir / "events.jsonl").read_text() == text
 
@@ -88,12 +92,13 @@ def test_resume_detects_a_log_from_another_run(root, tmp_path):
     doctored[-1] = json.dumps(d, separators=(",", ":"))
     path.write_text("".join(x + "\n" for x in doctored))
     with pytest.raises(ResumeMismatch, match="event 29 differs"):
-        resume_run(result.out_dir)
+        resume_run(result.out_dir, cond)
 
 
-def test_resume_errors_are_clear(tmp_path):
+def test_resume_errors_are_clear(root, tmp_path):
+    cond = _condition(root)
     with pytest.raises(FileNotFoundError, match=r"no events\.jsonl"):
-        resume_run(tmp_path)
+        resume_run(tmp_path, cond)
     (tmp_path / "events.jsonl").write_text('{"kind":"run_st')
     with pytest.raises(ValueError, match="no complete event"):
-        resume_run(tmp_path)
+        resume_run(tmp_path, cond)

@@ -154,7 +154,7 @@ def test_soak_with_faults_and_kills(root, tmp_path, server, monkeypatch):
             out / "soak-soak-seed0007"
         )  # <condition>-<model>-seed: LLM workers (mbb.batch.runs)
         assert len(read_lines(run_dir / "events.jsonl")) == kill_after
-        resume_run(run_dir)
+        resume_run(run_dir, load_params(pfile))
         after = read_lines(run_dir / "events.jsonl")
         assert [same_run(x) for x in after] == reference, f"kill after {kill_after}"
     leaked = [p for p in tmp_path.rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()]

@@ -393,17 +393,18 @@ def test_a_run_with_too_many_failed_or_repaired_calls_is_invalid(sweep_copy) -> 
     assert entry["invalid_reason"] == (
         "2 of 20 LLM calls failed or needed a repair (10.0% > 5%: 1 failed, 1 repaired)"
     )
-    # a higher threshold, then the run's own verdict in meta.json, which wins
+    # a higher threshold; meta.json can make a run less valid, never more (a received folder
+    # cannot whitewash a log with too many failed calls)
     build_viewer(sweep_copy, invalid_share=0.2)
     assert _entry(_index(sweep_copy / "viewer"), "base-seed0000")["valid"] is True
     meta = json.loads((run / "meta.json").read_text())
     (run / "meta.json").write_text(json.dumps({**meta, "valid": True}))
     build_viewer(sweep_copy)
-    assert _entry(_index(sweep_copy / "viewer"), "base-seed0000")["valid"] is True
+    assert _entry(_index(sweep_copy / "viewer"), "base-seed0000")["valid"] is False
     (run / "meta.json").write_text(
         json.dumps({**meta, "valid": False, "invalid_reason": "judge disagreed"})
     )
-    build_viewer(sweep_copy)
+    build_viewer(sweep_copy, invalid_share=0.2)
     entry = _entry(_index(sweep_copy / "viewer"), "base-seed0000")
     assert (entry["valid"], entry["invalid_reason"]) == (False, "judge disagreed")
     # a meta.json whose fields have other types is not believed

@@ -17,6 +17,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -24,6 +25,7 @@ from mbb.analysis._frames import run_info_from_dirs
 from mbb.core.eventlog import EventLogError, read_lines
 from mbb.core.paths import user_path
 from mbb.core.tables import TABLES, concat_tables, load_tables, tables_from_run_dirs
+from mbb.core.validity import recorded_threshold, run_validity
 from mbb.params import Condition
 
 __all__ = [
@@ -68,8 +70,10 @@ def find_run_dirs(paths: Iterable[str | Path]) -> list[Path]:
 
 
 def run_status(run_dir: Path) -> tuple[bool, str | None]:
-    """(usable, why not): a run is usable when its log ends with a completed `run_ended`;
-    `meta.json`'s `validity` says whether it is valid."""
+    """(usable, why not): a run is usable when its log ends with a completed `run_ended` and
+    it is valid: no larger share of failed or repaired LLM calls in its log than the threshold
+    its meta.json records (else mbb's), and not marked invalid in its meta.json (which can make
+    a run less valid, never more)."""
     try:
         lines = read_lines(run_dir / "events.jsonl")
     except EventLogError as exc:
@@ -79,15 +83,16 @@ def run_status(run_dir: Path) -> tuple[bool, str | None]:
     status = json.loads(lines[-1]).get("status")
     if status != "completed":
         return False, f"run {status}"
-    meta = run_dir / "meta.json"
-    if meta.is_file():
-        try:
-            d = json.loads(meta.read_text())
-        except ValueError:
-            d = {}
-        if isinstance(d, dict) and d.get("valid") is False:
-            why = d.get("invalid_reason")
-            return False, f"invalid: {why if isinstance(why, str) else 'marked in meta.json'}"
+    meta = _meta(run_dir)
+    v = run_validity(lines, recorded_threshold(meta))
+    if not v["valid"]:
+        return False, (
+            f"invalid: {v['failed_or_repaired_share']:.1%} of its {v['llm_calls']} LLM calls "
+            f"failed or were repairs (more than {v['threshold']:.0%})"
+        )
+    if meta.get("valid") is False:
+        why = meta.get("invalid_reason")
+        return False, f"invalid: {why if isinstance(why, str) else 'marked in meta.json'}"
     return True, None
 
 
@@ -158,13 +163,8 @@ def load_runs(
         pl.col("condition").alias("condition_name"),
         pl.col("run_id").str.replace(r"-seed\d+$", "").alias("condition"),
     )
-    validity = [(r.name, *_validity(r)) for rs in by_cell.values() for r in rs]
     out["runs"] = out["runs"].join(
-        pl.DataFrame(
-            validity,
-            schema={"run_id": pl.String, "valid": pl.Boolean, "bad_call_share": pl.Float64},
-            orient="row",
-        ),
+        _validity(out.get("llm_calls"), [r for rs in by_cell.values() for r in rs]),
         on="run_id",
         how="left",
     )
@@ -173,19 +173,36 @@ def load_runs(
     return out
 
 
-def _validity(run_dir: Path) -> tuple[bool, float | None]:
-    """(valid, share of failed or repaired LLM calls) from the run's meta.json; a run whose
-    meta says nothing of it (scripted, or written before mbb recorded validity) is valid with
-    no share."""
+def _validity(calls: pl.DataFrame | None, runs: Sequence[Path]) -> pl.DataFrame:
+    """run_id, valid, bad_call_share: judged from each run's logged LLM calls (the share that
+    failed or were repairs, at the threshold its meta.json records, else mbb's), and invalid
+    too where its meta.json says so: a received folder's meta can make a run less valid, never
+    more. A run without LLM calls has no share."""
+    share: dict[str, float] = {}
+    if calls is not None and not calls.is_empty():
+        per = calls.group_by("run_id").agg(
+            ((pl.col("error").is_not_null() | pl.col("repair").fill_null(False)).mean()).alias(
+                "share"
+            )
+        )
+        share = dict(per.iter_rows())
+    rows = []
+    for run in runs:
+        meta = _meta(run)
+        s = share.get(run.name)
+        bad = s is not None and s > recorded_threshold(meta)
+        rows.append((run.name, not bad and meta.get("valid") is not False, s))
+    schema = {"run_id": pl.String, "valid": pl.Boolean, "bad_call_share": pl.Float64}
+    return pl.DataFrame(rows, schema=schema, orient="row")
+
+
+def _meta(run_dir: Path) -> dict[str, Any]:
+    """A run's meta.json, or {} when missing or not an object."""
     try:
         d = json.loads((run_dir / "meta.json").read_text())
     except (OSError, ValueError):
-        return True, None
-    if not isinstance(d, dict):
-        return True, None
-    v = d.get("validity")
-    share = v.get("failed_or_repaired_share") if isinstance(v, dict) else None
-    return d.get("valid") is not False, float(share) if isinstance(share, int | float) else None
+        return {}
+    return d if isinstance(d, dict) else {}
 
 
 def excluded_note(tables: dict[str, pl.DataFrame]) -> None:

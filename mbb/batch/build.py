@@ -193,7 +193,12 @@ def open_llm(condition: Condition) -> LlmPair:
     p = condition.llm
     budget = ledger_for(p.max_cost_usd, p.max_tokens_total)
     return (
-        LlmClient(prices=condition.prices, budget=budget),
+        LlmClient(
+            prices=condition.prices,
+            budget=budget,
+            # every key variable of the params: its value is redacted wherever an answer has it
+            secret_envs=[m.api_key_env for m in condition.models.values() if m.api_key_env],
+        ),
         LlmCache(p.cache_path() if p.cache != "off" else None, p.cache),
     )
 

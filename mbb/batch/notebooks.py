@@ -29,10 +29,11 @@ def execute_notebook(
     `kernel_name`: the Jupyter kernel (the venv's `python3`). A failing cell raises
     `papermill.PapermillExecutionError`; the notebook with its traceback is still written.
     A parameter the notebook does not declare is an error naming the ones it does (papermill
-    would drop it silently)."""
+    would drop it silently). Either way the notebook's hash is recorded in its folder's manifest
+    (`mbb.batch.report.record_executed`): only notebooks recorded so are ever reported."""
     import papermill
 
-    from mbb.batch.report import export_html
+    from mbb.batch.report import export_html, record_executed
 
     src = notebook_file(notebook)
     out = user_path(out_dir)
@@ -43,15 +44,21 @@ def execute_notebook(
     if unknown:
         valid = ", ".join(sorted(declared)) or "none: it has no parameters cell"
         raise ValueError(f"{src.name}: no parameter {unknown[0]!r}; its parameters are: {valid}")
-    papermill.execute_notebook(
-        str(src),
-        str(target),
-        parameters=parameters,
-        kernel_name=kernel_name,
-        progress_bar=False,
-        report_mode=False,
-        # the kernel logs a warning about its local TCP ports at start-up, over progress bars
-        extra_arguments=["--IPKernelApp.log_level=ERROR"],
-    )
+    try:
+        papermill.execute_notebook(
+            str(src),
+            str(target),
+            parameters=parameters,
+            kernel_name=kernel_name,
+            progress_bar=False,
+            report_mode=False,
+            # the kernel logs a warning about its local TCP ports at start-up, over progress bars
+            extra_arguments=["--IPKernelApp.log_level=ERROR"],
+        )
+    finally:
+        if target.is_file() and not target.is_symlink():  # failed or not: mbb executed it
+            record_executed(target)
     page = export_html(target) if html else None
+    if page is not None:
+        record_executed(target, page)
     return target, page

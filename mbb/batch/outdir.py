@@ -83,8 +83,11 @@ def _check_condition(out_dir: Path, condition: Condition) -> None:
                 "another --out"
             )
     if held is None or not (out_dir / MARKER_NAME).is_file():
-        tmp = out_dir / f".{MARKER_NAME}.{os.getpid()}"
-        tmp.write_text(json.dumps({"condition": condition.name, "params": params}, indent=1))
+        # a fresh file (O_EXCL: never one planted in a shared folder), renamed over the name
+        tmp = out_dir / f".{MARKER_NAME}.{os.getpid()}.{os.urandom(4).hex()}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(json.dumps({"condition": condition.name, "params": params}, indent=1))
         os.replace(tmp, out_dir / MARKER_NAME)
 
 
@@ -100,8 +103,13 @@ def claim(out_dir: str | Path, condition: Condition) -> Iterator[Path]:
         raise _os_problem(out_dir, exc) from None
     lock = out_dir / LOCK_NAME
     try:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        # never through a link: a `.mbb.lock` planted in a shared folder would be truncated
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise OutputError(
+                f"{lock}: a symbolic link; mbb locks an output folder only with a file of its own"
+            ) from None
         raise _os_problem(out_dir, exc) from None
     try:
         try:

@@ -1,10 +1,28 @@
-"""Self-contained, offline HTML export of executed notebooks with interactive charts.
+"""Self-contained, offline HTML export of executed notebooks with interactive charts, and the
+report over a folder of them.
 
 Every output carrying :data:`mbb.viz.render.MIMETYPE` (a Vega-Lite spec written by the ``mbb``
-renderer) becomes a ``<div class="mbb-chart">`` holding the static SVG, followed by a script that
-calls ``vegaEmbed`` on it: with JavaScript the chart is interactive (tooltips), without it the SVG
-still shows. The Vega/Vega-Lite/vega-embed bundle from ``vl_convert.javascript_bundle()`` is
-inlined exactly once, in the page head, and only when the notebook has charts.
+renderer) becomes a ``<div class="mbb-chart">`` holding the static chart as an image, followed
+by a script that calls ``vegaEmbed`` on it: with JavaScript the chart is interactive (tooltips),
+without it the image still shows. The Vega/Vega-Lite/vega-embed bundle from
+``vl_convert.javascript_bundle()`` is inlined exactly once, in the page head, and only when the
+notebook has charts.
+
+Reports are shared, and a notebook's text comes from run folders that may be hostile, so a page
+is built only from what mbb executed and shows only what an allow-list lets through:
+
+- **Provenance.** A notebook is reported only if its folder's manifest (`EXECUTED`), written
+  by mbb when it executed the notebook (`record_executed`), records its SHA-256, and the
+  manifest's HMAC verifies under this user's key (`~/.config/mbb/provenance.key`): a metadata
+  key, or a manifest anyone could write, is not provenance.
+- **Sanitizing.** Everything between the page's own header and footer — markdown cells, every
+  output, cell tags and ids, image metadata — passes `sanitize_html`, an allow-list sanitizer
+  (nh3, the Python binding of the Rust crate ammonia): known tags, attributes and classes only;
+  links to http(s), mailto or the page itself; images from ``data:image/...`` only; no style
+  but a single colour. Charts are put in after it, built by mbb from their spec (as JSON inside
+  the script) and their SVG (as an image: a browser runs no script and loads nothing from an
+  SVG shown as an image). A Content-Security-Policy allows only the page's own scripts (by
+  hash) and no network request.
 
 The page loads nothing from the network: nbconvert's lab template references require.js, MathJax,
 mermaid and the Jupyter widgets manager on CDNs; those blocks are overridden to nothing (so LaTeX
@@ -17,31 +35,43 @@ Size: the JS bundle is ~0.9 MB, so a page with charts is ~1.2 MB (a notebook wit
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import fcntl
+import hashlib
+import hmac
 import html
 import json
 import os
 import re
+import secrets
 import sys
+import time
 import urllib.parse
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
 import nbformat
+import nh3
 import vl_convert as vlc
 from nbconvert import HTMLExporter
 
 from mbb.batch.runs import spend_table_html
 from mbb.viz.render import MIMETYPE, render_svg, vl_version
+from mbb.viz.transcript import _CSS as _TRANSCRIPT_STYLE
 
 __all__ = [
+    "EXECUTED",
     "build_report",
     "comparison_tables",
     "embed_charts",
     "export_html",
     "external_urls",
     "own_notebooks",
+    "record_executed",
+    "sanitize_html",
     "vega_bundle",
 ]
 
@@ -64,13 +94,21 @@ nav.mbb-toc ul { margin: .2rem 0; padding-left: 1.2rem; }
 nav.mbb-toc li.h3 { margin-left: 1.2rem; }
 .jp-RenderedHTMLCommon td.mbb-text, .jp-RenderedHTMLCommon th.mbb-text { text-align: left; }
 .jp-RenderedHTMLCommon { font-size: 14px; }
+.dataframe > thead > tr, .dataframe > tbody > tr { text-align: right; white-space: pre-wrap; }
+.mbb-chart { display: inline-block; }
+.mbb-chart .vg-tooltip { font-family: var(--jp-ui-font-family); }
 """
+# Style blocks in outputs are not kept (`sanitize_html`): the page itself carries the styles of
+# mbb's own outputs (the round transcript, polars' tables above).
+_OWN_OUTPUT_CSS = re.sub(r"</?style>", "", _TRANSCRIPT_STYLE)
 
 # Extends nbconvert's "lab" index template: every block that would load from a CDN is emptied,
 # and the Vega bundle (if any) is inlined in the head, before the first chart.
 _TEMPLATE = (
     """{%- extends 'index.html.j2' -%}
-{%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}
+{%- block html_head_js_requirejs -%}
+<meta name="mbb-csp">
+{%- endblock html_head_js_requirejs -%}
 {%- block jupyter_widgets -%}{%- endblock jupyter_widgets -%}
 {%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
 {%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
@@ -80,25 +118,14 @@ _TEMPLATE = (
 """
     + _PAGE_CSS
     + """
+{{ resources.mbb_output_css }}
 </style>
-{%- if resources.mbb_vega_bundle %}
-<style type="text/css">
-.mbb-chart { display: inline-block; }
-.mbb-chart .vg-tooltip { font-family: var(--jp-ui-font-family); }
-</style>
-<script>
-{{ resources.mbb_vega_bundle }}
-</script>
-{%- endif %}
+{{ resources.mbb_head_scripts }}
 {%- endblock html_head_css -%}
-{%- block body_header -%}
-{{ super() }}
-<input type="checkbox" id="mbb-show-code" aria-label="show code">
-<label for="mbb-show-code" class="mbb-code-toggle"></label>
-<!--MBB_TOC-->
-{%- endblock body_header -%}
 """
 )
+# replaced by the page's policy once its scripts are known (nbconvert may close the tag: />)
+_CSP_MARK = re.compile(r'<meta name="mbb-csp"\s*/?>')
 
 _CSS_URL = re.compile(r"""(?:url\(\s*["']?|@import\s+["'])\s*((?:https?:)?//[^"')\s]+)""")
 _EXTERNAL = re.compile(r"^(?:https?:)?//", re.IGNORECASE)
@@ -164,26 +191,34 @@ def _script_json(value: Any) -> str:
     )
 
 
-def _chart_html(index: int, spec: dict[str, Any], svg: str) -> str:
-    """The div (static SVG fallback) and the script that upgrades it to an interactive chart."""
-    chart_id = f"mbb-chart-{index}"
+def _chart_script(index: int, spec: dict[str, Any]) -> str:
+    """The text of the script that upgrades chart `index` to an interactive one."""
     return (
-        f'<div class="mbb-chart" id="{chart_id}">{svg}</div>\n'
-        "<script>\n"
-        f'vegaEmbed("#{chart_id}", {_script_json(spec)}, '
+        f'\nvegaEmbed("#mbb-chart-{index}", {_script_json(spec)}, '
         '{actions: false, renderer: "svg"}).catch(console.error);\n'
-        "</script>\n"
     )
 
 
-def embed_charts(nb: nbformat.NotebookNode) -> int:
-    """Replace, in place, every chart output's data by the interactive HTML; return the count.
+def _chart_html(index: int, spec: dict[str, Any], svg: str) -> str:
+    """The chart's div, its SVG shown as an image (inert: no script runs and nothing loads in an
+    SVG shown as an image, whatever it holds), and the script that upgrades it."""
+    image = base64.b64encode(svg.encode()).decode()
+    return (
+        f'<div class="mbb-chart" id="mbb-chart-{index}">'
+        f'<img alt="chart" src="data:image/svg+xml;base64,{image}"></div>\n'
+        f"<script>{_chart_script(index, spec)}</script>\n"
+    )
 
-    The SVG stored in the output is reused; it is re-rendered only if missing. PNG and spec are
-    dropped from the exported copy: the HTML shows the SVG/vegaEmbed version and the page stays
-    small.
-    """
-    count = 0
+
+def embed_charts(nb: nbformat.NotebookNode, mark: str | None = None) -> list[str]:
+    """Replace, in place, every chart output by a placeholder; return the charts' HTML in order.
+
+    The placeholder of chart `i` is a div holding only `<mark>-<i>` (`mark`: a random token of
+    the export, so no text of the notebook can stand in for one); `export_html` puts each
+    chart's HTML there after sanitizing the page. The SVG stored in the output is reused (it is
+    re-rendered from the spec only if missing). PNG and spec are dropped from the exported copy."""
+    mark = mark or secrets.token_hex(12)
+    charts: list[str] = []
     for cell in nb.cells:
         if cell.get("cell_type") != "code":
             continue
@@ -197,15 +232,112 @@ def embed_charts(nb: nbformat.NotebookNode) -> int:
             svg = data.get("image/svg+xml")
             if isinstance(svg, list):  # nbformat may keep multiline strings split
                 svg = "".join(svg)
-            if not svg:
+            if not isinstance(svg, str) or not svg:
                 svg = render_svg(spec)
             text = data.get("text/plain", "<mbb chart>")
             output["data"] = nbformat.from_dict(
-                {"text/html": _chart_html(count, spec, svg), "text/plain": text}
+                {"text/html": f"<div>{mark}-{len(charts)}</div>", "text/plain": text}
             )
             output["metadata"] = nbformat.from_dict({})
-            count += 1
-    return count
+            charts.append(_chart_html(len(charts), spec, svg))
+    return charts
+
+
+# --- the allow-list sanitizer ------------------------------------------------------------------
+# nh3 (ammonia): an HTML5 parser and an allow-list; nothing outside these lists survives, however
+# it is spelt. The tags and classes are the ones nbconvert's lab template, Pygments, polars'
+# tables and mbb's own outputs use; none of the classes is given a position by the page's CSS
+# (a class that is — a dialog, an overlay — could lay a fake page over the real one).
+# fmt: off
+_TAGS = frozenset({
+    "a", "abbr", "b", "blockquote", "br", "caption", "code", "col", "colgroup", "dd", "del",
+    "details", "div", "dl", "dt", "em", "figcaption", "figure", "h1", "h2", "h3", "h4", "h5",
+    "h6", "hr", "i", "img", "ins", "kbd", "li", "mark", "ol", "p", "pre", "q", "s",
+    "samp", "small", "span", "strong", "sub", "summary", "sup", "table", "tbody", "td",
+    "tfoot", "th", "thead", "tr", "u", "ul", "var", "wbr",
+})
+# fmt: on
+_ATTRIBUTES = {
+    "*": {"class", "id", "title", "lang", "dir", "data-mime-type", "aria-hidden", "aria-label"},
+    "a": {"href"},
+    "img": {"src", "alt", "width", "height"},
+    "td": {"colspan", "rowspan", "align"},
+    "th": {"colspan", "rowspan", "align", "scope"},
+    "ol": {"start"},
+    "col": {"span"},
+    "colgroup": {"span"},
+    "details": {"open"},
+    "span": {"style"},
+    "div": {"style"},
+}
+# fmt: off
+_JP_CLASSES = frozenset({
+    "jp-Cell", "jp-CodeCell", "jp-MarkdownCell", "jp-Notebook-cell", "jp-mod-noOutputs",
+    "jp-mod-noInput", "jp-Cell-inputWrapper", "jp-Cell-outputWrapper", "jp-Collapser",
+    "jp-InputCollapser", "jp-OutputCollapser", "jp-Cell-inputCollapser",
+    "jp-Cell-outputCollapser", "jp-InputArea", "jp-Cell-inputArea", "jp-InputPrompt",
+    "jp-InputArea-prompt", "jp-InputArea-editor", "jp-CodeMirrorEditor", "jp-Editor",
+    "jp-OutputArea", "jp-Cell-outputArea", "jp-OutputArea-child",
+    "jp-OutputArea-executeResult", "jp-OutputPrompt", "jp-OutputArea-prompt",
+    "jp-OutputArea-output", "jp-RenderedText", "jp-RenderedHTMLCommon", "jp-RenderedHTML",
+    "jp-RenderedMarkdown", "jp-MarkdownOutput", "jp-RenderedImage", "jp-RenderedSVG",
+    "jp-RenderedLatex", "jp-RenderedJavaScript", "jp-needs-light-background",
+    "jp-needs-dark-background", "cm-editor", "cm-s-jupyter", "highlight", "anchor-link",
+    "dataframe", "unconfined", "mbb-text", "mbb-tr",
+})
+# fmt: on
+# Pygments' token classes (k, kn, s2, ...), mbb's transcript (w, lab, priv, rev), nbconvert's
+# highlighting (hl-python3) and cell tags (celltag_parameters), ANSI colours (ansi-red-fg)
+_CLASS_FORMS = re.compile(r"[a-z]{1,4}[0-9]?|hl-[A-Za-z0-9_+-]+|celltag_[\w-]+|ansi-[a-z-]+")
+_LINK = re.compile(r"(?:https?|mailto):|#", re.IGNORECASE)
+_IMAGE = re.compile(r"data:image/(?:png|jpeg|gif|webp|svg\+xml);base64,[A-Za-z0-9+/=\s]*\Z")
+_NUMBER = re.compile(r"\d{1,5}(?:px|%)?\Z")
+_ALIGN = frozenset({"left", "right", "center", "justify"})
+# the one style kept: a single colour (mbb's transcript colours its worker chips)
+_COLOUR = re.compile(
+    r"\s*(?:background|background-color|color)\s*:\s*(?:#[0-9a-fA-F]{3,8}|[a-zA-Z]{3,20})\s*;?\s*\Z"
+)
+_MIME = re.compile(r"[a-z0-9.+/-]{1,100}\Z")
+
+
+def _attribute(tag: str, name: str, value: str) -> str | None:
+    """Each kept attribute's value, checked against what it may be (None: dropped)."""
+    if name == "class":
+        kept = [c for c in value.split() if c in _JP_CLASSES or _CLASS_FORMS.fullmatch(c)]
+        return " ".join(kept) or None
+    if name == "id":  # mbb's own elements (the code toggle, the charts) cannot be stood in for
+        return None if value.lower().startswith("mbb") or len(value) > 200 else value
+    if name == "href":
+        return value if _LINK.match(value.strip()) else None
+    if name == "src":
+        return value if _IMAGE.match(value.strip()) else None
+    if name in ("width", "height", "colspan", "rowspan", "start", "span"):
+        return value if _NUMBER.match(value.strip()) else None
+    if name == "align":
+        return value if value.strip().lower() in _ALIGN else None
+    if name == "style":
+        return value if _COLOUR.match(value) else None
+    if name == "data-mime-type":
+        return value if _MIME.match(value) else None
+    return value
+
+
+_CLEANER = nh3.Cleaner(
+    tags=set(_TAGS),
+    clean_content_tags={"script", "style"},
+    attributes={k: set(v) for k, v in _ATTRIBUTES.items()},
+    attribute_filter=_attribute,
+    url_schemes={"http", "https", "mailto", "data"},
+    strip_comments=True,
+    link_rel="noopener noreferrer",
+)
+
+
+def sanitize_html(fragment: str) -> str:
+    """`fragment` with everything the allow-list above does not name removed (nh3/ammonia):
+    no script, style, frame, form, SVG or MathML element, no event handler, no link to anything
+    but http(s), mailto and the page, no image but a ``data:image`` one, no style but a colour."""
+    return _CLEANER.clean(fragment)
 
 
 def _exporter() -> HTMLExporter:
@@ -256,16 +388,13 @@ def _replace_paths(value: Any, pairs: list[tuple[str, str]]) -> Any:
     return value
 
 
-_UNSAFE_HTML = re.compile(
-    r"<\s*(script|iframe|object|embed)\b|<[^>]*\son[a-z]+\s*=|javascript:", re.I
-)
-_POLARS_TEXT_TD = re.compile(r"<td>(&quot;)")
+_POLARS_TEXT_TD = re.compile(r"<td>(&quot;|\")")
 
 
 def scrub_notebook(nb: nbformat.NotebookNode, notebook_path: Path) -> None:
     """In place, before export: absolute paths of this machine replaced by neutral names (in
-    sources and outputs); an HTML output that could run script (not a chart of ours) shown as
-    escaped text; free-text cells of polars tables marked for left alignment."""
+    sources and outputs). What may run or show is decided on the rendered page
+    (`sanitize_html`), not here."""
     pairs = _path_replacements(notebook_path)
     for cell in nb.cells:
         cell["source"] = _replace_paths(cell.get("source", ""), pairs)
@@ -278,13 +407,6 @@ def scrub_notebook(nb: nbformat.NotebookNode, notebook_path: Path) -> None:
                 continue
             for mime in list(data):
                 data[mime] = _replace_paths(data[mime], pairs)
-            page = data.get("text/html")
-            if page is None or 'class="mbb-chart"' in str(page)[:200]:
-                continue
-            page = "".join(page) if isinstance(page, list) else page
-            if _UNSAFE_HTML.search(page):
-                page = f"<pre>{html.escape(page)}</pre>"
-            data["text/html"] = _POLARS_TEXT_TD.sub(r'<td class="mbb-text">\1', page)
 
 
 _HEADING = re.compile(r'<h([1-3]) id="([^"]+)"[^>]*>(.*?)</h\1>', re.S)
@@ -303,27 +425,74 @@ def _toc(body: str) -> str:
     return f'<nav class="mbb-toc"><strong>Contents</strong><ul>{"".join(items)}</ul></nav>'
 
 
+def _script_hash(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
+
+
+def content_security_policy(scripts: Iterable[str]) -> str:
+    """The policy of a page whose only scripts are `scripts` (their texts): those run (by hash;
+    Vega compiles its expressions, hence 'unsafe-eval'), nothing else does, nothing is fetched
+    (images from data: URLs only), styles are the page's own."""
+    hashes = " ".join(sorted({_script_hash(t) for t in scripts}))
+    script_src = f"{hashes} 'unsafe-eval'" if hashes else "'none'"
+    return (
+        f"default-src 'none'; script-src {script_src}; style-src 'unsafe-inline'; "
+        "img-src data:; font-src data:; base-uri 'none'; form-action 'none'"
+    )
+
+
+def _csp_meta(scripts: Iterable[str]) -> str:
+    policy = html.escape(content_security_policy(scripts), quote=True)
+    return f'<meta http-equiv="Content-Security-Policy" content="{policy}">'
+
+
+def _finish_page(page: str, mark: str, charts: list[str], scripts: list[str]) -> str:
+    """The exported page with everything between its own `<main>` and `</main>` sanitized, the
+    charts put in their placeholders, the code toggle and the contents on top, and the policy
+    allowing exactly the page's scripts."""
+    head, sep, rest = page.partition("<main>")
+    body, sep2, tail = rest.rpartition("</main>")
+    if not sep or not sep2:
+        raise ValueError("the page template has no <main> element to sanitize")
+    clean = _POLARS_TEXT_TD.sub(r'<td class="mbb-text">\1', sanitize_html(body))
+    for i, chart in enumerate(charts):
+        clean = clean.replace(f"<div>{mark}-{i}</div>", chart, 1)
+    header = (
+        '\n<input type="checkbox" id="mbb-show-code" aria-label="show code">\n'
+        '<label for="mbb-show-code" class="mbb-code-toggle"></label>\n' + _toc(clean)
+    )
+    head, found = _CSP_MARK.subn(lambda _: _csp_meta(scripts), head, count=1)
+    if not found:
+        raise ValueError("the page template has no place for its Content-Security-Policy")
+    return f"{head}<main>{header}{clean}</main>{tail}"
+
+
 def export_html(notebook_path: Path, html_path: Path | None = None) -> Path:
     """Export an executed notebook to a self-contained offline HTML page; return its path.
 
     ``html_path`` defaults to the notebook's path with ``.html``. Code cells are hidden behind a
-    "show code" toggle, a table of contents leads the page, and no absolute path of this
-    machine is written (see :func:`scrub_notebook`). Expect ~1.2 MB with charts (the inlined
-    ~0.9 MB Vega bundle, once per page) and ~0.3 MB without.
+    "show code" toggle, a table of contents leads the page, no absolute path of this machine is
+    written (see :func:`scrub_notebook`), and nothing of the notebook reaches the page but what
+    :func:`sanitize_html` lets through. Expect ~1.2 MB with charts (the inlined ~0.9 MB Vega
+    bundle, once per page) and ~0.3 MB without.
     """
     notebook_path = Path(notebook_path)
     html_path = Path(html_path) if html_path is not None else notebook_path.with_suffix(".html")
     nb = nbformat.read(notebook_path, as_version=4)
-    n_charts = embed_charts(nb)
+    mark = secrets.token_hex(12)
+    charts = embed_charts(nb, mark)
     scrub_notebook(nb, notebook_path)
+    scripts = [f"\n{vega_bundle()}\n"] if charts else []
     resources: dict[str, Any] = {
         "metadata": {"name": notebook_path.stem, "path": "."},
-        "mbb_vega_bundle": vega_bundle() if n_charts else "",
+        "mbb_output_css": _OWN_OUTPUT_CSS,
+        "mbb_head_scripts": "".join(f"<script>{t}</script>" for t in scripts),
     }
     body, _ = _exporter().from_notebook_node(nb, resources=resources)
-    body = body.replace("<!--MBB_TOC-->", _toc(body), 1)
+    scripts += [re.search(r"<script>(.*?)</script>", c, re.S).group(1) for c in charts]  # type: ignore[union-attr]
+    body = _finish_page(body, mark, charts, scripts)
     html_path.parent.mkdir(parents=True, exist_ok=True)
-    html_path.write_text(body, encoding="utf-8")
+    _write_file(html_path, body)
     return html_path
 
 
@@ -377,28 +546,169 @@ def _candidate_notebooks(root: Path) -> list[Path]:
     return sorted(found)
 
 
-def own_notebooks(root: Path, listed: Iterable[Path] = ()) -> tuple[list[Path], list[tuple]]:
+# --- provenance: what mbb executed, recorded where it did ---------------------------------------
+EXECUTED = "mbb-executed.json"  # in a notebook's folder: what mbb executed there, with its hash
+_KEY_ENV_DIR = "XDG_CONFIG_HOME"
+
+
+def _key_path() -> Path:
+    base = os.environ.get(_KEY_ENV_DIR) or str(Path.home() / ".config")
+    return Path(base) / "mbb" / "provenance.key"
+
+
+def _provenance_key() -> bytes:
+    """This user's key for the manifests' HMAC, made on first use (32 random bytes, mode 0600).
+    Machines that share the home folder (a cluster) share it."""
+    path = _key_path()
+    for _ in range(2):
+        try:
+            return bytes.fromhex(path.read_text(encoding="ascii").strip())
+        except FileNotFoundError:
+            pass
+        except (ValueError, UnicodeDecodeError):
+            raise ValueError(
+                f"{path}: not an mbb provenance key (64 hex digits); delete it to make a new one "
+                "(notebooks recorded with the old key are then no longer reported)"
+            ) from None
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        except FileExistsError:
+            continue  # another process made it first: read that one
+        with os.fdopen(fd, "w", encoding="ascii") as fh:
+            fh.write(secrets.token_hex(32))
+    raise OSError(f"{path}: could not read or create the provenance key")
+
+
+def _mac(entries: dict[str, Any]) -> str:
+    blob = json.dumps(entries, sort_keys=True, separators=(",", ":")).encode()
+    return hmac.new(_provenance_key(), blob, hashlib.sha256).hexdigest()
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _write_file(path: Path, text: str) -> None:
+    """Write `path` whole through a fresh file renamed over it: never through a link planted
+    in a shared folder (the link is replaced, its target untouched)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+@contextlib.contextmanager
+def _manifest_lock(folder: Path) -> Iterator[None]:
+    fd = os.open(folder / f".{EXECUTED}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _manifest(folder: Path) -> tuple[dict[str, Any] | None, str]:
+    """(the verified entries of `folder`'s manifest, '') or (None, why not)."""
+    path = folder / EXECUTED
+    if path.is_symlink():
+        return None, f"its folder's {EXECUTED} is a symbolic link"
+    if not path.is_file():
+        return None, f"not executed by mbb (no {EXECUTED} beside it)"
+    try:
+        d = json.loads(path.read_text(encoding="utf-8"))
+        entries, mac = d["notebooks"], d["hmac"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None, f"its folder's {EXECUTED} is not a manifest mbb wrote"
+    if not isinstance(entries, dict) or not isinstance(mac, str):
+        return None, f"its folder's {EXECUTED} is not a manifest mbb wrote"
+    if not hmac.compare_digest(mac, _mac(entries)):
+        return None, (
+            f"its folder's {EXECUTED} does not verify (not written by mbb under this user's "
+            "key: a copied, edited or forged record)"
+        )
+    return entries, ""
+
+
+def record_executed(notebook: Path, page: Path | None = None) -> None:
+    """Record in `notebook`'s folder that mbb executed it: its SHA-256 (and its page's) in the
+    folder's manifest, signed with this user's key. Called by `execute_notebook` right after
+    papermill wrote it, failed or not, and by the report when it exports a page again."""
+    notebook = Path(notebook)
+    folder = notebook.parent
+    with _manifest_lock(folder):
+        entries, _ = _manifest(folder)
+        entries = dict(entries or {})
+        entries[notebook.name] = {
+            "sha256": _sha256(notebook),
+            "page_sha256": _sha256(page) if page is not None and page.is_file() else None,
+            "recorded": round(time.time(), 3),
+        }
+        record = {"version": 1, "notebooks": entries, "hmac": _mac(entries)}
+        _write_file(folder / EXECUTED, json.dumps(record, indent=1, sort_keys=True))
+
+
+def _executed_entry(nb_path: Path, manifests: dict[Path, tuple]) -> tuple[dict | None, str]:
+    if nb_path.is_symlink():
+        return None, "a symbolic link"
+    folder = nb_path.parent
+    if folder not in manifests:
+        manifests[folder] = _manifest(folder)
+    entries, why = manifests[folder]
+    if entries is None:
+        return None, why
+    entry = entries.get(nb_path.name)
+    if not isinstance(entry, dict):
+        return None, f"not executed by mbb (not in its folder's {EXECUTED})"
+    if entry.get("sha256") != _sha256(nb_path):
+        return None, "changed since mbb executed it (its hash is not the one recorded)"
+    return entry, ""
+
+
+def own_notebooks(root: Path) -> tuple[list[Path], list[tuple[Path, str]]]:
     """(notebooks mbb executed under `root`, [(path, reason) skipped]).
 
-    A notebook is mbb's when it is listed in the sweep's manifest (`listed`) or was executed by
-    papermill (the `papermill` metadata every `mbb notebook`/`mbb sweep` run writes), is a valid
-    notebook, and lies outside every run folder. Anything else — a notebook a worker wrote, a
+    A notebook is mbb's when its folder's manifest (`EXECUTED`, HMAC-verified) records it with
+    its current SHA-256, it is a valid notebook, and it lies outside every run folder. Anything
+    else — a notebook a worker wrote, one edited after it ran, one with a forged record, a
     malformed file — is skipped with its reason, never exported or linked."""
-    listed = {Path(p).resolve() for p in listed}
     keep: list[Path] = []
     skipped: list[tuple[Path, str]] = []
+    manifests: dict[Path, tuple] = {}
     for nb_path in _candidate_notebooks(root):
+        entry, why = _executed_entry(nb_path, manifests)
+        if entry is None:
+            skipped.append((nb_path, why))
+            continue
         try:
             nb = nbformat.read(nb_path, as_version=4)
             nbformat.validate(nb)
         except Exception as exc:  # any malformed file: say why and go on
             skipped.append((nb_path, f"not a valid notebook ({type(exc).__name__})"))
             continue
-        if nb_path.resolve() not in listed and "papermill" not in nb.metadata:
-            skipped.append((nb_path, "not executed by mbb (no papermill record)"))
-            continue
         keep.append(nb_path)
     return keep, skipped
+
+
+def _page_is_current(nb_path: Path, page: Path) -> bool:
+    """Whether `page` is the one mbb exported from `nb_path` (its hash in the manifest)."""
+    entries, _ = _manifest(nb_path.parent)
+    entry = (entries or {}).get(nb_path.name)
+    return (
+        isinstance(entry, dict)
+        and page.is_file()
+        and not page.is_symlink()
+        and entry.get("page_sha256") == _sha256(page)
+    )
 
 
 def _notebook_failed(nb_path: Path) -> str | None:
@@ -575,17 +885,18 @@ def _compare_html(tables: dict[str, Any], default: str, viewer: bool) -> str:
         f"<option value='{esc(c)}'{' selected' if c == default else ''}>{esc(c)}</option>"
         for c in tables
     )
-    script = (
-        "<script>document.getElementById('baseline').addEventListener('change',function(){"
+    switch = (
+        "document.getElementById('baseline').addEventListener('change',function(){"
         "var v=this.value;document.querySelectorAll('section.cmp').forEach(function(s){"
-        "s.hidden=s.getAttribute('data-baseline')!==v;});});</script>"
+        "s.hidden=s.getAttribute('data-baseline')!==v;});});"
     )
+    script = f"<script>{switch}</script>"
     viewer_link = (
         f' · <a href="{VIEWER_DIR}/index.html">every run in the viewer</a>' if viewer else ""
     )
     return (
         "<!doctype html><html lang=en><head><meta charset='utf-8'>"
-        "<title>mbb comparison of conditions</title>"
+        f"{_csp_meta([switch])}<title>mbb comparison of conditions</title>"
         f"<style>{_INDEX_CSS}</style></head><body><h1>Conditions compared</h1>"
         f"<nav class=links><a href='index.html'>report index</a>{viewer_link}</nav>"
         "<p>One value per run (seed), then per condition: the mean over seeds, its 95% "
@@ -610,25 +921,27 @@ def build_report(
     the first); the page can switch to any other. Notebooks that are not mbb's (see
     :func:`own_notebooks`) are skipped with a warning. Everything renders offline."""
     root = Path(root).resolve()
-    status_of: dict[str, str] = {}
-    manifest = root / "sweep.json"
-    if manifest.is_file():
+    status_of: dict[str, str] = {}  # a sweep's record of its jobs: shown, never provenance
+    sweep_record = root / "sweep.json"
+    if sweep_record.is_file():
         try:
-            for r in json.loads(manifest.read_text()).get("results", []):
-                status_of[str(Path(r["notebook"]).resolve())] = r["status"]
+            for r in json.loads(sweep_record.read_text()).get("results", []):
+                status_of[str(Path(r["notebook"]).resolve())] = str(r["status"])
         except (ValueError, KeyError, TypeError, AttributeError):
-            _warn(f"{manifest.name}: unreadable, ignored")
-    notebooks, skipped = own_notebooks(root, [Path(p) for p in status_of])
+            _warn(f"{sweep_record.name}: unreadable, ignored")
+    notebooks, skipped = own_notebooks(root)
     for path, reason in skipped:
         if not quiet:
             _warn(f"{path.relative_to(root)}: skipped: {reason}")
     rows = []
     for nb_path in notebooks:
         page = nb_path.with_suffix(".html")
-        if not page.is_file() or page.stat().st_mtime < nb_path.stat().st_mtime:
+        if not _page_is_current(nb_path, page):  # a page mbb did not export from it: again
             export_html(nb_path, page)
+            record_executed(nb_path, page)
         error = _notebook_failed(nb_path)
         status = "failed" if error else status_of.get(str(nb_path.resolve()), "ok")
+        status = status if status in ("ok", "failed", "stopped", "skipped") else "ok"
         rows.append((nb_path, page, status, error, _condition_summary(nb_path.parent)))
 
     viewer_index = None
@@ -649,9 +962,7 @@ def build_report(
         default = baseline if baseline in tables else next(iter(tables))
         if baseline is None and "base" in tables:
             default = "base"
-        (root / COMPARE_PAGE).write_text(
-            _compare_html(tables, default, viewer_index is not None), encoding="utf-8"
-        )
+        _write_file(root / COMPARE_PAGE, _compare_html(tables, default, viewer_index is not None))
 
     def fmt(v: Any, pct: bool = False) -> str:
         if v is None:
@@ -701,7 +1012,8 @@ def build_report(
             f"not exported):</p><ul class=warn>{items}</ul>"
         )
     page_html = (
-        "<!doctype html><html lang=en><head><meta charset='utf-8'><title>mbb report</title>"
+        "<!doctype html><html lang=en><head><meta charset='utf-8'>"
+        f"{_csp_meta([])}<title>mbb report</title>"
         f"<style>{_INDEX_CSS}</style></head><body>"
         f"<h1>mbb report</h1><nav class=links>{''.join(links)}</nav>"
         f"<p><code>{esc(root.name)}</code> — {len(rows)} notebook(s), {n_failed} failed.</p>"
@@ -724,5 +1036,5 @@ def build_report(
         + f"{skipped_html}</body></html>"
     )
     index = root / "index.html"
-    index.write_text(page_html, encoding="utf-8")
+    _write_file(index, page_html)
     return index

@@ -14,14 +14,16 @@ a second. Parallel only pays from `PARALLEL_FROM` runs on (measured by bench/ben
 from __future__ import annotations
 
 import atexit
+import contextlib
 import errno
 import json
 import multiprocessing as mp
 import os
 import signal
+import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,22 +38,21 @@ from mbb.batch.runs import check_not_foreign, run_id_of
 from mbb.core.eventlog import EventLogError, kind_of, read_lines
 from mbb.core.provenance import provenance
 from mbb.core.tables import concat_tables, tables_from_lines, write_tables
+from mbb.core.validity import INVALID_SHARE, run_validity
 from mbb.params import Condition
 from mbb.protocol.arena import RunResult
 
 __all__ = [
-    "INVALID_SHARE",
     "BatchInterrupted",
     "BatchResult",
     "finished_log",
+    "replace_file",
     "run_conditions",
     "run_many",
-    "run_validity",
     "shutdown_pool",
     "write_meta",
 ]
 
-INVALID_SHARE = 0.05  # mbb's default: a run with more failed or repaired calls is invalid
 PARALLEL_FROM = 64  # below this many scripted runs one process is faster (bench/bench_runner.py)
 MAX_CHUNK = 8  # seeds per task: progress shows within a second, the cores stay balanced
 MAX_RUNS = 100_000  # runs in one batch (checked before anything is allocated)
@@ -104,24 +105,31 @@ class BatchResult:
         return [self.out_dir / r for r in self.run_ids]
 
 
-def run_validity(lines: Sequence[str], threshold: float) -> dict[str, Any]:
-    """A run's LLM calls, how many failed or were repairs, their share and whether the run is
-    valid (share at most `threshold`); every call counts, from the cache or not."""
-    calls = failed = repaired = 0
-    for line in lines:
-        if line.startswith('{"kind":"llm_call"'):
-            d = json.loads(line)
-            calls += 1
-            failed += d.get("error") is not None
-            repaired += bool(d.get("repair"))
-    share = (failed + repaired) / calls if calls else 0.0
+def replace_file(path: Path, text: str) -> None:
+    """Write `path` whole, atomically, and never through a link: a fresh file (O_EXCL, so not
+    one planted in a shared folder) renamed over it — a symbolic link there is replaced, its
+    target untouched."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _validity_fields(lines: Sequence[str], invalid_share: float) -> dict[str, Any]:
+    """meta.json's `valid`, `invalid_reason` and `validity` for a run's log lines."""
+    validity = run_validity(lines, invalid_share)
     return {
-        "llm_calls": calls,
-        "failed_calls": failed,
-        "repaired_calls": repaired,
-        "failed_or_repaired_share": round(share, 4),
-        "threshold": threshold,
-        "valid": share <= threshold,
+        "valid": validity["valid"],
+        "invalid_reason": None
+        if validity["valid"]
+        else f"{validity['failed_or_repaired_share']:.1%} of its {validity['llm_calls']} LLM "
+        f"calls failed or were repairs (more than {invalid_share:.0%})",
+        "validity": validity,
     }
 
 
@@ -131,7 +139,6 @@ def write_meta(
     """meta.json beside a run's events: params snapshot, seed, provenance, size, wall time, and
     whether the run is valid (`run_validity` at `invalid_share`: `valid`, `invalid_reason`)."""
     assert result.out_dir is not None
-    validity = run_validity(result.log.lines, invalid_share)
     meta = {
         "run_id": result.run_id,
         "condition": condition.name,
@@ -141,15 +148,10 @@ def write_meta(
         "wall_s": round(wall_s, 4),
         "params": condition.model_dump(mode="json"),
         "provenance": provenance(),
-        "valid": validity["valid"],
-        "invalid_reason": None
-        if validity["valid"]
-        else f"{validity['failed_or_repaired_share']:.1%} of its {validity['llm_calls']} LLM "
-        f"calls failed or were repairs (more than {invalid_share:.0%})",
-        "validity": validity,
+        **_validity_fields(result.log.lines, invalid_share),
     }
     path = result.out_dir / "meta.json"
-    path.write_text(json.dumps(meta, indent=1))
+    replace_file(path, json.dumps(meta, indent=1))
     return path
 
 
@@ -170,7 +172,7 @@ def finished_log(run_dir: Path) -> list[str] | None:
     if last.get("status") != "completed" or run_dir.name != last.get("run_id"):
         return None
     meta = run_dir / "meta.json"
-    if not meta.is_file():
+    if not meta.is_file() or meta.is_symlink():
         first = json.loads(lines[0])
         d = {
             "run_id": first["run_id"],
@@ -181,8 +183,10 @@ def finished_log(run_dir: Path) -> list[str] | None:
             "wall_s": None,  # not measured: the batch writing it was interrupted
             "params": first["params"],
             "provenance": first["provenance"],
+            # mbb's default threshold: the batch that knew the study's was interrupted
+            **_validity_fields(lines, INVALID_SHARE),
         }
-        meta.write_text(json.dumps(d, indent=1))
+        replace_file(meta, json.dumps(d, indent=1))
     return lines
 
 
@@ -231,13 +235,49 @@ _pool_size = 0
 
 
 def _worker_start() -> None:
-    """Worker start-up: leave Ctrl-C to the parent, which stops the batch (no traceback per
-    worker), and go with the parent if it dies, even SIGKILLed (the SIGTERM the kernel then
-    sends reaps what the worker held: `mbb.resource.reaper`)."""
+    """Worker start-up: import what every chunk needs before the first task arrives, leave
+    Ctrl-C to the parent for good, which stops the batch (no traceback per worker), and go with
+    the parent if it dies, even SIGKILLed (the SIGTERM the kernel then sends reaps what the
+    worker held: `mbb.resource.reaper`).
+
+    A worker is born with SIGINT blocked (`_sigint_held`), so a Ctrl-C that lands while it
+    starts and imports is held, not raised; ignoring SIGINT here discards it (polars, imported
+    first, installs a native SIGINT handler, which the ignore replaces), and the block is lifted."""
+    import mbb.core.tables  # noqa: F401  (polars and the schemas: every chunk needs them)
     from mbb.resource import reaper
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     reaper.die_with_parent()
+
+
+@contextlib.contextmanager
+def _sigint_held() -> Iterator[None]:
+    """Ctrl-C held while worker processes are started, then acted on.
+
+    SIGINT is blocked in this thread, so a spawned worker inherits the mask through fork and
+    exec and no Ctrl-C can interrupt it before `_worker_start` ignores SIGINT. (Inheriting the
+    disposition would not do: a caught signal is reset to the default by exec, and polars
+    catches SIGINT natively even in a process started with it ignored.) The mask alone does not
+    hold it here: the kernel hands the signal to another thread of this process (polars', the
+    progress bar's) and Python runs its handler in the main thread all the same, which could cut
+    a worker's start between fork and the data it reads (an EOFError traceback in the worker).
+    So the Python handler only notes a Ctrl-C meanwhile; it is raised when the workers are
+    started."""
+    main = threading.current_thread() is threading.main_thread()
+    noted: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda *_: noted.append(1)) if main else None
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        if main:
+            signal.signal(signal.SIGINT, signal.SIG_DFL if previous is None else previous)
+    if noted and callable(previous):
+        previous(signal.SIGINT, None)  # Python's default raises KeyboardInterrupt
+    elif noted and previous != signal.SIG_IGN:
+        raise KeyboardInterrupt
 
 
 def _get_pool(processes: int) -> ProcessPoolExecutor:
@@ -368,10 +408,11 @@ def _run_many(
                 _done(len(ch))
         else:
             pool = _get_pool(processes)
-            pending: dict[Future[ChunkResult], int] = {
-                pool.submit(_run_chunk, cjson, ch, out): i for i, ch in enumerate(chunks)
-            }
+            pending: dict[Future[ChunkResult], int] = {}
             try:
+                with _sigint_held():  # a worker process is started by its first submit
+                    for i, ch in enumerate(chunks):
+                        pending[pool.submit(_run_chunk, cjson, ch, out)] = i
                 while pending:
                     finished, _ = wait(pending, return_when=FIRST_COMPLETED)
                     for fut in finished:

@@ -47,13 +47,14 @@ from mbb.agents.backends import uses_llm
 from mbb.agents.personas import PERSONAS
 from mbb.batch.build import load_params, run_condition_async
 from mbb.batch.outdir import claim
-from mbb.batch.runner import finished_log, run_validity, write_meta
+from mbb.batch.runner import finished_log, replace_file, write_meta
 from mbb.batch.runs import run_id_of
 from mbb.core.aio import run_coroutine
 from mbb.core.eventlog import read_lines
 from mbb.core.nested import comparable_params
 from mbb.core.paths import is_bare_name, params_file, study_file, user_path
 from mbb.core.tables import tables_from_run_dirs, write_tables
+from mbb.core.validity import INVALID_SHARE, run_validity
 from mbb.llm.config import ModelConfig, Price
 from mbb.params import Condition, ParamsError, deep_merge, safe_yaml
 
@@ -134,7 +135,7 @@ class Failures(_Strict):
         3, ge=1, le=100, description="Consecutive failed calls of one endpoint that stop its runs."
     )
     invalid_share: float = Field(
-        0.05,
+        INVALID_SHARE,
         ge=0,
         le=1,
         description="A run whose failed or repaired calls exceed this share of its calls is "
@@ -548,12 +549,20 @@ def _state(run_dir: Path) -> Literal["done", "resume", "fresh"]:
     return "resume"
 
 
+def _key_variables(study: Study) -> list[str]:
+    """The key variables the study's models name: their values are redacted from whatever an
+    endpoint sends back before anything is written."""
+    return sorted(
+        {m.api_key_env for c in study.cells for m in c.condition.models.values() if m.api_key_env}
+    )
+
+
 def _reopen(run_dir: Path) -> None:
     """A stopped or failed run goes on from just before its `run_ended` (the log is checked)."""
     path = run_dir / "events.jsonl"
     lines = read_lines(path)
     if lines and json.loads(lines[-1]).get("kind") == "run_ended":
-        path.write_text("".join(x + "\n" for x in lines[:-1]), encoding="utf-8")
+        replace_file(path, "".join(x + "\n" for x in lines[:-1]))  # never through a link
 
 
 def preflight(study: Study, environ: Mapping[str, str] | None = None) -> list[str]:
@@ -574,7 +583,7 @@ def preflight(study: Study, environ: Mapping[str, str] | None = None) -> list[st
         return problems
 
     async def ping() -> list[str]:
-        client = LlmClient(stop_after=1)
+        client = LlmClient(stop_after=1, secret_envs=_key_variables(study))
         req = ChatRequest(messages=[{"role": "user", "content": "Reply with OK."}])
 
         async def one(slot: str, cfg: ModelConfig) -> str | None:
@@ -663,6 +672,7 @@ async def _run_all(
         budget=budget,
         stop_after=spec.failures.stop_after,
         on_call=progress.call,
+        secret_envs=_key_variables(study),
     )
     cache = LlmCache(study.out / "llm_cache.sqlite", "read_write")
     at_once = spec.runs_at_once or (

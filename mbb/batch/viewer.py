@@ -54,9 +54,9 @@ from pydantic import ValidationError
 
 from mbb.analysis.tokens import total_cost
 from mbb.core.events import EVENT_ADAPTER, EVENT_KINDS, SCHEMA_VERSION
+from mbb.core.validity import INVALID_SHARE, recorded_threshold
 
 __all__ = [
-    "INVALID_SHARE",
     "RUNNING_S",
     "RunLog",
     "ViewerResult",
@@ -76,7 +76,6 @@ _MAX_PROBLEMS = 5  # bad lines reported per run (the rest are counted)
 _TEXT_CAP = 20_000  # characters of one prompt / answer shown
 _CHUNK = 200  # runs read, labelled and written at a time; also the runs of one text file
 COLUMN_FILES = ("viewer-columns.csv", "viewer-columns.json")  # picked up in the folder viewed
-INVALID_SHARE = 0.05
 """A run is marked invalid when more than this share of its LLM calls failed or needed a repair
 (unless its `meta.json` says `valid` / `invalid_reason` itself)."""
 RUNNING_S = 30.0
@@ -181,6 +180,8 @@ def _read_meta(run_dir: Path) -> dict[str, Any]:
         out["valid"] = meta["valid"]
     if isinstance(meta.get("invalid_reason"), str):
         out["invalid_reason"] = meta["invalid_reason"][:500]
+    if isinstance(meta.get("validity"), dict):
+        out["validity"] = {"threshold": meta["validity"].get("threshold")}
     return out
 
 
@@ -645,27 +646,28 @@ def _configured_model(run: RunLog) -> str:
     return "+".join(sorted(names)) or "scripted"
 
 
-def _validity(entry: dict[str, Any], meta: Mapping[str, Any], threshold: float) -> None:
-    """`valid` and `invalid_reason` of a run: meta.json's own, else from its LLM calls."""
-    if "valid" in meta:
-        entry["valid"] = meta["valid"]
-        entry["invalid_reason"] = meta.get("invalid_reason") or (
-            None if meta["valid"] else "marked invalid in meta.json"
-        )
-        return
+def _validity(entry: dict[str, Any], meta: Mapping[str, Any], given: float | None) -> None:
+    """`valid` and `invalid_reason` of a run, judged from its log's LLM calls (at the `given`
+    threshold, else the one its meta.json records, else mbb's). meta.json can only make a run
+    less valid: a
+    folder received from someone else cannot mark a log with too many failed calls valid."""
+    threshold = recorded_threshold(meta) if given is None else given
     calls = entry.get("llm_calls") or 0
     share = entry.get("bad_call_share")
-    if not calls or share is None or share <= threshold:
+    if calls and share is not None and share > threshold:
+        bad = round(share * calls)
+        entry["valid"] = False
+        entry["invalid_reason"] = (
+            f"{bad} of {calls} LLM calls failed or needed a repair "
+            f"({share:.1%} > {threshold:.0%}: {entry.get('failed_calls', 0)} failed, "
+            f"{entry.get('repaired_calls', 0)} repaired)"
+        )
+    elif meta.get("valid") is False:
+        entry["valid"] = False
+        entry["invalid_reason"] = str(meta.get("invalid_reason") or "marked invalid in meta.json")
+    else:
         entry["valid"] = True
         entry["invalid_reason"] = None
-        return
-    bad = round(share * calls)
-    entry["valid"] = False
-    entry["invalid_reason"] = (
-        f"{bad} of {calls} LLM calls failed or needed a repair "
-        f"({share:.1%} > {threshold:.0%}: {entry.get('failed_calls', 0)} failed, "
-        f"{entry.get('repaired_calls', 0)} repaired)"
-    )
 
 
 # --- the user's columns ------------------------------------------------------------------------
@@ -866,7 +868,7 @@ class _Viewer:
         out: Path,
         *,
         columns: Sequence[Path] = (),
-        invalid_share: float = INVALID_SHARE,
+        invalid_share: float | None = None,
         live: float | None = None,
     ) -> None:
         self.root, self.out = root, out
@@ -1106,7 +1108,7 @@ class _Viewer:
             "built": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime()),
             "version": self.version,
             "live": self.live,
-            "invalid_share": self.invalid_share,
+            "invalid_share": INVALID_SHARE if self.invalid_share is None else self.invalid_share,
             "runs": entries,
             "columns": self.column_names,
             "column_problems": problems,
@@ -1144,14 +1146,15 @@ def build_viewer(
     out: str | Path | None = None,
     *,
     columns: Sequence[str | Path] = (),
-    invalid_share: float = INVALID_SHARE,
+    invalid_share: float | None = None,
 ) -> ViewerResult:
     """Write the viewer of every run under `root` to `out` (default `root/viewer`).
 
     columns: files of per-run values to show as extra columns of the runs table (see
     `read_columns`); `viewer-columns.csv` / `viewer-columns.json` in `root` are read too.
     invalid_share: a run whose LLM calls failed or were repaired more often than this is marked
-    invalid (unless its meta.json says `valid` itself)."""
+    invalid (None: the threshold each run's meta.json records, else mbb's 5 %); its meta.json
+    can mark it invalid too, never valid."""
     r, o = _prepare(root, out)
     return _Viewer(r, o, columns=[Path(c) for c in columns], invalid_share=invalid_share).update()
 
@@ -1162,7 +1165,7 @@ def watch_viewer(
     *,
     interval: float = 2.0,
     columns: Sequence[str | Path] = (),
-    invalid_share: float = INVALID_SHARE,
+    invalid_share: float | None = None,
     report: Callable[[ViewerResult], Any] | None = None,
     stop: Callable[[], bool] | None = None,
 ) -> ViewerResult:

@@ -71,10 +71,10 @@ def build_parser() -> common.Parser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
-        args = build_parser().parse_args(argv)
-    except SystemExit as exc:  # --help (0) or a usage error (2, already printed)
-        return exc.code if isinstance(exc.code, int) else EXIT_ERROR
-    try:
+        try:
+            args = build_parser().parse_args(argv)
+        except SystemExit as exc:  # --help (0) or a usage error (2, already printed)
+            return exc.code if isinstance(exc.code, int) else EXIT_ERROR
         return int(args.func(args))
     except KeyboardInterrupt as exc:
         from mbb.batch.runner import BatchInterrupted

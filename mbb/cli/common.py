@@ -8,8 +8,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from mbb.params import deep_merge, parse_set_option
-
 __all__ = [
     "EXIT_ERROR",
     "EXIT_INTERRUPTED",
@@ -63,6 +61,8 @@ def whole(lo: int, hi: int) -> Any:
 
 def overrides(options: Sequence[str] | None) -> dict[str, Any]:
     """The `--set KEY=VALUE` options, deep-merged into one mapping."""
+    from mbb.params import deep_merge, parse_set_option
+
     merged: dict[str, Any] = {}
     for opt in options or ():
         merged = deep_merge(merged, parse_set_option(opt))

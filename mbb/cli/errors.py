@@ -5,7 +5,6 @@ from __future__ import annotations
 import errno
 
 from mbb.cli.common import CliError
-from mbb.params import ParamsError
 
 __all__ = ["BUG_REPORT", "expected"]
 
@@ -32,6 +31,7 @@ def expected(exc: BaseException) -> str | None:
     from mbb.batch.outdir import OutputError
     from mbb.batch.runs import ForeignRunError
     from mbb.core.eventlog import EventLogError, ResumeMismatch
+    from mbb.params import ParamsError
 
     expected = (CliError, ParamsError, EventLogError, OutputError, CorpusError, ForeignRunError)
     if isinstance(exc, expected):

@@ -6,16 +6,15 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from mbb.batch.build import load_params
 from mbb.cli import common
-from mbb.llm.presets import EFFORTS
-from mbb.params import ParamsError
 
 __all__ = ["add_parser"]
 
 
 def _reasoning(text: str | None) -> dict[str, int] | None:
     """`low=300,medium=900` (efforts or model names) -> {name: tokens per call}."""
+    from mbb.llm.presets import EFFORTS
+
     if not text:
         return None
     out = {}
@@ -31,8 +30,10 @@ def _reasoning(text: str | None) -> dict[str, int] | None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from mbb.batch.build import load_params
     from mbb.batch.estimate import EstimateError, Latency, Limits, estimate, format_rows
     from mbb.batch.estimate import reasoning_from as calibrate
+    from mbb.params import ParamsError
 
     overrides = common.overrides(args.set)
     conds = [load_params(p, overrides) for p in args.params]

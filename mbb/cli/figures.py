@@ -6,13 +6,13 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from mbb.batch.build import load_params
 from mbb.cli import common
 
 __all__ = ["add_parser"]
 
 
 def _run(args: argparse.Namespace) -> int:
+    from mbb.batch.build import load_params
     from mbb.batch.runner import run_many
     from mbb.viz import render
     from mbb.viz import run as figures

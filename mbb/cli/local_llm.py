@@ -16,12 +16,13 @@ import sys
 from typing import Any
 
 from mbb.cli import common, run, study
-from mbb.llm.local import DEFAULT_SLOTS
 
 __all__ = ["add_parser"]
 
 
 def add_parser(sub: Any) -> None:
+    from mbb.llm.local import DEFAULT_SLOTS
+
     ap = sub.add_parser(
         "local-llm",
         help="the local model: --check, --install, or serve it and run a condition against it",

@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from mbb.batch.build import load_params
 from mbb.cli import common
 
 __all__ = ["add_parser"]
@@ -54,6 +53,7 @@ def _notebook_parameters(
 
 
 def _run(args: argparse.Namespace) -> int:
+    from mbb.batch.build import load_params
     from mbb.batch.notebooks import execute_notebook
     from mbb.core.paths import params_file, user_path
 

@@ -6,13 +6,14 @@ import argparse
 import json
 from typing import Any
 
-from mbb.batch.build import load_params
 from mbb.cli import common
 
 __all__ = ["add_parser"]
 
 
 def _run(args: argparse.Namespace) -> int:
+    from mbb.batch.build import load_params
+
     cond = load_params(args.params, common.overrides(args.set))
     print(json.dumps(cond.model_dump(mode="json"), indent=2))
     return 0

@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
 
-from mbb.batch.build import load_params
 from mbb.cli import common
-from mbb.params import deep_merge
 
 __all__ = ["add_parser"]
 
 
 def _run(args: argparse.Namespace) -> int:
+    from mbb.batch.build import load_params
     from mbb.batch.runner import run_many
     from mbb.batch.runs import model_label, with_model
+    from mbb.params import deep_merge
 
     overrides = common.overrides(args.set)
     cond = load_params(args.params, overrides)
@@ -45,8 +46,11 @@ def _run(args: argparse.Namespace) -> int:
     )
     for rid, err in batch.failed.items():
         print(f"FAILED {rid}: {err}", file=sys.stderr)
+    again = [args.params, *(x for s in args.set or () for x in ("--set", s))]
+    again += ["--model", args.model] if args.model else []
     for rid, why in batch.stopped.items():
-        print(f"STOPPED {rid}: {why} (continue with: mbb resume {out / rid})", file=sys.stderr)
+        command = shlex.join(["mbb", "resume", str(out / rid), "--params", *again])
+        print(f"STOPPED {rid}: {why} (continue with: {command})", file=sys.stderr)
     return 1 if batch.failed else (3 if batch.stopped else 0)
 
 

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 from mbb.cli import common
-from mbb.params import ParamsError
 
 __all__ = ["add_parser"]
 
@@ -15,6 +14,7 @@ __all__ = ["add_parser"]
 def _run(args: argparse.Namespace) -> int:
     from mbb.batch.report import build_report
     from mbb.batch.sweep import parse_seeds, plan_sweep, run_sweep
+    from mbb.params import ParamsError
 
     try:
         seeds = parse_seeds(args.seeds)

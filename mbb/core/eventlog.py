@@ -1,13 +1,17 @@
 """The event log: an append-only JSONL file of one run's events (`mbb.core.events`), and the
-readers that check it.
+one strict parser that reads it back.
 
 Each event is one JSON line in `events.jsonl`, written and flushed as it happens, so a crash
-loses at most the line being written. A log is read back only whole and checked: every line an
-event of a known kind, `seq` counting 0, 1, 2, ..., one run id throughout.
+loses at most the line being written. A log is read back only whole and checked (`read_lines`):
+every line one event of a known kind with exactly its fields, each of its type and range, no key
+given twice, `seq` counting 0, 1, 2, ..., one run id throughout. A log is hostile input (run
+folders are shared), so the check is the parser the tables use: what it accepts is handed on in
+the writer's own form (`_READER`), which polars reads to the same values the check validated.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -19,9 +23,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from pydantic_core import PydanticSerializationError, SchemaSerializer, core_schema
+from pydantic_core import (
+    PydanticSerializationError,
+    SchemaSerializer,
+    SchemaValidator,
+    ValidationError,
+    core_schema,
+)
 
-from mbb.core.events import EVENT_KINDS, EventBase
+from mbb.core.events import EVENT_ADAPTER, SCHEMA_VERSION, EventBase
 from mbb.core.nested import comparable_params
 
 __all__ = [
@@ -32,6 +42,7 @@ __all__ = [
     "check_lines",
     "comparable",
     "kind_of",
+    "parse_line",
     "read_events",
     "read_lines",
 ]
@@ -150,13 +161,15 @@ class EventLog:
         self._recorded: list[str] = []
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
+            _no_link(path.parent)  # a run folder planted as a link would write elsewhere
+            _no_link(path)
             if resume and path.is_file():
-                self._recorded = read_lines(path)
-                with path.open("r+", encoding="utf-8") as fh:  # drop a partial trailing line
-                    fh.truncate(sum(len(x.encode()) + 1 for x in self._recorded))
-                self._fh = path.open("a", encoding="utf-8")
+                raw = _raw_lines(path)
+                self._recorded = check_lines(path, raw)
+                self._fh = _open_for_writing(path, append=True)
+                self._fh.truncate(sum(len(x.encode()) + 1 for x in raw))  # a partial last line
             else:
-                self._fh = path.open("w", encoding="utf-8")
+                self._fh = _open_for_writing(path, append=False)
         self._replay_end = len(self._recorded)  # events before this are checked, not written
         kill = os.environ.get(KILL_ENV)
         self._kill_after = int(kill) if kill else None
@@ -292,19 +305,182 @@ class EventLog:
         self.close()
 
 
+def _no_link(path: Path) -> None:
+    if path.is_symlink():
+        raise EventLogError(
+            f"{path}: a symbolic link; mbb writes a run's log only into a folder of its own "
+            "(a link in a shared folder could point anywhere)"
+        )
+
+
+def _open_for_writing(path: Path, *, append: bool) -> TextIO:
+    """The log opened for writing, never through a link (O_NOFOLLOW: one planted after the
+    check is refused too)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | (os.O_APPEND if append else os.O_TRUNC)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            _no_link(path)
+        raise
+    return os.fdopen(fd, "a" if append else "w", encoding="utf-8")
+
+
 def kind_of(line: str) -> str:
     """The kind of a serialized event line, read from its fixed prefix `{"kind":"...`."""
     return line[9 : line.index('"', 9)]
 
 
-def read_lines(path: str | Path, *, check: bool = True) -> list[str]:
-    """The complete lines of an events.jsonl file; a partial trailing line (crash) is dropped.
+# --- the one strict parser ----------------------------------------------------------------------
+_INT64 = (-(2**63), 2**63 - 1)  # what a table column holds: a larger number is refused, not cut
+_SIGNED = frozenset({"exit_code", "expected_exit"})  # a process killed by signal N exits -N
+_UNIT = frozenset({"progress", "score"})  # shares of a whole
+# An intent is `dict[str, Any]` in the schema, but the tables read five of its keys as typed
+# columns (`mbb.core.tables._INTENT`): the parser types them the same way, so a value polars
+# could not read as its column is refused here, with its line, and never reaches polars.
+_INTENT_KEYS = {"kind": "str", "peer": "str", "rule": "str", "commitment": "str", "value": "float"}
 
-    With `check` (the default) the log is verified first: every line is a JSON event of a known
-    kind, `seq` counts 0, 1, 2, ... and every line has the first
-    line's run_id — a corrupt, duplicated, missing or foreign line raises `EventLogError`
-    naming the file and line, so nothing is silently counted into tables."""
-    path = Path(path)
+
+def _intent_schema() -> Any:
+    def typed(kind: str) -> Any:
+        if kind == "str":
+            return core_schema.str_schema()
+        return core_schema.float_schema(allow_inf_nan=False)
+
+    return core_schema.typed_dict_schema(
+        {
+            k: core_schema.typed_dict_field(core_schema.nullable_schema(typed(v)), required=False)
+            for k, v in _INTENT_KEYS.items()
+        },
+        extra_behavior="allow",
+    )
+
+
+def _reading(schema: Any, name: str | None = None) -> Any:
+    """The typed-dict twin of an event schema (as `_dicts_for_models`), tightened for reading:
+    no field the model does not have; every number within int64 and finite; non-negative but
+    for exit codes (counts, amounts, times, positions, tokens, costs); progress and score
+    within [0, 1]; `v` this schema's version; intents typed as the tables read them."""
+    if isinstance(schema, list):
+        return [_reading(x, name) for x in schema]
+    if not isinstance(schema, dict):
+        return schema
+    kind = schema.get("type")
+    if kind == "model":
+        fields = schema["schema"]["fields"]
+        return core_schema.typed_dict_schema(
+            {n: core_schema.typed_dict_field(_reading(f["schema"], n)) for n, f in fields.items()},
+            extra_behavior="forbid",
+        )
+    if kind == "list" and name == "intents":
+        return core_schema.list_schema(_intent_schema())
+    if kind in ("int", "float"):
+        out = dict(schema)
+        lo = _INT64[0] if name in _SIGNED else 0
+        hi = 1 if name in _UNIT else _INT64[1]
+        if name == "v":
+            lo = hi = SCHEMA_VERSION
+        out["ge"] = max(out.get("ge", lo), lo)
+        out["le"] = min(out.get("le", hi), hi)
+        if kind == "float":
+            out["allow_inf_nan"] = False
+        return out
+    return {k: _reading(v, name) for k, v in schema.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class _Reader:
+    validator: SchemaValidator
+    # per kind, the writer's form of what `validator` accepted (one serializer per kind: the
+    # union's would try its choices in turn, twice the cost)
+    serializers: dict[str, SchemaSerializer]
+
+
+_READERS: list[_Reader] = []
+
+
+def _reader() -> _Reader:
+    if not _READERS:  # built on first use: `mbb --help` and the pool's workers never pay it
+        schema = _reading(EVENT_ADAPTER.core_schema)
+        kinds = {k: SchemaSerializer(choice) for k, choice in schema["choices"].items()}
+        _READERS.append(_Reader(SchemaValidator(schema), kinds))
+    return _READERS[0]
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    d = dict(pairs)
+    if len(d) != len(pairs):
+        seen: set[str] = set()
+        for k, _ in pairs:
+            if k in seen:
+                raise _DuplicateKey(k)
+            seen.add(k)
+    return d
+
+
+def _duplicate_key(line: str) -> str | None:
+    """The first key given twice in one object of `line` (at any depth), or None."""
+    try:
+        json.loads(line, object_pairs_hook=_no_duplicates)
+    except _DuplicateKey as exc:
+        return str(exc)
+    except (ValueError, RecursionError):
+        return None  # the validator parsed it: not reached for JSON it refuses
+    return None
+
+
+def _reason(exc: ValidationError) -> str:
+    """One line saying why a line is not an event (the first problem; input shown cut)."""
+    err = exc.errors(include_url=False)[0]
+    kind, loc = err["type"], [str(p) for p in err["loc"]]
+    if kind == "json_invalid":
+        return "not valid JSON (a corrupt log)"
+    if kind in ("union_tag_invalid", "union_tag_not_found", "dict_type", "model_type"):
+        tag = err.get("ctx", {}).get("tag") if kind == "union_tag_invalid" else None
+        return f"not an mbb event (kind {str(tag)[:40]!r})" if tag else "not an mbb event"
+    where = ".".join(loc) or "(event)"
+    if loc[-1:] == ["v"]:
+        version = str(err.get("input"))[:20]
+        return f"{where}: an event of schema version {version}, not {SCHEMA_VERSION}"
+    shown = ""
+    if kind != "missing" and not isinstance(err.get("input"), dict | list):
+        shown = f" (got {repr(err.get('input'))[:60]})"
+    return f"{where}: {err['msg']}{shown}"
+
+
+def parse_line(line: str) -> tuple[dict[str, Any], str]:
+    """(the event's fields, the line as mbb's writer writes them) — or ValueError saying why
+    `line` is not one event: not JSON, an unknown kind, a missing or unknown field, a wrong
+    type, a number out of range, a key given twice. A line mbb wrote comes back unchanged; an
+    equivalent one written otherwise (key order, spacing) comes back in the writer's form, so
+    every reader after this one (polars) reads exactly the values checked here."""
+    reader = _reader()
+    try:
+        fields = reader.validator.validate_json(line, strict=True)
+    except ValidationError as exc:
+        _refuse_duplicates(line)  # the likelier cause (a second `kind`, say), said first
+        raise ValueError(_reason(exc)) from None
+    canonical = reader.serializers[fields["kind"]].to_json(fields).decode()
+    if canonical != line:  # mbb's own lines never take this path
+        _refuse_duplicates(line)
+        return fields, canonical
+    return fields, line  # the same text: keep one copy
+
+
+def _refuse_duplicates(line: str) -> None:
+    dup = _duplicate_key(line)
+    if dup is not None:
+        raise ValueError(
+            f"the key {dup[:40]!r} is given twice in one object (readers would disagree on "
+            "its value)"
+        )
+
+
+def _raw_lines(path: Path) -> list[str]:
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
@@ -312,38 +488,66 @@ def read_lines(path: str | Path, *, check: bool = True) -> list[str]:
     lines = text.split("\n")[:-1]  # the last piece is "" or an unterminated line
     while lines and not lines[-1]:  # blank lines at the end (an editor's) are not events
         lines.pop()
-    if check:
-        check_lines(path, lines)
     return lines
 
 
-def check_lines(path: str | Path, lines: Sequence[str]) -> None:
-    """Raise `EventLogError` at the first line that breaks the log (see `read_lines`)."""
+def read_lines(path: str | Path, *, check: bool = True) -> list[str]:
+    """The complete lines of an events.jsonl file; a partial trailing line (crash) is dropped.
+
+    With `check` (the default) the log is parsed strictly first (`check_lines`): a line that is
+    not one valid event, or breaks the sequence, raises `EventLogError` naming the file and
+    line, so nothing is silently counted into tables. The lines returned are those the check
+    accepted, in mbb's writer's form (`parse_line`)."""
+    path = Path(path)
+    lines = _raw_lines(path)
+    return check_lines(path, lines) if check else lines
+
+
+def check_lines(path: str | Path, lines: Sequence[str]) -> list[str]:
+    """The lines, each parsed as `parse_line` does (and in the writer's form), `seq` counting
+    0, 1, 2, ... and one run id throughout; `EventLogError` naming the file and the first line
+    that breaks the log. (`parse_line` inlined: this loop runs for every event read.)"""
+    reader = _reader()
+    validate, serializers = reader.validator.validate_json, reader.serializers
     run_id = None
+    out: list[str] = []
+    append = out.append
     for i, line in enumerate(lines):
-        where = f"{path}:{i + 1}"
         try:
-            d = json.loads(line)
-        except ValueError:
-            what = "an empty line" if not line.strip() else "not valid JSON"
-            raise EventLogError(f"{where}: {what} (a corrupt log)") from None
-        kind = d.get("kind") if isinstance(d, dict) else None
-        if kind not in EVENT_KINDS or not line.startswith('{"kind":"'):
-            raise EventLogError(f"{where}: not an mbb event (kind {str(kind)[:40]!r})")
-        if i == 0:
-            run_id = d.get("run_id")
-        elif d.get("run_id") != run_id:
-            other = d.get("run_id")
+            d = validate(line, strict=True)
+            canonical = serializers[d["kind"]].to_json(d).decode()
+            if canonical != line:  # mbb's own lines never take this path
+                _refuse_duplicates(line)
+                line = canonical
+        except (ValidationError, ValueError) as exc:
+            where = f"{path}:{i + 1}"
+            if not line.strip():
+                raise EventLogError(f"{where}: an empty line (a corrupt log)") from None
+            _refuse_duplicates_at(where, line)
+            reason = _reason(exc) if isinstance(exc, ValidationError) else str(exc)
+            raise EventLogError(f"{where}: {reason}") from None
+        if d["seq"] != i or (i and d["run_id"] != run_id):
+            where = f"{path}:{i + 1}"
+            if i and d["run_id"] != run_id:
+                raise EventLogError(
+                    f"{where}: an event of another run ({str(d['run_id'])[:60]!r} in the log of "
+                    f"{str(run_id)[:60]!r})"
+                )
             raise EventLogError(
-                f"{where}: an event of another run ({str(other)[:60]!r} in the log of {run_id!r})"
-                if other is not None
-                else f"{where}: an event without a run_id"
+                f"{where}: seq {d['seq']} where {i} was expected (a duplicated, missing or "
+                "reordered line)"
             )
-        if d.get("seq") != i:
-            raise EventLogError(
-                f"{where}: seq {str(d.get('seq'))[:20]} where {i} was expected (a duplicated, "
-                "missing or reordered line)"
-            )
+        if not i:
+            run_id = d["run_id"]
+        append(line)
+    return out
+
+
+def _refuse_duplicates_at(where: str, line: str) -> None:
+    try:
+        _refuse_duplicates(line)
+    except ValueError as exc:
+        raise EventLogError(f"{where}: {exc}") from None
 
 
 def read_events(path: str | Path) -> Iterator[dict[str, Any]]:

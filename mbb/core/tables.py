@@ -7,8 +7,11 @@ here, so tables from different runs and conditions always concatenate.
 
 from __future__ import annotations
 
+import errno
 import io
 import json
+import os
+import tempfile
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -266,11 +269,27 @@ def concat_tables(parts: Sequence[Mapping[str, pl.DataFrame]]) -> dict[str, pl.D
 
 
 def write_tables(tables: Mapping[str, pl.DataFrame], out_dir: Path) -> list[Path]:
+    """Write each table to `out_dir/<name>.parquet`, never through a symbolic link (output
+    folders are shared: a link planted as `tables` or as one of its files would point the write
+    elsewhere). Each file is written beside, then renamed over its name."""
     out_dir.mkdir(parents=True, exist_ok=True)
+    if out_dir.is_symlink():
+        raise OSError(
+            errno.ELOOP,
+            "a symbolic link; tables are written only into a folder of their own",
+            str(out_dir),
+        )
     paths = []
     for name, df in tables.items():
         p = out_dir / f"{name}.parquet"
-        df.write_parquet(p)
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".parquet", dir=out_dir)
+        os.close(fd)
+        try:
+            df.write_parquet(tmp)
+            os.replace(tmp, p)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
         paths.append(p)
     return paths
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from mbb.core.errors import LlmConfigError, LlmError, LlmUnavailable
@@ -40,6 +40,7 @@ from mbb.llm.provider import (
     Provider,
     request_body,
 )
+from mbb.llm.redact import key_values
 from mbb.llm.types import CallMeta, ChatRequest, Emit, LlmResult, Usage
 from mbb.llm.wrappers import Audited, Budgeted, Cached, ConcurrencyLimit, Pricing, Retrying, Sleep
 
@@ -78,6 +79,7 @@ class LlmClient:
         provider: Provider | None = None,
         stop_after: int = STOP_AFTER,
         on_call: Callable[[CallMeta, LlmResult, str | None], None] | None = None,
+        secret_envs: Iterable[str] = (),
     ) -> None:
         """`prices`: USD per model name (audit and spend caps); `sleep`, `rng`,
         `backoff_base_s`, `backoff_cap_s`, `max_retry_after_s`: the retry policy
@@ -86,10 +88,15 @@ class LlmClient:
         makes them exact); `provider`: the endpoint implementation (default: OpenAI-compatible);
         `stop_after`: consecutive failed calls of one endpoint that stop its runs
         (`mbb.llm.limits.EndpointBreaker`); `on_call`: told of every audited call (who asked,
-        the result, the error or None), e.g. to show progress per call."""
+        the result, the error or None), e.g. to show progress per call; `secret_envs`: the key
+        variables of the run's params, whose values (with the key of every config called) are
+        redacted from answers, errors and cache entries."""
         self.pricing = Pricing(dict(prices or {}))
         self.budget = budget
-        self._openai = OpenAICompatibleProvider(environ=environ, clock=clock)
+        self._openai = OpenAICompatibleProvider(
+            environ=environ, clock=clock, secret_envs=secret_envs
+        )
+        self.redactor = self._openai.redactor  # grows with every key the provider reads
         self.provider: Provider = self._openai if provider is None else provider
         self.rate = RateLimit(ConcurrencyLimit(self.provider), sleep=sleep)
         self.retrying = Retrying(
@@ -101,10 +108,12 @@ class LlmClient:
             backoff_cap_s=backoff_cap_s,
             max_retry_after_s=max_retry_after_s,
         )
-        self.breaker = EndpointBreaker(self.retrying, stop_after=stop_after)
+        # the network part: spend caps checked before each call goes out; the breaker sits
+        # above it, and above a run's replay cache (`stack`), so cached failures count too
         self.network: Provider = (
-            self.breaker if budget is None else Budgeted(self.breaker, budget, self.pricing)
+            self.retrying if budget is None else Budgeted(self.retrying, budget, self.pricing)
         )
+        self.breaker = EndpointBreaker(self.network, stop_after=stop_after)
         self.on_call = on_call
 
     @property
@@ -119,6 +128,7 @@ class LlmClient:
     @environ.setter
     def environ(self, value: Mapping[str, str]) -> None:
         self._openai.environ = value
+        self.redactor.add(key_values(self._openai.secret_envs, value))
 
     @property
     def sleeps(self) -> list[float]:
@@ -126,13 +136,21 @@ class LlmClient:
         return self.retrying.sleeps
 
     def stack(self, emit: Emit | None = None, cache: LlmCache | None = None) -> Provider:
-        """The provider a call goes through: the network part, under the cache and the audit
-        when given. `emit`: `EventLog.emit` for the `llm_call` events; `cache`: the replay cache."""
+        """The provider a call goes through: the network part under the client's endpoint
+        breaker, the cache and the audit when given. A replay (cache mode `replay`) puts the
+        breaker above the cache, so a failure served from it counts as it did when recorded
+        and the replay stops where the run stopped; otherwise the breaker counts the network's
+        failures only (a resumed run retries what stopped it instead of stopping there again).
+        `emit`: `EventLog.emit` for the `llm_call` events; `cache`: the replay cache."""
         p: Provider = self.network
-        if cache is not None:
-            p = Cached(p, cache)
+        if cache is not None and cache.mode == "replay":
+            p = self.breaker.over(Cached(p, cache, self.redactor))
+        else:
+            p = self.breaker.over(p)
+            if cache is not None:
+                p = Cached(p, cache, self.redactor)
         if emit is not None:
-            p = Audited(p, emit, self.pricing, self.on_call)
+            p = Audited(p, emit, self.pricing, self.on_call, self.redactor)
         return p
 
     async def complete(

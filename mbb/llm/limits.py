@@ -122,12 +122,22 @@ class EndpointBreaker:
         line = self.down.setdefault(endpoint, why)
         return EndpointDown(f"endpoint {endpoint} is down: {line}", endpoint=endpoint)
 
+    def over(self, inner: Provider) -> Provider:
+        """This breaker (its counts, its stopped endpoints) in front of another provider: a
+        run's stack puts it above its replay cache, so an answer or an error served from the
+        cache counts as it did when recorded and a replay stops where the run stopped."""
+        return _BreakerOver(self, inner)
+
     async def complete(self, call: Call) -> LlmResult:
+        return await self.complete_through(self.inner, call)
+
+    async def complete_through(self, inner: Provider, call: Call) -> LlmResult:
+        """`call` through `inner`, counted by this breaker."""
         endpoint = endpoint_of(call)
         if endpoint in self.down:
             raise self._open(endpoint, self.down[endpoint])
         try:
-            result = await self.inner.complete(call)
+            result = await inner.complete(call)
         except LlmConfigError as exc:  # the key or the model is refused: no retry helps
             raise self._open(endpoint, " ".join(str(exc).split())[:300]) from None
         except LlmUnavailable as exc:
@@ -138,6 +148,20 @@ class EndpointBreaker:
             raise
         self._failures[endpoint] = 0
         return result
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+class _BreakerOver:
+    """`EndpointBreaker.over`: the breaker's state, another provider beneath."""
+
+    def __init__(self, breaker: EndpointBreaker, inner: Provider) -> None:
+        self.breaker = breaker
+        self.inner = inner
+
+    async def complete(self, call: Call) -> LlmResult:
+        return await self.breaker.complete_through(self.inner, call)
 
     async def aclose(self) -> None:
         await self.inner.aclose()

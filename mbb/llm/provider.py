@@ -18,7 +18,7 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -28,6 +28,7 @@ from mbb.core.errors import LlmConfigError, LlmTransient, LlmUnavailable
 from mbb.llm import presets
 from mbb.llm.cache import request_key
 from mbb.llm.config import ModelConfig
+from mbb.llm.redact import Redactor, key_values
 from mbb.llm.types import CallMeta, ChatRequest, LlmResult, Usage
 
 __all__ = [
@@ -196,20 +197,44 @@ def _safe_message(exc: Exception) -> str:
     return str(exc)[:300]
 
 
+# every text of an answer (`parse_response`): what an echoing endpoint could put a key into
+_REPLY_TEXT = (
+    "text",
+    "tool_name",
+    "tool_arguments",
+    "tool_call_id",
+    "refusal",
+    "reasoning",
+    "finish_reason",
+)
+
+
 class OpenAICompatibleProvider:
     """One `openai.AsyncOpenAI` per (base_url, key variable), made on first use.
 
     httpx pools belong to one event loop: the clients are kept per loop and replaced (the old
     ones closed when their loop still runs) when a new loop comes along. `aclose` closes them
-    all; `clients` lists the live ones (a run's end can be checked to leave none open)."""
+    all; `clients` lists the live ones (a run's end can be checked to leave none open).
+
+    Secrets: everything the endpoint sends back (every text of the answer, an error's body) is
+    redacted (`mbb.llm.redact`) before it leaves this class, of the key it sent and of the
+    values of `secret_envs` (every key variable of the run's params), so an endpoint that
+    echoes the key gets nothing of it into events, the cache, tables or reports."""
 
     def __init__(
-        self, *, environ: Mapping[str, str] | None = None, clock: Clock = time.perf_counter
+        self,
+        *,
+        environ: Mapping[str, str] | None = None,
+        clock: Clock = time.perf_counter,
+        secret_envs: Iterable[str] = (),
     ) -> None:
         """`environ`: where key variables are read (default: the process environment);
-        `clock`: measures each attempt's latency."""
+        `clock`: measures each attempt's latency; `secret_envs`: names of variables whose
+        values are redacted from answers (the key of each config called is, always)."""
         self.environ: Mapping[str, str] = os.environ if environ is None else environ
         self.clock = clock
+        self.secret_envs = tuple(secret_envs)
+        self.redactor = Redactor(key_values(self.secret_envs, self.environ))
         self._loop: asyncio.AbstractEventLoop | None = None
         self._clients: dict[tuple[str, str | None], openai.AsyncOpenAI] = {}
 
@@ -225,6 +250,8 @@ class OpenAICompatibleProvider:
         slot = (config.base_url, config.api_key_env)
         client = self._clients.get(slot)
         if client is None:
+            # read now, from the environment the calls use (tests set it after construction)
+            self.redactor.add(key_values((*self.secret_envs, config.api_key_env), self.environ))
             if config.api_key_env is None:
                 key = NO_KEY_PLACEHOLDER
             else:
@@ -257,7 +284,14 @@ class OpenAICompatibleProvider:
             # `chat.completions.create` transform (~0.6 ms of CPU per call) and its model
             # construction; the client, headers, auth and errors are the same.
             data = await client.post("/chat/completions", body=body, cast_to=object)
-            parts = parse_response(data)
+            try:
+                parts = parse_response(data)
+            except (TypeError, ValueError, AttributeError, KeyError) as exc:
+                if isinstance(exc, json.JSONDecodeError | MalformedResponse):
+                    raise
+                # e.g. a usage field that is not a number: its text (which may echo anything)
+                # is not kept, only that the body was malformed
+                raise MalformedResponse(type(exc).__name__) from None
         except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
             raise LlmConfigError(
                 f"{describe(exc)}: the endpoint {config.base_url} rejected the key from "
@@ -279,10 +313,13 @@ class OpenAICompatibleProvider:
         except openai.APIStatusError as exc:  # 400, 409, 422...: the request itself is wrong
             raise LlmUnavailable(
                 f"{describe(exc)} for model {config.model!r} at {config.base_url}: "
-                f"{_safe_message(exc)}",
+                f"{self.redactor.text(_safe_message(exc))}",
                 attempts=1,
                 latency_s=self.clock() - t0,
             ) from None
+        red = self.redactor
+        if red:
+            parts = {**parts, **{k: red.text(parts[k]) for k in _REPLY_TEXT}}
         return LlmResult(**parts, latency_s=self.clock() - t0, attempts=1, key=call.key)
 
     async def aclose(self) -> None:

@@ -31,6 +31,7 @@ from mbb.llm.budget import SpendLedger
 from mbb.llm.cache import LlmCache
 from mbb.llm.config import Price
 from mbb.llm.provider import Call, Clock, Provider, endpoint_of
+from mbb.llm.redact import Redactor
 from mbb.llm.types import CallMeta, Emit, LlmResult, Usage
 
 __all__ = [
@@ -212,16 +213,21 @@ class Cached:
     them). A stop (`mbb.core.errors.RunStopped`) is never stored. Keys are `request_key` of
     the body."""
 
-    def __init__(self, inner: Provider, cache: LlmCache) -> None:
-        """`inner`: the provider asked on a miss; `cache`: the store and its mode."""
+    def __init__(self, inner: Provider, cache: LlmCache, redactor: Redactor | None = None) -> None:
+        """`inner`: the provider asked on a miss; `cache`: the store and its mode; `redactor`:
+        the run's secrets, cut out of what is stored and of what is served (an entry written
+        before they were redacted is served without them)."""
         self.inner = inner
         self.cache = cache
+        self.redactor = redactor or Redactor()
 
     async def complete(self, call: Call) -> LlmResult:
         cache = self.cache
         if not cache.enabled:
             return await self.inner.complete(call)
         stored = cache.get(call.key)
+        if stored is not None:
+            stored = self.redactor.data(stored)
         if stored is not None and "error" in stored:
             raise LlmUnavailable(
                 stored["error"], latency_s=float(stored.get("latency_s", 0.0)), cache_hit=True
@@ -244,12 +250,12 @@ class Cached:
             result = await self.inner.complete(call)
         except LlmUnavailable as exc:
             if cache.mode == "read_write":
-                cache.put(call.key, call.body, {"error": str(exc), "latency_s": exc.latency_s})
+                error = {"error": self.redactor.text(str(exc)), "latency_s": exc.latency_s}
+                cache.put(call.key, self.redactor.data(call.body), error)
             raise
         if cache.mode == "read_write":
-            cache.put(
-                call.key, call.body, result.model_dump(exclude={"attempts", "key", "retried"})
-            )
+            answer = result.model_dump(exclude={"attempts", "key", "retried"})
+            cache.put(call.key, self.redactor.data(call.body), self.redactor.data(answer))
         return result
 
     async def aclose(self) -> None:
@@ -266,13 +272,16 @@ class Audited:
         emit: Emit,
         pricing: Pricing,
         observer: Callable[[CallMeta, LlmResult, str | None], None] | None = None,
+        redactor: Redactor | None = None,
     ) -> None:
         """`inner`: the provider audited; `emit`: `EventLog.emit`; `pricing`: the USD shown;
-        `observer`: told of every recorded call (e.g. a progress bar)."""
+        `observer`: told of every recorded call (e.g. a progress bar); `redactor`: the run's
+        secrets, cut out of a recorded error."""
         self.inner = inner
         self.emit = emit
         self.pricing = pricing
         self.observer = observer
+        self.redactor = redactor or Redactor()
 
     async def complete(self, call: Call) -> LlmResult:
         try:
@@ -284,7 +293,7 @@ class Audited:
                 latency_s=exc.latency_s,
                 cache_hit=exc.cache_hit,
             )
-            self._record(call, failed, str(exc))
+            self._record(call, failed, self.redactor.text(str(exc)))
             raise
         self._record(call, result, None)
         return result

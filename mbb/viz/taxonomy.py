@@ -358,17 +358,18 @@ def behaviour_drift_chart(drift: pl.DataFrame, tests: pl.DataFrame) -> alt.Facet
     keys = ["condition", "model", "group"]
     if drift.is_empty():
         return none_chart("Behaviour drift", "no worker-round to classify")
+    level = "subrun" if "subrun" in drift.columns else "round"
+    drift, level_title = _binned_levels(drift, level)
     t = tests.select(*keys, "chi2", "dof", "p_value", "delta")
     d = drift.join(t, on=keys, how="left")
     n_sig = tests.filter(pl.col("p_value") < 0.05).height
-    level = "subrun" if "subrun" in drift.columns else "round"
     panels = d.select("condition").unique().join(d.select("model").unique(), how="cross")
     data = with_empty_panels(d, panels)
     lines = (
         alt.Chart()
         .mark_line(point=True)
         .encode(
-            x=alt.X(f"{level}:O", title=level.capitalize()),
+            x=alt.X(f"{level}:O", title=level_title),
             y=alt.Y(
                 "prevalence:Q",
                 title="Share of worker-rounds",
@@ -404,6 +405,32 @@ def behaviour_drift_chart(drift: pl.DataFrame, tests: pl.DataFrame) -> alt.Facet
             "(model, group) series change at p < 0.05"
         )
     )
+
+
+MAX_LEVELS = 20  # more subruns or rounds than this are drawn in bins (a readable x axis)
+
+
+def _binned_levels(drift: pl.DataFrame, level: str) -> tuple[pl.DataFrame, str]:
+    """`drift` with its levels in at most MAX_LEVELS equal bins, each labelled by its first level,
+    prevalence weighted by worker-rounds, and the axis title saying so. Runs whose rounds go on
+    for hundreds (scripted negotiators waiting on LLM solvers) would otherwise draw one point
+    per round and exceed what a page can hold."""
+    top = int(drift.select(pl.col(level).max()).item() or 0)
+    if top <= MAX_LEVELS:
+        return drift, level.capitalize()
+    width = -(-top // MAX_LEVELS)
+    binned = (
+        drift.with_columns(((pl.col(level) - 1) // width * width + 1).alias(level))
+        .group_by("condition", "model", "group", level)
+        .agg(
+            (pl.col("prevalence") * pl.col("worker_rounds")).sum().alias("present"),
+            pl.col("worker_rounds").sum(),
+        )
+        .with_columns((pl.col("present") / pl.col("worker_rounds")).alias("prevalence"))
+        .drop("present")
+        .sort("condition", "model", "group", level)
+    )
+    return binned, f"{level.capitalize()} (bins of {width})"
 
 
 def linguistic_drift_chart(ling: pl.DataFrame) -> alt.FacetChart | alt.Chart:

@@ -83,7 +83,7 @@ def test_left_out_runs_are_listed_and_invalid_ones_come_back_flagged(study, caps
     assert "left out 1 run(s): invalid" in said and "not finished" in said
     flagged = load_runs([study], include_invalid=True)["runs"]
     row = flagged.filter(flagged["run_id"] == "base-seed0001").row(0, named=True)
-    assert row["valid"] is False and row["bad_call_share"] == pytest.approx(0.12)
+    assert row["valid"] is False and row["bad_call_share"] is None  # no LLM call in its log
     assert flagged.filter(flagged["run_id"] == "base-seed0000")["valid"].to_list() == [True]
 
 
@@ -125,3 +125,26 @@ def test_recorded_conditions_are_what_the_runs_were_told(study, tmp_path):
     broken.mkdir(parents=True)
     (broken / "events.jsonl").write_text('{"kind": "run_sta')
     assert recorded_conditions([tmp_path]) == {}
+
+
+def test_a_log_with_too_many_bad_calls_is_invalid_whatever_its_meta_says(study, tmp_path):
+    """The verdict comes from the log: a received folder's meta.json saying `valid` does not
+    make a run whose calls mostly failed count."""
+    import shutil
+
+    from test_viewer import _llm_call, _with_calls
+
+    run = tmp_path / "base" / "base-seed0000"
+    shutil.copytree(study / "runs" / "base" / "base-seed0000", run)
+    calls = [_llm_call(run.name, 0) for _ in range(8)]
+    calls += [_llm_call(run.name, 0, error="HTTP 500"), _llm_call(run.name, 0, repair=True)]
+    _with_calls(run, calls)
+    meta = json.loads((run / "meta.json").read_text())
+    (run / "meta.json").write_text(json.dumps({**meta, "valid": True, "invalid_reason": None}))
+    ok, why = run_status(run)
+    assert not ok and why.startswith("invalid: 20.0% of its 10 LLM calls"), why
+    flagged = load_runs([tmp_path], include_invalid=True)["runs"].row(0, named=True)
+    assert flagged["valid"] is False and flagged["bad_call_share"] == pytest.approx(0.2)
+    # at a threshold its study recorded above that share, it counts
+    (run / "meta.json").write_text(json.dumps({**meta, "validity": {"threshold": 0.25}}))
+    assert run_status(run) == (True, None)

@@ -78,7 +78,7 @@ def test_a_cap_stops_the_run_cleanly_and_resuming_finishes_it(root, tmp_path, mo
         assert meta["status"] == "stopped"
 
         for _ in range(30):  # each resume gets the cap again for new calls
-            resume_run(path.parent)
+            resume_run(path.parent, cond)
             last = json.loads(read_lines(path)[-1])
             if last["status"] == "completed":
                 break

@@ -83,19 +83,18 @@ def test_figures_build_from_a_comparison(tmp_path):
 def test_mechanisms_notebook_executes(tmp_path):
     import nbformat
 
+    from mbb.batch.build import load_params
     from mbb.batch.notebooks import execute_notebook
+    from mbb.batch.runner import run_many
     from mbb.core.paths import PROJECT_ROOT
     from mbb.viz.render import MIMETYPE
 
+    # the notebook reads runs that exist, never runs them
+    run_many(load_params("base", {"subruns": 2}), runs=2, out_dir=tmp_path / "runs" / "base")
     nb_path, _ = execute_notebook(
         PROJECT_ROOT / "notebooks" / "mechanisms.ipynb",
         tmp_path,
-        {
-            "params_paths": [str(PROJECT_ROOT / "params" / "base.yaml")],
-            "overrides": {"subruns": 2},
-            "runs": 2,
-            "out_dir": str(tmp_path / "out"),
-        },
+        {"run_dirs": [str(tmp_path / "runs")], "out_dir": str(tmp_path / "out")},
         html=False,
     )
     nb = nbformat.read(nb_path, as_version=4)

@@ -1,0 +1,90 @@
+"""Secrets never written: the values of the API keys a run may use, cut out of everything an
+endpoint sends back before any of it is kept.
+
+An endpoint (or a proxy in front of it) can echo the request's `Authorization` header — in an
+error body, the answer's text, a reasoning field, a tool call's arguments, a usage field. Every
+such string passes through `Redactor.text` where it enters mbb (`OpenAICompatibleProvider`), and
+again where answers are stored or recorded (`Cached`, `Audited`), so no event, cache entry,
+table, report or viewer page derived from them can hold a key.
+
+What is redacted, for every key value of at least `MIN_SECRET` characters: the value itself,
+its URL-encoded form, and its base64 (standard and URL-safe alphabets) at each of the three
+alignments it can take inside a longer base64 text (an echoed `Basic`/`Bearer` header encoded
+whole) — all replaced by `[redacted]`. A key shorter than `MIN_SECRET` characters is not
+redacted: it would garble ordinary text and protects nothing. An endpoint that wants to leak a
+key it was sent can always encode it some other way; the guarantee is about echoes.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import re
+import urllib.parse
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+__all__ = ["MIN_SECRET", "REDACTED", "Redactor", "key_values"]
+
+REDACTED = "[redacted]"
+MIN_SECRET = 8
+_MIN_ENCODED = 12  # base64 cores shorter than this are too likely to occur by chance
+
+
+def _encodings(secret: str) -> set[str]:
+    forms = {secret, urllib.parse.quote(secret, safe=""), urllib.parse.quote_plus(secret)}
+    raw = secret.encode()
+    for k in range(3):  # the secret's byte k starting a base64 group
+        m = (len(raw) - k) // 3
+        core = base64.b64encode(raw[k : k + 3 * m]).decode()
+        if len(core) >= _MIN_ENCODED:
+            forms.add(core)
+            forms.add(core.replace("+", "-").replace("/", "_"))
+    return {f for f in forms if len(f) >= MIN_SECRET}
+
+
+def key_values(names: Iterable[str | None], environ: Mapping[str, str] | None = None) -> set[str]:
+    """The values of the environment variables `names` (the unset and empty ones left out)."""
+    env = os.environ if environ is None else environ
+    return {v for n in names if n and (v := env.get(n))}
+
+
+class Redactor:
+    """Cuts the values of secrets (and their encodings) out of text and JSON-like data.
+
+    `secrets`: values to redact; `add` takes more (a key read later). Cheap when empty."""
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        self._secrets: set[str] = set()
+        self._pattern: re.Pattern[str] | None = None
+        self.add(secrets)
+
+    def add(self, secrets: Iterable[str]) -> None:
+        new = {s for s in secrets if s and len(s) >= MIN_SECRET} - self._secrets
+        if not new:
+            return
+        self._secrets |= new
+        forms = sorted({f for s in self._secrets for f in _encodings(s)}, key=len, reverse=True)
+        self._pattern = re.compile("|".join(map(re.escape, forms)))
+
+    def __bool__(self) -> bool:
+        return self._pattern is not None
+
+    def text(self, value: str | None) -> str | None:
+        """`value` with every secret replaced by `[redacted]` (None stays None)."""
+        if value is None or self._pattern is None:
+            return value
+        return self._pattern.sub(REDACTED, value)
+
+    def data(self, value: Any) -> Any:
+        """A copy of JSON-like `value` (dicts, lists, strings; keys too) with every string
+        redacted."""
+        if self._pattern is None:
+            return value
+        if isinstance(value, str):
+            return self._pattern.sub(REDACTED, value)
+        if isinstance(value, Mapping):
+            return {self.data(k): self.data(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return type(value)(self.data(v) for v in value)
+        return value
