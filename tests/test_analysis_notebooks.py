@@ -17,6 +17,7 @@ from mbb.viz.render import MIMETYPE
 NOTEBOOKS = ("taxonomy_audit", "token_audit", "transmission", "starting_states")
 # small enough to keep the suite quick; two subruns so drift and transmission have an s+1
 SMALL = {"runs": 2, "overrides": {"subruns": 2}}
+CONDITIONS = ("base", "memory_off", "urgent_worker", "rich_worker")  # what the analyses read
 
 
 def _outputs(nb: nbformat.NotebookNode) -> list[dict[str, Any]]:
@@ -24,12 +25,9 @@ def _outputs(nb: nbformat.NotebookNode) -> list[dict[str, Any]]:
 
 
 def _run(root: Path, name: str, out: Path, **params: Any) -> nbformat.NotebookNode:
-    nb_path, _ = execute_notebook(
-        root / "notebooks" / f"{name}.ipynb",
-        out,
-        {"out_dir": str(out), **SMALL, **params},
-        html=False,
-    )
+    takes_out = name in ("taxonomy_audit", "run_condition")  # the others write nothing
+    given = {"out_dir": str(out), **params} if takes_out else params
+    nb_path, _ = execute_notebook(root / "notebooks" / f"{name}.ipynb", out, given, html=False)
     nb = nbformat.read(nb_path, as_version=4)
     assert not [o for o in _outputs(nb) if o.get("output_type") == "error"]
     return nb
@@ -60,7 +58,19 @@ def executed(root, tmp_path_factory) -> dict[str, tuple[nbformat.NotebookNode, P
         "base-seed0000,1,message,My bid stands.,anchoring,4,1,4.0,anchoring,anchoring\n"
         "base-seed0000,2,message,Hello.,none,30,1,30.0,,reciprocity\n"
     )
-    extra = {"taxonomy_audit": {"review_csv": str(labelled)}}
+    from mbb.batch.runner import run_conditions
+
+    dirs = run_conditions(
+        CONDITIONS, runs=2, out_root=base / "conditions", overrides={"subruns": 2}
+    )
+    read = {"run_dirs": [str(d) for d in dirs]}  # analysis notebooks read runs, never run them
+    extra = {
+        "taxonomy_audit": {**read, "review_csv": str(labelled)},
+        "token_audit": {"run_dirs": [str(dirs[0])]},
+        "transmission": {"run_dirs": [str(d) for d in dirs[:2]]},
+        "starting_states": read,
+        "run_condition": SMALL,
+    }
     names = [*NOTEBOOKS, "run_condition"]
     with ThreadPoolExecutor(max_workers=2) as pool:
         futs = {n: pool.submit(_run, root, n, base / n, **extra.get(n, {})) for n in names}
@@ -88,7 +98,23 @@ def test_taxonomy_audit_exports_and_imports_review(executed):
     assert "stand-in" in md and "excluded from the agreement statistics" in md
     assert "No labelled review" not in text
     html = "".join(o.get("data", {}).get("text/html", "") for o in _outputs(nb))
-    assert "kappa_min" in html and "recall_lo" in html  # gold table with kappa; IPW estimates
+    # the gold table with kappa; the IPW estimates with their intervals in one column
+    assert "kappa min" in html and "recall [95% CI]" in html
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("name", [*NOTEBOOKS, "run_condition"])
+def test_tables_are_formatted_not_dumped(executed, name):
+    """Every table a notebook shows is mbb's formatted HTML: no polars dump (shape line, dtype
+    row, quoted strings, rows hidden behind an ellipsis)."""
+    nb, _ = executed[name]
+    for o in _outputs(nb):
+        data = o.get("data", {})
+        plain = str(data.get("text/plain", ""))
+        assert "shape: (" not in plain and "┆" not in plain, plain[:300]
+        page = str(data.get("text/html", ""))
+        if "<table" in page and "mbb-tr" not in page:  # a round's transcript is its own page
+            assert 'class="mbb-table"' in page, page[:300]
 
 
 @pytest.mark.notebook
@@ -101,8 +127,7 @@ def test_token_audit_says_counts_are_approximate(executed):
 
 @pytest.mark.notebook
 def test_transmission_compares_memory_on_and_off(executed):
-    nb, out = executed["transmission"]
-    assert {p.name for p in out.iterdir() if p.is_dir()} >= {"base", "memory_off"}
+    nb, _ = executed["transmission"]
     assert any("memory on vs off" in o["data"]["text/plain"] for o in _charts(nb))
 
 

@@ -465,8 +465,15 @@ def _conditions_html(table: Any, default: str, loaded: Any, viewer_index: Path |
             + "".join(_cell(cells.get((cond, m)), cond == default) for m in _INDEX_MEASURES)
             + "</tr>"
         )
+    import polars as pl
+
+    from mbb.viz.table import few_seeds_note
+
+    warn = few_seeds_note(table.group_by("condition").agg(pl.col("n").max()), column="n")
     return (
-        "<h2>Conditions</h2><table><tr><th class=l>condition</th><th>runs</th>"
+        "<h2>Conditions</h2>"
+        + (f"<p class=warn>{esc(warn)}</p>" if warn else "")
+        + "<table><tr><th class=l>condition</th><th>runs</th>"
         "<th>completion</th><th>deadline miss</th><th>mean progress</th><th>mean bid</th></tr>"
         + "".join(rows)
         + "</table>"
