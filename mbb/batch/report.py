@@ -521,7 +521,7 @@ def _num(v: float | None, measure: str, signed: bool = False) -> str:
 
     if v is None:
         return "—"
-    return format_value(v, kind_of(measure, pl.Float64), signed=signed)
+    return format_value(v, kind_of(measure, pl.Float64()), signed=signed)
 
 
 def _ci(

@@ -37,7 +37,7 @@ def _per_subrun(
 
 def _dodged(
     agg: pl.DataFrame, conditions: list[str], y: alt.Y, y_title: str, fmt: str
-) -> alt.LayerChart:
+) -> alt.LayerChart | alt.FacetChart:
     """Points, lines (dashed per condition) and CI whiskers, conditions offset within a subrun."""
     x = alt.X("subrun:O", title="Subrun", axis=alt.Axis(labelAngle=0))
     offset = alt.XOffset("condition:N", sort=conditions)
@@ -105,7 +105,9 @@ def outcomes_by_condition(tables: Mapping[str, pl.DataFrame]) -> alt.FacetChart 
     )
 
 
-def bids_by_condition(tables: Mapping[str, pl.DataFrame]) -> alt.Chart | alt.LayerChart:
+def bids_by_condition(
+    tables: Mapping[str, pl.DataFrame],
+) -> alt.Chart | alt.LayerChart | alt.FacetChart:
     """Mean declared bid per subrun: per condition the mean over seeds (each run's mean bid)
     with its 95 % CI (expanded percentile bootstrap over seeds), conditions offset and dashed
     apart; conditions in which no bid was declared (centralized mechanisms without bids) are
@@ -136,7 +138,7 @@ def _axis_format(measure: str, part: pl.DataFrame) -> tuple[str, str]:
     in dollars, other numbers with as many decimals as their range needs (never an exponent)."""
     from mbb.viz.table import kind_of
 
-    kind = kind_of(measure, pl.Float64)
+    kind = kind_of(measure, pl.Float64())
     if kind == "share":
         return ".0%", "percentage points"
     if kind == "usd":
@@ -243,6 +245,6 @@ def forest_plot(
     if few.height:
         subtitle.append(
             f"⚠ {few['condition'].n_unique()} condition(s) rest on fewer than {MIN_SEEDS} seeds "
-            f"(as few as {few['n'].min()}): read their differences as anecdotes"
+            f"(as few as {min(few['n'].to_list())}): read their differences as anecdotes"
         )
     return alt.vconcat(*panels, spacing=14).properties(title={"text": title, "subtitle": subtitle})

@@ -220,7 +220,7 @@ class Table:
                 na = self.na.get(c.name, NA)
                 k = c.kind
                 if c.per_measure and self.measure_column is not None:
-                    k = kind_of(str(r[self.measure_column]), pl.Float64)
+                    k = kind_of(str(r[self.measure_column]), pl.Float64())
                 text = format_value(r[c.name], k, signed=c.signed, na=na)
                 if c.low is not None and c.high is not None and r[c.name] is not None:
                     lo, hi = r[c.low], r[c.high]
