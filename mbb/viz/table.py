@@ -47,6 +47,7 @@ __all__ = [
 MIN_SEEDS = 5  # below this, a mean or an interval over seeds is flagged where it is shown
 NA = "n/a"
 MAX_HEIGHT_EM = 32  # taller tables scroll inside their block (the header stays in view)
+_WRAP_FROM = 60  # characters: a text column with a longer cell wraps, others stay on one line
 
 _SHARES = frozenset(
     {"completion", "deadline_miss", "progress", "score", "utilisation", "utilization", "load"}
@@ -245,7 +246,13 @@ class Table:
         right-aligned, a block that scrolls past `max_height_em` with the header kept in view;
         every string escaped."""
         esc = html.escape
+        rows = self.cells()
         aligns = self._aligns()
+        # short text stays on one line; a column with long text (notes, evidence) wraps
+        aligns = [
+            "w" if a == "l" and any(len(r[i]) > _WRAP_FROM for r in rows) else a
+            for i, a in enumerate(aligns)
+        ]
         head = "".join(
             f'<th class="mbb-{a}" scope="col">{esc(c.header)}</th>'
             for c, a in zip(self.columns, aligns, strict=True)
@@ -256,7 +263,7 @@ class Table:
                 f'<td class="mbb-{a}">{esc(t)}</td>' for t, a in zip(row, aligns, strict=True)
             )
             + "</tr>"
-            for row in self.cells()
+            for row in rows
         )
         caption = f"<caption>{esc(self.caption)}</caption>" if self.caption else ""
         notes = "".join(f'<p class="mbb-note">{esc(n)}</p>' for n in self.notes)
@@ -303,7 +310,9 @@ _CSS = (
     ".mbb-table th,.mbb-table td{border-bottom:1px solid #e3e3e3;padding:.25rem .6rem;"
     "white-space:nowrap;font-variant-numeric:tabular-nums}"
     ".mbb-table td.mbb-r,.mbb-table th.mbb-r{text-align:right}"
-    ".mbb-table td.mbb-l,.mbb-table th.mbb-l{text-align:left;white-space:normal;max-width:40em}"
+    ".mbb-table td.mbb-l,.mbb-table th.mbb-l{text-align:left}"
+    ".mbb-table td.mbb-w,.mbb-table th.mbb-w{text-align:left;white-space:normal;min-width:20em;"
+    "max-width:40em}"
     ".mbb-table caption{caption-side:top;text-align:left;font-weight:600;padding:.3rem .6rem}"
     "p.mbb-note{color:#8a5a00;margin:.2rem 0}"
 )
@@ -329,7 +338,7 @@ def _header(name: str, kind: str, labels: Mapping[str, str], interval: bool) -> 
     unit = UNITS.get(name)
     if kind == "usd" and "usd" not in text.lower():
         unit = "USD"
-    if unit and f"({unit})" not in text:
+    if unit and unit.lower() not in text.lower():
         text = f"{text} ({unit})"
     return f"{text} [95% CI]" if interval else text
 
