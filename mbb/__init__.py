@@ -20,6 +20,8 @@ _LAZY = {
     "ParamsError": "mbb.params",
     "load_params": "mbb.batch.build",
     "load_tables": "mbb.core.tables",
+    "output_dir": "mbb.core.paths",
+    "outputs_root": "mbb.core.paths",
     "params_file": "mbb.core.paths",
     "user_path": "mbb.core.paths",
     "viz": "=mbb.viz",
@@ -27,6 +29,7 @@ _LAZY = {
     "run_condition": "mbb.batch.build",
     "run_many": "mbb.batch.runner",
     "tables": "=mbb.core.tables",
+    "table": "mbb.viz.table",
     "tables_from_run_dirs": "mbb.core.tables",
     "write_tables": "mbb.core.tables",
 }
@@ -37,10 +40,13 @@ __all__ = [
     "ParamsError",
     "load_params",
     "load_tables",
+    "output_dir",
+    "outputs_root",
     "params_file",
     "render",
     "run_condition",
     "run_many",
+    "table",
     "tables",
     "tables_from_run_dirs",
     "user_path",
@@ -54,11 +60,12 @@ if TYPE_CHECKING:
     from mbb.batch.build import load_params, run_condition
     from mbb.batch.runner import BatchResult, run_many
     from mbb.core import tables
-    from mbb.core.paths import params_file, user_path
+    from mbb.core.paths import output_dir, outputs_root, params_file, user_path
     from mbb.core.tables import load_tables, tables_from_run_dirs, write_tables
     from mbb.core.taxonomy import CATEGORIES
     from mbb.params import Condition, ParamsError
     from mbb.viz import render
+    from mbb.viz.table import table
 
 
 def __getattr__(name: str) -> Any:

@@ -102,9 +102,24 @@ def test_taxonomy_audit_exports_and_imports_review(executed):
     assert "stand-in" in md and "excluded from the agreement statistics" in md
     assert "No labelled review" not in text
     html = "".join(o.get("data", {}).get("text/html", "") for o in _outputs(nb))
-    assert "kappa_min" in html and "recall_lo" in html  # gold table with kappa; IPW estimates
-    assert "corrected_lo" in html and "identifiable" in html  # corrected prevalence
+    # the gold table with kappa; the IPW estimates with their intervals in one column
+    assert "kappa min" in html and "recall [95% CI]" in html
     assert "Test split 2" in md
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("name", [*NOTEBOOKS, "run_condition"])
+def test_tables_are_formatted_not_dumped(executed, name):
+    """Every table a notebook shows is mbb's formatted HTML: no polars dump (shape line, dtype
+    row, quoted strings, rows hidden behind an ellipsis)."""
+    nb, _ = executed[name]
+    for o in _outputs(nb):
+        data = o.get("data", {})
+        plain = str(data.get("text/plain", ""))
+        assert "shape: (" not in plain and "┆" not in plain, plain[:300]
+        page = str(data.get("text/html", ""))
+        if "<table" in page and "mbb-tr" not in page:  # a round's transcript is its own page
+            assert 'class="mbb-table"' in page, page[:300]
 
 
 @pytest.mark.notebook

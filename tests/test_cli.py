@@ -56,3 +56,18 @@ def test_set_option_deep_merges(capsys, root):
 def test_tables_on_empty_folder(tmp_path: Path, capsys):
     assert main(["tables", str(tmp_path)]) == 2
     assert "no events.jsonl" in capsys.readouterr().err
+
+
+def test_help_lists_every_command(capsys):
+    """`mbb --help` names every command module's command, `estimate` and `study` included."""
+    import argparse
+
+    from mbb.cli import build_parser
+
+    assert main(["--help"]) == 0
+    text = capsys.readouterr().out
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    names = list(sub.choices)
+    assert {"estimate", "study", "run", "sweep", "report", "view"} <= set(names)
+    for name in names:
+        assert f"    {name}" in text, name

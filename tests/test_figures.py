@@ -57,6 +57,7 @@ def test_figure_renders_offline(fig, base_batch, tmp_path):
 def test_worker_colours_are_consistent_across_figures(base_batch):
     scales = set()
     for fig in (figures.resource_timeline, figures.bids_by_round, figures.budgets_over_rounds):
+        # without the workers table the round charts follow seats, coloured as seats
         for node in walk(fig(base_batch.tables).to_dict()):
             if node.get("field") == "worker" and "scale" in node:
                 scales.add((tuple(node["scale"]["domain"]), tuple(node["scale"]["range"])))
@@ -82,9 +83,53 @@ def test_subrun_panels_share_their_scales(fig, base_batch):
 def test_outcome_shares_are_drawn_on_one_zero_to_one_scale(base_batch):
     spec = figures.outcomes_by_subrun(base_batch.tables).to_dict()
     domains = [
-        n["scale"]["domain"] for n in walk(spec) if n.get("field") == "value" and "scale" in n
+        n["scale"]["domain"] for n in walk(spec) if n.get("field") == "mean" and "scale" in n
     ]
     assert domains == [[0, 1]]
+
+
+def test_outcomes_per_subrun_show_the_interval_over_seeds(base_batch):
+    """Each bar is a mean over seeds with its bootstrap CI, and 3 seeds are flagged on the
+    chart itself (not only in a log)."""
+    spec = figures.outcomes_by_subrun(base_batch.tables).to_dict()
+    rows = data_rows(spec)
+    assert rows and all(r["n"] == 3 for r in rows)
+    assert all(r["ci_low"] <= r["mean"] <= r["ci_high"] for r in rows)
+    assert any(
+        n.get("mark", {}) == {"type": "errorbar", "ticks": True, "color": "black"}
+        or n.get("mark") == "errorbar"
+        or (isinstance(n.get("mark"), dict) and n["mark"].get("type") == "errorbar")
+        for n in walk(spec)
+    )
+    subtitle = " ".join(spec["title"]["subtitle"])
+    assert "bootstrap over seeds" in subtitle and "fewer than 5 seeds" in subtitle
+
+
+def test_bids_follow_personas_not_seats(base_batch):
+    """Seating rotates personas over seeds: with the workers table one line per persona (each
+    with its CI band); without it the title says each seat's line blends personas."""
+    from mbb.analysis import with_run_info
+
+    t = with_run_info(base_batch.tables, by_kind=base_batch.by_kind)
+    spec = figures.bids_by_round(t).to_dict()
+    keys = {r["label"] for r in data_rows(spec) if "label" in r}
+    assert keys == set(t["workers"]["label"].unique()) and "W1" not in keys
+    assert any(
+        isinstance(n.get("mark"), dict) and n["mark"].get("type") == "area" for n in walk(spec)
+    )
+    seat = figures.bids_by_round(base_batch.tables).to_dict()
+    assert "blends the personas" in " ".join(seat["title"]["subtitle"])
+    # the persona's mean at (subrun 1, round 1) is the mean over seeds of that persona's bid
+    d = t["declarations"].sort("seq").group_by("run_id", "subrun", "round", "worker").last()
+    d = d.join(t["workers"].select("run_id", "worker", "label"), on=["run_id", "worker"])
+    one = d.filter((pl.col("subrun") == 1) & (pl.col("round") == 1))
+    for label, part in one.group_by("label"):
+        (row,) = [
+            r
+            for r in data_rows(spec)
+            if r.get("label") == label[0] and r["subrun"] == 1 and r["round"] == 1
+        ]
+        assert row["mean"] == pytest.approx(part["bid"].mean()) and row["n"] == part.height
 
 
 def test_a_subrun_without_bids_says_none(base_batch):

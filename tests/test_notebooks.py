@@ -65,12 +65,12 @@ def test_committed_notebooks_have_no_outputs(root):
 
 @pytest.mark.notebook
 def test_compare_conditions_notebook_executes(root, tmp_path):
-    from mbb.batch.build import load_params
-    from mbb.batch.runner import run_many
+    """The comparison notebook reads finished conditions and shows every row of its tables
+    formatted (no polars dump), a forest plot and the charts with intervals."""
+    from mbb.batch.runner import run_conditions
 
+    run_conditions(["base", "memory_off"], runs=2, out_root=tmp_path / "conditions")
     out = tmp_path / "cmp"
-    for name in ("base", "memory_off"):  # the notebook reads runs that exist, never runs them
-        run_many(load_params(name), runs=2, out_dir=tmp_path / "conditions" / name)
     nb_path, _ = execute_notebook(
         root / "notebooks" / "compare_conditions.ipynb",
         out,
@@ -80,7 +80,18 @@ def test_compare_conditions_notebook_executes(root, tmp_path):
     nb = nbformat.read(nb_path, as_version=4)
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
     assert not [o for o in outputs if o.get("output_type") == "error"]
-    assert len([o for o in outputs if MIMETYPE in o.get("data", {})]) == 2
-    table = next(o for o in outputs if "text/html" in o.get("data", {}))["data"]["text/html"]
-    assert "memory_off" in table and "base" in table
-    assert sorted(p.name for p in (tmp_path / "conditions").iterdir()) == ["base", "memory_off"]
+    charts = [o["data"][MIMETYPE] for o in outputs if MIMETYPE in o.get("data", {})]
+    titles = [str(c.get("title")) for c in charts]
+    assert len(charts) == 3 and "Difference from base" in titles[0], titles
+    tables = [
+        o["data"]["text/html"]
+        for o in outputs
+        if "text/html" in o.get("data", {}) and 'class="mbb-table"' in o["data"]["text/html"]
+    ]
+    assert len(tables) == 2
+    runs_html, diff_html = tables
+    assert runs_html.count("<tr>") == 1 + 4  # every run, nothing behind "…"
+    assert "memory_off" in diff_html and "mean [95% CI]" in diff_html
+    assert "fewer than 5 seeds" in diff_html  # 2 seeds: said next to the numbers
+    text = "".join(str(o.get("data", {}).get("text/plain", "")) for o in outputs)
+    assert "shape: (" not in text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import os
 import re
 import sys
@@ -265,6 +266,27 @@ def test_comparison_page_and_viewer_links(tmp_path: Path, capsys) -> None:
     assert "95% CI [" in shown and "Δ " in shown and "baseline" in shown
     assert 'href="viewer/index.html#cond=memory_off"' in shown
     assert (tmp_path / "viewer" / "data" / "index.js").is_file()
+    assert "fewer than 5 seeds" in shown  # 3 seeds: said where the numbers are
+    # a forest plot and the table's exports, written next to the page and linked from it
+    assert "<img src='compare/forest-00.svg'" in shown
+    for link in ("compare/against-00.csv", "compare/against-00.json", "compare/forest-00.png"):
+        assert f"href='{link}'" in shown and (tmp_path / link).is_file(), link
+    assert "href='compare/comparison.csv'" in compare and "href='compare/runs.json'" in compare
+    import polars as pl
+
+    from mbb.analysis.compare import condition_table
+    from mbb.analysis.runs import load_runs
+
+    exported = pl.read_csv(tmp_path / "compare" / "against-00.csv")
+    expected = condition_table(load_runs([tmp_path]), "base")
+    expected = expected.filter(pl.col("measure") != "cost_per_run_usd")  # no paid call: left out
+    assert exported.height == expected.height
+    assert exported["mean"].to_list() == pytest.approx(expected["mean"].to_list(), nan_ok=True)
+    rows = json.loads((tmp_path / "compare" / "against-00.json").read_text())
+    assert [r["measure"] for r in rows] == expected["measure"].to_list()
+    assert {r["baseline"] for r in rows} == {"base"}
+    svg = (tmp_path / "compare" / "forest-00.svg").read_text()
+    assert "<svg" in svg and "memory_off" in svg and "Difference from base" in svg
 
 
 def test_the_index_and_the_compare_page_show_one_computation(tmp_path: Path) -> None:

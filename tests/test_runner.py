@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from mbb.batch import runner
 from mbb.batch.runner import run_many
 
@@ -70,3 +72,32 @@ def test_no_worker_process_outlives_the_command(tmp_path):
     while _session_members(proc.pid) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert _session_members(proc.pid) == []
+
+
+def test_after_ctrl_c_the_bar_shows_the_count_the_message_gives(base, tmp_path, monkeypatch):
+    """Ctrl-C mid-batch: the progress bar ends at the number of runs the message reports (the
+    runs whose logs finished), never below it."""
+    from mbb.batch.runner import BatchInterrupted
+
+    real = runner._run_chunk
+    chunks = []
+
+    def stop_after_two(*args, **kwargs):
+        if len(chunks) == 2:
+            raise KeyboardInterrupt
+        chunks.append(args[1])
+        return real(*args, **kwargs)
+
+    finished: list[int] = []
+    real_finish = runner._Progress.finish
+
+    def finish(self, done):
+        real_finish(self, done)
+        finished.append(self.bar.n)
+
+    monkeypatch.setattr(runner, "_run_chunk", stop_after_two)
+    monkeypatch.setattr(runner._Progress, "finish", finish)
+    with pytest.raises(BatchInterrupted) as exc:
+        run_many(base, runs=20, out_dir=tmp_path / "o", processes=1, progress=True)
+    assert exc.value.done == sum(len(c) for c in chunks) == 10
+    assert finished == [exc.value.done]

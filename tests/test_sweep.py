@@ -102,3 +102,28 @@ def test_parse_seeds():
     for bad in ("5..2", "x", "1..y", "-1..2"):
         with pytest.raises(ValueError):
             parse_seeds(bad)
+
+
+def test_the_sweep_counts_llm_calls_as_the_kernels_log_them(tmp_path):
+    """The sweep's kernels are other processes: their logs tell the sweep's progress each LLM
+    call as it is written (a line still being written counts when it ends)."""
+    from mbb.batch.sweep import CallWatcher
+
+    job = tmp_path / "llm_negotiators-a"
+    log = job / "llm_negotiators-a-seed0000" / "events.jsonl"
+    log.parent.mkdir(parents=True)
+    seen: list[tuple[int, int]] = []
+    w = CallWatcher([job, tmp_path / "not_yet"], lambda c, r: seen.append((c, r)))
+    assert w.poll() == (0, 0)
+    with log.open("ab") as fh:
+        fh.write(b'{"kind":"run_started","seq":0}\n{"kind":"llm_call","seq":1}\n')
+        fh.write(b'{"kind":"llm_call","se')  # half a line
+        fh.flush()
+        assert w.poll() == (1, 0)
+        fh.write(b'q":2}\n{"kind":"run_ended","seq":3}\n')
+    assert w.poll() == (2, 1)
+    other = job / "llm_negotiators-a-seed0001" / "events.jsonl"
+    other.parent.mkdir()
+    other.write_bytes(b'{"kind":"llm_call","seq":1}\n')
+    w.stop()
+    assert seen[-1] == (3, 1)

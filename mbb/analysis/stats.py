@@ -4,6 +4,7 @@ library (scipy is not a dependency); `condition_differences` takes and returns p
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from statistics import NormalDist
 
 import numpy as np
@@ -21,6 +22,7 @@ __all__ = [
     "paired_effect_size",
     "permutation_pvalue",
     "power_curve",
+    "seed_summary",
     "seeds_for_power",
 ]
 
@@ -215,6 +217,50 @@ def paired_bootstrap_ci(
     if x.size != y.size:
         raise ValueError(f"paired samples differ in length: {x.size} vs {y.size}")
     return bootstrap_ci(x - y, n_resamples=n_resamples, level=level, seed=seed)
+
+
+def seed_summary(
+    per_run: pl.DataFrame,
+    by: Sequence[str],
+    values: Sequence[str],
+    *,
+    n_resamples: int = N_RESAMPLES,
+    level: float = 0.95,
+) -> pl.DataFrame:
+    """The mean over seeds of each of `values` per group of `by`, with its expanded percentile
+    bootstrap CI (`bootstrap_ci`): what a chart of a mean draws. Long form: `by`..., measure,
+    n (seeds with a value), mean, ci_low, ci_high (null with fewer than 2 seeds: no interval).
+
+    per_run: one row per run (and per group of `by`): the seed is the unit resampled;
+    by: the grouping columns; values: the numeric columns summarised; n_resamples, level: as
+    in `bootstrap_ci`."""
+    keys = list(by)
+    rows: list[dict[str, object]] = []
+    groups = (
+        per_run.partition_by(keys, as_dict=True, maintain_order=True) if keys else {(): per_run}
+    )
+    for key, part in groups.items():
+        for m in values:
+            x = _finite(part[m].drop_nulls().to_numpy())
+            ci = bootstrap_ci(x, n_resamples=n_resamples, level=level)
+            rows.append(
+                {
+                    **dict(zip(keys, key, strict=True)),
+                    "measure": m,
+                    "n": int(x.size),
+                    "mean": float(x.mean()) if x.size else None,
+                    "ci_low": ci[0] if ci else None,
+                    "ci_high": ci[1] if ci else None,
+                }
+            )
+    schema = {k: per_run.schema[k] for k in keys} | {
+        "measure": pl.String,
+        "n": pl.Int64,
+        "mean": pl.Float64,
+        "ci_low": pl.Float64,
+        "ci_high": pl.Float64,
+    }
+    return pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
 
 
 def hedges_g(a: object, b: object) -> float:

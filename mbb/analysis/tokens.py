@@ -189,10 +189,19 @@ def cost_by_model(audit: pl.DataFrame, by: Sequence[str] = ("condition", "model"
 
     `cost_usd` is null where no price is known (scripted text, or a model without `prices:`:
     unknown, never 0);
-    `approximate` is true for counts of scripted text rather than an endpoint's usage.
+    `approximate` is true for counts of scripted text rather than an endpoint's usage. Scripted
+    workers have no model: their rows are one `model` "scripted", never their personas' names
+    (the audit's `model` column keeps the persona for the prevalence tables).
     `audit`: `token_audit`; `by`: the grouping, any columns of the audit (add run_id for one
     value per seed, as a CI over seeds needs)."""
     keys = list(by)
+    if "model" in keys:
+        audit = audit.with_columns(
+            pl.when(pl.col("approximate"))
+            .then(pl.lit("scripted"))
+            .otherwise(pl.col("model"))
+            .alias("model")
+        )
     return (
         audit.group_by(keys)
         .agg(

@@ -184,8 +184,10 @@ def load_params(
 LlmPair = tuple[Any, Any]  # (LlmClient, LlmCache)
 
 
-def open_llm(condition: Condition) -> LlmPair:
-    """A new LLM client (its prices and spend ledger from the condition) and request cache."""
+def open_llm(condition: Condition, on_call: Callable[..., Any] | None = None) -> LlmPair:
+    """A new LLM client (its prices and spend ledger from the condition) and request cache.
+
+    condition: the condition run; on_call: told of every audited call (progress per call)."""
     from mbb.llm.budget import ledger_for
     from mbb.llm.cache import LlmCache
     from mbb.llm.client import LlmClient
@@ -196,6 +198,7 @@ def open_llm(condition: Condition) -> LlmPair:
         LlmClient(
             prices=condition.prices,
             budget=budget,
+            on_call=on_call,
             # every key variable of the params: its value is redacted wherever an answer has it
             secret_envs=[m.api_key_env for m in condition.models.values() if m.api_key_env],
         ),
@@ -350,22 +353,38 @@ def run_condition(
 
 
 def run_seeds(
-    condition: Condition, seeds: Sequence[int], out_dir: Path | None = None
+    condition: Condition,
+    seeds: Sequence[int],
+    out_dir: Path | None = None,
+    *,
+    on_call: Callable[..., Any] | None = None,
+    on_run: Callable[[], Any] | None = None,
 ) -> list[RunResult | BaseException]:
     """Several seeds on ONE event loop: their LLM calls share one client (so one concurrency
     limit per endpoint, i.e. one rate limit) and one cache. Each run keeps its own log, so
     every run's events are the same as when it runs alone. A failed run is returned as its
-    exception (it is recorded in its own log); the others go on."""
+    exception (it is recorded in its own log); the others go on.
+
+    condition, seeds, out_dir: what to run and where; on_call: told of every LLM call as it
+    ends (`LlmClient`'s `on_call`); on_run: told when a run ends, finished or failed."""
     box: list[list[RunResult | BaseException]] = []
 
+    async def one(seed: int, shared: LlmPair) -> RunResult:
+        try:
+            result = await run_condition_async(condition, seed, out_dir, llm=shared)
+        except Exception:  # a failed run ended too (a cancelled one did not)
+            if on_run is not None:
+                on_run()
+            raise
+        if on_run is not None:
+            on_run()
+        return result
+
     async def go() -> None:
-        shared = open_llm(condition)
+        shared = open_llm(condition, on_call)
         try:
             box.append(
-                await asyncio.gather(
-                    *(run_condition_async(condition, s, out_dir, llm=shared) for s in seeds),
-                    return_exceptions=True,
-                )
+                await asyncio.gather(*(one(s, shared) for s in seeds), return_exceptions=True)
             )
         finally:
             await shared[0].aclose()

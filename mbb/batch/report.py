@@ -73,6 +73,7 @@ __all__ = [
     "record_executed",
     "sanitize_html",
     "vega_bundle",
+    "write_comparison_files",
 ]
 
 # Code cells are hidden by default in the shared page; a checkbox (CSS only, works without
@@ -518,8 +519,11 @@ padding:.35rem .6rem;text-align:right;vertical-align:top}th{background:#f3f3f3}
 td.l,th.l{text-align:left}.failed{color:#b00020;font-weight:600}.ok{color:#1b7f3b}
 .skipped{color:#666}code{background:#f6f6f6;padding:0 .2rem}.ci{color:#555;font-size:13px}
 .d{font-size:13px}.sig{font-weight:700}nav.links a{margin-right:1.2rem}.warn{color:#8a5a00}
+.ci.few{color:#8a5a00}div.scroll{overflow:auto;max-height:80vh;max-width:100%}
+div.scroll th{position:sticky;top:0}figure.forest img{max-width:100%}
 """
-_SKIP_DIRS = frozenset({"tables", "viewer", "resource", "workspaces", "__pycache__"})
+_SKIP_DIRS = frozenset({"tables", "viewer", "compare", "resource", "workspaces", "__pycache__"})
+MIN_SEEDS = 5  # fewer seeds behind a mean: its interval is flagged (mbb.viz.table.MIN_SEEDS)
 VIEWER_DIR = "viewer"
 COMPARE_PAGE = "compare.html"
 
@@ -593,14 +597,14 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _write_file(path: Path, text: str) -> None:
+def _write_file(path: Path, text: str | bytes) -> None:
     """Write `path` whole through a fresh file renamed over it: never through a link planted
     in a shared folder (the link is replaced, its target untouched)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(text.encode("utf-8") if isinstance(text, str) else text)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -771,8 +775,15 @@ def _conditions_html(table: Any, default: str, loaded: Any, viewer_index: Path |
             + "".join(_cell(cells.get((cond, m)), cond == default) for m in _INDEX_MEASURES)
             + "</tr>"
         )
+    import polars as pl
+
+    from mbb.viz.table import few_seeds_note
+
+    warn = few_seeds_note(table.group_by("condition").agg(pl.col("n").max()), column="n")
     return (
-        "<h2>Conditions</h2><table><tr><th class=l>condition</th><th>runs</th>"
+        "<h2>Conditions</h2>"
+        + (f"<p class=warn>{esc(warn)}</p>" if warn else "")
+        + "<table><tr><th class=l>condition</th><th>runs</th>"
         "<th>completion</th><th>deadline miss</th><th>mean progress</th><th>mean bid</th></tr>"
         + "".join(rows)
         + "</table>"
@@ -812,18 +823,23 @@ def comparison_tables(
 
 
 def _num(v: float | None, measure: str, signed: bool = False) -> str:
+    """A measure's value as the report writes it (`mbb.viz.table.format_value`: shares in
+    percent, never rounded onto 0 or 1; differences of shares in percentage points)."""
+    import polars as pl
+
+    from mbb.viz.table import format_value, kind_of
+
     if v is None:
         return "—"
-    if measure in _PCT:
-        return f"{v:+.1%}" if signed else f"{v:.1%}"
-    if measure == "cost_per_run_usd":
-        return f"{v:+.4f}" if signed else f"{v:.4f}"
-    return f"{v:+.1f}" if signed else f"{v:.1f}"
+    return format_value(v, kind_of(measure, pl.Float64()), signed=signed)
 
 
-def _ci(lo: float | None, hi: float | None, measure: str, signed: bool = False) -> str:
+def _ci(
+    lo: float | None, hi: float | None, measure: str, signed: bool = False, n: int | None = None
+) -> str:
     if lo is None or hi is None:
-        return "CI needs ≥ 2 seeds"
+        seeds = f"{n} seed{'s' if n != 1 else ''}" if n is not None else "fewer than 2 seeds"
+        return f"95% CI n/a ({seeds})"
     return f"95% CI [{_num(lo, measure, signed)}, {_num(hi, measure, signed)}]"
 
 
@@ -833,7 +849,10 @@ def _cell(row: dict[str, Any] | None, is_base: bool) -> str:
     if row is None or row["mean"] is None:
         return "<td>—</td>"
     m = row["measure"]
-    txt = f"{_num(row['mean'], m)}<div class=ci>{_ci(row['ci_low'], row['ci_high'], m)}</div>"
+    n = row.get("n")
+    ci_text = _ci(row["ci_low"], row["ci_high"], m, n=n)
+    few = " few" if n is not None and n < MIN_SEEDS else ""
+    txt = f"{_num(row['mean'], m)}<div class='ci{few}'>{ci_text}</div>"
     if is_base:
         return f"<td>{txt}<div class=d>baseline</div></td>"
     if row.get("diff") is None:
@@ -844,7 +863,7 @@ def _cell(row: dict[str, Any] | None, is_base: bool) -> str:
         else f", {row['effect_size_kind']} {row['effect_size']:+.2f}"
     )
     cls = "d sig" if row["excludes_zero"] else "d"
-    ci = _ci(row["diff_ci_low"], row["diff_ci_high"], m, True)
+    ci = _ci(row["diff_ci_low"], row["diff_ci_high"], m, True, n=n)
     return (
         f"<td>{txt}<div class='{cls}'>Δ {_num(row['diff'], m, True)}"
         f" <span class=ci>{ci}{es}{', paired' if row['paired'] else ''}</span></div></td>"
@@ -855,10 +874,101 @@ def _rows_of(table: Any) -> dict[tuple[str, str], dict[str, Any]]:
     return {(r["condition"], r["measure"]): r for r in table.iter_rows(named=True)}
 
 
-def _compare_html(tables: dict[str, Any], default: str, viewer: bool) -> str:
+COMPARE_DIR = "compare"  # the compare page's figures and exports, next to it
+
+
+def _json_rows(df: Any) -> str:
+    """A table as a JSON list of rows (NaN and infinities written as null: valid JSON)."""
+    import math
+
+    def clean(v: Any) -> Any:
+        return None if isinstance(v, float) and not math.isfinite(v) else v
+
+    return json.dumps([{k: clean(v) for k, v in r.items()} for r in df.to_dicts()], indent=1)
+
+
+def _csv(df: Any) -> str:
+    """A table as CSV; a text cell a spreadsheet would run as a formula (=, +, -, @ first) gets
+    a leading ' (runs from colleagues are hostile input)."""
+    import polars as pl
+
+    text = [c for c, t in df.schema.items() if t == pl.String]
+    return df.with_columns(
+        pl.when(pl.col(c).str.contains(r"^[=+\-@\t\r]"))
+        .then(pl.lit("'") + pl.col(c))
+        .otherwise(pl.col(c))
+        .alias(c)
+        for c in text
+    ).write_csv()
+
+
+def write_comparison_files(
+    root: Path, tables: dict[str, Any], loaded: dict[str, Any] | None
+) -> dict[str, dict[str, str]]:
+    """Write the compare page's files into `root/compare/`: per baseline the comparison table as
+    CSV and JSON and its forest plot as SVG and PNG; all baselines in one CSV/JSON; the per-run
+    values every comparison is computed from. Returns baseline -> {kind: path relative to
+    root}, with "" for the files of all baselines. Files are numbered, never named after a
+    condition (names come from colleagues' folders).
+
+    root: the report folder; tables: baseline -> `mbb.analysis.compare.condition_table`;
+    loaded: the runs' tables (`comparison_tables`), for the per-run export."""
+    import polars as pl
+
+    from mbb.viz import render
+    from mbb.viz.compare import forest_plot
+
+    out = root / COMPARE_DIR
+    if out.is_symlink():  # a link planted in a shared folder: replaced, its target untouched
+        out.unlink()
+    out.mkdir(exist_ok=True)
+    for old in out.glob("*"):  # files of an earlier report with other conditions
+        if old.is_file() and old.suffix in (".csv", ".json", ".svg", ".png"):
+            old.unlink()
+    links: dict[str, dict[str, str]] = {}
+    for i, (baseline, table) in enumerate(tables.items()):
+        stem = f"against-{i:02d}"
+        _write_file(out / f"{stem}.csv", _csv(table))
+        _write_file(out / f"{stem}.json", _json_rows(table))
+        spec = render.legible(forest_plot(table).to_dict())
+        _write_file(out / f"forest-{i:02d}.svg", render.render_svg(spec))
+        _write_file(out / f"forest-{i:02d}.png", render.render_png(spec))
+        links[baseline] = {
+            "csv": f"{COMPARE_DIR}/{stem}.csv",
+            "json": f"{COMPARE_DIR}/{stem}.json",
+            "svg": f"{COMPARE_DIR}/forest-{i:02d}.svg",
+            "png": f"{COMPARE_DIR}/forest-{i:02d}.png",
+        }
+    every = pl.concat(list(tables.values()), how="diagonal_relaxed")
+    _write_file(out / "comparison.csv", _csv(every))
+    _write_file(out / "comparison.json", _json_rows(every))
+    links[""] = {"csv": f"{COMPARE_DIR}/comparison.csv", "json": f"{COMPARE_DIR}/comparison.json"}
+    if loaded is not None:
+        from mbb.analysis.compare import run_table
+
+        runs = run_table(loaded)
+        _write_file(out / "runs.csv", _csv(runs))
+        _write_file(out / "runs.json", _json_rows(runs))
+        links[""] |= {
+            "runs_csv": f"{COMPARE_DIR}/runs.csv",
+            "runs_json": f"{COMPARE_DIR}/runs.json",
+        }
+    return links
+
+
+def _compare_html(
+    tables: dict[str, Any],
+    default: str,
+    viewer: bool,
+    files: dict[str, dict[str, str]] | None = None,
+) -> str:
+    import polars as pl
+
     from mbb.analysis.compare import MEASURE_LABELS
+    from mbb.viz.table import few_seeds_note
 
     esc = html.escape
+    files = files or {}
     sections = []
     for baseline, table in tables.items():
         cell = _rows_of(table)
@@ -876,10 +986,28 @@ def _compare_html(tables: dict[str, Any], default: str, viewer: bool) -> str:
             n = max((r["n"] for (c, _), r in cell.items() if c == cond), default=0)
             body.append(f"<tr><td class=l><b>{esc(cond)}</b>{link}</td><td>{n}</td>{tds}</tr>")
         hidden = "" if baseline == default else " hidden"
+        own = files.get(baseline, {})
+        exports = (
+            f"<p class=links>this table as <a href='{esc(own['csv'])}'>CSV</a> · "
+            f"<a href='{esc(own['json'])}'>JSON</a>; the forest plot as "
+            f"<a href='{esc(own['png'])}'>PNG</a> · <a href='{esc(own['svg'])}'>SVG</a></p>"
+            if own
+            else ""
+        )
+        forest = (
+            f"<figure class=forest><img src='{esc(own['svg'])}' alt='forest plot: each "
+            f"measure&#39;s difference from {esc(baseline)} with its 95% CI'></figure>"
+            if own
+            else ""
+        )
+        per_cond = table.group_by("condition").agg(pl.col("n").max())  # its seeds
+        warn = few_seeds_note(per_cond, column="n")
+        warn_html = f"<p class=warn>{esc(warn)}</p>" if warn else ""
         sections.append(
             f"<section class=cmp data-baseline='{esc(baseline)}'{hidden}>"
-            f"<h2>Against <code>{esc(baseline)}</code></h2><table><tr><th class=l>condition</th>"
-            f"<th>n seeds</th>{head}</tr>{''.join(body)}</table></section>"
+            f"<h2>Against <code>{esc(baseline)}</code></h2>{exports}{warn_html}{forest}"
+            f"<div class=scroll><table><tr><th class=l>condition</th>"
+            f"<th>n seeds</th>{head}</tr>{''.join(body)}</table></div></section>"
         )
     options = "".join(
         f"<option value='{esc(c)}'{' selected' if c == default else ''}>{esc(c)}</option>"
@@ -894,17 +1022,34 @@ def _compare_html(tables: dict[str, Any], default: str, viewer: bool) -> str:
     viewer_link = (
         f' · <a href="{VIEWER_DIR}/index.html">every run in the viewer</a>' if viewer else ""
     )
+    every = files.get("", {})
+    all_exports = (
+        "<p class=links>Every baseline's table in one file: "
+        f"<a href='{esc(every['csv'])}'>CSV</a> · <a href='{esc(every['json'])}'>JSON</a>"
+        + (
+            f"; the value of every run they are computed from: <a href='{esc(every['runs_csv'])}'>"
+            f"CSV</a> · <a href='{esc(every['runs_json'])}'>JSON</a>"
+            if "runs_csv" in every
+            else ""
+        )
+        + ". Numbers in the files are unrounded.</p>"
+        if every
+        else ""
+    )
     return (
         "<!doctype html><html lang=en><head><meta charset='utf-8'>"
         f"{_csp_meta([switch])}<title>mbb comparison of conditions</title>"
         f"<style>{_INDEX_CSS}</style></head><body><h1>Conditions compared</h1>"
         f"<nav class=links><a href='index.html'>report index</a>{viewer_link}</nav>"
         "<p>One value per run (seed), then per condition: the mean over seeds, its 95% "
-        "percentile bootstrap CI (2,000 resamples), and the difference from the baseline with "
-        "the CI of the difference and its effect size (d_z, seeds paired, when both conditions "
-        "ran the same seeds; else Hedges' g, seeds resampled independently; bold: the CI "
-        "excludes 0). Rates are shares of worker-subruns. The report index shows the same "
+        "percentile bootstrap CI (2,000 resamples, expanded for few seeds), and the difference "
+        "from the baseline with the CI of the difference and its effect size (d_z, seeds "
+        "paired, when both conditions ran the same seeds; else Hedges' g, seeds resampled "
+        "independently; bold: the CI excludes 0). Rates are shares of worker-subruns; "
+        "differences of rates are in percentage points (pp). The forest plot draws each "
+        "difference with its CI (filled: the CI excludes 0). The report index shows the same "
         "numbers (`mbb.analysis.compare.condition_table`).</p>"
+        f"{all_exports}"
         f"<p><label>baseline <select id=baseline>{options}</select></label></p>"
         f"{''.join(sections)}{script}</body></html>"
     )
@@ -962,7 +1107,11 @@ def build_report(
         default = baseline if baseline in tables else next(iter(tables))
         if baseline is None and "base" in tables:
             default = "base"
-        _write_file(root / COMPARE_PAGE, _compare_html(tables, default, viewer_index is not None))
+        files = write_comparison_files(root, tables, loaded)
+        _write_file(
+            root / COMPARE_PAGE,
+            _compare_html(tables, default, viewer_index is not None, files),
+        )
 
     def fmt(v: Any, pct: bool = False) -> str:
         if v is None:

@@ -8,7 +8,8 @@ batch's tables are one concatenation.
 Processes: one pool per process, started at the first parallel batch and reused by every later
 one (a sweep or a notebook calling `run_many` again pays no start-up), shut down at exit.
 Workers import only the arena and the tables (`import mbb` is lazy), so they start in well under
-a second. Parallel only pays from `PARALLEL_FROM` runs on (measured by bench/bench_runner.py).
+a second. The pool's size follows the CPUs this process may use and what others keep busy
+(`mbb.batch.cpus`): one process whenever a pool would not pay.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import polars as pl
 
 from mbb.agents.backends import uses_llm
 from mbb.batch.build import load_params, run_condition, run_seeds
+from mbb.batch.cpus import PARALLEL_FROM, cpu_budget, pool_size
 from mbb.batch.outdir import claim
 from mbb.batch.runs import check_not_foreign, run_id_of
 from mbb.core.eventlog import EventLogError, kind_of, read_lines
@@ -53,7 +55,6 @@ __all__ = [
     "write_meta",
 ]
 
-PARALLEL_FROM = 64  # below this many scripted runs one process is faster (bench/bench_runner.py)
 MAX_CHUNK = 8  # seeds per task: progress shows within a second, the cores stay balanced
 MAX_RUNS = 100_000  # runs in one batch (checked before anything is allocated)
 MAX_PROCESSES = 64
@@ -190,7 +191,15 @@ def finished_log(run_dir: Path) -> list[str] | None:
     return lines
 
 
-def _run_chunk(condition_json: str, seeds: Sequence[int], out_dir: str | None) -> ChunkResult:
+def _run_chunk(
+    condition_json: str,
+    seeds: Sequence[int],
+    out_dir: str | None,
+    on_call: Callable[..., Any] | None = None,
+    on_run: Callable[[], Any] | None = None,
+) -> ChunkResult:
+    """Run `seeds` (in this process or a pool worker) and return their lines and tables.
+    `on_call`, `on_run`: progress per LLM call and per finished LLM run (in-process only)."""
     condition = Condition.model_validate_json(condition_json)
     out = Path(out_dir) if out_dir else None
     by_kind: dict[str, list[str]] = defaultdict(list)
@@ -202,7 +211,7 @@ def _run_chunk(condition_json: str, seeds: Sequence[int], out_dir: str | None) -
         # sharing one client (one concurrency limit per endpoint) and one cache; their walls
         # overlap, so each gets the chunk's wall time divided evenly
         t0 = time.perf_counter()
-        outcomes = run_seeds(condition, seeds, out)
+        outcomes = run_seeds(condition, seeds, out, on_call=on_call, on_run=on_run)
         walls = [(time.perf_counter() - t0) / max(1, len(seeds))] * len(seeds)
     else:
         for seed in seeds:
@@ -228,6 +237,70 @@ def _run_chunk(condition_json: str, seeds: Sequence[int], out_dir: str | None) -
             write_meta(result, condition, wall)
         runs.append((result.run_id, None))
     return runs, by_kind, tables_from_lines(by_kind)
+
+
+class _Progress:
+    """A batch's progress: a tqdm bar of runs (`progress=True`), or a callback given the runs
+    just finished. For LLM runs the bar counts calls as they end (a run can take minutes) and
+    says how many runs have finished; after Ctrl-C `finish` sets it to the count the message
+    gives, so the two never disagree."""
+
+    def __init__(
+        self,
+        progress: bool | Callable[[int], Any],
+        name: str,
+        total: int,
+        kept: int,
+        llm: bool,
+    ) -> None:
+        self.callback = progress if callable(progress) else None
+        self.total, self.done, self.calls, self.failed_calls, self.llm = total, kept, 0, 0, llm
+        self.bar: Any = None
+        if progress is True:
+            from tqdm.auto import tqdm
+
+            if llm:
+                self.bar = tqdm(desc=self._desc(name), unit="call", total=None)
+            else:
+                self.bar = tqdm(desc=name, total=total, initial=kept, unit="run")
+        self.name = name
+
+    def _desc(self, name: str) -> str:
+        return f"{name}: {self.done}/{self.total} runs"
+
+    def call(self, meta: Any, result: Any, error: str | None) -> None:
+        """One LLM call ended (`LlmClient`'s `on_call`)."""
+        self.calls += 1
+        self.failed_calls += error is not None
+        if self.bar is not None:
+            if self.failed_calls:
+                self.bar.set_postfix_str(f"{self.failed_calls} failed", refresh=False)
+            self.bar.update(1)
+
+    def runs(self, n: int) -> None:
+        """`n` runs ended."""
+        self.done += n
+        if self.bar is not None:
+            if self.llm:
+                self.bar.set_description_str(self._desc(self.name))
+            else:
+                self.bar.update(n)
+        elif self.callback is not None:
+            self.callback(n)
+
+    def finish(self, done: int) -> None:
+        """The batch stopped with `done` runs finished (kept ones included): the bar says so."""
+        if self.bar is not None:
+            if self.llm:
+                self.done = done
+                self.bar.set_description_str(self._desc(self.name))
+            else:
+                self.bar.n = done
+                self.bar.refresh()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
 
 
 _pool: ProcessPoolExecutor | None = None
@@ -334,8 +407,9 @@ def run_many(
 
     `condition`: what to run; `seed`: the first seed (default: the condition's); `runs`: how
     many seeds; `out_dir`: where run folders and tables go (None: nothing written);
-    `processes`: worker processes (None: both cores from `PARALLEL_FROM` scripted runs on, else
-    one); `progress`: a tqdm bar (True) or a callback given the number of runs just finished;
+    `processes`: worker processes (None: `mbb.batch.cpus.pool_size`: one per CPU that is
+    really free, from `PARALLEL_FROM` scripted runs on, else one); `progress`: a tqdm bar
+    (True) or a callback given the number of runs just finished;
     `write`: write `<out_dir>/tables/`; `skip_done`: see below.
 
     With `out_dir`, the folder is claimed for the batch (`mbb.batch.outdir.claim`: one writer, one
@@ -380,32 +454,25 @@ def _run_many(
     seeds = [s for s in all_seeds if run_id_of(condition, s) not in kept]
     runs = len(seeds)
     llm = uses_llm(condition)
-    if processes is None:
-        processes = min(os.cpu_count() or 1, 2) if runs >= PARALLEL_FROM and not llm else 1
+    if processes is None:  # the CPUs really free now (affinity, cgroup quota, load): cpus.py
+        processes = 1 if llm or runs < PARALLEL_FROM else pool_size(runs, cpu_budget())
     cjson = condition.model_dump_json()
     out = str(out_dir) if out_dir is not None else None
     chunk = max(1, min(MAX_CHUNK, runs // (processes * 4) or 1))
     if llm and processes <= 1:
         chunk = max(1, runs)  # one event loop for all seeds: one rate limit, one cache
     chunks = [seeds[i : i + chunk] for i in range(0, len(seeds), chunk)]
-    bar = None
-    if progress is True:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=runs, desc=condition.name, unit="run")
+    bar = _Progress(progress, condition.name, len(all_seeds), len(kept), llm)
     results: dict[int, ChunkResult] = {}
-
-    def _done(n: int) -> None:
-        if bar is not None:
-            bar.update(n)
-        elif callable(progress):
-            progress(n)
 
     try:
         if processes <= 1:
             for i, ch in enumerate(chunks):
-                results[i] = _run_chunk(cjson, ch, out)
-                _done(len(ch))
+                if llm:  # progress per call and per run, from this process's event loop
+                    results[i] = _run_chunk(cjson, ch, out, bar.call, lambda: bar.runs(1))
+                else:
+                    results[i] = _run_chunk(cjson, ch, out)
+                    bar.runs(len(ch))
         else:
             pool = _get_pool(processes)
             pending: dict[Future[ChunkResult], int] = {}
@@ -418,18 +485,18 @@ def _run_many(
                     for fut in finished:
                         i = pending.pop(fut)
                         results[i] = fut.result()
-                        _done(len(chunks[i]))
+                        bar.runs(len(chunks[i]))
             except BaseException:
                 # queued chunks are cancelled; the running ones (at most MAX_CHUNK seeds each,
                 # workers ignore Ctrl-C) finish, so no run is cut short and the pool ends cleanly
                 shutdown_pool()
                 raise
     except KeyboardInterrupt:
-        if bar is not None:
+        try:
+            _interrupted(condition, all_seeds, out_dir, write, bar)
+        finally:
             bar.close()
-        _interrupted(condition, all_seeds, out_dir, write)
-    if bar is not None:
-        bar.close()
+    bar.close()
     by_kind: dict[str, list[str]] = defaultdict(list)
     for lines in kept.values():
         for line in lines:
@@ -462,10 +529,15 @@ def _run_many(
 
 
 def _interrupted(
-    condition: Condition, seeds: Sequence[int], out_dir: Path | None, write: bool
+    condition: Condition,
+    seeds: Sequence[int],
+    out_dir: Path | None,
+    write: bool,
+    bar: _Progress | None = None,
 ) -> None:
     """After Ctrl-C: tables of the runs that finished (read back from their verified logs), then
-    `BatchInterrupted`. A run cut short keeps its partial log (`mbb resume` continues it)."""
+    `BatchInterrupted`; the progress bar is set to the same count first. A run cut short keeps
+    its partial log (`mbb resume` continues it)."""
     done: dict[str, list[str]] = {}
     tables_dir = None
     if out_dir is not None:
@@ -481,7 +553,11 @@ def _interrupted(
                     by_kind[kind_of(line)].append(line)
             tables_dir = out_dir / "tables"
             write_tables(tables_from_lines(by_kind), tables_dir)
-    raise BatchInterrupted(condition.name, len(done), len(seeds), tables_dir)
+    # without a folder there is no log to read back: the runs the batch saw end
+    n_done = len(done) if out_dir is not None else (bar.done if bar is not None else 0)
+    if bar is not None:
+        bar.finish(n_done)
+    raise BatchInterrupted(condition.name, n_done, len(seeds), tables_dir)
 
 
 def run_conditions(

@@ -25,7 +25,7 @@ from mbb.batch.build import load_params
 from mbb.batch.notebooks import execute_notebook
 from mbb.core.paths import notebook_file, params_file, user_path
 
-__all__ = ["Job", "JobResult", "parse_seeds", "plan_sweep", "run_job", "run_sweep"]
+__all__ = ["CallWatcher", "Job", "JobResult", "parse_seeds", "plan_sweep", "run_job", "run_sweep"]
 
 DEFAULT_NOTEBOOK = "run_condition"  # a bare name: mbb's own notebook (mbb.core.paths)
 
@@ -254,6 +254,84 @@ def _run_dask(
             own_cluster.close()
 
 
+_CALL = b'{"kind":"llm_call"'
+_ENDED = b'{"kind":"run_ended"'
+
+
+class CallWatcher:
+    """Counts the LLM calls and finished runs the sweep's kernels write, as they write them:
+    every `interval_s` it reads what was appended to each run's `events.jsonl` under the jobs'
+    folders (the kernels are other processes: their logs are what is shared). `poll()` once
+    reads what is new and returns (calls, runs ended); `start()` polls in a thread and calls
+    `on_change(calls, runs)` when a count moved.
+
+    folders: the jobs' output folders; on_change: told the new counts; interval_s: how often."""
+
+    def __init__(
+        self,
+        folders: Iterable[str | Path],
+        on_change: Callable[[int, int], Any] | None = None,
+        interval_s: float = 0.5,
+    ) -> None:
+        import threading
+
+        self.folders = [Path(f) for f in folders]
+        self.on_change = on_change
+        self.interval_s = interval_s
+        self.calls = self.runs = 0
+        self._offsets: dict[Path, int] = {}
+        self._partial: dict[Path, bytes] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def poll(self) -> tuple[int, int]:
+        """Read what the logs gained since the last poll; return the totals."""
+        for folder in self.folders:
+            for log in folder.glob("*/events.jsonl"):
+                at = self._offsets.get(log, 0)
+                try:
+                    with log.open("rb") as fh:
+                        fh.seek(at)
+                        chunk = fh.read()
+                except OSError:
+                    continue
+                if not chunk:
+                    continue
+                self._offsets[log] = at + len(chunk)
+                data = self._partial.pop(log, b"") + chunk
+                lines = data.split(b"\n")
+                if lines[-1]:  # a line still being written: counted when it ends
+                    self._partial[log] = lines[-1]
+                for line in lines[:-1]:
+                    self.calls += line.startswith(_CALL)
+                    self.runs += line.startswith(_ENDED)
+        return self.calls, self.runs
+
+    def _loop(self) -> None:
+        last = (-1, -1)
+        while not self._stop.wait(self.interval_s):
+            now = self.poll()
+            if now != last and self.on_change is not None:
+                self.on_change(*now)
+            last = now
+
+    def start(self) -> CallWatcher:
+        import threading
+
+        self._thread = threading.Thread(target=self._loop, name="mbb-sweep-calls", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop polling, after one last read (so the final counts are whole)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        now = self.poll()
+        if self.on_change is not None:
+            self.on_change(*now)
+
+
 def run_sweep(
     jobs: Sequence[Job],
     *,
@@ -291,22 +369,42 @@ def run_sweep(
         os.environ[COST_ENV] = "" if max_cost_usd is None else str(max_cost_usd)
         os.environ[TOKENS_ENV] = "" if max_tokens_total is None else str(max_tokens_total)
     bar = None
+    calls_bar: Any = None
+    watcher = None
     if progress:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(jobs), desc="sweep", unit="job")
+        runs_total = sum(j.seed_to - j.seed_from + 1 for j in jobs)
+
+        def moved(calls: int, runs: int) -> None:
+            # LLM jobs take minutes: a second line counts their calls as the kernels log them
+            nonlocal calls_bar
+            if calls and calls_bar is None:
+                calls_bar = tqdm(desc="LLM calls", unit="call", position=1, leave=True)
+            if calls_bar is not None:
+                calls_bar.update(calls - calls_bar.n)
+                calls_bar.set_postfix_str(f"{runs}/{runs_total} runs ended")
+
+        watcher = CallWatcher([j.out_dir for j in jobs], moved).start()
 
     def done(r: JobResult) -> None:
         if bar is not None:
             bar.update(1)
             bar.set_postfix_str(f"{r.condition}: {r.status}")
 
-    if cluster is None:
-        results = _run_local(jobs, workers, skip_done, done)
-    else:
-        results = _run_dask(jobs, workers, skip_done, None if cluster == "dask" else cluster, done)
-    if bar is not None:
-        bar.close()
+    try:
+        if cluster is None:
+            results = _run_local(jobs, workers, skip_done, done)
+        else:
+            address = None if cluster == "dask" else cluster
+            results = _run_dask(jobs, workers, skip_done, address, done)
+    finally:
+        if watcher is not None:
+            watcher.stop()
+        for b in (calls_bar, bar):
+            if b is not None:
+                b.close()
     order = {j.label: i for i, j in enumerate(jobs)}
     results.sort(key=lambda r: order[r.condition])
     if jobs:

@@ -55,7 +55,7 @@ def _notebook_parameters(
 def _run(args: argparse.Namespace) -> int:
     from mbb.batch.build import load_params
     from mbb.batch.notebooks import execute_notebook
-    from mbb.core.paths import params_file, user_path
+    from mbb.core.paths import output_dir, params_file, user_path
 
     src = common.notebook_source(args.notebook)
     declared = _declared(src)
@@ -83,7 +83,10 @@ def _run(args: argparse.Namespace) -> int:
         if missing:
             raise common.CliError(f"--from {missing[0]}: no such folder")
         params["run_dirs"] = [str(user_path(d)) for d in args.run_dirs]
-    out = user_path(args.out or f"outputs/{name}")
+    try:
+        out = output_dir(args.out, name)
+    except ValueError as exc:
+        raise common.CliError(str(exc)) from None
     if "out_dir" in declared:
         params["out_dir"] = str(out)
     params.update(_notebook_parameters(src, args.parameter, declared))  # by name: they win

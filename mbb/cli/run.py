@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
-from pathlib import Path
 from typing import Any
 
 from mbb.cli import common
@@ -17,6 +16,7 @@ def _run(args: argparse.Namespace) -> int:
     from mbb.batch.build import load_params
     from mbb.batch.runner import run_many
     from mbb.batch.runs import model_label, with_model
+    from mbb.core.paths import output_dir
     from mbb.params import deep_merge
 
     overrides = common.overrides(args.set)
@@ -28,7 +28,10 @@ def _run(args: argparse.Namespace) -> int:
             raise common.CliError(str(exc)) from None
         cond = load_params(args.params, overrides)
     label = model_label(cond)  # LLM runs: one default folder per condition and model
-    out = Path(args.out or f"outputs/{cond.name}" + (f"-{label}" if label else ""))
+    try:
+        out = output_dir(args.out, f"{cond.name}" + (f"-{label}" if label else ""))
+    except ValueError as exc:
+        raise common.CliError(str(exc)) from None
     batch = run_many(
         cond,
         seed=args.seed,

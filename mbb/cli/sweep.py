@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from mbb.cli import common
@@ -24,13 +23,19 @@ def _run(args: argparse.Namespace) -> int:
         raise common.CliError(
             f"--seeds {args.seeds}: more than {common.MAX_RUNS} seeds per condition"
         )
+    from mbb.core.paths import output_dir
+
     common.notebook_source(args.notebook)
+    try:
+        out = output_dir(args.out, "sweep")
+    except ValueError as exc:
+        raise common.CliError(str(exc)) from None
     models = [m for m in (args.models or "").split(",") if m] or None
     try:
         jobs = plan_sweep(
             args.params,
             seeds,
-            args.out,
+            out,
             overrides=common.overrides(args.set),
             notebook=args.notebook,
             models=models,
@@ -59,7 +64,7 @@ def _run(args: argparse.Namespace) -> int:
     for r in results:
         line = f"{r.status:8s} {r.condition:24s} {r.seconds:7.1f} s  {r.html or r.notebook}"
         print(line if r.status != "failed" else f"{line}\n         {r.error}")
-    index = build_report(Path(args.out))
+    index = build_report(out)
     print(f"report: {index}")
     return 1 if any(r.status == "failed" for r in results) else 0
 
@@ -74,11 +79,11 @@ def add_parser(sub: Any) -> None:
         default=2,
         help="jobs at once (threads or Dask workers)",
     )
-    s.add_argument("--out", default="outputs/sweep", help="sweep output folder")
+    s.add_argument("--out", default=None, help="sweep output folder (default outputs/sweep)")
     s.add_argument(
         "--notebook",
-        default="notebooks/run_condition.ipynb",
-        help="the notebook executed per condition",
+        default="run_condition",
+        help="the notebook executed per condition (default mbb's run_condition)",
     )
     s.add_argument(
         "--cluster",

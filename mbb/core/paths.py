@@ -3,11 +3,18 @@
 - A relative path that a user gives (a CLI argument, a notebook parameter, a params field such as
   `llm.cache_file`) is relative to the current directory of the command, or of the kernel for a
   notebook run by hand. The CLI turns paths into absolute ones before a notebook sees them.
-- A bare name — no folder, no suffix: `base`, `memory_off`, `run_condition` — names one of mbb's
-  own params files (`params/<name>.yaml`), study files (`studies/<name>.yaml`) or notebooks
-  (`notebooks/<name>.ipynb`). A path is never
-  looked up in two places: `base` is mbb's condition, `./base.yaml` is yours.
+- A name with no folder names one of mbb's own params files (`params/<name>.yaml`), study files
+  (`studies/<name>.yaml`) or notebooks (`notebooks/<name>.ipynb`), by one rule for every
+  spelling:
+  - a bare name (`base`, `scarce`, `run_condition`) is always mbb's;
+  - a file name (`base.yaml`, `run_condition.ipynb`) is the file of that name where it is looked
+    up from (the current directory; for `extends:`, the folder of the params file that says it)
+    when there is one, else mbb's file of that name. A file next to you wins.
+  Anything with a folder in it (`./base.yaml`, `params/x.yaml`, `/abs/x.yaml`) is only ever yours.
 - mbb's own files are found from `PROJECT_ROOT`, the only place the project's location is derived.
+- Outputs that nobody named go under `outputs/` of the current directory, except from inside
+  mbb's own `notebooks/` folder (a JupyterLab kernel's directory): there they go under the
+  project's `outputs/` (git-ignored), since mbb never writes inside `notebooks/`.
 """
 
 from __future__ import annotations
@@ -17,12 +24,16 @@ from pathlib import Path
 
 __all__ = [
     "NOTEBOOKS_DIR",
+    "OUTPUTS_DIR",
     "PARAMS_DIR",
     "PROJECT_ROOT",
     "STUDIES_DIR",
     "bundled_names",
     "is_bare_name",
+    "is_file_name",
     "notebook_file",
+    "output_dir",
+    "outputs_root",
     "params_file",
     "study_file",
     "user_path",
@@ -32,6 +43,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 PARAMS_DIR = PROJECT_ROOT / "params"
 NOTEBOOKS_DIR = PROJECT_ROOT / "notebooks"
 STUDIES_DIR = PROJECT_ROOT / "studies"
+OUTPUTS_DIR = PROJECT_ROOT / "outputs"
 
 
 def user_path(path: str | os.PathLike[str]) -> Path:
@@ -47,12 +59,58 @@ def is_bare_name(spec: str | os.PathLike[str]) -> bool:
     return bool(s) and "/" not in s and os.sep not in s and not Path(s).suffix and s[0] != "~"
 
 
+def is_file_name(spec: str | os.PathLike[str], suffix: str) -> bool:
+    """True for a file name with no folder ending in `suffix` (`base.yaml`).
+
+    spec: what the user gave; suffix: the kind of file (`.yaml`, `.ipynb`)."""
+    s = os.fspath(spec)
+    return bool(s) and "/" not in s and os.sep not in s and s.endswith(suffix) and s[0] != "~"
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    try:
+        path.resolve().relative_to(folder.resolve())
+    except ValueError:
+        return False
+    return True
+
+
+def outputs_root() -> Path:
+    """Where outputs go when nobody named a folder: `outputs/` of the current directory, or the
+    project's `outputs/` when the current directory is inside mbb's `notebooks/` (a JupyterLab
+    kernel's), which mbb never writes into."""
+    cwd = Path.cwd()
+    return OUTPUTS_DIR if _inside(cwd, NOTEBOOKS_DIR) else cwd / "outputs"
+
+
+def output_dir(spec: str | os.PathLike[str] | None, default: str) -> Path:
+    """An output folder: `spec` as the user gave it (relative: to the current directory), or
+    `outputs_root() / default` when `spec` is None. A folder inside mbb's `notebooks/` is
+    refused: notebooks stay as committed, whatever runs them.
+
+    spec: the folder the user named, or None; default: the name under `outputs/` otherwise."""
+    path = user_path(spec) if spec is not None else outputs_root() / default
+    if _inside(path, NOTEBOOKS_DIR):
+        raise ValueError(
+            f"{os.fspath(spec) if spec is not None else default}: inside mbb's notebooks/ "
+            f"folder ({path}); mbb writes no output there: name a folder elsewhere, e.g. "
+            f"{OUTPUTS_DIR / Path(default).name}"
+        )
+    return path
+
+
 def bundled_names(folder: Path, suffix: str) -> list[str]:
     """The bare names mbb ships in `folder` (files ending in `suffix`)."""
     return sorted(p.stem for p in folder.glob(f"*{suffix}"))
 
 
-def _resolve(spec: str | os.PathLike[str], folder: Path, suffix: str, what: str) -> Path:
+def _resolve(
+    spec: str | os.PathLike[str], folder: Path, suffix: str, what: str, near: Path | None
+) -> Path:
+    if is_file_name(spec, suffix):
+        mine = (near if near is not None else Path.cwd()) / os.fspath(spec)
+        own = folder / os.fspath(spec)
+        return mine.absolute() if mine.is_file() or not own.is_file() else own
     if not is_bare_name(spec):
         return user_path(spec)
     path = folder / f"{os.fspath(spec)}{suffix}"
@@ -65,19 +123,31 @@ def _resolve(spec: str | os.PathLike[str], folder: Path, suffix: str, what: str)
     return path
 
 
-def params_file(spec: str | os.PathLike[str]) -> Path:
-    """A params file: a bare condition name (`base`) is mbb's `params/<name>.yaml`; anything else
-    is a path relative to the current directory."""
-    return _resolve(spec, PARAMS_DIR, ".yaml", "condition")
+def params_file(spec: str | os.PathLike[str], near: Path | None = None) -> Path:
+    """A params file: a bare condition name (`base`) is mbb's `params/<name>.yaml`; a file name
+    (`base.yaml`) is the one in `near` when there is one, else mbb's; anything else is a path
+    relative to the current directory.
+
+    spec: what the user gave; near: where a file name is looked for first (default: the
+    current directory; `extends:` passes the folder of the params file)."""
+    return _resolve(spec, PARAMS_DIR, ".yaml", "condition", near)
 
 
-def notebook_file(spec: str | os.PathLike[str]) -> Path:
-    """A notebook: a bare name (`run_condition`) is mbb's `notebooks/<name>.ipynb`; anything else
-    is a path relative to the current directory."""
-    return _resolve(spec, NOTEBOOKS_DIR, ".ipynb", "notebook")
+def notebook_file(spec: str | os.PathLike[str], near: Path | None = None) -> Path:
+    """A notebook: a bare name (`run_condition`) is mbb's `notebooks/<name>.ipynb`; a file name
+    (`run_condition.ipynb`) is the one in `near` when there is one, else mbb's; anything else is
+    a path relative to the current directory.
+
+    spec: what the user gave; near: where a file name is looked for first (default: the
+    current directory)."""
+    return _resolve(spec, NOTEBOOKS_DIR, ".ipynb", "notebook", near)
 
 
-def study_file(spec: str | os.PathLike[str]) -> Path:
-    """A study file: a bare name (`scarce`) is mbb's `studies/<name>.yaml`; anything else is a
-    path relative to the current directory."""
-    return _resolve(spec, STUDIES_DIR, ".yaml", "study")
+def study_file(spec: str | os.PathLike[str], near: Path | None = None) -> Path:
+    """A study file: a bare name (`scarce`) is mbb's `studies/<name>.yaml`; a file name
+    (`scarce.yaml`) is the one in `near` when there is one, else mbb's; anything else is a path
+    relative to the current directory.
+
+    spec: what the user gave; near: where a file name is looked for first (default: the
+    current directory)."""
+    return _resolve(spec, STUDIES_DIR, ".yaml", "study", near)

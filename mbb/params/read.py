@@ -17,7 +17,7 @@ from typing import Any, get_args, get_origin
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from mbb.core.paths import is_bare_name, params_file
+from mbb.core.paths import is_bare_name, is_file_name, params_file
 from mbb.params.schema import Condition
 from mbb.params.yamlsafe import MAX_DEPTH, MAX_PARAMS_BYTES, LimitError, safe_yaml, yaml_problem
 
@@ -176,8 +176,12 @@ def _read_yaml_with_extends(path: Path, chain: tuple[Path, ...]) -> dict[str, An
         return data
     if not isinstance(parent, str):
         raise ParamsError(f"{label}: extends: must be a file name, got {parent!r}")
-    try:  # a bare name (`extends: base`) is one of mbb's conditions; a file name is beside this one
-        parent_path = params_file(parent) if is_bare_name(parent) else path.parent / parent
+    try:  # `base` is mbb's; `base.yaml` is the file beside this one if any, else mbb's (paths.py)
+        parent_path = (
+            params_file(parent, near=path.parent)
+            if is_bare_name(parent) or is_file_name(parent, ".yaml")
+            else path.parent / parent
+        )
     except FileNotFoundError as exc:
         raise ParamsError(f"{label}: extends: {exc}") from None
     if not parent_path.is_file():  # name the file that holds the bad `extends`, not only the target

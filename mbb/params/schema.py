@@ -25,7 +25,7 @@ from pydantic import (
     model_validator,
 )
 
-from mbb.core.paths import user_path
+from mbb.core.paths import outputs_root, user_path
 from mbb.llm.config import ModelConfig, Price
 
 __all__ = [
@@ -418,6 +418,9 @@ class SolverLoopParams(_Strict):
     report_commands: int = Field(40, ge=1, description="Last commands listed in the report.")
 
 
+_DEFAULT_CACHE_FILE = "outputs/llm_cache.sqlite"
+
+
 class LlmParams(_Strict):
     """Where LLM answers are cached and how the cache is used."""
 
@@ -427,7 +430,7 @@ class LlmParams(_Strict):
         "answers only (zero network calls; a miss stops the run); off: always call.",
     )
     cache_file: str = Field(
-        "outputs/llm_cache.sqlite",
+        _DEFAULT_CACHE_FILE,
         description="SQLite file of recorded answers (a relative path: to the current directory).",
     )
     solver: SolverLoopParams = Field(default_factory=SolverLoopParams)
@@ -442,6 +445,11 @@ class LlmParams(_Strict):
     )
 
     def cache_path(self) -> Path:
+        """The cache file: the default lives under `outputs/` (`mbb.core.paths.outputs_root`, so a
+        notebook run from JupyterLab never writes inside `notebooks/`); a path given is the
+        user's, relative to the current directory."""
+        if self.cache_file == _DEFAULT_CACHE_FILE:
+            return outputs_root() / Path(_DEFAULT_CACHE_FILE).name
         return user_path(self.cache_file)
 
     @model_serializer(mode="wrap")

@@ -1,100 +1,250 @@
 """Figures that put conditions side by side (tables from `mbb.analysis.compare.load_conditions` or
-`mbb.analysis.runs.load_runs`, with a `condition` column or a `runs` table)."""
+`mbb.analysis.runs.load_runs`, with a `condition` column or a `runs` table).
+
+Every mean is drawn with its 95 % CI over seeds (the expanded percentile bootstrap of
+`mbb.analysis.stats`, the interval every comparison uses). Conditions sit side by side within a
+subrun (an offset each) and their lines are dashed differently, so no line hides another.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import altair as alt
 import polars as pl
 
 from mbb.analysis.outcome import outcomes
-from mbb.viz.theme import PANEL_HEIGHT, WIDE_WIDTH, none_chart
+from mbb.viz.theme import MIN_SEEDS, PANEL_HEIGHT, WIDE_WIDTH, none_chart, seeds_subtitle
 
-__all__ = ["bids_by_condition", "outcomes_by_condition"]
+__all__ = ["bids_by_condition", "forest_plot", "outcomes_by_condition"]
 
 _MEASURES = {"completion": "completion", "deadline_miss": "deadline miss", "progress": "progress"}
+_DASHES = [[1, 0], [6, 3], [2, 2], [8, 3, 2, 3], [4, 4], [1, 3]]
+
+
+def _per_subrun(
+    tables: Mapping[str, pl.DataFrame], values: Sequence[str]
+) -> tuple[pl.DataFrame, list[str]]:
+    """The mean over seeds of `values` per condition and subrun with its CI (long form)."""
+    from mbb.analysis.stats import seed_summary
+
+    per_run = outcomes(tables, ["condition", "run_id", "subrun"]).select(
+        "condition", "run_id", "subrun", *values
+    )
+    agg = seed_summary(per_run, ["condition", "subrun"], list(values)).sort("condition", "subrun")
+    return agg, sorted(agg["condition"].unique().to_list())
+
+
+def _dodged(
+    agg: pl.DataFrame, conditions: list[str], y: alt.Y, y_title: str, fmt: str
+) -> alt.LayerChart | alt.FacetChart:
+    """Points, lines (dashed per condition) and CI whiskers, conditions offset within a subrun."""
+    x = alt.X("subrun:O", title="Subrun", axis=alt.Axis(labelAngle=0))
+    offset = alt.XOffset("condition:N", sort=conditions)
+    color = alt.Color(
+        "condition:N", title="Condition", sort=conditions, scale=alt.Scale(domain=conditions)
+    )
+    dash = alt.StrokeDash(
+        "condition:N",
+        title="Condition",
+        sort=conditions,
+        scale=alt.Scale(domain=conditions, range=[_DASHES[i % 6] for i in range(len(conditions))]),
+    )
+    tooltip = [
+        "condition:N",
+        "subrun:O",
+        alt.Tooltip("mean:Q", format=fmt, title="mean over seeds"),
+        alt.Tooltip("ci_low:Q", format=fmt, title="95% CI low"),
+        alt.Tooltip("ci_high:Q", format=fmt, title="95% CI high"),
+        alt.Tooltip("n:Q", title="seeds"),
+    ]
+    lines = alt.Chart().mark_line(strokeWidth=1.5).encode(x=x, xOffset=offset, y=y, color=color)
+    lines = lines.encode(strokeDash=dash)
+    points = (
+        alt.Chart()
+        .mark_point(filled=True, size=45)
+        .encode(x=x, xOffset=offset, y=y, color=color, tooltip=tooltip)
+    )
+    whiskers = (
+        alt.Chart()
+        .mark_rule(strokeWidth=1.5)
+        .encode(
+            x=x,
+            xOffset=offset,
+            y=alt.Y("ci_low:Q", title=y_title),
+            y2="ci_high:Q",
+            color=color,
+            tooltip=tooltip,
+        )
+    )
+    return alt.layer(lines, whiskers, points)
 
 
 def outcomes_by_condition(tables: Mapping[str, pl.DataFrame]) -> alt.FacetChart | alt.Chart:
-    """Completion and deadline-miss rates and mean progress per subrun, one line per condition
-    (`mbb.analysis.outcome.outcomes`); the three panels share one 0-1 scale.
+    """Completion and deadline-miss rates and mean progress per subrun: per condition the mean
+    over seeds with its 95 % CI (expanded percentile bootstrap over seeds), conditions offset
+    side by side and dashed apart; the three panels share one 0-1 scale.
 
     tables: the event tables of several conditions.
     """
     title = "Outcomes by condition and subrun"
     if tables["evaluations"].is_empty():
         return none_chart(title, "no task was evaluated")
-    agg = outcomes(tables, ["condition", "subrun"]).select(
-        "condition", "subrun", "worker_subruns", *_MEASURES
-    )
-    long = (
-        agg.unpivot(
-            index=["condition", "subrun", "worker_subruns"],
-            on=list(_MEASURES),
-            variable_name="measure",
-            value_name="value",
-        )
-        .with_columns(pl.col("measure").replace_strict(_MEASURES))
-        .sort("condition", "subrun")
-    )
+    agg, conditions = _per_subrun(tables, list(_MEASURES))
+    agg = agg.with_columns(pl.col("measure").replace_strict(_MEASURES))
+    y_title = "Share of worker-subruns / mean progress"
+    y = alt.Y("mean:Q", title=y_title, axis=alt.Axis(format="%"), scale=alt.Scale(domain=[0, 1]))
     return (
-        alt.Chart(long)
-        .mark_line(point=True)
-        .encode(
-            x=alt.X("subrun:O", title="Subrun"),
-            y=alt.Y(
-                "value:Q",
-                title="Share of worker-subruns / mean progress",
-                axis=alt.Axis(format="%"),
-                scale=alt.Scale(domain=[0, 1]),
-            ),
-            color=alt.Color("condition:N", title="Condition"),
+        _dodged(agg, conditions, y, y_title, ".1%")
+        .properties(width=60 * max(3, agg["subrun"].n_unique()), height=PANEL_HEIGHT)
+        .facet(
             column=alt.Column("measure:N", title=None, sort=list(_MEASURES.values())),
-            tooltip=[
-                "condition:N",
-                "subrun:O",
-                "measure:N",
-                alt.Tooltip("value:Q", format=".1%"),
-                alt.Tooltip("worker_subruns:Q", title="worker-subruns"),
-            ],
+            data=agg,
         )
-        .properties(width=200, height=PANEL_HEIGHT, title=title)
+        .properties(title={"text": title, "subtitle": seeds_subtitle(agg["n"])})
     )
 
 
-def bids_by_condition(tables: Mapping[str, pl.DataFrame]) -> alt.Chart:
-    """Mean declared bid per subrun, one line per condition; conditions in
-    which no bid was declared (centralized mechanisms without bids) are named in the subtitle
-    rather than silently missing.
+def bids_by_condition(
+    tables: Mapping[str, pl.DataFrame],
+) -> alt.Chart | alt.LayerChart | alt.FacetChart:
+    """Mean declared bid per subrun: per condition the mean over seeds (each run's mean bid)
+    with its 95 % CI (expanded percentile bootstrap over seeds), conditions offset and dashed
+    apart; conditions in which no bid was declared (centralized mechanisms without bids) are
+    named in the subtitle rather than silently missing.
 
     tables: the event tables of several conditions.
     """
     title = "Mean bid by subrun and condition"
     conditions = outcomes(tables, "condition").select("condition", "mean_bid")
     silent = sorted(conditions.filter(pl.col("mean_bid").is_null())["condition"].to_list())
-    d = (
-        outcomes(tables, ["condition", "subrun"])
-        .select("condition", "subrun", "runs", "mean_bid")
-        .drop_nulls("mean_bid")
-        .sort("condition", "subrun")
-    )
-    if d.is_empty():
+    agg, names = _per_subrun(tables, ["mean_bid"])
+    agg = agg.filter(pl.col("mean").is_not_null())
+    if agg.is_empty():
         return none_chart(title, "no bid was declared in any condition")
-    subtitle = f"no bids declared in: {', '.join(silent)}" if silent else ""
-    return (
-        alt.Chart(d)
-        .mark_line(point=True)
-        .encode(
-            x=alt.X("subrun:O", title="Subrun"),
-            y=alt.Y("mean_bid:Q", title="Mean declared bid (credits)"),
-            color=alt.Color("condition:N", title="Condition"),
-            tooltip=[
-                "condition:N",
-                "subrun:O",
-                alt.Tooltip("mean_bid:Q", format=".1f", title="mean bid"),
-                alt.Tooltip("runs:Q", title="runs"),
-            ],
-        )
-        .properties(width=WIDE_WIDTH, height=240, title={"text": title, "subtitle": subtitle})
+    first = f"no bids declared in: {', '.join(silent)}" if silent else ""
+    y_title = "Mean declared bid (credits)"
+    names = [c for c in names if c not in silent]
+    return _dodged(agg, names, alt.Y("mean:Q", title=y_title), y_title, ".1f").properties(
+        data=agg,
+        width=max(WIDE_WIDTH, 40 * agg["subrun"].n_unique() * len(names)),
+        height=240,
+        title={"text": title, "subtitle": seeds_subtitle(agg["n"], first)},
     )
+
+
+def _axis_format(measure: str, part: pl.DataFrame) -> tuple[str, str]:
+    """(d3 format, unit) of a measure's difference on its own axis: shares in percent, money
+    in dollars, other numbers with as many decimals as their range needs (never an exponent)."""
+    from mbb.viz.table import kind_of
+
+    kind = kind_of(measure, pl.Float64())
+    if kind == "share":
+        return ".0%", "percentage points"
+    if kind == "usd":
+        return "$.3f", "USD"
+    values = [abs(v) for c in ("diff", "diff_ci_low", "diff_ci_high") for v in part[c].drop_nulls()]
+    top = max(values, default=0.0)
+    return (",.0f" if top >= 10 else ",.1f" if top >= 1 else ",.2f" if top >= 0.1 else ",.3f"), ""
+
+
+def forest_plot(
+    table: pl.DataFrame,
+    *,
+    labels: Mapping[str, str] | None = None,
+    measures: Sequence[str] | None = None,
+) -> alt.VConcatChart | alt.Chart:
+    """Each measure's difference from the baseline condition with its 95 % CI, one panel per
+    measure (each on its own axis: measures have different units), one row per condition; a
+    line at 0; a difference whose CI excludes 0 drawn filled. The CI is that of
+    `mbb.analysis.compare.condition_table`: seeds paired when both conditions ran them, else
+    resampled independently (expanded percentile bootstrap).
+
+    table: `mbb.analysis.compare.condition_table` (one baseline); labels: measure -> title
+    (default `MEASURE_LABELS`); measures: the measures drawn, in order (default: all)."""
+    from mbb.analysis.compare import MEASURE_LABELS
+
+    labels = {**MEASURE_LABELS, **(labels or {})}
+    baseline = str(table["baseline"][0]) if table.height else "?"
+    title = f"Difference from {baseline} (95% CI over seeds)"
+    d = table.filter(pl.col("condition") != baseline)
+    left_out = []
+    if "cost_per_run_usd" in d["measure"]:  # scripted runs make no paid call: no cost to compare
+        costs = table.filter(pl.col("measure") == "cost_per_run_usd")["mean"].fill_null(0)
+        if costs.abs().sum() == 0:
+            d = d.filter(pl.col("measure") != "cost_per_run_usd")
+            left_out.append("LLM cost per run: no run made a paid call")
+    if d.is_empty():
+        return none_chart(title, "no condition besides the baseline")
+    order = list(measures or dict.fromkeys(d["measure"].to_list()))
+    conditions = sorted(d["condition"].unique().to_list())
+    panels = []
+    for m in order:
+        part = d.filter(pl.col("measure") == m).with_columns(
+            pl.col("excludes_zero").fill_null(False),
+            pl.when(pl.col("n") == 0)
+            .then(pl.lit("n/a (no value in any seed)"))
+            .when(pl.col("diff").is_null())
+            .then(pl.lit("n/a"))
+            .when(pl.col("diff_ci_low").is_null())
+            .then(pl.lit("no interval (") + pl.col("n").cast(pl.String) + pl.lit(" seed)"))
+            .otherwise(pl.lit(""))
+            .alias("note"),
+        )
+        if part.is_empty():
+            continue
+        fmt, unit = _axis_format(m, part)
+        label = labels.get(m, m)
+        x_title = f"Δ {label}" + (f" ({unit})" if unit and unit not in label else "")
+        y = alt.Y("condition:N", title=None, sort=conditions)
+        x = alt.X("diff:Q", title=x_title, axis=alt.Axis(format=fmt))
+        tooltip = [
+            "condition:N",
+            alt.Tooltip("diff:Q", format=fmt, title="difference"),
+            alt.Tooltip("diff_ci_low:Q", format=fmt, title="95% CI low"),
+            alt.Tooltip("diff_ci_high:Q", format=fmt, title="95% CI high"),
+            alt.Tooltip("n:Q", title="seeds"),
+            alt.Tooltip("paired:N", title="paired by seed"),
+            alt.Tooltip("note:N", title="note"),
+        ]
+        zero = alt.Chart(pl.DataFrame({"zero": [0.0]})).mark_rule(color="#888", strokeDash=[4, 3])
+        zero = zero.encode(x="zero:Q")
+        ci = (
+            alt.Chart(part)
+            .mark_rule(strokeWidth=2, color="#4c78a8")
+            .encode(x=alt.X("diff_ci_low:Q", title=x_title), x2="diff_ci_high:Q", y=y)
+        )
+        point = (
+            alt.Chart(part)
+            .mark_point(size=70, color="#4c78a8", strokeWidth=2)
+            .encode(
+                x=x,
+                y=y,
+                fill=alt.condition("datum.excludes_zero", alt.value("#4c78a8"), alt.value("white")),
+                tooltip=tooltip,
+            )
+        )
+        missing = (
+            alt.Chart(part.filter(pl.col("note") != ""))
+            .mark_text(align="left", dx=4, color="#8a5a00", fontStyle="italic")
+            .encode(x=alt.value(0), y=y, text="note:N")
+        )
+        panels.append(
+            alt.layer(zero, ci, point, missing).properties(
+                width=WIDE_WIDTH, height=24 * len(conditions), title=labels.get(m, m)
+            )
+        )
+    if not panels:
+        return none_chart(title, "no measure to draw")
+    few = d.filter((pl.col("n") < MIN_SEEDS) & (pl.col("n") > 0))
+    subtitle = [
+        "filled: the CI excludes 0; hollow: it does not; seeds paired where both conditions "
+        "ran them (expanded percentile bootstrap)",
+        *(f"left out: {why}" for why in left_out),
+    ]
+    if few.height:
+        subtitle.append(
+            f"⚠ {few['condition'].n_unique()} condition(s) rest on fewer than {MIN_SEEDS} seeds "
+            f"(as few as {min(few['n'].to_list())}): read their differences as anecdotes"
+        )
+    return alt.vconcat(*panels, spacing=14).properties(title={"text": title, "subtitle": subtitle})

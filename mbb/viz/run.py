@@ -17,8 +17,10 @@ from mbb.viz.theme import (
     PANEL_HEIGHT,
     PANEL_WIDTH,
     ROW_HEIGHT,
+    model_color,
     none_chart,
     none_layer,
+    seeds_subtitle,
     with_empty_panels,
     worker_color,
     worker_order,
@@ -147,78 +149,128 @@ def resource_timeline(
     )
 
 
+def _who(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame | None:
+    """(run_id, worker, label): the persona of a scripted worker, the model of an LLM one
+    (`mbb.analysis.with_run_info` adds the `workers` table); None without it."""
+    w = tables.get("workers")
+    if w is None or "label" not in w.columns or w.is_empty():
+        return None
+    return w.select("run_id", "worker", "label")
+
+
+def _by_persona(
+    per_worker: pl.DataFrame, tables: Mapping[str, pl.DataFrame], value: str
+) -> tuple[pl.DataFrame, str]:
+    """Per run, subrun, round and persona (or seat, without the workers table) the mean of
+    `value` over that run's workers of the persona: one value per seed, ready for
+    `seed_summary`. Returns the frame and the column the lines follow."""
+    who = _who(tables)
+    key = "worker"
+    if who is not None:
+        per_worker = per_worker.join(who, on=["run_id", "worker"], how="left").with_columns(
+            pl.col("label").fill_null(pl.col("worker"))
+        )
+        key = "label"
+    per_run = per_worker.group_by("run_id", "subrun", "round", key).agg(pl.col(value).mean())
+    return per_run, key
+
+
 def _per_round_lines(
-    agg: pl.DataFrame,
+    per_run: pl.DataFrame,
+    key: str,
+    value: str,
     tables: Mapping[str, pl.DataFrame],
-    y: alt.Y,
-    tooltip: list,
+    y_title: str,
     title: str,
     mark: dict,
+    fmt: str,
 ) -> alt.FacetChart:
-    """Lines per worker over rounds, one panel per subrun sharing the y scale; "none" in a
-    subrun without data."""
+    """One line per persona (or seat) over rounds with its 95 % CI band, one panel per subrun
+    sharing the y scale; "none" in a subrun without data; the subtitle says what the band is
+    and warns where few seeds stand behind a point."""
+    from mbb.analysis.stats import seed_summary
+
+    agg = seed_summary(per_run, ["subrun", "round", key], [value]).sort("subrun", "round")
     data = with_empty_panels(
         agg, pl.DataFrame({"subrun": _subruns(tables)}, schema={"subrun": agg.schema["subrun"]})
     )
-    colors = worker_color(_workers(tables))
+    if key == "worker":
+        colors = worker_color(_workers(tables))
+        legend = "Seat (personas blended)"
+        first = (
+            "each seat's line blends the personas seated there across seeds "
+            "(pass tables with `workers` for one line per persona)"
+        )
+    else:
+        colors = model_color(agg[key].drop_nulls().to_list())
+        legend = "Persona / model"
+        first = "one line per persona (scripted) or model (LLM), whatever seat it had"
+    color = alt.Color(f"{key}:N", scale=colors, title=legend)
+    x = alt.X("round:O", title="Round")
+    tooltip = [
+        alt.Tooltip(f"{key}:N", title=legend),
+        "subrun:O",
+        "round:O",
+        alt.Tooltip("mean:Q", format=fmt, title="mean"),
+        alt.Tooltip("ci_low:Q", format=fmt, title="95% CI low"),
+        alt.Tooltip("ci_high:Q", format=fmt, title="95% CI high"),
+        alt.Tooltip("n:Q", title="seeds"),
+    ]
+    band = (
+        alt.Chart()
+        .mark_area(opacity=0.13, **mark)
+        .encode(
+            x=x,
+            y=alt.Y("ci_low:Q", title=y_title),
+            y2="ci_high:Q",
+            color=color,
+        )
+        .transform_filter("datum.empty !== true && isValid(datum.ci_low)")
+    )
     lines = (
         alt.Chart()
         .mark_line(point=True, **mark)
-        .encode(
-            x=alt.X("round:O", title="Round"),
-            y=y,
-            color=alt.Color("worker:N", scale=colors, title="Worker"),
-            tooltip=tooltip,
-        )
+        .encode(x=x, y=alt.Y("mean:Q", title=y_title), color=color, tooltip=tooltip)
         .transform_filter("datum.empty !== true")
     )
     none = none_layer(alt.value(PANEL_WIDTH / 2), alt.value(PANEL_HEIGHT / 2))
     return (
-        alt.layer(lines, none, data=data)
+        alt.layer(lines, band, none, data=data)  # the first layer's marks make the legend
         .properties(width=PANEL_WIDTH, height=PANEL_HEIGHT)
         .facet(column=alt.Column("subrun:O", title="Subrun"))
-        .properties(title=title)
+        .properties(title={"text": title, "subtitle": seeds_subtitle(agg["n"], first)})
     )
 
 
 def bids_by_round(tables: Mapping[str, pl.DataFrame]) -> alt.FacetChart | alt.Chart:
-    """Final declared bid per worker per round (mean over runs), one panel per subrun; the
-    panels share the bid scale.
+    """Final declared bid per round, one line per persona (scripted) or model (LLM) with the
+    mean over seeds and its 95 % CI band (expanded percentile bootstrap over seeds,
+    `mbb.analysis.stats.seed_summary`), one panel per subrun sharing the bid scale.
 
-    tables: the event tables (`mbb.core.tables`).
+    Seating rotates personas over seeds, so a seat's mean would blend five strategies: lines
+    follow the persona. Without the `workers` table (`mbb.analysis.with_run_info`) they follow
+    the seat, and the subtitle says what each line blends.
+
+    tables: the event tables (`mbb.core.tables`), with `workers` for per-persona lines.
     """
-    title = "Bids per round (mean over runs)"
+    title = "Bids per round"
     d = tables["declarations"].sort("seq").group_by("run_id", "subrun", "round", "worker").last()
     if d.is_empty():
         return none_chart(title, "no bid was declared (a centralized mechanism, or no rounds)")
-    agg = (
-        d.group_by("subrun", "round", "worker")
-        .agg(pl.col("bid").mean().alias("mean_bid"), pl.len().alias("n"))
-        .sort("subrun", "round")
+    per_run, key = _by_persona(
+        d.select("run_id", "subrun", "round", "worker", "bid"), tables, "bid"
     )
-    return _per_round_lines(
-        agg,
-        tables,
-        alt.Y("mean_bid:Q", title="Bid (credits)"),
-        [
-            "worker:N",
-            "subrun:O",
-            "round:O",
-            alt.Tooltip("mean_bid:Q", format=".1f", title="mean bid"),
-            alt.Tooltip("n:Q", title="runs with this round"),
-        ],
-        title,
-        {},
-    )
+    return _per_round_lines(per_run, key, "bid", tables, "Bid (credits)", title, {}, ".1f")
 
 
 def budgets_over_rounds(tables: Mapping[str, pl.DataFrame]) -> alt.FacetChart | alt.Chart:
-    """Credits left per worker after each round's payments (mean over runs), one panel per
-    subrun sharing the credit scale.
+    """Credits left after each round's payments, one line per persona (or model) with the mean
+    over seeds and its 95 % CI band (as `bids_by_round`), one panel per subrun sharing the
+    credit scale.
 
-    tables: the event tables (`mbb.core.tables`).
+    tables: the event tables (`mbb.core.tables`), with `workers` for per-persona lines.
     """
-    title = "Budgets over time (mean over runs)"
+    title = "Budgets over rounds"
     sw = tables["subrun_workers"].select("run_id", "subrun", "worker", "budget")
     rounds = tables["rounds"].select("run_id", "subrun", "round").unique()
     if rounds.is_empty():
@@ -240,23 +292,18 @@ def budgets_over_rounds(tables: Mapping[str, pl.DataFrame]) -> alt.FacetChart | 
             "balance"
         )
     )
-    agg = (
-        grid.group_by("subrun", "round", "worker")
-        .agg(pl.col("balance").mean().alias("balance"))
-        .sort("subrun", "round")
+    per_run, key = _by_persona(
+        grid.select("run_id", "subrun", "round", "worker", "balance"), tables, "balance"
     )
     return _per_round_lines(
-        agg,
+        per_run,
+        key,
+        "balance",
         tables,
-        alt.Y("balance:Q", title="Credits left after the round"),
-        [
-            "worker:N",
-            "subrun:O",
-            "round:O",
-            alt.Tooltip("balance:Q", format=".0f", title="credits left"),
-        ],
+        "Credits left after the round",
         title,
         {"interpolate": "step-after"},
+        ".0f",
     )
 
 
@@ -269,41 +316,52 @@ _OUTCOME_LABELS = {
 
 
 def outcomes_by_subrun(tables: Mapping[str, pl.DataFrame]) -> alt.FacetChart | alt.Chart:
-    """Completion and deadline-miss rates, mean progress and mean test score per subrun (over
-    runs; `mbb.analysis.outcome.outcomes`), all on one 0-1 scale shared by the panels.
+    """Completion and deadline-miss rates, mean progress and mean test score per subrun: the
+    mean over seeds (each run's rate over its worker-subruns, `mbb.analysis.outcome.outcomes`)
+    with its 95 % CI (expanded percentile bootstrap over seeds,
+    `mbb.analysis.stats.seed_summary`), all on one 0-1 scale shared by the panels.
 
     tables: the event tables (`mbb.core.tables`).
     """
+    from mbb.analysis.stats import seed_summary
+
     title = "Outcomes per subrun"
     if tables["evaluations"].is_empty():
         return none_chart(title, "no task was evaluated")
-    agg = outcomes(tables, "subrun").select("subrun", "worker_subruns", *_OUTCOME_LABELS)
-    long = agg.unpivot(
-        index=["subrun", "worker_subruns"],
-        on=list(_OUTCOME_LABELS),
-        variable_name="measure",
-        value_name="value",
-    ).with_columns(pl.col("measure").replace_strict(_OUTCOME_LABELS))
+    per_run = outcomes(tables, ["run_id", "subrun"]).select("run_id", "subrun", *_OUTCOME_LABELS)
+    agg = seed_summary(per_run, ["subrun"], list(_OUTCOME_LABELS)).with_columns(
+        pl.col("measure").replace_strict(_OUTCOME_LABELS)
+    )
     order = list(_OUTCOME_LABELS.values())
+    x = alt.X("measure:N", title=None, sort=order, axis=alt.Axis(labelAngle=-30))
+    y_title = "Share of worker-subruns / mean (0-1)"
+    y = alt.Y(
+        "mean:Q",
+        title=y_title,
+        axis=alt.Axis(format="%"),
+        scale=alt.Scale(domain=[0, 1]),
+    )
+    tooltip = [
+        "subrun:O",
+        "measure:N",
+        alt.Tooltip("mean:Q", format=".1%", title="mean over seeds"),
+        alt.Tooltip("ci_low:Q", format=".1%", title="95% CI low"),
+        alt.Tooltip("ci_high:Q", format=".1%", title="95% CI high"),
+        alt.Tooltip("n:Q", title="seeds"),
+    ]
+    bars = (
+        alt.Chart()
+        .mark_bar(opacity=0.85)
+        .encode(x=x, y=y, color=alt.Color("measure:N", sort=order, legend=None), tooltip=tooltip)
+    )
+    whiskers = (
+        alt.Chart()
+        .mark_errorbar(ticks=True, color="black")
+        .encode(x=x, y=alt.Y("ci_low:Q", title=y_title), y2="ci_high:Q", tooltip=tooltip)
+    )
     return (
-        alt.Chart(long)
-        .mark_bar()
-        .encode(
-            x=alt.X("measure:N", title=None, sort=order, axis=alt.Axis(labelAngle=-30)),
-            y=alt.Y(
-                "value:Q",
-                title="Share of worker-subruns / mean (0-1)",
-                axis=alt.Axis(format="%"),
-                scale=alt.Scale(domain=[0, 1]),
-            ),
-            color=alt.Color("measure:N", sort=order, legend=None),
-            column=alt.Column("subrun:O", title="Subrun"),
-            tooltip=[
-                "subrun:O",
-                "measure:N",
-                alt.Tooltip("value:Q", format=".1%"),
-                alt.Tooltip("worker_subruns:Q", title="worker-subruns"),
-            ],
-        )
-        .properties(width=120, height=220, title=title)
+        alt.layer(bars, whiskers, data=agg)
+        .properties(width=120, height=220)
+        .facet(column=alt.Column("subrun:O", title="Subrun"))
+        .properties(title={"text": title, "subtitle": seeds_subtitle(agg["n"])})
     )

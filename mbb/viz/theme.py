@@ -36,6 +36,7 @@ __all__ = [
     "model_color",
     "none_chart",
     "none_layer",
+    "seeds_subtitle",
     "with_empty_panels",
     "worker_color",
     "worker_key",
@@ -67,6 +68,27 @@ FONT_SIZES: dict[str, dict[str, Any]] = {
     "title": {"fontSize": 15},
 }
 NONE = "none"  # the word a figure writes where nothing happened
+MIN_SEEDS = 5  # a mean or an interval over fewer seeds is flagged on the chart itself
+CI_NOTE = "95% CI: expanded percentile bootstrap over seeds"  # mbb.analysis.stats.bootstrap_ci
+
+
+def seeds_subtitle(seeds: Iterable[int], first: str = "") -> list[str]:
+    """A chart's subtitle lines: `first`, the interval drawn (`CI_NOTE`), and a visible warning
+    when a mean rests on fewer than `MIN_SEEDS` seeds (or has no interval at all).
+
+    seeds: the number of seeds behind each mean drawn; first: a line to lead with."""
+    ns = [int(n) for n in seeds if n is not None]
+    lines = [first] if first else []
+    lines.append(f"mean over seeds; {CI_NOTE}")
+    if ns and min(ns) < MIN_SEEDS:
+        least = min(ns)
+        lines.append(
+            f"⚠ {sum(n < MIN_SEEDS for n in ns)} of {len(ns)} means rest on fewer than "
+            f"{MIN_SEEDS} seeds (as few as {least}"
+            + ("; one seed has no interval" if least < 2 else "")
+            + "): read them as anecdotes"
+        )
+    return lines
 
 
 def worker_key(worker: str) -> tuple[int, str]:

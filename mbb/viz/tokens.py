@@ -10,14 +10,19 @@ import altair as alt
 import polars as pl
 
 from mbb.analysis.tokens import total_cost
-from mbb.viz.theme import model_color, none_chart, worker_order
+from mbb.viz.theme import model_color, none_chart, seeds_subtitle, worker_order
 
 __all__ = ["token_audit_chart", "tokens_per_credit_chart"]
 
 
 def token_audit_chart(audit: pl.DataFrame, by: str = "worker") -> alt.FacetChart | alt.Chart:
-    """Tokens per run, stacked by phase, per worker (or subrun / model), one panel per role;
-    scripted runs are counted with the approximate tokenizer, which the title says."""
+    """Tokens per run, stacked by phase, per worker (or subrun / model), one panel per role.
+    Each bar's total is the mean over runs with its 95 % CI (expanded percentile bootstrap
+    over seeds: a whisker). Roles differ in size (a solver spends far more than a negotiator,
+    a classifier little), so each panel has its own y scale, which its title says; scripted
+    runs are counted with the approximate tokenizer, which the title says too."""
+    from mbb.analysis.stats import seed_summary
+
     if by not in ("worker", "subrun", "model"):
         raise ValueError(f"by must be 'worker', 'subrun' or 'model', got {by!r}")
     n_runs = max(1, audit["run_id"].drop_nulls().n_unique())
@@ -28,15 +33,38 @@ def token_audit_chart(audit: pl.DataFrame, by: str = "worker") -> alt.FacetChart
         pl.col("calls").sum().alias("calls"),
         total_cost().alias("cost_usd"),
     )
+    # a run that spent nothing on a (role, bar) counts as 0 there: every run is a seed
+    runs = audit.select("run_id").unique()
+    cells = audit.select(by, "role").unique()
+    per_run = (
+        runs.join(cells, how="cross")
+        .join(
+            audit.group_by("run_id", by, "role").agg(pl.col("total_tokens").sum()),
+            on=["run_id", by, "role"],
+            how="left",
+        )
+        .with_columns(pl.col("total_tokens").fill_null(0))
+    )
+    totals = seed_summary(per_run, [by, "role"], ["total_tokens"])
     approx = bool(audit["approximate"].all()) if audit.height else False
     sort = worker_order(agg[by].cast(pl.String).to_list()) if by == "worker" else None
     note = " — approximate tokenizer (scripted text)" if approx else ""
-    return (
-        alt.Chart(agg)
+    x = alt.X(f"{by}:{'O' if by == 'subrun' else 'N'}", title=by.capitalize(), sort=sort)
+    y_title = "Tokens per run (each panel its own scale)"
+    data = pl.concat(
+        [
+            agg.with_columns(pl.lit("bar").alias("kind"), pl.col(by).cast(pl.String)),
+            totals.with_columns(pl.lit("total").alias("kind"), pl.col(by).cast(pl.String)),
+        ],
+        how="diagonal_relaxed",
+    )
+    bars = (
+        alt.Chart()
+        .transform_filter("datum.kind === 'bar'")
         .mark_bar()
         .encode(
-            x=alt.X(f"{by}:{'O' if by == 'subrun' else 'N'}", title=by.capitalize(), sort=sort),
-            y=alt.Y("tokens_per_run:Q", title="Tokens per run", stack="zero"),
+            x=x,
+            y=alt.Y("tokens_per_run:Q", title=y_title, stack="zero"),
             color=alt.Color("phase:N", title="Phase"),
             tooltip=[
                 alt.Tooltip(f"{by}:N"),
@@ -47,9 +75,36 @@ def token_audit_chart(audit: pl.DataFrame, by: str = "worker") -> alt.FacetChart
                 alt.Tooltip("cost_usd:Q", format="$.4f", title="cost (all runs)"),
             ],
         )
+    )
+    whiskers = (
+        alt.Chart()
+        .transform_filter("datum.kind === 'total' && isValid(datum.ci_low)")
+        .mark_errorbar(ticks=True, color="black")
+        .encode(
+            x=x,
+            y=alt.Y("ci_low:Q", title=y_title),
+            y2="ci_high:Q",
+            tooltip=[
+                alt.Tooltip(f"{by}:N"),
+                "role:N",
+                alt.Tooltip("mean:Q", format=",.0f", title="total per run (mean)"),
+                alt.Tooltip("ci_low:Q", format=",.0f", title="95% CI low"),
+                alt.Tooltip("ci_high:Q", format=",.0f", title="95% CI high"),
+                alt.Tooltip("n:Q", title="seeds"),
+            ],
+        )
+    )
+    return (
+        alt.layer(bars, whiskers, data=data)
         .properties(width=max(160, 40 * agg[by].n_unique()), height=220)
-        .facet(column=alt.Column("role:N", title="Role"))
-        .properties(title=f"Token audit by {by}, role and phase ({n_runs} run(s)){note}")
+        .facet(column=alt.Column("role:N", title="Role (each panel its own y scale)"))
+        .resolve_scale(y="independent")
+        .properties(
+            title={
+                "text": f"Token audit by {by}, role and phase ({n_runs} run(s)){note}",
+                "subtitle": seeds_subtitle(totals["n"], "bars: phases stacked; whisker: total"),
+            }
+        )
     )
 
 

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 
 import polars as pl
 
+from mbb.viz.table import share_text
 from mbb.viz.theme import PALETTE, worker_key
 
 __all__ = ["Transcript", "busiest_round", "round_transcript_html"]
@@ -129,7 +130,7 @@ def round_transcript_html(
             else:
                 ran = (
                     f"{x['start']:.0f}–{x['end']:.0f} s, paid {x['price']}, ended by "
-                    f"{x['reason']}, progress {x['progress']:.0%}"
+                    f"{x['reason']}, progress {share_text(x['progress'], 0)}"
                 )
             rows += (
                 f"<tr><td>{pos}</td><td>{_chip(w, colours)}</td><td>{bid}</td>"

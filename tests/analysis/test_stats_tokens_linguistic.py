@@ -115,6 +115,9 @@ def test_token_efficiency_scripted(scen):
     a = token_audit(scen)
     scripted = cost_by_model(a)
     assert scripted["approximate"].all() and scripted["cost_usd"].is_null().all()
+    # scripted runs have no model: one "scripted" row per condition, never a persona's name
+    assert scripted["model"].to_list() == ["scripted"] * scripted["condition"].n_unique()
+    assert scripted["calls"].sum() == a["calls"].sum()
     e = token_efficiency(scen, a).filter(pl.col("model") == "price_first").row(0, named=True)
     total = a.filter(pl.col("model") == "price_first")["total_tokens"].sum()
     assert e["windows_paid"] == 3 and e["credits_paid"] == 1120 and e["tests_passed"] == 20

@@ -179,3 +179,35 @@ def test_each_workers_prompts_extend_one_conversation_per_subrun(root, tmp_path,
             restarted += 1
         last[worker] = msgs
     assert extended > 4 * restarted
+
+
+def test_progress_advances_per_llm_call(root, tmp_path, key_in_env, monkeypatch):
+    """`mbb run` of an LLM condition: the bar counts every call as it ends (a run can take
+    minutes), and its description counts the runs that have finished."""
+    from mbb.batch import runner
+
+    seen: list[tuple[int, int]] = []  # (calls, runs done) after each update
+    real_call, real_runs = runner._Progress.call, runner._Progress.runs
+
+    def call(self, *a):
+        real_call(self, *a)
+        seen.append((self.calls, self.done))
+
+    def runs(self, n):
+        real_runs(self, n)
+        seen.append((self.calls, self.done))
+
+    monkeypatch.setattr(runner._Progress, "call", call)
+    monkeypatch.setattr(runner._Progress, "runs", runs)
+    with FakeOpenAIServer(schema_responder, api_key=SECRET, models=("m-a",)) as srv:
+        over = {"subruns": 1, "workers": {"count": 2, "negotiator": "llm", "model": "a"}}
+        cond = condition(root, srv, tmp_path, **over)
+        batch = run_many(cond, runs=2, out_dir=tmp_path / "b", progress=True).check()
+        n_calls = len(srv.completions)
+    assert batch.by_kind["llm_call"] and n_calls == len(batch.by_kind["llm_call"])
+    calls = [c for c, _ in seen]
+    assert calls[-1] == n_calls and sorted(calls) == calls
+    assert set(range(1, n_calls + 1)) <= set(calls)  # one step per call
+    first_run_done = next(i for i, (_, d) in enumerate(seen) if d == 1)
+    assert seen[first_run_done][0] > 0  # the bar moved before any run had ended
+    assert seen[-1][1] == 2

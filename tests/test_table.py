@@ -1,0 +1,100 @@
+"""The table renderer (mbb.viz.table): numbers rounded per measure, intervals in one column,
+every row shown, every string escaped, few seeds flagged, nothing silent."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from mbb.viz.table import format_value, kind_of, share_text, table
+
+
+def test_a_share_never_rounds_onto_done_or_nothing():
+    assert share_text(0.9992) == "99.9%"
+    assert share_text(0.9992, 0) == "99.9%"  # not "100%": more digits, not a rounding up
+    assert share_text(0.99996) == "99.996%"
+    assert share_text(0.00004) == "0.004%"
+    assert share_text(1.0) == "100.0%" and share_text(0.0) == "0.0%"
+    assert share_text(0.9992, 2, percent=False) == "0.999"
+
+
+@pytest.mark.parametrize(
+    ("name", "dtype", "kind"),
+    [
+        ("condition", pl.String, "text"),
+        ("completion", pl.Float64, "share"),
+        ("win_rate", pl.Float64, "share"),
+        ("cost_per_run_usd", pl.Float64, "usd"),
+        ("mean_bid", pl.Float64, "float"),
+        ("calls", pl.Int64, "int"),
+        ("seed", pl.Int64, "id"),
+        ("valid", pl.Boolean, "bool"),
+    ],
+)
+def test_kinds_follow_the_measure(name, dtype, kind):
+    assert kind_of(name, dtype) == kind
+
+
+def test_values_are_rounded_per_kind():
+    assert format_value(0.876542, "float") == "0.877"
+    assert format_value(1234.5678, "float") == "1,235"
+    assert format_value(12345, "int") == "12,345"
+    assert format_value(2024, "id") == "2024"
+    assert format_value(0.0123, "share", signed=True) == "+1.2 pp"
+    assert format_value(0.00123, "usd") == "$0.00123"
+    assert format_value(12.3456, "usd") == "$12.35"
+    assert format_value(None, "float") == "n/a"
+    assert format_value(float("nan"), "share") == "n/a"
+
+
+def _frame(rows: int = 54) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "condition": [f"c{i}" for i in range(rows)],
+            "measure": ["completion", "mean_bid"] * (rows // 2),
+            "n": [1 if i == 0 else 8 for i in range(rows)],
+            "mean": [0.5 + i / 1000 for i in range(rows)],
+            "ci_low": [None if i == 0 else 0.41 for i in range(rows)],
+            "ci_high": [None if i == 0 else 0.63 for i in range(rows)],
+        }
+    )
+
+
+def test_every_row_is_shown_and_intervals_are_one_column():
+    df = _frame()
+    t = table(df, measure_column="measure")
+    page = t.to_html()
+    assert page.count("<tr>") == 1 + 54  # the header and every row: nothing behind "…"
+    assert "shape:" not in page and "…" not in page and "&quot;" not in page
+    assert "mean [95% CI]" in page
+    cells = t.cells()
+    assert cells[1][3] == "0.501 [0.410, 0.630]"  # a bid: three significant digits
+    assert cells[2][3] == "50.2% [41.0%, 63.0%]"  # a share: a percentage
+    assert cells[0][3] == "50.0% [n/a (1 seed)]"  # an interval of one seed says why it is none
+    assert "max-height:32em" in page and "overflow:auto" in page  # long tables scroll
+    text = str(t)
+    assert "c53" in text and "0.41" not in text.splitlines()[2]
+
+
+def test_few_seeds_are_flagged_in_the_caption():
+    t = table(_frame(4))
+    assert any("fewer than 5 seeds" in n and "as few as 1" in n for n in t.notes)
+    assert "fewer than 5 seeds" in t.to_html()
+    assert not table(_frame(4).filter(pl.col("n") > 1)).notes
+    corpus = pl.DataFrame({"category": ["a"], "n": [3], "f1": [0.5]})
+    assert not table(corpus, seeds=None).notes  # item counts are not seeds
+
+
+def test_strings_are_escaped():
+    hostile = '<img src=x onerror="alert(1)"><script>alert(2)</script>'
+    df = pl.DataFrame({"condition": [hostile], "note": ["a & b"], "value": [1.0]})
+    page = table(df, caption="<b>cap</b>", labels={"value": "<i>v</i>"}).to_html()
+    assert "<script>" not in page and "<img" not in page and "<b>cap" not in page
+    assert "<i>v" not in page
+    assert "&lt;script&gt;" in page and "a &amp; b" in page
+
+
+def test_notebooks_get_html_and_terminals_text():
+    t = table(pl.DataFrame({"condition": ["base"], "completion": [0.25]}))
+    assert t._repr_html_().startswith("<style>")
+    assert "25.0%" in repr(t)
