@@ -23,7 +23,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from mbb.core.errors import EndpointDown, LlmConfigError, LlmUnavailable
+from mbb.core.errors import CacheMiss, EndpointDown, LlmConfigError, LlmUnavailable
 from mbb.llm.provider import Call, Provider, endpoint_of
 from mbb.llm.types import LlmResult
 
@@ -140,6 +140,15 @@ class EndpointBreaker:
             result = await inner.complete(call)
         except LlmConfigError as exc:  # the key or the model is refused: no retry helps
             raise self._open(endpoint, " ".join(str(exc).split())[:300]) from None
+        except CacheMiss:
+            # a replay (the breaker above the cache): the call that opened the breaker was never
+            # recorded (`RunStopped`), so a miss right after `stop_after - 1` replayed failures
+            # is where the recorded run stopped, and the replay stops there too
+            n = self._failures.get(endpoint, 0) + 1
+            if n >= self.stop_after:
+                why = f"{n} call(s) in a row failed (replayed: the recorded run stopped here)"
+                raise self._open(endpoint, why) from None
+            raise
         except LlmUnavailable as exc:
             n = self._failures[endpoint] = self._failures.get(endpoint, 0) + 1
             if n >= self.stop_after:

@@ -372,3 +372,45 @@ def test_aclose_closes_every_client_and_a_later_call_reopens(server) -> None:
         return before, after, again
 
     assert asyncio.run(go()) == (1, 0, 1)
+
+
+def test_a_replay_stops_where_the_recorded_run_stopped_and_a_resume_retries(tmp_path):
+    """The endpoint breaker counts replayed failures (it sits above the cache in a replay), and
+    the call that opened it was never recorded: the replay stops at that call, as the run did.
+    A resumed run (read_write) does not count recorded failures: it asks the endpoint again."""
+    from mbb.core.errors import EndpointDown
+
+    answering = False
+
+    def responder(body):
+        if not answering:
+            return Reply.error(400, "no")
+        return schema_responder(body)
+
+    with FakeOpenAIServer(responder) as server:
+        cfg = make_config(server)
+        calls = [Call.of(cfg, req(f"q{i}"), META) for i in range(3)]
+
+        async def go(mode: str) -> list[str]:
+            client = make_client()
+            stack = client.stack(cache=LlmCache(tmp_path / "c.sqlite", mode))
+            out = []
+            for call in calls:
+                try:
+                    await stack.complete(call)
+                    out.append("ok")
+                except EndpointDown as exc:
+                    out.append("down: " + str(exc).split("down: ")[1][:32])
+                except LlmUnavailable:
+                    out.append("failed")
+            await client.aclose()
+            return out
+
+        recorded = asyncio.run(go("read_write"))
+        assert recorded == ["failed", "failed", "down: 3 call(s) in a row failed; the l"]
+        sent = len(server.completions)
+        replayed = asyncio.run(go("replay"))
+        assert replayed == ["failed", "failed", "down: 3 call(s) in a row failed (repla"]
+        assert len(server.completions) == sent  # nothing asked
+        answering = True
+        assert asyncio.run(go("read_write")) == ["failed", "failed", "ok"]
