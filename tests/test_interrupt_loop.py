@@ -49,3 +49,21 @@ def test_a_run_still_returns_normally():
 
     arena.run_coroutine(work)
     assert out == [1]
+
+
+def test_a_ctrl_c_inside_a_deferred_block_is_raised_after_it():
+    """`sigint_deferred`: the block runs to its end (an event loop's close, worker start-up),
+    then the Ctrl-C is raised."""
+    import os
+    import signal
+
+    from mbb.core.aio import sigint_deferred
+
+    finished = False
+    with pytest.raises(KeyboardInterrupt), sigint_deferred():
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(1000):  # the handler runs at the next bytecode boundaries
+            pass
+        finished = True
+    assert finished
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

@@ -21,7 +21,6 @@ import json
 import multiprocessing as mp
 import os
 import signal
-import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
@@ -37,6 +36,7 @@ from mbb.batch.build import load_params, run_condition, run_seeds
 from mbb.batch.cpus import PARALLEL_FROM, cpu_budget, pool_size
 from mbb.batch.outdir import claim
 from mbb.batch.runs import check_not_foreign, run_id_of
+from mbb.core.aio import sigint_deferred
 from mbb.core.eventlog import EventLogError, kind_of, read_lines
 from mbb.core.provenance import provenance
 from mbb.core.tables import concat_tables, tables_from_lines, write_tables
@@ -332,25 +332,14 @@ def _sigint_held() -> Iterator[None]:
     exec and no Ctrl-C can interrupt it before `_worker_start` ignores SIGINT. (Inheriting the
     disposition would not do: a caught signal is reset to the default by exec, and polars
     catches SIGINT natively even in a process started with it ignored.) The mask alone does not
-    hold it here: the kernel hands the signal to another thread of this process (polars', the
-    progress bar's) and Python runs its handler in the main thread all the same, which could cut
-    a worker's start between fork and the data it reads (an EOFError traceback in the worker).
-    So the Python handler only notes a Ctrl-C meanwhile; it is raised when the workers are
-    started."""
-    main = threading.current_thread() is threading.main_thread()
-    noted: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda *_: noted.append(1)) if main else None
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
-        if main:
-            signal.signal(signal.SIGINT, signal.SIG_DFL if previous is None else previous)
-    if noted and callable(previous):
-        previous(signal.SIGINT, None)  # Python's default raises KeyboardInterrupt
-    elif noted and previous != signal.SIG_IGN:
-        raise KeyboardInterrupt
+    hold it here, so the handler is deferred too (`sigint_deferred`): a Ctrl-C between fork and
+    the data a worker reads would leave an EOFError traceback in the worker."""
+    with sigint_deferred():
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            yield
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 def _get_pool(processes: int) -> ProcessPoolExecutor:

@@ -6,12 +6,35 @@ that neither a half-built loop nor a never-started coroutine is left behind.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from typing import Any
 
-__all__ = ["run_coroutine"]
+__all__ = ["run_coroutine", "sigint_deferred"]
+
+
+@contextlib.contextmanager
+def sigint_deferred() -> Iterator[None]:
+    """Ctrl-C noted, not raised, inside the block, then acted on as the handler in place would
+    have (main thread only; elsewhere a no-op: Python runs handlers in the main thread). For
+    steps a KeyboardInterrupt must not cut in two: closing an event loop, starting worker
+    processes. Blocking the signal with `pthread_sigmask` is not enough there: the kernel can
+    hand it to another thread, and Python still runs the handler in the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    noted: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda *_: noted.append(1))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_DFL if previous is None else previous)
+    if noted and callable(previous):
+        previous(signal.SIGINT, None)  # Python's default raises KeyboardInterrupt
+    elif noted and previous != signal.SIG_IGN:
+        raise KeyboardInterrupt
 
 
 def _new_loop_deferring_sigint() -> asyncio.AbstractEventLoop:
@@ -36,9 +59,11 @@ def _new_loop_deferring_sigint() -> asyncio.AbstractEventLoop:
 
 def _run_to_end(factory: Callable[[], Coroutine[Any, Any, None]]) -> None:
     """Run the coroutine `factory` makes on a fresh loop, closed whatever happens (a Ctrl-C
-    included: asyncio.Runner cancels the task, and a coroutine never started is closed, so
-    neither a loop nor a coroutine is left for the garbage collector to complain about)."""
-    with asyncio.Runner(loop_factory=_new_loop_deferring_sigint) as runner:
+    included: asyncio.Runner cancels the task, a coroutine never started is closed, and the
+    loop's own shutdown is not cut short, so neither a loop nor a coroutine is left for the
+    garbage collector to complain about)."""
+    runner = asyncio.Runner(loop_factory=_new_loop_deferring_sigint)
+    try:
         coro = None
         try:
             coro = factory()
@@ -47,6 +72,11 @@ def _run_to_end(factory: Callable[[], Coroutine[Any, Any, None]]) -> None:
             if coro is not None:
                 coro.close()
             raise
+    finally:
+        # a Ctrl-C inside close() would leave its shutdown coroutines never awaited (a
+        # RuntimeWarning printed at exit): the loop is closed first, the Ctrl-C acted on after
+        with sigint_deferred():
+            runner.close()
 
 
 def run_coroutine(factory: Callable[[], Coroutine[Any, Any, None]]) -> None:
