@@ -206,12 +206,15 @@ class RunContext:
         if gathered:
             self.log.begin_batch()  # their events land in worker order, not completion order
             results: list[Any] = []
+            completed = False
             try:
                 results = await asyncio.gather(*(call(w) for w in gathered), return_exceptions=True)
+                completed = True
             finally:
-                if any(isinstance(r, RunStopped) for r in results):
-                    # a stop (spend cap, endpoint down) cut the phase: none of it is recorded, so
-                    # a resumed run (answers from the cache) records the whole phase in order
+                if not completed or any(isinstance(r, RunStopped) for r in results):
+                    # a stop (spend cap, endpoint down) or an interruption (Ctrl-C cancels the
+                    # phase) cut it: none of it is recorded, so a resumed run (the finished
+                    # calls' answers from the cache) records the whole phase in worker order
                     self.log.discard_batch()
                 else:
                     self.log.end_batch(gathered)
