@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -56,18 +56,8 @@ Style = Literal[
 # (refusals, conditionals, hypotheticals), `ballot_ranking` (reasoning that needs its ranking),
 # `enacted` (the act without its usual words), `blunt` (sarcastic, curt), `terse` (trader
 # shorthand), `nonnative` (English of a non-native speaker), `verbose` (hedged, polite), `plain`
-STYLES: tuple[str, ...] = (
-    "context",
-    "negation",
-    "ballot_ranking",
-    "enacted",
-    "blunt",
-    "terse",
-    "nonnative",
-    "verbose",
-    "plain",
-)
-CHANNELS: tuple[str, ...] = ("note", "private", "public", "ballot")
+STYLES: tuple[str, ...] = get_args(Style)
+CHANNELS: tuple[str, ...] = get_args(Channel)
 # mbb's run tables call the channels by their event: a declaration note, a message, a ballot
 _SOURCE = {"note": "declaration", "private": "message", "public": "message", "ballot": "ballot"}
 

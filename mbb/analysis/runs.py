@@ -25,7 +25,7 @@ from mbb.analysis._frames import run_info_from_dirs
 from mbb.core.eventlog import EventLogError, read_lines
 from mbb.core.paths import user_path
 from mbb.core.tables import TABLES, concat_tables, load_tables, tables_from_run_dirs
-from mbb.core.validity import recorded_threshold, run_validity
+from mbb.core.validity import invalid_reason, recorded_threshold, run_validity
 from mbb.params import Condition
 
 __all__ = [
@@ -84,12 +84,9 @@ def run_status(run_dir: Path) -> tuple[bool, str | None]:
     if status != "completed":
         return False, f"run {status}"
     meta = _meta(run_dir)
-    v = run_validity(lines, recorded_threshold(meta))
-    if not v["valid"]:
-        return False, (
-            f"invalid: {v['failed_or_repaired_share']:.1%} of its {v['llm_calls']} LLM calls "
-            f"failed or were repairs (more than {v['threshold']:.0%})"
-        )
+    why = invalid_reason(run_validity(lines, recorded_threshold(meta)))
+    if why is not None:
+        return False, f"invalid: {why}"
     if meta.get("valid") is False:
         why = meta.get("invalid_reason")
         return False, f"invalid: {why if isinstance(why, str) else 'marked in meta.json'}"

@@ -40,7 +40,7 @@ from mbb.core.aio import sigint_deferred
 from mbb.core.eventlog import EventLogError, kind_of, read_lines
 from mbb.core.provenance import provenance
 from mbb.core.tables import concat_tables, tables_from_lines, write_tables
-from mbb.core.validity import INVALID_SHARE, run_validity
+from mbb.core.validity import INVALID_SHARE, invalid_reason, run_validity
 from mbb.params import Condition
 from mbb.protocol.arena import RunResult
 
@@ -126,10 +126,7 @@ def _validity_fields(lines: Sequence[str], invalid_share: float) -> dict[str, An
     validity = run_validity(lines, invalid_share)
     return {
         "valid": validity["valid"],
-        "invalid_reason": None
-        if validity["valid"]
-        else f"{validity['failed_or_repaired_share']:.1%} of its {validity['llm_calls']} LLM "
-        f"calls failed or were repairs (more than {invalid_share:.0%})",
+        "invalid_reason": invalid_reason(validity),
         "validity": validity,
     }
 

@@ -10,7 +10,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["INVALID_SHARE", "recorded_threshold", "run_validity"]
+__all__ = ["INVALID_SHARE", "invalid_reason", "recorded_threshold", "run_validity"]
 
 INVALID_SHARE = 0.05  # mbb's default: a run with a larger share of bad calls is invalid
 
@@ -36,6 +36,17 @@ def run_validity(lines: Iterable[str], threshold: float) -> dict[str, Any]:
         "threshold": threshold,
         "valid": share <= threshold,
     }
+
+
+def invalid_reason(validity: Mapping[str, Any]) -> str | None:
+    """Why a run is invalid, in one line (None when it is valid). validity: `run_validity`'s
+    result."""
+    if validity["valid"]:
+        return None
+    return (
+        f"{validity['failed_or_repaired_share']:.1%} of its {validity['llm_calls']} LLM calls "
+        f"failed or were repairs (more than {validity['threshold']:.0%})"
+    )
 
 
 def recorded_threshold(meta: Mapping[str, Any], default: float = INVALID_SHARE) -> float:
