@@ -77,9 +77,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return exc.code if isinstance(exc.code, int) else EXIT_ERROR
         return int(args.func(args))
     except KeyboardInterrupt as exc:
-        from mbb.batch.runner import BatchInterrupted
-
-        if isinstance(exc, BatchInterrupted):
+        # no import here: a Ctrl-C can land while a library is half imported, and importing
+        # again would fail on it (a traceback); a BatchInterrupted exists only once its module
+        # is loaded
+        runner = sys.modules.get("mbb.batch.runner")
+        if runner is not None and isinstance(exc, runner.BatchInterrupted):
             tables = f", tables in {exc.tables_dir}" if exc.tables_dir else ""
             print(
                 f"interrupted: {exc.done} of {exc.total} run(s) of {exc.condition!r} finished"
