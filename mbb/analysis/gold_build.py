@@ -10,8 +10,9 @@ the blind annotations `annot/<WRITER>.<annotator>.jsonl` (lines `{"id": ..., "la
 writer found it writes, into the gold folder:
 - `dev.jsonl`: the dev split. The first round's items (writers A-J, no `style`) are kept byte for
   byte; the new dev writers' items follow, writer by writer, in their file's order.
-- `test2.jsonl`: the second frozen test split, writers `TEST2_WRITERS` (Q and R), drawn before
-  any training on the new writers. Its items (everything but the labels) are pinned by hash in
+- `test2.jsonl`, `test3.jsonl`: the second and third frozen test splits (`TEST_SPLITS`:
+  writers Q and R of the second round, Y and Z of the third), each drawn before any training on
+  its round's writers. Its items (everything but the labels) are pinned by hash in
   `tests/analysis/test_gold.py`; only the adjudicated labels may change, when the blind
   annotations arrive.
 - `annotations.jsonl`: every annotator's labels per item (`author`, and `blind_1`, `blind_2` with
@@ -40,10 +41,13 @@ from mbb.analysis.agreement import GOLD_DIR, adjudicate, agreement
 from mbb.analysis.corpus import CorpusError, parse_lines
 from mbb.core.taxonomy import ALL_LABELS
 
-__all__ = ["FIRST_ROUND_WRITERS", "TEST2_WRITERS", "build", "main"]
+__all__ = ["FIRST_ROUND_WRITERS", "TEST_SPLITS", "build", "main"]
 
 FIRST_ROUND_WRITERS = frozenset("ABCDEFGHIJ")  # the first corpus: dev A C D E G-J, test B F
-TEST2_WRITERS = ("Q", "R")
+# the later frozen test splits and their writers: the second round's K-R (test2: Q, R), the
+# third round's S-V, X-Z (test3: Y, Z; chosen before any of the third round's items was read)
+TEST_SPLITS: dict[str, tuple[str, ...]] = {"test2": ("Q", "R"), "test3": ("Y", "Z")}
+_SPLIT_OF = {w: name for name, ws in TEST_SPLITS.items() for w in ws}
 
 
 def _annotation_files(corpus: Path, writer: str) -> dict[str, Path]:
@@ -116,8 +120,10 @@ def _dump(rows: Sequence[dict[str, Any]]) -> str:
 
 
 def build(corpus: str | Path, gold: str | Path = GOLD_DIR) -> dict[str, Any]:
-    """Write dev.jsonl, test2.jsonl, annotations.jsonl and agreement.json (see the module
-    docstring); returns a summary: writers per split and which are provisional."""
+    """Write dev.jsonl, the later test splits, annotations.jsonl and agreement.json (see the
+    module docstring); returns a summary: writers per split and which are provisional.
+
+    `corpus`: the writers' folder (raw/, annot/); `gold`: the gold folder to write."""
     corpus, gold = Path(corpus), Path(gold)
     writers = sorted(p.stem for p in (corpus / "raw").glob("*.jsonl"))
     clash = [w for w in writers if w in FIRST_ROUND_WRITERS]
@@ -136,7 +142,7 @@ def build(corpus: str | Path, gold: str | Path = GOLD_DIR) -> dict[str, Any]:
         if x.strip() and json.loads(x)["id"].split("-", 1)[0] in FIRST_ROUND_WRITERS
     ]
     dev_new: list[dict[str, Any]] = []
-    test2: list[dict[str, Any]] = []
+    tests: dict[str, list[dict[str, Any]]] = {name: [] for name in TEST_SPLITS}
     ann_new: list[dict[str, Any]] = []
     provisional = []
     for w in writers:
@@ -146,24 +152,30 @@ def build(corpus: str | Path, gold: str | Path = GOLD_DIR) -> dict[str, Any]:
             where = corpus / "raw" / f"{w}.jsonl"
             raise CorpusError(f"{where}: ids also used elsewhere: {sorted(dup)[:3]}")
         new_ids |= {d["id"] for d in items}
-        (test2 if w in TEST2_WRITERS else dev_new).extend(items)
+        (tests[_SPLIT_OF[w]] if w in _SPLIT_OF else dev_new).extend(items)
         ann_new.extend(ann)
         if any(a.get("provisional") for a in ann):
             provisional.append(w)
     (gold / "dev.jsonl").write_text("".join(old_dev) + _dump(dev_new), encoding="utf-8")
-    if test2:
-        (gold / "test2.jsonl").write_text(_dump(test2), encoding="utf-8")
+    for name, rows in tests.items():
+        if rows:  # a split none of whose writers delivered yet is left as it is
+            (gold / f"{name}.jsonl").write_text(_dump(rows), encoding="utf-8")
     (gold / "annotations.jsonl").write_text("".join(old_ann) + _dump(ann_new), encoding="utf-8")
     from mbb.analysis.agreement import read_annotations
 
     result = agreement(read_annotations(gold / "annotations.jsonl"), list(ALL_LABELS))
     (gold / "agreement.json").write_text(json.dumps(result, indent=1) + "\n")
     return {
-        "dev_writers": sorted(new - set(TEST2_WRITERS)),
-        "test2_writers": sorted(new & set(TEST2_WRITERS)),
-        "missing_test2_writers": sorted(set(TEST2_WRITERS) - new),
+        "dev_writers": sorted(new - set(_SPLIT_OF)),
         "dev_items_new": len(dev_new),
-        "test2_items": len(test2),
+        "tests": {
+            name: {
+                "writers": sorted(new & set(ws)),
+                "missing": sorted(set(ws) - new),
+                "items": len(tests[name]),
+            }
+            for name, ws in TEST_SPLITS.items()
+        },
         "provisional": provisional,
     }
 
@@ -180,10 +192,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     print(
         f"dev: +{s['dev_items_new']} items from {', '.join(s['dev_writers']) or 'no new writer'}; "
-        f"test2: {s['test2_items']} items from {', '.join(s['test2_writers']) or 'nobody'}"
+        + "; ".join(
+            f"{name}: {t['items']} items from {', '.join(t['writers']) or 'nobody'}"
+            for name, t in s["tests"].items()
+        )
     )
-    if s["missing_test2_writers"]:
-        print(f"test2 writers not delivered yet: {', '.join(s['missing_test2_writers'])}")
+    for name, t in s["tests"].items():
+        if t["missing"]:
+            print(f"{name} writers not delivered yet: {', '.join(t['missing'])}")
     if s["provisional"]:
         print("author labels only (no blind annotations yet) for: " + ", ".join(s["provisional"]))
     return 0

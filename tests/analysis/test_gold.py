@@ -1,4 +1,4 @@
-"""The gold corpus (mbb/analysis/gold/): the two frozen test splits, the adjudication and the
+"""The gold corpus (mbb/analysis/gold/): the three frozen test splits, the adjudication and the
 agreement figures are what the files say they are. Scores are not tested here."""
 
 from __future__ import annotations
@@ -19,6 +19,10 @@ TEST_SHA256 = "fde36e73ffbdb8b7668194087de97fa1a42ccad7714b9be45a35324583ca1753"
 # as last adjudicated (see the git log for when it moved and why).
 TEST2_ITEMS_SHA256 = "316e0621f886fe2e3a9f4d44ee017d60a2afe85885b1bd941408c361783ab240"
 TEST2_SHA256 = "b72e6e7e4d3ea7a706f39a493fe547608d7997ddf3db65b87fb964b72dd4d86d"
+# The third test split (writers Y and Z), chosen before any of the third round's items was read
+# and frozen before any training or tuning on that round's writers; pinned the same way.
+TEST3_ITEMS_SHA256 = "a2072361493424b7307a2f36017fa191304fa6e48c02a9498981288daf44e5c3"
+TEST3_SHA256 = "47420bb800a6effac2828aaf7793d5e2f4dadb36e61cd2ae88266615a5f9d4e5"
 SEPARATE = ["exclusionary_coalition", "divide_and_conquer", "metagaming"]
 FIRST_DEV = set("ACDEGHIJ")
 
@@ -31,26 +35,37 @@ def test_the_test_split_is_frozen():
     assert hashlib.sha256((GOLD_DIR / "test.jsonl").read_bytes()).hexdigest() == TEST_SHA256
 
 
-def test_the_second_test_split_is_frozen():
+def _items_sha(split: str) -> str:
+    """The hash of a split's items without their labels."""
     items = "".join(
         json.dumps(
             {k: v for k, v in d.items() if k != "labels"}, sort_keys=True, ensure_ascii=False
         )
         + "\n"
-        for d in gold("test2")
+        for d in gold(split)
     )
-    assert hashlib.sha256(items.encode()).hexdigest() == TEST2_ITEMS_SHA256
+    return hashlib.sha256(items.encode()).hexdigest()
+
+
+def test_the_second_test_split_is_frozen():
+    assert _items_sha("test2") == TEST2_ITEMS_SHA256
     assert hashlib.sha256((GOLD_DIR / "test2.jsonl").read_bytes()).hexdigest() == TEST2_SHA256
 
 
+def test_the_third_test_split_is_frozen():
+    assert _items_sha("test3") == TEST3_ITEMS_SHA256
+    assert hashlib.sha256((GOLD_DIR / "test3.jsonl").read_bytes()).hexdigest() == TEST3_SHA256
+
+
 def test_splits_are_by_writer_and_cover_every_category():
-    dev, test, test2 = gold("dev"), gold("test"), gold("test2")
+    dev, test, test2, test3 = gold("dev"), gold("test"), gold("test2"), gold("test3")
     assert {d["writer"] for d in test} == {"B", "F"}
     assert {d["writer"] for d in test2} == {"Q", "R"}
-    assert FIRST_DEV < {d["writer"] for d in dev} <= FIRST_DEV | set("KLMNOP")
-    # the second round's items all carry their style; the first round's none
+    assert {d["writer"] for d in test3} == {"Y", "Z"}
+    assert FIRST_DEV < {d["writer"] for d in dev} <= FIRST_DEV | set("KLMNOPSTUVX")
+    # the later rounds' items all carry their style; the first round's none
     assert all(("style" in d) == (d["writer"] not in FIRST_DEV) for d in dev)
-    assert all("style" in d for d in test2) and not any("style" in d for d in test)
+    assert all("style" in d for d in test2 + test3) and not any("style" in d for d in test)
     counts = Counter(label for d in dev + test for label in d["labels"])
     assert all(counts[c] >= 30 for c in [*CATEGORY_NAMES, *SEPARATE]), counts
     assert sum(not d["labels"] for d in dev + test) >= 150
@@ -59,7 +74,7 @@ def test_splits_are_by_writer_and_cover_every_category():
 
 def test_gold_labels_are_the_majority_of_three_independent_annotations():
     ann = read_annotations()
-    items = gold("dev") + gold("test") + gold("test2")
+    items = gold("dev") + gold("test") + gold("test2") + gold("test3")
     assert len(ann) == len(items) == len({d["id"] for d in items})
     for d in items:
         assert d["labels"] == adjudicate(ann[d["id"]]), d["id"]
