@@ -25,9 +25,19 @@ from mbb.analysis.corpus import Utterance, read_utterances
 from mbb.analysis.validation import gold_prf
 from mbb.core.taxonomy import CATEGORY_NAMES, SEPARATE_NAMES, roll_up
 
-__all__ = ["GOLD_DIR", "agreement_table", "evaluate_gold", "evidence_labels", "score_gold"]
+__all__ = [
+    "FROZEN_SPLITS",
+    "GOLD_DIR",
+    "agreement_table",
+    "evaluate_gold",
+    "evidence_labels",
+    "score_gold",
+]
 
 GOLD_DIR = Path(__file__).resolve().parent / "gold"
+# the frozen test splits, scored once each after the model was fixed: writers B and F (first
+# round), Q and R (second round, nine styles), Y and Z (third round, the same styles)
+FROZEN_SPLITS: tuple[str, ...] = ("test.jsonl", "test2.jsonl", "test3.jsonl")
 
 
 def evidence_labels(

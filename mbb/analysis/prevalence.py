@@ -182,10 +182,10 @@ def rates_from_splits(
 @cache
 def _frozen_rates(model_path: str | None, with_context: bool) -> pl.DataFrame:
     from mbb.analysis.corpus import read_utterances
-    from mbb.analysis.gold_eval import GOLD_DIR, evidence_labels
+    from mbb.analysis.gold_eval import FROZEN_SPLITS, GOLD_DIR, evidence_labels
 
     splits = {}
-    for name in ("test.jsonl", "test2.jsonl"):
+    for name in FROZEN_SPLITS:
         items = read_utterances(GOLD_DIR / name, require_labels=True)
         if not with_context:
             items = [u.model_copy(update={"context": type(u.context)()}) for u in items]
@@ -198,8 +198,8 @@ def frozen_split_rates(
     model_path: str | Path | None = None, *, with_context: bool = False
 ) -> pl.DataFrame:
     """`classifier_rates` of the evidence text classifier (the shipped model, or another model
-    file) on both frozen test splits pooled (1,011 items by writers B, F, Q, R, none of them
-    used to train or tune it); computed once per model file.
+    file) on the frozen test splits pooled (`gold_eval.FROZEN_SPLITS`: writers B, F, Q, R, Y
+    and Z, none of them used to train or tune it); computed once per model file.
 
     `with_context=False` (default) reads each item's text alone, as `classify_evidence` reads
     utterances in runs (their context enters there as structural facts instead); True gives the

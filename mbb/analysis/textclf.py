@@ -20,7 +20,10 @@ spelled out (`expand`: "u owe me, dl 300s" -> "you owe me, deadline 300s"):
 - `e:` / `ew:` / `acc:` the earlier messages it answers or refers to (`in_reply_to`,
   `earlier`), featurised apart from it: the categories whose cues fire there, their words, and
   an earlier category when the utterance is a short or accepting reply (`earlier_features`), so
-  a bland "Fine, same as last time then." inherits what the earlier message proposed.
+  a bland "Fine, same as last time then." inherits what the earlier message proposed;
+  `ep:` / `acp:` the categories the model's earlier-line model (`LineModel`, text-only) finds in
+  those messages, with their probability, so an act enacted there without a lexicon word
+  still counts.
 
 Scores are sum(w * x) + b over the l2-normalised n-gram blocks plus the binary blocks; a label is
 given when its logistic probability reaches its threshold (chosen by writer- and style-grouped
@@ -36,7 +39,7 @@ import itertools
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -46,6 +49,7 @@ from mbb.analysis.lexicon import cue_hits
 
 __all__ = [
     "MODEL_PATH",
+    "LineModel",
     "TextModel",
     "context_facts",
     "features",
@@ -276,12 +280,26 @@ def _earlier_lines(ctx: Mapping[str, Any]) -> list[str]:
     return [_HEADER.sub("", x, count=1) for x in lines]
 
 
-def earlier_features(text: str, channel: str, ctx: Mapping[str, Any] | None) -> dict[str, float]:
+EarlierScorer = Callable[[str], Mapping[str, float]]  # an earlier line -> probability per label
+EARLIER_MIN_P = 0.3  # an earlier line's category below this probability is not a feature
+
+
+def earlier_features(
+    text: str,
+    channel: str,
+    ctx: Mapping[str, Any] | None,
+    scorer: EarlierScorer | None = None,
+) -> dict[str, float]:
     """Features of the messages an utterance answers or refers to (`in_reply_to`, `earlier`),
     kept apart from its own: `e:` the categories whose lexicon cues fire there, `ew:` their
     words, and `acc:` an earlier category when the utterance itself is a short or accepting
     reply, so a bland "Fine, same as last time then." inherits what the earlier message
-    proposed."""
+    proposed. With `scorer` (the model's earlier-line model, `LineModel`), also `ep:` the
+    highest probability of each category over the earlier lines, and `acp:` the same for a
+    short or accepting reply: categories enacted there without any lexicon word.
+
+    `text`: the utterance; `channel`: its channel (unused: the earlier lines carry their own);
+    `ctx`: its context; `scorer`: a text-only model applied to each earlier line."""
     if not ctx:
         return {}
     lines = _earlier_lines(ctx)
@@ -290,17 +308,27 @@ def earlier_features(text: str, channel: str, ctx: Mapping[str, Any] | None) -> 
     f: dict[str, float] = {}
     cats: set[str] = set()
     words: set[str] = set()
+    best: dict[str, float] = {}
     for line in lines:
         for h in cue_hits(expand(line)):
             if not h.negated:
                 cats.add(h.category)
         words.update(t for t in _tokens(line) if len(t) > 2)
+        if scorer is not None:
+            for lab, p in scorer(line).items():
+                if p > best.get(lab, 0.0):
+                    best[lab] = p
     own = _tokens(text)
     accepting = len(own) <= 8 or bool(_ACCEPT.search(expand(text)))
     for c in cats:
         f[f"e:{c}"] = 1.0
         if accepting:
             f[f"acc:{c}"] = 1.0
+    for lab, p in best.items():
+        if p >= EARLIER_MIN_P:
+            f[f"ep:{lab}"] = round(p, 4)
+            if accepting:
+                f[f"acp:{lab}"] = round(p, 4)
     if accepting:
         f["ctx:accepting_reply"] = 1.0
     if words:
@@ -417,15 +445,62 @@ def text_features(text: str, channel: str) -> dict[str, float]:
     return f
 
 
-def features(text: str, channel: str, ctx: Mapping[str, Any] | None = None) -> dict[str, float]:
-    """Feature name -> value for one utterance (see the module docstring)."""
+def features(
+    text: str,
+    channel: str,
+    ctx: Mapping[str, Any] | None = None,
+    scorer: EarlierScorer | None = None,
+) -> dict[str, float]:
+    """Feature name -> value for one utterance (see the module docstring).
+
+    `text`, `channel`, `ctx`: the utterance, its channel and its optional context; `scorer`:
+    the model's earlier-line model (`ep:`/`acp:` features), when it has one."""
     f = text_features(text, channel)
     for name in context_facts(channel, ctx):
         f[name] = 1.0
     for name in number_facts(text, ctx):
         f[name] = 1.0
-    f.update(earlier_features(text, channel, ctx))
+    f.update(earlier_features(text, channel, ctx, scorer))
     return f
+
+
+class _Linear:
+    """Sparse per-label logistic scores from a spec's intercepts, vocabulary and weights."""
+
+    def __init__(self, spec: Mapping[str, Any]) -> None:
+        self.labels: list[str] = list(spec["labels"])
+        self.intercepts: dict[str, float] = dict(spec["intercepts"])
+        vocab = spec["vocabulary"]
+        self.weights: dict[str, dict[str, float]] = {
+            lab: {vocab[i]: w for i, w in spec["weights"][lab]} for lab in self.labels
+        }
+        by_feat: dict[str, list[tuple[str, float]]] = {}
+        for lab, ws in self.weights.items():
+            for feat, w in ws.items():
+                by_feat.setdefault(feat, []).append((lab, w))
+        self._by_feat = by_feat
+
+    def scores(self, feats: Mapping[str, float]) -> dict[str, float]:
+        z = dict(self.intercepts)
+        for feat, x in feats.items():
+            for lab, w in self._by_feat.get(feat, ()):
+                z[lab] += w * x
+        return {lab: 1.0 / (1.0 + math.exp(-max(min(v, 30.0), -30.0))) for lab, v in z.items()}
+
+
+class LineModel:
+    """The earlier-line model: a text-only linear model (the utterance's own features, no
+    context) that reads each earlier message an utterance answers, so the main model can use
+    what was enacted there even without a lexicon word (`ep:`/`acp:` features). mbb's choice:
+    stacking a text-only model, because the context-dependent items are too few to learn
+    every category's earlier n-grams label by label."""
+
+    def __init__(self, spec: Mapping[str, Any]) -> None:
+        self._linear = _Linear(spec)
+
+    def __call__(self, line: str) -> dict[str, float]:
+        """Probability per label of one earlier line (read as a message)."""
+        return self._linear.scores(text_features(line, "public"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -440,26 +515,23 @@ class TextModel:
 
     def __init__(self, spec: Mapping[str, Any]) -> None:
         self.spec = spec
-        self.labels: list[str] = list(spec["labels"])
+        self._linear = _Linear(spec)
+        self.labels: list[str] = self._linear.labels
         self.thresholds: dict[str, float] = dict(spec["thresholds"])
-        self.intercepts: dict[str, float] = dict(spec["intercepts"])
-        vocab = spec["vocabulary"]
-        self.weights: dict[str, dict[str, float]] = {
-            lab: {vocab[i]: w for i, w in spec["weights"][lab]} for lab in self.labels
-        }
-        by_feat: dict[str, list[tuple[str, float]]] = {}
-        for lab, ws in self.weights.items():
-            for feat, w in ws.items():
-                by_feat.setdefault(feat, []).append((lab, w))
-        self._by_feat = by_feat
+        self.intercepts: dict[str, float] = self._linear.intercepts
+        self.weights: dict[str, dict[str, float]] = self._linear.weights
+        em = spec.get("earlier_model")
+        self.earlier: LineModel | None = LineModel(em) if em else None
+
+    def features(
+        self, text: str, channel: str, ctx: Mapping[str, Any] | None = None
+    ) -> dict[str, float]:
+        """The features this model reads (its earlier-line model included)."""
+        return features(text, channel, ctx, self.earlier)
 
     def scores(self, feats: Mapping[str, float]) -> dict[str, float]:
         """Logistic probability per label."""
-        z = dict(self.intercepts)
-        for feat, x in feats.items():
-            for lab, w in self._by_feat.get(feat, ()):
-                z[lab] += w * x
-        return {lab: 1.0 / (1.0 + math.exp(-max(min(v, 30.0), -30.0))) for lab, v in z.items()}
+        return self._linear.scores(feats)
 
     def explain(self, feats: Mapping[str, float], label: str, k: int = 3) -> str:
         ws = self.weights[label]
@@ -505,7 +577,7 @@ class TextModel:
         the gate judged the utterance neutral; a label that needs a cue it lacks gets -1, one
         given by a trusted cue +1. Near zero means the classifier was unsure (the combined
         classifier asks the LLM there)."""
-        feats = features(text, channel, ctx)
+        feats = self.features(text, channel, ctx)
         probs = self.scores(feats)
         src = {"note": "declaration", "ballot": "ballot"}.get(channel, "message")
         spans: dict[str, str] = {}
@@ -570,6 +642,8 @@ def _show(feat: str) -> str:
         "iw": f'word "{val}" in an if-clause',
         "e": f"earlier message shows {val}",
         "acc": f"accepting reply to an earlier {val}",
+        "ep": f"earlier message reads as {val}",
+        "acp": f"accepting reply to an earlier message that reads as {val}",
         "ew": f'earlier word "{val}"',
         "len": f"length {val}",
     }.get(kind, feat)

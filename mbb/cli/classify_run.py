@@ -10,11 +10,11 @@ module, imported only when one of them runs, does the work.
 LLM options (both commands): --base-url http://127.0.0.1:PORT/v1 --model smollm2
 --structured json_object_schema [--api-key-env NAME] [--cache FILE] [--batch-size N].
 
-`validate-classifier --frozen` scores both frozen test splits (`gold/test.jsonl`, writers B and
-F; `gold/test2.jsonl`, writers Q and R). With `--classifier llm` each split gets four reports:
-the LLM's table, the evidence classifier's, their agreement per category (Cohen's kappa), and
-the combined classifier's (`combine`: the evidence classifier decides where it is sure, the LLM
-where it is not).
+`validate-classifier --frozen` scores the three frozen test splits (`gold/test.jsonl`, writers B
+and F; `gold/test2.jsonl`, writers Q and R; `gold/test3.jsonl`, writers Y and Z). With
+`--classifier llm` each split gets four reports: the LLM's table, the evidence classifier's,
+their agreement per category (Cohen's kappa), and the combined classifier's (`combine`: the
+evidence classifier decides where it is sure, the LLM where it is not).
 """
 
 from __future__ import annotations
@@ -248,13 +248,13 @@ def cmd_classify(args: argparse.Namespace) -> int:
 
 
 def _gold_paths(args: argparse.Namespace) -> list[str]:
-    from mbb.analysis.gold_eval import GOLD_DIR
+    from mbb.analysis.gold_eval import FROZEN_SPLITS, GOLD_DIR
 
     paths = list(args.gold or [])
     if getattr(args, "frozen", False):
-        paths += [str(GOLD_DIR / "test.jsonl"), str(GOLD_DIR / "test2.jsonl")]
+        paths += [str(GOLD_DIR / name) for name in FROZEN_SPLITS]
     if not paths:
-        raise CorpusError("give a gold file, or --frozen for both frozen test splits")
+        raise CorpusError("give a gold file, or --frozen for the frozen test splits")
     return paths
 
 

@@ -59,6 +59,38 @@ def test_an_accepting_reply_inherits_the_earlier_category():
     assert "ew:hello" in h and "ew:round" not in h and "ew:public" not in h
 
 
+def test_earlier_lines_are_read_through_the_earlier_line_model():
+    """`ep:` carries the highest probability of each category over the earlier lines (below
+    EARLIER_MIN_P: nothing), `acp:` the same only for a short or accepting reply."""
+    seen: list[str] = []
+
+    def scorer(line: str) -> dict[str, float]:
+        seen.append(line)
+        return {"reciprocity": 0.9 if "back" in line else 0.4, "anchoring": 0.1}
+
+    ctx = {
+        "in_reply_to": "W1: Let me go first and I'll back you next subrun.",
+        "earlier": ["round 2, W3 (public): what is everyone declaring?"],
+    }
+    f = earlier_features("Done.", "private", ctx, scorer)
+    assert seen == ["Let me go first and I'll back you next subrun.", "what is everyone declaring?"]
+    assert f["ep:reciprocity"] == 0.9 and f["acp:reciprocity"] == 0.9
+    assert "ep:anchoring" not in f and "acp:anchoring" not in f
+    long = "I have been compiling the parser all afternoon and the tests still fail on two inputs."
+    g = earlier_features(long, "private", ctx, scorer)
+    assert g["ep:reciprocity"] == 0.9 and "acp:reciprocity" not in g
+    assert not any(k.startswith(("ep:", "acp:")) for k in earlier_features("Done.", "private", ctx))
+
+
+def test_the_shipped_model_reads_earlier_lines_with_its_own_line_model():
+    model = load_model()
+    assert model.earlier is not None
+    p = model.earlier("You owe me one from last subrun, I'm calling it in now.")
+    assert p["reciprocity"] > 0.5 > p["shortest_job_first"]
+    f = model.features("Fine.", "private", {"in_reply_to": "W2: You owe me one, calling it in."})
+    assert f.get("acp:reciprocity", 0) > 0.5
+
+
 def test_numbers_and_named_orders_read_against_the_context():
     ctx = {"speaker": "W2", "bids": {"W1": 90, "W2": 180, "W3": 120}, "durations": {"W2": 60}}
     assert number_facts("Still 180.", ctx) == ["num:own_bid", "num:own_bid_top"]
