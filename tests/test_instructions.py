@@ -6,12 +6,15 @@ both roles (`mbb.analysis.instruction_parts`: system prompts, turn asks, notices
 summary prompts) and every sentence goes through the evidence classifier that labels the
 transcripts (`mbb.analysis.instruction_hits`). A hit is allowed only where it is on the list
 below, keyed by category and the rule the sentence states, with the reason it is a rule and not
-a suggestion; the README's fidelity section prints the same list. A nudge put back into the
-prompt is caught (the negative control), and no list entry is stale.
+a suggestion, or, in the parts that ask for answers, reports and summaries, the misreading it
+is (bookkeeping read as a tactic: `MISREADINGS`); the README's fidelity section prints the same
+list. A nudge put back into the prompt is caught (the negative control), and no list entry is
+stale.
 
 The classifier was trained to recognise an agent doing something in a negotiation, not an
-instruction telling it to: of the seven nudges mbb's prompts used to carry (`REMOVED`) it flags
-two. So the removed phrasings are also checked for by name: a second net, not the first.
+instruction telling it to: of the seven nudges mbb's prompts used to carry (`REMOVED`) the
+round-3 model flags one (the round-2 model two). So the removed phrasings are also checked for
+by name: a second net, not the first.
 """
 
 from __future__ import annotations
@@ -29,9 +32,7 @@ _TIE = "states the aggregation's tie-break: exact ties in the ballots' order go 
 _WITHDRAW = "states what withdrawing does: the worker leaves the queue for the rest of the subrun"
 # (category, the rule the sentence states, or protocol:<part>) -> why it is a rule
 JUSTIFIED: dict[tuple[str, str], str] = {
-    ("price_primary", "aggregation rule:kemeny"): _TIE,
     ("price_primary", "aggregation rule:borda"): _TIE,
-    ("tie_break_deference", "aggregation rule:borda"): _TIE,
     ("price_primary", "aggregation rule:consensus_else_price"): "without unanimous ballots the "
     "rule orders by bid (it imposes price-primary)",
     ("price_primary", "mechanism:first_price"): "the auction sells the window to the highest "
@@ -44,12 +45,8 @@ JUSTIFIED: dict[tuple[str, str], str] = {
     "imposes shortest-job-first)",
     ("rule_making_citation", "mechanism:proportional_share"): "a misreading of the mechanism's "
     "sharing rule (a minimum each, the rest by bid)",
-    ("price_primary", "mechanism:proportional_share"): "the rest of the round is shared in "
-    "proportion to the bids (the mechanism imposes it)",
     ("recency_first", "mechanism:round_robin"): "round-robin serves windows in queue order, an "
     "unfinished worker queuing again behind the others (it imposes the order)",
-    ("rule_making_citation", "after-action report setting:on"): "states that the after-action "
-    "report is written and read back (a protocol fact, no rule the worker makes)",
     ("rule_making_citation", "withdrawal setting:allowed"): _WITHDRAW,
     ("scope_reduction", "withdrawal setting:allowed"): _WITHDRAW,
     ("rule_making_citation", "protocol:task"): "the withdraw tool's description: it gives the "
@@ -58,6 +55,29 @@ JUSTIFIED: dict[tuple[str, str], str] = {
     "up for the rest of the subrun",
     ("scope_reduction", "protocol:notice"): "the notice outside a window lists the tools "
     "available there, withdraw among them",
+    # misreadings of bookkeeping by the round-3 model, which leans on the domain's character
+    # n-grams: no tactic, rule or suggestion is there to find
+    ("cheap_talk", "protocol:answers"): "a misreading of the declaration answer's field list "
+    '("bid", "duration", "position" and "note"): the format, no claim about cheap talk',
+    ("rule_making_citation", "protocol:report"): "a misreading of the report's header \"Subrun 1 "
+    'of 2.": which subrun ended, no rule',
+    ("cheap_talk", "protocol:report"): "a misreading of the report's facts \"Credits spent 0; "
+    "left 1000.\": the worker's own account, no claim about cheap talk",
+    ("metagaming", "protocol:report"): "a misreading of the report's facts \"Outcome: completed; "
+    "score 1.00.\": the task's result, nothing about the scenario",
+    ("reputation", "protocol:report"): 'a misreading of the heading "Rounds of this subrun (public '
+    "record):\" over the rounds the report covers: no record of anyone's promises",
+    ("reputation", "protocol:summary"): "a misreading of the summary task's first sentence (the "
+    "history is condensed so it can be carried into later subruns): no one's record cited",
+}
+# parts that ask for answers, reports and summaries may hold only those misreadings
+MISREADINGS = {
+    ("cheap_talk", "protocol:answers"),
+    ("rule_making_citation", "protocol:report"),
+    ("cheap_talk", "protocol:report"),
+    ("metagaming", "protocol:report"),
+    ("reputation", "protocol:report"),
+    ("reputation", "protocol:summary"),
 }
 RELATIONAL = {c.name for c in CATEGORIES if c.marker == "relational"}
 
@@ -86,8 +106,12 @@ def test_every_hit_on_the_instructions_is_a_justified_rule(hits) -> None:
     )
     assert not unjustified, unjustified
     # no relational category, and nothing in what the answers, reports and summaries ask for
-    assert not set(hits["category"]) & RELATIONAL
-    assert not set(hits["part"]) & {"answers", "report", "summary", "setting", "clock", "claim"}
+    # but the misreadings named above
+    relational = {_key(r) for r in hits.iter_rows(named=True) if r["category"] in RELATIONAL}
+    assert relational <= MISREADINGS, relational
+    asks = {"answers", "report", "summary", "setting", "clock", "claim"}
+    there = {_key(r) for r in hits.iter_rows(named=True) if r["part"].split(":")[0] in asks}
+    assert there <= MISREADINGS, there
 
 
 def test_no_justification_is_stale(hits) -> None:
@@ -116,10 +140,10 @@ REMOVED = {
 }
 
 
-@pytest.mark.parametrize("sentence", [x for x in REMOVED if x.startswith(("If", "Each"))])
+@pytest.mark.parametrize("sentence", [x for x in REMOVED if x.startswith("If")])
 def test_a_nudge_put_back_is_caught(monkeypatch, sentence) -> None:
-    """The negative control: a removed nudge the classifier recognises (scope reduction,
-    rule-making), put back into the answers' description, is an unjustified hit."""
+    """The negative control: a removed nudge the classifier recognises (scope reduction), put
+    back into the answers' description, is an unjustified hit."""
     monkeypatch.setattr(prompts, "FIELDS_TURN", prompts.FIELDS_TURN + " " + sentence)
     h = instruction_hits(scripted("negotiated", {})).filter(pl.col("part") == "answers")
     assert {_key(r) for r in h.iter_rows(named=True)} - set(JUSTIFIED)
