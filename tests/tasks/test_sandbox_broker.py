@@ -154,7 +154,10 @@ def test_held_connections_do_not_grow_the_operator(broker):
         s = socket.socket(socket.AF_UNIX)
         s.settimeout(0.5)
         s.connect(str(path))
-        s.sendall(struct.pack(">Q", len(head)) + head + struct.pack(">Q", MAX_STDIN))
+        # six is over the cap: the broker may refuse and close a connection before its header
+        # is sent (a broken pipe, seen once in CI under load); refused is fine here
+        with contextlib.suppress(OSError):
+            s.sendall(struct.pack(">Q", len(head)) + head + struct.pack(">Q", MAX_STDIN))
         socks.append(s)
     chunk = b"a" * (1 << 20)
     for _ in range(8):
