@@ -22,6 +22,7 @@ from typing import Any
 import polars as pl
 
 from mbb.analysis.corpus import Utterance, read_utterances
+from mbb.analysis.gold_build import TEST_SPLITS
 from mbb.analysis.validation import gold_prf
 from mbb.core.taxonomy import CATEGORY_NAMES, SEPARATE_NAMES, roll_up
 
@@ -35,9 +36,10 @@ __all__ = [
 ]
 
 GOLD_DIR = Path(__file__).resolve().parent / "gold"
-# the frozen test splits, scored once each after the model was fixed: writers B and F (first
-# round), Q and R (second round, nine styles), Y and Z (third round, the same styles)
-FROZEN_SPLITS: tuple[str, ...] = ("test.jsonl", "test2.jsonl", "test3.jsonl")
+# the frozen test splits, no training item from their writers: B and F (first round), then the
+# later rounds' (`gold_build.TEST_SPLITS`: Q and R, Y and Z); the README says how often each
+# was scored
+FROZEN_SPLITS: tuple[str, ...] = ("test.jsonl", *(f"{name}.jsonl" for name in TEST_SPLITS))
 
 
 def evidence_labels(

@@ -41,7 +41,7 @@ import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -497,10 +497,15 @@ class LineModel:
 
     def __init__(self, spec: Mapping[str, Any]) -> None:
         self._linear = _Linear(spec)
+        # the lines of one thread are the earlier messages of each of its later items
+        self._cached = lru_cache(maxsize=4096)(self._score)  # read-only results
+
+    def _score(self, line: str) -> dict[str, float]:
+        return self._linear.scores(text_features(line, "public"))
 
     def __call__(self, line: str) -> dict[str, float]:
         """Probability per label of one earlier line (read as a message)."""
-        return self._linear.scores(text_features(line, "public"))
+        return self._cached(line)
 
 
 @dataclass(frozen=True, slots=True)

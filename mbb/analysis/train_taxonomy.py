@@ -74,7 +74,6 @@ def _feats(items: Sequence[Utterance], earlier: dict[str, Any] | None = None) ->
     ]
 
 
-USE_EARLIER = True  # train the earlier-line model and read earlier messages through it
 # the earlier-line model's inverse regularisation and the smallest weight it keeps: fixed, not
 # chosen per fit (it only makes features). Fast CV on the 14 round-1/2 dev writers: C 8 / prune
 # 0.05 and C 2 / prune 0.1 give the same macro-F1 (writer 0.778, style 0.711) and context-style
@@ -433,14 +432,14 @@ def fit(
     `source_name`, `source_sha`: the dev file's name and hash, recorded in the spec; `feats`:
     the items' features if already computed, with `earlier` (the earlier-line model they were
     computed with, or None for none); without `feats`, the earlier-line model is trained on
-    `items` (when `USE_EARLIER`); `c_grid`: the candidate C, chosen by pooled out-of-fold
+    `items`; `c_grid`: the candidate C, chosen by pooled out-of-fold
     macro-F1. The earlier-line model is trained once on all of `items`, so the inner
     out-of-fold probabilities that choose C and the thresholds read earlier lines through a
     model that saw the other folds' text (never their labels of those lines: earlier lines
     carry none)."""
     labels = [*ALL_LABELS, ANY]
     if feats is None:
-        if earlier is None and USE_EARLIER:
+        if earlier is None:
             earlier = fit_earlier(items)
         feats = _feats(items, earlier)
     c, oof = _choose_c(items, feats, labels, c_grid)
@@ -571,7 +570,7 @@ def grouped_cv(
     thresholds: dict[str, float] = {}
     fs: Features = []
     if fast:
-        earlier_all = fit_earlier(items) if USE_EARLIER else None
+        earlier_all = fit_earlier(items)
         fs = _feats(items, earlier_all)
         thresholds = _thresholds(items, labels, _oof(items, fs, labels, C_GRID[0]))
     for g in groups:
