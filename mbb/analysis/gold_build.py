@@ -10,11 +10,11 @@ the blind annotations `annot/<WRITER>.<annotator>.jsonl` (lines `{"id": ..., "la
 writer found it writes, into the gold folder:
 - `dev.jsonl`: the dev split. The first round's items (writers A-J, no `style`) are kept byte for
   byte; the new dev writers' items follow, writer by writer, in their file's order.
-- `test2.jsonl`, `test3.jsonl`: the second and third frozen test splits (`TEST_SPLITS`:
-  writers Q and R of the second round, Y and Z of the third), each drawn before any training on
-  its round's writers. Its items (everything but the labels) are pinned by hash in
-  `tests/analysis/test_gold.py`; only the adjudicated labels may change, when the blind
-  annotations arrive.
+- `test2.jsonl`, `test3.jsonl`, `test4.jsonl`: the later frozen test splits (`TEST_SPLITS`:
+  writers Q and R of the second round, Y and Z of the third, AC and AH of the fourth), each
+  drawn before any training on its round's writers. Their items (everything but the labels)
+  are pinned by hash in `tests/analysis/test_gold.py`; only the adjudicated labels may change,
+  when the blind annotations arrive.
 - `annotations.jsonl`: every annotator's labels per item (`author`, and `blind_1`, `blind_2` with
   `blind_1_by` / `blind_2_by` naming the annotators, sorted by name).
 - `agreement.json`: pairwise Cohen's kappa per category over the items with all three
@@ -45,8 +45,13 @@ __all__ = ["FIRST_ROUND_WRITERS", "TEST_SPLITS", "build", "main"]
 
 FIRST_ROUND_WRITERS = frozenset("ABCDEFGHIJ")  # the first corpus: dev A C D E G-J, test B F
 # the later frozen test splits and their writers: the second round's K-R (test2: Q, R), the
-# third round's S-V, X-Z (test3: Y, Z; chosen before any of the third round's items was read)
-TEST_SPLITS: dict[str, tuple[str, ...]] = {"test2": ("Q", "R"), "test3": ("Y", "Z")}
+# third round's S-V, X-Z (test3: Y, Z), the fourth round's AA-AH (test4: AC, AH); each pair
+# chosen before any of its round's items was read (the fourth's drawn at random before writing)
+TEST_SPLITS: dict[str, tuple[str, ...]] = {
+    "test2": ("Q", "R"),
+    "test3": ("Y", "Z"),
+    "test4": ("AC", "AH"),
+}
 _SPLIT_OF = {w: name for name, ws in TEST_SPLITS.items() for w in ws}
 
 

@@ -1,4 +1,4 @@
-"""The gold corpus (mbb/analysis/gold/): the three frozen test splits, the adjudication and the
+"""The gold corpus (mbb/analysis/gold/): the four frozen test splits, the adjudication and the
 agreement figures are what the files say they are. Scores are not tested here."""
 
 from __future__ import annotations
@@ -23,6 +23,11 @@ TEST2_SHA256 = "b72e6e7e4d3ea7a706f39a493fe547608d7997ddf3db65b87fb964b72dd4d86d
 # and frozen before any training or tuning on that round's writers; pinned the same way.
 TEST3_ITEMS_SHA256 = "a2072361493424b7307a2f36017fa191304fa6e48c02a9498981288daf44e5c3"
 TEST3_SHA256 = "47420bb800a6effac2828aaf7793d5e2f4dadb36e61cd2ae88266615a5f9d4e5"
+# The fourth test split (writers AC and AH), drawn at random from the round's eight writers
+# before any of them wrote; pinned as soon as both had delivered, before any item of it was read
+# or scored (a trial training on three of the round's dev writers ran while AC was still writing)
+TEST4_ITEMS_SHA256 = "4767021d782be9f4f018329c266949257acd161fe0d327917eb050faf9cfeca3"
+TEST4_SHA256 = "5ead2b606042b846bdd8215c1b9265846e295c31f21c3ad48611a17e7bb40eaa"
 SEPARATE = ["exclusionary_coalition", "divide_and_conquer", "metagaming"]
 FIRST_DEV = set("ACDEGHIJ")
 
@@ -57,15 +62,22 @@ def test_the_third_test_split_is_frozen():
     assert hashlib.sha256((GOLD_DIR / "test3.jsonl").read_bytes()).hexdigest() == TEST3_SHA256
 
 
+def test_the_fourth_test_split_is_frozen():
+    assert _items_sha("test4") == TEST4_ITEMS_SHA256
+    assert hashlib.sha256((GOLD_DIR / "test4.jsonl").read_bytes()).hexdigest() == TEST4_SHA256
+
+
 def test_splits_are_by_writer_and_cover_every_category():
-    dev, test, test2, test3 = gold("dev"), gold("test"), gold("test2"), gold("test3")
+    dev, test, test2, test3, test4 = (gold(s) for s in ("dev", "test", "test2", "test3", "test4"))
     assert {d["writer"] for d in test} == {"B", "F"}
     assert {d["writer"] for d in test2} == {"Q", "R"}
     assert {d["writer"] for d in test3} == {"Y", "Z"}
-    assert FIRST_DEV < {d["writer"] for d in dev} <= FIRST_DEV | set("KLMNOPSTUVX")
+    assert {d["writer"] for d in test4} == {"AC", "AH"}
+    later_dev = {*"KLMNOPSTUVX", "AA", "AB", "AD", "AE", "AF", "AG"}
+    assert FIRST_DEV < {d["writer"] for d in dev} <= FIRST_DEV | later_dev
     # the later rounds' items all carry their style; the first round's none
     assert all(("style" in d) == (d["writer"] not in FIRST_DEV) for d in dev)
-    assert all("style" in d for d in test2 + test3) and not any("style" in d for d in test)
+    assert all("style" in d for d in test2 + test3 + test4) and not any("style" in d for d in test)
     counts = Counter(label for d in dev + test for label in d["labels"])
     assert all(counts[c] >= 30 for c in [*CATEGORY_NAMES, *SEPARATE]), counts
     assert sum(not d["labels"] for d in dev + test) >= 150
@@ -74,7 +86,7 @@ def test_splits_are_by_writer_and_cover_every_category():
 
 def test_gold_labels_are_the_majority_of_three_independent_annotations():
     ann = read_annotations()
-    items = gold("dev") + gold("test") + gold("test2") + gold("test3")
+    items = [d for s in ("dev", "test", "test2", "test3", "test4") for d in gold(s)]
     assert len(ann) == len(items) == len({d["id"] for d in items})
     for d in items:
         assert d["labels"] == adjudicate(ann[d["id"]]), d["id"]
