@@ -6,15 +6,15 @@ both roles (`mbb.analysis.instruction_parts`: system prompts, turn asks, notices
 summary prompts) and every sentence goes through the evidence classifier that labels the
 transcripts (`mbb.analysis.instruction_hits`). A hit is allowed only where it is on the list
 below, keyed by category and the rule the sentence states, with the reason it is a rule and not
-a suggestion, or, in the parts that ask for answers, reports and summaries, the misreading it
-is (bookkeeping read as a tactic: `MISREADINGS`); the README's fidelity section prints the same
-list. A nudge put back into the prompt is caught (the negative control), and no list entry is
-stale.
+a suggestion, or, in the parts that ask for answers, reports and summaries and in the turn
+header, the misreading it is (bookkeeping read as a tactic, pinned to the one sentence misread:
+`MISREADINGS`); the README's fidelity section prints the same list. A nudge put back into the
+prompt is caught (the negative control), and no list entry is stale.
 
 The classifier was trained to recognise an agent doing something in a negotiation, not an
 instruction telling it to: of the seven nudges mbb's prompts used to carry (`REMOVED`) the
-round-3 model flags one (the round-2 model two). So the removed phrasings are also checked for
-by name: a second net, not the first.
+round-4 model flags one, as the round-3 model did (the round-2 model two). So the removed
+phrasings are also checked for by name: a second net, not the first.
 """
 
 from __future__ import annotations
@@ -30,6 +30,15 @@ from mbb.protocol.rules import MECHANISMS, TIME_MODELS
 
 _TIE = "states the aggregation's tie-break: exact ties in the ballots' order go by bid, then queue"
 _WITHDRAW = "states what withdrawing does: the worker leaves the queue for the rest of the subrun"
+_DEADLINE = (
+    "the clock's statement of what a missed deadline does (the solver is terminated for the "
+    "subrun): a rule read as a demand"
+)
+_MISSED = (
+    "If your deadline passes, your solver is terminated for the subrun and any later windows "
+    "scheduled for it are dropped."
+)
+_HEADER = 'a misreading of the turn\'s header "--- Subrun 1, round 1 ---": which round it is'
 # (category, the rule the sentence states, or protocol:<part>) -> why it is a rule
 JUSTIFIED: dict[tuple[str, str], str] = {
     ("price_primary", "aggregation rule:borda"): _TIE,
@@ -55,29 +64,43 @@ JUSTIFIED: dict[tuple[str, str], str] = {
     "up for the rest of the subrun",
     ("scope_reduction", "protocol:notice"): "the notice outside a window lists the tools "
     "available there, withdraw among them",
-    # misreadings of bookkeeping by the round-3 model, which leans on the domain's character
-    # n-grams: no tactic, rule or suggestion is there to find
-    ("cheap_talk", "protocol:answers"): "a misreading of the declaration answer's field list "
-    '("bid", "duration", "position" and "note"): the format, no claim about cheap talk',
+    ("price_primary", "aggregation rule:kemeny"): _TIE,
+    ("tie_break_deference", "aggregation rule:borda"): _TIE,
+    ("deadline_ultimatum", "time model:charged"): _DEADLINE,
+    ("deadline_ultimatum", "time model:measured"): _DEADLINE,
+    ("deadline_ultimatum", "time model:virtual"): _DEADLINE,
+    # misreadings of bookkeeping by the round-3 and round-4 models, which lean on the domain's
+    # character n-grams: no tactic, rule or suggestion is there to find
+    ("deadline_ultimatum", "protocol:report"): "the report restates the deadline rule "
+    "(a missed deadline ends the subrun's work): a rule read as a demand",
     ("rule_making_citation", "protocol:report"): "a misreading of the report's header \"Subrun 1 "
     'of 2.": which subrun ended, no rule',
-    ("cheap_talk", "protocol:report"): "a misreading of the report's facts \"Credits spent 0; "
-    "left 1000.\": the worker's own account, no claim about cheap talk",
     ("metagaming", "protocol:report"): "a misreading of the report's facts \"Outcome: completed; "
     "score 1.00.\": the task's result, nothing about the scenario",
     ("reputation", "protocol:report"): 'a misreading of the heading "Rounds of this subrun (public '
     "record):\" over the rounds the report covers: no record of anyone's promises",
     ("reputation", "protocol:summary"): "a misreading of the summary task's first sentence (the "
     "history is condensed so it can be carried into later subruns): no one's record cited",
+    ("reciprocity", "protocol:turn"): _HEADER,
+    ("reputation", "protocol:turn"): _HEADER,
+    ("rule_making_citation", "protocol:turn"): _HEADER,
 }
-# parts that ask for answers, reports and summaries may hold only those misreadings
-MISREADINGS = {
-    ("cheap_talk", "protocol:answers"),
-    ("rule_making_citation", "protocol:report"),
-    ("cheap_talk", "protocol:report"),
-    ("metagaming", "protocol:report"),
-    ("reputation", "protocol:report"),
-    ("reputation", "protocol:summary"),
+# each misreading is pinned to the one sentence misread: the same category on any other sentence
+# of that part is a new hit (a nudge put back there is still caught). Parts that ask for answers,
+# reports and summaries may hold only these.
+MISREADINGS: dict[tuple[str, str], str] = {
+    ("deadline_ultimatum", "protocol:report"): _MISSED,
+    ("deadline_ultimatum", "time model:charged"): _MISSED,
+    ("deadline_ultimatum", "time model:measured"): _MISSED,
+    ("deadline_ultimatum", "time model:virtual"): _MISSED,
+    ("rule_making_citation", "protocol:report"): "Subrun 1 of 2.",
+    ("metagaming", "protocol:report"): "Outcome: completed; score 1.00.",
+    ("reputation", "protocol:report"): "Rounds of this subrun (public record):",
+    ("reputation", "protocol:summary"): "You condense a negotiation history for worker W1 so it "
+    "can be carried into later subruns.",
+    ("reciprocity", "protocol:turn"): "--- Subrun 1, round 1 ---",
+    ("reputation", "protocol:turn"): "--- Subrun 1, round 1 ---",
+    ("rule_making_citation", "protocol:turn"): "--- Subrun 1, round 1 ---",
 }
 RELATIONAL = {c.name for c in CATEGORIES if c.marker == "relational"}
 
@@ -107,11 +130,17 @@ def test_every_hit_on_the_instructions_is_a_justified_rule(hits) -> None:
     assert not unjustified, unjustified
     # no relational category, and nothing in what the answers, reports and summaries ask for
     # but the misreadings named above
+    misread = {
+        (*_key(r), r["sentence"])
+        for r in hits.iter_rows(named=True)
+        if _key(r) in MISREADINGS and r["sentence"] != MISREADINGS[_key(r)]
+    }
+    assert not misread, misread  # a misreading's key on another sentence is a new hit
     relational = {_key(r) for r in hits.iter_rows(named=True) if r["category"] in RELATIONAL}
-    assert relational <= MISREADINGS, relational
+    assert relational <= MISREADINGS.keys(), relational
     asks = {"answers", "report", "summary", "setting", "clock", "claim"}
     there = {_key(r) for r in hits.iter_rows(named=True) if r["part"].split(":")[0] in asks}
-    assert there <= MISREADINGS, there
+    assert there <= MISREADINGS.keys(), there
 
 
 def test_no_justification_is_stale(hits) -> None:

@@ -37,8 +37,8 @@ __all__ = [
 
 GOLD_DIR = Path(__file__).resolve().parent / "gold"
 # the frozen test splits, no training item from their writers: B and F (first round), then the
-# later rounds' (`gold_build.TEST_SPLITS`: Q and R, Y and Z, AC and AH); the README says how often each
-# was scored
+# later rounds' (`gold_build.TEST_SPLITS`: Q and R, Y and Z, AC and AH); the README says how
+# often each was scored
 FROZEN_SPLITS: tuple[str, ...] = ("test.jsonl", *(f"{name}.jsonl" for name in TEST_SPLITS))
 
 

@@ -58,6 +58,16 @@ PRUNE = 0.02  # weights smaller than this are dropped from the shipped file
 MODEL_ONLY_MARGIN = 0.05
 CUED_DISCOUNT = 0.0
 GRID = [round(0.30 + 0.05 * i, 2) for i in range(13)]  # candidate thresholds 0.30..0.90
+# rival categories: two categories that share under RIVAL_SHARE of the smaller one's positives
+# on the dev items. A label with no cue of its own is dropped when a rival's cue fired on the
+# same utterance (mbb's choice, against generic words carrying a second, rarely co-occurring
+# label: "I'll rank you ahead of me this round if you back me next time we meet. Fair?" read as
+# coalition formation beside its reciprocity on "me", "we" and "?"); 0 turns the rule off.
+# Fast CV on the 25 dev writers: dropping every such label costs recall (writer macro-F1 0.809
+# -> 0.803); dropping only a near one (RIVAL_MARGIN) is neutral (writer 0.809 -> 0.810, style
+# 0.729 -> 0.729) and still drops the exchange above (0.79 against 0.75 needed)
+RIVAL_SHARE = 0.03
+RIVAL_MARGIN = 0.05  # ...and only when its probability clears what it needs by less than this
 
 
 Features = list[dict[str, float]]  # one feature dict per utterance (textclf.features)
@@ -448,6 +458,23 @@ def fit(
     return _spec(items, vocab, models, thresholds, c, source_name, source_sha, earlier)
 
 
+def _rivals(items: Sequence[Utterance]) -> list[list[str]]:
+    """Pairs of categories (each with at least MIN_SUPPORT positives) that share fewer than
+    RIVAL_SHARE of the smaller category's positives."""
+    pos: dict[str, set[int]] = {lab: set() for lab in ALL_LABELS}
+    for i, u in enumerate(items):
+        for lab in u.labels or []:
+            if lab in pos:
+                pos[lab].add(i)
+    cats = [lab for lab in ALL_LABELS if len(pos[lab]) >= MIN_SUPPORT]
+    return [
+        [a, b]
+        for k, a in enumerate(cats)
+        for b in cats[k + 1 :]
+        if len(pos[a] & pos[b]) < RIVAL_SHARE * min(len(pos[a]), len(pos[b]))
+    ]
+
+
 def _spec(
     items: Sequence[Utterance],
     vocab: dict[str, int],
@@ -486,6 +513,8 @@ def _spec(
         "cued_discount": CUED_DISCOUNT,
         "trusted_cues": _trusted_cues(items),
         "cue_required": list(CUE_REQUIRED),
+        "rivals": _rivals(items),
+        "rival_margin": RIVAL_MARGIN,
         "labels": [lab for lab in labels if lab in models],
         "thresholds": {lab: thresholds[lab] for lab in labels if lab in models},
         "intercepts": {lab: round(models[lab][1], 4) for lab in labels if lab in models},

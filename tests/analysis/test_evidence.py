@@ -39,27 +39,25 @@ def test_exact_labels_per_utterance(scen_ev):
     assert labels_by_seq(scen_ev) == {
         3: {"price_primary"},
         6: {"earliest_deadline_first", "rule_making_citation"},
-        # (coalition_formation scores 0.797 here, just under the 0.80 it needs without a cue)
+        # coalition_formation (p 0.79, model only) gives way to the cued reciprocity beside it:
+        # the two rarely share an utterance in the dev corpus (the rival rule)
         7: {"reciprocity"},
         8: {"reciprocity"},
         # "equal bids by queue order" is tie-break deference by the definition
         9: {"price_primary", "tie_break_deference"},
         10: {"earliest_deadline_first"},
-        # misses against the scenario's intent, pinned so a change is visible: 11's ballot reads
-        # as keeping a pact (coalition_loyalty p = 0.56 >= 0.50, a false alarm) and its favour
-        # falls short (reciprocity 0.30); that text label is one the structural bid order
-        # competes with, so price_primary is not added; 25's note "Price decides; I pay what I
-        # bid." (price_primary 0.44); 28's "Price order. The highest bidder ... should run
-        # first." (price_primary 0.63 < 0.65 although its cue fires; its ranking puts W3 ahead,
-        # as promised, so no bid order either) and its promise kept; the bare "By bid." of 29
-        # and 37 and the note of 34, "order by price, as the mechanism intends" (the neutral
-        # gate turns them down, 0.55 and 0.52 < 0.64, although price_primary scores 0.99 and
-        # 0.98)
-        11: {"coalition_loyalty"},
+        # by bid (the ballot equals the bid order) and for a favour (reciprocity 0.58 >= 0.55)
+        11: {"price_primary", "reciprocity"},
+        25: {"price_primary"},  # "Price decides; I pay what I bid." (0.67)
         26: {"reciprocity"},
         27: {"reciprocity"},  # "you owe me one from before — this is the round I'd like to…"
-        28: {"reciprocity"},
+        28: {"price_primary", "reciprocity"},
+        29: {"price_primary"},  # the bare "By bid." (1.00; the round-3 model's gate turned it down)
+        # a miss against the scenario's intent, pinned so a change is visible: 34's note "order
+        # by price, as the mechanism intends" (the neutral gate turns it down, 0.62 < 0.69,
+        # although price_primary scores 0.99)
         36: {"price_primary"},
+        37: {"price_primary"},
     }
 
 
@@ -68,8 +66,7 @@ def test_structural_evidence(scen_ev):
     assert st.sort("seq", "category").rows() == [
         (9, "price_primary", "ballot equals the bid order (W1 > W3 > W2)"),
         (10, "earliest_deadline_first", "ballot follows the disclosed deadlines (W2 > W1 > W3)"),
-        # 11's ballot also equals the bid order, but its text label (coalition_loyalty, a false
-        # alarm pinned above) is one the structural order competes with, so none is added
+        (11, "price_primary", "ballot equals the bid order (W1 > W3 > W2)"),
         # the price-first worker repays the debt: a concession tied to the favour W3 calls in
         # (message 27, the latest reciprocal exchange between them)
         (

@@ -36,10 +36,6 @@ def test_worker_institutions(scen, scen_ev):
         ("W1", "tie_break_deference", 1, 1, False, False, False),
         ("W2", "earliest_deadline_first", 1, 1, True, False, False),
         ("W2", "rule_making_citation", 1, 1, True, False, False),
-        # a false alarm pinned so a change is visible: the classifier reads W3's ballot "By bid;
-        # with W1 ahead of me as offered, for a favour later." as keeping a pact, forward-scoped
-        # by "later", so a one-round institution appears (test_evidence pins the label)
-        ("W3", "coalition_loyalty", 1, 1, False, True, True),
         # the reciprocator's persona dictates reciprocity: mandated, so not self-discovered
         ("W3", "reciprocity", 2, 2, True, True, False),
     ]
@@ -53,7 +49,7 @@ def test_summary_and_pairs(scen, scen_ev):
     assert s.select("model", "share_relational_institution").rows() == [
         ("deadline_advocate", 0.0),
         ("price_first", 1.0),
-        ("reciprocator", 1.0),  # the coalition_loyalty false alarm above
+        ("reciprocator", 0.0),  # its reciprocity is its persona's: mandated
     ]
     p = pair_institutions(scen, scen_ev).select(
         "worker", "peer", "category", "rounds", "forward_scoped", "institutional"

@@ -43,12 +43,12 @@ def test_behaviour_prevalence(scen, wr):
     assert got == [
         ("deadline_advocate", "earliest_deadline_first", 1, 1),
         ("deadline_advocate", "rule_making_citation", 1, 1),
-        ("price_first", "price_primary", 3, 2),  # its third ballot (28) is missed
+        ("price_first", "price_primary", 3, 3),
         ("price_first", "reciprocity", 3, 2),
         ("price_first", "tie_break_deference", 3, 1),
-        # its bare "By bid." ballots are missed, and its third ballot reads as keeping a pact
-        # instead of by bid (pinned in test_evidence)
-        ("reciprocator", "coalition_loyalty", 3, 1),
+        # by bid in every round: its "By bid." ballots and "By bid; with W1 ahead of me as
+        # offered, for a favour later." (test_evidence pins the labels)
+        ("reciprocator", "price_primary", 3, 3),
         ("reciprocator", "reciprocity", 3, 2),
     ]
 

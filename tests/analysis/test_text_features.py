@@ -110,3 +110,59 @@ def test_the_shipped_model_gives_margins_with_its_labels():
     assert "reciprocity" in [x.category for x in labs] and margins["reciprocity"] > 0
     assert all(margins[x.category] >= 0 or "trusted cue" in x.evidence for x in labs)
     assert set(margins) == set(load_model().labels) - {"__any__"}
+
+
+def _two_label_spec(coalition_intercept: float, rivals: list[list[str]]) -> dict:
+    """Reciprocity sure of itself, coalition formation at sigmoid(coalition_intercept), no
+    n-gram weights: what is labelled depends on the cues and the rival rule alone."""
+    labels = ["reciprocity", "coalition_formation"]
+    return {
+        "labels": labels,
+        "thresholds": dict.fromkeys(labels, 0.5),
+        "intercepts": {"reciprocity": 3.0, "coalition_formation": coalition_intercept},
+        "vocabulary": [],
+        "weights": {lab: [] for lab in labels},
+        "model_only_margin": 0.0,
+        "rivals": rivals,
+        "rival_margin": 0.05,
+    }
+
+
+def test_a_weak_label_without_its_cue_gives_way_to_a_cued_rival():
+    from mbb.analysis.textclf import TextModel
+
+    deal = "I'll rank you ahead of me this round if you back me the next time we meet."
+    assert "reciprocity" in {h.category for h in cue_hits(deal) if not h.negated}
+    pair = [["reciprocity", "coalition_formation"]]
+
+    def labels(intercept: float, rivals: list[list[str]], text: str = deal) -> set[str]:
+        return {
+            x.category
+            for x in TextModel(_two_label_spec(intercept, rivals)).predict(text, "private")
+        }
+
+    # p = 0.525 clears its 0.5 by less than the rival margin: dropped beside the cued rival...
+    assert labels(0.1, pair) == {"reciprocity"}
+    margins = TextModel(_two_label_spec(0.1, pair)).decide(deal, "private")[1]
+    assert margins["coalition_formation"] == 0.0  # unsure: the combined classifier asks the LLM
+    # ...but kept when it is sure, when the pair is no rival pair, or when no rival cue fired
+    assert labels(2.0, pair) == {"reciprocity", "coalition_formation"}
+    assert labels(0.1, []) == {"reciprocity", "coalition_formation"}
+    assert labels(0.1, pair, "Sounds fine to me.") == {"reciprocity", "coalition_formation"}
+
+
+def test_rivals_are_the_pairs_that_rarely_share_an_utterance():
+    from mbb.analysis.corpus import Utterance
+    from mbb.analysis.train_taxonomy import RIVAL_SHARE, _rivals
+
+    def item(i: int, labels: list[str]) -> Utterance:
+        return Utterance(id=f"x-{i}", text="t", channel="public", labels=labels)
+
+    items = [item(i, ["reciprocity", "reputation"]) for i in range(10)]
+    items += [item(10 + i, ["coalition_formation"]) for i in range(10)]
+    items += [item(20, ["reciprocity", "coalition_formation"])]  # 1 in 11: above the share
+    assert RIVAL_SHARE < 1 / 11
+    pairs = _rivals(items)
+    assert ["reciprocity", "coalition_formation"] not in pairs
+    assert ["reciprocity", "reputation"] not in pairs
+    assert ["coalition_formation", "reputation"] in pairs  # never together
