@@ -29,9 +29,10 @@ spelled out (`expand`: "u owe me, dl 300s" -> "you owe me, deadline 300s"):
 Scores are sum(w * x) + b over the l2-normalised n-gram blocks plus the binary blocks; a label is
 given when its logistic probability reaches its threshold (chosen by writer- and style-grouped
 cross-validation in `mbb.analysis.train_taxonomy`) and the gate judges the utterance not
-neutral. Each label's evidence is its top contributing features with their weights, so a reader
-can see what fired. Inference needs only the JSON file and numpy-free Python; scikit-learn is
-used by the training script.
+neutral; a label with no cue of its own that only just clears its threshold gives way to a cued
+rival (a category it rarely shares an utterance with in the dev corpus). Each label's evidence
+is its top contributing features with their weights, so a reader can see what fired. Inference
+needs only the JSON file and numpy-free Python; scikit-learn is used by the training script.
 """
 
 from __future__ import annotations

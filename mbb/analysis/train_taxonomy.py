@@ -60,12 +60,13 @@ CUED_DISCOUNT = 0.0
 GRID = [round(0.30 + 0.05 * i, 2) for i in range(13)]  # candidate thresholds 0.30..0.90
 # rival categories: two categories that share under RIVAL_SHARE of the smaller one's positives
 # on the dev items. A label with no cue of its own is dropped when a rival's cue fired on the
-# same utterance (mbb's choice, against generic words carrying a second, rarely co-occurring
-# label: "I'll rank you ahead of me this round if you back me next time we meet. Fair?" read as
-# coalition formation beside its reciprocity on "me", "we" and "?"); 0 turns the rule off.
-# Fast CV on the 25 dev writers: dropping every such label costs recall (writer macro-F1 0.809
-# -> 0.803); dropping only a near one (RIVAL_MARGIN) is neutral (writer 0.809 -> 0.810, style
-# 0.729 -> 0.729) and still drops the exchange above (0.79 against 0.75 needed)
+# same utterance and the rival is labelled (mbb's choice, against generic words carrying a
+# second, rarely co-occurring label: "I'll rank you ahead of me this round if you back me next
+# time we meet. Fair?" read as coalition formation beside its reciprocity on "me", "we" and
+# "?"); 0 turns the rule off. Fast CV on the 25 dev writers: dropping every such label costs
+# recall (writer macro-F1 0.809 -> 0.803); dropping only a near one (RIVAL_MARGIN) is neutral
+# (writer 0.809 -> 0.810, style 0.729 -> 0.729) and still drops the exchange above (0.79
+# against 0.75 needed)
 RIVAL_SHARE = 0.03
 RIVAL_MARGIN = 0.05  # ...and only when its probability clears what it needs by less than this
 
