@@ -10,8 +10,8 @@ the blind annotations `annot/<WRITER>.<annotator>.jsonl` (lines `{"id": ..., "la
 writer found it writes, into the gold folder:
 - `dev.jsonl`: the dev split. The first round's items (writers A-J, no `style`) are kept byte for
   byte; the new dev writers' items follow, writer by writer, in their file's order.
-- `test2.jsonl`, `test3.jsonl`, `test4.jsonl`: the later frozen test splits (`TEST_SPLITS`:
-  writers Q and R of the second round, Y and Z of the third, AC and AH of the fourth), each
+- `test2.jsonl` … `test5.jsonl`: the later frozen test splits (`TEST_SPLITS`: writers Q and R
+  of the second round, Y and Z of the third, AC and AH of the fourth, AI and AP of the fifth), each
   drawn before any training on its round's writers. Their items (everything but the labels)
   are pinned by hash in `tests/analysis/test_gold.py`; only the adjudicated labels may change,
   when the blind annotations arrive.
@@ -45,12 +45,14 @@ __all__ = ["FIRST_ROUND_WRITERS", "TEST_SPLITS", "build", "main"]
 
 FIRST_ROUND_WRITERS = frozenset("ABCDEFGHIJ")  # the first corpus: dev A C D E G-J, test B F
 # the later frozen test splits and their writers: the second round's K-R (test2: Q, R), the
-# third round's S-V, X-Z (test3: Y, Z), the fourth round's AA-AH (test4: AC, AH); each pair
-# chosen before any of its round's items was read (the fourth's drawn at random before writing)
+# third round's S-V, X-Z (test3: Y, Z), the fourth round's AA-AH (test4: AC, AH), the fifth's AI-AP
+# (test5: AI, AP); each pair chosen before any of its round's items was read (the fourth's and
+# fifth's drawn at random before anyone wrote)
 TEST_SPLITS: dict[str, tuple[str, ...]] = {
     "test2": ("Q", "R"),
     "test3": ("Y", "Z"),
     "test4": ("AC", "AH"),
+    "test5": ("AI", "AP"),
 }
 _SPLIT_OF = {w: name for name, ws in TEST_SPLITS.items() for w in ws}
 

@@ -14,6 +14,7 @@ against.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,13 +33,14 @@ __all__ = [
     "agreement_table",
     "evaluate_gold",
     "evidence_labels",
+    "model_behind_dev",
     "score_gold",
 ]
 
 GOLD_DIR = Path(__file__).resolve().parent / "gold"
 # the frozen test splits, no training item from their writers: B and F (first round), then the
-# later rounds' (`gold_build.TEST_SPLITS`: Q and R, Y and Z, AC and AH); the README says how
-# often each was scored
+# later rounds' (`gold_build.TEST_SPLITS`: Q and R, Y and Z, AC and AH, AI and AP); the README
+# says how often each was scored
 FROZEN_SPLITS: tuple[str, ...] = ("test.jsonl", *(f"{name}.jsonl" for name in TEST_SPLITS))
 
 
@@ -100,4 +102,32 @@ def agreement_table(path: str | Path | None = None) -> pl.DataFrame | None:
     k = [c for c in df.columns if c.startswith("kappa_")]
     return df.select("category", "gold_n", *k).with_columns(
         pl.min_horizontal(*k).alias("kappa_min")
+    )
+
+
+def model_behind_dev(
+    model_path: str | Path | None = None, dev_path: str | Path | None = None
+) -> str | None:
+    """A one-line note when the model was trained on another version of the dev file than the
+    one in the gold folder (new writers delivered, not yet trained on); None when they match.
+
+    `model_path`: the model file (default: the shipped one); `dev_path`: the dev file (default:
+    `gold/dev.jsonl`). A model with no `trained_on` record gets a note saying so."""
+    from mbb.analysis.textclf import MODEL_PATH
+
+    spec = json.loads(Path(model_path or MODEL_PATH).read_text(encoding="utf-8"))
+    dev = Path(dev_path or GOLD_DIR / "dev.jsonl")
+    raw = dev.read_bytes()
+    trained = spec.get("trained_on") or {}
+    if not trained.get("sha256"):
+        return f"note: the model does not record which dev file it was trained on ({dev.name})"
+    if trained["sha256"] == hashlib.sha256(raw).hexdigest():
+        return None
+    writers = {json.loads(x).get("writer") for x in raw.decode("utf-8").splitlines() if x.strip()}
+    new = sorted(w for w in writers - set(trained.get("writers", ())) if w)
+    return (
+        f"note: the model was trained on {trained.get('items', '?')} items of an earlier "
+        f"{dev.name}; it now has {len(raw.decode('utf-8').splitlines())} items"
+        + (f" (writers not trained on: {', '.join(new)})" if new else "")
+        + "; retrain with `python -m mbb.analysis.train_taxonomy`"
     )

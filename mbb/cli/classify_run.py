@@ -10,9 +10,9 @@ module, imported only when one of them runs, does the work.
 LLM options (both commands): --base-url http://127.0.0.1:PORT/v1 --model smollm2
 --structured json_object_schema [--api-key-env NAME] [--cache FILE] [--batch-size N].
 
-`validate-classifier --frozen` scores the four frozen test splits (`gold/test.jsonl`, writers B
+`validate-classifier --frozen` scores the five frozen test splits (`gold/test.jsonl`, writers B
 and F; `gold/test2.jsonl`, writers Q and R; `gold/test3.jsonl`, writers Y and Z;
-`gold/test4.jsonl`, writers AC and AH). With
+`gold/test4.jsonl`, writers AC and AH; `gold/test5.jsonl`, writers AI and AP). With
 `--classifier llm` each split gets four reports: the LLM's table, the evidence classifier's,
 their agreement per category (Cohen's kappa), and the combined classifier's (`combine`: the
 evidence classifier decides where it is sure, the LLM where it is not).
@@ -264,7 +264,7 @@ def _names(labels: Sequence[Sequence[dict[str, Any]]]) -> list[list[str]]:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from mbb.analysis.gold_eval import score_gold
+    from mbb.analysis.gold_eval import model_behind_dev, score_gold
 
     report: dict[str, Any] = {}
     for path in _gold_paths(args):
@@ -280,6 +280,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
         if args.classifier == "llm":
             rep.update(_compare(items, labels, args))
         report[path] = rep
+    # after the tables, so a bad gold file's error stays the one line on stderr
+    behind = model_behind_dev(getattr(args, "model_file", None))
+    if behind:
+        print(behind)
     if args.json:
         one = len(report) == 1
         Path(args.json).write_text(

@@ -1,4 +1,4 @@
-"""The gold corpus (mbb/analysis/gold/): the four frozen test splits, the adjudication and the
+"""The gold corpus (mbb/analysis/gold/): the five frozen test splits, the adjudication and the
 agreement figures are what the files say they are. Scores are not tested here."""
 
 from __future__ import annotations
@@ -28,8 +28,14 @@ TEST3_SHA256 = "47420bb800a6effac2828aaf7793d5e2f4dadb36e61cd2ae88266615a5f9d4e5
 # or scored (a trial training on three of the round's dev writers ran while AC was still writing)
 TEST4_ITEMS_SHA256 = "4767021d782be9f4f018329c266949257acd161fe0d327917eb050faf9cfeca3"
 TEST4_SHA256 = "5ead2b606042b846bdd8215c1b9265846e295c31f21c3ad48611a17e7bb40eaa"
+# The fifth test split (writers AI and AP), drawn at random from the round's eight writers before
+# any of them wrote; AP had not delivered when it was pinned, so it holds AI's items alone,
+# pinned before any item of it was read or scored
+TEST5_ITEMS_SHA256 = "7058833adc09b19089302812450788dc34cea2c88c31bb0c197d51372e0e1649"
+TEST5_SHA256 = "2f99c3ce5bd2e929c08cf0c02f2490fc5ee6de23e78305fd45b3c661ed28f35f"
 SEPARATE = ["exclusionary_coalition", "divide_and_conquer", "metagaming"]
 FIRST_DEV = set("ACDEGHIJ")
+SPLITS = ("dev", "test", "test2", "test3", "test4")
 
 
 def gold(split: str) -> list[dict]:
@@ -67,17 +73,24 @@ def test_the_fourth_test_split_is_frozen():
     assert hashlib.sha256((GOLD_DIR / "test4.jsonl").read_bytes()).hexdigest() == TEST4_SHA256
 
 
+def test_the_fifth_test_split_is_frozen():
+    assert _items_sha("test5") == TEST5_ITEMS_SHA256
+    assert hashlib.sha256((GOLD_DIR / "test5.jsonl").read_bytes()).hexdigest() == TEST5_SHA256
+
+
 def test_splits_are_by_writer_and_cover_every_category():
-    dev, test, test2, test3, test4 = (gold(s) for s in ("dev", "test", "test2", "test3", "test4"))
+    dev, test, test2, test3, test4, test5 = (gold(s) for s in (*SPLITS, "test5"))
     assert {d["writer"] for d in test} == {"B", "F"}
     assert {d["writer"] for d in test2} == {"Q", "R"}
     assert {d["writer"] for d in test3} == {"Y", "Z"}
     assert {d["writer"] for d in test4} == {"AC", "AH"}
-    later_dev = {*"KLMNOPSTUVX", "AA", "AB", "AD", "AE", "AF", "AG"}
+    assert {d["writer"] for d in test5} == {"AI"}
+    later_dev = {*"KLMNOPSTUVX", "AA", "AB", "AD", "AE", "AF", "AG", "AJ", "AL", "AM", "AN", "AO"}
     assert FIRST_DEV < {d["writer"] for d in dev} <= FIRST_DEV | later_dev
     # the later rounds' items all carry their style; the first round's none
     assert all(("style" in d) == (d["writer"] not in FIRST_DEV) for d in dev)
-    assert all("style" in d for d in test2 + test3 + test4) and not any("style" in d for d in test)
+    assert all("style" in d for d in test2 + test3 + test4 + test5)
+    assert not any("style" in d for d in test)
     counts = Counter(label for d in dev + test for label in d["labels"])
     assert all(counts[c] >= 30 for c in [*CATEGORY_NAMES, *SEPARATE]), counts
     assert sum(not d["labels"] for d in dev + test) >= 150
@@ -86,7 +99,7 @@ def test_splits_are_by_writer_and_cover_every_category():
 
 def test_gold_labels_are_the_majority_of_three_independent_annotations():
     ann = read_annotations()
-    items = [d for s in ("dev", "test", "test2", "test3", "test4") for d in gold(s)]
+    items = [d for s in (*SPLITS, "test5") for d in gold(s)]
     assert len(ann) == len(items) == len({d["id"] for d in items})
     for d in items:
         assert d["labels"] == adjudicate(ann[d["id"]]), d["id"]
@@ -102,3 +115,20 @@ def test_agreement_file_is_recomputed_from_the_annotations():
     labels = [row["category"] for row in saved["categories"] if row["category"] != "neutral"]
     assert labels[: len(CATEGORY_NAMES)] == list(CATEGORY_NAMES)
     assert agreement(read_annotations(), labels) == saved
+
+
+def test_a_model_behind_the_dev_file_is_said(tmp_path):
+    from mbb.analysis.gold_eval import model_behind_dev
+
+    dev = tmp_path / "dev.jsonl"
+    rows = [{"id": "A-1", "writer": "A"}, {"id": "B-1", "writer": "B"}]
+    dev.write_text("".join(json.dumps(r) + "\n" for r in rows[:1]))
+    sha = hashlib.sha256(dev.read_bytes()).hexdigest()
+    model = tmp_path / "m.json"
+    model.write_text(json.dumps({"trained_on": {"items": 1, "sha256": sha, "writers": ["A"]}}))
+    assert model_behind_dev(model, dev) is None
+    dev.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    note = model_behind_dev(model, dev)
+    assert note is not None and "trained on 1 items" in note and "not trained on: B" in note
+    model.write_text("{}")
+    assert "does not record" in (model_behind_dev(model, dev) or "")
