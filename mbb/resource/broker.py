@@ -51,6 +51,7 @@ MAX_HEADER = 256 << 10  # bytes of the JSON header (the arguments)
 MAX_CONNECTIONS = 4  # calls of one worker served at once
 IO_TIMEOUT_S = 10.0  # a stalled caller is cut off
 ERROR_EXIT = 125  # exit code of a call the broker refused
+END_WAIT_S = 5.0  # how long ending a window waits for a killed call to exit (SIGKILL: ms)
 CLIENT_SOURCE = f'''#!/usr/bin/python3
 """./reference: runs the task's reference program (operator side) on these args and stdin."""
 import json, socket, struct, sys
@@ -209,12 +210,19 @@ class ReferenceBroker:
             self._window_open, self._cgroup = True, cgroup
 
     def end_window(self) -> None:
-        """Refuse new calls and kill every call still running (with all it spawned)."""
+        """Refuse new calls and kill every call still running (with all it spawned); returns
+        once the killed calls have exited, so `running()` counts none of them (their reaper
+        threads would otherwise drop them a moment later)."""
         with self._lock:
             self._window_open, self._cgroup = False, None
             procs = list(self._procs)
         for p in procs:
             _kill_group(p)
+        for p in procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.wait(timeout=END_WAIT_S)
+        with self._lock:
+            self._procs.difference_update(p for p in procs if p.returncode is not None)
 
     def running(self) -> int:
         with self._lock:
