@@ -34,6 +34,7 @@ __all__ = [
     "evaluate_gold",
     "evidence_labels",
     "model_behind_dev",
+    "provisional_items",
     "score_gold",
 ]
 
@@ -131,3 +132,15 @@ def model_behind_dev(
         + (f" (writers not trained on: {', '.join(new)})" if new else "")
         + "; retrain with `python -m mbb.analysis.train_taxonomy`"
     )
+
+
+def provisional_items(items: Sequence[Utterance], annotations: str | Path | None = None) -> int:
+    """How many of `items` carry their author's labels alone in the gold corpus (`provisional`
+    in `annotations.jsonl`: the blind annotations not yet delivered). Items the corpus does not
+    hold count 0.
+
+    `items`: the scored items; `annotations`: the annotations file (default: the gold folder's)."""
+    from mbb.analysis.agreement import read_annotations
+
+    ann = read_annotations(Path(annotations or GOLD_DIR / "annotations.jsonl"))
+    return sum(1 for u in items if set(ann.get(u.id, ())) == {"author"})

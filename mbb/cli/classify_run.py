@@ -264,7 +264,7 @@ def _names(labels: Sequence[Sequence[dict[str, Any]]]) -> list[list[str]]:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from mbb.analysis.gold_eval import model_behind_dev, score_gold
+    from mbb.analysis.gold_eval import model_behind_dev, provisional_items, score_gold
 
     report: dict[str, Any] = {}
     for path in _gold_paths(args):
@@ -272,11 +272,21 @@ def cmd_validate(args: argparse.Namespace) -> int:
         labels = _labels(items, args)
         t, sep = score_gold(items, _names(labels), n_boot=args.boot)
         print(f"{path}: {len(items)} items, classifier {args.classifier}")
+        provisional = provisional_items(items)
+        if provisional:
+            print(
+                f"note: {provisional} of these items carry their author's labels alone "
+                "(provisional: blind annotations not yet delivered)"
+            )
         print("21 categories (separate labels rolled up), 95% bootstrap CIs over items:")
         _print(t)
         print("reported separately:")
         _print(sep)
-        rep: dict[str, Any] = {"taxonomy": t.to_dicts(), "separate": sep.to_dicts()}
+        rep: dict[str, Any] = {
+            "taxonomy": t.to_dicts(),
+            "separate": sep.to_dicts(),
+            "provisional_items": provisional,
+        }
         if args.classifier == "llm":
             rep.update(_compare(items, labels, args))
         report[path] = rep

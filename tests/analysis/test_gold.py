@@ -132,3 +132,20 @@ def test_a_model_behind_the_dev_file_is_said(tmp_path):
     assert note is not None and "trained on 1 items" in note and "not trained on: B" in note
     model.write_text("{}")
     assert "does not record" in (model_behind_dev(model, dev) or "")
+
+
+def test_provisional_items_are_counted(tmp_path):
+    from mbb.analysis.corpus import read_utterances
+    from mbb.analysis.gold_eval import provisional_items
+
+    ann = tmp_path / "annotations.jsonl"
+    ann.write_text(
+        json.dumps({"id": "X-1", "author": [], "provisional": True})
+        + "\n"
+        + json.dumps({"id": "X-2", "author": [], "blind_1": [], "blind_2": []})
+        + "\n"
+    )
+    gold_file = tmp_path / "g.jsonl"
+    rows = [{"id": f"X-{i}", "channel": "public", "text": "ok", "labels": []} for i in (1, 2, 3)]
+    gold_file.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert provisional_items(read_utterances(gold_file, require_labels=True), ann) == 1

@@ -194,6 +194,7 @@ def test_one_command_scores_several_splits_with_kappa_and_the_combined_classifie
         assert set(r) == {
             "taxonomy",
             "separate",
+            "provisional_items",
             "evidence",
             "kappa_llm_vs_evidence",
             "combined",
