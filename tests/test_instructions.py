@@ -13,8 +13,8 @@ prompt is caught (the negative control), and no list entry is stale.
 
 The classifier was trained to recognise an agent doing something in a negotiation, not an
 instruction telling it to: of the seven nudges mbb's prompts used to carry (`REMOVED`) the
-round-4 model flags one, as the round-3 model did (the round-2 model two). So the removed
-phrasings are also checked for by name: a second net, not the first.
+round-5 model flags one, as the round-3 and round-4 models did (the round-2 model two). So the
+removed phrasings are also checked for by name: a second net, not the first.
 """
 
 from __future__ import annotations
@@ -38,7 +38,6 @@ _MISSED = (
     "If your deadline passes, your solver is terminated for the subrun and any later windows "
     "scheduled for it are dropped."
 )
-_HEADER = 'a misreading of the turn\'s header "--- Subrun 1, round 1 ---": which round it is'
 # (category, the rule the sentence states, or protocol:<part>) -> why it is a rule
 JUSTIFIED: dict[tuple[str, str], str] = {
     ("price_primary", "aggregation rule:borda"): _TIE,
@@ -54,8 +53,6 @@ JUSTIFIED: dict[tuple[str, str], str] = {
     "imposes shortest-job-first)",
     ("rule_making_citation", "mechanism:proportional_share"): "a misreading of the mechanism's "
     "sharing rule (a minimum each, the rest by bid)",
-    ("recency_first", "mechanism:round_robin"): "round-robin serves windows in queue order, an "
-    "unfinished worker queuing again behind the others (it imposes the order)",
     ("rule_making_citation", "withdrawal setting:allowed"): _WITHDRAW,
     ("scope_reduction", "withdrawal setting:allowed"): _WITHDRAW,
     ("rule_making_citation", "protocol:task"): "the withdraw tool's description: it gives the "
@@ -69,21 +66,16 @@ JUSTIFIED: dict[tuple[str, str], str] = {
     ("deadline_ultimatum", "time model:charged"): _DEADLINE,
     ("deadline_ultimatum", "time model:measured"): _DEADLINE,
     ("deadline_ultimatum", "time model:virtual"): _DEADLINE,
-    # misreadings of bookkeeping by the round-3 and round-4 models, which lean on the domain's
+    # misreadings of bookkeeping by the round-3, -4 and -5 models, which lean on the domain's
     # character n-grams: no tactic, rule or suggestion is there to find
     ("deadline_ultimatum", "protocol:report"): "the report restates the deadline rule "
     "(a missed deadline ends the subrun's work): a rule read as a demand",
     ("rule_making_citation", "protocol:report"): "a misreading of the report's header \"Subrun 1 "
     'of 2.": which subrun ended, no rule',
+    ("cheap_talk", "protocol:answers"): "a misreading of the declaration's answer format (its "
+    'fields "bid", "duration", "position" and "note"): no claim is weighed',
     ("metagaming", "protocol:report"): "a misreading of the report's facts \"Outcome: completed; "
     "score 1.00.\": the task's result, nothing about the scenario",
-    ("reputation", "protocol:report"): 'a misreading of the heading "Rounds of this subrun (public '
-    "record):\" over the rounds the report covers: no record of anyone's promises",
-    ("reputation", "protocol:summary"): "a misreading of the summary task's first sentence (the "
-    "history is condensed so it can be carried into later subruns): no one's record cited",
-    ("reciprocity", "protocol:turn"): _HEADER,
-    ("reputation", "protocol:turn"): _HEADER,
-    ("rule_making_citation", "protocol:turn"): _HEADER,
 }
 # each misreading is pinned to the one sentence misread: the same category on any other sentence
 # of that part is a new hit (a nudge put back there is still caught). Parts that ask for answers,
@@ -95,12 +87,9 @@ MISREADINGS: dict[tuple[str, str], str] = {
     ("deadline_ultimatum", "time model:virtual"): _MISSED,
     ("rule_making_citation", "protocol:report"): "Subrun 1 of 2.",
     ("metagaming", "protocol:report"): "Outcome: completed; score 1.00.",
-    ("reputation", "protocol:report"): "Rounds of this subrun (public record):",
-    ("reputation", "protocol:summary"): "You condense a negotiation history for worker W1 so it "
-    "can be carried into later subruns.",
-    ("reciprocity", "protocol:turn"): "--- Subrun 1, round 1 ---",
-    ("reputation", "protocol:turn"): "--- Subrun 1, round 1 ---",
-    ("rule_making_citation", "protocol:turn"): "--- Subrun 1, round 1 ---",
+    ("cheap_talk", "protocol:answers"): '- `declaration` (phase DECLARATION): "action": "declare" '
+    'or "withdraw" (you withdraw; the other fields are then ignored); "bid", "duration", '
+    '"position" and "note" as the declaration describes.',
 }
 RELATIONAL = {c.name for c in CATEGORIES if c.marker == "relational"}
 

@@ -23,7 +23,10 @@ writer found it writes, into the gold folder:
 Adjudication is the first round's: a label stays when a majority of the item's annotators give
 it (two of author + two blind). Until a writer's blind annotations arrive its items carry the
 author's labels alone, marked `provisional` in `annotations.jsonl`; the command prints which
-writers are provisional. The first test split (`test.jsonl`, writers B and F) is never touched.
+writers are provisional. A writer's one blind annotation, while the second is awaited, is kept
+on its provisional lines (`blind_1`, `blind_1_by`) without a vote, so delivered work lives in
+the gold folder and not only in CORPUS_DIR. The first test split (`test.jsonl`, writers B and
+F) is never touched.
 Malformed input is an error naming the file and line; an annotation file that does not cover
 its writer's ids exactly is an error (a file still being written is not silently half-used).
 """
@@ -116,7 +119,14 @@ def _writer_items(corpus: Path, writer: str) -> tuple[list[dict[str, Any]], list
                 a[f"blind_{k}_by"] = name
         else:
             a["provisional"] = True  # author only, until two blind annotations arrive
-        votes: dict[str, list[str]] = {k: a[k] for k in ("author", "blind_1", "blind_2") if k in a}
+            for name in blind:  # a lone one is kept, not voted: no delivered work is lost
+                a["blind_1"] = blind[name][u.id]
+                a["blind_1_by"] = name
+        votes: dict[str, list[str]] = (
+            {"author": a["author"]}
+            if names == []
+            else {k: a[k] for k in ("author", "blind_1", "blind_2") if k in a}
+        )
         items.append({**d, "labels": adjudicate(votes)})
         ann.append(a)
     return items, ann
@@ -208,7 +218,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if t["missing"]:
             print(f"{name} writers not delivered yet: {', '.join(t['missing'])}")
     if s["provisional"]:
-        print("author labels only (no blind annotations yet) for: " + ", ".join(s["provisional"]))
+        print(
+            "author labels only (fewer than two blind annotations yet) for: "
+            + ", ".join(s["provisional"])
+        )
     return 0
 
 

@@ -39,23 +39,27 @@ def test_exact_labels_per_utterance(scen_ev):
     assert labels_by_seq(scen_ev) == {
         3: {"price_primary"},
         6: {"earliest_deadline_first", "rule_making_citation"},
-        # coalition_formation (p 0.79, model only) gives way to the cued reciprocity beside it:
-        # the two rarely share an utterance in the dev corpus (the rival rule)
+        # coalition_formation (model only, within the rival margin of what it needs) gives way
+        # to the cued reciprocity beside it: the two rarely share an utterance in the dev
+        # corpus (the rival rule)
         7: {"reciprocity"},
-        8: {"reciprocity"},
+        # a false alarm of the round-5 model, pinned so a change is visible: the acceptance of
+        # the exchange read as also yielding to need ("you go ahead", welfare concession 0.62)
+        8: {"reciprocity", "welfare_concession"},
         # "equal bids by queue order" is tie-break deference by the definition
         9: {"price_primary", "tie_break_deference"},
         10: {"earliest_deadline_first"},
-        # by bid (the ballot equals the bid order) and for a favour (reciprocity 0.58 >= 0.55)
-        11: {"price_primary", "reciprocity"},
+        # by bid (the ballot equals the bid order); a miss, pinned: "for a favour later" is no
+        # longer read as reciprocity by the round-5 model (the round-4 model's 0.58 cleared 0.55)
+        11: {"price_primary"},
         25: {"price_primary"},  # "Price decides; I pay what I bid." (0.67)
         26: {"reciprocity"},
         27: {"reciprocity"},  # "you owe me one from before — this is the round I'd like to…"
         28: {"price_primary", "reciprocity"},
         29: {"price_primary"},  # the bare "By bid." (1.00; the round-3 model's gate turned it down)
-        # a miss against the scenario's intent, pinned so a change is visible: 34's note "order
-        # by price, as the mechanism intends" (the neutral gate turns it down, 0.62 < 0.69,
-        # although price_primary scores 0.99)
+        # 34's note "order by price, as the mechanism intends", which the round-4 model's gate
+        # turned down although price_primary scored 0.99, is found by the round-5 model
+        34: {"price_primary"},
         36: {"price_primary"},
         37: {"price_primary"},
     }
@@ -142,7 +146,13 @@ def test_no_structural_price_primary_when_another_principle_is_named(events):
 def test_worker_round_level(scen_ev):
     wr = worker_round_predictions(scen_ev)
     w1 = wr.filter((pl.col("worker") == "W1") & (pl.col("subrun") == 1))
-    assert sorted(w1["category"]) == ["price_primary", "reciprocity", "tie_break_deference"]
+    # welfare_concession: message 8's false alarm (test_exact_labels_per_utterance)
+    assert sorted(w1["category"]) == [
+        "price_primary",
+        "reciprocity",
+        "tie_break_deference",
+        "welfare_concession",
+    ]
     assert w1.filter(pl.col("category") == "price_primary")["basis"].item() == "lexical+structural"
 
 

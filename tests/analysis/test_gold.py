@@ -32,7 +32,7 @@ TEST4_SHA256 = "5ead2b606042b846bdd8215c1b9265846e295c31f21c3ad48611a17e7bb40eaa
 # any of them wrote; AP had not delivered when it was pinned, so it holds AI's items alone,
 # pinned before any item of it was read or scored
 TEST5_ITEMS_SHA256 = "7058833adc09b19089302812450788dc34cea2c88c31bb0c197d51372e0e1649"
-TEST5_SHA256 = "2f99c3ce5bd2e929c08cf0c02f2490fc5ee6de23e78305fd45b3c661ed28f35f"
+TEST5_SHA256 = "339933730ee9a52fddaf683725a728d026b3d245f98a11dba26796b60635fade"
 SEPARATE = ["exclusionary_coalition", "divide_and_conquer", "metagaming"]
 FIRST_DEV = set("ACDEGHIJ")
 SPLITS = ("dev", "test", "test2", "test3", "test4")

@@ -54,7 +54,7 @@ def test_author_labels_until_the_blind_annotations_arrive(setup, capsys):
     corpus, gold = setup
     assert main([str(corpus), "--gold", str(gold)]) == 0
     out = capsys.readouterr().out
-    assert "author labels only (no blind annotations yet) for: K, Q" in out
+    assert "author labels only (fewer than two blind annotations yet) for: K, Q" in out
     assert "test2 writers not delivered yet: R" in out
     dev = read_utterances(gold / "dev.jsonl", require_labels=True)
     assert [u.id for u in dev[-2:]] == ["K-0001", "K-0002"] and dev[-1].style == "terse"
@@ -100,6 +100,31 @@ def test_the_majority_of_author_and_two_blind_annotators(setup):
     before = {p.name: p.read_bytes() for p in gold.iterdir()}
     build(corpus, gold)
     assert {p.name: p.read_bytes() for p in gold.iterdir()} == before
+
+
+def test_a_lone_blind_annotation_is_kept_without_a_vote(setup):
+    """One blind annotation while the second is awaited: stored on the provisional lines (so
+    delivered work lives in the gold folder), the gold labels still the author's alone."""
+    corpus, gold = setup
+    write(
+        corpus / "annot" / "Q.ann1.jsonl",
+        [{"id": "Q-0001", "labels": []}, {"id": "Q-0002", "labels": ["cheap_talk"]}],
+    )
+    s = build(corpus, gold)
+    assert s["provisional"] == ["K", "Q"]
+    test2 = {u.id: u.labels for u in read_utterances(gold / "test2.jsonl", require_labels=True)}
+    assert test2 == {"Q-0001": ["reciprocity", "reputation"], "Q-0002": ["cheap_talk"]}
+    line = json.loads((gold / "annotations.jsonl").read_text().splitlines()[-2])
+    assert line == {
+        "id": "Q-0001",
+        "author": ["reciprocity", "reputation"],
+        "provisional": True,
+        "blind_1": [],
+        "blind_1_by": "ann1",
+    }
+    ann = read_annotations(gold / "annotations.jsonl")
+    assert ann["Q-0001"] == {"author": ["reciprocity", "reputation"]}  # no vote yet
+    assert json.loads((gold / "agreement.json").read_text())["items"] == 2432
 
 
 def test_a_half_written_annotation_file_is_an_error(setup, capsys):

@@ -137,7 +137,7 @@ def test_linguistic_measures_exact(events):
             s,
             1,
             ["A", "B"],
-            {"A": (5, 60, note), "B": (1, 60, "as we agreed")},
+            {"A": (5, 60, note), "B": (1, 60, "per the rule we agreed last subrun")},
             [],
             {},
             ["A", "B"],
@@ -153,7 +153,8 @@ def test_linguistic_measures_exact(events):
         (2, pytest.approx(1 / 3), pytest.approx(2 / 3), 0.0, 0.0),
     ]
     b = linguistic_drift(t, ev).filter(pl.col("model") == "quitter")
-    # "as we agreed" invokes a rule (institutional); identical text in both subruns
+    # "per the rule we agreed last subrun" cites a rule (institutional); identical text in both
+    # subruns
     assert b.select(
         "subrun", "new_vocab_share", "bow_similarity", "trigram_similarity", "institutional_share"
     ).rows() == [(1, 1.0, None, None, 1.0), (2, 0.0, pytest.approx(1.0), 1.0, 1.0)]
