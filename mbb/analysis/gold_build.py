@@ -28,7 +28,9 @@ on its provisional lines (`blind_1`, `blind_1_by`) without a vote, so delivered 
 the gold folder and not only in CORPUS_DIR. The first test split (`test.jsonl`, writers B and
 F) is never touched.
 Malformed input is an error naming the file and line; an annotation file that does not cover
-its writer's ids exactly is an error (a file still being written is not silently half-used).
+its writer's ids exactly is an error (a file still being written is not silently half-used);
+a corpus folder with no writer, or without a later-round writer the gold folder holds, is an
+error before anything is written (a mistyped path never empties the gold files).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from mbb.analysis.agreement import GOLD_DIR, adjudicate, agreement
+from mbb.analysis.agreement import GOLD_DIR, adjudicate, agreement, read_annotations
 from mbb.analysis.corpus import CorpusError, parse_lines
 from mbb.core.taxonomy import ALL_LABELS
 
@@ -143,10 +145,23 @@ def build(corpus: str | Path, gold: str | Path = GOLD_DIR) -> dict[str, Any]:
     `corpus`: the writers' folder (raw/, annot/); `gold`: the gold folder to write."""
     corpus, gold = Path(corpus), Path(gold)
     writers = sorted(p.stem for p in (corpus / "raw").glob("*.jsonl"))
+    if not writers:
+        raise CorpusError(f"{corpus / 'raw'}: no writer's file (<WRITER>.jsonl) there")
     clash = [w for w in writers if w in FIRST_ROUND_WRITERS]
     if clash:
         raise CorpusError(f"{corpus / 'raw'}: writer(s) {clash} are first-round writers")
     new = set(writers)
+    # the build rewrites every later-round writer's lines: one the corpus lacks would be dropped
+    kept = {
+        i.split("-", 1)[0]
+        for i in read_annotations(gold / "annotations.jsonl")
+        if i.split("-", 1)[0] not in FIRST_ROUND_WRITERS
+    }
+    if kept - new:
+        raise CorpusError(
+            f"{corpus / 'raw'}: lacks writer(s) {', '.join(sorted(kept - new))} whose items "
+            f"{gold} holds; the build would drop them (give the whole corpus)"
+        )
     old_dev = [
         x
         for x in (gold / "dev.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
@@ -178,8 +193,6 @@ def build(corpus: str | Path, gold: str | Path = GOLD_DIR) -> dict[str, Any]:
         if rows:  # a split none of whose writers delivered yet is left as it is
             (gold / f"{name}.jsonl").write_text(_dump(rows), encoding="utf-8")
     (gold / "annotations.jsonl").write_text("".join(old_ann) + _dump(ann_new), encoding="utf-8")
-    from mbb.analysis.agreement import read_annotations
-
     result = agreement(read_annotations(gold / "annotations.jsonl"), list(ALL_LABELS))
     (gold / "agreement.json").write_text(json.dumps(result, indent=1) + "\n")
     return {

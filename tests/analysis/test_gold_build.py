@@ -35,8 +35,11 @@ def write(path, rows):
 def setup(tmp_path):
     gold = tmp_path / "gold"
     gold.mkdir()
-    for f in ("dev.jsonl", "annotations.jsonl", "test.jsonl"):
-        shutil.copy(GOLD_DIR / f, gold / f)
+    shutil.copy(GOLD_DIR / "test.jsonl", gold / "test.jsonl")
+    for f in ("dev.jsonl", "annotations.jsonl"):  # the first round's lines: the gold folder
+        lines = (GOLD_DIR / f).read_text(encoding="utf-8").splitlines(keepends=True)
+        first = [x for x in lines if json.loads(x)["id"].split("-", 1)[0] in set("ABCDEFGHIJ")]
+        (gold / f).write_text("".join(first), encoding="utf-8")
     corpus = tmp_path / "corpus"
     write(corpus / "raw" / "K.jsonl", [item("K", 1, ["anchoring"]), item("K", 2, [])])
     write(
@@ -47,7 +50,7 @@ def setup(tmp_path):
 
 
 def old_lines(path):
-    return [x for x in path.read_text().splitlines() if json.loads(x)["writer"] in "ACDEGHIJ"]
+    return [x for x in path.read_text().splitlines() if json.loads(x)["writer"] in set("ACDEGHIJ")]
 
 
 def test_author_labels_until_the_blind_annotations_arrive(setup, capsys):
@@ -125,6 +128,20 @@ def test_a_lone_blind_annotation_is_kept_without_a_vote(setup):
     ann = read_annotations(gold / "annotations.jsonl")
     assert ann["Q-0001"] == {"author": ["reciprocity", "reputation"]}  # no vote yet
     assert json.loads((gold / "agreement.json").read_text())["items"] == 2432
+
+
+def test_a_corpus_that_would_drop_writers_is_an_error_before_anything_is_written(setup, tmp_path):
+    """A mistyped or partial corpus path never empties the gold files."""
+    corpus, gold = setup
+    before = {p.name: p.read_bytes() for p in gold.iterdir()}
+    with pytest.raises(CorpusError, match=r"no writer's file"):
+        build(tmp_path / "no_such_corpus", gold)
+    build(corpus, gold)  # K and Q are now in the gold folder...
+    (corpus / "raw" / "K.jsonl").unlink()
+    with pytest.raises(CorpusError, match=r"lacks writer\(s\) K whose items"):
+        build(corpus, gold)  # ...so a corpus without K would drop them
+    assert main([str(tmp_path / "typo"), "--gold", str(gold)]) == 2
+    assert before.keys() <= {p.name for p in gold.iterdir()}
 
 
 def test_a_half_written_annotation_file_is_an_error(setup, capsys):
