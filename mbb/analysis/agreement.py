@@ -32,9 +32,29 @@ import numpy as np
 
 from mbb.analysis.validation import cohen_kappa
 
-__all__ = ["ANNOTATORS", "GOLD_DIR", "adjudicate", "agreement", "read_annotations"]
+__all__ = [
+    "ANNOTATORS",
+    "FIRST_ROUND_WRITERS",
+    "GOLD_DIR",
+    "TEST_SPLITS",
+    "adjudicate",
+    "agreement",
+    "read_annotations",
+]
 
 GOLD_DIR = Path(__file__).resolve().parent / "gold"
+# the gold folder's layout (here, not in gold_build, so reading it never loads the builder)
+FIRST_ROUND_WRITERS = frozenset("ABCDEFGHIJ")  # the first corpus: dev A C D E G-J, test B F
+# the later frozen test splits and their writers: the second round's K-R (test2: Q, R), the
+# third round's S-V, X-Z (test3: Y, Z), the fourth round's AA-AH (test4: AC, AH), the fifth's AI-AP
+# (test5: AI, AP); each pair chosen before any of its round's items was read (the fourth's and
+# fifth's drawn at random before anyone wrote)
+TEST_SPLITS: dict[str, tuple[str, ...]] = {
+    "test2": ("Q", "R"),
+    "test3": ("Y", "Z"),
+    "test4": ("AC", "AH"),
+    "test5": ("AI", "AP"),
+}
 ANNOTATORS = ("author", "blind_1", "blind_2")
 PAIRS = (("author", "blind_2"), ("author", "blind_1"), ("blind_1", "blind_2"))
 

@@ -42,23 +42,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from mbb.analysis.agreement import GOLD_DIR, adjudicate, agreement, read_annotations
+from mbb.analysis.agreement import (
+    FIRST_ROUND_WRITERS,
+    GOLD_DIR,
+    TEST_SPLITS,
+    adjudicate,
+    agreement,
+    read_annotations,
+)
 from mbb.analysis.corpus import CorpusError, parse_lines
 from mbb.core.taxonomy import ALL_LABELS
 
 __all__ = ["FIRST_ROUND_WRITERS", "TEST_SPLITS", "build", "main"]
 
-FIRST_ROUND_WRITERS = frozenset("ABCDEFGHIJ")  # the first corpus: dev A C D E G-J, test B F
-# the later frozen test splits and their writers: the second round's K-R (test2: Q, R), the
-# third round's S-V, X-Z (test3: Y, Z), the fourth round's AA-AH (test4: AC, AH), the fifth's AI-AP
-# (test5: AI, AP); each pair chosen before any of its round's items was read (the fourth's and
-# fifth's drawn at random before anyone wrote)
-TEST_SPLITS: dict[str, tuple[str, ...]] = {
-    "test2": ("Q", "R"),
-    "test3": ("Y", "Z"),
-    "test4": ("AC", "AH"),
-    "test5": ("AI", "AP"),
-}
 _SPLIT_OF = {w: name for name, ws in TEST_SPLITS.items() for w in ws}
 
 

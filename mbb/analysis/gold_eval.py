@@ -22,8 +22,8 @@ from typing import Any
 
 import polars as pl
 
+from mbb.analysis.agreement import TEST_SPLITS
 from mbb.analysis.corpus import Utterance, read_utterances
-from mbb.analysis.gold_build import TEST_SPLITS
 from mbb.analysis.validation import gold_prf
 from mbb.core.taxonomy import CATEGORY_NAMES, SEPARATE_NAMES, roll_up
 
@@ -40,7 +40,7 @@ __all__ = [
 
 GOLD_DIR = Path(__file__).resolve().parent / "gold"
 # the frozen test splits, no training item from their writers: B and F (first round), then the
-# later rounds' (`gold_build.TEST_SPLITS`: Q and R, Y and Z, AC and AH, AI and AP); the README
+# later rounds' (`agreement.TEST_SPLITS`: Q and R, Y and Z, AC and AH, AI and AP); the README
 # says how often each was scored
 FROZEN_SPLITS: tuple[str, ...] = ("test.jsonl", *(f"{name}.jsonl" for name in TEST_SPLITS))
 
