@@ -133,15 +133,21 @@ def test_a_lone_blind_annotation_is_kept_without_a_vote(setup):
 def test_a_corpus_that_would_drop_writers_is_an_error_before_anything_is_written(setup, tmp_path):
     """A mistyped or partial corpus path never empties the gold files."""
     corpus, gold = setup
-    before = {p.name: p.read_bytes() for p in gold.iterdir()}
+
+    def files() -> dict[str, bytes]:
+        return {p.name: p.read_bytes() for p in gold.iterdir()}
+
+    before = files()
     with pytest.raises(CorpusError, match=r"no writer's file"):
         build(tmp_path / "no_such_corpus", gold)
+    assert main([str(tmp_path / "typo"), "--gold", str(gold)]) == 2
+    assert files() == before
     build(corpus, gold)  # K and Q are now in the gold folder...
+    built = files()
     (corpus / "raw" / "K.jsonl").unlink()
     with pytest.raises(CorpusError, match=r"lacks writer\(s\) K whose items"):
         build(corpus, gold)  # ...so a corpus without K would drop them
-    assert main([str(tmp_path / "typo"), "--gold", str(gold)]) == 2
-    assert before.keys() <= {p.name for p in gold.iterdir()}
+    assert files() == built
 
 
 def test_a_half_written_annotation_file_is_an_error(setup, capsys):
