@@ -117,13 +117,13 @@ def _writer_items(corpus: Path, writer: str) -> tuple[list[dict[str, Any]], list
                 a[f"blind_{k}_by"] = name
         else:
             a["provisional"] = True  # author only, until two blind annotations arrive
-            for name in blind:  # a lone one is kept, not voted: no delivered work is lost
-                a["blind_1"] = blind[name][u.id]
-                a["blind_1_by"] = name
+            if blind:  # a lone one is kept, not voted: no delivered work is lost
+                ((name, labels),) = blind.items()
+                a["blind_1"], a["blind_1_by"] = labels[u.id], name
         votes: dict[str, list[str]] = (
-            {"author": a["author"]}
-            if names == []
-            else {k: a[k] for k in ("author", "blind_1", "blind_2") if k in a}
+            {k: a[k] for k in ("author", "blind_1", "blind_2")}
+            if names
+            else {"author": a["author"]}
         )
         items.append({**d, "labels": adjudicate(votes)})
         ann.append(a)

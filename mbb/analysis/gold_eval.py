@@ -22,7 +22,7 @@ from typing import Any
 
 import polars as pl
 
-from mbb.analysis.agreement import TEST_SPLITS
+from mbb.analysis.agreement import TEST_SPLITS, read_annotations
 from mbb.analysis.corpus import Utterance, read_utterances
 from mbb.analysis.validation import gold_prf
 from mbb.core.taxonomy import CATEGORY_NAMES, SEPARATE_NAMES, roll_up
@@ -140,7 +140,5 @@ def provisional_items(items: Sequence[Utterance], annotations: str | Path | None
     hold count 0.
 
     `items`: the scored items; `annotations`: the annotations file (default: the gold folder's)."""
-    from mbb.analysis.agreement import read_annotations
-
     ann = read_annotations(Path(annotations or GOLD_DIR / "annotations.jsonl"))
     return sum(1 for u in items if set(ann.get(u.id, ())) == {"author"})
