@@ -80,7 +80,8 @@ class LlmCacheError(RuntimeError):
 
 class RunStopped(BackendFatal, RuntimeError):
     """The run stops here and can be resumed later: nothing of the call that raised it is
-    recorded (no answer, no failure, no cache entry), so a resumed run makes that call again.
+    recorded (no answer, no failure; in the replay cache only a stop marker, which a replay
+    reads and a resumed run ignores), so a resumed run makes that call again.
     The run ends with a `run_ended` event of status `stopped`."""
 
 

@@ -138,13 +138,13 @@ class LlmClient:
     def stack(self, emit: Emit | None = None, cache: LlmCache | None = None) -> Provider:
         """The provider a call goes through: the network part under the client's endpoint
         breaker, the cache and the audit when given. A replay (cache mode `replay`) puts the
-        breaker above the cache, so a failure served from it counts as it did when recorded
-        and the replay stops where the run stopped; otherwise the breaker counts the network's
-        failures only (a resumed run retries what stopped it instead of stopping there again).
+        breaker above the cache, so the replay stops where the recorded run stopped (the
+        cache's stop marker); otherwise the breaker counts the network's failures only and the
+        cache sits above it (a resumed run retries what stopped it instead of stopping there).
         `emit`: `EventLog.emit` for the `llm_call` events; `cache`: the replay cache."""
         p: Provider = self.network
         if cache is not None and cache.mode == "replay":
-            p = self.breaker.over(Cached(p, cache, self.redactor))
+            p = self.breaker.over(Cached(p, cache, self.redactor), replay=True)
         else:
             p = self.breaker.over(p)
             if cache is not None:

@@ -10,8 +10,11 @@
   the key or the model (401/403/404, a missing key variable) — opens the breaker, and every
   call to that endpoint raises `EndpointDown`: the runs stop, recorded and resumable, with one
   line naming the endpoint and its last error. Failures before the breaker opens are recorded
-  and answered by the caller's stated default; the call that opens it is not recorded, so a
-  resumed run makes it again. A success resets the count. mbb's choice: 3 in a row.
+  and answered by the caller's stated default; the call that opens it gets only a stop marker
+  in the replay cache, so a resumed run makes it again and a replay stops there. A success
+  resets the count. mbb's choice: 3 in a row. The count is per endpoint across every run of
+  the client (a batch's seeds share it: a dead endpoint stops them all), so a replay of one
+  seed does not count: it stops where the recording's marker says.
 """
 
 from __future__ import annotations
@@ -122,17 +125,21 @@ class EndpointBreaker:
         line = self.down.setdefault(endpoint, why)
         return EndpointDown(f"endpoint {endpoint} is down: {line}", endpoint=endpoint)
 
-    def over(self, inner: Provider) -> Provider:
-        """This breaker (its counts, its stopped endpoints) in front of another provider: a
-        run's stack puts it above its replay cache, so an answer or an error served from the
-        cache counts as it did when recorded and a replay stops where the run stopped."""
-        return _BreakerOver(self, inner)
+    def over(self, inner: Provider, *, replay: bool = False) -> Provider:
+        """This breaker (its counts, its stopped endpoints) in front of another provider.
+        `replay`: `inner` is a replay cache; the breaker then opens only where the recording
+        stopped (its stop marker, or for a cache recorded before markers a miss right after
+        `stop_after - 1` replayed failures), never on a count of replayed failures, which a
+        replay of one seed of a batch cannot reproduce."""
+        return _BreakerOver(self, inner, replay=replay)
 
     async def complete(self, call: Call) -> LlmResult:
         return await self.complete_through(self.inner, call)
 
-    async def complete_through(self, inner: Provider, call: Call) -> LlmResult:
-        """`call` through `inner`, counted by this breaker."""
+    async def complete_through(
+        self, inner: Provider, call: Call, *, replay: bool = False
+    ) -> LlmResult:
+        """`call` through `inner`, counted by this breaker; `replay`: see `over`."""
         endpoint = endpoint_of(call)
         if endpoint in self.down:
             raise self._open(endpoint, self.down[endpoint])
@@ -140,10 +147,13 @@ class EndpointBreaker:
             result = await inner.complete(call)
         except LlmConfigError as exc:  # the key or the model is refused: no retry helps
             raise self._open(endpoint, " ".join(str(exc).split())[:300]) from None
+        except EndpointDown as exc:  # a replayed stop marker: the endpoint stays down
+            self.down.setdefault(endpoint, str(exc).split(" is down: ", 1)[-1])
+            raise
         except CacheMiss:
-            # a replay (the breaker above the cache): the call that opened the breaker was never
-            # recorded (`RunStopped`), so a miss right after `stop_after - 1` replayed failures
-            # is where the recorded run stopped, and the replay stops there too
+            # a replay of a cache recorded before stop markers: the call that opened the
+            # breaker was never recorded, so a miss right after `stop_after - 1` replayed
+            # failures is where the recorded run stopped, and the replay stops there too
             n = self._failures.get(endpoint, 0) + 1
             if n >= self.stop_after:
                 why = f"{n} call(s) in a row failed (replayed: the recorded run stopped here)"
@@ -151,7 +161,7 @@ class EndpointBreaker:
             raise
         except LlmUnavailable as exc:
             n = self._failures[endpoint] = self._failures.get(endpoint, 0) + 1
-            if n >= self.stop_after:
+            if n >= self.stop_after and not replay:
                 why = f"{n} call(s) in a row failed; the last: {' '.join(str(exc).split())[:300]}"
                 raise self._open(endpoint, why) from None
             raise
@@ -165,12 +175,13 @@ class EndpointBreaker:
 class _BreakerOver:
     """`EndpointBreaker.over`: the breaker's state, another provider beneath."""
 
-    def __init__(self, breaker: EndpointBreaker, inner: Provider) -> None:
+    def __init__(self, breaker: EndpointBreaker, inner: Provider, *, replay: bool) -> None:
         self.breaker = breaker
         self.inner = inner
+        self.replay = replay
 
     async def complete(self, call: Call) -> LlmResult:
-        return await self.breaker.complete_through(self.inner, call)
+        return await self.breaker.complete_through(self.inner, call, replay=self.replay)
 
     async def aclose(self) -> None:
         await self.inner.aclose()

@@ -25,7 +25,16 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
-from mbb.core.errors import CacheMiss, LlmConfigError, LlmError, LlmTransient, LlmUnavailable
+from mbb.core.errors import (
+    BudgetExhausted,
+    CacheMiss,
+    EndpointDown,
+    LlmConfigError,
+    LlmError,
+    LlmTransient,
+    LlmUnavailable,
+    RunStopped,
+)
 from mbb.core.events import LlmCall
 from mbb.llm.budget import SpendLedger
 from mbb.llm.cache import LlmCache
@@ -210,8 +219,12 @@ class Cached:
     the original run charged; an entry recorded without one replays with 0. A final
     `LlmUnavailable` is stored too and reproduced in both modes, so the caller applies the same
     default: the same run with the same cache gives the same events (a resumed run checks
-    them). A stop (`mbb.core.errors.RunStopped`) is never stored. Keys are `request_key` of
-    the body."""
+    them). A stop (`mbb.core.errors.RunStopped`: the endpoint breaker opened, the spend cap
+    was reached) is stored as a marker that only a replay reads: the replay stops at that call
+    as the recorded run did, even when what stopped it was a sibling run of its batch (the
+    seeds of a batch share one breaker and one budget, which a replay of one seed cannot
+    count again); a resumed run (read_write) ignores the marker and makes the call again.
+    Keys are `request_key` of the body."""
 
     def __init__(self, inner: Provider, cache: LlmCache, redactor: Redactor | None = None) -> None:
         """`inner`: the provider asked on a miss; `cache`: the store and its mode; `redactor`:
@@ -228,6 +241,10 @@ class Cached:
         stored = cache.get(call.key)
         if stored is not None:
             stored = self.redactor.data(stored)
+        if stored is not None and "stopped" in stored:
+            if cache.mode == "replay":
+                raise _replayed_stop(call, stored)
+            stored = None  # a resumed run asks again what stopped the recorded one
         if stored is not None and "error" in stored:
             raise LlmUnavailable(
                 stored["error"], latency_s=float(stored.get("latency_s", 0.0)), cache_hit=True
@@ -248,6 +265,11 @@ class Cached:
             )
         try:
             result = await self.inner.complete(call)
+        except RunStopped as exc:
+            if cache.mode == "read_write":
+                stop = {"stopped": self.redactor.text(str(exc)), "stop": _stop_kind(exc)}
+                cache.put(call.key, self.redactor.data(call.body), stop)
+            raise
         except LlmUnavailable as exc:
             if cache.mode == "read_write":
                 error = {"error": self.redactor.text(str(exc)), "latency_s": exc.latency_s}
@@ -260,6 +282,26 @@ class Cached:
 
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+
+def _stop_kind(exc: RunStopped) -> str:
+    """How a stop is named in its cache marker."""
+    if isinstance(exc, EndpointDown):
+        return "endpoint_down"
+    if isinstance(exc, BudgetExhausted):
+        return "budget"
+    return "stopped"
+
+
+def _replayed_stop(call: Call, stored: Mapping[str, object]) -> RunStopped:
+    """The stop a replay raises at a call whose recording stopped there (`Cached`)."""
+    why = str(stored["stopped"])
+    kind = stored.get("stop")
+    if kind == "endpoint_down":
+        return EndpointDown(why, endpoint=endpoint_of(call))
+    if kind == "budget":
+        return BudgetExhausted(why)
+    return RunStopped(why)
 
 
 class Audited:

@@ -375,9 +375,9 @@ def test_aclose_closes_every_client_and_a_later_call_reopens(server) -> None:
 
 
 def test_a_replay_stops_where_the_recorded_run_stopped_and_a_resume_retries(tmp_path):
-    """The endpoint breaker counts replayed failures (it sits above the cache in a replay), and
-    the call that opened it was never recorded: the replay stops at that call, as the run did.
-    A resumed run (read_write) does not count recorded failures: it asks the endpoint again."""
+    """The call that opened the endpoint breaker left only a stop marker in the cache: the
+    replay stops at that call with the recorded reason, as the run did. A resumed run
+    (read_write) neither counts recorded failures nor reads the marker: it asks again."""
     from mbb.core.errors import EndpointDown
 
     answering = False
@@ -410,7 +410,87 @@ def test_a_replay_stops_where_the_recorded_run_stopped_and_a_resume_retries(tmp_
         assert recorded == ["failed", "failed", "down: 3 call(s) in a row failed; the l"]
         sent = len(server.completions)
         replayed = asyncio.run(go("replay"))
-        assert replayed == ["failed", "failed", "down: 3 call(s) in a row failed (repla"]
+        assert replayed == recorded
         assert len(server.completions) == sent  # nothing asked
         answering = True
         assert asyncio.run(go("read_write")) == ["failed", "failed", "ok"]
+
+
+def test_a_replay_of_one_seed_stops_where_a_sibling_seed_stopped_it(tmp_path):
+    """A batch's seeds share one breaker and one spend cap: a run can be stopped by its
+    siblings' failures or spending, which a replay of that run alone cannot count again. The
+    stop marker makes the lone replay stop at the same call (not a cache miss), and no
+    replayed failure opens the breaker by counting."""
+    from mbb.core.errors import EndpointDown
+
+    def responder(body):
+        if body["messages"][0]["content"].startswith("sibling"):
+            return Reply.error(400, "no")
+        return schema_responder(body)
+
+    with FakeOpenAIServer(responder) as server:
+        cfg = make_config(server)
+        sibling = [Call.of(cfg, req(f"sibling {i}"), META) for i in range(3)]
+        mine = Call.of(cfg, req("mine"), META)
+
+        async def record() -> None:
+            client = make_client()
+            stack = client.stack(cache=LlmCache(tmp_path / "c.sqlite", "read_write"))
+            for call in sibling[:2]:
+                with pytest.raises(LlmUnavailable):
+                    await stack.complete(call)
+            with pytest.raises(EndpointDown, match="3 call"):
+                await stack.complete(sibling[2])  # the sibling's third failure opens it
+            with pytest.raises(EndpointDown, match="3 call"):
+                await stack.complete(mine)  # and stops this run too
+            await client.aclose()
+
+        async def replay(calls: list[Call]) -> list[str]:
+            client = make_client()
+            stack = client.stack(cache=LlmCache(tmp_path / "c.sqlite", "replay"))
+            out = []
+            for call in calls:
+                try:
+                    await stack.complete(call)
+                    out.append("ok")
+                except EndpointDown as exc:
+                    out.append("down" if "3 call(s) in a row failed; the last" in str(exc) else "?")
+                except LlmUnavailable:
+                    out.append("failed")
+            await client.aclose()
+            return out
+
+        asyncio.run(record())
+        sent = len(server.completions)
+        assert asyncio.run(replay([mine])) == ["down"]  # alone: stopped where the batch was
+        assert asyncio.run(replay([*sibling, mine])) == ["failed", "failed", "down", "down"]
+        # replayed failures in another order than recorded open nothing by counting
+        assert asyncio.run(replay([sibling[0], sibling[1], sibling[0]])) == ["failed"] * 3
+        assert len(server.completions) == sent
+
+
+def test_a_replay_stops_where_the_recording_ran_out_of_budget(server, tmp_path) -> None:
+    """A spend cap shared by a batch stops a run at a call that a lone replay (which spends
+    nothing) would otherwise miss in the cache: the marker stops the replay there, and a
+    resumed run with budget left asks again."""
+    cfg = make_config(server)
+    calls = [Call.of(cfg, req(f"q{i}"), META) for i in range(2)]
+
+    async def go(mode: str, ledger: SpendLedger | None) -> list[str]:
+        client = make_client(budget=ledger)
+        stack = client.stack(cache=LlmCache(tmp_path / "c.sqlite", mode))
+        out = []
+        for call in calls:
+            try:
+                out.append((await stack.complete(call)).text or "")
+            except BudgetExhausted:
+                out.append("budget")
+        await client.aclose()
+        return out
+
+    server.push(Reply.completion("paid"))  # 15 tokens: the cap of 10 is then reached
+    assert asyncio.run(go("read_write", SpendLedger(max_tokens_total=10))) == ["paid", "budget"]
+    assert asyncio.run(go("replay", None)) == ["paid", "budget"]
+    server.push(Reply.completion("later"))
+    assert asyncio.run(go("read_write", None)) == ["paid", "later"]
+    assert len(server.completions) == 2
