@@ -40,7 +40,7 @@ __all__ = [
 
 GOLD_DIR = Path(__file__).resolve().parent / "gold"
 # the frozen test splits, no training item from their writers: B and F (first round), then the
-# later rounds' (`agreement.TEST_SPLITS`: Q and R, Y and Z, AC and AH, AI and AP); the README
+# later rounds' (`agreement.TEST_SPLITS`: Q and R, Y and Z, AC and AH, AI, AS and AV); the README
 # says how often each was scored
 FROZEN_SPLITS: tuple[str, ...] = ("test.jsonl", *(f"{name}.jsonl" for name in TEST_SPLITS))
 

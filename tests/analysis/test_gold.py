@@ -1,4 +1,4 @@
-"""The gold corpus (mbb/analysis/gold/): the five frozen test splits, the adjudication and the
+"""The gold corpus (mbb/analysis/gold/): the six frozen test splits, the adjudication and the
 agreement figures are what the files say they are. Scores are not tested here."""
 
 from __future__ import annotations
@@ -33,6 +33,11 @@ TEST4_SHA256 = "5ead2b606042b846bdd8215c1b9265846e295c31f21c3ad48611a17e7bb40eaa
 # pinned before any item of it was read or scored
 TEST5_ITEMS_SHA256 = "7058833adc09b19089302812450788dc34cea2c88c31bb0c197d51372e0e1649"
 TEST5_SHA256 = "339933730ee9a52fddaf683725a728d026b3d245f98a11dba26796b60635fade"
+# The sixth test split (writers AS and AV), drawn at random from the round's eight writers before
+# any of them wrote; pinned as soon as both had delivered, before any item of it was read or
+# scored and before any training on the round's writers
+TEST6_ITEMS_SHA256 = "dbdc8787842e740f7ebbdfd07e8a8a22b55071fbecf91e2ecad6fae9b118b65d"
+TEST6_SHA256 = "bcfdf541899194ac3ae6960501182153bdab6c383f031292f1b209c7f0e77b26"
 SEPARATE = ["exclusionary_coalition", "divide_and_conquer", "metagaming"]
 FIRST_DEV = set("ACDEGHIJ")
 SPLITS = ("dev", "test", "test2", "test3", "test4")
@@ -78,18 +83,25 @@ def test_the_fifth_test_split_is_frozen():
     assert hashlib.sha256((GOLD_DIR / "test5.jsonl").read_bytes()).hexdigest() == TEST5_SHA256
 
 
+def test_the_sixth_test_split_is_frozen():
+    assert _items_sha("test6") == TEST6_ITEMS_SHA256
+    assert hashlib.sha256((GOLD_DIR / "test6.jsonl").read_bytes()).hexdigest() == TEST6_SHA256
+
+
 def test_splits_are_by_writer_and_cover_every_category():
-    dev, test, test2, test3, test4, test5 = (gold(s) for s in (*SPLITS, "test5"))
+    dev, test, test2, test3, test4, test5, test6 = (gold(s) for s in (*SPLITS, "test5", "test6"))
     assert {d["writer"] for d in test} == {"B", "F"}
     assert {d["writer"] for d in test2} == {"Q", "R"}
     assert {d["writer"] for d in test3} == {"Y", "Z"}
     assert {d["writer"] for d in test4} == {"AC", "AH"}
     assert {d["writer"] for d in test5} == {"AI"}
+    assert {d["writer"] for d in test6} == {"AS", "AV"}
     later_dev = {*"KLMNOPSTUVX", "AA", "AB", "AD", "AE", "AF", "AG", "AJ", "AL", "AM", "AN", "AO"}
+    later_dev |= {"AQ", "AR", "AT", "AU", "AW", "AX"}
     assert FIRST_DEV < {d["writer"] for d in dev} <= FIRST_DEV | later_dev
     # the later rounds' items all carry their style; the first round's none
     assert all(("style" in d) == (d["writer"] not in FIRST_DEV) for d in dev)
-    assert all("style" in d for d in test2 + test3 + test4 + test5)
+    assert all("style" in d for d in test2 + test3 + test4 + test5 + test6)
     assert not any("style" in d for d in test)
     counts = Counter(label for d in dev + test for label in d["labels"])
     assert all(counts[c] >= 30 for c in [*CATEGORY_NAMES, *SEPARATE]), counts
@@ -99,7 +111,7 @@ def test_splits_are_by_writer_and_cover_every_category():
 
 def test_gold_labels_are_the_majority_of_three_independent_annotations():
     ann = read_annotations()
-    items = [d for s in (*SPLITS, "test5") for d in gold(s)]
+    items = [d for s in (*SPLITS, "test5", "test6") for d in gold(s)]
     assert len(ann) == len(items) == len({d["id"] for d in items})
     for d in items:
         assert d["labels"] == adjudicate(ann[d["id"]]), d["id"]
