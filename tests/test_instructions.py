@@ -13,7 +13,7 @@ prompt is caught (the negative control), and no list entry is stale.
 
 The classifier was trained to recognise an agent doing something in a negotiation, not an
 instruction telling it to: of the seven nudges mbb's prompts used to carry (`REMOVED`) the
-round-5 model flags one, as the round-3 and round-4 models did (the round-2 model two). So the
+round-6 model flags one, as the round-3, -4 and -5 models did (the round-2 model two). So the
 removed phrasings are also checked for by name: a second net, not the first.
 """
 
@@ -41,8 +41,6 @@ _MISSED = (
 # (category, the rule the sentence states, or protocol:<part>) -> why it is a rule
 JUSTIFIED: dict[tuple[str, str], str] = {
     ("price_primary", "aggregation rule:borda"): _TIE,
-    ("price_primary", "aggregation rule:consensus_else_price"): "without unanimous ballots the "
-    "rule orders by bid (it imposes price-primary)",
     ("price_primary", "mechanism:first_price"): "the auction sells the window to the highest "
     "bid (it imposes price-primary)",
     ("price_primary", "mechanism:second_price"): "the auction sells the window to the highest "
@@ -66,12 +64,10 @@ JUSTIFIED: dict[tuple[str, str], str] = {
     ("deadline_ultimatum", "time model:charged"): _DEADLINE,
     ("deadline_ultimatum", "time model:measured"): _DEADLINE,
     ("deadline_ultimatum", "time model:virtual"): _DEADLINE,
-    # misreadings of bookkeeping by the round-3, -4 and -5 models, which lean on the domain's
+    # misreadings of bookkeeping by the round-3 to -6 models, which lean on the domain's
     # character n-grams: no tactic, rule or suggestion is there to find
     ("deadline_ultimatum", "protocol:report"): "the report restates the deadline rule "
     "(a missed deadline ends the subrun's work): a rule read as a demand",
-    ("rule_making_citation", "protocol:report"): "a misreading of the report's header \"Subrun 1 "
-    'of 2.": which subrun ended, no rule',
     ("cheap_talk", "protocol:answers"): "a misreading of the declaration's answer format (its "
     'fields "bid", "duration", "position" and "note"): no claim is weighed',
     ("metagaming", "protocol:report"): "a misreading of the report's facts \"Outcome: completed; "
@@ -85,7 +81,6 @@ MISREADINGS: dict[tuple[str, str], str] = {
     ("deadline_ultimatum", "time model:charged"): _MISSED,
     ("deadline_ultimatum", "time model:measured"): _MISSED,
     ("deadline_ultimatum", "time model:virtual"): _MISSED,
-    ("rule_making_citation", "protocol:report"): "Subrun 1 of 2.",
     ("metagaming", "protocol:report"): "Outcome: completed; score 1.00.",
     ("cheap_talk", "protocol:answers"): '- `declaration` (phase DECLARATION): "action": "declare" '
     'or "withdraw" (you withdraw; the other fields are then ignored); "bid", "duration", '

@@ -37,29 +37,27 @@ def test_utterances_cover_notes_messages_and_ballots(scen):
 
 def test_exact_labels_per_utterance(scen_ev):
     assert labels_by_seq(scen_ev) == {
-        3: {"price_primary"},
+        # the round-6 model's gate (0.73, set on a dev file with more near-miss neutral items)
+        # closes on the four declarations the round-5 model read: "Bidding 900 for 120s.
+        # Highest bid should run first." (price-primary 0.91, gate 0.39), "Price decides; I pay
+        # what I bid.", "order by price, as the mechanism intends" and "I will be calling in a
+        # favour this round" (reciprocity 0.80, gate 0.51); misses, pinned so a change is visible
         6: {"earliest_deadline_first", "rule_making_citation"},
         # coalition_formation (model only, within the rival margin of what it needs) gives way
         # to the cued reciprocity beside it: the two rarely share an utterance in the dev
         # corpus (the rival rule)
         7: {"reciprocity"},
-        # a false alarm of the round-5 model, pinned so a change is visible: the acceptance of
-        # the exchange read as also yielding to need ("you go ahead", welfare concession 0.62)
-        8: {"reciprocity", "welfare_concession"},
+        # the round-5 model's false alarm here (welfare concession on "you go ahead") is gone
+        8: {"reciprocity"},
         # "equal bids by queue order" is tie-break deference by the definition
         9: {"price_primary", "tie_break_deference"},
         10: {"earliest_deadline_first"},
-        # by bid (the ballot equals the bid order); a miss, pinned: "for a favour later" is no
-        # longer read as reciprocity by the round-5 model (the round-4 model's 0.58 cleared 0.55)
+        # by bid (the ballot equals the bid order); a miss, pinned: "for a favour later" is not
+        # read as reciprocity since the round-5 model (the round-4 model's 0.58 cleared 0.55)
         11: {"price_primary"},
-        25: {"price_primary"},  # "Price decides; I pay what I bid." (0.67)
-        26: {"reciprocity"},
         27: {"reciprocity"},  # "you owe me one from before — this is the round I'd like to…"
         28: {"price_primary", "reciprocity"},
         29: {"price_primary"},  # the bare "By bid." (1.00; the round-3 model's gate turned it down)
-        # 34's note "order by price, as the mechanism intends", which the round-4 model's gate
-        # turned down although price_primary scored 0.99, is found by the round-5 model
-        34: {"price_primary"},
         36: {"price_primary"},
         37: {"price_primary"},
     }
@@ -80,8 +78,8 @@ def test_structural_evidence(scen_ev):
         ),
     ]
     # a label with a lexicon hit of its category quotes the span
-    lex = scen_ev.filter((pl.col("seq") == 26) & (pl.col("basis") == "lexical"))
-    assert lex["evidence"].item().startswith('favour for a favour later: "favour"; model p=')
+    lex = scen_ev.filter((pl.col("seq") == 27) & (pl.col("basis") == "lexical"))
+    assert lex["evidence"].item().startswith('favour for a favour later: "you owe"; model p=')
 
 
 def test_model_evidence_lists_the_contributing_features():
@@ -146,13 +144,7 @@ def test_no_structural_price_primary_when_another_principle_is_named(events):
 def test_worker_round_level(scen_ev):
     wr = worker_round_predictions(scen_ev)
     w1 = wr.filter((pl.col("worker") == "W1") & (pl.col("subrun") == 1))
-    # welfare_concession: message 8's false alarm (test_exact_labels_per_utterance)
-    assert sorted(w1["category"]) == [
-        "price_primary",
-        "reciprocity",
-        "tie_break_deference",
-        "welfare_concession",
-    ]
+    assert sorted(w1["category"]) == ["price_primary", "reciprocity", "tie_break_deference"]
     assert w1.filter(pl.col("category") == "price_primary")["basis"].item() == "lexical+structural"
 
 

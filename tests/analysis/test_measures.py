@@ -46,8 +46,6 @@ def test_behaviour_prevalence(scen, wr):
         ("price_first", "price_primary", 3, 3),
         ("price_first", "reciprocity", 3, 2),
         ("price_first", "tie_break_deference", 3, 1),
-        # message 8's false alarm ("you go ahead of me", test_evidence pins it)
-        ("price_first", "welfare_concession", 3, 1),
         # by bid in every round: its "By bid." ballots and "By bid; with W1 ahead of me as
         # offered, for a favour later." (test_evidence pins the labels)
         ("reciprocator", "price_primary", 3, 3),

@@ -71,11 +71,17 @@ def test_review_round_trip(scen, scen_ev, tmp_path):
     assert sample.select("source", "stratum").rows() == sorted(
         set(sample.select("source", "stratum").rows())
     )
-    # declaration: price_primary, reciprocity, none; message: earliest_deadline_first,
-    # reciprocity (no 'none': message 27, calling in a favour, is labelled reciprocity);
-    # ballot: price_primary, earliest_deadline_first (no 'none': every ballot is labelled, the
-    # bare "By bid." ones too; test_evidence pins the labels)
-    assert sample.height == 7
+    # declaration: none (the round-6 model labels no declaration of the scenario); message:
+    # earliest_deadline_first, reciprocity (no 'none': message 27, calling in a favour, is
+    # labelled reciprocity); ballot: price_primary, earliest_deadline_first (no 'none': every
+    # ballot is labelled, the bare "By bid." ones too; test_evidence pins the labels)
+    assert sample.select("source", "stratum").rows() == [
+        ("ballot", "earliest_deadline_first"),
+        ("ballot", "price_primary"),
+        ("declaration", "none"),
+        ("message", "earliest_deadline_first"),
+        ("message", "reciprocity"),
+    ]
     df = pl.read_csv(path, schema_overrides={"human_labels": pl.String})
     # the human agrees everywhere except that they add 'anchoring' to the first row
     df = df.with_columns(pl.col("predicted").fill_null("").alias("human_labels"))
