@@ -37,7 +37,7 @@ TEST5_SHA256 = "339933730ee9a52fddaf683725a728d026b3d245f98a11dba26796b60635fade
 # any of them wrote; pinned as soon as both had delivered, before any item of it was read or
 # scored and before any training on the round's writers
 TEST6_ITEMS_SHA256 = "dbdc8787842e740f7ebbdfd07e8a8a22b55071fbecf91e2ecad6fae9b118b65d"
-TEST6_SHA256 = "bcfdf541899194ac3ae6960501182153bdab6c383f031292f1b209c7f0e77b26"
+TEST6_SHA256 = "a31155be3928867a951d6d60a74fd5b9eed5a382ad8b7f9efa955ad5fddd9b61"
 SEPARATE = ["exclusionary_coalition", "divide_and_conquer", "metagaming"]
 FIRST_DEV = set("ACDEGHIJ")
 SPLITS = ("dev", "test", "test2", "test3", "test4")
