@@ -166,3 +166,67 @@ def test_rivals_are_the_pairs_that_rarely_share_an_utterance():
     assert ["reciprocity", "coalition_formation"] not in pairs
     assert ["reciprocity", "reputation"] not in pairs
     assert ["coalition_formation", "reputation"] in pairs  # never together
+
+
+def test_a_masked_copy_drops_the_cue_words_and_keeps_the_rest():
+    from mbb.analysis.corpus import Utterance
+    from mbb.analysis.train_taxonomy import masked_text
+
+    u = Utterance(
+        id="x-1",
+        channel="private",
+        text="I let you go first last time, so u owe me now.",
+        labels=["reciprocity"],
+    )
+    t = masked_text(u)
+    assert t is not None and "owe" not in t and "go first" not in t  # both cues, shorthand read
+    assert "let" in t and "last time" in t and "now" in t
+    assert not [h for h in cue_hits(t, "message") if not h.negated]
+    # nothing to mask: no cue fires, or only a negated one (its words are the evidence)
+    assert masked_text(Utterance(id="x-2", channel="note", text="Bidding 120 for 60s.")) is None
+    refused = Utterance(id="x-3", channel="public", text="I won't reopen the order.")
+    assert [h.negated for h in cue_hits(refused.text)] == [True]
+    assert masked_text(refused) is None
+
+
+def test_masked_copies_teach_the_words_around_a_cue():
+    """Every positive says "you owe" beside a word of its own ("ledger"); neutral items use
+    neither. Without copies the cue explains the label and "ledger" learns little; with them
+    the copy, which lacks the cue, can only be told apart by "ledger"."""
+    from mbb.analysis import train_taxonomy as tt
+    from mbb.analysis.corpus import Utterance
+
+    fillers = ["tests pass", "build is green", "reading the spec", "extractor done", "rerun"]
+    items = []
+    for k in range(40):
+        w = "PQ"[k % 2]
+        f = fillers[k % 5]
+        items.append(
+            Utterance(
+                id=f"p{k}",
+                channel="private",
+                writer=w,
+                labels=["reciprocity"],
+                text=f"You owe me for round {k % 4 + 1}, ledger says so; {f}.",
+            )
+        )
+        items.append(
+            Utterance(
+                id=f"n{k}",
+                channel="private",
+                writer=w,
+                labels=[],
+                text=f"Round {k % 4 + 1} note: {f}, my turn after W{k % 5 + 1}.",
+            )
+        )
+    fs = tt._feats(items)
+    masked = tt._masked_feats(items)
+    assert sum(m is not None for m in masked) == 40  # the positives, each with its cue
+
+    def ledger_weight(with_copies: bool) -> float:
+        vocab, models = tt._fit_weights(
+            fs, items, ["reciprocity"], 4.0, masked if with_copies else None
+        )
+        return float(models["reciprocity"][0][vocab["w:ledger"]])
+
+    assert ledger_weight(True) > 1.5 * ledger_weight(False) > 0
