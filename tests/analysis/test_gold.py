@@ -1,4 +1,4 @@
-"""The gold corpus (mbb/analysis/gold/): the six frozen test splits, the adjudication and the
+"""The gold corpus (mbb/analysis/gold/): the seven frozen test splits, the adjudication and the
 agreement figures are what the files say they are. Scores are not tested here."""
 
 from __future__ import annotations
@@ -38,6 +38,11 @@ TEST5_SHA256 = "339933730ee9a52fddaf683725a728d026b3d245f98a11dba26796b60635fade
 # scored and before any training on the round's writers
 TEST6_ITEMS_SHA256 = "dbdc8787842e740f7ebbdfd07e8a8a22b55071fbecf91e2ecad6fae9b118b65d"
 TEST6_SHA256 = "a31155be3928867a951d6d60a74fd5b9eed5a382ad8b7f9efa955ad5fddd9b61"
+# the seventh round's test split (writers AX and AY, named in the briefs before anyone wrote),
+# pinned as soon as both delivered and before any model read it; labels the authors' until
+# the blind annotations arrive (then TEST7_SHA256 moves, TEST7_ITEMS_SHA256 never)
+TEST7_ITEMS_SHA256 = "4abd46ceb343b431aa283a81fae1165a76890ed21713955dbe665b4c94d98f7c"
+TEST7_SHA256 = "d964da46a2a29c3d67d7f22c004a59beef900d37cba706554aa82a8ccb53df3b"
 SEPARATE = ["exclusionary_coalition", "divide_and_conquer", "metagaming"]
 FIRST_DEV = set("ACDEGHIJ")
 SPLITS = ("dev", "test", "test2", "test3", "test4")
@@ -88,20 +93,28 @@ def test_the_sixth_test_split_is_frozen():
     assert hashlib.sha256((GOLD_DIR / "test6.jsonl").read_bytes()).hexdigest() == TEST6_SHA256
 
 
+def test_the_seventh_test_split_is_frozen():
+    assert _items_sha("test7") == TEST7_ITEMS_SHA256
+    assert hashlib.sha256((GOLD_DIR / "test7.jsonl").read_bytes()).hexdigest() == TEST7_SHA256
+
+
 def test_splits_are_by_writer_and_cover_every_category():
-    dev, test, test2, test3, test4, test5, test6 = (gold(s) for s in (*SPLITS, "test5", "test6"))
+    dev, test, test2, test3, test4, test5, test6, test7 = (
+        gold(s) for s in (*SPLITS, "test5", "test6", "test7")
+    )
     assert {d["writer"] for d in test} == {"B", "F"}
     assert {d["writer"] for d in test2} == {"Q", "R"}
     assert {d["writer"] for d in test3} == {"Y", "Z"}
     assert {d["writer"] for d in test4} == {"AC", "AH"}
     assert {d["writer"] for d in test5} == {"AI"}
     assert {d["writer"] for d in test6} == {"AS", "AV"}
+    assert {d["writer"] for d in test7} == {"AX", "AY"}
     later_dev = {*"KLMNOPSTUVX", "AA", "AB", "AD", "AE", "AF", "AG", "AJ", "AL", "AM", "AN", "AO"}
-    later_dev |= {"AQ", "AR", "AT", "AU", "AW", "AX"}
+    later_dev |= {"AQ", "AR", "AT", "AU", "AW", "AZ", "BA", "BB"}
     assert FIRST_DEV < {d["writer"] for d in dev} <= FIRST_DEV | later_dev
     # the later rounds' items all carry their style; the first round's none
     assert all(("style" in d) == (d["writer"] not in FIRST_DEV) for d in dev)
-    assert all("style" in d for d in test2 + test3 + test4 + test5 + test6)
+    assert all("style" in d for d in test2 + test3 + test4 + test5 + test6 + test7)
     assert not any("style" in d for d in test)
     counts = Counter(label for d in dev + test for label in d["labels"])
     assert all(counts[c] >= 30 for c in [*CATEGORY_NAMES, *SEPARATE]), counts
@@ -111,7 +124,7 @@ def test_splits_are_by_writer_and_cover_every_category():
 
 def test_gold_labels_are_the_majority_of_three_independent_annotations():
     ann = read_annotations()
-    items = [d for s in (*SPLITS, "test5", "test6") for d in gold(s)]
+    items = [d for s in (*SPLITS, "test5", "test6", "test7") for d in gold(s)]
     assert len(ann) == len(items) == len({d["id"] for d in items})
     for d in items:
         assert d["labels"] == adjudicate(ann[d["id"]]), d["id"]
