@@ -42,7 +42,7 @@ TEST6_SHA256 = "a31155be3928867a951d6d60a74fd5b9eed5a382ad8b7f9efa955ad5fddd9b61
 # pinned as soon as both delivered and before any model read it; labels the authors' until
 # the blind annotations arrive (then TEST7_SHA256 moves, TEST7_ITEMS_SHA256 never)
 TEST7_ITEMS_SHA256 = "4abd46ceb343b431aa283a81fae1165a76890ed21713955dbe665b4c94d98f7c"
-TEST7_SHA256 = "d964da46a2a29c3d67d7f22c004a59beef900d37cba706554aa82a8ccb53df3b"
+TEST7_SHA256 = "2830cda774e932de831c280c2bd6012876ebbeb6a924875d2e7739f63e1fb238"
 SEPARATE = ["exclusionary_coalition", "divide_and_conquer", "metagaming"]
 FIRST_DEV = set("ACDEGHIJ")
 SPLITS = ("dev", "test", "test2", "test3", "test4")
