@@ -139,7 +139,6 @@ def masked_text(u: Utterance) -> str | None:
     return text if hit and text.strip() else None
 
 
-
 def _masked_feats(items: Sequence[Utterance], earlier: dict[str, Any] | None = None) -> Masked:
     """Each item's cue-masked copy's features (`masked_text`; its context as the item's), or
     None; empty (no copies) when MASKED_WEIGHT is 0."""
