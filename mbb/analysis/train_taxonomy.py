@@ -10,8 +10,8 @@ with a fixed seed, sorted vocabulary, rounded weights, no timestamps). Only the 
 read; C (from C_GRID) and the thresholds are chosen on out-of-fold probabilities (leave one
 writer out when the file has several writers, at most MAX_FOLDS folds, else five folds), so they
 are not fitted to the items they judge. Every item on which a lexicon cue fires also trains
-once more with its cues' words removed (`masked_text`, at MASKED_WEIGHT), so the words around a
-cue learn its category too.
+once more with its cues' words removed (`masked_text`), and every ballot once more without its
+context, as runs read it (`_copy_feats`, both at COPY_WEIGHT).
 `--cv` also prints the cross-validation by writer: train on all writers but one, test on it.
 """
 
@@ -87,8 +87,9 @@ RIVAL_MARGIN = 0.3  # ...and only when its probability clears what it needs by l
 
 
 Features = list[dict[str, float]]  # one feature dict per utterance (textclf.features)
-# per utterance, the features of its cue-masked copy (`_masked_feats`), or None when no cue fired
-Masked = list[dict[str, float] | None]
+# per utterance, the features of its training copies (`_copy_feats`): its cue-masked copy when a
+# cue fired, its context-free copy when it is a ballot; often none
+Copies = list[list[dict[str, float]]]
 LabelModels = dict[
     str, tuple[np.ndarray, float]
 ]  # label -> (weights over the vocabulary, intercept)
@@ -103,7 +104,7 @@ def _feats(items: Sequence[Utterance], earlier: dict[str, Any] | None = None) ->
 
 
 # Masked copies (mbb's choice, round 7): every dev utterance on which a lexicon cue fires is
-# trained on a second time with the words of its cues removed, at weight MASKED_WEIGHT, so the
+# trained on a second time with the words of its cues removed, at weight COPY_WEIGHT, so the
 # n-grams around a cue learn the category too and a writer who enacts it without its usual
 # words is still read (the cue's own weight is learnt from the unmasked utterance as before).
 # MASK_OWN_CUES_ONLY: remove only the cues of the utterance's own categories (True) or every
@@ -112,8 +113,16 @@ def _feats(items: Sequence[Utterance], earlier: dict[str, Any] | None = None) ->
 # 4.8 % (round-6 writers alone 0.795, 11.0 %); every cue masked, weight 0.5: 0.835, 4.8 %
 # (0.815, 8.7 %); weight 1: 0.827, 4.6 % (0.808, 8.7 %); own cues, weight 0.5: 0.835, 4.8 %
 # (0.823, 10.2 %); enacted-style recall 0.75 -> 0.78, terse 0.76 -> 0.81 with either.
-MASKED_WEIGHT = 0.5
+COPY_WEIGHT = 0.5
 MASK_OWN_CUES_ONLY = False
+# Context-free ballot copies (mbb's choice, round 8): every dev ballot is trained on a second
+# time without its context, at COPY_WEIGHT. Runs read a ballot's text alone (its ranking enters
+# as structural evidence), but the dev ballots carry their ranking, and the masked copies taught
+# the model to lean on it: read alone, ballots lost their tie-breaks and price arguments. Fast
+# writer-grouped CV on the 37 round-7 dev writers, masked copies as shipped, without / with:
+# pooled macro-F1 with context 0.838 / 0.838, neutral items labelled 4.9 % / 5.0 %; every item
+# read alone 0.705 / 0.730 (neutral 3.1 % / 3.6 %), ballots read alone 0.637 / 0.755.
+CONTEXT_FREE_BALLOTS = True
 MASK_PASSES = 4
 
 
@@ -139,17 +148,22 @@ def masked_text(u: Utterance) -> str | None:
     return text if hit and text.strip() else None
 
 
-def _masked_feats(items: Sequence[Utterance], earlier: dict[str, Any] | None = None) -> Masked:
-    """Each item's cue-masked copy's features (`masked_text`; its context as the item's), or
-    None; empty (no copies) when MASKED_WEIGHT is 0."""
-    if MASKED_WEIGHT <= 0:
-        return [None] * len(items)
+def _copy_feats(items: Sequence[Utterance], earlier: dict[str, Any] | None = None) -> Copies:
+    """Each item's training copies' features: its cue-masked copy (`masked_text`, its context as
+    the item's) when a cue fires, and, for a ballot (CONTEXT_FREE_BALLOTS), its text without
+    context; none at all when COPY_WEIGHT is 0."""
+    if COPY_WEIGHT <= 0:
+        return [[] for _ in items]
     scorer = LineModel(earlier) if earlier else None
-    out: Masked = []
+    out: Copies = []
     for u in items:
+        rows = []
         t = masked_text(u)
-        ctx = u.context.model_dump(exclude_none=True)
-        out.append(None if t is None else features(t, u.channel, ctx, scorer))
+        if t is not None:
+            rows.append(features(t, u.channel, u.context.model_dump(exclude_none=True), scorer))
+        if CONTEXT_FREE_BALLOTS and u.channel == "ballot":
+            rows.append(features(u.text, u.channel, {}, scorer))
+        out.append(rows)
     return out
 
 
@@ -240,23 +254,21 @@ def _fit_weights(
     items: Sequence[Utterance],
     labels: Sequence[str],
     c: float = C_REG,
-    masked: Masked | None = None,
+    copies: Copies | None = None,
 ) -> tuple[dict[str, int], LabelModels]:
     """(vocab, {label: (coef array, intercept)}) from logistic regressions.
 
     `fs`, `items`: the training utterances' features and the utterances; `labels`: the labels
-    to fit; `c`: inverse regularisation; `masked`: their cue-masked copies' features (parallel
-    to `fs`), added as extra rows at MASKED_WEIGHT with the item's labels. The vocabulary comes
-    from the utterances alone."""
+    to fit; `c`: inverse regularisation; `copies`: their training copies' features (parallel
+    to `fs`, `_copy_feats`), added as extra rows at COPY_WEIGHT with the item's labels. The
+    vocabulary comes from the utterances alone."""
     from sklearn.linear_model import LogisticRegression
 
     vocab = _vocab(fs, [u.writer or "" for u in items])
-    copies = [(m, u) for m, u in zip(masked or [], items, strict=False) if m is not None]
-    X = _matrix([*fs, *(m for m, _ in copies)], vocab)
-    rows = [*items, *(u for _, u in copies)]
-    weight = (
-        np.concatenate([np.ones(len(fs)), np.full(len(copies), MASKED_WEIGHT)]) if copies else None
-    )
+    extra = [(f, u) for fc, u in zip(copies or [], items, strict=False) for f in fc]
+    X = _matrix([*fs, *(f for f, _ in extra)], vocab)
+    rows = [*items, *(u for _, u in extra)]
+    weight = np.concatenate([np.ones(len(fs)), np.full(len(extra), COPY_WEIGHT)]) if extra else None
     models: LabelModels = {}
     for lab in labels:
         y = _y(rows, lab)
@@ -378,10 +390,10 @@ def _oof_one(
     labels: Sequence[str],
     c: float,
     folds: Sequence[np.ndarray],
-    masked: Masked | None = None,
+    copies: Copies | None = None,
 ) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Out-of-fold probabilities over the held-out items of `folds` and their indices (the
-    training folds' masked copies train, a held-out item's copy never does)."""
+    training folds' copies train, a held-out item's copies never do)."""
     held = np.flatnonzero(np.any(folds, axis=0))
     pos = {int(i): k for k, i in enumerate(held)}
     oof = {lab: np.zeros(len(held)) for lab in labels}
@@ -392,7 +404,7 @@ def _oof_one(
             [items[i] for i in tr],
             labels,
             c,
-            [masked[i] for i in tr] if masked else None,
+            [copies[i] for i in tr] if copies else None,
         )
         te = np.flatnonzero(test)
         pr = _probs(vocab, models, [fs[i] for i in te], labels)
@@ -410,17 +422,17 @@ def _oof(
     fs: Features,
     labels: Sequence[str],
     c: float,
-    masked: Masked | None = None,
+    copies: Copies | None = None,
 ) -> Pooled:
     """Out-of-fold probabilities of models with inverse regularisation c, pooled over two
     schemes: folds by writer (every item once) and folds by style (every item with a style
     once more). Choosing thresholds on the pool weighs both: a threshold must hold for unseen
     writers and for unseen styles."""
-    a, ia = _oof_one(items, fs, labels, c, _folds(items), masked)
+    a, ia = _oof_one(items, fs, labels, c, _folds(items), copies)
     parts, idx = [a], [ia]
     sf = _style_folds(items)
     if sf:
-        b, ib = _oof_one(items, fs, labels, c, sf, masked)
+        b, ib = _oof_one(items, fs, labels, c, sf, copies)
         parts.append(b)
         idx.append(ib)
     return {lab: np.concatenate([p[lab] for p in parts]) for lab in labels}, np.concatenate(idx)
@@ -436,12 +448,12 @@ def _choose_c(
     fs: Features,
     labels: Sequence[str],
     grid: Sequence[float] = C_GRID,
-    masked: Masked | None = None,
+    copies: Copies | None = None,
 ) -> tuple[float, Pooled]:
     """The C of `grid` whose pooled out-of-fold macro-F1 is best, and its probabilities."""
     best: tuple[float, float, Pooled] | None = None
     for c in grid:
-        oof = _oof(items, fs, labels, c, masked)
+        oof = _oof(items, fs, labels, c, copies)
         if len(grid) == 1:
             return c, oof
         p, idx = oof
@@ -532,14 +544,14 @@ def fit(
     source_name: str = "",
     source_sha: str = "",
     feats: Features | None = None,
-    masked: Masked | None = None,
+    copies: Copies | None = None,
     earlier: dict[str, Any] | None = None,
     c_grid: Sequence[float] = C_GRID,
 ) -> dict[str, Any]:
     """The model spec (JSON-able) trained on `items`.
 
     `source_name`, `source_sha`: the dev file's name and hash, recorded in the spec; `feats`,
-    `masked`: the items' features and their masked copies' (`_masked_feats`) if already
+    `copies`: the items' features and their training copies' (`_copy_feats`) if already
     computed, with `earlier` (the earlier-line model they were computed with, or None for
     none); without `feats`, the earlier-line model is trained on `items` and both are computed;
     `c_grid`: the candidate C, chosen by pooled out-of-fold macro-F1. The earlier-line model
@@ -551,10 +563,10 @@ def fit(
         if earlier is None:
             earlier = fit_earlier(items)
         feats = _feats(items, earlier)
-        masked = _masked_feats(items, earlier)
-    c, oof = _choose_c(items, feats, labels, c_grid, masked)
+        copies = _copy_feats(items, earlier)
+    c, oof = _choose_c(items, feats, labels, c_grid, copies)
     thresholds = _thresholds(items, labels, oof)
-    vocab, models = _fit_weights(feats, items, labels, c, masked)
+    vocab, models = _fit_weights(feats, items, labels, c, copies)
     return _spec(items, vocab, models, thresholds, c, source_name, source_sha, earlier)
 
 
@@ -698,19 +710,19 @@ def grouped_cv(
     earlier_all: dict[str, Any] | None = None
     thresholds: dict[str, float] = {}
     fs: Features = []
-    masked: Masked = []
+    copies: Copies = []
     if fast:
         earlier_all = fit_earlier(items)
         fs = _feats(items, earlier_all)
-        masked = _masked_feats(items, earlier_all)
-        thresholds = _thresholds(items, labels, _oof(items, fs, labels, C_GRID[0], masked))
+        copies = _copy_feats(items, earlier_all)
+        thresholds = _thresholds(items, labels, _oof(items, fs, labels, C_GRID[0], copies))
     for g in groups:
         tr = [i for i, u in enumerate(items) if (getattr(u, by) or "") != g]
         te = [i for i, u in enumerate(items) if (getattr(u, by) or "") == g]
         train = [items[i] for i in tr]
         if fast:
             vocab, models = _fit_weights(
-                [fs[i] for i in tr], train, labels, C_GRID[0], [masked[i] for i in tr]
+                [fs[i] for i in tr], train, labels, C_GRID[0], [copies[i] for i in tr]
             )
             spec = _spec(train, vocab, models, thresholds, C_GRID[0], earlier=earlier_all)
         else:  # the earlier-line model too is trained without the held-out group

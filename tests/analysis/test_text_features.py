@@ -220,13 +220,39 @@ def test_masked_copies_teach_the_words_around_a_cue():
             )
         )
     fs = tt._feats(items)
-    masked = tt._masked_feats(items)
-    assert sum(m is not None for m in masked) == 40  # the positives, each with its cue
+    copies = tt._copy_feats(items)
+    assert sum(len(c) for c in copies) == 40  # the positives' masked copies (no ballots here)
 
     def ledger_weight(with_copies: bool) -> float:
         vocab, models = tt._fit_weights(
-            fs, items, ["reciprocity"], 4.0, masked if with_copies else None
+            fs, items, ["reciprocity"], 4.0, copies if with_copies else None
         )
         return float(models["reciprocity"][0][vocab["w:ledger"]])
 
     assert ledger_weight(True) > 1.5 * ledger_weight(False) > 0
+
+
+def test_a_ballot_also_trains_without_its_context():
+    """Runs read a ballot's text alone (its ranking is structural evidence), so every dev ballot
+    also trains as runs read it: a copy without the context facts its ranking gives."""
+    from mbb.analysis import train_taxonomy as tt
+    from mbb.analysis.corpus import Utterance
+
+    ballot = Utterance(
+        id="b-1",
+        channel="ballot",
+        text="Ordered by what was bid.",
+        labels=["price_primary"],
+        context={"ranking": ["W1", "W2"], "bids": {"W1": 150, "W2": 90}},
+    )
+    (with_ctx,) = tt._feats([ballot])
+    (copies,) = tt._copy_feats([ballot])
+    assert any(k.startswith("ctx:") for k in with_ctx)
+    assert len(copies) == 1  # no cue fired: the context-free copy alone
+    assert not any(k.startswith("ctx:") for k in copies[0])
+    assert {k for k in copies[0] if k.startswith("w:")} == {
+        k for k in with_ctx if k.startswith("w:")
+    }
+    # a message keeps its context: its thread is what it answers, in runs as in the corpus
+    msg = ballot.model_copy(update={"id": "m-1", "channel": "public"})
+    assert tt._copy_feats([msg]) == [[]]
