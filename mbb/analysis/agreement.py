@@ -46,10 +46,11 @@ GOLD_DIR = Path(__file__).resolve().parent / "gold"
 # the gold folder's layout (here, not in gold_build, so reading it never loads the builder)
 FIRST_ROUND_WRITERS = frozenset("ABCDEFGHIJ")  # the first corpus: dev A C D E G-J, test B F
 # the later frozen test splits and their writers: the second round's K-R (test2: Q, R), the
-# third round's S-V, X-Z (test3: Y, Z), the fourth round's AA-AH (test4: AC, AH), the fifth's AI-AP
-# (test5: AI, AP), the sixth's AQ-AW (test6: AS, AV), the seventh's AX-BB (test7: AX, AY); each
-# pair chosen before any of its round's items was read (the fourth's, fifth's and sixth's drawn
-# at random before anyone wrote, the seventh's named in the briefs before anyone wrote)
+# third round's S-V, X-Z (test3: Y, Z), the fourth round's AA-AH (test4: AC, AH), the fifth's
+# AI-AP (test5: AI, AP), the sixth's AQ-AW (test6: AS, AV), the seventh's AX-BB (test7: AX, AY),
+# the eighth's BC-BF (test8: BC, BD); each pair chosen before any of its round's items was read
+# (the fourth's, fifth's and sixth's drawn at random before anyone wrote, the seventh's and
+# eighth's named in the briefs before anyone wrote)
 TEST_SPLITS: dict[str, tuple[str, ...]] = {
     "test2": ("Q", "R"),
     "test3": ("Y", "Z"),
@@ -57,6 +58,7 @@ TEST_SPLITS: dict[str, tuple[str, ...]] = {
     "test5": ("AI", "AP"),
     "test6": ("AS", "AV"),
     "test7": ("AX", "AY"),
+    "test8": ("BC", "BD"),
 }
 ANNOTATORS = ("author", "blind_1", "blind_2")
 PAIRS = (("author", "blind_2"), ("author", "blind_1"), ("blind_1", "blind_2"))

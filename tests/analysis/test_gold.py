@@ -1,4 +1,4 @@
-"""The gold corpus (mbb/analysis/gold/): the seven frozen test splits, the adjudication and the
+"""The gold corpus (mbb/analysis/gold/): the eight frozen test splits, the adjudication and the
 agreement figures are what the files say they are. Scores are not tested here."""
 
 from __future__ import annotations
@@ -43,6 +43,11 @@ TEST6_SHA256 = "a31155be3928867a951d6d60a74fd5b9eed5a382ad8b7f9efa955ad5fddd9b61
 # the blind annotations arrive (then TEST7_SHA256 moves, TEST7_ITEMS_SHA256 never)
 TEST7_ITEMS_SHA256 = "4abd46ceb343b431aa283a81fae1165a76890ed21713955dbe665b4c94d98f7c"
 TEST7_SHA256 = "2830cda774e932de831c280c2bd6012876ebbeb6a924875d2e7739f63e1fb238"
+# the eighth round's test split (writers BC and BD, named in the briefs before anyone wrote),
+# pinned as soon as both delivered and before any model read it; labels the authors' until
+# the blind annotations arrive (then TEST8_SHA256 moves, TEST8_ITEMS_SHA256 never)
+TEST8_ITEMS_SHA256 = "4e7072584da21430e47c0f8baf28dd747d198ba3cc1d8c1e3749ee11b85c6943"
+TEST8_SHA256 = "e5baf37fefb1b21cc240c8bf2f2c53419752ae76c68a6cd70a24f2a4b3401c39"
 SEPARATE = ["exclusionary_coalition", "divide_and_conquer", "metagaming"]
 FIRST_DEV = set("ACDEGHIJ")
 SPLITS = ("dev", "test", "test2", "test3", "test4")
@@ -98,9 +103,14 @@ def test_the_seventh_test_split_is_frozen():
     assert hashlib.sha256((GOLD_DIR / "test7.jsonl").read_bytes()).hexdigest() == TEST7_SHA256
 
 
+def test_the_eighth_test_split_is_frozen():
+    assert _items_sha("test8") == TEST8_ITEMS_SHA256
+    assert hashlib.sha256((GOLD_DIR / "test8.jsonl").read_bytes()).hexdigest() == TEST8_SHA256
+
+
 def test_splits_are_by_writer_and_cover_every_category():
-    dev, test, test2, test3, test4, test5, test6, test7 = (
-        gold(s) for s in (*SPLITS, "test5", "test6", "test7")
+    dev, test, test2, test3, test4, test5, test6, test7, test8 = (
+        gold(s) for s in (*SPLITS, "test5", "test6", "test7", "test8")
     )
     assert {d["writer"] for d in test} == {"B", "F"}
     assert {d["writer"] for d in test2} == {"Q", "R"}
@@ -109,12 +119,13 @@ def test_splits_are_by_writer_and_cover_every_category():
     assert {d["writer"] for d in test5} == {"AI"}
     assert {d["writer"] for d in test6} == {"AS", "AV"}
     assert {d["writer"] for d in test7} == {"AX", "AY"}
+    assert {d["writer"] for d in test8} == {"BC", "BD"}
     later_dev = {*"KLMNOPSTUVX", "AA", "AB", "AD", "AE", "AF", "AG", "AJ", "AL", "AM", "AN", "AO"}
-    later_dev |= {"AQ", "AR", "AT", "AU", "AW", "AZ", "BA", "BB"}
+    later_dev |= {"AQ", "AR", "AT", "AU", "AW", "AZ", "BA", "BB", "BE", "BF"}
     assert FIRST_DEV < {d["writer"] for d in dev} <= FIRST_DEV | later_dev
     # the later rounds' items all carry their style; the first round's none
     assert all(("style" in d) == (d["writer"] not in FIRST_DEV) for d in dev)
-    assert all("style" in d for d in test2 + test3 + test4 + test5 + test6 + test7)
+    assert all("style" in d for d in test2 + test3 + test4 + test5 + test6 + test7 + test8)
     assert not any("style" in d for d in test)
     counts = Counter(label for d in dev + test for label in d["labels"])
     assert all(counts[c] >= 30 for c in [*CATEGORY_NAMES, *SEPARATE]), counts
@@ -124,7 +135,7 @@ def test_splits_are_by_writer_and_cover_every_category():
 
 def test_gold_labels_are_the_majority_of_three_independent_annotations():
     ann = read_annotations()
-    items = [d for s in (*SPLITS, "test5", "test6", "test7") for d in gold(s)]
+    items = [d for s in (*SPLITS, "test5", "test6", "test7", "test8") for d in gold(s)]
     assert len(ann) == len(items) == len({d["id"] for d in items})
     for d in items:
         assert d["labels"] == adjudicate(ann[d["id"]]), d["id"]
