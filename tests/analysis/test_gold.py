@@ -47,7 +47,7 @@ TEST7_SHA256 = "2830cda774e932de831c280c2bd6012876ebbeb6a924875d2e7739f63e1fb238
 # pinned as soon as both delivered and before any model read it; labels the authors' until
 # the blind annotations arrive (then TEST8_SHA256 moves, TEST8_ITEMS_SHA256 never)
 TEST8_ITEMS_SHA256 = "4e7072584da21430e47c0f8baf28dd747d198ba3cc1d8c1e3749ee11b85c6943"
-TEST8_SHA256 = "e5baf37fefb1b21cc240c8bf2f2c53419752ae76c68a6cd70a24f2a4b3401c39"
+TEST8_SHA256 = "18f9a93f2f8e0091d9831dc58eb9795c29af8b5841711fbfb1f2701369a700f6"
 SEPARATE = ["exclusionary_coalition", "divide_and_conquer", "metagaming"]
 FIRST_DEV = set("ACDEGHIJ")
 SPLITS = ("dev", "test", "test2", "test3", "test4")
