@@ -15,8 +15,8 @@ The classifier was trained to recognise an agent doing something in a negotiatio
 instruction telling it to: of the seven nudges mbb's prompts used to carry (`REMOVED`) the
 round-6 model flags one, as the round-3, -4 and -5 models did (the round-2 model two). So the
 removed phrasings are also checked for by name: a second net, not the first. The round-7
-model flags two (the withdrawal one, and "The ranking is primarily about declared bid price;
-desired positions ... can support your ordering" as cheap talk).
+and -8 models flag two (the withdrawal one, and "The ranking is primarily about declared bid
+price; desired positions ... can support your ordering" as cheap talk).
 """
 
 from __future__ import annotations
@@ -32,22 +32,17 @@ from mbb.protocol.rules import MECHANISMS, TIME_MODELS
 
 _TIE = "states the aggregation's tie-break: exact ties in the ballots' order go by bid, then queue"
 _WITHDRAW = "states what withdrawing does: the worker leaves the queue for the rest of the subrun"
-_DEADLINE = (
-    "the clock's statement of what a missed deadline does (the solver is terminated for the "
-    "subrun): a rule read as a demand"
-)
 _PUBLIC_RECORD = "Rounds of this subrun (public record):"
-_MISSED = (
-    "If your deadline passes, your solver is terminated for the subrun and any later windows "
-    "scheduled for it are dropped."
+_SUMMARY = (
+    "Keep only what still matters: commitments about later rounds that are still open (by whom, "
+    "to whom, under which condition), ordering rules or conventions that were agreed or applied, "
+    "the actual bids and outcomes (who got which position at what price), and matters still open."
 )
 # (category, the rule the sentence states, or protocol:<part>) -> why it is a rule
 JUSTIFIED: dict[tuple[str, str], str] = {
     ("price_primary", "aggregation rule:borda"): _TIE,
     ("recency_first", "mechanism:fcfs"): "FCFS orders windows by request time (it imposes "
     "recency-first)",
-    ("shortest_job_first", "mechanism:sjf"): "SJF orders windows by requested duration (it "
-    "imposes shortest-job-first)",
     ("rule_making_citation", "mechanism:proportional_share"): "a misreading of the mechanism's "
     "sharing rule (a minimum each, the rest by bid)",
     ("rule_making_citation", "withdrawal setting:allowed"): _WITHDRAW,
@@ -58,13 +53,15 @@ JUSTIFIED: dict[tuple[str, str], str] = {
     "standing rule",
     ("reputation", "memory setting:on"): "states what the memory switch does (saved notes are "
     "shown in later subruns): a rule about records read as a record of conduct",
-    ("deadline_ultimatum", "time model:charged"): _DEADLINE,
-    ("deadline_ultimatum", "time model:measured"): _DEADLINE,
-    ("deadline_ultimatum", "time model:virtual"): _DEADLINE,
-    # misreadings of bookkeeping by the round-3 to -7 models, which lean on the domain's
+    ("cheap_talk", "protocol:declaration"): "states what a declaration holds and that its "
+    "position and note are recorded but shown to no one: a rule about visibility read as cheap "
+    "talk",
+    # misreadings of bookkeeping by the round-3 to -8 models, which lean on the domain's
     # character n-grams: no tactic, rule or suggestion is there to find
-    ("deadline_ultimatum", "protocol:report"): "the report restates the deadline rule "
-    "(a missed deadline ends the subrun's work): a rule read as a demand",
+    ("rule_making_citation", "protocol:report"): "a misreading of the report's header \"Subrun 1 "
+    'of 2.": a count, no rule',
+    ("rule_making_citation", "protocol:summary"): "a misreading of the summary task's list of what "
+    "to keep (ordering rules among it): a task, no rule is made",
     ("cheap_talk", "protocol:answers"): "a misreading of the declaration's answer format (its "
     'fields "bid", "duration", "position" and "note"): no claim is weighed',
     ("metagaming", "protocol:report"): "a misreading of the report's facts \"Outcome: completed; "
@@ -79,16 +76,9 @@ JUSTIFIED: dict[tuple[str, str], str] = {
 # of that part is a new hit (a nudge put back there is still caught). Parts that ask for answers,
 # reports and summaries may hold only these.
 MISREADINGS: dict[tuple[str, str], tuple[str, ...]] = {
-    ("deadline_ultimatum", "protocol:report"): (_MISSED,),
-    ("deadline_ultimatum", "time model:charged"): (_MISSED,),
-    ("deadline_ultimatum", "time model:measured"): (_MISSED,),
-    ("deadline_ultimatum", "time model:virtual"): (_MISSED,),
-    # the report's outcome line, with and without the scoring's name (the round-7 model reads
-    # both; the earlier models the first)
-    ("metagaming", "protocol:report"): (
-        "Outcome: completed; score 1.00.",
-        "Outcome: completed; score 1.00 (hidden tests).",
-    ),
+    ("metagaming", "protocol:report"): ("Outcome: completed; score 1.00.",),
+    ("rule_making_citation", "protocol:report"): ("Subrun 1 of 2.",),
+    ("rule_making_citation", "protocol:summary"): (_SUMMARY,),
     ("reputation", "protocol:report"): (_PUBLIC_RECORD,),
     ("rival_targeting", "protocol:report"): (_PUBLIC_RECORD,),
     ("reputation", "memory setting:on"): (

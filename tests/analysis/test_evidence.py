@@ -37,10 +37,10 @@ def test_utterances_cover_notes_messages_and_ballots(scen):
 
 def test_exact_labels_per_utterance(scen_ev):
     assert labels_by_seq(scen_ev) == {
-        # the round-7 model's gate (0.66) still closes on three of the declarations the round-5
+        # the round-8 model's gate (0.65) still closes on three of the declarations the round-5
         # model read: "Bidding 900 for 120s. Highest bid should run first.", "Price decides; I
         # pay what I bid." and "I will be calling in a favour this round"; misses, pinned so a
-        # change is visible (the fourth is read again, message 34)
+        # change is visible (the fourth is read again since the round-7 model, message 34)
         6: {"earliest_deadline_first", "rule_making_citation"},
         # coalition_formation (model only, within the rival margin of what it needs) gives way
         # to the cued reciprocity beside it: the two rarely share an utterance in the dev
@@ -48,23 +48,23 @@ def test_exact_labels_per_utterance(scen_ev):
         7: {"reciprocity"},
         # the round-5 model's false alarm here (welfare concession on "you go ahead") is gone
         8: {"reciprocity"},
-        # "Strictly by bid; equal bids by queue order.": tie-break deference by the definition,
-        # missed by the round-7 model (0.23 against its 0.85; the round-6 model 0.94): the
-        # masked copies moved weight from the tie-break words to the ballot's context, which
-        # runs do not give the text model; price-primary from the ballot's structure
-        9: {"price_primary"},
+        # "Strictly by bid; equal bids by queue order.": tie-break deference by the definition;
+        # the round-7 model missed it (0.23): its masked copies moved weight from the words to
+        # the ballot's context, which runs do not give the text model; the round-8 model's
+        # context-free ballot copies read it again (0.85 against 0.70)
+        9: {"price_primary", "tie_break_deference"},
         10: {"earliest_deadline_first"},
         # by bid (the ballot equals the bid order); a miss, pinned: "for a favour later" is not
         # read as reciprocity since the round-5 model (the round-4 model's 0.58 cleared 0.55)
         11: {"price_primary"},
         27: {"reciprocity"},  # "you owe me one from before — this is the round I'd like to…"
         # "Price order. The highest bidder pays the most and should run first. I moved W3 ahead
-        # of me, as I promised earlier.": price-primary missed since the round-7 model (0.21;
-        # the round-6 model 0.93), reciprocity from the ballot's structure
-        28: {"reciprocity"},
+        # of me, as I promised earlier.": price-primary (0.68; the round-7 model 0.21 missed
+        # it), reciprocity from the ballot's structure
+        28: {"price_primary", "reciprocity"},
         29: {"price_primary"},  # the bare "By bid." (1.00; the round-3 model's gate turned it down)
         36: {"price_primary"},
-        # "100 credits for 60s; order by price, as the mechanism intends." (0.91, gate 0.72)
+        # "100 credits for 60s; order by price, as the mechanism intends." (0.90)
         34: {"price_primary"},
         37: {"price_primary"},
     }
@@ -151,10 +151,9 @@ def test_no_structural_price_primary_when_another_principle_is_named(events):
 def test_worker_round_level(scen_ev):
     wr = worker_round_predictions(scen_ev)
     w1 = wr.filter((pl.col("worker") == "W1") & (pl.col("subrun") == 1))
-    # tie-break deference missed since the round-7 model (ballot 9, test_exact_labels above)
-    assert sorted(w1["category"]) == ["price_primary", "reciprocity"]
+    assert sorted(w1["category"]) == ["price_primary", "reciprocity", "tie_break_deference"]
     # the ballot's structure alone since the round-7 model: "Strictly by bid" reads price-primary
-    # at 0.29 against its 0.75 (the round-6 model 0.81, its cue then lexical evidence)
+    # at 0.53 against the round-8 model's 0.65 (the round-6 model 0.81, its cue then lexical)
     assert w1.filter(pl.col("category") == "price_primary")["basis"].item() == "structural"
 
 

@@ -32,8 +32,8 @@ def test_worker_institutions(scen, scen_ev):
         # the price-first worker took up a debt and honoured it a subrun later: institutional
         # ("Accepted, W3. Next time we meet, you go ahead of me": scoped to a later round)
         ("W1", "reciprocity", 2, 2, False, True, True),
-        # (W1's "equal bids by queue order", about this round and so never an institution, is
-        # missed since the round-7 model: test_evidence.test_exact_labels_per_utterance)
+        # "equal bids by queue order": about this round, so not an institution
+        ("W1", "tie_break_deference", 1, 1, False, False, False),
         ("W2", "earliest_deadline_first", 1, 1, True, False, False),
         ("W2", "rule_making_citation", 1, 1, True, False, False),
         # the reciprocator's persona dictates reciprocity: mandated, so not self-discovered

@@ -43,12 +43,9 @@ def test_behaviour_prevalence(scen, wr):
     assert got == [
         ("deadline_advocate", "earliest_deadline_first", 1, 1),
         ("deadline_advocate", "rule_making_citation", 1, 1),
-        # since the round-7 model its subrun-2 ballot ("Price order. The highest bidder pays the
-        # most and should run first. I moved W3 ahead of me, as I promised earlier.") is read as
-        # reciprocity alone, and "equal bids by queue order" is not read as tie-break
-        # deference (test_evidence pins both)
-        ("price_first", "price_primary", 3, 2),
+        ("price_first", "price_primary", 3, 3),
         ("price_first", "reciprocity", 3, 2),
+        ("price_first", "tie_break_deference", 3, 1),
         # by bid in every round: its "By bid." ballots and "By bid; with W1 ahead of me as
         # offered, for a favour later." (test_evidence pins the labels)
         ("reciprocator", "price_primary", 3, 3),

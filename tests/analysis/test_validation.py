@@ -71,15 +71,14 @@ def test_review_round_trip(scen, scen_ev, tmp_path):
     assert sample.select("source", "stratum").rows() == sorted(
         set(sample.select("source", "stratum").rows())
     )
-    # declaration: none, price_primary (the round-7 model reads one declaration, "order by
-    # price, as the mechanism intends"); message: earliest_deadline_first, reciprocity (no
+    # declaration: none, price_primary (the round-7 and -8 models read one declaration, "order
+    # by price, as the mechanism intends"); message: earliest_deadline_first, reciprocity (no
     # 'none': message 27, calling in a favour, is labelled reciprocity); ballot: price_primary,
-    # earliest_deadline_first, reciprocity (ballot 28 is reciprocity alone; no 'none': every
-    # ballot is labelled, the bare "By bid." ones too; test_evidence pins the labels)
+    # earliest_deadline_first (no 'none': every ballot is labelled, the bare "By bid." ones
+    # too; test_evidence pins the labels)
     assert sample.select("source", "stratum").rows() == [
         ("ballot", "earliest_deadline_first"),
         ("ballot", "price_primary"),
-        ("ballot", "reciprocity"),
         ("declaration", "none"),
         ("declaration", "price_primary"),
         ("message", "earliest_deadline_first"),
