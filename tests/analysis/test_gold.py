@@ -7,6 +7,8 @@ import hashlib
 import json
 from collections import Counter
 
+import pytest
+
 from mbb.analysis.agreement import GOLD_DIR, adjudicate, agreement, read_annotations
 from mbb.core.taxonomy import CATEGORY_NAMES
 
@@ -73,39 +75,23 @@ def _items_sha(split: str) -> str:
     return hashlib.sha256(items.encode()).hexdigest()
 
 
-def test_the_second_test_split_is_frozen():
-    assert _items_sha("test2") == TEST2_ITEMS_SHA256
-    assert hashlib.sha256((GOLD_DIR / "test2.jsonl").read_bytes()).hexdigest() == TEST2_SHA256
+# each later split: (hash of its items without labels, hash of the whole file as adjudicated)
+LATER_SPLIT_PINS = {
+    "test2": (TEST2_ITEMS_SHA256, TEST2_SHA256),
+    "test3": (TEST3_ITEMS_SHA256, TEST3_SHA256),
+    "test4": (TEST4_ITEMS_SHA256, TEST4_SHA256),
+    "test5": (TEST5_ITEMS_SHA256, TEST5_SHA256),
+    "test6": (TEST6_ITEMS_SHA256, TEST6_SHA256),
+    "test7": (TEST7_ITEMS_SHA256, TEST7_SHA256),
+    "test8": (TEST8_ITEMS_SHA256, TEST8_SHA256),
+}
 
 
-def test_the_third_test_split_is_frozen():
-    assert _items_sha("test3") == TEST3_ITEMS_SHA256
-    assert hashlib.sha256((GOLD_DIR / "test3.jsonl").read_bytes()).hexdigest() == TEST3_SHA256
-
-
-def test_the_fourth_test_split_is_frozen():
-    assert _items_sha("test4") == TEST4_ITEMS_SHA256
-    assert hashlib.sha256((GOLD_DIR / "test4.jsonl").read_bytes()).hexdigest() == TEST4_SHA256
-
-
-def test_the_fifth_test_split_is_frozen():
-    assert _items_sha("test5") == TEST5_ITEMS_SHA256
-    assert hashlib.sha256((GOLD_DIR / "test5.jsonl").read_bytes()).hexdigest() == TEST5_SHA256
-
-
-def test_the_sixth_test_split_is_frozen():
-    assert _items_sha("test6") == TEST6_ITEMS_SHA256
-    assert hashlib.sha256((GOLD_DIR / "test6.jsonl").read_bytes()).hexdigest() == TEST6_SHA256
-
-
-def test_the_seventh_test_split_is_frozen():
-    assert _items_sha("test7") == TEST7_ITEMS_SHA256
-    assert hashlib.sha256((GOLD_DIR / "test7.jsonl").read_bytes()).hexdigest() == TEST7_SHA256
-
-
-def test_the_eighth_test_split_is_frozen():
-    assert _items_sha("test8") == TEST8_ITEMS_SHA256
-    assert hashlib.sha256((GOLD_DIR / "test8.jsonl").read_bytes()).hexdigest() == TEST8_SHA256
+@pytest.mark.parametrize("split", sorted(LATER_SPLIT_PINS))
+def test_each_later_test_split_is_frozen(split):
+    items_sha, file_sha = LATER_SPLIT_PINS[split]
+    assert _items_sha(split) == items_sha
+    assert hashlib.sha256((GOLD_DIR / f"{split}.jsonl").read_bytes()).hexdigest() == file_sha
 
 
 def test_splits_are_by_writer_and_cover_every_category():
