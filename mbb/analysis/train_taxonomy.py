@@ -265,7 +265,7 @@ def _fit_weights(
     from sklearn.linear_model import LogisticRegression
 
     vocab = _vocab(fs, [u.writer or "" for u in items])
-    extra = [(f, u) for fc, u in zip(copies or [], items, strict=False) for f in fc]
+    extra = [(f, u) for fc, u in zip(copies, items, strict=True) for f in fc] if copies else []
     X = _matrix([*fs, *(f for f, _ in extra)], vocab)
     rows = [*items, *(u for _, u in extra)]
     weight = np.concatenate([np.ones(len(fs)), np.full(len(extra), COPY_WEIGHT)]) if extra else None
