@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,15 @@ from mbb.core.paths import PROJECT_ROOT
 from mbb.params import Condition
 
 LOCAL_LLM_ENV = "MBB_LOCAL_LLM"
+
+
+def pytest_configure(config):
+    """Give the test process the SIGINT a terminal gives. A shell that starts a job in the
+    background (`nohup .ci/run &`) hands it SIGINT ignored; Python then keeps it ignored and
+    every child inherits that, so the Ctrl-C tests would see no KeyboardInterrupt and fail
+    for a reason that is not mbb's. Tests of an inherited ignored SIGINT set it themselves."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_collection_modifyitems(config, items):
