@@ -189,7 +189,7 @@ def test_a_masked_copy_drops_the_cue_words_and_keeps_the_rest():
     assert masked_text(refused) is None
 
 
-def test_masked_copies_teach_the_words_around_a_cue():
+def test_masked_copies_teach_the_words_around_a_cue(monkeypatch):
     """Every positive says "you owe" beside a word of its own ("ledger"); neutral items use
     neither. Without copies the cue explains the label and "ledger" learns little; with them
     the copy, which lacks the cue, can only be told apart by "ledger"."""
@@ -219,9 +219,11 @@ def test_masked_copies_teach_the_words_around_a_cue():
                 text=f"Round {k % 4 + 1} note: {f}, my turn after W{k % 5 + 1}.",
             )
         )
+    # the masked copies alone (these messages' context-free copies would be the items again)
+    monkeypatch.setattr(tt, "CONTEXT_FREE_MESSAGES", False)
     fs = tt._feats(items)
     copies = tt._copy_feats(items)
-    assert sum(len(c) for c in copies) == 40  # the positives' masked copies (no ballots here)
+    assert sum(len(c) for c in copies) == 40  # the positives' masked copies
 
     def ledger_weight(with_copies: bool) -> float:
         vocab, models = tt._fit_weights(
@@ -253,6 +255,14 @@ def test_a_ballot_also_trains_without_its_context():
     assert {k for k in copies[0] if k.startswith("w:")} == {
         k for k in with_ctx if k.startswith("w:")
     }
-    # a message keeps its context: its thread is what it answers, in runs as in the corpus
+    # a message that answers no thread trains alone too (runs read messages alone) ...
     msg = ballot.model_copy(update={"id": "m-1", "channel": "public"})
-    assert tt._copy_feats([msg]) == [[]]
+    (msg_copies,) = tt._copy_feats([msg])
+    assert len(msg_copies) == 1 and not any(k.startswith("ctx:") for k in msg_copies[0])
+    # ... but a reply does not: alone it need not show what it answers ("Fine, same as last
+    # time then."), and a copy with its labels would teach short replies to read as tactics
+    for thread in ({"in_reply_to": "W2: bid order again?"}, {"earlier": ["round 1, W2: ..."]}):
+        reply = msg.model_copy(
+            update={"id": "m-2", "context": msg.context.model_copy(update=thread)}
+        )
+        assert tt._copy_feats([reply]) == [[]]
