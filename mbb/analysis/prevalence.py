@@ -199,8 +199,8 @@ def frozen_split_rates(
 ) -> pl.DataFrame:
     """`classifier_rates` of the evidence text classifier (the shipped model, or another model
     file) on the frozen test splits pooled (`gold_eval.FROZEN_SPLITS`: writers B, F, Q, R, Y,
-    Z, AC, AH, AI, AS, AV, AX, AY, BC and BD, none of them used to train it); computed once per
-    model file.
+    Z, AC, AH, AI, AS, AV, AX, AY, BC, BD, BG and BH, none of them used to train it); computed
+    once per model file.
 
     `with_context=False` (default) reads each item's text alone, as `classify_evidence` reads
     utterances in runs (their context enters there as structural facts instead); True gives the

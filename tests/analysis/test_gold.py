@@ -1,4 +1,4 @@
-"""The gold corpus (mbb/analysis/gold/): the eight frozen test splits, the adjudication and the
+"""The gold corpus (mbb/analysis/gold/): the nine frozen test splits, the adjudication and the
 agreement figures are what the files say they are. Scores are not tested here."""
 
 from __future__ import annotations
@@ -50,6 +50,11 @@ TEST7_SHA256 = "2830cda774e932de831c280c2bd6012876ebbeb6a924875d2e7739f63e1fb238
 # the blind annotations arrive (then TEST8_SHA256 moves, TEST8_ITEMS_SHA256 never)
 TEST8_ITEMS_SHA256 = "4e7072584da21430e47c0f8baf28dd747d198ba3cc1d8c1e3749ee11b85c6943"
 TEST8_SHA256 = "18f9a93f2f8e0091d9831dc58eb9795c29af8b5841711fbfb1f2701369a700f6"
+# the ninth round's test split (writers BG and BH, named before anyone wrote), pinned as soon as
+# both delivered and before any model read it; labels the authors' until the blind annotations
+# arrive (then TEST9_SHA256 moves, TEST9_ITEMS_SHA256 never)
+TEST9_ITEMS_SHA256 = "eec4eecb8c30600365d7f3dba479cf133e65d0a4939429013864d5400bebac76"
+TEST9_SHA256 = "31ee9baccd4457404097333be96e09d4677fde153397c0b6434e5d00b97476ee"
 SEPARATE = ["exclusionary_coalition", "divide_and_conquer", "metagaming"]
 FIRST_DEV = set("ACDEGHIJ")
 SPLITS = ("dev", "test", "test2", "test3", "test4")
@@ -84,6 +89,7 @@ LATER_SPLIT_PINS = {
     "test6": (TEST6_ITEMS_SHA256, TEST6_SHA256),
     "test7": (TEST7_ITEMS_SHA256, TEST7_SHA256),
     "test8": (TEST8_ITEMS_SHA256, TEST8_SHA256),
+    "test9": (TEST9_ITEMS_SHA256, TEST9_SHA256),
 }
 
 
@@ -95,8 +101,8 @@ def test_each_later_test_split_is_frozen(split):
 
 
 def test_splits_are_by_writer_and_cover_every_category():
-    dev, test, test2, test3, test4, test5, test6, test7, test8 = (
-        gold(s) for s in (*SPLITS, "test5", "test6", "test7", "test8")
+    dev, test, test2, test3, test4, test5, test6, test7, test8, test9 = (
+        gold(s) for s in (*SPLITS, "test5", "test6", "test7", "test8", "test9")
     )
     assert {d["writer"] for d in test} == {"B", "F"}
     assert {d["writer"] for d in test2} == {"Q", "R"}
@@ -106,12 +112,13 @@ def test_splits_are_by_writer_and_cover_every_category():
     assert {d["writer"] for d in test6} == {"AS", "AV"}
     assert {d["writer"] for d in test7} == {"AX", "AY"}
     assert {d["writer"] for d in test8} == {"BC", "BD"}
+    assert {d["writer"] for d in test9} == {"BG", "BH"}
     later_dev = {*"KLMNOPSTUVX", "AA", "AB", "AD", "AE", "AF", "AG", "AJ", "AL", "AM", "AN", "AO"}
-    later_dev |= {"AQ", "AR", "AT", "AU", "AW", "AZ", "BA", "BB", "BE", "BF"}
+    later_dev |= {"AQ", "AR", "AT", "AU", "AW", "AZ", "BA", "BB", "BE", "BF", "BI", "BJ", "BK"}
     assert FIRST_DEV < {d["writer"] for d in dev} <= FIRST_DEV | later_dev
     # the later rounds' items all carry their style; the first round's none
     assert all(("style" in d) == (d["writer"] not in FIRST_DEV) for d in dev)
-    assert all("style" in d for d in test2 + test3 + test4 + test5 + test6 + test7 + test8)
+    assert all("style" in d for d in test2 + test3 + test4 + test5 + test6 + test7 + test8 + test9)
     assert not any("style" in d for d in test)
     counts = Counter(label for d in dev + test for label in d["labels"])
     assert all(counts[c] >= 30 for c in [*CATEGORY_NAMES, *SEPARATE]), counts
@@ -121,7 +128,8 @@ def test_splits_are_by_writer_and_cover_every_category():
 
 def test_gold_labels_are_the_majority_of_three_independent_annotations():
     ann = read_annotations()
-    items = [d for s in (*SPLITS, "test5", "test6", "test7", "test8") for d in gold(s)]
+    later = ("test5", "test6", "test7", "test8", "test9")
+    items = [d for s in (*SPLITS, *later) for d in gold(s)]
     assert len(ann) == len(items) == len({d["id"] for d in items})
     for d in items:
         assert d["labels"] == adjudicate(ann[d["id"]]), d["id"]
