@@ -54,7 +54,7 @@ TEST8_SHA256 = "18f9a93f2f8e0091d9831dc58eb9795c29af8b5841711fbfb1f2701369a700f6
 # both delivered and before any model read it; labels the authors' until the blind annotations
 # arrive (then TEST9_SHA256 moves, TEST9_ITEMS_SHA256 never)
 TEST9_ITEMS_SHA256 = "eec4eecb8c30600365d7f3dba479cf133e65d0a4939429013864d5400bebac76"
-TEST9_SHA256 = "31ee9baccd4457404097333be96e09d4677fde153397c0b6434e5d00b97476ee"
+TEST9_SHA256 = "d753f6cce768f5692d1ae48b3e056c1c962d44006c9b5168f3dcd894f3d2f09f"
 SEPARATE = ["exclusionary_coalition", "divide_and_conquer", "metagaming"]
 FIRST_DEV = set("ACDEGHIJ")
 SPLITS = ("dev", "test", "test2", "test3", "test4")
