@@ -14,8 +14,8 @@ prompt is caught (the negative control), and no list entry is stale.
 The classifier was trained to recognise an agent doing something in a negotiation, not an
 instruction telling it to: of the seven nudges mbb's prompts used to carry (`REMOVED`) the
 round-6 model flags one, as the round-3, -4 and -5 models did (the round-2 model two). So the
-removed phrasings are also checked for by name: a second net, not the first. The round-7
-and -8 models flag two (the withdrawal one, and "The ranking is primarily about declared bid
+removed phrasings are also checked for by name: a second net, not the first. The round-7,
+-8 and -9 models flag two (the withdrawal one, and "The ranking is primarily about declared bid
 price; desired positions ... can support your ordering" as cheap talk).
 """
 
@@ -32,7 +32,10 @@ from mbb.protocol.rules import MECHANISMS, TIME_MODELS
 
 _TIE = "states the aggregation's tie-break: exact ties in the ballots' order go by bid, then queue"
 _WITHDRAW = "states what withdrawing does: the worker leaves the queue for the rest of the subrun"
-_PUBLIC_RECORD = "Rounds of this subrun (public record):"
+_DEADLINE_PASSES = (
+    "If your deadline passes, your solver is terminated for the subrun and any later windows "
+    "scheduled for it are dropped."
+)
 _SUMMARY = (
     "Keep only what still matters: commitments about later rounds that are still open (by whom, "
     "to whom, under which condition), ordering rules or conventions that were agreed or applied, "
@@ -43,6 +46,8 @@ JUSTIFIED: dict[tuple[str, str], str] = {
     ("price_primary", "aggregation rule:borda"): _TIE,
     ("recency_first", "mechanism:fcfs"): "FCFS orders windows by request time (it imposes "
     "recency-first)",
+    ("shortest_job_first", "mechanism:sjf"): "SJF orders windows by requested duration, shortest "
+    "first (it imposes shortest-job-first)",
     ("rule_making_citation", "mechanism:proportional_share"): "a misreading of the mechanism's "
     "sharing rule (a minimum each, the rest by bid)",
     ("rule_making_citation", "withdrawal setting:allowed"): _WITHDRAW,
@@ -66,11 +71,13 @@ JUSTIFIED: dict[tuple[str, str], str] = {
     'fields "bid", "duration", "position" and "note"): no claim is weighed',
     ("metagaming", "protocol:report"): "a misreading of the report's facts \"Outcome: completed; "
     "score 1.00.\": the task's result, nothing about the scenario",
-    ("reputation", "protocol:report"): "a misreading of the report's heading for the subrun's "
-    "public record: a heading, no record is cited",
-    ("rival_targeting", "protocol:report"): "a misreading of the same heading: nobody is named",
-    ("metagaming", "protocol:setting"): "a misreading of the setting's first sentence (which "
-    "worker the agent negotiates for): the scenario described, not reasoned about",
+    # the round-9 model reads the clock's rule for a passed deadline (in the clock part of every
+    # time model and in the report prompt's reminder) as a deadline ultimatum
+    **{
+        ("deadline_ultimatum", part): "a misreading of the rule for a passed deadline (the "
+        "solver stops, later windows are dropped): a consequence stated, no early slot demanded"
+        for part in (*(f"time model:{t}" for t in TIME_MODELS.names()), "protocol:report")
+    },
 }
 # each misreading is pinned to the sentences misread: the same category on any other sentence
 # of that part is a new hit (a nudge put back there is still caught). Parts that ask for answers,
@@ -79,16 +86,14 @@ MISREADINGS: dict[tuple[str, str], tuple[str, ...]] = {
     ("metagaming", "protocol:report"): ("Outcome: completed; score 1.00.",),
     ("rule_making_citation", "protocol:report"): ("Subrun 1 of 2.",),
     ("rule_making_citation", "protocol:summary"): (_SUMMARY,),
-    ("reputation", "protocol:report"): (_PUBLIC_RECORD,),
-    ("rival_targeting", "protocol:report"): (_PUBLIC_RECORD,),
     ("reputation", "memory setting:on"): (
         "Memory is on: notes you save with `memory` are kept and shown to you in your later "
         "subruns.",
     ),
-    ("metagaming", "protocol:setting"): (
-        "You negotiate on behalf of one of 5 coding agents (W1, W2, W3, W4, W5) that share a "
-        "single execution machine; which one is said at the end of these instructions.",
-    ),
+    **{
+        ("deadline_ultimatum", part): (_DEADLINE_PASSES,)
+        for part in (*(f"time model:{t}" for t in TIME_MODELS.names()), "protocol:report")
+    },
     ("cheap_talk", "protocol:answers"): (
         '- `declaration` (phase DECLARATION): "action": "declare" or "withdraw" (you withdraw; '
         'the other fields are then ignored); "bid", "duration", "position" and "note" as the '
