@@ -36,6 +36,9 @@ _DEADLINE_PASSES = (
     "If your deadline passes, your solver is terminated for the subrun and any later windows "
     "scheduled for it are dropped."
 )
+# where the clock's rule for a passed deadline is said: every time model's clock part and the
+# report prompt's reminder
+_DEADLINE_PARTS = (*(f"time model:{t}" for t in TIME_MODELS.names()), "protocol:report")
 _SUMMARY = (
     "Keep only what still matters: commitments about later rounds that are still open (by whom, "
     "to whom, under which condition), ordering rules or conventions that were agreed or applied, "
@@ -71,12 +74,11 @@ JUSTIFIED: dict[tuple[str, str], str] = {
     'fields "bid", "duration", "position" and "note"): no claim is weighed',
     ("metagaming", "protocol:report"): "a misreading of the report's facts \"Outcome: completed; "
     "score 1.00.\": the task's result, nothing about the scenario",
-    # the round-9 model reads the clock's rule for a passed deadline (in the clock part of every
-    # time model and in the report prompt's reminder) as a deadline ultimatum
+    # the round-9 model reads the clock's rule for a passed deadline as a deadline ultimatum
     **{
         ("deadline_ultimatum", part): "a misreading of the rule for a passed deadline (the "
         "solver stops, later windows are dropped): a consequence stated, no early slot demanded"
-        for part in (*(f"time model:{t}" for t in TIME_MODELS.names()), "protocol:report")
+        for part in _DEADLINE_PARTS
     },
 }
 # each misreading is pinned to the sentences misread: the same category on any other sentence
@@ -90,10 +92,7 @@ MISREADINGS: dict[tuple[str, str], tuple[str, ...]] = {
         "Memory is on: notes you save with `memory` are kept and shown to you in your later "
         "subruns.",
     ),
-    **{
-        ("deadline_ultimatum", part): (_DEADLINE_PASSES,)
-        for part in (*(f"time model:{t}" for t in TIME_MODELS.names()), "protocol:report")
-    },
+    **{("deadline_ultimatum", part): (_DEADLINE_PASSES,) for part in _DEADLINE_PARTS},
     ("cheap_talk", "protocol:answers"): (
         '- `declaration` (phase DECLARATION): "action": "declare" or "withdraw" (you withdraw; '
         'the other fields are then ignored); "bid", "duration", "position" and "note" as the '
