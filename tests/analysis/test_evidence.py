@@ -52,7 +52,7 @@ def test_exact_labels_per_utterance(scen_ev):
         # "Strictly by bid; equal bids by queue order.": tie-break deference by the definition;
         # the round-7 model missed it (0.23): its masked copies moved weight from the words to
         # the ballot's context, which runs do not give the text model; the round-8 model's
-        # context-free ballot copies read it again (0.85 against 0.70)
+        # context-free ballot copies read it again (0.85; the round-9 model 0.82)
         9: {"price_primary", "tie_break_deference"},
         10: {"earliest_deadline_first"},
         # by bid (the ballot equals the bid order); a miss, pinned: "for a favour later" is not
@@ -60,8 +60,8 @@ def test_exact_labels_per_utterance(scen_ev):
         11: {"price_primary"},
         27: {"reciprocity"},  # "you owe me one from before — this is the round I'd like to…"
         # "Price order. The highest bidder pays the most and should run first. I moved W3 ahead
-        # of me, as I promised earlier.": price-primary (0.68; the round-7 model 0.21 missed
-        # it), reciprocity from the ballot's structure
+        # of me, as I promised earlier.": price-primary (the round-8 model 0.68, the round-9
+        # model 0.74; the round-7 model 0.21 missed it), reciprocity from the ballot's structure
         28: {"price_primary", "reciprocity"},
         29: {"price_primary"},  # the bare "By bid." (1.00; the round-3 model's gate turned it down)
         36: {"price_primary"},
