@@ -181,12 +181,17 @@ def rates_from_splits(
 
 @cache
 def _frozen_rates(model_path: str | None, with_context: bool) -> pl.DataFrame:
+    from mbb.analysis.agreement import ANNOTATORS, read_annotations
     from mbb.analysis.corpus import read_utterances
     from mbb.analysis.gold_eval import FROZEN_SPLITS, GOLD_DIR, evidence_labels
 
+    ann = read_annotations()
     splits = {}
     for name in FROZEN_SPLITS:
         items = read_utterances(GOLD_DIR / name, require_labels=True)
+        # an item still carrying its author's labels alone (blind annotations not yet in) is
+        # not a measurement of the classifier against adjudicated labels: it waits outside
+        items = [u for u in items if set(ann.get(u.id, ANNOTATORS)) != {"author"}]
         if not with_context:
             items = [u.model_copy(update={"context": type(u.context)()}) for u in items]
         pred = [[x["category"] for x in labs] for labs in evidence_labels(items, model_path)]
@@ -199,8 +204,9 @@ def frozen_split_rates(
 ) -> pl.DataFrame:
     """`classifier_rates` of the evidence text classifier (the shipped model, or another model
     file) on the frozen test splits pooled (`gold_eval.FROZEN_SPLITS`: writers B, F, Q, R, Y,
-    Z, AC, AH, AI, AS, AV, AX, AY, BC, BD, BG and BH, none of them used to train it); computed
-    once per model file.
+    Z, AC, AH, AI, AS, AV, AX, AY, BC, BD, BG, BH, BL and BM, none of them used to train it);
+    computed once per model file. Items whose blind annotations have not arrived (`provisional`
+    in `annotations.jsonl`) stay out of the pool until they are adjudicated.
 
     `with_context=False` (default) reads each item's text alone, as `classify_evidence` reads
     utterances in runs (their context enters there as structural facts instead); True gives the

@@ -1,4 +1,4 @@
-"""The gold corpus (mbb/analysis/gold/): the nine frozen test splits, the adjudication and the
+"""The gold corpus (mbb/analysis/gold/): the ten frozen test splits, the adjudication and the
 agreement figures are what the files say they are. Scores are not tested here."""
 
 from __future__ import annotations
@@ -55,6 +55,11 @@ TEST8_SHA256 = "18f9a93f2f8e0091d9831dc58eb9795c29af8b5841711fbfb1f2701369a700f6
 # arrive (then TEST9_SHA256 moves, TEST9_ITEMS_SHA256 never)
 TEST9_ITEMS_SHA256 = "eec4eecb8c30600365d7f3dba479cf133e65d0a4939429013864d5400bebac76"
 TEST9_SHA256 = "d753f6cce768f5692d1ae48b3e056c1c962d44006c9b5168f3dcd894f3d2f09f"
+# the tenth round's test split (writers BL and BM, named before anyone wrote), pinned as soon as
+# both delivered and before any model read it; labels the authors' until the blind annotations
+# arrive (then TEST10_SHA256 moves, TEST10_ITEMS_SHA256 never)
+TEST10_ITEMS_SHA256 = "7a980e933f2c7baef5e1c0092241a90b18a831afe74daece0c7b9bf2c4597c08"
+TEST10_SHA256 = "05dab0294bb5105143d45b0424648225f8c6ec0105edb7fd978554d1948db822"
 SEPARATE = ["exclusionary_coalition", "divide_and_conquer", "metagaming"]
 FIRST_DEV = set("ACDEGHIJ")
 SPLITS = ("dev", "test", "test2", "test3", "test4")
@@ -90,6 +95,7 @@ LATER_SPLIT_PINS = {
     "test7": (TEST7_ITEMS_SHA256, TEST7_SHA256),
     "test8": (TEST8_ITEMS_SHA256, TEST8_SHA256),
     "test9": (TEST9_ITEMS_SHA256, TEST9_SHA256),
+    "test10": (TEST10_ITEMS_SHA256, TEST10_SHA256),
 }
 
 
@@ -101,8 +107,8 @@ def test_each_later_test_split_is_frozen(split):
 
 
 def test_splits_are_by_writer_and_cover_every_category():
-    dev, test, test2, test3, test4, test5, test6, test7, test8, test9 = (
-        gold(s) for s in (*SPLITS, "test5", "test6", "test7", "test8", "test9")
+    dev, test, test2, test3, test4, test5, test6, test7, test8, test9, test10 = (
+        gold(s) for s in (*SPLITS, *(f"test{i}" for i in range(5, 11)))
     )
     assert {d["writer"] for d in test} == {"B", "F"}
     assert {d["writer"] for d in test2} == {"Q", "R"}
@@ -113,12 +119,15 @@ def test_splits_are_by_writer_and_cover_every_category():
     assert {d["writer"] for d in test7} == {"AX", "AY"}
     assert {d["writer"] for d in test8} == {"BC", "BD"}
     assert {d["writer"] for d in test9} == {"BG", "BH"}
+    assert {d["writer"] for d in test10} == {"BL", "BM"}
     later_dev = {*"KLMNOPSTUVX", "AA", "AB", "AD", "AE", "AF", "AG", "AJ", "AL", "AM", "AN", "AO"}
     later_dev |= {"AQ", "AR", "AT", "AU", "AW", "AZ", "BA", "BB", "BE", "BF", "BI", "BJ", "BK"}
+    later_dev |= {"BN", "BO", "BP"}
     assert FIRST_DEV < {d["writer"] for d in dev} <= FIRST_DEV | later_dev
     # the later rounds' items all carry their style; the first round's none
     assert all(("style" in d) == (d["writer"] not in FIRST_DEV) for d in dev)
-    assert all("style" in d for d in test2 + test3 + test4 + test5 + test6 + test7 + test8 + test9)
+    later = test2 + test3 + test4 + test5 + test6 + test7 + test8 + test9 + test10
+    assert all("style" in d for d in later)
     assert not any("style" in d for d in test)
     counts = Counter(label for d in dev + test for label in d["labels"])
     assert all(counts[c] >= 30 for c in [*CATEGORY_NAMES, *SEPARATE]), counts

@@ -136,3 +136,18 @@ def test_calibrated_prevalence_of_a_run(scen, scen_ev):
     assert by.height == 21 * by.select("condition", "model").unique().height
     with pytest.raises(ValueError, match="cannot group by"):
         calibrated_prevalence(scen, scen_ev, rates=_rates(1, 0), by=("colour",))
+
+
+def test_the_frozen_pool_holds_only_adjudicated_items():
+    """Items still carrying their author's labels alone (blind annotations not yet in) stay out
+    of the rates `calibrated_prevalence` corrects with; every adjudicated frozen item is in."""
+    from mbb.analysis.agreement import read_annotations
+    from mbb.analysis.corpus import read_utterances
+    from mbb.analysis.gold_eval import FROZEN_SPLITS, GOLD_DIR
+    from mbb.analysis.prevalence import frozen_split_rates
+
+    ann = read_annotations()
+    items = [u for name in FROZEN_SPLITS for u in read_utterances(GOLD_DIR / name)]
+    adjudicated = [u for u in items if set(ann[u.id]) != {"author"}]
+    rates = frozen_split_rates()
+    assert (rates["positives"] + rates["negatives"]).unique().to_list() == [len(adjudicated)]
