@@ -59,7 +59,7 @@ TEST9_SHA256 = "d753f6cce768f5692d1ae48b3e056c1c962d44006c9b5168f3dcd894f3d2f09f
 # both delivered and before any model read it; labels the authors' until the blind annotations
 # arrive (then TEST10_SHA256 moves, TEST10_ITEMS_SHA256 never)
 TEST10_ITEMS_SHA256 = "7a980e933f2c7baef5e1c0092241a90b18a831afe74daece0c7b9bf2c4597c08"
-TEST10_SHA256 = "05dab0294bb5105143d45b0424648225f8c6ec0105edb7fd978554d1948db822"
+TEST10_SHA256 = "6f6b6e90e1d52a74554c3cc47a44fd5539529de6ffba5e563a546b05e04492c3"
 SEPARATE = ["exclusionary_coalition", "divide_and_conquer", "metagaming"]
 FIRST_DEV = set("ACDEGHIJ")
 SPLITS = ("dev", "test", "test2", "test3", "test4")

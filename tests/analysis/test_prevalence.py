@@ -138,16 +138,24 @@ def test_calibrated_prevalence_of_a_run(scen, scen_ev):
         calibrated_prevalence(scen, scen_ev, rates=_rates(1, 0), by=("colour",))
 
 
-def test_the_frozen_pool_holds_only_adjudicated_items():
+def test_the_frozen_pool_holds_only_adjudicated_items(monkeypatch):
     """Items still carrying their author's labels alone (blind annotations not yet in) stay out
     of the rates `calibrated_prevalence` corrects with; every adjudicated frozen item is in."""
-    from mbb.analysis.agreement import read_annotations
+    import mbb.analysis.agreement as agreement
+    from mbb.analysis import prevalence
     from mbb.analysis.corpus import read_utterances
     from mbb.analysis.gold_eval import FROZEN_SPLITS, GOLD_DIR
-    from mbb.analysis.prevalence import frozen_split_rates
 
-    ann = read_annotations()
+    ann = agreement.read_annotations()
     items = [u for name in FROZEN_SPLITS for u in read_utterances(GOLD_DIR / name)]
     adjudicated = [u for u in items if set(ann[u.id]) != {"author"}]
-    rates = frozen_split_rates()
+    rates = prevalence.frozen_split_rates()
     assert (rates["positives"] + rates["negatives"]).unique().to_list() == [len(adjudicated)]
+    # one frozen writer's items turned provisional (as while its annotations are awaited)
+    pending = {u.id for u in items if u.id.startswith("BL-")}
+    assert len(pending) == 122
+    marked = {i: ({"author": a["author"]} if i in pending else a) for i, a in ann.items()}
+    monkeypatch.setattr(agreement, "read_annotations", lambda *a, **k: marked)
+    fewer = prevalence._frozen_rates.__wrapped__(None, False)
+    n = len(adjudicated) - len(pending & {u.id for u in adjudicated})
+    assert (fewer["positives"] + fewer["negatives"]).unique().to_list() == [n]
