@@ -30,6 +30,7 @@ from mbb.core.taxonomy import CATEGORY_NAMES, SEPARATE_NAMES, roll_up
 __all__ = [
     "FROZEN_SPLITS",
     "GOLD_DIR",
+    "adjudicated_items",
     "agreement_table",
     "evaluate_gold",
     "evidence_labels",
@@ -134,11 +135,23 @@ def model_behind_dev(
     )
 
 
+def adjudicated_items(
+    items: Sequence[Utterance], annotations: str | Path | None = None
+) -> list[Utterance]:
+    """`items` without those carrying their author's labels alone in the gold corpus
+    (`provisional` in `annotations.jsonl`: the blind annotations not yet delivered); items the
+    corpus does not hold are kept. A measurement against labels only the writer gave is not a
+    measurement against adjudicated gold, so the frozen-split rates use this filter.
+
+    `items`: the items to filter; `annotations`: the annotations file (default: the gold
+    folder's)."""
+    ann = read_annotations(Path(annotations or GOLD_DIR / "annotations.jsonl"))
+    return [u for u in items if set(ann.get(u.id, ())) != {"author"}]
+
+
 def provisional_items(items: Sequence[Utterance], annotations: str | Path | None = None) -> int:
-    """How many of `items` carry their author's labels alone in the gold corpus (`provisional`
-    in `annotations.jsonl`: the blind annotations not yet delivered). Items the corpus does not
-    hold count 0.
+    """How many of `items` carry their author's labels alone (the complement of
+    `adjudicated_items`). Items the corpus does not hold count 0.
 
     `items`: the scored items; `annotations`: the annotations file (default: the gold folder's)."""
-    ann = read_annotations(Path(annotations or GOLD_DIR / "annotations.jsonl"))
-    return sum(1 for u in items if set(ann.get(u.id, ())) == {"author"})
+    return len(items) - len(adjudicated_items(items, annotations))

@@ -181,17 +181,14 @@ def rates_from_splits(
 
 @cache
 def _frozen_rates(model_path: str | None, with_context: bool) -> pl.DataFrame:
-    from mbb.analysis.agreement import ANNOTATORS, read_annotations
     from mbb.analysis.corpus import read_utterances
-    from mbb.analysis.gold_eval import FROZEN_SPLITS, GOLD_DIR, evidence_labels
+    from mbb.analysis.gold_eval import FROZEN_SPLITS, GOLD_DIR, adjudicated_items, evidence_labels
 
-    ann = read_annotations()
     splits = {}
     for name in FROZEN_SPLITS:
-        items = read_utterances(GOLD_DIR / name, require_labels=True)
         # an item still carrying its author's labels alone (blind annotations not yet in) is
         # not a measurement of the classifier against adjudicated labels: it waits outside
-        items = [u for u in items if set(ann.get(u.id, ANNOTATORS)) != {"author"}]
+        items = adjudicated_items(read_utterances(GOLD_DIR / name, require_labels=True))
         if not with_context:
             items = [u.model_copy(update={"context": type(u.context)()}) for u in items]
         pred = [[x["category"] for x in labs] for labs in evidence_labels(items, model_path)]

@@ -142,6 +142,7 @@ def test_the_frozen_pool_holds_only_adjudicated_items(monkeypatch):
     """Items still carrying their author's labels alone (blind annotations not yet in) stay out
     of the rates `calibrated_prevalence` corrects with; every adjudicated frozen item is in."""
     import mbb.analysis.agreement as agreement
+    import mbb.analysis.gold_eval as gold_eval
     from mbb.analysis import prevalence
     from mbb.analysis.corpus import read_utterances
     from mbb.analysis.gold_eval import FROZEN_SPLITS, GOLD_DIR
@@ -155,7 +156,7 @@ def test_the_frozen_pool_holds_only_adjudicated_items(monkeypatch):
     pending = {u.id for u in items if u.id.startswith("BL-")}
     assert len(pending) == 122
     marked = {i: ({"author": a["author"]} if i in pending else a) for i, a in ann.items()}
-    monkeypatch.setattr(agreement, "read_annotations", lambda *a, **k: marked)
+    monkeypatch.setattr(gold_eval, "read_annotations", lambda *a, **k: marked)
     fewer = prevalence._frozen_rates.__wrapped__(None, False)
     n = len(adjudicated) - len(pending & {u.id for u in adjudicated})
     assert (fewer["positives"] + fewer["negatives"]).unique().to_list() == [n]
