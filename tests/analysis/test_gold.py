@@ -1,4 +1,4 @@
-"""The gold corpus (mbb/analysis/gold/): the ten frozen test splits, the adjudication and the
+"""The gold corpus (mbb/analysis/gold/): the eleven frozen test splits, the adjudication and the
 agreement figures are what the files say they are. Scores are not tested here."""
 
 from __future__ import annotations
@@ -60,6 +60,11 @@ TEST9_SHA256 = "d753f6cce768f5692d1ae48b3e056c1c962d44006c9b5168f3dcd894f3d2f09f
 # arrive (then TEST10_SHA256 moves, TEST10_ITEMS_SHA256 never)
 TEST10_ITEMS_SHA256 = "7a980e933f2c7baef5e1c0092241a90b18a831afe74daece0c7b9bf2c4597c08"
 TEST10_SHA256 = "6f6b6e90e1d52a74554c3cc47a44fd5539529de6ffba5e563a546b05e04492c3"
+# the eleventh round's test split (writers BQ and BR, named before anyone wrote), pinned as soon
+# as both delivered and before any model read it; labels the authors' until the blind
+# annotations arrive (then TEST11_SHA256 moves, TEST11_ITEMS_SHA256 never)
+TEST11_ITEMS_SHA256 = "05ebe635488bd73fc0abef6f5641c389b196fc6c8986fc94eedaf5ada7347ff0"
+TEST11_SHA256 = "86d5d4fcb6a097c9589329f176ec3a5da88599ddcec0dc6e293128b3bbcf4952"
 SEPARATE = ["exclusionary_coalition", "divide_and_conquer", "metagaming"]
 FIRST_DEV = set("ACDEGHIJ")
 SPLITS = ("dev", "test", "test2", "test3", "test4")
@@ -96,6 +101,7 @@ LATER_SPLIT_PINS = {
     "test8": (TEST8_ITEMS_SHA256, TEST8_SHA256),
     "test9": (TEST9_ITEMS_SHA256, TEST9_SHA256),
     "test10": (TEST10_ITEMS_SHA256, TEST10_SHA256),
+    "test11": (TEST11_ITEMS_SHA256, TEST11_SHA256),
 }
 
 
@@ -107,8 +113,8 @@ def test_each_later_test_split_is_frozen(split):
 
 
 def test_splits_are_by_writer_and_cover_every_category():
-    dev, test, test2, test3, test4, test5, test6, test7, test8, test9, test10 = (
-        gold(s) for s in (*SPLITS, *(f"test{i}" for i in range(5, 11)))
+    dev, test, test2, test3, test4, test5, test6, test7, test8, test9, test10, test11 = (
+        gold(s) for s in (*SPLITS, *(f"test{i}" for i in range(5, 12)))
     )
     assert {d["writer"] for d in test} == {"B", "F"}
     assert {d["writer"] for d in test2} == {"Q", "R"}
@@ -120,13 +126,14 @@ def test_splits_are_by_writer_and_cover_every_category():
     assert {d["writer"] for d in test8} == {"BC", "BD"}
     assert {d["writer"] for d in test9} == {"BG", "BH"}
     assert {d["writer"] for d in test10} == {"BL", "BM"}
+    assert {d["writer"] for d in test11} == {"BQ", "BR"}
     later_dev = {*"KLMNOPSTUVX", "AA", "AB", "AD", "AE", "AF", "AG", "AJ", "AL", "AM", "AN", "AO"}
     later_dev |= {"AQ", "AR", "AT", "AU", "AW", "AZ", "BA", "BB", "BE", "BF", "BI", "BJ", "BK"}
     later_dev |= {"BN", "BO", "BP", "BS", "BT", "BU"}
     assert FIRST_DEV < {d["writer"] for d in dev} <= FIRST_DEV | later_dev
     # the later rounds' items all carry their style; the first round's none
     assert all(("style" in d) == (d["writer"] not in FIRST_DEV) for d in dev)
-    later = test2 + test3 + test4 + test5 + test6 + test7 + test8 + test9 + test10
+    later = test2 + test3 + test4 + test5 + test6 + test7 + test8 + test9 + test10 + test11
     assert all("style" in d for d in later)
     assert not any("style" in d for d in test)
     counts = Counter(label for d in dev + test for label in d["labels"])
