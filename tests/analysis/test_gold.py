@@ -64,7 +64,7 @@ TEST10_SHA256 = "6f6b6e90e1d52a74554c3cc47a44fd5539529de6ffba5e563a546b05e04492c
 # as both delivered and before any model read it; labels the authors' until the blind
 # annotations arrive (then TEST11_SHA256 moves, TEST11_ITEMS_SHA256 never)
 TEST11_ITEMS_SHA256 = "05ebe635488bd73fc0abef6f5641c389b196fc6c8986fc94eedaf5ada7347ff0"
-TEST11_SHA256 = "86d5d4fcb6a097c9589329f176ec3a5da88599ddcec0dc6e293128b3bbcf4952"
+TEST11_SHA256 = "5eb9c76a50e9e66302c6b52c3d79ece7957f5f3dbeda1bf75c774cf6ebb5de9a"
 SEPARATE = ["exclusionary_coalition", "divide_and_conquer", "metagaming"]
 FIRST_DEV = set("ACDEGHIJ")
 SPLITS = ("dev", "test", "test2", "test3", "test4")
