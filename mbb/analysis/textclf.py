@@ -592,9 +592,10 @@ class TextModel:
     ) -> tuple[list[Label], dict[str, float]]:
         """(labels, margin per label): the margin is the probability minus what the label
         needed (its threshold, moved by the cue rules), capped by the gate's own margin when
-        the gate judged the utterance neutral; a label that needs a cue it lacks gets -1, one
-        given by a trusted cue +1. Near zero means the classifier was unsure (the combined
-        classifier asks the LLM there)."""
+        the gate judged the utterance neutral (by the margin over the spec's `gate_override`
+        when the label is that sure and so passes the gate anyway); a label that needs a cue
+        it lacks gets -1, one given by a trusted cue +1. Near zero means the classifier was
+        unsure (the combined classifier asks the LLM there)."""
         feats = self.features(text, channel, ctx)
         probs = self.scores(feats)
         src = {"note": "declaration", "ballot": "ballot"}.get(channel, "message")
@@ -611,6 +612,7 @@ class TextModel:
         gate_margin = (
             gate - (self.thresholds[ANY] + threshold_shift) if gate is not None else float("inf")
         )
+        override = self.spec.get("gate_override")  # a label this sure passes a neutral gate
         out: list[Label] = []
         margins: dict[str, float] = {}
         for lab in self.labels:
@@ -631,12 +633,16 @@ class TextModel:
                     else (cued_discount)
                 )
             margins[lab] = min(p - need, gate_margin)
-            if gate_margin < 0:
-                continue  # the gate judges the utterance neutral
+            if gate_margin < 0:  # the gate judges the utterance neutral...
+                if override is None or p < override + threshold_shift:
+                    continue
+                margins[lab] = min(p - need, p - override - threshold_shift)  # ...outvoted
             if p >= need:
                 ev = f"model p={p:.2f}: {self.explain(feats, lab)}"
                 if lab in spans:
                     ev = f"{spans[lab]}; {ev}"
+                if gate_margin < 0:
+                    ev += f" (past the neutral gate: p >= {override:.2f})"
                 out.append(Label(lab, round(p, 4), ev))
             elif lab in sure:  # a cue precise on the dev corpus labels even when outvoted
                 ev = f"{sure[lab]}; trusted cue (model p={p:.2f})"

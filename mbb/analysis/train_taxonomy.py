@@ -492,25 +492,41 @@ def _choose_c(
 # 0.45, which labelled 7.4 % of neutral items by held-out writer; 5 % is the issue's bound)
 NEUTRAL_TARGET = 0.05
 GATE_MAX_LOSS = 0.10
+# a label at least this sure passes a gate that judged the utterance neutral (mbb's choice,
+# round 12): otherwise the gate and the label's own model must agree, and out of fold the gate
+# silenced labels their model was all but certain of (read alone most of all). The gate is then
+# chosen with the override in place (`_neutral_gate`), so it rises to keep the neutral bound.
+# Writer-grouped fast CV on the 48 round-11 dev writers (C 16, the shipped thresholds; the gate
+# each override chooses on the pooled out-of-fold probabilities): no override, gate 0.70:
+# macro-F1 0.844, 4.7 % of neutral items labelled, read alone 0.762; 0.99 (gate 0.76): 0.852,
+# 4.8 %, 0.768; 0.98 (gate 0.86): 0.850, 4.8 %, 0.762; 0.97 and 0.95 meet no gate within
+# GATE_MAX_LOSS (their own false alarms, 3.5 and 4.9 % of neutral items out of fold, leave
+# the gate too little; 0.95 at gate 0.85: 0.856 but 6.8 %). None turns it off
+GATE_OVERRIDE: float | None = 0.99
 
 
 def _neutral_gate(
     p: dict[str, np.ndarray], sub: Sequence[Utterance], th: dict[str, float]
 ) -> float:
     """The lowest gate threshold at which, out of fold, at most NEUTRAL_TARGET of the neutral
-    items would get a label (some label over its threshold and the gate passed) while at most
-    GATE_MAX_LOSS of the labelled items are silenced; GATE_LOSS's threshold when the target
-    cannot be met within that loss."""
+    items would get a label (some label over its threshold and the gate passed, or the label
+    over GATE_OVERRIDE) while at most GATE_MAX_LOSS of the labelled items are silenced (gate
+    failed and no label over the override); GATE_LOSS's threshold when the target cannot be
+    met within that loss."""
     y = _y(sub, ANY)
     g = p[ANY]
     any_lab = np.zeros(len(sub), dtype=bool)
+    sure = np.zeros(len(sub), dtype=bool)  # some label passes the gate whatever it says
     for lab, t in th.items():
         if lab != ANY:
             any_lab |= p[lab] >= t
+            if GATE_OVERRIDE is not None:
+                sure |= p[lab] >= max(t, GATE_OVERRIDE)
     neutral, pos = y == 0, y == 1
     for t in np.round(np.arange(0.0, 0.951, 0.01), 2):
-        fp = float(np.mean(any_lab[neutral] & (g[neutral] >= t))) if neutral.any() else 0.0
-        lost = float(np.mean(g[pos] < t)) if pos.any() else 0.0
+        passed = (g >= t) | sure
+        fp = float(np.mean(any_lab[neutral] & passed[neutral])) if neutral.any() else 0.0
+        lost = float(np.mean(~passed[pos])) if pos.any() else 0.0
         if lost > GATE_MAX_LOSS:
             break
         if fp <= NEUTRAL_TARGET:
@@ -642,6 +658,7 @@ def _spec(
         },
         "model_only_margin": MODEL_ONLY_MARGIN,
         "cued_discount": CUED_DISCOUNT,
+        **({"gate_override": GATE_OVERRIDE} if GATE_OVERRIDE is not None else {}),
         "trusted_cues": _trusted_cues(items),
         "cue_required": list(CUE_REQUIRED),
         "rivals": _rivals(items),

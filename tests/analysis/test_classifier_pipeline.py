@@ -311,3 +311,34 @@ def test_a_novel_rule_proposed_earlier_is_cited_later(events):
     assert st["evidence"].item() == (
         f'invokes rule "{rule}" first proposed by A in s1r1 (shared: last, loser, tie)'
     )
+
+
+def test_the_gate_rises_to_keep_the_neutral_bound_when_sure_labels_pass_it(monkeypatch):
+    """Neutral items whose label clears GATE_OVERRIDE pass any gate, so the gate is chosen
+    higher to leave at most NEUTRAL_TARGET of the neutral items labelled in all."""
+    import mbb.analysis.train_taxonomy as T
+    from mbb.analysis.corpus import Utterance
+
+    n = 200  # 100 neutral items, gate probability spread evenly; 100 labelled, the gate sure
+    g = np.concatenate([np.linspace(0.0, 0.9, 100), np.linspace(0.9, 1.0, 100)])
+    lab = np.full(n, 0.6)
+    lab[[0, 1, 2]] = 0.99  # three neutral items the gate rejects but the label model is sure of
+    lab[100:150] = 0.99
+    items = [
+        Utterance(id=f"X-{i}", channel="public", text="x", labels=[] if i < 100 else ["anchoring"])
+        for i in range(n)
+    ]
+    p, th = {"anchoring": lab, T.ANY: g}, {"anchoring": 0.5}
+
+    def labelled_neutral(gate: float, override: float | None) -> float:
+        passed = (g >= gate) | (lab >= (override if override is not None else 2.0))
+        return float(np.mean((lab >= 0.5)[:100] & passed[:100]))
+
+    monkeypatch.setattr(T, "GATE_OVERRIDE", None)
+    plain = T._neutral_gate(p, items, th)
+    monkeypatch.setattr(T, "GATE_OVERRIDE", 0.98)
+    with_override = T._neutral_gate(p, items, th)
+    assert with_override > plain
+    assert labelled_neutral(plain, None) <= T.NEUTRAL_TARGET
+    assert labelled_neutral(with_override, 0.98) <= T.NEUTRAL_TARGET
+    assert labelled_neutral(with_override - 0.01, 0.98) > T.NEUTRAL_TARGET  # the lowest such

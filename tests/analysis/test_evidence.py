@@ -112,6 +112,31 @@ def test_model_evidence_lists_the_contributing_features():
     )  # the neutral gate closes
 
 
+def test_a_label_sure_enough_passes_a_closed_gate_and_says_so():
+    """With `gate_override`, a label at least that sure is given although the gate judged the
+    utterance neutral; its evidence says so and its margin is its distance to the override."""
+    from mbb.analysis.textclf import TextModel
+
+    spec = {
+        "labels": ["anchoring", "__any__"],
+        "thresholds": {"anchoring": 0.5, "__any__": 0.5},
+        "intercepts": {"anchoring": -1.0, "__any__": -9.0},
+        "vocabulary": ["w:stubborn"],
+        "weights": {"anchoring": [[0, 10.0]], "__any__": []},
+    }
+    assert TextModel(spec).predict("Stubborn.", "public") == []  # no override: the gate rules
+    labels, margins = TextModel({**spec, "gate_override": 0.9}).decide("Stubborn.", "public")
+    (lab,) = labels
+    assert lab.category == "anchoring" and lab.evidence.endswith(
+        "(past the neutral gate: p >= 0.90)"
+    )
+    assert abs(margins["anchoring"] - (lab.probability - 0.9)) < 1e-3
+    assert TextModel({**spec, "gate_override": 0.95}).predict("Stubborn.", "public") == []
+    # an override below what the label needs does not lower its threshold
+    low = {**spec, "gate_override": 0.2, "intercepts": {"anchoring": -4.5, "__any__": -9.0}}
+    assert TextModel(low).predict("Stubborn.", "public") == []
+
+
 def test_round_orders_and_disclosures(scen):
     d = deadline_disclosures(scen)
     assert d.select("worker", "left_s").rows() == [("W2", 300.0)]
