@@ -49,9 +49,10 @@ FIRST_ROUND_WRITERS = frozenset("ABCDEFGHIJ")  # the first corpus: dev A C D E G
 # third round's S-V, X-Z (test3: Y, Z), the fourth round's AA-AH (test4: AC, AH), the fifth's
 # AI-AP (test5: AI, AP), the sixth's AQ-AW (test6: AS, AV), the seventh's AX-BB (test7: AX, AY),
 # the eighth's BC-BF (test8: BC, BD), the ninth's BG-BK (test9: BG, BH), the tenth's BL-BP
-# (test10: BL, BM), the eleventh's BQ-BU (test11: BQ, BR); each pair chosen before any of its
-# round's items was read (the fourth's, fifth's and sixth's drawn at random before anyone
-# wrote, the seventh's to eleventh's named before anyone wrote)
+# (test10: BL, BM), the eleventh's BQ-BU (test11: BQ, BR), the twelfth's BV-BZ (test12: BV,
+# BW); each pair chosen before any of its round's items was read (the fourth's, fifth's and
+# sixth's drawn at random before anyone wrote, the seventh's to twelfth's named before anyone
+# wrote)
 TEST_SPLITS: dict[str, tuple[str, ...]] = {
     "test2": ("Q", "R"),
     "test3": ("Y", "Z"),
@@ -63,6 +64,7 @@ TEST_SPLITS: dict[str, tuple[str, ...]] = {
     "test9": ("BG", "BH"),
     "test10": ("BL", "BM"),
     "test11": ("BQ", "BR"),
+    "test12": ("BV", "BW"),
 }
 ANNOTATORS = ("author", "blind_1", "blind_2")
 PAIRS = (("author", "blind_2"), ("author", "blind_1"), ("blind_1", "blind_2"))

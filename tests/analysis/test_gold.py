@@ -1,4 +1,4 @@
-"""The gold corpus (mbb/analysis/gold/): the eleven frozen test splits, the adjudication and the
+"""The gold corpus (mbb/analysis/gold/): the twelve frozen test splits, the adjudication and the
 agreement figures are what the files say they are. Scores are not tested here."""
 
 from __future__ import annotations
@@ -65,6 +65,11 @@ TEST10_SHA256 = "6f6b6e90e1d52a74554c3cc47a44fd5539529de6ffba5e563a546b05e04492c
 # annotations arrive (then TEST11_SHA256 moves, TEST11_ITEMS_SHA256 never)
 TEST11_ITEMS_SHA256 = "05ebe635488bd73fc0abef6f5641c389b196fc6c8986fc94eedaf5ada7347ff0"
 TEST11_SHA256 = "5eb9c76a50e9e66302c6b52c3d79ece7957f5f3dbeda1bf75c774cf6ebb5de9a"
+# the twelfth round's test split (writers BV and BW, named before anyone wrote), pinned as soon
+# as both delivered and before any model read it; labels the authors' until the blind
+# annotations arrive (then TEST12_SHA256 moves, TEST12_ITEMS_SHA256 never)
+TEST12_ITEMS_SHA256 = "0ba4c2f1842a5f8d38812a18eef2110c7cee94d51f3dd57261d29636b259acbb"
+TEST12_SHA256 = "f7f6a349baecbc98cfa146ba7d1ed8ad8ef9b323beec5b155d06a015fdc27f22"
 SEPARATE = ["exclusionary_coalition", "divide_and_conquer", "metagaming"]
 FIRST_DEV = set("ACDEGHIJ")
 SPLITS = ("dev", "test", "test2", "test3", "test4")
@@ -102,6 +107,7 @@ LATER_SPLIT_PINS = {
     "test9": (TEST9_ITEMS_SHA256, TEST9_SHA256),
     "test10": (TEST10_ITEMS_SHA256, TEST10_SHA256),
     "test11": (TEST11_ITEMS_SHA256, TEST11_SHA256),
+    "test12": (TEST12_ITEMS_SHA256, TEST12_SHA256),
 }
 
 
@@ -113,8 +119,8 @@ def test_each_later_test_split_is_frozen(split):
 
 
 def test_splits_are_by_writer_and_cover_every_category():
-    dev, test, test2, test3, test4, test5, test6, test7, test8, test9, test10, test11 = (
-        gold(s) for s in (*SPLITS, *(f"test{i}" for i in range(5, 12)))
+    dev, test, test2, test3, test4, test5, test6, test7, test8, test9, test10, test11, test12 = (
+        gold(s) for s in (*SPLITS, *(f"test{i}" for i in range(5, 13)))
     )
     assert {d["writer"] for d in test} == {"B", "F"}
     assert {d["writer"] for d in test2} == {"Q", "R"}
@@ -127,13 +133,15 @@ def test_splits_are_by_writer_and_cover_every_category():
     assert {d["writer"] for d in test9} == {"BG", "BH"}
     assert {d["writer"] for d in test10} == {"BL", "BM"}
     assert {d["writer"] for d in test11} == {"BQ", "BR"}
+    assert {d["writer"] for d in test12} == {"BV", "BW"}
     later_dev = {*"KLMNOPSTUVX", "AA", "AB", "AD", "AE", "AF", "AG", "AJ", "AL", "AM", "AN", "AO"}
     later_dev |= {"AQ", "AR", "AT", "AU", "AW", "AZ", "BA", "BB", "BE", "BF", "BI", "BJ", "BK"}
-    later_dev |= {"BN", "BO", "BP", "BS", "BT", "BU"}
+    later_dev |= {"BN", "BO", "BP", "BS", "BT", "BU", "BX", "BY", "BZ"}
     assert FIRST_DEV < {d["writer"] for d in dev} <= FIRST_DEV | later_dev
     # the later rounds' items all carry their style; the first round's none
     assert all(("style" in d) == (d["writer"] not in FIRST_DEV) for d in dev)
     later = test2 + test3 + test4 + test5 + test6 + test7 + test8 + test9 + test10 + test11
+    later += test12
     assert all("style" in d for d in later)
     assert not any("style" in d for d in test)
     counts = Counter(label for d in dev + test for label in d["labels"])
