@@ -69,7 +69,7 @@ TEST11_SHA256 = "5eb9c76a50e9e66302c6b52c3d79ece7957f5f3dbeda1bf75c774cf6ebb5de9
 # as both delivered and before any model read it; labels the authors' until the blind
 # annotations arrive (then TEST12_SHA256 moves, TEST12_ITEMS_SHA256 never)
 TEST12_ITEMS_SHA256 = "0ba4c2f1842a5f8d38812a18eef2110c7cee94d51f3dd57261d29636b259acbb"
-TEST12_SHA256 = "f7f6a349baecbc98cfa146ba7d1ed8ad8ef9b323beec5b155d06a015fdc27f22"
+TEST12_SHA256 = "1388523622f8979a0e4185b9ffa53feea2e2e0f225eebd499a81752043305b70"
 SEPARATE = ["exclusionary_coalition", "divide_and_conquer", "metagaming"]
 FIRST_DEV = set("ACDEGHIJ")
 SPLITS = ("dev", "test", "test2", "test3", "test4")
