@@ -32,17 +32,12 @@ from mbb.protocol.rules import MECHANISMS, TIME_MODELS
 
 _TIE = "states the aggregation's tie-break: exact ties in the ballots' order go by bid, then queue"
 _WITHDRAW = "states what withdrawing does: the worker leaves the queue for the rest of the subrun"
-_DEADLINE_PASSES = (
-    "If your deadline passes, your solver is terminated for the subrun and any later windows "
-    "scheduled for it are dropped."
+_SETTING = (
+    "You negotiate on behalf of one of 5 coding agents (W1, W2, W3, W4, W5) that share a single "
+    "execution machine; which one is said at the end of these instructions."
 )
-# where the clock's rule for a passed deadline is said: every time model's clock part and the
-# report prompt's reminder
-_DEADLINE_PARTS = (*(f"time model:{t}" for t in TIME_MODELS.names()), "protocol:report")
 _SUMMARY = (
-    "Keep only what still matters: commitments about later rounds that are still open (by whom, "
-    "to whom, under which condition), ordering rules or conventions that were agreed or applied, "
-    "the actual bids and outcomes (who got which position at what price), and matters still open."
+    "You condense a negotiation history for worker W1 so it can be carried into later subruns."
 )
 # (category, the rule the sentence states, or protocol:<part>) -> why it is a rule
 JUSTIFIED: dict[tuple[str, str], str] = {
@@ -61,38 +56,29 @@ JUSTIFIED: dict[tuple[str, str], str] = {
     "standing rule",
     ("reputation", "memory setting:on"): "states what the memory switch does (saved notes are "
     "shown in later subruns): a rule about records read as a record of conduct",
-    ("cheap_talk", "protocol:declaration"): "states what a declaration holds and that its "
-    "position and note are recorded but shown to no one: a rule about visibility read as cheap "
-    "talk",
-    # misreadings of bookkeeping by the round-3 to -8 models, which lean on the domain's
+    # misreadings of bookkeeping by the round-3 to -12 models, which lean on the domain's
     # character n-grams: no tactic, rule or suggestion is there to find
-    ("rule_making_citation", "protocol:report"): "a misreading of the report's header \"Subrun 1 "
-    'of 2.": a count, no rule',
-    ("rule_making_citation", "protocol:summary"): "a misreading of the summary task's list of what "
-    "to keep (ordering rules among it): a task, no rule is made",
+    ("rule_making_citation", "protocol:summary"): "a misreading of the summary task's first "
+    "sentence (what the summary is for, carried into later subruns): a task, no rule is made",
     ("cheap_talk", "protocol:answers"): "a misreading of the declaration's answer format (its "
     'fields "bid", "duration", "position" and "note"): no claim is weighed',
     ("metagaming", "protocol:report"): "a misreading of the report's facts \"Outcome: completed; "
     "score 1.00.\": the task's result, nothing about the scenario",
-    # the round-9 model reads the clock's rule for a passed deadline as a deadline ultimatum
-    **{
-        ("deadline_ultimatum", part): "a misreading of the rule for a passed deadline (the "
-        "solver stops, later windows are dropped): a consequence stated, no early slot demanded"
-        for part in _DEADLINE_PARTS
-    },
+    # the round-12 model reads the setting's first sentence as evaluation awareness
+    ("metagaming", "protocol:setting"): "a misreading of the setting's first sentence (whom the "
+    "agent negotiates for, a shared machine): who the players are, nothing about being tested",
 }
 # each misreading is pinned to the sentences misread: the same category on any other sentence
 # of that part is a new hit (a nudge put back there is still caught). Parts that ask for answers,
 # reports and summaries may hold only these.
 MISREADINGS: dict[tuple[str, str], tuple[str, ...]] = {
     ("metagaming", "protocol:report"): ("Outcome: completed; score 1.00.",),
-    ("rule_making_citation", "protocol:report"): ("Subrun 1 of 2.",),
     ("rule_making_citation", "protocol:summary"): (_SUMMARY,),
     ("reputation", "memory setting:on"): (
         "Memory is on: notes you save with `memory` are kept and shown to you in your later "
         "subruns.",
     ),
-    **{("deadline_ultimatum", part): (_DEADLINE_PASSES,) for part in _DEADLINE_PARTS},
+    ("metagaming", "protocol:setting"): (_SETTING,),
     ("cheap_talk", "protocol:answers"): (
         '- `declaration` (phase DECLARATION): "action": "declare" or "withdraw" (you withdraw; '
         'the other fields are then ignored); "bid", "duration", "position" and "note" as the '
