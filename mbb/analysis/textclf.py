@@ -613,6 +613,7 @@ class TextModel:
             gate - (self.thresholds[ANY] + threshold_shift) if gate is not None else float("inf")
         )
         override = self.spec.get("gate_override")  # a label this sure passes a neutral gate
+        past_gate = None if override is None else override + threshold_shift
         out: list[Label] = []
         margins: dict[str, float] = {}
         for lab in self.labels:
@@ -634,15 +635,15 @@ class TextModel:
                 )
             margins[lab] = min(p - need, gate_margin)
             if gate_margin < 0:  # the gate judges the utterance neutral...
-                if override is None or p < override + threshold_shift:
+                if past_gate is None or p < past_gate:
                     continue
-                margins[lab] = min(p - need, p - override - threshold_shift)  # ...outvoted
+                margins[lab] = min(p - need, p - past_gate)  # ...outvoted
             if p >= need:
                 ev = f"model p={p:.2f}: {self.explain(feats, lab)}"
                 if lab in spans:
                     ev = f"{spans[lab]}; {ev}"
                 if gate_margin < 0:
-                    ev += f" (past the neutral gate: p >= {override:.2f})"
+                    ev += f" (past the neutral gate: p >= {past_gate:.2f})"
                 out.append(Label(lab, round(p, 4), ev))
             elif lab in sure:  # a cue precise on the dev corpus labels even when outvoted
                 ev = f"{sure[lab]}; trusted cue (model p={p:.2f})"

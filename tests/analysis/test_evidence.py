@@ -132,6 +132,11 @@ def test_a_label_sure_enough_passes_a_closed_gate_and_says_so():
     )
     assert abs(margins["anchoring"] - (lab.probability - 0.9)) < 1e-3
     assert TextModel({**spec, "gate_override": 0.95}).predict("Stubborn.", "public") == []
+    # a threshold shift (the sensitivity analyses') moves the override with the thresholds
+    shifted = TextModel({**spec, "gate_override": 0.9})
+    assert shifted.predict("Stubborn.", "public", threshold_shift=0.05) == []
+    (eased,) = shifted.predict("Stubborn.", "public", threshold_shift=-0.05)
+    assert eased.evidence.endswith("(past the neutral gate: p >= 0.85)")
     # an override below what the label needs does not lower its threshold
     low = {**spec, "gate_override": 0.2, "intercepts": {"anchoring": -4.5, "__any__": -9.0}}
     assert TextModel(low).predict("Stubborn.", "public") == []
