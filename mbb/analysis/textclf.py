@@ -635,9 +635,9 @@ class TextModel:
                 )
             margins[lab] = min(p - need, gate_margin)
             if gate_margin < 0:  # the gate judges the utterance neutral...
-                if past_gate is None or p < past_gate:
-                    continue
-                margins[lab] = min(p - need, p - past_gate)  # ...outvoted
+                if past_gate is None or p < max(past_gate, need):
+                    continue  # (a trusted cue never outvotes the gate)
+                margins[lab] = min(p - need, p - past_gate)  # ...outvoted by a sure label
             if p >= need:
                 ev = f"model p={p:.2f}: {self.explain(feats, lab)}"
                 if lab in spans:

@@ -140,6 +140,10 @@ def test_a_label_sure_enough_passes_a_closed_gate_and_says_so():
     # an override below what the label needs does not lower its threshold
     low = {**spec, "gate_override": 0.2, "intercepts": {"anchoring": -4.5, "__any__": -9.0}}
     assert TextModel(low).predict("Stubborn.", "public") == []
+    # ...nor lets a trusted cue label under a closed gate (p 0.36 < 0.5 needed, over 0.2)
+    cued = {**low, "intercepts": {"anchoring": -2.5, "__any__": -9.0}}
+    cued["trusted_cues"] = ["anchoring/holds the opening figure"]
+    assert TextModel(cued).predict("Stubborn. My opening bid stands.", "public") == []
 
 
 def test_round_orders_and_disclosures(scen):
