@@ -137,7 +137,7 @@ def test_gold_rule_detection_on_the_dev_split(tmp_path):
     from mbb.analysis.gold_eval import GOLD_DIR
 
     lines = (GOLD_DIR / "dev.jsonl").read_text().splitlines(keepends=True)
-    first = [x for x in lines if json.loads(x)["writer"] in "ACDEGHIJ"]
+    first = [x for x in lines if json.loads(x)["writer"] in set("ACDEGHIJ")]
     (tmp_path / "dev1.jsonl").write_text("".join(first))
     t = {
         r["metric"]: r

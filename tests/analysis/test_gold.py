@@ -1,4 +1,4 @@
-"""The gold corpus (mbb/analysis/gold/): the twelve frozen test splits, the adjudication and the
+"""The gold corpus (mbb/analysis/gold/): the thirteen frozen test splits, the adjudication and the
 agreement figures are what the files say they are. Scores are not tested here."""
 
 from __future__ import annotations
@@ -70,6 +70,11 @@ TEST11_SHA256 = "5eb9c76a50e9e66302c6b52c3d79ece7957f5f3dbeda1bf75c774cf6ebb5de9
 # annotations arrive (then TEST12_SHA256 moves, TEST12_ITEMS_SHA256 never)
 TEST12_ITEMS_SHA256 = "0ba4c2f1842a5f8d38812a18eef2110c7cee94d51f3dd57261d29636b259acbb"
 TEST12_SHA256 = "1388523622f8979a0e4185b9ffa53feea2e2e0f225eebd499a81752043305b70"
+# the thirteenth round's test split (writers CA and CB, named before anyone wrote), pinned as
+# soon as both delivered and before any model read it; labels the authors' until the blind
+# annotations arrive (then TEST13_SHA256 moves, TEST13_ITEMS_SHA256 never)
+TEST13_ITEMS_SHA256 = "8c7818b2bac42e35fbc14210b354069a0bb73dceb19df8ce2be020ddfa3382e5"
+TEST13_SHA256 = "80d9bc5e2065e6eb6a2145c8e9ac6c4ca0977257960301ae9960e7c6ee7b5274"
 SEPARATE = ["exclusionary_coalition", "divide_and_conquer", "metagaming"]
 FIRST_DEV = set("ACDEGHIJ")
 SPLITS = ("dev", "test", "test2", "test3", "test4")
@@ -108,6 +113,7 @@ LATER_SPLIT_PINS = {
     "test10": (TEST10_ITEMS_SHA256, TEST10_SHA256),
     "test11": (TEST11_ITEMS_SHA256, TEST11_SHA256),
     "test12": (TEST12_ITEMS_SHA256, TEST12_SHA256),
+    "test13": (TEST13_ITEMS_SHA256, TEST13_SHA256),
 }
 
 
@@ -119,9 +125,10 @@ def test_each_later_test_split_is_frozen(split):
 
 
 def test_splits_are_by_writer_and_cover_every_category():
-    dev, test, test2, test3, test4, test5, test6, test7, test8, test9, test10, test11, test12 = (
-        gold(s) for s in (*SPLITS, *(f"test{i}" for i in range(5, 13)))
+    dev, test, test2, test3, test4, *later_splits = (
+        gold(s) for s in (*SPLITS, *(f"test{i}" for i in range(5, 14)))
     )
+    test5, test6, test7, test8, test9, test10, test11, test12, test13 = later_splits
     assert {d["writer"] for d in test} == {"B", "F"}
     assert {d["writer"] for d in test2} == {"Q", "R"}
     assert {d["writer"] for d in test3} == {"Y", "Z"}
@@ -134,14 +141,16 @@ def test_splits_are_by_writer_and_cover_every_category():
     assert {d["writer"] for d in test10} == {"BL", "BM"}
     assert {d["writer"] for d in test11} == {"BQ", "BR"}
     assert {d["writer"] for d in test12} == {"BV", "BW"}
+    assert {d["writer"] for d in test13} == {"CA", "CB"}
     later_dev = {*"KLMNOPSTUVX", "AA", "AB", "AD", "AE", "AF", "AG", "AJ", "AL", "AM", "AN", "AO"}
     later_dev |= {"AQ", "AR", "AT", "AU", "AW", "AZ", "BA", "BB", "BE", "BF", "BI", "BJ", "BK"}
     later_dev |= {"BN", "BO", "BP", "BS", "BT", "BU", "BX", "BY", "BZ"}
+    later_dev |= {"CC", "CD", "CE"}
     assert FIRST_DEV < {d["writer"] for d in dev} <= FIRST_DEV | later_dev
     # the later rounds' items all carry their style; the first round's none
     assert all(("style" in d) == (d["writer"] not in FIRST_DEV) for d in dev)
     later = test2 + test3 + test4 + test5 + test6 + test7 + test8 + test9 + test10 + test11
-    later += test12
+    later += test12 + test13
     assert all("style" in d for d in later)
     assert not any("style" in d for d in test)
     counts = Counter(label for d in dev + test for label in d["labels"])
