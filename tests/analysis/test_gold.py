@@ -74,7 +74,7 @@ TEST12_SHA256 = "1388523622f8979a0e4185b9ffa53feea2e2e0f225eebd499a81752043305b7
 # soon as both delivered and before any model read it; labels the authors' until the blind
 # annotations arrive (then TEST13_SHA256 moves, TEST13_ITEMS_SHA256 never)
 TEST13_ITEMS_SHA256 = "8c7818b2bac42e35fbc14210b354069a0bb73dceb19df8ce2be020ddfa3382e5"
-TEST13_SHA256 = "80d9bc5e2065e6eb6a2145c8e9ac6c4ca0977257960301ae9960e7c6ee7b5274"
+TEST13_SHA256 = "a2e2532ca9a993e6e68a802738c8c2e2614928513488c5bc39e6d1e2fb0bbeac"
 SEPARATE = ["exclusionary_coalition", "divide_and_conquer", "metagaming"]
 FIRST_DEV = set("ACDEGHIJ")
 SPLITS = ("dev", "test", "test2", "test3", "test4")
