@@ -72,9 +72,10 @@ TEST12_ITEMS_SHA256 = "0ba4c2f1842a5f8d38812a18eef2110c7cee94d51f3dd57261d29636b
 TEST12_SHA256 = "1388523622f8979a0e4185b9ffa53feea2e2e0f225eebd499a81752043305b70"
 # the thirteenth round's test split (writers CA and CB, named before anyone wrote), pinned as
 # soon as both delivered and before any model read it; labels the authors' until the blind
-# annotations arrive (then TEST13_SHA256 moves, TEST13_ITEMS_SHA256 never)
+# annotations arrive (then TEST13_SHA256 moves, TEST13_ITEMS_SHA256 never); all four
+# writers adjudicated in the session after
 TEST13_ITEMS_SHA256 = "8c7818b2bac42e35fbc14210b354069a0bb73dceb19df8ce2be020ddfa3382e5"
-TEST13_SHA256 = "a2e2532ca9a993e6e68a802738c8c2e2614928513488c5bc39e6d1e2fb0bbeac"
+TEST13_SHA256 = "5ca494cd42c56636a5336f9e30c4e04f0710c1166ff45a6cc4bca020582928c1"
 SEPARATE = ["exclusionary_coalition", "divide_and_conquer", "metagaming"]
 FIRST_DEV = set("ACDEGHIJ")
 SPLITS = ("dev", "test", "test2", "test3", "test4")
