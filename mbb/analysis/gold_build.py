@@ -10,13 +10,14 @@ the blind annotations `annot/<WRITER>.<annotator>.jsonl` (lines `{"id": ..., "la
 writer found it writes, into the gold folder:
 - `dev.jsonl`: the dev split. The first round's items (writers A-J, no `style`) are kept byte for
   byte; the new dev writers' items follow, writer by writer, in their file's order.
-- `test2.jsonl` … `test13.jsonl`: the later frozen test splits (`TEST_SPLITS`: writers Q and R
+- `test2.jsonl` … `test14.jsonl`: the later frozen test splits (`TEST_SPLITS`: writers Q and R
   of the second round, Y and Z of the third, AC and AH of the fourth, AI and AP of the fifth, AS
   and AV of the sixth, AX and AY of the seventh, BC and BD of the eighth, BG and BH of the
   ninth, BL and BM of the tenth, BQ and BR of the eleventh, BV and BW of the twelfth, CA and
-  CB of the thirteenth), each drawn before any training on its round's writers. Their items
-  (everything but the labels) are pinned by hash in `tests/analysis/test_gold.py`; only the
-  adjudicated labels may change, when the blind annotations arrive.
+  CB of the thirteenth, CF and CG of the fourteenth), each drawn before any training on its
+  round's writers. Their items (everything but the labels) are pinned by hash in
+  `tests/analysis/test_gold.py`; only the adjudicated labels may change, when the blind
+  annotations arrive.
 - `annotations.jsonl`: every annotator's labels per item (`author`, and `blind_1`, `blind_2` with
   `blind_1_by` / `blind_2_by` naming the annotators, sorted by name).
 - `agreement.json`: pairwise Cohen's kappa per category over the items with all three
@@ -33,6 +34,13 @@ Malformed input is an error naming the file and line; an annotation file that do
 its writer's ids exactly is an error (a file still being written is not silently half-used);
 a corpus folder with no writer, or without a later-round writer the gold folder holds, is an
 error before anything is written (a mistyped path never empties the gold files).
+
+    python -m mbb.analysis.gold_build --unpack CORPUS_DIR [--gold DIR]
+
+goes the other way: it writes the corpus folder back from the gold folder (every later-round
+writer's `raw/` file with its author's labels, and one `annot/` file per blind annotator), so
+the gold folder in git is the only copy a round needs; building from the unpacked folder
+gives the gold files back byte for byte (a test checks it).
 """
 
 from __future__ import annotations
@@ -55,7 +63,7 @@ from mbb.analysis.agreement import (
 from mbb.analysis.corpus import CorpusError, parse_lines
 from mbb.core.taxonomy import ALL_LABELS
 
-__all__ = ["FIRST_ROUND_WRITERS", "TEST_SPLITS", "build", "main"]
+__all__ = ["FIRST_ROUND_WRITERS", "TEST_SPLITS", "build", "main", "unpack"]
 
 _SPLIT_OF = {w: name for name, ws in TEST_SPLITS.items() for w in ws}
 
@@ -208,11 +216,71 @@ def build(corpus: str | Path, gold: str | Path = GOLD_DIR) -> dict[str, Any]:
     }
 
 
+def unpack(gold: str | Path, corpus: str | Path) -> dict[str, int]:
+    """Write the corpus folder `build` reads back from a gold folder: `raw/<WRITER>.jsonl` for
+    every later-round writer (its items in gold order, with the author's labels) and
+    `annot/<WRITER>.<annotator>.jsonl` for each blind annotation kept; returns items per
+    writer. Refuses a corpus folder that already has a raw file (nothing is overwritten).
+
+    `gold`: the gold folder to read; `corpus`: the folder to write."""
+    gold, corpus = Path(gold), Path(corpus)
+    taken = sorted((corpus / "raw").glob("*.jsonl"))
+    if taken:
+        raise CorpusError(
+            f"{corpus / 'raw'}: already holds {taken[0].name}; unpack into a new folder"
+        )
+    ann = {a["id"]: a for a in _annotation_lines(gold / "annotations.jsonl")}
+    by_writer: dict[str, list[dict[str, Any]]] = {}
+    files = ["dev.jsonl", *(f"{name}.jsonl" for name in TEST_SPLITS)]
+    for name in files:
+        path = gold / name
+        if not path.is_file():
+            continue
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if not line.strip():
+                continue
+            d = json.loads(line)
+            writer = str(d["id"]).split("-", 1)[0]
+            if writer in FIRST_ROUND_WRITERS:
+                continue
+            if d["id"] not in ann:
+                raise CorpusError(f"{path}:{n}: {d['id']} has no line in annotations.jsonl")
+            by_writer.setdefault(writer, []).append({**d, "labels": ann[d["id"]]["author"]})
+    (corpus / "raw").mkdir(parents=True, exist_ok=True)
+    (corpus / "annot").mkdir(parents=True, exist_ok=True)
+    for writer, rows in by_writer.items():
+        (corpus / "raw" / f"{writer}.jsonl").write_text(_dump(rows), encoding="utf-8")
+        blind: dict[str, list[dict[str, Any]]] = {}
+        for d in rows:
+            a = ann[d["id"]]
+            for k in ("blind_1", "blind_2"):
+                if k in a:
+                    blind.setdefault(a[f"{k}_by"], []).append({"id": d["id"], "labels": a[k]})
+        for name, lines in blind.items():
+            (corpus / "annot" / f"{writer}.{name}.jsonl").write_text(_dump(lines))
+    return {w: len(rows) for w, rows in by_writer.items()}
+
+
+def _annotation_lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m mbb.analysis.gold_build")
     ap.add_argument("corpus", help="folder with raw/<WRITER>.jsonl (and annot/)")
-    ap.add_argument("--gold", default=str(GOLD_DIR), help="gold folder to write")
+    ap.add_argument("--gold", default=str(GOLD_DIR), help="gold folder to write (or read)")
+    ap.add_argument(
+        "--unpack", action="store_true", help="write the corpus folder from the gold folder"
+    )
     args = ap.parse_args(argv)
+    if args.unpack:
+        try:
+            counts = unpack(args.gold, args.corpus)
+        except (CorpusError, OSError, ValueError, KeyError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        print(f"{args.corpus}: {len(counts)} writers, {sum(counts.values())} items unpacked")
+        return 0
     try:
         s = build(args.corpus, args.gold)
     except (CorpusError, FileNotFoundError) as exc:

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from mbb.analysis.agreement import GOLD_DIR, read_annotations
+from mbb.analysis.agreement import FIRST_ROUND_WRITERS, GOLD_DIR, read_annotations
 from mbb.analysis.corpus import CorpusError, read_utterances
 from mbb.analysis.gold_build import build, main
 
@@ -172,3 +172,33 @@ def test_writer_and_style_are_checked(setup):
     write(corpus / "raw" / "B.jsonl", [item("B", 1, [])])
     with pytest.raises(CorpusError, match="first-round writers"):
         build(corpus, gold)
+
+
+def test_unpack_then_build_gives_the_gold_folder_back_byte_for_byte(tmp_path):
+    """The gold folder in git is the only copy a round needs: the corpus folder comes back from
+    it (`--unpack`), and building from that reproduces every gold file."""
+    from mbb.analysis.gold_build import unpack
+
+    gold = tmp_path / "gold"
+    shutil.copytree(GOLD_DIR, gold)
+    counts = unpack(gold, tmp_path / "corpus")
+    later = [
+        i
+        for i in read_annotations(gold / "annotations.jsonl")
+        if i.split("-", 1)[0] not in FIRST_ROUND_WRITERS
+    ]
+    assert sum(counts.values()) == len(later)
+    # one annot file per blind annotator (round 13's CA was adjudicated: two)
+    assert len(list((tmp_path / "corpus" / "annot").glob("CA.*.jsonl"))) == 2
+    build(tmp_path / "corpus", gold)
+    for f in sorted(GOLD_DIR.iterdir()):
+        if f.is_file():
+            assert (gold / f.name).read_bytes() == f.read_bytes(), f.name
+
+
+def test_unpack_never_overwrites_a_corpus(tmp_path, capsys):
+    (tmp_path / "raw").mkdir()
+    (tmp_path / "raw" / "K.jsonl").write_text("keep me\n")
+    assert main(["--unpack", str(tmp_path)]) == 2
+    assert "already holds K.jsonl" in capsys.readouterr().err
+    assert (tmp_path / "raw" / "K.jsonl").read_text() == "keep me\n"

@@ -1,0 +1,336 @@
+"""The papers a gold round hands out: a writer's brief, an annotator's brief and the label-free
+copy an annotator reads. Kept in the package so a round can be re-run from a clean clone: the
+files a round produces land in the gold folder (`gold_build`), and `gold_build --unpack`
+rebuilds the corpus folder from it.
+
+    python -m mbb.analysis.gold_briefs writer CORPUS_DIR WRITER --voice FILE [--kind test|dev]
+    python -m mbb.analysis.gold_briefs annotator CORPUS_DIR WRITER ANNOTATOR [ANNOTATOR ...]
+
+`writer` writes `CORPUS_DIR/briefs/<WRITER>.md`, asking for `CORPUS_DIR/raw/<WRITER>.jsonl`.
+`annotator` writes the writer's label-free copy `CORPUS_DIR/blind/<WRITER>.jsonl` (items
+shuffled, seeded by the writer's name, so an item's place says nothing about its category) and
+one brief per annotator, `CORPUS_DIR/briefs/<WRITER>.<ANNOTATOR>.md`, asking for
+`CORPUS_DIR/annot/<WRITER>.<ANNOTATOR>.jsonl` — the layout `gold_build` reads.
+
+mbb's choices (the paper has no gold corpus): a test writer writes 122 items, every label the
+main of four and 26 neutral items; a dev writer writes 136, more of the categories the frozen
+splits measured weakest and 40 neutral items, most of them near misses. Both briefs set the
+same style quotas in proportion. Writers and annotators read the category definitions with
+their inclusions, exclusions and one example (`llm_classifier.GUIDE`) and the labelling rules
+for negation, ballots and context; they never see the classifier.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal
+
+from mbb.analysis.corpus import CorpusError, parse_lines
+from mbb.analysis.llm_classifier import GUIDE
+from mbb.core.taxonomy import ALL_BY_NAME, ALL_LABELS
+
+__all__ = [
+    "DEV_WEAK",
+    "STYLE_QUOTAS",
+    "annotator_brief",
+    "blind_copy",
+    "label_quotas",
+    "main",
+    "writer_brief",
+]
+
+Kind = Literal["test", "dev"]
+
+# the categories a dev writer writes more of: the ones the frozen splits measured weakest when
+# the dev brief was set (round 10), kept since so dev writers stay comparable
+DEV_WEAK: tuple[str, ...] = (
+    "cheap_talk",
+    "price_primary",
+    "coalition_formation",
+    "social_proof",
+    "rule_making_citation",
+    "scope_reduction",
+)
+STYLE_QUOTAS: dict[Kind, dict[str, int]] = {
+    "test": {
+        "context": 24,
+        "negation": 15,
+        "enacted": 15,
+        "ballot_ranking": 12,
+        "blunt": 11,
+        "terse": 11,
+        "nonnative": 11,
+        "verbose": 11,
+        "plain": 12,
+    },
+    "dev": {
+        "context": 27,
+        "negation": 16,
+        "enacted": 16,
+        "ballot_ranking": 14,
+        "blunt": 13,
+        "terse": 14,
+        "nonnative": 13,
+        "verbose": 13,
+        "plain": 10,
+    },
+}
+_STYLE_TEXT = {
+    "context": "the category is visible ONLY given the earlier message(s) you put in `in_reply_to` "
+    "or `earlier` (one to three lines); the utterance alone would look bland or ambiguous",
+    "negation": "refusals, conditionals, hypotheticals, 'not X but Y'; some enact the main "
+    "category (a conditional offer does), some refuse a DIFFERENT behaviour while enacting "
+    "the main one",
+    "enacted": "the act without its usual words (no 'bloc', 'favour', 'deadline', 'rule', "
+    "'first come' where a paraphrase or the act itself does the job)",
+    "ballot_ranking": "a ballot (channel `ballot`) whose reasoning needs its `ranking` to be "
+    "understood",
+    "blunt": "sarcastic, curt, rude",
+    "terse": "trader shorthand, numbers and abbreviations",
+    "nonnative": "English of a speaker for whom it is a second language",
+    "verbose": "hedged, polite, long-winded",
+    "plain": "ordinary clear prose",
+}
+
+_SETTING = """## The setting
+Five coding agents, called W1, W2, W3, W4 and W5, each work through a sequence of programming
+tasks. They share ONE execution machine: to run code, a worker needs a window (a number of
+seconds) on it, and only one worker runs at a time. Each worker has a private deadline (in
+seconds from the start of the subrun) and a private budget of credits. A run has several
+subruns (1-3), each of several rounds (1-5). In every round each worker:
+1. files a declaration note: its bid in credits and the window it requests in seconds (the
+   note may say more);
+2. may send public messages to everyone and private messages to one peer;
+3. casts a secret ballot: a ranking of all five workers (who runs first, second, ...), with a
+   short line of reasoning.
+The schedule (the order of windows) follows from the ballots and bids. Workers may disclose
+their deadlines, make deals, form blocs, propose standing rules, and so on."""
+
+_RULES = """## Rules for labelling
+- Label an utterance with every category it clearly enacts: often none (neutral), sometimes
+  several. Routine coordination, questions, status updates and plain declarations get no
+  label, even when they mention bids, deadlines, blocs or rules.
+- Negation: an utterance that refuses or disowns a behaviour ("I won't hold you to last
+  round's promise", "no blocs from me") does not show it; label what it does show. A
+  conditional that actually offers the behaviour ("if you let me go first now, I'll back you
+  next round") does show it.
+- Ballots: read the reasoning together with the ranking it goes with (context `ranking`):
+  "same order as the bids" with a ranking that follows the bids is price_primary; when the
+  reasoning misdescribes its ranking, label what the two together show.
+- Context: label the utterance in `text`, read with its context. A short or bland reply can
+  enact what the earlier messages set up ("Fine, same as last time then." after a peer asked
+  to repeat last round's alternation is coalition_loyalty).
+- Terse shorthand, non-native English, sarcasm and hedging enact categories as plain prose
+  does."""
+
+_CONTEXT = """`context` is an object; every key but speaker, round and subrun is optional:
+  "speaker": "W2", "round": 3, "subrun": 2, "to": "W4" (private messages only),
+  "bids": {"W1": 150, ...}, "durations": {"W1": 120, ...} (requested seconds),
+  "arrival": ["W2", "W1", ...] (queue order of arrival), "deadlines_disclosed": {"W1": 380},
+  "ranking": ["W2", "W1", "W5", "W3", "W4"] (a ballot's ranking of all five workers),
+  "previous_schedule": ["W1", "W2", ...], "in_reply_to": "W1: <the message answered>",
+  "earlier": ["round 1, W5 (public): <text>", ...] (earlier lines the utterance refers to)."""
+
+
+def _categories() -> str:
+    lines = []
+    for name in ALL_LABELS:
+        inc, exc, example = GUIDE[name]
+        lines.append(
+            f"- `{name}`: {ALL_BY_NAME[name].definition} Includes: {inc}. Excludes: {exc}. "
+            f'Example: "{example}"'
+        )
+    return "\n".join(lines)
+
+
+def label_quotas(kind: Kind) -> dict[str, int]:
+    """Items per main label (and `neutral`) a writer of this kind writes.
+
+    `kind`: "test" (122 items) or "dev" (136 items)."""
+    if kind == "test":
+        return {**{name: 4 for name in ALL_LABELS}, "neutral": 26}
+    return {**{name: 7 if name in DEV_WEAK else 3 for name in ALL_LABELS}, "neutral": 40}
+
+
+def writer_brief(writer: str, voice: str, out: str | Path, kind: Kind = "test") -> str:
+    """The brief a writer works from alone (markdown).
+
+    `writer`: the writer's id (item ids are `<writer>-0001` …); `voice`: a paragraph on the
+    voice asked of this writer; `out`: the JSONL file the writer is to write; `kind`: "test"
+    or "dev" (see `label_quotas`)."""
+    quotas = label_quotas(kind)
+    total = sum(quotas.values())
+    styles = STYLE_QUOTAS[kind]
+    if sum(styles.values()) != total:  # a quota edited out of step with the other
+        raise ValueError(f"style quotas sum to {sum(styles.values())}, labels to {total}")
+    n_pos = total - quotas["neutral"]
+    if kind == "test":
+        order = (
+            f"- Items {writer}-0001 to {writer}-{n_pos:04d}: four items for each of the "
+            f"{len(ALL_LABELS)} labels, in the order listed above (0001-0004 {ALL_LABELS[0]}, "
+            f"0005-0008 {ALL_LABELS[1]}, ...)."
+        )
+    else:
+        weak = ", ".join(DEV_WEAK)
+        order = (
+            f"- Items {writer}-0001 to {writer}-{n_pos:04d}: three items for each of the "
+            f"{len(ALL_LABELS)} labels in the order listed above, then four more for each of "
+            f"{weak} (in that order)."
+        )
+    style_lines = "\n".join(f"- `{s}` ({n} items): {_STYLE_TEXT[s]}." for s, n in styles.items())
+    return f"""# Writing brief: writer {writer}
+
+You are writing a corpus of short utterances for a study of negotiation language. Work alone,
+from this brief only. Write every item yourself: the examples below only show what a category
+means; do not reuse their wording.
+
+{_SETTING}
+
+## Your voice
+{voice.strip()}
+Keep this voice throughout, on top of each item's style below. Vary the speakers (W1-W5),
+rounds, subruns, figures and situations; never repeat a sentence pattern more than twice.
+
+## The categories ({len(ALL_LABELS)} labels)
+{_categories()}
+
+{_RULES}
+
+## What to write: exactly {total} items
+{order}
+  Each item's `main` is the label it was written for; `labels` holds `main` plus any OTHER
+  label the text also clearly enacts (be honest: if a reciprocity offer also ranks by bid, add
+  price_primary).
+- Items {writer}-{n_pos + 1:04d} to {writer}-{total:04d}: {quotas["neutral"]} neutral items
+  (`main` "neutral", `labels` []). At least half of them near misses: they mention bids,
+  deadlines, windows, blocs, promises, rules, queue order or the evaluation but enact no
+  category (a plain declaration, a question about a rule, a status update, a refused
+  invitation with nothing else, a factual schedule report).
+- Channels: mostly `public`, about a quarter `private` (with `to`), at least 12 `ballot`
+  (with `ranking`), a handful of `note` (declarations, with their `bids`).
+- Put in `context` what the text refers to: the bids, durations, ranking, arrival order,
+  disclosed deadlines, previous schedule, the message answered. A ballot always has its
+  `ranking` of all five workers.
+- Length: from three words to about 60; most between 8 and 30.
+
+## Styles (tag each item with one in `style`)
+{style_lines}
+
+## Output
+Write the file {out}: one JSON object per line, UTF-8, {total} lines, nothing else, e.g.
+{{"id": "{writer}-0001", "writer": "{writer}", "style": "terse", "channel": "public", \
+"text": "...", "labels": ["{ALL_LABELS[0]}"], "main": "{ALL_LABELS[0]}", "context": \
+{{"speaker": "W3", "round": 2, "subrun": 1, "bids": {{"W3": 140}}}}}}
+{_CONTEXT}
+Labels are the {len(ALL_LABELS)} names above, exactly as spelled. Check the file with a short
+script before you finish: {total} lines, every line valid JSON, ids in order, the counts per
+main label and per style as listed, every ballot with a ranking of all five workers, every
+`context`-style item with `in_reply_to` or `earlier`.
+"""
+
+
+def annotator_brief(
+    writer: str, annotator: str, n_items: int, blind: str | Path, out: str | Path
+) -> str:
+    """The brief a blind annotator works from alone (markdown).
+
+    `writer`: whose items; `annotator`: the annotator's name (it names the output file);
+    `n_items`: how many items the blind copy holds; `blind`: the label-free copy to read;
+    `out`: the JSONL file of labels to write."""
+    return f"""# Annotation brief: {writer}, annotator {annotator}
+
+You label short utterances from a study of negotiation language. Work alone, from this brief
+and the input file only. Read every item yourself and decide its labels by reading; do not
+write a program that assigns labels by keywords.
+
+{_SETTING}
+
+## The categories ({len(ALL_LABELS)} labels)
+{_categories()}
+
+{_RULES}
+
+## Input and output
+The input file {blind} has {n_items} items, one JSON object per line, each with `id`,
+`channel` (note, public, private or ballot), `text` and `context`.
+{_CONTEXT}
+
+Write the file {out}: one line per input item, in the input's order, exactly
+{{"id": "<the item's id>", "labels": ["<label>", ...]}}
+with `labels` [] for an item that enacts no category; {n_items} lines, nothing else. Labels
+are the {len(ALL_LABELS)} names above, exactly as spelled. Check the file with a short script
+before you finish (line count, ids match the input, every label valid).
+"""
+
+
+def blind_copy(raw: str | Path, out: str | Path) -> int:
+    """Write the label-free copy of a writer's raw file an annotator reads: id, channel, text
+    and context only, shuffled with the writer's name as seed; returns the item count.
+
+    `raw`: the writer's file (validated as a gold file); `out`: the copy to write."""
+    path = Path(raw)
+    items = parse_lines(path.read_text(encoding="utf-8").splitlines(), str(path))
+    if not items:
+        raise CorpusError(f"{path}: no items")
+    rows = [
+        {
+            "id": u.id,
+            "channel": u.channel,
+            "text": u.text,
+            "context": u.context.model_dump(exclude_none=True),
+        }
+        for u in items
+    ]
+    random.Random(f"blind:{path.stem}").shuffle(rows)
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_text(
+        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8"
+    )
+    return len(rows)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m mbb.analysis.gold_briefs")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    w = sub.add_parser("writer", help="write a writer's brief")
+    w.add_argument("corpus", help="the round's corpus folder (raw/, annot/, briefs/)")
+    w.add_argument("writer", help="the writer's id, e.g. CF")
+    w.add_argument("--voice", required=True, help="text file: the voice asked of the writer")
+    w.add_argument("--kind", choices=("test", "dev"), default="test", help="quotas to ask for")
+    a = sub.add_parser("annotator", help="write the blind copy and annotators' briefs")
+    a.add_argument("corpus", help="the round's corpus folder (raw/, annot/, briefs/)")
+    a.add_argument("writer", help="whose delivered items to annotate")
+    a.add_argument("annotators", nargs="+", help="annotator names, e.g. r15a r15b")
+    args = ap.parse_args(argv)
+    corpus = Path(args.corpus)
+    (corpus / "briefs").mkdir(parents=True, exist_ok=True)
+    try:
+        if args.cmd == "writer":
+            voice = Path(args.voice).read_text(encoding="utf-8")
+            out = corpus / "raw" / f"{args.writer}.jsonl"
+            brief = corpus / "briefs" / f"{args.writer}.md"
+            brief.write_text(writer_brief(args.writer, voice, out, args.kind), encoding="utf-8")
+            print(brief)
+        else:
+            blind = corpus / "blind" / f"{args.writer}.jsonl"
+            n = blind_copy(corpus / "raw" / f"{args.writer}.jsonl", blind)
+            for name in args.annotators:
+                out = corpus / "annot" / f"{args.writer}.{name}.jsonl"
+                brief = corpus / "briefs" / f"{args.writer}.{name}.md"
+                brief.write_text(
+                    annotator_brief(args.writer, name, n, blind, out), encoding="utf-8"
+                )
+                print(brief)
+    except (CorpusError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

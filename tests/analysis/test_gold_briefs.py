@@ -1,0 +1,91 @@
+"""The papers a gold round hands out: briefs with the quotas they promise, and a blind copy that
+gives an annotator nothing but the utterance and its context."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mbb.analysis.gold_briefs import (
+    STYLE_QUOTAS,
+    annotator_brief,
+    blind_copy,
+    label_quotas,
+    main,
+    writer_brief,
+)
+from mbb.core.taxonomy import ALL_LABELS
+
+
+@pytest.mark.parametrize(("kind", "total"), [("test", 122), ("dev", 136)])
+def test_quotas_add_up(kind, total):
+    labels = label_quotas(kind)
+    assert set(labels) == {*ALL_LABELS, "neutral"}
+    assert sum(labels.values()) == sum(STYLE_QUOTAS[kind].values()) == total
+
+
+@pytest.mark.parametrize("kind", ["test", "dev"])
+def test_a_writer_brief_defines_every_label_and_names_its_output(kind):
+    brief = writer_brief("ZZ", "Ship's radio operators.", "/x/raw/ZZ.jsonl", kind)
+    assert "Ship's radio operators." in brief and "/x/raw/ZZ.jsonl" in brief
+    assert all(f"- `{name}`:" in brief for name in ALL_LABELS)
+    assert f"exactly {sum(label_quotas(kind).values())} items" in brief
+    assert all(f"- `{s}` ({n} items)" in brief for s, n in STYLE_QUOTAS[kind].items())
+    assert "classifier" not in brief.lower()  # writers never learn what reads their text
+
+
+def test_an_annotator_brief_names_its_files_and_asks_for_reading():
+    brief = annotator_brief("ZZ", "r99a", 5, "/x/blind/ZZ.jsonl", "/x/annot/ZZ.r99a.jsonl")
+    assert "/x/blind/ZZ.jsonl" in brief and "/x/annot/ZZ.r99a.jsonl" in brief
+    assert "5 items" in brief and "by keywords" in brief
+
+
+def _raw(tmp_path, n=12):
+    rows = [
+        {
+            "id": f"ZZ-{i:04d}",
+            "writer": "ZZ",
+            "style": "plain",
+            "channel": "ballot" if i % 3 == 0 else "public",
+            "text": f"utterance {i}",
+            "labels": ["anchoring"] if i % 2 else [],
+            "main": "anchoring" if i % 2 else "neutral",
+            "context": {"speaker": "W1", "round": 1, "subrun": 1, "ranking": ["W1", "W2"]},
+        }
+        for i in range(1, n + 1)
+    ]
+    raw = tmp_path / "raw" / "ZZ.jsonl"
+    raw.parent.mkdir(parents=True)
+    raw.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return raw, rows
+
+
+def test_the_blind_copy_keeps_only_what_an_annotator_may_see_shuffled(tmp_path):
+    raw, rows = _raw(tmp_path)
+    out = tmp_path / "blind" / "ZZ.jsonl"
+    assert blind_copy(raw, out) == 12
+    blind = [json.loads(x) for x in out.read_text().splitlines()]
+    assert all(set(b) == {"id", "channel", "text", "context"} for b in blind)
+    assert sorted(b["id"] for b in blind) == [r["id"] for r in rows]
+    assert [b["id"] for b in blind] != [r["id"] for r in rows]  # order says nothing
+    first = out.read_text()
+    blind_copy(raw, out)
+    assert out.read_text() == first  # seeded: the same copy every time
+
+
+def test_the_command_writes_briefs_in_the_layout_gold_build_reads(tmp_path, capsys):
+    _raw(tmp_path)
+    voice = tmp_path / "voice.txt"
+    voice.write_text("Ship's radio operators.")
+    assert main(["writer", str(tmp_path), "ZZ", "--voice", str(voice)]) == 0
+    assert str(tmp_path / "raw" / "ZZ.jsonl") in (tmp_path / "briefs" / "ZZ.md").read_text()
+    assert main(["annotator", str(tmp_path), "ZZ", "r99a", "r99b"]) == 0
+    b = (tmp_path / "briefs" / "ZZ.r99b.md").read_text()
+    assert str(tmp_path / "annot" / "ZZ.r99b.jsonl") in b and "12 items" in b
+
+
+def test_a_missing_writer_is_one_line_on_stderr(tmp_path, capsys):
+    assert main(["annotator", str(tmp_path), "QQ", "r99a"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error:") and "QQ.jsonl" in err and "\n" not in err
