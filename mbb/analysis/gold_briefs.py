@@ -5,12 +5,17 @@ rebuilds the corpus folder from it.
 
     python -m mbb.analysis.gold_briefs writer CORPUS_DIR WRITER --voice FILE [--kind test|dev]
     python -m mbb.analysis.gold_briefs annotator CORPUS_DIR WRITER ANNOTATOR [ANNOTATOR ...]
+    python -m mbb.analysis.gold_briefs check CORPUS_DIR WRITER [--kind test|dev]
 
 `writer` writes `CORPUS_DIR/briefs/<WRITER>.md`, asking for `CORPUS_DIR/raw/<WRITER>.jsonl`.
 `annotator` writes the writer's label-free copy `CORPUS_DIR/blind/<WRITER>.jsonl` (items
 shuffled, seeded by the writer's name, so an item's place says nothing about its category) and
 one brief per annotator, `CORPUS_DIR/briefs/<WRITER>.<ANNOTATOR>.md`, asking for
-`CORPUS_DIR/annot/<WRITER>.<ANNOTATOR>.jsonl` — the layout `gold_build` reads.
+`CORPUS_DIR/annot/<WRITER>.<ANNOTATOR>.jsonl` — the layout `gold_build` reads. `check` says
+how a delivered file departs from its brief (counts per main label and style, ballots without
+a full ranking, context-style items without the lines they answer; a style within
+`STYLE_SLACK` items of its quota passes), one line each: a writer
+who wrote 121 items is asked for the last one before anyone annotates.
 
 mbb's choices (the paper has no gold corpus): a test writer writes 122 items, every label the
 main of four and 26 neutral items; a dev writer writes 136, more of the categories the frozen
@@ -39,6 +44,7 @@ __all__ = [
     "STYLE_QUOTAS",
     "annotator_brief",
     "blind_copy",
+    "check_delivery",
     "label_quotas",
     "main",
     "writer_brief",
@@ -80,6 +86,9 @@ STYLE_QUOTAS: dict[Kind, dict[str, int]] = {
         "plain": 10,
     },
 }
+# a style count within this many items of its quota is not a departure (writers of rounds 7-14
+# were within 3 of theirs; an item's style is the writer's call, its main label is not)
+STYLE_SLACK = 3
 _STYLE_TEXT = {
     "context": "the category is visible ONLY given the earlier message(s) you put in `in_reply_to` "
     "or `earlier` (one to three lines); the utterance alone would look bland or ambiguous",
@@ -294,6 +303,38 @@ def blind_copy(raw: str | Path, out: str | Path) -> int:
     return len(rows)
 
 
+def check_delivery(raw: str | Path, kind: Kind = "test") -> list[str]:
+    """How a delivered raw file departs from its brief, one line per departure ([] when it
+    keeps to it). Malformed lines raise `CorpusError` (the corpus parser's message).
+
+    `raw`: the writer's file; `kind`: the brief it was written to ("test" or "dev")."""
+    from collections import Counter
+
+    path = Path(raw)
+    items = parse_lines(
+        path.read_text(encoding="utf-8").splitlines(), str(path), require_labels=True
+    )
+    out = []
+    mains = Counter(u.main or "?" for u in items)
+    for name, n in label_quotas(kind).items():
+        if mains.get(name, 0) != n:
+            out.append(f"main {name}: {mains.get(name, 0)} items, the brief asks for {n}")
+    styles: Counter[str] = Counter(str(u.style) for u in items)
+    for name, n in STYLE_QUOTAS[kind].items():
+        if abs(styles.get(name, 0) - n) > STYLE_SLACK:
+            out.append(f"style {name}: {styles.get(name, 0)} items, the brief asks for {n}")
+    for u in items:
+        if u.main and u.main != "neutral" and u.main not in (u.labels or []):
+            out.append(f"{u.id}: main {u.main} is not among its labels")
+        if u.main == "neutral" and u.labels:
+            out.append(f"{u.id}: neutral but labelled {', '.join(u.labels)}")
+        if u.channel == "ballot" and len(set(u.context.ranking or ())) != 5:
+            out.append(f"{u.id}: a ballot without a ranking of all five workers")
+        if u.style == "context" and not (u.context.in_reply_to or u.context.earlier):
+            out.append(f"{u.id}: context style without in_reply_to or earlier")
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m mbb.analysis.gold_briefs")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -306,8 +347,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     a.add_argument("corpus", help="the round's corpus folder (raw/, annot/, briefs/)")
     a.add_argument("writer", help="whose delivered items to annotate")
     a.add_argument("annotators", nargs="+", help="annotator names, e.g. r15a r15b")
+    c = sub.add_parser("check", help="how a delivered file departs from its brief")
+    c.add_argument("corpus", help="the round's corpus folder (raw/)")
+    c.add_argument("writer", help="whose delivered file to check")
+    c.add_argument("--kind", choices=("test", "dev"), default="test", help="its brief's quotas")
     args = ap.parse_args(argv)
     corpus = Path(args.corpus)
+    if args.cmd == "check":
+        try:
+            problems = check_delivery(corpus / "raw" / f"{args.writer}.jsonl", args.kind)
+        except (CorpusError, OSError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        for line in problems:
+            print(line)
+        print(f"{args.writer}: {len(problems) or 'no'} departures from the {args.kind} brief")
+        return 1 if problems else 0
     (corpus / "briefs").mkdir(parents=True, exist_ok=True)
     try:
         if args.cmd == "writer":

@@ -89,3 +89,75 @@ def test_a_missing_writer_is_one_line_on_stderr(tmp_path, capsys):
     assert main(["annotator", str(tmp_path), "QQ", "r99a"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error:") and "QQ.jsonl" in err and "\n" not in err
+
+
+def _delivery(tmp_path, kind="test"):
+    """A file that keeps to the brief's quotas exactly."""
+    from mbb.analysis.gold_briefs import STYLE_QUOTAS, label_quotas
+
+    mains = [m for m, n in label_quotas(kind).items() for _ in range(n)]
+    styles = [s for s, n in STYLE_QUOTAS[kind].items() for _ in range(n)]
+    rows = []
+    for i, (m, s) in enumerate(zip(mains, styles, strict=True), 1):
+        ctx = {"speaker": "W1", "round": 1, "subrun": 1}
+        if s == "context":
+            ctx["in_reply_to"] = "W2: shall we?"
+        rows.append(
+            {
+                "id": f"ZZ-{i:04d}",
+                "writer": "ZZ",
+                "style": s,
+                "channel": "public",
+                "text": f"line {i}",
+                "labels": [] if m == "neutral" else [m],
+                "main": m,
+                "context": ctx,
+            }
+        )
+    return rows
+
+
+def _write(tmp_path, rows):
+    raw = tmp_path / "raw" / "ZZ.jsonl"
+    raw.parent.mkdir(parents=True, exist_ok=True)
+    raw.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return raw
+
+
+@pytest.mark.parametrize("kind", ["test", "dev"])
+def test_a_delivery_that_keeps_to_its_brief_passes(tmp_path, kind):
+    from mbb.analysis.gold_briefs import check_delivery
+
+    assert check_delivery(_write(tmp_path, _delivery(tmp_path, kind)), kind) == []
+
+
+def test_each_departure_from_the_brief_is_one_line(tmp_path, capsys):
+    from mbb.analysis.gold_briefs import check_delivery
+
+    rows = _delivery(tmp_path)
+    rows.pop()  # a neutral item short
+    rows[0]["labels"] = ["reciprocity"]  # its main is not among its labels
+    rows[5]["channel"] = "ballot"  # a ballot with no ranking
+    ctx_row = next(r for r in rows if r["style"] == "context")
+    del ctx_row["context"]["in_reply_to"]
+    rows[-1]["labels"] = ["anchoring"]  # a neutral item labelled
+    problems = check_delivery(_write(tmp_path, rows))
+    assert any(p.startswith("main neutral: 25 items") for p in problems)
+    assert any("ZZ-0001: main anchoring is not among its labels" in p for p in problems)
+    assert any("ZZ-0006: a ballot without a ranking" in p for p in problems)
+    assert any(f"{ctx_row['id']}: context style without" in p for p in problems)
+    assert any("neutral but labelled anchoring" in p for p in problems)
+    assert main(["check", str(tmp_path), "ZZ"]) == 1
+    assert "departures from the test brief" in capsys.readouterr().out
+
+
+def test_a_style_a_few_items_off_its_quota_is_not_a_departure(tmp_path):
+    from mbb.analysis.gold_briefs import check_delivery
+
+    rows = _delivery(tmp_path)
+    for r in [r for r in rows if r["style"] == "plain"][:3]:
+        r["style"] = "terse"  # plain 12 -> 9, terse 11 -> 14: within the slack
+    assert check_delivery(_write(tmp_path, rows)) == []
+    for r in [r for r in rows if r["style"] == "plain"][:1]:
+        r["style"] = "terse"  # one more: terse 15, plain 8
+    assert len(check_delivery(_write(tmp_path, rows))) == 2
