@@ -1,4 +1,4 @@
-"""The gold corpus (mbb/analysis/gold/): the thirteen frozen test splits, the adjudication and the
+"""The gold corpus (mbb/analysis/gold/): the fourteen frozen test splits, the adjudication and the
 agreement figures are what the files say they are. Scores are not tested here."""
 
 from __future__ import annotations
@@ -76,6 +76,11 @@ TEST12_SHA256 = "1388523622f8979a0e4185b9ffa53feea2e2e0f225eebd499a81752043305b7
 # writers adjudicated in the session after
 TEST13_ITEMS_SHA256 = "8c7818b2bac42e35fbc14210b354069a0bb73dceb19df8ce2be020ddfa3382e5"
 TEST13_SHA256 = "5ca494cd42c56636a5336f9e30c4e04f0710c1166ff45a6cc4bca020582928c1"
+# the fourteenth round's test split (writers CF and CG, named before anyone wrote), pinned as
+# soon as both delivered and before any model read it; labels the authors' until the blind
+# annotations arrive (then TEST14_SHA256 moves, TEST14_ITEMS_SHA256 never)
+TEST14_ITEMS_SHA256 = "45f677ebe1b7fb9b449e85ce975d1835ecf0aafeb9a37a7f57f5c2a020bf8ee7"
+TEST14_SHA256 = "90c8bcb507942c4cb106803f723942af0e84c4ee8cc98e15724ffe252b8a9f4d"
 SEPARATE = ["exclusionary_coalition", "divide_and_conquer", "metagaming"]
 FIRST_DEV = set("ACDEGHIJ")
 SPLITS = ("dev", "test", "test2", "test3", "test4")
@@ -115,6 +120,7 @@ LATER_SPLIT_PINS = {
     "test11": (TEST11_ITEMS_SHA256, TEST11_SHA256),
     "test12": (TEST12_ITEMS_SHA256, TEST12_SHA256),
     "test13": (TEST13_ITEMS_SHA256, TEST13_SHA256),
+    "test14": (TEST14_ITEMS_SHA256, TEST14_SHA256),
 }
 
 
@@ -127,9 +133,9 @@ def test_each_later_test_split_is_frozen(split):
 
 def test_splits_are_by_writer_and_cover_every_category():
     dev, test, test2, test3, test4, *later_splits = (
-        gold(s) for s in (*SPLITS, *(f"test{i}" for i in range(5, 14)))
+        gold(s) for s in (*SPLITS, *(f"test{i}" for i in range(5, 15)))
     )
-    test5, test6, test7, test8, test9, test10, test11, test12, test13 = later_splits
+    test5, test6, test7, test8, test9, test10, test11, test12, test13, test14 = later_splits
     assert {d["writer"] for d in test} == {"B", "F"}
     assert {d["writer"] for d in test2} == {"Q", "R"}
     assert {d["writer"] for d in test3} == {"Y", "Z"}
@@ -143,15 +149,16 @@ def test_splits_are_by_writer_and_cover_every_category():
     assert {d["writer"] for d in test11} == {"BQ", "BR"}
     assert {d["writer"] for d in test12} == {"BV", "BW"}
     assert {d["writer"] for d in test13} == {"CA", "CB"}
+    assert {d["writer"] for d in test14} == {"CF", "CG"}
     later_dev = {*"KLMNOPSTUVX", "AA", "AB", "AD", "AE", "AF", "AG", "AJ", "AL", "AM", "AN", "AO"}
     later_dev |= {"AQ", "AR", "AT", "AU", "AW", "AZ", "BA", "BB", "BE", "BF", "BI", "BJ", "BK"}
     later_dev |= {"BN", "BO", "BP", "BS", "BT", "BU", "BX", "BY", "BZ"}
-    later_dev |= {"CC", "CD", "CE"}
+    later_dev |= {"CC", "CD", "CE", "CH", "CI"}
     assert FIRST_DEV < {d["writer"] for d in dev} <= FIRST_DEV | later_dev
     # the later rounds' items all carry their style; the first round's none
     assert all(("style" in d) == (d["writer"] not in FIRST_DEV) for d in dev)
     later = test2 + test3 + test4 + test5 + test6 + test7 + test8 + test9 + test10 + test11
-    later += test12 + test13
+    later += test12 + test13 + test14
     assert all("style" in d for d in later)
     assert not any("style" in d for d in test)
     counts = Counter(label for d in dev + test for label in d["labels"])
