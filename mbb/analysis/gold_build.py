@@ -239,7 +239,7 @@ def unpack(gold: str | Path, corpus: str | Path) -> dict[str, int]:
         for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             if not line.strip():
                 continue
-            d = json.loads(line)
+            d = _gold_line(path, n, line)
             writer = str(d["id"]).split("-", 1)[0]
             if writer in FIRST_ROUND_WRITERS:
                 continue
@@ -262,7 +262,19 @@ def unpack(gold: str | Path, corpus: str | Path) -> dict[str, int]:
 
 
 def _annotation_lines(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return [_gold_line(path, n, x) for n, x in enumerate(lines, 1) if x.strip()]
+
+
+def _gold_line(path: Path, n: int, line: str) -> dict[str, Any]:
+    """One JSON object with an `id`, or a CorpusError naming the file and line."""
+    try:
+        d = json.loads(line)
+        if not isinstance(d, dict) or "id" not in d:
+            raise ValueError("no id")
+    except ValueError as exc:
+        raise CorpusError(f"{path}:{n}: not a gold line ({exc})") from None
+    return d
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -276,7 +288,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.unpack:
         try:
             counts = unpack(args.gold, args.corpus)
-        except (CorpusError, OSError, ValueError, KeyError) as exc:
+        except (CorpusError, OSError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         print(f"{args.corpus}: {len(counts)} writers, {sum(counts.values())} items unpacked")

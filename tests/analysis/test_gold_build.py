@@ -202,3 +202,16 @@ def test_unpack_never_overwrites_a_corpus(tmp_path, capsys):
     assert main(["--unpack", str(tmp_path)]) == 2
     assert "already holds K.jsonl" in capsys.readouterr().err
     assert (tmp_path / "raw" / "K.jsonl").read_text() == "keep me\n"
+
+
+def test_a_corrupt_gold_line_is_named_by_file_and_line(tmp_path, capsys):
+    gold = tmp_path / "gold"
+    shutil.copytree(GOLD_DIR, gold)
+    lines = (gold / "test14.jsonl").read_text().splitlines(keepends=True)
+    lines[3] = lines[3][:40] + "\n"  # a line cut short
+    (gold / "test14.jsonl").write_text("".join(lines))
+    assert main(["--unpack", str(tmp_path / "corpus"), "--gold", str(gold)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error:") and "test14.jsonl:4: not a gold line" in err
+    assert "\n" not in err
+    assert not (tmp_path / "corpus" / "raw").exists()  # nothing half-written
