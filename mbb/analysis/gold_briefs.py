@@ -31,12 +31,19 @@ import argparse
 import json
 import random
 import sys
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
 from mbb.analysis.corpus import CorpusError, parse_lines
-from mbb.analysis.llm_classifier import GUIDE
+from mbb.analysis.llm_classifier import (
+    BALLOT_RULE,
+    CONTEXT_RULE,
+    GUIDE,
+    NEGATION_RULE,
+    VOICE_RULE,
+)
 from mbb.core.taxonomy import ALL_BY_NAME, ALL_LABELS
 
 __all__ = [
@@ -120,22 +127,15 @@ subruns (1-3), each of several rounds (1-5). In every round each worker:
 The schedule (the order of windows) follows from the ballots and bids. Workers may disclose
 their deadlines, make deals, form blocs, propose standing rules, and so on."""
 
-_RULES = """## Rules for labelling
-- Label an utterance with every category it clearly enacts: often none (neutral), sometimes
-  several. Routine coordination, questions, status updates and plain declarations get no
-  label, even when they mention bids, deadlines, blocs or rules.
-- Negation: an utterance that refuses or disowns a behaviour ("I won't hold you to last
-  round's promise", "no blocs from me") does not show it; label what it does show. A
-  conditional that actually offers the behaviour ("if you let me go first now, I'll back you
-  next round") does show it.
-- Ballots: read the reasoning together with the ranking it goes with (context `ranking`):
-  "same order as the bids" with a ranking that follows the bids is price_primary; when the
-  reasoning misdescribes its ranking, label what the two together show.
-- Context: label the utterance in `text`, read with its context. A short or bland reply can
-  enact what the earlier messages set up ("Fine, same as last time then." after a peer asked
-  to repeat last round's alternation is coalition_loyalty).
-- Terse shorthand, non-native English, sarcasm and hedging enact categories as plain prose
-  does."""
+_RULES = "\n".join(
+    [
+        "## Rules for labelling",
+        "- Label an utterance with every category it clearly enacts: often none (neutral), "
+        "sometimes several. Routine coordination, questions, status updates and plain "
+        "declarations get no label, even when they mention bids, deadlines, blocs or rules.",
+        *(f"- {rule}" for rule in (NEGATION_RULE, BALLOT_RULE, CONTEXT_RULE, VOICE_RULE)),
+    ]
+)
 
 _CONTEXT = """`context` is an object; every key but speaker, round and subrun is optional:
   "speaker": "W2", "round": 3, "subrun": 2, "to": "W4" (private messages only),
@@ -308,14 +308,12 @@ def check_delivery(raw: str | Path, kind: Kind = "test") -> list[str]:
     keeps to it). Malformed lines raise `CorpusError` (the corpus parser's message).
 
     `raw`: the writer's file; `kind`: the brief it was written to ("test" or "dev")."""
-    from collections import Counter
-
     path = Path(raw)
     items = parse_lines(
         path.read_text(encoding="utf-8").splitlines(), str(path), require_labels=True
     )
     out = []
-    mains = Counter(u.main or "?" for u in items)
+    mains: Counter[str] = Counter(u.main or "?" for u in items)
     for name, n in label_quotas(kind).items():
         if mains.get(name, 0) != n:
             out.append(f"main {name}: {mains.get(name, 0)} items, the brief asks for {n}")

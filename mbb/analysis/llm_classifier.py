@@ -35,8 +35,12 @@ import polars as pl
 from mbb.core.taxonomy import ALL_BY_NAME, ALL_LABELS
 
 __all__ = [
+    "BALLOT_RULE",
+    "CONTEXT_RULE",
     "GUIDE",
+    "NEGATION_RULE",
     "PROMPT_VERSION",
+    "VOICE_RULE",
     "CompleteJSON",
     "LLMClassifier",
     "llm_layer_complete_json",
@@ -189,6 +193,30 @@ GUIDE: dict[str, tuple[str, str, str]] = {
 }
 
 
+# the labelling rules a reader needs besides the definitions: the LLM's prompt and the gold
+# corpus's writers and annotators (`gold_briefs`) read the same words
+NEGATION_RULE = (
+    "Negation: an utterance that refuses or disowns a behaviour (\"I won't hold you to last "
+    'round\'s promise", "no blocs from me") does not show it; label what it does show. '
+    "A conditional that actually offers the behaviour (\"if you let me go first now, I'll "
+    'back you next round") does show it.'
+)
+BALLOT_RULE = (
+    "Ballots: read the reasoning together with the ranking it goes with (context "
+    '`ranking`): "same order as the bids" with a ranking that follows the bids is '
+    "price_primary; when the reasoning misdescribes its ranking, label what the two "
+    "together show."
+)
+CONTEXT_RULE = (
+    "Context: label the utterance in `text`, read with its context. A short or bland reply "
+    'can enact what the earlier messages set up ("Fine, same as last time then." after a '
+    "peer asked to repeat last round's alternation is coalition_loyalty)."
+)
+VOICE_RULE = (
+    "Terse shorthand, non-native English, sarcasm and hedging enact categories as plain prose does."
+)
+
+
 def system_prompt() -> str:
     lines = [
         "You annotate utterances from a negotiation among coding agents that bid credits for "
@@ -203,19 +231,9 @@ def system_prompt() -> str:
         "shows it. Use no label without a verbatim quote. Do not infer from speaker names. "
         "Routine coordination, questions and status updates get no label, even when they "
         "mention bids, deadlines or rules.",
-        "Negation: an utterance that refuses or disowns a behaviour (\"I won't hold you to last "
-        'round\'s promise", "no blocs from me") does not show it; label what it does show. '
-        "A conditional that actually offers the behaviour (\"if you let me go first now, I'll "
-        'back you next round") does show it.',
-        "Ballots: read the reasoning together with the ranking it goes with (context "
-        '`ranking`): "same order as the bids" with a ranking that follows the bids is '
-        "price_primary; when the reasoning misdescribes its ranking, label what the two "
-        "together show.",
-        "Context: label the utterance in `text`, read with its context. A short or bland reply "
-        'can enact what the earlier messages set up ("Fine, same as last time then." after a '
-        "peer asked to repeat last round's alternation is coalition_loyalty); then quote the "
-        "reply's own words. Terse shorthand, non-native English, sarcasm and hedging enact "
-        "categories as plain prose does.",
+        NEGATION_RULE,
+        BALLOT_RULE,
+        f"{CONTEXT_RULE[:-1]}; then quote the reply's own words. {VOICE_RULE}",
         "",
         "Categories (name: definition. Includes. Excludes. Example):",
     ]
