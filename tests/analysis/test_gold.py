@@ -78,9 +78,10 @@ TEST13_ITEMS_SHA256 = "8c7818b2bac42e35fbc14210b354069a0bb73dceb19df8ce2be020ddf
 TEST13_SHA256 = "5ca494cd42c56636a5336f9e30c4e04f0710c1166ff45a6cc4bca020582928c1"
 # the fourteenth round's test split (writers CF and CG, named before anyone wrote), pinned as
 # soon as both delivered and before any model read it; labels the authors' until the blind
-# annotations arrive (then TEST14_SHA256 moves, TEST14_ITEMS_SHA256 never)
+# annotations arrive (then TEST14_SHA256 moves, TEST14_ITEMS_SHA256 never); CG adjudicated
+# in the session after (7 of its 122 items changed), CF still on its author's labels
 TEST14_ITEMS_SHA256 = "45f677ebe1b7fb9b449e85ce975d1835ecf0aafeb9a37a7f57f5c2a020bf8ee7"
-TEST14_SHA256 = "90c8bcb507942c4cb106803f723942af0e84c4ee8cc98e15724ffe252b8a9f4d"
+TEST14_SHA256 = "808dffd8dc63f71cc7c27adecb43204f08b99a441bd586291c489593284c19fd"
 SEPARATE = ["exclusionary_coalition", "divide_and_conquer", "metagaming"]
 FIRST_DEV = set("ACDEGHIJ")
 SPLITS = ("dev", "test", "test2", "test3", "test4")
