@@ -1,4 +1,4 @@
-"""The gold corpus (mbb/analysis/gold/): the fourteen frozen test splits, the adjudication and the
+"""The gold corpus (mbb/analysis/gold/): the fifteen frozen test splits, the adjudication and the
 agreement figures are what the files say they are. Scores are not tested here."""
 
 from __future__ import annotations
@@ -82,6 +82,12 @@ TEST13_SHA256 = "5ca494cd42c56636a5336f9e30c4e04f0710c1166ff45a6cc4bca020582928c
 # in the session after (7 of its 122 items changed), CF still on its author's labels
 TEST14_ITEMS_SHA256 = "45f677ebe1b7fb9b449e85ce975d1835ecf0aafeb9a37a7f57f5c2a020bf8ee7"
 TEST14_SHA256 = "808dffd8dc63f71cc7c27adecb43204f08b99a441bd586291c489593284c19fd"
+# the fifteenth round's test split (writers CJ and CK, named in a pre-registration before anyone
+# wrote, their files' hashes committed before anyone read an item), pinned as it entered the gold
+# folder and before any model read it; labels the authors' until the blind annotations arrive
+# (then TEST15_SHA256 moves, TEST15_ITEMS_SHA256 never)
+TEST15_ITEMS_SHA256 = "75990c78109290856ae120bc3904d4a0ee56acef5bd6aa48c81671d281fff900"
+TEST15_SHA256 = "51286d2c362f12063bbeecc685d763b53d95baa26bbe0cb8f72f34bd3f0828b7"
 SEPARATE = ["exclusionary_coalition", "divide_and_conquer", "metagaming"]
 FIRST_DEV = set("ACDEGHIJ")
 SPLITS = ("dev", "test", "test2", "test3", "test4")
@@ -122,6 +128,7 @@ LATER_SPLIT_PINS = {
     "test12": (TEST12_ITEMS_SHA256, TEST12_SHA256),
     "test13": (TEST13_ITEMS_SHA256, TEST13_SHA256),
     "test14": (TEST14_ITEMS_SHA256, TEST14_SHA256),
+    "test15": (TEST15_ITEMS_SHA256, TEST15_SHA256),
 }
 
 
@@ -134,9 +141,9 @@ def test_each_later_test_split_is_frozen(split):
 
 def test_splits_are_by_writer_and_cover_every_category():
     dev, test, test2, test3, test4, *later_splits = (
-        gold(s) for s in (*SPLITS, *(f"test{i}" for i in range(5, 15)))
+        gold(s) for s in (*SPLITS, *(f"test{i}" for i in range(5, 16)))
     )
-    test5, test6, test7, test8, test9, test10, test11, test12, test13, test14 = later_splits
+    test5, test6, test7, test8, test9, test10, test11, test12, test13, test14, test15 = later_splits
     assert {d["writer"] for d in test} == {"B", "F"}
     assert {d["writer"] for d in test2} == {"Q", "R"}
     assert {d["writer"] for d in test3} == {"Y", "Z"}
@@ -151,6 +158,7 @@ def test_splits_are_by_writer_and_cover_every_category():
     assert {d["writer"] for d in test12} == {"BV", "BW"}
     assert {d["writer"] for d in test13} == {"CA", "CB"}
     assert {d["writer"] for d in test14} == {"CF", "CG"}
+    assert {d["writer"] for d in test15} == {"CJ", "CK"}
     later_dev = {*"KLMNOPSTUVX", "AA", "AB", "AD", "AE", "AF", "AG", "AJ", "AL", "AM", "AN", "AO"}
     later_dev |= {"AQ", "AR", "AT", "AU", "AW", "AZ", "BA", "BB", "BE", "BF", "BI", "BJ", "BK"}
     later_dev |= {"BN", "BO", "BP", "BS", "BT", "BU", "BX", "BY", "BZ"}
@@ -159,7 +167,7 @@ def test_splits_are_by_writer_and_cover_every_category():
     # the later rounds' items all carry their style; the first round's none
     assert all(("style" in d) == (d["writer"] not in FIRST_DEV) for d in dev)
     later = test2 + test3 + test4 + test5 + test6 + test7 + test8 + test9 + test10 + test11
-    later += test12 + test13 + test14
+    later += test12 + test13 + test14 + test15
     assert all("style" in d for d in later)
     assert not any("style" in d for d in test)
     counts = Counter(label for d in dev + test for label in d["labels"])
