@@ -3,9 +3,10 @@ copy an annotator reads. Kept in the package so a round can be re-run from a cle
 files a round produces land in the gold folder (`gold_build`), and `gold_build --unpack`
 rebuilds the corpus folder from it.
 
-    python -m mbb.analysis.gold_briefs writer CORPUS_DIR WRITER --voice FILE [--kind test|dev]
+    python -m mbb.analysis.gold_briefs writer CORPUS_DIR WRITER --voice FILE
+                                       [--kind test|dev|contrast]
     python -m mbb.analysis.gold_briefs annotator CORPUS_DIR WRITER ANNOTATOR [ANNOTATOR ...]
-    python -m mbb.analysis.gold_briefs check CORPUS_DIR WRITER [--kind test|dev]
+    python -m mbb.analysis.gold_briefs check CORPUS_DIR WRITER [--kind test|dev|contrast]
 
 `writer` writes `CORPUS_DIR/briefs/<WRITER>.md`, asking for `CORPUS_DIR/raw/<WRITER>.jsonl`.
 `annotator` writes the writer's label-free copy `CORPUS_DIR/blind/<WRITER>.jsonl` (items
@@ -20,9 +21,14 @@ who wrote 121 items is asked for the last one before anyone annotates.
 mbb's choices (the paper has no gold corpus): a test writer writes 122 items, every label the
 main of four and 26 neutral items; a dev writer writes 136, more of the categories the frozen
 splits measured weakest and 40 neutral items, most of them near misses. Both briefs set the
-same style quotas in proportion. Writers and annotators read the category definitions with
-their inclusions, exclusions and one example (`llm_classifier.GUIDE`) and the labelling rules
-for negation, ballots and context; they never see the classifier.
+same style quotas in proportion. A contrast writer (dev only) writes minimal contrast sets
+(Gardner et al. 2020, "Evaluating models' local decision boundaries via contrast sets"): three
+items on one situation, one enacting each of two neighbouring categories and one enacting
+neither, the wording changed as little as the acts allow, so that what separates the two is
+the act, not the vocabulary of the writers who usually write each (`CONTRAST_PAIRS`). Writers
+and annotators read the category definitions with their inclusions, exclusions and one example
+(`llm_classifier.GUIDE`) and the labelling rules for negation, ballots and context; they never
+see the classifier.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
-from mbb.analysis.corpus import CorpusError, parse_lines
+from mbb.analysis.corpus import CorpusError, Utterance, parse_lines
 from mbb.analysis.llm_classifier import (
     BALLOT_RULE,
     CONTEXT_RULE,
@@ -47,17 +53,19 @@ from mbb.analysis.llm_classifier import (
 from mbb.core.taxonomy import ALL_BY_NAME, ALL_LABELS
 
 __all__ = [
+    "CONTRAST_PAIRS",
     "DEV_WEAK",
     "STYLE_QUOTAS",
     "annotator_brief",
     "blind_copy",
     "check_delivery",
+    "contrast_set_ids",
     "label_quotas",
     "main",
     "writer_brief",
 ]
 
-Kind = Literal["test", "dev"]
+Kind = Literal["test", "dev", "contrast"]
 
 # the categories a dev writer writes more of: the ones the frozen splits measured weakest when
 # the dev brief was set (round 10), kept since so dev writers stay comparable
@@ -69,6 +77,27 @@ DEV_WEAK: tuple[str, ...] = (
     "rule_making_citation",
     "scope_reduction",
 )
+# the neighbouring categories a contrast writer separates: every pair the definitions' exclusions
+# name (`llm_classifier.GUIDE`; a test keeps the two in step), plus the pairs a model was
+# measured to confuse on dev text although no definition names the other: reciprocity and
+# coalition loyalty (round 14: an offer accepted for a favour read as loyalty, because loyal
+# workers in the dev corpus so often resist what another *offered*)
+CONTRAST_PAIRS: tuple[tuple[str, str], ...] = (
+    ("anchoring", "iterative_bargaining"),
+    ("reciprocity", "welfare_concession"),
+    ("tie_break_deference", "recency_first"),
+    ("welfare_concession", "scope_reduction"),
+    ("deadline_ultimatum", "risk_variance"),
+    ("renegotiation", "iterative_bargaining"),
+    ("coalition_formation", "coalition_loyalty"),
+    ("social_proof", "reputation"),
+    ("reputation", "coalition_loyalty"),
+    ("earliest_deadline_first", "deadline_ultimatum"),
+    ("shortest_job_first", "scope_reduction"),
+    ("divide_and_conquer", "coalition_formation"),
+    ("reciprocity", "coalition_loyalty"),
+)
+CONTRAST_SETS_PER_PAIR = 3  # the first of each pair's three sets is written as ballots
 STYLE_QUOTAS: dict[Kind, dict[str, int]] = {
     "test": {
         "context": 24,
@@ -92,6 +121,7 @@ STYLE_QUOTAS: dict[Kind, dict[str, int]] = {
         "verbose": 13,
         "plain": 10,
     },
+    "contrast": {},  # a contrast set keeps one style across its three items; any style will do
 }
 # a style count within this many items of its quota is not a departure (writers of rounds 7-14
 # were within 3 of theirs; an item's style is the writer's call, its main label is not)
@@ -160,9 +190,16 @@ def _categories() -> str:
 def label_quotas(kind: Kind) -> dict[str, int]:
     """Items per main label (and `neutral`) a writer of this kind writes.
 
-    `kind`: "test" (122 items) or "dev" (136 items)."""
+    `kind`: "test" (122 items), "dev" (136 items) or "contrast" (117 items: for each of the
+    13 `CONTRAST_PAIRS`, three sets of an item for each label and a neutral one)."""
     if kind == "test":
         return {**{name: 4 for name in ALL_LABELS}, "neutral": 26}
+    if kind == "contrast":
+        quotas: Counter[str] = Counter()
+        for a, b in CONTRAST_PAIRS:
+            quotas.update({a: CONTRAST_SETS_PER_PAIR, b: CONTRAST_SETS_PER_PAIR})
+        quotas["neutral"] = CONTRAST_SETS_PER_PAIR * len(CONTRAST_PAIRS)
+        return dict(quotas)
     return {**{name: 7 if name in DEV_WEAK else 3 for name in ALL_LABELS}, "neutral": 40}
 
 
@@ -175,6 +212,8 @@ def writer_brief(writer: str, voice: str, out: str | Path, kind: Kind = "test") 
     quotas = label_quotas(kind)
     total = sum(quotas.values())
     styles = STYLE_QUOTAS[kind]
+    if kind == "contrast":
+        return _contrast_brief(writer, voice, out, total)
     if sum(styles.values()) != total:  # a quota edited out of step with the other
         raise ValueError(f"style quotas sum to {sum(styles.values())}, labels to {total}")
     n_pos = total - quotas["neutral"]
@@ -240,6 +279,92 @@ Labels are the {len(ALL_LABELS)} names above, exactly as spelled. Check the file
 script before you finish: {total} lines, every line valid JSON, ids in order, the counts per
 main label and per style as listed, every ballot with a ranking of all five workers, every
 `context`-style item with `in_reply_to` or `earlier`.
+"""
+
+
+def contrast_set_ids(writer: str) -> list[tuple[str, str, tuple[str, str, str]]]:
+    """The contrast sets a contrast writer writes, in order: (label a, label b, the three item
+    ids written for a, for b and for neither).
+
+    `writer`: the writer's id."""
+    sets = []
+    n = 0
+    for a, b in CONTRAST_PAIRS:
+        for _ in range(CONTRAST_SETS_PER_PAIR):
+            ids = tuple(f"{writer}-{n + k:04d}" for k in (1, 2, 3))
+            sets.append((a, b, (ids[0], ids[1], ids[2])))
+            n += 3
+    return sets
+
+
+def _contrast_brief(writer: str, voice: str, out: str | Path, total: int) -> str:
+    """The contrast writer's brief (see the module docstring; `writer_brief` documents the
+    parameters)."""
+    sets = contrast_set_ids(writer)
+    per = CONTRAST_SETS_PER_PAIR
+    pairs = "\n".join(
+        f"- Items {sets[i][2][0]} to {sets[i + per - 1][2][2]}: `{sets[i][0]}` against "
+        f"`{sets[i][1]}` ({per} sets)"
+        for i in range(0, len(sets), per)
+    )
+    style_lines = "\n".join(f"- `{s}`: {text}." for s, text in _STYLE_TEXT.items())
+    return f"""# Writing brief: writer {writer} (contrast sets)
+
+You are writing a corpus of short utterances for a study of negotiation language. Work alone,
+from this brief only. Write every item yourself: the examples below only show what a category
+means; do not reuse their wording.
+
+{_SETTING}
+
+## Your voice
+{voice.strip()}
+Keep this voice throughout. Vary the speakers (W1-W5), rounds, subruns, figures and
+situations from set to set; never repeat a sentence pattern more than twice.
+
+## The categories ({len(ALL_LABELS)} labels)
+{_categories()}
+
+{_RULES}
+
+## What to write: exactly {total} items, in {total // 3} contrast sets of three
+Some categories are neighbours: the same situation, the same people and nearly the same words
+can enact one or the other, and what decides is the act. A contrast set shows that edge. For a
+pair of neighbours A and B, one set is three items on ONE situation (the same speaker, round,
+peers and figures), written in one style:
+1. an item that enacts A and not B (`main` A);
+2. an item that enacts B and not A (`main` B), changed from the first as little as the acts
+   allow: keep the words that belong to the situation (the names, the figures, an offer, a
+   bloc, a favour, a deadline), change what the speaker DOES with them;
+3. a near miss that enacts neither A nor B nor any other category (`main` "neutral", `labels`
+   []): it mentions the same things but does no act (a question, a report, a plain
+   declaration, an offer declined with nothing else).
+The sets, in this order (three sets per pair, ids consecutive: A, B, neutral, then the next
+set):
+{pairs}
+- The first set of each pair is written as ballots (channel `ballot`, all three items, each
+  with its `ranking` of all five workers, the reasoning read with its ranking); the other two
+  in `public`, `private` (with `to`) or `note` channels, as suits the situation.
+- Tag each item with its set's style in `style`: the ballot sets `ballot_ranking`; of the
+  other {len(sets) - len(sets) // per} sets, at least three in each of the other styles below.
+- `labels` holds `main` plus any OTHER label the text also clearly enacts, but never the
+  set's other label: if you cannot write the B item without it also enacting A, rewrite it.
+- Put in `context` what the text refers to: the bids, durations, ranking, arrival order,
+  disclosed deadlines, previous schedule, the message answered.
+- Length: from three words to about 60; most between 8 and 30.
+
+## Styles
+{style_lines}
+
+## Output
+Write the file {out}: one JSON object per line, UTF-8, {total} lines, nothing else, e.g.
+{{"id": "{writer}-0001", "writer": "{writer}", "style": "terse", "channel": "public", \
+"text": "...", "labels": ["{CONTRAST_PAIRS[0][0]}"], "main": "{CONTRAST_PAIRS[0][0]}", \
+"context": {{"speaker": "W3", "round": 2, "subrun": 1, "bids": {{"W3": 140}}}}}}
+{_CONTEXT}
+Labels are the {len(ALL_LABELS)} names above, exactly as spelled. Check the file with a short
+script before you finish: {total} lines, every line valid JSON, ids in order, each set's three
+mains as listed, no item carrying its set's other label, every ballot with a ranking of all
+five workers, every `context`-style item with `in_reply_to` or `earlier`.
 """
 
 
@@ -313,6 +438,8 @@ def check_delivery(raw: str | Path, kind: Kind = "test") -> list[str]:
         path.read_text(encoding="utf-8").splitlines(), str(path), require_labels=True
     )
     out = []
+    if kind == "contrast":
+        out += _check_contrast_sets(items, path.stem)
     mains: Counter[str] = Counter(u.main or "?" for u in items)
     for name, n in label_quotas(kind).items():
         if mains.get(name, 0) != n:
@@ -333,6 +460,31 @@ def check_delivery(raw: str | Path, kind: Kind = "test") -> list[str]:
     return out
 
 
+def _check_contrast_sets(items: Sequence[Utterance], writer: str) -> list[str]:
+    """A contrast delivery's departures from its sets: an item out of place, written for the
+    wrong label, or carrying its set's other label; a pair's first set not all ballots; a set
+    in more than one style."""
+    by_id = {u.id: u for u in items}
+    out = []
+    for i, (a, b, ids) in enumerate(contrast_set_ids(writer)):
+        for item_id, want, other in zip(ids, (a, b, "neutral"), (b, a, None), strict=True):
+            u = by_id.get(item_id)
+            if u is None:
+                out.append(f"{item_id}: missing (set {a} / {b})")
+            elif u.main != want:
+                out.append(f"{item_id}: main {u.main}, its set asks for {want}")
+            elif other and other in (u.labels or []):
+                out.append(f"{item_id}: written for {want} but also labelled {other}")
+        if i % CONTRAST_SETS_PER_PAIR == 0 and any(
+            by_id[x].channel != "ballot" for x in ids if x in by_id
+        ):
+            out.append(f"{ids[0]}: the first set of {a} / {b} is not all ballots")
+        set_styles = {by_id[i].style for i in ids if i in by_id}
+        if len(set_styles) > 1:
+            out.append(f"{ids[0]}: set {a} / {b} in {len(set_styles)} styles")
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m mbb.analysis.gold_briefs")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -340,7 +492,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     w.add_argument("corpus", help="the round's corpus folder (raw/, annot/, briefs/)")
     w.add_argument("writer", help="the writer's id, e.g. CF")
     w.add_argument("--voice", required=True, help="text file: the voice asked of the writer")
-    w.add_argument("--kind", choices=("test", "dev"), default="test", help="quotas to ask for")
+    w.add_argument(
+        "--kind", choices=("test", "dev", "contrast"), default="test", help="quotas to ask for"
+    )
     a = sub.add_parser("annotator", help="write the blind copy and annotators' briefs")
     a.add_argument("corpus", help="the round's corpus folder (raw/, annot/, briefs/)")
     a.add_argument("writer", help="whose delivered items to annotate")
@@ -348,7 +502,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     c = sub.add_parser("check", help="how a delivered file departs from its brief")
     c.add_argument("corpus", help="the round's corpus folder (raw/)")
     c.add_argument("writer", help="whose delivered file to check")
-    c.add_argument("--kind", choices=("test", "dev"), default="test", help="its brief's quotas")
+    c.add_argument(
+        "--kind", choices=("test", "dev", "contrast"), default="test", help="its brief's quotas"
+    )
     args = ap.parse_args(argv)
     corpus = Path(args.corpus)
     if args.cmd == "check":

@@ -161,3 +161,73 @@ def test_a_style_a_few_items_off_its_quota_is_not_a_departure(tmp_path):
     for r in [r for r in rows if r["style"] == "plain"][:1]:
         r["style"] = "terse"  # one more: terse 15, plain 8
     assert len(check_delivery(_write(tmp_path, rows))) == 2
+
+
+def test_contrast_pairs_cover_every_neighbour_the_definitions_name():
+    import re
+
+    from mbb.analysis.gold_briefs import CONTRAST_PAIRS
+    from mbb.analysis.llm_classifier import GUIDE
+
+    pairs = {frozenset(p) for p in CONTRAST_PAIRS}
+    for name, (_, excludes, _) in GUIDE.items():
+        for other in GUIDE:
+            if other != name and re.search(rf"\b{other}\b", excludes):
+                assert frozenset((name, other)) in pairs, (name, other)
+    assert frozenset(("reciprocity", "coalition_loyalty")) in pairs  # measured, not named
+
+
+def _contrast_delivery():
+    from mbb.analysis.gold_briefs import CONTRAST_SETS_PER_PAIR, contrast_set_ids
+
+    rows = []
+    for i, (a, b, ids) in enumerate(contrast_set_ids("ZZ")):
+        ballot = i % CONTRAST_SETS_PER_PAIR == 0
+        for item_id, label in zip(ids, (a, b, "neutral"), strict=True):
+            ctx = {"speaker": "W1", "round": 1, "subrun": 1}
+            if ballot:
+                ctx["ranking"] = ["W1", "W2", "W3", "W4", "W5"]
+            rows.append(
+                {
+                    "id": item_id,
+                    "writer": "ZZ",
+                    "style": "ballot_ranking" if ballot else "plain",
+                    "channel": "ballot" if ballot else "public",
+                    "text": f"line {item_id}",
+                    "labels": [] if label == "neutral" else [label],
+                    "main": label,
+                    "context": ctx,
+                }
+            )
+    return rows
+
+
+def test_a_contrast_brief_lists_its_sets_and_a_keeping_delivery_passes(tmp_path):
+    from mbb.analysis.gold_briefs import CONTRAST_PAIRS, check_delivery, writer_brief
+
+    brief = writer_brief("ZZ", "Ship's radio operators.", "/x/raw/ZZ.jsonl", "contrast")
+    assert "exactly 117 items, in 39 contrast sets" in brief and "/x/raw/ZZ.jsonl" in brief
+    assert all(f"`{a}` against `{b}`" in brief for a, b in CONTRAST_PAIRS)
+    assert "Items ZZ-0109 to ZZ-0117: `reciprocity` against `coalition_loyalty`" in brief
+    assert check_delivery(_write(tmp_path, _contrast_delivery()), "contrast") == []
+
+
+def test_a_contrast_delivery_that_blurs_its_sets_is_named(tmp_path):
+    from mbb.analysis.gold_briefs import check_delivery
+
+    rows = _contrast_delivery()
+    rows[1]["labels"].append(rows[0]["main"])  # the B item also carries A
+    rows[9]["channel"] = "public"  # a pair's first set not all ballots
+    rows[9]["context"].pop("ranking")
+    rows[3]["style"] = "terse"  # a set in two styles
+    rows[5]["main"], rows[5]["labels"] = (
+        "reputation",
+        ["reputation"],
+    )  # neutral slot written for another
+    problems = check_delivery(_write(tmp_path, rows), "contrast")
+    assert "ZZ-0002: written for iterative_bargaining but also labelled anchoring" in problems
+    assert (
+        "ZZ-0010: the first set of reciprocity / welfare_concession is not all ballots" in problems
+    )
+    assert "ZZ-0004: set anchoring / iterative_bargaining in 2 styles" in problems
+    assert "ZZ-0006: main reputation, its set asks for neutral" in problems
