@@ -85,9 +85,9 @@ TEST14_SHA256 = "808dffd8dc63f71cc7c27adecb43204f08b99a441bd586291c489593284c19f
 # the fifteenth round's test split (writers CJ and CK, named in a pre-registration before anyone
 # wrote, their files' hashes committed before anyone read an item), pinned as it entered the gold
 # folder and before any model read it; labels the authors' until the blind annotations arrive
-# (then TEST15_SHA256 moves, TEST15_ITEMS_SHA256 never)
+# (then TEST15_SHA256 moves, TEST15_ITEMS_SHA256 never); CK adjudicated in the same session
 TEST15_ITEMS_SHA256 = "75990c78109290856ae120bc3904d4a0ee56acef5bd6aa48c81671d281fff900"
-TEST15_SHA256 = "51286d2c362f12063bbeecc685d763b53d95baa26bbe0cb8f72f34bd3f0828b7"
+TEST15_SHA256 = "f2285ccb4b6cc388025f2e76c347fad1f2df7d8eaac85423532694098f9e637e"
 SEPARATE = ["exclusionary_coalition", "divide_and_conquer", "metagaming"]
 FIRST_DEV = set("ACDEGHIJ")
 SPLITS = ("dev", "test", "test2", "test3", "test4")
