@@ -87,7 +87,7 @@ TEST14_SHA256 = "808dffd8dc63f71cc7c27adecb43204f08b99a441bd586291c489593284c19f
 # folder and before any model read it; labels the authors' until the blind annotations arrive
 # (then TEST15_SHA256 moves, TEST15_ITEMS_SHA256 never); CK adjudicated in the same session
 TEST15_ITEMS_SHA256 = "75990c78109290856ae120bc3904d4a0ee56acef5bd6aa48c81671d281fff900"
-TEST15_SHA256 = "f2285ccb4b6cc388025f2e76c347fad1f2df7d8eaac85423532694098f9e637e"
+TEST15_SHA256 = "f4659eca84f4c044dbd0c4bce4a6a02e714da2fc7f13840c4fff2e84a9742ac2"
 SEPARATE = ["exclusionary_coalition", "divide_and_conquer", "metagaming"]
 FIRST_DEV = set("ACDEGHIJ")
 SPLITS = ("dev", "test", "test2", "test3", "test4")
