@@ -201,8 +201,8 @@ def frozen_split_rates(
 ) -> pl.DataFrame:
     """`classifier_rates` of the evidence text classifier (the shipped model, or another model
     file) on the frozen test splits pooled (`gold_eval.FROZEN_SPLITS`: writers B, F, Q, R, Y,
-    Z, AC, AH, AI, AS, AV, AX, AY, BC, BD, BG, BH, BL, BM, BQ, BR, BV, BW, CA, CB, CF, CG, CJ and
-    CK, none of them used to train it);
+    Z, AC, AH, AI, AS, AV, AX, AY, BC, BD, BG, BH, BL, BM, BQ, BR, BV, BW, CA, CB, CF, CG, CJ, CK,
+    CP and CQ, none of them used to train it);
     computed once per model file. Items whose blind annotations have not arrived (`provisional`
     in `annotations.jsonl`) stay out of the pool until they are adjudicated.
 

@@ -1,4 +1,4 @@
-"""The gold corpus (mbb/analysis/gold/): the fifteen frozen test splits, the adjudication and the
+"""The gold corpus (mbb/analysis/gold/): the sixteen frozen test splits, the adjudication and the
 agreement figures are what the files say they are. Scores are not tested here."""
 
 from __future__ import annotations
@@ -88,6 +88,12 @@ TEST14_SHA256 = "808dffd8dc63f71cc7c27adecb43204f08b99a441bd586291c489593284c19f
 # (then TEST15_SHA256 moves, TEST15_ITEMS_SHA256 never); CK adjudicated in the same session
 TEST15_ITEMS_SHA256 = "75990c78109290856ae120bc3904d4a0ee56acef5bd6aa48c81671d281fff900"
 TEST15_SHA256 = "f4659eca84f4c044dbd0c4bce4a6a02e714da2fc7f13840c4fff2e84a9742ac2"
+# the sixteenth round's test split (writers CP and CQ, named in a pre-registration before anyone
+# wrote), pinned as it entered the gold folder and before any model read it; CQ adjudicated on
+# entry, CP on its author's labels until its blind annotations arrive (then TEST16_SHA256 moves,
+# TEST16_ITEMS_SHA256 never)
+TEST16_ITEMS_SHA256 = "5944b6cbf94009ae180dc2a9b3d705d98b12432eda5d798e900d3a1e7f62b87d"
+TEST16_SHA256 = "761b9cb433fb58a49fbbe8b3c1bae8b02afcb54cc4e0eef8f1bffabcc0ab3f0a"
 SEPARATE = ["exclusionary_coalition", "divide_and_conquer", "metagaming"]
 FIRST_DEV = set("ACDEGHIJ")
 SPLITS = ("dev", "test", "test2", "test3", "test4")
@@ -129,6 +135,7 @@ LATER_SPLIT_PINS = {
     "test13": (TEST13_ITEMS_SHA256, TEST13_SHA256),
     "test14": (TEST14_ITEMS_SHA256, TEST14_SHA256),
     "test15": (TEST15_ITEMS_SHA256, TEST15_SHA256),
+    "test16": (TEST16_ITEMS_SHA256, TEST16_SHA256),
 }
 
 
@@ -141,9 +148,11 @@ def test_each_later_test_split_is_frozen(split):
 
 def test_splits_are_by_writer_and_cover_every_category():
     dev, test, test2, test3, test4, *later_splits = (
-        gold(s) for s in (*SPLITS, *(f"test{i}" for i in range(5, 16)))
+        gold(s) for s in (*SPLITS, *(f"test{i}" for i in range(5, 17)))
     )
-    test5, test6, test7, test8, test9, test10, test11, test12, test13, test14, test15 = later_splits
+    test5, test6, test7, test8, test9, test10, test11, test12, test13, test14, test15, test16 = (
+        later_splits
+    )
     assert {d["writer"] for d in test} == {"B", "F"}
     assert {d["writer"] for d in test2} == {"Q", "R"}
     assert {d["writer"] for d in test3} == {"Y", "Z"}
@@ -159,6 +168,7 @@ def test_splits_are_by_writer_and_cover_every_category():
     assert {d["writer"] for d in test13} == {"CA", "CB"}
     assert {d["writer"] for d in test14} == {"CF", "CG"}
     assert {d["writer"] for d in test15} == {"CJ", "CK"}
+    assert {d["writer"] for d in test16} == {"CP", "CQ"}
     later_dev = {*"KLMNOPSTUVX", "AA", "AB", "AD", "AE", "AF", "AG", "AJ", "AL", "AM", "AN", "AO"}
     later_dev |= {"AQ", "AR", "AT", "AU", "AW", "AZ", "BA", "BB", "BE", "BF", "BI", "BJ", "BK"}
     later_dev |= {"BN", "BO", "BP", "BS", "BT", "BU", "BX", "BY", "BZ"}
@@ -167,7 +177,7 @@ def test_splits_are_by_writer_and_cover_every_category():
     # the later rounds' items all carry their style; the first round's none
     assert all(("style" in d) == (d["writer"] not in FIRST_DEV) for d in dev)
     later = test2 + test3 + test4 + test5 + test6 + test7 + test8 + test9 + test10 + test11
-    later += test12 + test13 + test14 + test15
+    later += test12 + test13 + test14 + test15 + test16
     assert all("style" in d for d in later)
     assert not any("style" in d for d in test)
     counts = Counter(label for d in dev + test for label in d["labels"])
