@@ -90,10 +90,10 @@ TEST15_ITEMS_SHA256 = "75990c78109290856ae120bc3904d4a0ee56acef5bd6aa48c81671d28
 TEST15_SHA256 = "f4659eca84f4c044dbd0c4bce4a6a02e714da2fc7f13840c4fff2e84a9742ac2"
 # the sixteenth round's test split (writers CP and CQ, named in a pre-registration before anyone
 # wrote), pinned as it entered the gold folder and before any model read it; CQ adjudicated on
-# entry, CP on its author's labels until its blind annotations arrive (then TEST16_SHA256 moves,
-# TEST16_ITEMS_SHA256 never)
+# entry, CP on arrival of its pair in the same session (TEST16_SHA256 moves with any later
+# adjudication, TEST16_ITEMS_SHA256 never)
 TEST16_ITEMS_SHA256 = "5944b6cbf94009ae180dc2a9b3d705d98b12432eda5d798e900d3a1e7f62b87d"
-TEST16_SHA256 = "761b9cb433fb58a49fbbe8b3c1bae8b02afcb54cc4e0eef8f1bffabcc0ab3f0a"
+TEST16_SHA256 = "cf5c14e0574ace73e0444c3cb00a55914096206292c89848ef7483dc47c6395e"
 SEPARATE = ["exclusionary_coalition", "divide_and_conquer", "metagaming"]
 FIRST_DEV = set("ACDEGHIJ")
 SPLITS = ("dev", "test", "test2", "test3", "test4")
