@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
 import polars as pl
+import pytest
 
 from mbb.analysis import CUES
 from mbb.core.taxonomy import (
@@ -68,3 +71,19 @@ def test_families():
 
 def test_every_category_has_a_lexical_cue():
     assert {c for c, _, _, _ in CUES} == set(ALL_LABELS)
+
+
+def test_every_lexicon_pattern_runs_in_both_regex_engines():
+    """Cues match in Python's `re` (`cue_hits`) and their spans are cut out in polars'
+    Rust engine (`evidence._CUE_RX`), which has no look-around and no back-references: a
+    pattern only one engine reads breaks the evidence of every run. The round-16 candidate's
+    cue ("(?<!\\bin )... favour") was such a pattern."""
+    from mbb.analysis.lexicon import LEXICON
+
+    probe = pl.Series(["I owe you one; by bid."])
+    for cue in LEXICON:
+        for rx in filter(None, (cue.regex, cue.unless)):
+            re.compile(rx, re.I)
+            probe.str.contains(f"(?i){rx}")  # raises ComputeError where polars cannot read it
+    with pytest.raises(pl.exceptions.ComputeError, match="look-around"):
+        probe.str.contains(r"(?<!\bin )\bfavour")
