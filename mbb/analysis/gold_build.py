@@ -14,10 +14,10 @@ writer found it writes, into the gold folder:
   of the second round, Y and Z of the third, AC and AH of the fourth, AI and AP of the fifth, AS
   and AV of the sixth, AX and AY of the seventh, BC and BD of the eighth, BG and BH of the
   ninth, BL and BM of the tenth, BQ and BR of the eleventh, BV and BW of the twelfth, CA and
-  CB of the thirteenth, CF and CG of the fourteenth, CJ and CK of the fifteenth, CP and CQ of the sixteenth), each drawn
-  before any training on its round's writers. Their items (everything but the labels) are
-  pinned by hash in `tests/analysis/test_gold.py`; only the adjudicated labels may change,
-  when the blind annotations arrive.
+  CB of the thirteenth, CF and CG of the fourteenth, CJ and CK of the fifteenth, CP and CQ of
+  the sixteenth), each drawn before any training on its round's writers. Their items
+  (everything but the labels) are pinned by hash in `tests/analysis/test_gold.py`; only the
+  adjudicated labels may change, when the blind annotations arrive.
 - `annotations.jsonl`: every annotator's labels per item (`author`, and `blind_1`, `blind_2` with
   `blind_1_by` / `blind_2_by` naming the annotators, sorted by name).
 - `agreement.json`: pairwise Cohen's kappa per category over the items with all three
