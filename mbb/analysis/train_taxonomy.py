@@ -86,7 +86,7 @@ RIVAL_SHARE = 0.03
 RIVAL_MARGIN = 0.3  # ...and only when its probability clears what it needs by less than this
 # Round 16 tried letting the rival's cue suffice, labelled or not: every model retrained since
 # round 12 reads the scripted ballot "By bid; with W1 ahead of me as offered, for a favour
-# later." as coalition loyalty on "offered" (no cue of its own, within 0.01-0.12 of what it
+# later." as coalition loyalty on "offered" (no cue of its own, 0.01 to 0.22 above what it
 # needs) beside the cues of two rivals, reciprocity and price-primary, whose own models say no.
 # Fast writer-grouped CV on the round-16 dev file (12,576 items, 6 folds, C 16, the same fold
 # models): macro-F1 0.858 -> 0.805, neutral items labelled 4.5 % -> 4.1 %, coalition loyalty
