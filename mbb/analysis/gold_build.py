@@ -10,14 +10,11 @@ the blind annotations `annot/<WRITER>.<annotator>.jsonl` (lines `{"id": ..., "la
 writer found it writes, into the gold folder:
 - `dev.jsonl`: the dev split. The first round's items (writers A-J, no `style`) are kept byte for
   byte; the new dev writers' items follow, writer by writer, in their file's order.
-- `test2.jsonl` … `test16.jsonl`: the later frozen test splits (`TEST_SPLITS`: writers Q and R
-  of the second round, Y and Z of the third, AC and AH of the fourth, AI and AP of the fifth, AS
-  and AV of the sixth, AX and AY of the seventh, BC and BD of the eighth, BG and BH of the
-  ninth, BL and BM of the tenth, BQ and BR of the eleventh, BV and BW of the twelfth, CA and
-  CB of the thirteenth, CF and CG of the fourteenth, CJ and CK of the fifteenth, CP and CQ of
-  the sixteenth), each drawn before any training on its round's writers. Their items
-  (everything but the labels) are pinned by hash in `tests/analysis/test_gold.py`; only the
-  adjudicated labels may change, when the blind annotations arrive.
+- `test2.jsonl`, `test3.jsonl`, …: the later frozen test splits, one per writer pair that
+  `TEST_SPLITS` (in `mbb.analysis.agreement`) names, each drawn before any training on its
+  round's writers. Their items (everything but the labels) are pinned by hash in
+  `tests/analysis/test_gold.py`; only the adjudicated labels may change, when the blind
+  annotations arrive.
 - `annotations.jsonl`: every annotator's labels per item (`author`, and `blind_1`, `blind_2` with
   `blind_1_by` / `blind_2_by` naming the annotators, sorted by name).
 - `agreement.json`: pairwise Cohen's kappa per category over the items with all three

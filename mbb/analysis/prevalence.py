@@ -200,9 +200,8 @@ def frozen_split_rates(
     model_path: str | Path | None = None, *, with_context: bool = False
 ) -> pl.DataFrame:
     """`classifier_rates` of the evidence text classifier (the shipped model, or another model
-    file) on the frozen test splits pooled (`gold_eval.FROZEN_SPLITS`: writers B, F, Q, R, Y,
-    Z, AC, AH, AI, AS, AV, AX, AY, BC, BD, BG, BH, BL, BM, BQ, BR, BV, BW, CA, CB, CF, CG, CJ, CK,
-    CP and CQ, none of them used to train it);
+    file) on the frozen test splits pooled (`gold_eval.FROZEN_SPLITS`: writers B and F and
+    those `agreement.TEST_SPLITS` names, none of them used to train it);
     computed once per model file. Items whose blind annotations have not arrived (`provisional`
     in `annotations.jsonl`) stay out of the pool until they are adjudicated.
 

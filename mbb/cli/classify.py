@@ -58,7 +58,7 @@ def add_parser(sub: Any) -> None:
     v.add_argument(
         "--frozen",
         action="store_true",
-        help="also score the frozen test splits (gold/test.jsonl, test2.jsonl … test16.jsonl)",
+        help="also score every frozen test split (gold/test.jsonl and the later test<N>.jsonl)",
     )
     v.add_argument("--boot", type=int, default=1000, help="bootstrap resamples")
     v.add_argument("--json", default=None, help="also write the tables as JSON here")

@@ -10,16 +10,8 @@ module, imported only when one of them runs, does the work.
 LLM options (both commands): --base-url http://127.0.0.1:PORT/v1 --model smollm2
 --structured json_object_schema [--api-key-env NAME] [--cache FILE] [--batch-size N].
 
-`validate-classifier --frozen` scores the sixteen frozen test splits (`gold/test.jsonl`, writers B
-and F; `gold/test2.jsonl`, writers Q and R; `gold/test3.jsonl`, writers Y and Z;
-`gold/test4.jsonl`, writers AC and AH; `gold/test5.jsonl`, writer AI; `gold/test6.jsonl`,
-writers AS and AV; `gold/test7.jsonl`, writers AX and AY; `gold/test8.jsonl`, writers BC
-and BD; `gold/test9.jsonl`, writers BG and BH; `gold/test10.jsonl`, writers BL and BM;
-`gold/test11.jsonl`, writers BQ and BR; `gold/test12.jsonl`, writers BV and BW;
-`gold/test13.jsonl`, writers CA and CB;
-`gold/test14.jsonl`, writers CF and CG;
-`gold/test15.jsonl`, writers CJ and CK;
-`gold/test16.jsonl`, writers CP and CQ). With
+`validate-classifier --frozen` scores every frozen test split (`gold/test.jsonl`, writers B
+and F, and the later ones `mbb.analysis.agreement.TEST_SPLITS` names with their writers). With
 `--classifier llm` each split gets four reports: the LLM's table, the evidence classifier's,
 their agreement per category (Cohen's kappa), and the combined classifier's (`combine`: the
 evidence classifier decides where it is sure, the LLM where it is not).
