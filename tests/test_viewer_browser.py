@@ -479,6 +479,38 @@ def test_hostile_data_never_breaks_the_page(browser, folder, tmp_path):
         page.wait_for_selector("#search-all[data-runs]")
 
 
+def test_a_withheld_label_is_shown_struck_out_and_never_filtered_on(browser, folder, tmp_path):
+    """A label the evidence classifier withheld (`evidence_and_withheld`) is shown beside the
+    utterance with its reason, struck out; it is not a label: not a filter option, not counted."""
+    out, _, _ = folder
+    root = tmp_path / "withheld"
+    shutil.copytree(out / "base" / "base-seed0000", root / "base" / "base-seed0000")
+    build_viewer(root)
+    where = "#run=base/base-seed0000&s=1&r=1"
+    with offline_page(browser) as page:
+        _open(page, root / "viewer" / "index.html", where)
+        page.wait_for_selector("#round-title")
+        before = page.locator("#f-label option").all_inner_texts()
+    data = root / "viewer" / "data" / "runs" / "000000.js"
+    head, body = data.read_text().split(",", 1)
+    payload = json.loads(body.rstrip().removesuffix(";").removesuffix(")"))
+    seq = next(
+        e["seq"]
+        for e in payload["events"]
+        if e["kind"] == "message" and e["subrun"] == 1 and e["round"] == 1 and e["worker"] == "W2"
+    )
+    held = ["rival_targeting", "withheld", "W2 against W5; withheld: nothing before it"]
+    payload["labels"].setdefault(str(seq), []).append(held)
+    data.write_text(f"{head},{json.dumps(payload)});\n")
+    with offline_page(browser) as page:
+        _open(page, root / "viewer" / "index.html", where)
+        page.wait_for_selector("#round-title")
+        chip = page.locator(f'#content .msg[data-seq="{seq}"] .lab.withheld')
+        assert chip.inner_text() == "rival_targeting (withheld)"
+        assert "nothing before it" in chip.get_attribute("title")
+        assert page.locator("#f-label option").all_inner_texts() == before
+
+
 def test_live_mode_shows_runs_as_they_are_written(browser, folder, tmp_path):
     out, _, _ = folder
     study = tmp_path / "study"

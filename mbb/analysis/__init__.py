@@ -45,6 +45,7 @@ from mbb.analysis._frames import run_info, run_info_from_dirs, utterances, with_
 from mbb.analysis.evidence import (
     CUES,
     classify_evidence,
+    evidence_and_withheld,
     round_orders,
     utterance_predictions,
     worker_round_predictions,
@@ -202,6 +203,7 @@ __all__ = [
     "direct_message_use",
     "drift_tests",
     "evaluate_gold",
+    "evidence_and_withheld",
     "excluded_note",
     "export_ipw_sample",
     "export_review_sample",

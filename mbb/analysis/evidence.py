@@ -34,9 +34,11 @@ from mbb.core.taxonomy import ROLLUP
 
 __all__ = [
     "CUES",
+    "WITHHELD_BASIS",
     "classify_evidence",
     "classify_texts",
     "deadline_disclosures",
+    "evidence_and_withheld",
     "round_orders",
     "utterance_predictions",
     "worker_round_predictions",
@@ -592,11 +594,120 @@ def _rule_citations(u: pl.DataFrame, lexical: pl.DataFrame) -> pl.DataFrame:
 
 
 def classify_evidence(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
-    """All evidence rows: one per (utterance, category, cue or structural fact)."""
+    """All evidence rows: one per (utterance, category, cue or structural fact).
+
+    The model's coalition-loyalty guesses that nothing earlier in the run founds are not among
+    them (`evidence_and_withheld` returns those too, and why)."""
+    return evidence_and_withheld(tables)[0]
+
+
+def evidence_and_withheld(
+    tables: Mapping[str, pl.DataFrame],
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(`classify_evidence`'s rows, the withheld labels).
+
+    tables: the run tables of `mbb.core.tables`. The withheld frame has the evidence columns,
+    basis `withheld`, and the model's features followed by the reason; `WITHHELD_BASIS`.
+    """
     u = utterances(tables)
-    lex = _lexical(u)
+    lex, withheld = _founded_loyalty(tables, u, _lexical(u))
     st = _structural(tables, lex)
-    return pl.concat([lex, st]).sort("run_id", "seq", "category", "basis", "evidence")
+    order = ("run_id", "seq", "category", "basis", "evidence")
+    return pl.concat([lex, st]).sort(*order), withheld.sort(*order)
+
+
+# Coalition loyalty keeps to "a bloc or alternation agreed earlier" (its definition), and in a
+# run every agreement is on record. So a loyalty label the model gives without a cue is kept
+# only when something earlier in the run that its speaker could see founds it: a coalition
+# formed or an exclusionary bloc proposed, a loyalty label already founded (a cued one, or a
+# model one founded in turn), or a rule that names an alternation. The speaker sees its own
+# utterances, every declaration and public message, and private messages sent to it; other
+# workers' ballots it never sees. Otherwise the label is withheld (kept, with the reason, by
+# `evidence_and_withheld`): read alone, "for a favour later, as offered" is a promise about the
+# future (reciprocity), not keeping to a bloc. mbb's choice, the paper being silent: only
+# model-only labels are checked (a cue quotes the bloc it keeps to), the whole run counts as
+# earlier (subruns included), and items of the gold corpus, read without a run, are scored
+# without this check.
+WITHHELD_BASIS = "withheld"
+_LOYALTY = "coalition_loyalty"
+_BLOC = ("coalition_formation", "exclusionary_coalition")
+_ALTERNATION = (
+    r"(?i)\b(?:alternat|rotat|take turns|taking turns|turn about|in turns|by turns|even rounds"
+    r"|odd rounds|every other)"
+)
+
+
+def _founded_loyalty(
+    tables: Mapping[str, pl.DataFrame], u: pl.DataFrame, lex: pl.DataFrame
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(lex without the unfounded model-only loyalty labels, those labels as withheld rows)."""
+    is_guess = (pl.col("category") == _LOYALTY) & (pl.col("basis") == "model")
+    guesses = lex.filter(is_guess)
+    if guesses.is_empty():
+        return lex, pl.DataFrame(schema=EVIDENCE_SCHEMA)
+    to = tables["messages"].select("run_id", "seq", "to")
+    alternation = (
+        lex.filter(pl.col("category") == "rule_making_citation")
+        .join(u.select("run_id", "seq", "text"), on=["run_id", "seq"])
+        .filter(pl.col("text").str.contains(_ALTERNATION))
+    )
+    founders = pl.concat(
+        [
+            lex.filter(pl.col("category").is_in(list(_BLOC))),
+            lex.filter((pl.col("category") == _LOYALTY) & (pl.col("basis") != "model")),
+            alternation.select(lex.columns),
+        ]
+    ).select("run_id", "seq", "worker", "source")
+    pending = guesses.select("run_id", "seq", "worker").unique()
+    founded = pending.clear()
+    while True:  # a founded guess founds later ones: at most one pass per guess
+        f = (
+            pl.concat(
+                [
+                    founders,
+                    founded.join(guesses, on=["run_id", "seq", "worker"]).select(founders.columns),
+                ]
+            )
+            .join(to, on=["run_id", "seq"], how="left")
+            .select(
+                "run_id",
+                pl.col("seq").alias("f_seq"),
+                pl.col("worker").alias("f_by"),
+                pl.col("source").alias("f_source"),
+                "to",
+            )
+        )
+        seen = (
+            pending.join(f, on="run_id")
+            .filter(
+                (pl.col("f_seq") < pl.col("seq"))
+                & (
+                    (pl.col("f_by") == pl.col("worker"))
+                    | ((pl.col("f_source") != B) & pl.col("to").is_null())
+                    | (pl.col("to") == pl.col("worker"))
+                )
+            )
+            .select("run_id", "seq", "worker")
+            .unique()
+        )
+        if seen.is_empty():
+            break
+        founded = pl.concat([founded, seen])
+        pending = pending.join(seen, on=["run_id", "seq", "worker"], how="anti")
+    drop = pending.select("run_id", "seq")
+    withheld = guesses.join(drop, on=["run_id", "seq"]).with_columns(
+        pl.lit(WITHHELD_BASIS).alias("basis"),
+        pl.format(
+            "{}; withheld: nothing earlier in the run that {} could see formed a bloc, kept "
+            "one or named an alternation",
+            "evidence",
+            "worker",
+        ).alias("evidence"),
+    )
+    kept = lex.join(
+        drop.with_columns(pl.lit(True).alias("_unfounded")), on=["run_id", "seq"], how="left"
+    ).filter(~(pl.col("_unfounded").fill_null(False) & is_guess))
+    return kept.drop("_unfounded"), withheld.select(list(EVIDENCE_SCHEMA)).sort("run_id", "seq")
 
 
 def utterance_predictions(evidence: pl.DataFrame) -> pl.DataFrame:

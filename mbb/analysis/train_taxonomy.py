@@ -1,7 +1,7 @@
 """Train the text classifier's linear model on a dev gold file and write it as JSON.
 
     python -m mbb.analysis.train_taxonomy [--dev DEV.jsonl] [--out mbb/analysis/taxonomy_model.json]
-                                          [--cv]
+                                          [--cv] [--exclude-writers W1,W2]
 
 DEV.jsonl (also accepted as the first positional argument) defaults to
 `mbb/analysis/gold/dev.jsonl` (the corpus format of `mbb.analysis.corpus`); it may hold any
@@ -13,6 +13,8 @@ are not fitted to the items they judge. Every item on which a lexicon cue fires 
 once more with its cues' words removed (`masked_text`), and every ballot once more without its
 context, as runs read it (`_copy_feats`, both at COPY_WEIGHT).
 `--cv` also prints the cross-validation by writer: train on all writers but one, test on it.
+`--exclude-writers` leaves those dev writers out (default `EXCLUDED_WRITERS`); the model file
+records the list beside the dev file's hash.
 """
 
 from __future__ import annotations
@@ -44,6 +46,9 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_DEV", "fit", "grouped_cv", "main", "score_items", "writer_cv"]
 
 DEFAULT_DEV = Path(__file__).with_name("gold") / "dev.jsonl"
+# dev writers the shipped model is not trained on (`--exclude-writers` overrides): none. Their
+# items stay in dev.jsonl, adjudicated like every other writer's, and the spec records the list.
+EXCLUDED_WRITERS: tuple[str, ...] = ()
 C_REG = 8.0  # inverse regularisation strength of each logistic regression (when not chosen)
 # candidate C: `fit` keeps the one whose out-of-fold macro-F1 (folds by writer) is best, so the
 # strength follows the dev file as writers are added (writer CV on the 4 dev writers: mean
@@ -590,10 +595,12 @@ def fit(
     copies: Copies | None = None,
     earlier: dict[str, Any] | None = None,
     c_grid: Sequence[float] = C_GRID,
+    excluded: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The model spec (JSON-able) trained on `items`.
 
-    `source_name`, `source_sha`: the dev file's name and hash, recorded in the spec; `feats`,
+    `source_name`, `source_sha`: the dev file's name and hash, recorded in the spec;
+    `excluded`: the dev file's writers left out of `items` (recorded in the spec); `feats`,
     `copies`: the items' features and their training copies' (`_copy_feats`) if already
     computed, with `earlier` (the earlier-line model they were computed with, or None for
     none); without `feats`, the earlier-line model is trained on `items` and both are computed;
@@ -610,7 +617,7 @@ def fit(
     c, oof = _choose_c(items, feats, labels, c_grid, copies)
     thresholds = _thresholds(items, labels, oof)
     vocab, models = _fit_weights(feats, items, labels, c, copies)
-    return _spec(items, vocab, models, thresholds, c, source_name, source_sha, earlier)
+    return _spec(items, vocab, models, thresholds, c, source_name, source_sha, earlier, excluded)
 
 
 def _rivals(items: Sequence[Utterance]) -> list[list[str]]:
@@ -639,6 +646,7 @@ def _spec(
     source_name: str = "",
     source_sha: str = "",
     earlier: dict[str, Any] | None = None,
+    excluded: Sequence[str] = (),
 ) -> dict[str, Any]:
     labels = [*ALL_LABELS, ANY]
     inv = sorted(vocab, key=vocab.__getitem__)  # feature names by column
@@ -655,6 +663,7 @@ def _spec(
             "sha256": source_sha,
             "items": len(items),
             "writers": sorted({u.writer or "" for u in items}),
+            **({"excluded_writers": sorted(excluded)} if excluded else {}),
         },
         "hyperparameters": {
             "C": c,
@@ -829,6 +838,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     ap.add_argument("--out", default=str(MODEL_PATH), help="model file to write")
     ap.add_argument("--cv", action="store_true", help="print cross-validation by writer")
+    ap.add_argument(
+        "--exclude-writers",
+        default=",".join(EXCLUDED_WRITERS),
+        metavar="W1,W2",
+        help="dev writers left out of training, comma-separated (default: EXCLUDED_WRITERS, "
+        f"now {','.join(EXCLUDED_WRITERS) or 'none'}; give '' for none)",
+    )
     args = ap.parse_args(argv)
     if args.dev_file and args.dev and Path(args.dev_file) != Path(args.dev):
         ap.error("give the dev file once (DEV or --dev)")
@@ -838,8 +854,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CorpusError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    excluded = sorted({w.strip() for w in args.exclude_writers.split(",") if w.strip()})
+    unknown = sorted(set(excluded) - {u.writer or "" for u in items})
+    if unknown:
+        print(f"error: --exclude-writers names no writer of {args.dev}: {unknown}", file=sys.stderr)
+        return 2
+    items = [u for u in items if (u.writer or "") not in excluded]
     raw = Path(args.dev).read_bytes()
-    spec = fit(items, source_name=Path(args.dev).name, source_sha=hashlib.sha256(raw).hexdigest())
+    spec = fit(
+        items,
+        source_name=Path(args.dev).name,
+        source_sha=hashlib.sha256(raw).hexdigest(),
+        excluded=excluded,
+    )
     text = dumps(spec)
     Path(args.out).write_text(text, encoding="utf-8")
     print(

@@ -550,12 +550,16 @@ def _per_chunk(
 
 
 def _labels(tables: dict[str, Any]) -> dict[str, Any]:
-    """run_id -> seq -> [[category, basis, evidence], ...] from `classify_evidence`."""
-    from mbb.analysis import classify_evidence
+    """run_id -> seq -> [[category, basis, evidence], ...] from `evidence_and_withheld`: the
+    labels, then any withheld label (basis `withheld`, shown with the evidence, never as a
+    label)."""
+    import polars as pl
+
+    from mbb.analysis import evidence_and_withheld
 
     out: dict[str, Any] = defaultdict(lambda: defaultdict(list))
     for run_id, seq, cat, basis, evidence in (
-        classify_evidence(tables)
+        pl.concat(evidence_and_withheld(tables))
         .select("run_id", "seq", "category", "basis", "evidence")
         .iter_rows()
     ):

@@ -224,6 +224,23 @@ def test_training_takes_dev_as_an_option_and_any_number_of_writers(small_dev, tm
     assert json.loads(a.read_text())["hyperparameters"]["C"] in tt.C_GRID
 
 
+def test_training_can_leave_writers_out_and_says_so(small_dev, tmp_path, capsys):
+    from mbb.analysis.train_taxonomy import main as train
+
+    out = tmp_path / "m.json"
+    assert train([str(small_dev), "--out", str(out), "--exclude-writers", "Q"]) == 0
+    spec = json.loads(out.read_text())["trained_on"]
+    assert spec["writers"] == ["P"] and spec["excluded_writers"] == ["Q"]
+    assert spec["items"] == 18 and spec["file"] == "dev.jsonl"
+    # a writer the file does not have is a typo, not a no-op
+    capsys.readouterr()
+    assert train([str(small_dev), "--out", str(out), "--exclude-writers", "Q,ZZ"]) == 2
+    assert "ZZ" in capsys.readouterr().err
+    # none left out: the spec has no such key (older model files stay byte-identical)
+    assert train([str(small_dev), "--out", str(out), "--exclude-writers", ""]) == 0
+    assert "excluded_writers" not in json.loads(out.read_text())["trained_on"]
+
+
 def test_training_rejects_a_bad_dev_file(tmp_path, capsys):
     from mbb.analysis.train_taxonomy import main as train
 

@@ -15,7 +15,13 @@ from mbb.analysis import (
     utterances,
     worker_round_predictions,
 )
-from mbb.analysis.evidence import deadline_disclosures
+from mbb.analysis.evidence import (
+    EVIDENCE_SCHEMA,
+    WITHHELD_BASIS,
+    _founded_loyalty,
+    deadline_disclosures,
+    evidence_and_withheld,
+)
 
 
 def labels_by_seq(ev: pl.DataFrame) -> dict[int, set[str]]:
@@ -232,3 +238,105 @@ def test_scripted_macro_f1(scripted):
         enacted = table.filter((pl.col("support") > 0) & (pl.col("category") != "macro (enacted)"))
         assert enacted.height >= 15
         assert (enacted["f1"] >= 0.7).sum() >= 7
+
+
+# --- coalition loyalty needs a bloc on record (`evidence._founded_loyalty`) --------------------
+# Built by hand (not through the model): which guesses the check keeps must not depend on which
+# texts the shipped model happens to read as loyalty.
+
+
+def _lex_and_tables(rows):
+    """rows: (seq, worker, source, to, category, basis, text) -> (tables, utterances, lex)."""
+    keys = dict(run_id="r", subrun=1, round=1)
+    lex = pl.DataFrame(
+        [
+            dict(keys, seq=s, worker=w, source=src, category=c, basis=b, evidence=f"ev{s}")
+            for s, w, src, _to, c, b, _t in rows
+        ],
+        schema=EVIDENCE_SCHEMA,
+    ).select(list(EVIDENCE_SCHEMA))
+    u = pl.DataFrame(
+        [dict(run_id="r", seq=s, text=t) for s, _w, _src, _to, _c, _b, t in rows]
+    ).unique()
+    msgs = pl.DataFrame(
+        [dict(run_id="r", seq=s, to=to) for s, _w, src, to, *_ in rows if src == "message"],
+        schema={"run_id": pl.String, "seq": pl.Int64, "to": pl.String},
+    ).unique()
+    return {"messages": msgs}, u, lex
+
+
+def _kept_and_withheld(rows):
+    tables, u, lex = _lex_and_tables(rows)
+    kept, withheld = _founded_loyalty(tables, u, lex)
+    loyal = kept.filter(pl.col("category") == "coalition_loyalty")
+    return sorted(loyal["seq"].to_list()), withheld
+
+
+M_, B_, D_ = "message", "ballot", "declaration"
+GUESS = ("coalition_loyalty", "model")
+FORM = ("coalition_formation", "model")
+
+
+def test_a_loyalty_guess_with_nothing_before_it_is_withheld_and_says_why():
+    kept, withheld = _kept_and_withheld(
+        [
+            (3, "W2", B_, None, *GUESS, "W1 ahead of me as offered, for a favour later"),
+            (5, "W3", M_, None, *FORM, "W1, W3: let us vote as one"),  # later: founds nothing
+        ]
+    )
+    assert kept == []
+    assert withheld["seq"].to_list() == [3]
+    assert withheld["basis"].to_list() == [WITHHELD_BASIS]
+    (ev,) = withheld["evidence"].to_list()
+    assert ev.startswith("ev3; withheld:") and "W2 could see" in ev
+
+
+@pytest.mark.parametrize(
+    ("founder", "kept_seqs"),
+    [
+        ((1, "W4", M_, None, *FORM, "bloc?"), [3]),  # public message: everyone sees it
+        ((1, "W4", D_, None, *FORM, "bloc?"), [3]),  # a declaration is public
+        ((1, "W4", M_, "W2", *FORM, "bloc?"), [3]),  # private to the speaker
+        ((1, "W2", M_, "W4", *FORM, "bloc?"), [3]),  # sent by the speaker
+        ((1, "W2", B_, None, *FORM, "bloc?"), [3]),  # the speaker's own ballot
+        ((1, "W4", M_, "W5", *FORM, "bloc?"), []),  # private between two others
+        ((1, "W4", B_, None, *FORM, "bloc?"), []),  # another worker's ballot
+        ((1, "W4", M_, None, "exclusionary_coalition", "model", "shut W5 out"), [3]),
+        ((1, "W4", M_, None, "coalition_loyalty", "lexical", "our bloc holds"), [1, 3]),
+        ((1, "W4", M_, None, "rule_making_citation", "model", "we take turns by round"), [3]),
+        ((1, "W4", M_, None, "rule_making_citation", "model", "lowest bid first"), []),
+    ],
+)
+def test_what_founds_a_loyalty_guess_is_what_its_speaker_saw_before_it(founder, kept_seqs):
+    kept, withheld = _kept_and_withheld(
+        [founder, (3, "W2", M_, None, *GUESS, "as agreed, W4 first")]
+    )
+    assert kept == kept_seqs
+    assert withheld.height == (0 if 3 in kept_seqs else 1)
+
+
+def test_a_cued_loyalty_label_is_never_withheld():
+    kept, withheld = _kept_and_withheld([(2, "W2", M_, None, "coalition_loyalty", "lexical", "x")])
+    assert kept == [2] and withheld.is_empty()
+
+
+def test_a_founded_guess_founds_later_ones_and_an_unfounded_one_founds_none():
+    # W4 -> W2 privately forms a bloc; W2 then says publicly it keeps to it; W3 saw only that
+    chain = [
+        (1, "W4", M_, "W2", *FORM, "you and me?"),
+        (3, "W2", M_, None, *GUESS, "sticking with W4"),
+        (5, "W3", M_, None, *GUESS, "fine, W2 and W4 first as they agreed"),
+    ]
+    kept, withheld = _kept_and_withheld(chain)
+    assert kept == [3, 5] and withheld.is_empty()
+    # the same talk without the private formation: W2's guess is withheld, so founds nothing
+    kept, withheld = _kept_and_withheld(chain[1:])
+    assert kept == [] and withheld["seq"].to_list() == [3, 5]
+
+
+def test_withheld_labels_are_kept_by_evidence_and_withheld(scen):
+    ev, withheld = evidence_and_withheld(scen)
+    assert ev.equals(classify_evidence(scen))
+    assert set(withheld.columns) == set(ev.columns)
+    assert (withheld["basis"] == WITHHELD_BASIS).all()
+    assert withheld.join(ev, on=["run_id", "seq", "category"]).is_empty()

@@ -278,6 +278,7 @@ NOT_MEASURES: dict[str, str] = {
             "CUES",
             "LLMClassifier",
             "classify_evidence",
+            "evidence_and_withheld",
             "llm_layer_complete_json",
             "response_schema",
             "system_prompt",

@@ -250,7 +250,7 @@ var MBB = (function () {
     r.subruns.forEach(function (s) { r.bySub.get(s).rounds.sort(function (a, b) { return a - b; }); });
     Object.keys(r.labels).forEach(function (seq) {
       arr(r.labels[seq]).forEach(function (l) {
-        if (!Array.isArray(l) || !isStr(l[0])) return;
+        if (!Array.isArray(l) || !isStr(l[0]) || l[1] === "withheld") return;
         r.categories.set(l[0], (r.categories.get(l[0]) || 0) + 1);
       });
     });
@@ -271,7 +271,9 @@ var MBB = (function () {
   }
 
   // --- filters --------------------------------------------------------------------------------
-  function labelsOf(e, run) { return arr(own((run || S.run).labels, String(e.seq))).filter(function (l) { return Array.isArray(l) && isStr(l[0]); }); }
+  function labelsOf(e, run, withheld) {  // its labels, or (withheld) the labels the evidence classifier withheld
+    return arr(own((run || S.run).labels, String(e.seq))).filter(function (l) { return Array.isArray(l) && isStr(l[0]) && (l[1] === "withheld") === !!withheld; });
+  }
   function passes(u) {  // worker / channel / label filters on one utterance
     if (S.worker && u.worker !== S.worker && u.to !== S.worker) return false;
     if (S.channel && u.src !== S.channel) return false;
@@ -280,9 +282,12 @@ var MBB = (function () {
   }
   function matches(text) { return !S.q || str(text).toLowerCase().indexOf(S.q.toLowerCase()) >= 0; }
   function labelBlock(e, run) {
-    var ls = labelsOf(e, run);
-    if (!ls.length) return null;
+    var ls = labelsOf(e, run), held = labelsOf(e, run, true);
+    if (!ls.length && !held.length) return null;
     var box = el("div");
+    held.forEach(function (l) {
+      box.appendChild(el("span", {cls: "lab withheld", title: "withheld: " + str(l[2]), text: l[0] + " (withheld)"}));
+    });
     var seen = new Set();
     ls.forEach(function (l) {
       if (seen.has(l[0])) return;
@@ -296,7 +301,7 @@ var MBB = (function () {
       });
     } else {
       var d = el("details", {cls: "evidence"}, [el("summary", {text: "evidence"})]);
-      ls.forEach(function (l) { d.appendChild(el("div", null, [el("b", {text: l[0] + " (" + str(l[1]) + "): "}), str(l[2])])); });
+      ls.concat(held).forEach(function (l) { d.appendChild(el("div", null, [el("b", {text: l[0] + " (" + str(l[1]) + "): "}), str(l[2])])); });
       box.appendChild(d);
     }
     return box;
