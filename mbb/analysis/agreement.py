@@ -51,10 +51,10 @@ FIRST_ROUND_WRITERS = frozenset("ABCDEFGHIJ")  # the first corpus: dev A C D E G
 # the eighth's BC-BF (test8: BC, BD), the ninth's BG-BK (test9: BG, BH), the tenth's BL-BP
 # (test10: BL, BM), the eleventh's BQ-BU (test11: BQ, BR), the twelfth's BV-BZ (test12: BV,
 # BW), the thirteenth's CA-CE (test13: CA, CB), the fourteenth's CF-CI (test14: CF, CG), the
-# fifteenth's CJ-CO (test15: CJ, CK), the sixteenth's CP-CQ (test16: CP, CQ); each pair chosen
-# before any of its round's items was read
-# (the fourth's, fifth's and sixth's drawn at random before anyone wrote, the seventh's to
-# sixteenth's named before anyone wrote)
+# fifteenth's CJ-CO (test15: CJ, CK), the sixteenth's CP-CQ (test16: CP, CQ), the
+# seventeenth's CR-CS (test17: CR, CS); each pair chosen before any of its round's items was
+# read (the fourth's, fifth's and sixth's drawn at random before anyone wrote, the seventh's to
+# seventeenth's named before anyone wrote)
 TEST_SPLITS: dict[str, tuple[str, ...]] = {
     "test2": ("Q", "R"),
     "test3": ("Y", "Z"),
@@ -71,6 +71,7 @@ TEST_SPLITS: dict[str, tuple[str, ...]] = {
     "test14": ("CF", "CG"),
     "test15": ("CJ", "CK"),
     "test16": ("CP", "CQ"),
+    "test17": ("CR", "CS"),
 }
 ANNOTATORS = ("author", "blind_1", "blind_2")
 PAIRS = (("author", "blind_2"), ("author", "blind_1"), ("blind_1", "blind_2"))

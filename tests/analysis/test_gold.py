@@ -1,4 +1,4 @@
-"""The gold corpus (mbb/analysis/gold/): the sixteen frozen test splits, the adjudication and the
+"""The gold corpus (mbb/analysis/gold/): the seventeen frozen test splits, the adjudication and the
 agreement figures are what the files say they are. Scores are not tested here."""
 
 from __future__ import annotations
@@ -94,6 +94,13 @@ TEST15_SHA256 = "f4659eca84f4c044dbd0c4bce4a6a02e714da2fc7f13840c4fff2e84a9742ac
 # adjudication, TEST16_ITEMS_SHA256 never)
 TEST16_ITEMS_SHA256 = "5944b6cbf94009ae180dc2a9b3d705d98b12432eda5d798e900d3a1e7f62b87d"
 TEST16_SHA256 = "cf5c14e0574ace73e0444c3cb00a55914096206292c89848ef7483dc47c6395e"
+# the seventeenth round's test split (writers CR and CS, named in a pre-registration before
+# anyone wrote, their files' hashes committed before anyone read an item, both blind-annotated
+# outside the gold folder), pinned as it entered the gold folder, adjudicated, after the round's
+# ship rule and before any model read it (TEST17_SHA256 moves with any later adjudication,
+# TEST17_ITEMS_SHA256 never)
+TEST17_ITEMS_SHA256 = "ee34ecde4a395dee6b3fccf76a2883bb417b012b2e124dd1a8419986488a0445"
+TEST17_SHA256 = "a353f8cab5f8c78c5af79abb6a6fb17021ffb98fd630bd513fa823efd37e8428"
 SEPARATE = ["exclusionary_coalition", "divide_and_conquer", "metagaming"]
 FIRST_DEV = set("ACDEGHIJ")
 SPLITS = ("dev", "test", "test2", "test3", "test4")
@@ -136,6 +143,7 @@ LATER_SPLIT_PINS = {
     "test14": (TEST14_ITEMS_SHA256, TEST14_SHA256),
     "test15": (TEST15_ITEMS_SHA256, TEST15_SHA256),
     "test16": (TEST16_ITEMS_SHA256, TEST16_SHA256),
+    "test17": (TEST17_ITEMS_SHA256, TEST17_SHA256),
 }
 
 
@@ -148,11 +156,12 @@ def test_each_later_test_split_is_frozen(split):
 
 def test_splits_are_by_writer_and_cover_every_category():
     dev, test, test2, test3, test4, *later_splits = (
-        gold(s) for s in (*SPLITS, *(f"test{i}" for i in range(5, 17)))
+        gold(s) for s in (*SPLITS, *(f"test{i}" for i in range(5, 18)))
     )
-    test5, test6, test7, test8, test9, test10, test11, test12, test13, test14, test15, test16 = (
-        later_splits
+    (test5, test6, test7, test8, test9, test10, test11, test12, test13, test14, test15, test16) = (
+        later_splits[:12]
     )
+    (test17,) = later_splits[12:]
     assert {d["writer"] for d in test} == {"B", "F"}
     assert {d["writer"] for d in test2} == {"Q", "R"}
     assert {d["writer"] for d in test3} == {"Y", "Z"}
@@ -169,6 +178,7 @@ def test_splits_are_by_writer_and_cover_every_category():
     assert {d["writer"] for d in test14} == {"CF", "CG"}
     assert {d["writer"] for d in test15} == {"CJ", "CK"}
     assert {d["writer"] for d in test16} == {"CP", "CQ"}
+    assert {d["writer"] for d in test17} == {"CR", "CS"}
     later_dev = {*"KLMNOPSTUVX", "AA", "AB", "AD", "AE", "AF", "AG", "AJ", "AL", "AM", "AN", "AO"}
     later_dev |= {"AQ", "AR", "AT", "AU", "AW", "AZ", "BA", "BB", "BE", "BF", "BI", "BJ", "BK"}
     later_dev |= {"BN", "BO", "BP", "BS", "BT", "BU", "BX", "BY", "BZ"}
@@ -177,7 +187,7 @@ def test_splits_are_by_writer_and_cover_every_category():
     # the later rounds' items all carry their style; the first round's none
     assert all(("style" in d) == (d["writer"] not in FIRST_DEV) for d in dev)
     later = test2 + test3 + test4 + test5 + test6 + test7 + test8 + test9 + test10 + test11
-    later += test12 + test13 + test14 + test15 + test16
+    later += test12 + test13 + test14 + test15 + test16 + test17
     assert all("style" in d for d in later)
     assert not any("style" in d for d in test)
     counts = Counter(label for d in dev + test for label in d["labels"])
