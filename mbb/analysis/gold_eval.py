@@ -126,7 +126,9 @@ def model_behind_dev(
     if trained["sha256"] == hashlib.sha256(raw).hexdigest():
         return None
     writers = {json.loads(x).get("writer") for x in raw.decode("utf-8").splitlines() if x.strip()}
-    new = sorted(w for w in writers - set(trained.get("writers", ())) if w)
+    # writers the model left out on purpose (`excluded_writers`) are not new
+    seen = set(trained.get("writers", ())) | set(trained.get("excluded_writers", ()))
+    new = sorted(w for w in writers - seen if w)
     return (
         f"note: the model was trained on {trained.get('items', '?')} items of an earlier "
         f"{dev.name}; it now has {len(raw.decode('utf-8').splitlines())} items"

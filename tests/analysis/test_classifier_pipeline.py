@@ -239,6 +239,12 @@ def test_training_can_leave_writers_out_and_says_so(small_dev, tmp_path, capsys)
     # none left out: the spec has no such key (older model files stay byte-identical)
     assert train([str(small_dev), "--out", str(out), "--exclude-writers", ""]) == 0
     assert "excluded_writers" not in json.loads(out.read_text())["trained_on"]
+    # by default mbb's own list, EXCLUDED_WRITERS, as far as the file has its writers
+    renamed = tmp_path / "dev.jsonl"
+    renamed.write_text(small_dev.read_text().replace('"writer": "Q"', '"writer": "CN"'))
+    assert train([str(renamed), "--out", str(out)]) == 0
+    spec = json.loads(out.read_text())["trained_on"]
+    assert spec["writers"] == ["P"] and spec["excluded_writers"] == ["CN"]
 
 
 def test_training_rejects_a_bad_dev_file(tmp_path, capsys):

@@ -43,11 +43,11 @@ def test_utterances_cover_notes_messages_and_ballots(scen):
 
 def test_exact_labels_per_utterance(scen_ev):
     assert labels_by_seq(scen_ev) == {
-        # the round-8 and -9 models' gates (0.65, 0.67) still close on three declarations the
-        # round-5 model read: "Bidding 900 for 120s. Highest bid should run first.", "Price
-        # decides; I pay what I bid." and "I will be calling in a favour this round"; misses,
-        # pinned so a change is visible (the fourth is read again since the round-7 model,
-        # message 34)
+        # the round-8 and -9 models' gates (0.65, 0.67) still close on two declarations the
+        # round-5 model read: "Bidding 900 for 120s. Highest bid should run first." and "I
+        # will be calling in a favour this round"; misses, pinned so a change is visible (the
+        # fourth is read again since the round-7 model, message 34; the third, "Price decides;
+        # I pay what I bid.", again since the round-17 model, declaration 25)
         6: {"earliest_deadline_first", "rule_making_citation"},
         # coalition_formation (model only, within the rival margin of what it needs) gives way
         # to the cued reciprocity beside it: the two rarely share an utterance in the dev
@@ -62,8 +62,11 @@ def test_exact_labels_per_utterance(scen_ev):
         9: {"price_primary", "tie_break_deference"},
         10: {"earliest_deadline_first"},
         # by bid (the ballot equals the bid order); a miss, pinned: "for a favour later" is not
-        # read as reciprocity since the round-5 model (the round-4 model's 0.58 cleared 0.55)
+        # read as reciprocity since the round-5 model (the round-4 model's 0.58 cleared 0.55).
+        # Models since round 13 read "as offered" as coalition loyalty (the round-17 model
+        # p 0.83); nothing earlier formed a bloc, so that label is withheld (below)
         11: {"price_primary"},
+        25: {"price_primary"},
         27: {"reciprocity"},  # "you owe me one from before — this is the round I'd like to…"
         # "Price order. The highest bidder pays the most and should run first. I moved W3 ahead
         # of me, as I promised earlier.": price-primary (the round-8 model 0.68, the round-9
@@ -340,3 +343,15 @@ def test_withheld_labels_are_kept_by_evidence_and_withheld(scen):
     assert set(withheld.columns) == set(ev.columns)
     assert (withheld["basis"] == WITHHELD_BASIS).all()
     assert withheld.join(ev, on=["run_id", "seq", "category"]).is_empty()
+
+
+def test_the_planted_ballot_read_as_loyalty_is_withheld_with_its_reason(scen):
+    # seq 11, W3's ballot "By bid; with W1 ahead of me as offered, for a favour later.": the
+    # shipped model reads coalition loyalty (no cue); nothing earlier formed or kept a bloc, so
+    # the label is withheld and the ballot keeps its structural price-primary label (pinned:
+    # another model may read the ballot differently, and then this moves visibly)
+    ev, withheld = evidence_and_withheld(scen)
+    assert withheld.select("seq", "worker", "category").rows() == [(11, "W3", "coalition_loyalty")]
+    (reason,) = withheld["evidence"].to_list()
+    assert reason.startswith("model p=") and "nothing earlier in the run that W3" in reason
+    assert set(ev.filter(pl.col("seq") == 11)["category"]) == {"price_primary"}

@@ -229,6 +229,13 @@ def test_a_model_behind_the_dev_file_is_said(tmp_path):
     dev.write_text("".join(json.dumps(r) + "\n" for r in rows))
     note = model_behind_dev(model, dev)
     assert note is not None and "trained on 1 items" in note and "not trained on: B" in note
+    # a writer left out on purpose is not news; a new one still is
+    rows.append({"id": "C-1", "writer": "C"})
+    dev.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    spec = {"items": 1, "sha256": sha, "writers": ["A"], "excluded_writers": ["B"]}
+    model.write_text(json.dumps({"trained_on": spec}))
+    note = model_behind_dev(model, dev) or ""
+    assert "not trained on: C)" in note
     model.write_text("{}")
     assert "does not record" in (model_behind_dev(model, dev) or "")
 
