@@ -1,4 +1,4 @@
-"""The gold corpus (mbb/analysis/gold/): the seventeen frozen test splits, the adjudication and the
+"""The gold corpus (mbb/analysis/gold/): the eighteen frozen test splits, the adjudication and the
 agreement figures are what the files say they are. Scores are not tested here."""
 
 from __future__ import annotations
@@ -101,6 +101,11 @@ TEST16_SHA256 = "cf5c14e0574ace73e0444c3cb00a55914096206292c89848ef7483dc47c6395
 # TEST17_ITEMS_SHA256 never)
 TEST17_ITEMS_SHA256 = "ee34ecde4a395dee6b3fccf76a2883bb417b012b2e124dd1a8419986488a0445"
 TEST17_SHA256 = "a353f8cab5f8c78c5af79abb6a6fb17021ffb98fd630bd513fa823efd37e8428"
+# the eighteenth round's test split (writers CT and CU), pinned the same way: named before
+# anyone wrote, files' hashes committed before anyone read an item, blind-annotated outside the
+# gold folder, entered adjudicated after the round's ship rule and before any model read it
+TEST18_ITEMS_SHA256 = "ffe91e5f0efd6303089c26d2fad2caea4eb6e1ead7bb4c2118f74ebda51f77a5"
+TEST18_SHA256 = "4e51a82777d771ea3b874167c2494161282d8dcbbf32d105b52ae065a3bfd150"
 SEPARATE = ["exclusionary_coalition", "divide_and_conquer", "metagaming"]
 FIRST_DEV = set("ACDEGHIJ")
 SPLITS = ("dev", "test", "test2", "test3", "test4")
@@ -144,6 +149,7 @@ LATER_SPLIT_PINS = {
     "test15": (TEST15_ITEMS_SHA256, TEST15_SHA256),
     "test16": (TEST16_ITEMS_SHA256, TEST16_SHA256),
     "test17": (TEST17_ITEMS_SHA256, TEST17_SHA256),
+    "test18": (TEST18_ITEMS_SHA256, TEST18_SHA256),
 }
 
 
@@ -156,12 +162,12 @@ def test_each_later_test_split_is_frozen(split):
 
 def test_splits_are_by_writer_and_cover_every_category():
     dev, test, test2, test3, test4, *later_splits = (
-        gold(s) for s in (*SPLITS, *(f"test{i}" for i in range(5, 18)))
+        gold(s) for s in (*SPLITS, *(f"test{i}" for i in range(5, 19)))
     )
     (test5, test6, test7, test8, test9, test10, test11, test12, test13, test14, test15, test16) = (
         later_splits[:12]
     )
-    (test17,) = later_splits[12:]
+    test17, test18 = later_splits[12:]
     assert {d["writer"] for d in test} == {"B", "F"}
     assert {d["writer"] for d in test2} == {"Q", "R"}
     assert {d["writer"] for d in test3} == {"Y", "Z"}
@@ -179,6 +185,7 @@ def test_splits_are_by_writer_and_cover_every_category():
     assert {d["writer"] for d in test15} == {"CJ", "CK"}
     assert {d["writer"] for d in test16} == {"CP", "CQ"}
     assert {d["writer"] for d in test17} == {"CR", "CS"}
+    assert {d["writer"] for d in test18} == {"CT", "CU"}
     later_dev = {*"KLMNOPSTUVX", "AA", "AB", "AD", "AE", "AF", "AG", "AJ", "AL", "AM", "AN", "AO"}
     later_dev |= {"AQ", "AR", "AT", "AU", "AW", "AZ", "BA", "BB", "BE", "BF", "BI", "BJ", "BK"}
     later_dev |= {"BN", "BO", "BP", "BS", "BT", "BU", "BX", "BY", "BZ"}
@@ -187,7 +194,7 @@ def test_splits_are_by_writer_and_cover_every_category():
     # the later rounds' items all carry their style; the first round's none
     assert all(("style" in d) == (d["writer"] not in FIRST_DEV) for d in dev)
     later = test2 + test3 + test4 + test5 + test6 + test7 + test8 + test9 + test10 + test11
-    later += test12 + test13 + test14 + test15 + test16 + test17
+    later += test12 + test13 + test14 + test15 + test16 + test17 + test18
     assert all("style" in d for d in later)
     assert not any("style" in d for d in test)
     counts = Counter(label for d in dev + test for label in d["labels"])
