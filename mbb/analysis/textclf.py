@@ -272,6 +272,17 @@ _ACCEPT = re.compile(
     r"you'?re up|your turn|after you|take it|i'?m in|count me in|on it|settled)\b",
     re.I,
 )
+# a reply that puts its answer off ("Still thinking.", "Checking the log. Will revert.", "Busy,
+# later."): short, but it goes along with nothing, so it inherits nothing from what it answers
+_DEFER = re.compile(
+    r"\b(?:still thinking|thinking about it|let me (?:think|check|look)|"
+    r"will (?:revert|get back|reply|answer|come back)|get back to you|"
+    r"i'?ll (?:reply|answer|get back|come back|check|look)|"
+    r"checking(?:[.!,]| (?:my|the|now|first|it)\b)|busy[.!,;]|(?:i'?m|i am) (?:a bit |too )?busy|"
+    r"not now|not yet|(?:talk|more|decide|answer|reply) later|hold on|one (?:sec|moment|minute)|"
+    r"give me a (?:sec|moment|minute)|no comment|pass for now)",
+    re.I,
+)
 EARLIER_SCALE = 0.5  # the earlier messages' words weigh half the utterance's own
 
 
@@ -297,7 +308,8 @@ def earlier_features(
     kept apart from its own: `e:` the categories whose lexicon cues fire there, `ew:` their
     words, and `acc:` an earlier category when the utterance itself is a short or accepting
     reply, so a bland "Fine, same as last time then." inherits what the earlier message
-    proposed. With `scorer` (the model's earlier-line model, `LineModel`), also `ep:` the
+    proposed; a reply that puts its answer off (`_DEFER`: "Still thinking.") inherits nothing.
+    With `scorer` (the model's earlier-line model, `LineModel`), also `ep:` the
     highest probability of each category over the earlier lines, and `acp:` the same for a
     short or accepting reply: categories enacted there without any lexicon word.
 
@@ -322,7 +334,8 @@ def earlier_features(
                 if p > best.get(lab, 0.0):
                     best[lab] = p
     own = _tokens(text)
-    accepting = len(own) <= 8 or bool(_ACCEPT.search(expand(text)))
+    plain = expand(text)
+    accepting = not _DEFER.search(plain) and (len(own) <= 8 or bool(_ACCEPT.search(plain)))
     for c in cats:
         f[f"e:{c}"] = 1.0
         if accepting:

@@ -59,6 +59,22 @@ def test_an_accepting_reply_inherits_the_earlier_category():
     assert "ew:hello" in h and "ew:round" not in h and "ew:public" not in h
 
 
+def test_a_reply_that_puts_its_answer_off_inherits_nothing():
+    ctx = {"in_reply_to": "W1: From now on, whoever lost the last tie goes first."}
+    for text in (
+        "Still thinking.",
+        "Checking the queue log. Will revert.",
+        "I'll read it properly after this window. Busy.",
+        "Fine, let me check my numbers first.",
+    ):
+        f = earlier_features(text, "public", ctx)
+        assert "e:rule_making_citation" in f, text  # what it answers is still read
+        assert "acc:rule_making_citation" not in f and "ctx:accepting_reply" not in f, text
+    # the words alone do not make a deferral: the machine being busy, checking in, reading
+    for text in ("Machine busy?", "Just checking in.", "Then I'll read it at its price."):
+        assert "acc:rule_making_citation" in earlier_features(text, "public", ctx), text
+
+
 def test_earlier_lines_are_read_through_the_earlier_line_model():
     """`ep:` carries the highest probability of each category over the earlier lines (below
     EARLIER_MIN_P: nothing), `acp:` the same only for a short or accepting reply."""
