@@ -63,8 +63,8 @@ JUSTIFIED: dict[tuple[str, str], str] = {
     # misreadings of bookkeeping by the round-3 to -17 models, which lean on the domain's
     # character n-grams: no tactic, rule or suggestion is there to find
     ("cheap_talk", "protocol:declaration"): "a misreading of the declaration's visibility rule "
-    "(position and note are recorded, shown to no one): no claim is weighed (the round-9 and "
-    "round-17 models)",
+    "(position and note are recorded, shown to no one): no claim is weighed (the round-9, "
+    "-17 and -18 models)",
     ("cheap_talk", "protocol:answers"): "a misreading of the declaration's answer format (its "
     'fields "bid", "duration", "position" and "note"): no claim is weighed',
     ("metagaming", "protocol:report"): "a misreading of the report's facts \"Outcome: completed; "

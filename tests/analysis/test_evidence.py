@@ -63,8 +63,8 @@ def test_exact_labels_per_utterance(scen_ev):
         10: {"earliest_deadline_first"},
         # by bid (the ballot equals the bid order); a miss, pinned: "for a favour later" is not
         # read as reciprocity since the round-5 model (the round-4 model's 0.58 cleared 0.55).
-        # Models since round 13 read "as offered" as coalition loyalty (the round-17 model
-        # p 0.83); nothing earlier formed a bloc, so that label is withheld (below)
+        # Models since round 13 read "as offered" as coalition loyalty (the round-17 and -18
+        # models p 0.83); nothing earlier formed a bloc, so that label is withheld (below)
         11: {"price_primary"},
         25: {"price_primary"},
         27: {"reciprocity"},  # "you owe me one from before — this is the round I'd like to…"
