@@ -604,11 +604,11 @@ def classify_evidence(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
 def evidence_and_withheld(
     tables: Mapping[str, pl.DataFrame],
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(`classify_evidence`'s rows, the withheld labels).
+    """(`classify_evidence`'s rows, the labels it withheld).
 
-    tables: the run tables of `mbb.core.tables`. The withheld frame has the evidence columns,
-    basis `withheld`, and the model's features followed by the reason; `WITHHELD_BASIS`.
-    """
+    tables: the run tables of `mbb.core.tables`. The withheld frame has the evidence columns;
+    its basis is `WITHHELD_BASIS` and its evidence the model's features, then why the label was
+    withheld (`_founded_loyalty`)."""
     u = utterances(tables)
     lex, withheld = _founded_loyalty(tables, u, _lexical(u))
     st = _structural(tables, lex)
