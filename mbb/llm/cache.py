@@ -24,6 +24,17 @@ __all__ = ["CacheMiss", "CacheMode", "LlmCache", "LlmCacheError", "request_key"]
 
 CacheMode = Literal["off", "read_write", "replay"]
 
+# How long opening or writing the cache waits for another process that holds its lock.
+_LOCK_WAIT_S = 30.0
+
+
+def _is_lock(exc: sqlite3.DatabaseError) -> bool:
+    """True when SQLite refused because another connection holds the file (BUSY or LOCKED)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    return "locked" in str(exc) or "busy" in str(exc)
+
 
 def request_key(request: dict[str, Any]) -> str:
     """Hex SHA-256 of the canonical JSON of a request body (sorted keys, no whitespace)."""
@@ -46,13 +57,43 @@ class LlmCache:
             self._db = self._open()
 
     def _open(self) -> sqlite3.Connection:
+        """Connect and set the file up, waiting out other processes that hold it.
+
+        Parallel workers of one study share the cache file, so two of them can open it in the
+        same instant; switching to WAL or creating the table can then meet a lock that SQLite
+        reports at once rather than through its busy timeout. Such a lock is retried with a
+        growing pause for up to `_LOCK_WAIT_S` seconds (mbb's choice); anything else that is
+        wrong with the file is an error at once.
+        """
+        deadline = time.monotonic() + _LOCK_WAIT_S
+        pause = 0.01
+        while True:
+            try:
+                return self._connect()
+            except sqlite3.DatabaseError as exc:
+                if _is_lock(exc) and time.monotonic() < deadline:
+                    time.sleep(pause)
+                    pause = min(pause * 2, 0.5)
+                    continue
+                if _is_lock(exc):
+                    raise LlmCacheError(
+                        f"{self.path}: the LLM cache stayed locked by another process for "
+                        f"{_LOCK_WAIT_S:.0f} s; stop the other run or set llm.cache_file to "
+                        "another file"
+                    ) from None
+                raise LlmCacheError(
+                    f"{self.path}: the LLM cache is not a usable SQLite database ({exc}); move "
+                    "it away or set llm.cache_file to another file"
+                ) from None
+
+    def _connect(self) -> sqlite3.Connection:
         db: sqlite3.Connection | None = None
         try:
             if self.path is None:
                 db = sqlite3.connect(":memory:")
             else:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                db = sqlite3.connect(self.path, check_same_thread=False)
+                db = sqlite3.connect(self.path, timeout=_LOCK_WAIT_S, check_same_thread=False)
                 # WAL + NORMAL: a commit no longer fsyncs (it blocked the event loop ~15 ms
                 # per stored response); a crash can lose only the last responses.
                 db.execute("PRAGMA journal_mode=WAL")
@@ -62,13 +103,10 @@ class LlmCache:
                 "request TEXT, response TEXT, created REAL)"
             )
             db.commit()
-        except sqlite3.DatabaseError as exc:
+        except BaseException:
             if db is not None:
                 db.close()
-            raise LlmCacheError(
-                f"{self.path}: the LLM cache is not a usable SQLite database ({exc}); move "
-                "it away or set llm.cache_file to another file"
-            ) from None
+            raise
         return db
 
     @property
