@@ -25,6 +25,9 @@ spelled out (`expand`: "u owe me, dl 300s" -> "you owe me, deadline 300s"):
   `ep:` / `acp:` the categories the model's earlier-line model (`LineModel`, text-only) finds in
   those messages, with their probability, so an act enacted there without a lexicon word
   still counts.
+A reply that picks one of the alternatives it answers by its place ("The latter.", "Second
+one.") is read with that alternative's words and reads the question as that alternative
+(`chosen_option`).
 
 Scores are sum(w * x) + b over the l2-normalised n-gram blocks plus the binary blocks; a label is
 given when its logistic probability reaches its threshold (chosen by writer- and style-grouped
@@ -294,6 +297,78 @@ def _earlier_lines(ctx: Mapping[str, Any]) -> list[str]:
     return [_HEADER.sub("", x, count=1) for x in lines]
 
 
+# a reply that picks one of the alternatives the message it answers offered ("Second one.",
+# "The former.", "+1 for the latter") is read with that alternative's words (`chosen_option`)
+_PICK = re.compile(
+    r"^\W*(?:\+1 (?:for|to) |(?:i'?d )?(?:go|going) with |i (?:pick|choose|vote|back) )?(?:the )?"
+    r"(?:(first|second|third|last|1st|2nd|3rd) (?:one|option|idea|way|choice)|(former|latter)"
+    r"|option ([abc123]))(?=\s*(?:[^\w\s]|$))",  # ...and nothing else in its clause
+    re.I,
+)
+_PICK_INDEX = {
+    **dict.fromkeys(("first", "1st", "former", "a", "1"), 0),
+    **dict.fromkeys(("second", "2nd", "b", "2"), 1),
+    **dict.fromkeys(("third", "3rd", "c", "3"), 2),
+    **dict.fromkeys(("last", "latter"), -1),
+}
+_OR_SPLIT = re.compile(r",?\s+\bor\b\s+", re.I)
+_LEAD_IN_WORDS = 3  # a comma chunk before an "or" longer than this is a lead-in, not a choice
+# ...and so is one of these ("Right, so, bids or arrival?")
+_LEAD_IN = re.compile(
+    r"(?:right|so|ok(?:ay)?|well|then|now|look|listen|hey|guys|folks|all|everyone|question|"
+    r"quick question|w\d)$",
+    re.I,
+)
+
+
+def _alternatives(question: str) -> list[str]:
+    """The alternatives a message offers: the parts of its last sentence with an "or" ("Order
+    by deadline this time, or stick with the bids?"; "Deadlines, window or bids?"), else its
+    closing run of short questions ("How do we sort? Deadlines? Window length? Bids?")."""
+    sentences = [x.strip() for x in re.split(r"(?<=[.!?])\s+", question.strip()) if x.strip()]
+    for sentence in reversed(sentences):
+        parts = _OR_SPLIT.split(sentence.rstrip("?.! "))
+        if len(parts) >= 2:
+            head = [x.strip() for x in parts[0].split(",") if x.strip()]
+            while len(head) > 1 and _LEAD_IN.match(head[0]):
+                head.pop(0)
+            listed = len(head) >= 2 and all(len(x.split()) <= _LEAD_IN_WORDS for x in head)
+            return [x.strip() for x in (head if listed else head[-1:]) + parts[1:] if x.strip()]
+    run: list[str] = []
+    for sentence in reversed(sentences):
+        if not sentence.endswith("?") or len(sentence.split()) > 4:
+            break
+        run.insert(0, sentence.rstrip("?").strip())
+    return run if len(run) >= 2 else []
+
+
+def chosen_option(text: str, ctx: Mapping[str, Any] | None) -> str | None:
+    """The alternative a reply picks by its place ("Second one.", "The latter."), read from
+    the message it answers (`in_reply_to`, else the last earlier line); None when it picks none
+    or the message offers no such alternative. mbb's choice (round 19): a reply that only
+    names a place in a list enacts what that place holds, so it is read with those words.
+
+    `text`: the reply; `ctx`: its context."""
+    m = _PICK.match(text)
+    if m is None or not ctx:
+        return None
+    lines = _earlier_lines(ctx)
+    if not lines:
+        return None
+    options = _alternatives(lines[0] if ctx.get("in_reply_to") else lines[-1])
+    i = _PICK_INDEX[next(g for g in m.groups() if g).lower()]
+    if len(options) < 2 or i >= len(options):
+        return None
+    return options[i]
+
+
+def read_as(text: str, ctx: Mapping[str, Any] | None) -> str:
+    """What the classifier reads of an utterance: its text, with the alternative it picks
+    appended in brackets (`chosen_option`)."""
+    option = chosen_option(text, ctx)
+    return text if option is None else f"{text} [{option}]"
+
+
 EarlierScorer = Callable[[str], Mapping[str, float]]  # an earlier line -> probability per label
 EARLIER_MIN_P = 0.3  # an earlier line's category below this probability is not a feature
 
@@ -308,7 +383,8 @@ def earlier_features(
     kept apart from its own: `e:` the categories whose lexicon cues fire there, `ew:` their
     words, and `acc:` an earlier category when the utterance itself is a short or accepting
     reply, so a bland "Fine, same as last time then." inherits what the earlier message
-    proposed; a reply that puts its answer off (`_DEFER`: "Still thinking.") inherits nothing.
+    proposed; a reply that puts its answer off (`_DEFER`: "Still thinking.") inherits nothing,
+    and one that picks an alternative (`chosen_option`) reads the question as that alternative.
     With `scorer` (the model's earlier-line model, `LineModel`), also `ep:` the
     highest probability of each category over the earlier lines, and `acp:` the same for a
     short or accepting reply: categories enacted there without any lexicon word.
@@ -320,6 +396,9 @@ def earlier_features(
     lines = _earlier_lines(ctx)
     if not lines:
         return {}
+    option = chosen_option(text, ctx)
+    if option is not None:  # the question is read as the alternative the reply took
+        lines[0 if ctx.get("in_reply_to") else -1] = option
     f: dict[str, float] = {}
     cats: set[str] = set()
     words: set[str] = set()
@@ -335,7 +414,9 @@ def earlier_features(
                     best[lab] = p
     own = _tokens(text)
     plain = expand(text)
-    accepting = not _DEFER.search(plain) and (len(own) <= 8 or bool(_ACCEPT.search(plain)))
+    accepting = option is not None or (
+        not _DEFER.search(plain) and (len(own) <= 8 or bool(_ACCEPT.search(plain)))
+    )
     for c in cats:
         f[f"e:{c}"] = 1.0
         if accepting:
@@ -469,7 +550,7 @@ def features(
 
     `text`, `channel`, `ctx`: the utterance, its channel and its optional context; `scorer`:
     the model's earlier-line model (`ep:`/`acp:` features), when it has one."""
-    f = text_features(text, channel)
+    f = text_features(read_as(text, ctx), channel)
     for name in context_facts(channel, ctx):
         f[name] = 1.0
     for name in number_facts(text, ctx):
@@ -616,7 +697,9 @@ class TextModel:
         trusted = set(self.spec.get("trusted_cues", ()))
         required = set(self.spec.get("cue_required", ()))
         sure: dict[str, str] = {}
-        for h in cue_hits(expand(text), src):
+        option = chosen_option(text, ctx)
+        picked = "" if option is None else f'; read with the alternative it picks: "{option}"'
+        for h in cue_hits(expand(read_as(text, ctx)), src):
             if not h.negated:
                 spans.setdefault(h.category, f'{h.name}: "{h.match}"')
                 if f"{h.category}/{h.name}" in trusted:
@@ -657,9 +740,10 @@ class TextModel:
                     ev = f"{spans[lab]}; {ev}"
                 if gate_margin < 0:
                     ev += f" (past the neutral gate: p >= {past_gate:.2f})"
+                ev += picked
                 out.append(Label(lab, round(p, 4), ev))
             elif lab in sure:  # a cue precise on the dev corpus labels even when outvoted
-                ev = f"{sure[lab]}; trusted cue (model p={p:.2f})"
+                ev = f"{sure[lab]}; trusted cue (model p={p:.2f}){picked}"
                 out.append(Label(lab, round(p, 4), ev))
                 margins[lab] = 1.0
         return self._without_rivals(out, spans, sure, margins), margins

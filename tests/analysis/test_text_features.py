@@ -8,6 +8,7 @@ from __future__ import annotations
 from mbb.analysis.lexicon import cue_hits
 from mbb.analysis.textclf import (
     _scoped_tokens,
+    chosen_option,
     earlier_features,
     expand,
     features,
@@ -73,6 +74,46 @@ def test_a_reply_that_puts_its_answer_off_inherits_nothing():
     # the words alone do not make a deferral: the machine being busy, checking in, reading
     for text in ("Machine busy?", "Just checking in.", "Then I'll read it at its price."):
         assert "acc:rule_making_citation" in earlier_features(text, "public", ctx), text
+
+
+def test_a_reply_that_picks_an_alternative_by_its_place_reads_that_alternative():
+    def pick(text: str, question: str, key: str = "in_reply_to") -> str | None:
+        return chosen_option(text, {key: [question] if key == "earlier" else question})
+
+    two = "W3: Do we order by the highest bid, or by who joined the queue first?"
+    assert pick("The latter, obviously.", two) == "by who joined the queue first"
+    assert pick("Former.", two) == "Do we order by the highest bid"
+    assert pick("+1 for the second option!", two) == "by who joined the queue first"
+    # a list before the "or", a lead-in before the alternatives, a closing run of questions
+    assert pick("The third one.", "W1: Deadline, duration or bid?") == "bid"
+    assert pick("Second one.", "W1: Right, so, bids or arrival?") == "arrival"
+    runs = "round 2, W4 (public): How do we sort? Deadlines? Window length? Bids?"
+    assert pick("The last one. Gold talks.", runs, "earlier") == "Bids"
+    # not a pick: more words in its clause, a place the message does not have, no alternatives
+    assert pick("The first one to finish gets the bonus.", two) is None
+    assert pick("Third one.", two) is None
+    assert pick("The latter.", "W2: I'll take the second slot.") is None
+    assert chosen_option("The latter.", None) is None
+
+
+def test_a_picking_reply_inherits_only_the_alternative_it_took():
+    ctx = {"in_reply_to": "W3: Do we order by the highest bid, or by who joined the queue first?"}
+    took = earlier_features("The latter, and I say it as the one who would lose by it.", "x", ctx)
+    assert took["acc:recency_first"] == 1.0  # a pick accepts, whatever its length
+    assert "e:price_primary" not in took  # the alternative it did not take is not read
+    both = earlier_features("Mine's 90.", "public", ctx)
+    assert "e:price_primary" in both and "e:recency_first" in both
+    f = features("The latter.", "public", ctx)
+    assert "w:queue" in f and "w:queue" not in features("The latter.", "public", {})
+
+
+def test_the_shipped_model_labels_a_pick_and_says_which_alternative_it_read():
+    ctx = {"in_reply_to": "W2: Shall we sort by the bids, or by who got into the queue first?"}
+    model = load_model()
+    (label,) = model.predict("Second one.", "public", ctx)
+    assert label.category == "recency_first"
+    assert label.evidence.endswith('picks: "by who got into the queue first"')
+    assert model.predict("Second one.", "public", {}) == []
 
 
 def test_earlier_lines_are_read_through_the_earlier_line_model():
