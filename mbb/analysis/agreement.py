@@ -52,9 +52,10 @@ FIRST_ROUND_WRITERS = frozenset("ABCDEFGHIJ")  # the first corpus: dev A C D E G
 # (test10: BL, BM), the eleventh's BQ-BU (test11: BQ, BR), the twelfth's BV-BZ (test12: BV,
 # BW), the thirteenth's CA-CE (test13: CA, CB), the fourteenth's CF-CI (test14: CF, CG), the
 # fifteenth's CJ-CO (test15: CJ, CK), the sixteenth's CP-CQ (test16: CP, CQ), the
-# seventeenth's CR-CS (test17: CR, CS), the eighteenth's CT-CU (test18: CT, CU); each pair
-# chosen before any of its round's items was read (the fourth's, fifth's and sixth's drawn at
-# random before anyone wrote, the seventh's to eighteenth's named before anyone wrote)
+# seventeenth's CR-CS (test17: CR, CS), the eighteenth's CT-CU (test18: CT, CU), the
+# nineteenth's CV-CW (test19: CV, CW); each pair chosen before any of its round's items was read
+# (the fourth's, fifth's and sixth's drawn at random before anyone wrote, the seventh's to
+# nineteenth's named before anyone wrote)
 TEST_SPLITS: dict[str, tuple[str, ...]] = {
     "test2": ("Q", "R"),
     "test3": ("Y", "Z"),
@@ -73,6 +74,7 @@ TEST_SPLITS: dict[str, tuple[str, ...]] = {
     "test16": ("CP", "CQ"),
     "test17": ("CR", "CS"),
     "test18": ("CT", "CU"),
+    "test19": ("CV", "CW"),
 }
 ANNOTATORS = ("author", "blind_1", "blind_2")
 PAIRS = (("author", "blind_2"), ("author", "blind_1"), ("blind_1", "blind_2"))
