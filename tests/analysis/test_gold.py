@@ -1,4 +1,4 @@
-"""The gold corpus (mbb/analysis/gold/): the twenty frozen test splits, the adjudication and the
+"""The gold corpus (mbb/analysis/gold/): the twenty-one frozen test splits, the adjudication and the
 agreement figures are what the files say they are. Scores are not tested here."""
 
 from __future__ import annotations
@@ -112,6 +112,9 @@ TEST19_SHA256 = "213e2dc67b67d88d69fea060338fe2dbc68aee97dfb7a4528f911ee5f4b836b
 # the twentieth round's test split (writers CX and CY), pinned the same way
 TEST20_ITEMS_SHA256 = "717bea908825f7740ff10c505b046b5c88f9a28982a6601e5dba9c175c08f6e5"
 TEST20_SHA256 = "7164c84f46f94ba05a23723df262b6617e3a09f40f71840c3e221a74fcbc41a5"
+# the twenty-first round's test split (writers CZ and DA), pinned the same way
+TEST21_ITEMS_SHA256 = "5572e698f49a9bb1bc5c1bc8d64202d9d391c4a5b1e090d3968dcb5931650905"
+TEST21_SHA256 = "be16d2a4b84c6ecd86a58262da84715588cf500aa757d97b3dd4d767a4fcf18d"
 SEPARATE = ["exclusionary_coalition", "divide_and_conquer", "metagaming"]
 FIRST_DEV = set("ACDEGHIJ")
 SPLITS = ("dev", "test", "test2", "test3", "test4")
@@ -158,6 +161,7 @@ LATER_SPLIT_PINS = {
     "test18": (TEST18_ITEMS_SHA256, TEST18_SHA256),
     "test19": (TEST19_ITEMS_SHA256, TEST19_SHA256),
     "test20": (TEST20_ITEMS_SHA256, TEST20_SHA256),
+    "test21": (TEST21_ITEMS_SHA256, TEST21_SHA256),
 }
 
 
@@ -170,12 +174,12 @@ def test_each_later_test_split_is_frozen(split):
 
 def test_splits_are_by_writer_and_cover_every_category():
     dev, test, test2, test3, test4, *later_splits = (
-        gold(s) for s in (*SPLITS, *(f"test{i}" for i in range(5, 21)))
+        gold(s) for s in (*SPLITS, *(f"test{i}" for i in range(5, 22)))
     )
     (test5, test6, test7, test8, test9, test10, test11, test12, test13, test14, test15, test16) = (
         later_splits[:12]
     )
-    test17, test18, test19, test20 = later_splits[12:]
+    test17, test18, test19, test20, test21 = later_splits[12:]
     assert {d["writer"] for d in test} == {"B", "F"}
     assert {d["writer"] for d in test2} == {"Q", "R"}
     assert {d["writer"] for d in test3} == {"Y", "Z"}
@@ -196,15 +200,17 @@ def test_splits_are_by_writer_and_cover_every_category():
     assert {d["writer"] for d in test18} == {"CT", "CU"}
     assert {d["writer"] for d in test19} == {"CV", "CW"}
     assert {d["writer"] for d in test20} == {"CX", "CY"}
+    assert {d["writer"] for d in test21} == {"CZ", "DA"}
     later_dev = {*"KLMNOPSTUVX", "AA", "AB", "AD", "AE", "AF", "AG", "AJ", "AL", "AM", "AN", "AO"}
     later_dev |= {"AQ", "AR", "AT", "AU", "AW", "AZ", "BA", "BB", "BE", "BF", "BI", "BJ", "BK"}
     later_dev |= {"BN", "BO", "BP", "BS", "BT", "BU", "BX", "BY", "BZ"}
     later_dev |= {"CC", "CD", "CE", "CH", "CI", "CL", "CM", "CN", "CO"}
+    later_dev |= {"DB", "DC", "DD", "DE", "DF", "DG"}
     assert FIRST_DEV < {d["writer"] for d in dev} <= FIRST_DEV | later_dev
     # the later rounds' items all carry their style; the first round's none
     assert all(("style" in d) == (d["writer"] not in FIRST_DEV) for d in dev)
     later = test2 + test3 + test4 + test5 + test6 + test7 + test8 + test9 + test10 + test11
-    later += test12 + test13 + test14 + test15 + test16 + test17 + test18 + test19 + test20
+    later += test12 + test13 + test14 + test15 + test16 + test17 + test18 + test19 + test20 + test21
     assert all("style" in d for d in later)
     assert not any("style" in d for d in test)
     counts = Counter(label for d in dev + test for label in d["labels"])
