@@ -1,4 +1,4 @@
-"""The gold corpus (mbb/analysis/gold/): the twenty-one frozen test splits, the adjudication and the
+"""The gold corpus (mbb/analysis/gold/): the twenty-two frozen test splits, the adjudication and the
 agreement figures are what the files say they are. Scores are not tested here."""
 
 from __future__ import annotations
@@ -115,6 +115,9 @@ TEST20_SHA256 = "7164c84f46f94ba05a23723df262b6617e3a09f40f71840c3e221a74fcbc41a
 # the twenty-first round's test split (writers CZ and DA), pinned the same way
 TEST21_ITEMS_SHA256 = "5572e698f49a9bb1bc5c1bc8d64202d9d391c4a5b1e090d3968dcb5931650905"
 TEST21_SHA256 = "be16d2a4b84c6ecd86a58262da84715588cf500aa757d97b3dd4d767a4fcf18d"
+# the twenty-second round's test split (writers DH and DI), pinned the same way
+TEST22_ITEMS_SHA256 = "39ac0caa6d8c9b60d9581890e8b01961868df8e04157ed4c980763dc4c8449b6"
+TEST22_SHA256 = "37b8206044dca0777be08e8bf0494a6dadb4efe36b0ef06516033e87678519cd"
 SEPARATE = ["exclusionary_coalition", "divide_and_conquer", "metagaming"]
 FIRST_DEV = set("ACDEGHIJ")
 SPLITS = ("dev", "test", "test2", "test3", "test4")
@@ -162,6 +165,7 @@ LATER_SPLIT_PINS = {
     "test19": (TEST19_ITEMS_SHA256, TEST19_SHA256),
     "test20": (TEST20_ITEMS_SHA256, TEST20_SHA256),
     "test21": (TEST21_ITEMS_SHA256, TEST21_SHA256),
+    "test22": (TEST22_ITEMS_SHA256, TEST22_SHA256),
 }
 
 
@@ -174,12 +178,12 @@ def test_each_later_test_split_is_frozen(split):
 
 def test_splits_are_by_writer_and_cover_every_category():
     dev, test, test2, test3, test4, *later_splits = (
-        gold(s) for s in (*SPLITS, *(f"test{i}" for i in range(5, 22)))
+        gold(s) for s in (*SPLITS, *(f"test{i}" for i in range(5, 23)))
     )
     (test5, test6, test7, test8, test9, test10, test11, test12, test13, test14, test15, test16) = (
         later_splits[:12]
     )
-    test17, test18, test19, test20, test21 = later_splits[12:]
+    test17, test18, test19, test20, test21, test22 = later_splits[12:]
     assert {d["writer"] for d in test} == {"B", "F"}
     assert {d["writer"] for d in test2} == {"Q", "R"}
     assert {d["writer"] for d in test3} == {"Y", "Z"}
@@ -201,16 +205,19 @@ def test_splits_are_by_writer_and_cover_every_category():
     assert {d["writer"] for d in test19} == {"CV", "CW"}
     assert {d["writer"] for d in test20} == {"CX", "CY"}
     assert {d["writer"] for d in test21} == {"CZ", "DA"}
+    assert {d["writer"] for d in test22} == {"DH", "DI"}
     later_dev = {*"KLMNOPSTUVX", "AA", "AB", "AD", "AE", "AF", "AG", "AJ", "AL", "AM", "AN", "AO"}
     later_dev |= {"AQ", "AR", "AT", "AU", "AW", "AZ", "BA", "BB", "BE", "BF", "BI", "BJ", "BK"}
     later_dev |= {"BN", "BO", "BP", "BS", "BT", "BU", "BX", "BY", "BZ"}
     later_dev |= {"CC", "CD", "CE", "CH", "CI", "CL", "CM", "CN", "CO"}
     later_dev |= {"DB", "DC", "DD", "DE", "DF", "DG"}
+    later_dev |= {"DJ", "DK", "DL", "DM", "DN", "DO", "DP", "DQ"}
     assert FIRST_DEV < {d["writer"] for d in dev} <= FIRST_DEV | later_dev
     # the later rounds' items all carry their style; the first round's none
     assert all(("style" in d) == (d["writer"] not in FIRST_DEV) for d in dev)
     later = test2 + test3 + test4 + test5 + test6 + test7 + test8 + test9 + test10 + test11
-    later += test12 + test13 + test14 + test15 + test16 + test17 + test18 + test19 + test20 + test21
+    later += test12 + test13 + test14 + test15 + test16 + test17 + test18 + test19 + test20
+    later += test21 + test22
     assert all("style" in d for d in later)
     assert not any("style" in d for d in test)
     counts = Counter(label for d in dev + test for label in d["labels"])
