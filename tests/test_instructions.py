@@ -55,9 +55,8 @@ JUSTIFIED: dict[tuple[str, str], str] = {
     ("rule_making_citation", "withdrawal setting:allowed"): _WITHDRAW,
     ("scope_reduction", "protocol:task"): "the withdraw tool's description: it gives the task "
     "up for the rest of the subrun",
-    ("rule_making_citation", "after-action report setting:on"): "states what the report switch "
-    "does (a report written now is read in later subruns): a rule about records read as a "
-    "standing rule",
+    # the after-action report switch's sentence was read as rule-making until the round-19
+    # model; the round-21 model (66 dev writers) no longer reads it so
     ("reputation", "memory setting:on"): "states what the memory switch does (saved notes are "
     "shown in later subruns): a rule about records read as a record of conduct",
     # misreadings of bookkeeping by the round-3 to -17 models, which lean on the domain's
