@@ -86,8 +86,9 @@ def _probe() -> tuple[str | None, str]:
 
 def _mkgroup(base: Path) -> Path:
     """A new group named after its owner (mbb.resource.reaper removes it if the owner dies)."""
-    p = base / f"mbb-{reaper.watch()}-{next(_counter)}-{secrets.token_hex(3)}"
-    p.mkdir()
+    with reaper.making() as tag:
+        p = base / f"mbb-{tag}-{next(_counter)}-{secrets.token_hex(3)}"
+        p.mkdir()
     return p
 
 

@@ -75,10 +75,10 @@ def _c() -> ctypes.CDLL:
 
 def _mount(path: Path, flags: int, opts: str) -> None:
     """A tmpfs whose source names this process (mbb.resource.reaper detaches it if we die)."""
-    source = f"mbb-{reaper.watch()}".encode()
-    rc = _c().mount(source, os.fsencode(path), b"tmpfs", flags, opts.encode())
-    if rc != 0:
+    with reaper.making() as tag:
+        rc = _c().mount(f"mbb-{tag}".encode(), os.fsencode(path), b"tmpfs", flags, opts.encode())
         e = ctypes.get_errno()
+    if rc != 0:
         raise OSError(e, f"mount tmpfs on {path}: {os.strerror(e)}")
 
 

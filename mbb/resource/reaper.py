@@ -17,6 +17,10 @@ cannot block it) and deletes its temporary folders. Three triggers run it:
 1. On the way out. SIGTERM and SIGHUP, when their handler is the default and the first tagged
    object is made in the main thread, reap this process, then let the signal kill it as before.
    `timeout mbb tasks check; rm -rf FOLDER` works: nothing is left when the command is gone.
+   Every tagged object is made inside `making()`; the handler takes that gate first and never
+   gives it back, so a thread cannot mount into a folder while it is being removed (seen once:
+   an evaluation's test threads mounted two workspaces during the handler's `rm -rf`, which
+   left the folder and its mounts behind until the reaper's pass).
 2. After any death, SIGKILL included. With its first tagged object a process starts a reaper
    process (this file, run by the same python with -I -S: no mbb import, ~20 ms once): in a
    session of its own, so signals to mbb's process group (Ctrl-C, `timeout`) miss it, holding
@@ -53,17 +57,20 @@ import tempfile
 import threading
 import time
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 __all__ = [
     "alive",
     "cgroup_parents",
     "die_with_parent",
+    "making",
     "own_cgroup",
     "owner_tag",
     "reap",
     "tagged_mounts",
     "temp_dir",
+    "temp_directory",
     "temp_prefix",
     "watch",
 ]
@@ -217,6 +224,19 @@ _lock = threading.Lock()
 _watched: tuple[int, int] | None = None  # (pid, our end of the reaper's pipe)
 _handled = 0  # the pid whose SIGTERM/SIGHUP handlers are in place
 _warned = False
+_making = threading.RLock()  # held while a tagged object is made; the way-out handler keeps it
+_GATE_WAIT_S = 5.0  # how long the handler waits for an object being made (a mount, a mkdir)
+
+
+@contextlib.contextmanager
+def making() -> Iterator[str]:
+    """Hold this while making a tagged object (mount, group, temporary folder); yields this
+    process's tag. Once SIGTERM/SIGHUP's handler has begun to reap, no thread gets past here:
+    it waits until the process is gone, so nothing is made after the reap has looked. Re-entrant
+    (the handler runs in the main thread, which may be inside already)."""
+    tag = watch()
+    with _making:
+        yield tag
 
 
 def watch() -> str:
@@ -269,6 +289,9 @@ def _on_the_way_out() -> None:
 
 
 def _reap_and_die(signum: int, frame: object) -> None:
+    # The gate is never released: threads about to make an object wait here until we are gone.
+    # Past the wait (an object stuck being made), reap anyway; the reaper process follows up.
+    _making.acquire(timeout=_GATE_WAIT_S)
     with contextlib.suppress(Exception):
         reap(owner_tag())
     signal.signal(signum, signal.SIG_DFL)
@@ -278,11 +301,12 @@ def _reap_and_die(signum: int, frame: object) -> None:
 def _forget_in_child() -> None:
     """A forked child is a new owner: it closes its copy of the parent's pipe (the parent's
     reaper must see the parent's end) and starts its own reaper when it needs one."""
-    global _watched
+    global _watched, _making
     if _watched is not None:
         with contextlib.suppress(OSError):
             os.close(_watched[1])
     _watched = None
+    _making = threading.RLock()  # a thread of the parent may have held it at the fork
 
 
 os.register_at_fork(after_in_child=_forget_in_child)
@@ -318,7 +342,15 @@ def temp_prefix(what: str) -> str:
 
 def temp_dir(what: str, parent: Path | None = None) -> Path:
     """A fresh folder named `temp_prefix(what)`... in `parent` (default: the temp dir)."""
-    return Path(tempfile.mkdtemp(prefix=temp_prefix(what), dir=parent))
+    with making():
+        return Path(tempfile.mkdtemp(prefix=temp_prefix(what), dir=parent))
+
+
+def temp_directory(what: str) -> tempfile.TemporaryDirectory[str]:
+    """A `tempfile.TemporaryDirectory` named `temp_prefix(what)`... (removed at the end of its
+    with-block, or by the reaper if this process dies first)."""
+    with making():
+        return tempfile.TemporaryDirectory(prefix=temp_prefix(what))
 
 
 def _main(argv: list[str]) -> None:

@@ -5,7 +5,6 @@ tests (`mbb tasks check` prints it)."""
 from __future__ import annotations
 
 import shutil
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ def check_suite(
     rows = []
     for tid in tasks or suite.task_ids:
         task = suite[tid]
-        with tempfile.TemporaryDirectory(prefix=reaper.temp_prefix("check")) as d:
+        with reaper.temp_directory("check") as d:
             base = Path(d)
             oracle = base / "oracle"
             src = oracle_dir / tid

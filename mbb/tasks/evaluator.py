@@ -30,7 +30,6 @@ import hashlib
 import itertools
 import os
 import stat
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -419,7 +418,7 @@ def evaluate_reference(task: BuiltTask, *, parallel: int = 2) -> Evaluation:
     tests = task.hidden_tests()
     uid = claim_uid()
     try:
-        with tempfile.TemporaryDirectory(prefix=reaper.temp_prefix("ref")) as d:
+        with reaper.temp_directory("ref") as d:
             ws = Path(d)
             (ws / "executable").touch()
             binds = [Bind(task.reference, f"{WORKSPACE}/executable")]

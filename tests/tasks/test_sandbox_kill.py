@@ -308,3 +308,52 @@ def test_a_pool_worker_dies_with_its_sigkilled_parent(tmp_path, wired, children)
     assert wait_for(lambda: not Path(f"/proc/{worker}").exists(), 20)
     assert wait_for(lambda: not left(worker), 20), left(worker)
     assert removable(tmp_path / "run")
+
+
+MOUNTING = textwrap.dedent(
+    """
+    import itertools, sys, threading, time
+    from mbb.resource import fs, reaper
+
+    folder = reaper.temp_dir("eval")  # in the main thread: SIGTERM's handler is in place
+    n = itertools.count()
+
+    def mount_forever():  # what an evaluation's test threads do: mount, use, drop; faster
+        held = []
+        while True:
+            d = folder / f"w{next(n)}"
+            try:
+                d.mkdir()
+                fs.mount_tmpfs(d, 1 << 16, 16)
+                held.append(d)
+            except OSError:
+                pass  # the folder was removed under us: the reap is running
+            if len(held) > 4:
+                fs.remove_tree(held.pop(0))
+            time.sleep(0.001)
+
+    for _ in range(4):
+        threading.Thread(target=mount_forever, daemon=True).start()
+    print("mounting", flush=True)
+    while True:  # short sleeps: SIGTERM may land on a mounting thread, and Python runs the
+        time.sleep(0.05)  # handler only when the main thread next wakes
+    """
+)
+
+
+def test_sigterm_while_threads_mount_leaves_nothing(children):
+    """Threads making mounts in a temporary folder when SIGTERM arrives (an evaluation's
+    tests, in parallel): the handler's reap sees every mount, and nothing is made after it,
+    so nothing is left the instant the process is gone. Without the gate (reaper.making) a
+    thread mounts during the handler's `rm -rf` and the folder stays, mounts and all."""
+    for _ in range(5):  # each round is one chance for the race
+        child = subprocess.Popen(
+            [sys.executable, "-c", MOUNTING], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+        )
+        children.append(child)
+        assert child.stdout is not None and child.stdout.readline() == b"mounting\n"
+        assert wait_for(lambda c=child: len(tagged(c.pid)["mounts"]) >= 8, 30)  # type: ignore[misc]
+        child.send_signal(signal.SIGTERM)
+        assert child.wait(30) == -signal.SIGTERM
+        assert left(child.pid, reaper_too=False) == {}
+        assert wait_for(lambda c=child: not left(c.pid), 20), left(child.pid)  # type: ignore[misc]
