@@ -20,7 +20,12 @@ cannot block it) and deletes its temporary folders. Three triggers run it:
    Every tagged object is made inside `making()`; the handler takes that gate first and never
    gives it back, so a thread cannot mount into a folder while it is being removed (seen once:
    an evaluation's test threads mounted two workspaces during the handler's `rm -rf`, which
-   left the folder and its mounts behind until the reaper's pass).
+   left the folder and its mounts behind until the reaper's pass). A limit of Python, not
+   fixed here: the kernel may hand the signal to any thread, and Python runs the handler in
+   the main thread only when that thread next wakes (measured: 10 of 100 SIGTERMs to a process
+   whose main thread slept while four threads mounted). mbb's main threads wake often (an
+   event loop, futures that finish within an evaluation), so the clean-up is late, not lost;
+   trigger 2 covers a process killed before then.
 2. After any death, SIGKILL included. With its first tagged object a process starts a reaper
    process (this file, run by the same python with -I -S: no mbb import, ~20 ms once): in a
    session of its own, so signals to mbb's process group (Ctrl-C, `timeout`) miss it, holding
