@@ -278,12 +278,41 @@ _ACCEPT = re.compile(
 # a reply that puts its answer off ("Still thinking.", "Checking the log. Will revert.", "Busy,
 # later."): short, but it goes along with nothing, so it inherits nothing from what it answers
 _DEFER = re.compile(
-    r"\b(?:still thinking|thinking about it|let me (?:think|check|look)|"
+    r"\b(?:still thinking|thinking about it|"
+    r"let me (?:think|check|look|see|scroll|read|confirm|ask)|"
     r"will (?:revert|get back|reply|answer|come back)|get back to you|"
     r"i'?ll (?:reply|answer|get back|come back|check|look)|"
     r"checking(?:[.!,]| (?:my|the|now|first|it)\b)|busy[.!,;]|(?:i'?m|i am) (?:a bit |too )?busy|"
     r"not now|not yet|(?:talk|more|decide|answer|reply) later|hold on|one (?:sec|moment|minute)|"
     r"give me a (?:sec|moment|minute)|no comment|pass for now)",
+    re.I,
+)
+# a reply that turns down what it answers ("No.", "Not this time.", "I'll pass.", "Count me
+# out."): however short, it goes along with nothing, so it inherits nothing (round 23: the
+# round-22 candidate labelled such refusals with the category they refused). "No problem",
+# "no worries" and the like accept.
+_DECLINE = re.compile(
+    r"^\W*(?:no\b(?!\s+(?:problem|problems|worries|issue|issues|objection|objections|doubt|"
+    r"complaints?|stress)\b)|nope|nah|not (?:this time|now|today|again|happening|a chance|for me|"
+    r"interested|likely|really|so fast|quite)|(?:i'?ll )?pass\b|no deal|no thanks|"
+    r"(?:i'?d |i would )?rather not|i (?:can'?t|won'?t|will not|cannot|don'?t|do not|refuse)\b"
+    r"(?!\s+(?:mind|see why not|object|complain|disagree|argue|say no|fight|stand in))|"
+    r"can'?t do|won'?t\b|never\b|hard pass|(?:i )?declin\w*|count me out|i'?m out|without me|"
+    r"forget it|drop it|nothing doing)",
+    re.I,
+)
+# a reply that makes its answer wait on something first ("Let me see the bids first.", "Send
+# me your window length first."): conditional, it goes along with nothing yet. Only requests:
+# "W5 first." or "Rank me first." is an order, not a wait.
+_FIRST = re.compile(
+    r"^\W*(?:let me|send me|show me|tell me|give me|i'?ll wait|wait|after)\b.*\bfirst\W*$", re.I
+)
+# a reply that asks for information ("What did you bid this round?", "Hm. How much does W1
+# need?"): its last sentence a wh-question. A bare "50?", "Same order, you first?" or "What if
+# we each took 80?" proposes.
+_WH_QUESTION = re.compile(
+    r"(?:^|[.!?]\s+)\W*(?:(?:hm+|so|and|but|ok(?:ay)?|well|wait)\W+)?"
+    r"(?:what|who|whom|whose|which|when|where|why|how)\b(?!\s+(?:if|about|not)\b)[^.!?]*\?\W*$",
     re.I,
 )
 EARLIER_SCALE = 0.5  # the earlier messages' words weigh half the utterance's own
@@ -383,8 +412,13 @@ def earlier_features(
     kept apart from its own: `e:` the categories whose lexicon cues fire there, `ew:` their
     words, and `acc:` an earlier category when the utterance itself is a short or accepting
     reply, so a bland "Fine, same as last time then." inherits what the earlier message
-    proposed; a reply that puts its answer off (`_DEFER`: "Still thinking.") inherits nothing,
-    and one that picks an alternative (`chosen_option`) reads the question as that alternative.
+    proposed; a reply that puts its answer off (`_DEFER`: "Still thinking."), makes it wait
+    on something (`_FIRST`: "Let me see the bids first."), asks for information
+    (`_WH_QUESTION`: "What did you bid?"), or turns
+    it down (`_DECLINE`: "Not this time.", with `ctx:declining_reply`) inherits nothing, and
+    one that picks an alternative (`chosen_option`) reads the question as that alternative.
+    mbb's choice (round 23): only a reply that could be going along with what it answers
+    inherits its category.
     With `scorer` (the model's earlier-line model, `LineModel`), also `ep:` the
     highest probability of each category over the earlier lines, and `acp:` the same for a
     short or accepting reply: categories enacted there without any lexicon word.
@@ -414,8 +448,14 @@ def earlier_features(
                     best[lab] = p
     own = _tokens(text)
     plain = expand(text)
+    declining = option is None and bool(_DECLINE.search(plain))
+    asking = bool(_WH_QUESTION.search(plain)) and not _ACCEPT.search(plain)
     accepting = option is not None or (
-        not _DEFER.search(plain) and (len(own) <= 8 or bool(_ACCEPT.search(plain)))
+        not declining
+        and not asking
+        and not _DEFER.search(plain)
+        and not _FIRST.search(plain)
+        and (len(own) <= 8 or bool(_ACCEPT.search(plain)))
     )
     for c in cats:
         f[f"e:{c}"] = 1.0
@@ -428,6 +468,8 @@ def earlier_features(
                 f[f"acp:{lab}"] = round(p, 4)
     if accepting:
         f["ctx:accepting_reply"] = 1.0
+    elif declining:
+        f["ctx:declining_reply"] = 1.0
     if words:
         norm = math.sqrt(len(words)) / EARLIER_SCALE
         for w in words:

@@ -76,6 +76,43 @@ def test_a_reply_that_puts_its_answer_off_inherits_nothing():
         assert "acc:rule_making_citation" in earlier_features(text, "public", ctx), text
 
 
+def test_a_reply_that_turns_down_or_asks_inherits_nothing():
+    """Round 23: a refusal, a wh-question or a request to see something first goes along with
+    nothing, however short; "No problem", a bare "50?", "What if...?" and "W5 first." still
+    can (hand-written cases, none from the corpus)."""
+    ctx = {"in_reply_to": "W1: From now on, whoever lost the last tie goes first."}
+    for text in (
+        "Not this time.",
+        "No.",
+        "nope, I'll pass",
+        "I'd rather not.",
+        "Count me out.",
+        "I won't do that.",
+    ):
+        f = earlier_features(text, "public", ctx)
+        assert "e:rule_making_citation" in f, text  # what it answers is still read
+        assert "acc:rule_making_citation" not in f, text
+        assert f.get("ctx:declining_reply") == 1.0 and "ctx:accepting_reply" not in f, text
+    for text in (
+        "What did you bid this round?",
+        "Hm. How much does W1 need?",
+        "Let me see the bids first.",
+        "Send me your window length first.",
+    ):
+        f = earlier_features(text, "public", ctx)
+        assert "acc:rule_making_citation" not in f and "ctx:declining_reply" not in f, text
+    for text in (
+        "No problem, deal.",
+        "No objection.",
+        "I don't mind.",
+        "50?",
+        "What if we each took 80?",
+        "Same as before?",
+        "W5 first.",
+    ):
+        assert "acc:rule_making_citation" in earlier_features(text, "public", ctx), text
+
+
 def test_a_reply_that_picks_an_alternative_by_its_place_reads_that_alternative():
     def pick(text: str, question: str, key: str = "in_reply_to") -> str | None:
         return chosen_option(text, {key: [question] if key == "earlier" else question})
