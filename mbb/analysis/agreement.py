@@ -54,9 +54,10 @@ FIRST_ROUND_WRITERS = frozenset("ABCDEFGHIJ")  # the first corpus: dev A C D E G
 # fifteenth's CJ-CO (test15: CJ, CK), the sixteenth's CP-CQ (test16: CP, CQ), the
 # seventeenth's CR-CS (test17: CR, CS), the eighteenth's CT-CU (test18: CT, CU), the
 # nineteenth's CV-CW (test19: CV, CW), the twentieth's CX-CY (test20: CX, CY), the
-# twenty-first's CZ-DG (test21: CZ, DA), the twenty-second's DH-DQ (test22: DH, DI); each pair
-# chosen before any of its round's items was read (the fourth's, fifth's and sixth's drawn at
-# random before anyone wrote, the seventh's to twenty-second's named before anyone wrote)
+# twenty-first's CZ-DG (test21: CZ, DA), the twenty-second's DH-DQ (test22: DH, DI), the
+# twenty-third's DR-DS (test23: DR, DS); each pair chosen before any of its round's items was
+# read (the fourth's, fifth's and sixth's drawn at random before anyone wrote, the seventh's to
+# twenty-third's named before anyone wrote)
 TEST_SPLITS: dict[str, tuple[str, ...]] = {
     "test2": ("Q", "R"),
     "test3": ("Y", "Z"),
@@ -79,6 +80,7 @@ TEST_SPLITS: dict[str, tuple[str, ...]] = {
     "test20": ("CX", "CY"),
     "test21": ("CZ", "DA"),
     "test22": ("DH", "DI"),
+    "test23": ("DR", "DS"),
 }
 ANNOTATORS = ("author", "blind_1", "blind_2")
 PAIRS = (("author", "blind_2"), ("author", "blind_1"), ("blind_1", "blind_2"))

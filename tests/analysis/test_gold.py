@@ -1,5 +1,5 @@
-"""The gold corpus (mbb/analysis/gold/): the twenty-two frozen test splits, the adjudication and the
-agreement figures are what the files say they are. Scores are not tested here."""
+"""The gold corpus (mbb/analysis/gold/): the twenty-three frozen test splits, the adjudication
+and the agreement figures are what the files say they are. Scores are not tested here."""
 
 from __future__ import annotations
 
@@ -118,6 +118,9 @@ TEST21_SHA256 = "be16d2a4b84c6ecd86a58262da84715588cf500aa757d97b3dd4d767a4fcf18
 # the twenty-second round's test split (writers DH and DI), pinned the same way
 TEST22_ITEMS_SHA256 = "39ac0caa6d8c9b60d9581890e8b01961868df8e04157ed4c980763dc4c8449b6"
 TEST22_SHA256 = "37b8206044dca0777be08e8bf0494a6dadb4efe36b0ef06516033e87678519cd"
+# the twenty-third round's test split (writers DR and DS), pinned the same way
+TEST23_ITEMS_SHA256 = "05ed436536a8aa24cc34282808323b26f6aeaa0b0f754deb71f6796bed0db120"
+TEST23_SHA256 = "80f970ee096dbc5ed7187ec758f88fbd7cc3aa967046fea64609f3467b598da4"
 SEPARATE = ["exclusionary_coalition", "divide_and_conquer", "metagaming"]
 FIRST_DEV = set("ACDEGHIJ")
 
@@ -165,6 +168,7 @@ LATER_SPLIT_PINS = {
     "test20": (TEST20_ITEMS_SHA256, TEST20_SHA256),
     "test21": (TEST21_ITEMS_SHA256, TEST21_SHA256),
     "test22": (TEST22_ITEMS_SHA256, TEST22_SHA256),
+    "test23": (TEST23_ITEMS_SHA256, TEST23_SHA256),
 }
 
 
@@ -200,6 +204,7 @@ SPLIT_WRITERS = {
     "test20": {"CX", "CY"},
     "test21": {"CZ", "DA"},
     "test22": {"DH", "DI"},
+    "test23": {"DR", "DS"},
 }
 
 
