@@ -21,7 +21,8 @@ spelled out (`expand`: "u owe me, dl 300s" -> "you owe me, deadline 300s"):
 - `e:` / `ew:` / `acc:` the earlier messages it answers or refers to (`in_reply_to`,
   `earlier`), featurised apart from it: the categories whose cues fire there, their words, and
   an earlier category when the utterance is a short or accepting reply (`earlier_features`), so
-  a bland "Fine, same as last time then." inherits what the earlier message proposed;
+  a bland "Fine, same as last time then." inherits what the earlier message proposed (and "Not
+  this time." or "What did you bid?" does not);
   `ep:` / `acp:` the categories the model's earlier-line model (`LineModel`, text-only) finds in
   those messages, with their probability, so an act enacted there without a lexicon word
   still counts.
