@@ -1,4 +1,4 @@
-"""The gold corpus (mbb/analysis/gold/): the twenty-three frozen test splits, the adjudication
+"""The gold corpus (mbb/analysis/gold/): the twenty-four frozen test splits, the adjudication
 and the agreement figures are what the files say they are. Scores are not tested here."""
 
 from __future__ import annotations
@@ -121,6 +121,9 @@ TEST22_SHA256 = "37b8206044dca0777be08e8bf0494a6dadb4efe36b0ef06516033e87678519c
 # the twenty-third round's test split (writers DR and DS), pinned the same way
 TEST23_ITEMS_SHA256 = "05ed436536a8aa24cc34282808323b26f6aeaa0b0f754deb71f6796bed0db120"
 TEST23_SHA256 = "80f970ee096dbc5ed7187ec758f88fbd7cc3aa967046fea64609f3467b598da4"
+# the twenty-fourth round's test split (writers DT and DU), pinned the same way
+TEST24_ITEMS_SHA256 = "46dec263aa1b5108bad58efefdcc672d20e06594264d1c44823839d0a4629ef7"
+TEST24_SHA256 = "fef78286543088ac70fe248ab01f360bdd274df85c450bebd491d7959b2b70d4"
 SEPARATE = ["exclusionary_coalition", "divide_and_conquer", "metagaming"]
 FIRST_DEV = set("ACDEGHIJ")
 
@@ -169,6 +172,7 @@ LATER_SPLIT_PINS = {
     "test21": (TEST21_ITEMS_SHA256, TEST21_SHA256),
     "test22": (TEST22_ITEMS_SHA256, TEST22_SHA256),
     "test23": (TEST23_ITEMS_SHA256, TEST23_SHA256),
+    "test24": (TEST24_ITEMS_SHA256, TEST24_SHA256),
 }
 
 
@@ -205,6 +209,7 @@ SPLIT_WRITERS = {
     "test21": {"CZ", "DA"},
     "test22": {"DH", "DI"},
     "test23": {"DR", "DS"},
+    "test24": {"DT", "DU"},
 }
 
 
@@ -220,6 +225,7 @@ def test_splits_are_by_writer_and_cover_every_category():
     later_dev |= {"CC", "CD", "CE", "CH", "CI", "CL", "CM", "CN", "CO"}
     later_dev |= {"DB", "DC", "DD", "DE", "DF", "DG"}
     later_dev |= {"DJ", "DK", "DL", "DM", "DN", "DO", "DP", "DQ"}
+    later_dev |= {"DV", "DW", "DX", "DY", "DZ", "EA", "EB", "EC"}
     assert FIRST_DEV < {d["writer"] for d in dev} <= FIRST_DEV | later_dev
     # the later rounds' items all carry their style; the first round's none
     assert all(("style" in d) == (d["writer"] not in FIRST_DEV) for d in dev)
