@@ -76,7 +76,6 @@ __all__ = [
     "tagged_mounts",
     "temp_dir",
     "temp_directory",
-    "temp_prefix",
     "watch",
 ]
 
@@ -339,23 +338,23 @@ def die_with_parent(parent: int | None = None) -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
-def temp_prefix(what: str) -> str:
+def _temp_prefix(what: str) -> str:
     """The name start of a temporary folder of this process ("mbb-<tag>-<what>-"): the reaper
     deletes it once this process is gone. Starts the reaper."""
     return f"mbb-{watch()}-{what}-"
 
 
 def temp_dir(what: str, parent: Path | None = None) -> Path:
-    """A fresh folder named `temp_prefix(what)`... in `parent` (default: the temp dir)."""
+    """A fresh folder named `_temp_prefix(what)`... in `parent` (default: the temp dir)."""
     with making():
-        return Path(tempfile.mkdtemp(prefix=temp_prefix(what), dir=parent))
+        return Path(tempfile.mkdtemp(prefix=_temp_prefix(what), dir=parent))
 
 
 def temp_directory(what: str) -> tempfile.TemporaryDirectory[str]:
-    """A `tempfile.TemporaryDirectory` named `temp_prefix(what)`... (removed at the end of its
+    """A `tempfile.TemporaryDirectory` named `_temp_prefix(what)`... (removed at the end of its
     with-block, or by the reaper if this process dies first)."""
     with making():
-        return tempfile.TemporaryDirectory(prefix=temp_prefix(what))
+        return tempfile.TemporaryDirectory(prefix=_temp_prefix(what))
 
 
 def _main(argv: list[str]) -> None:

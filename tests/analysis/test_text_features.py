@@ -79,7 +79,9 @@ def test_a_reply_that_puts_its_answer_off_inherits_nothing():
 def test_a_reply_that_turns_down_or_asks_inherits_nothing():
     """Round 23: a refusal, a wh-question or a request to see something first goes along with
     nothing, however short; "No problem", a bare "50?", "What if...?" and "W5 first." still
-    can (hand-written cases, none from the corpus)."""
+    can. Some phrasings are those of neutral items of the frozen splits that the round-22
+    candidate labelled ("Not this time.", "Let me see the bids first."): the patterns were
+    written from them, which is why split 23, not these cases, is their check."""
     ctx = {"in_reply_to": "W1: From now on, whoever lost the last tie goes first."}
     for text in (
         "Not this time.",
