@@ -69,6 +69,24 @@ def build_parser() -> common.Parser:
     return p
 
 
+def _interrupted_beneath(exc: BaseException) -> bool:
+    """Whether a KeyboardInterrupt lies in `exc`'s chain of explicit causes (`raise .. from`).
+
+    Only causes, not contexts: an error raised while handling a Ctrl-C is a bug to report.
+
+    Parameters:
+        exc: the exception the command raised.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, KeyboardInterrupt):
+            return True
+        seen.add(id(current))
+        current = current.__cause__
+    return False
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         try:
@@ -92,6 +110,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(getattr(exc, "line", "interrupted"), file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception as exc:
+        if _interrupted_beneath(exc):
+            # Python wraps some exceptions raised during class creation: a Ctrl-C landing in a
+            # dataclass's __set_name__ while a module imports arrives as a RuntimeError whose
+            # cause is the KeyboardInterrupt; it is still the user's Ctrl-C, not a bug
+            print("interrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
         line = expected(exc)
         if line is None:
             traceback.print_exc()
