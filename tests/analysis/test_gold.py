@@ -1,4 +1,4 @@
-"""The gold corpus (mbb/analysis/gold/): the twenty-four frozen test splits, the adjudication
+"""The gold corpus (mbb/analysis/gold/): the twenty-five frozen test splits, the adjudication
 and the agreement figures are what the files say they are. Scores are not tested here."""
 
 from __future__ import annotations
@@ -124,6 +124,9 @@ TEST23_SHA256 = "80f970ee096dbc5ed7187ec758f88fbd7cc3aa967046fea64609f3467b598da
 # the twenty-fourth round's test split (writers DT and DU), pinned the same way
 TEST24_ITEMS_SHA256 = "46dec263aa1b5108bad58efefdcc672d20e06594264d1c44823839d0a4629ef7"
 TEST24_SHA256 = "fef78286543088ac70fe248ab01f360bdd274df85c450bebd491d7959b2b70d4"
+# the twenty-fifth round's test split (writers ED and EE), pinned the same way
+TEST25_ITEMS_SHA256 = "0b385f6f7d5836aef3f16076e86d2cab9562c06026d52f57468c5e926e043e43"
+TEST25_SHA256 = "c03dd3eb375bb4250793e9cb06a4f8dbd8874b133c8217bc268a77888c2ef1a5"
 SEPARATE = ["exclusionary_coalition", "divide_and_conquer", "metagaming"]
 FIRST_DEV = set("ACDEGHIJ")
 
@@ -173,6 +176,7 @@ LATER_SPLIT_PINS = {
     "test22": (TEST22_ITEMS_SHA256, TEST22_SHA256),
     "test23": (TEST23_ITEMS_SHA256, TEST23_SHA256),
     "test24": (TEST24_ITEMS_SHA256, TEST24_SHA256),
+    "test25": (TEST25_ITEMS_SHA256, TEST25_SHA256),
 }
 
 
@@ -210,6 +214,7 @@ SPLIT_WRITERS = {
     "test22": {"DH", "DI"},
     "test23": {"DR", "DS"},
     "test24": {"DT", "DU"},
+    "test25": {"ED", "EE"},
 }
 
 
