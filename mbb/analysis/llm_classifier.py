@@ -465,13 +465,18 @@ def llm_layer_complete_json(
         if not isinstance(reply, dict):
             reply = {}
         u = result.usage
-        reply["_usage"] = {
-            "prompt_tokens": u.prompt,
-            "completion_tokens": u.completion,
-            "reasoning_tokens": u.reasoning,
-            "cached_tokens": u.cached,
-            "cost_usd": None,
-        }
+        # no counts from the endpoint: the usage table estimates them (`approximate`)
+        reply["_usage"] = (
+            None
+            if not u.reported
+            else {
+                "prompt_tokens": u.prompt,
+                "completion_tokens": u.completion,
+                "reasoning_tokens": u.reasoning,
+                "cached_tokens": u.cached,
+                "cost_usd": None,
+            }
+        )
         return reply
 
     return complete_json

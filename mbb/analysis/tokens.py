@@ -57,6 +57,12 @@ def total_cost(col: str = "cost_usd") -> pl.Expr:
     return pl.when(pl.col(col).is_null().any()).then(None).otherwise(pl.col(col).sum()).alias(col)
 
 
+def without_usage() -> pl.Expr:
+    """The number of calls whose endpoint reported no token counts (their `prompt_tokens` is
+    null): the token sums beside it leave those calls out, and their cost is unknown."""
+    return pl.col("prompt_tokens").is_null().sum().cast(pl.Int64).alias("calls_without_usage")
+
+
 def approx_tokens(text: pl.Expr) -> pl.Expr:
     """Approximate token count of a text column (documented regex tokenizer)."""
     return text.str.count_matches(TOKEN_RX)
@@ -88,6 +94,7 @@ def _approximate(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
             pl.lit(0, pl.Int64).alias("cached_tokens"),
             pl.lit(None, pl.Float64).alias("cost_usd"),
             pl.lit(0, pl.Int64).alias("cache_hits"),
+            pl.lit(0, pl.Int64).alias("calls_without_usage"),
         )
         .with_columns(pl.lit(True).alias("approximate"))
     )
@@ -107,6 +114,7 @@ def _llm(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
             pl.col("cached_tokens").fill_null(0).sum(),
             total_cost(),
             pl.col("cache_hit").fill_null(False).sum().cast(pl.Int64).alias("cache_hits"),
+            without_usage(),
         )
         .with_columns(pl.lit(False).alias("approximate"))
     )
@@ -117,7 +125,10 @@ def token_audit(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
 
     Exact (`approximate` false) from `llm_calls` when that table exists and is not empty;
     otherwise approximate counts of the scripted text. `total_tokens` = prompt + completion
-    + reasoning.
+    + reasoning, over the calls that reported usage: `calls_without_usage` counts the others
+    (their cost unknown, so `cost_usd` is null).
+
+    `tables`: the event tables of one or more runs.
     """
     calls = tables.get("llm_calls")
     df = _llm(tables) if calls is not None and calls.height else _approximate(tables)
@@ -211,6 +222,7 @@ def cost_by_model(audit: pl.DataFrame, by: Sequence[str] = ("condition", "model"
             pl.col("completion_tokens").sum(),
             pl.col("total_tokens").sum(),
             total_cost().alias("cost_usd"),
+            pl.col("calls_without_usage").sum(),
             pl.col("approximate").all(),
         )
         .with_columns((pl.col("cost_usd") / pl.col("runs")).alias("cost_per_run_usd"))
@@ -249,6 +261,7 @@ def spend_by_model(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
             pl.col("cached_tokens").sum(),
             pl.col("completion_tokens").sum(),
             total_cost().alias("cost_usd"),
+            without_usage(),
         )
         .with_columns(
             (pl.col("cost_usd") / pl.col("runs")).alias("cost_per_run_usd"),

@@ -107,20 +107,25 @@ def check_not_foreign(run_dir: Path, condition: Any) -> None:
     )
 
 
-def _usd(value: float | None) -> str:
-    """A cost in a table: unknown (a model without a price) is "unpriced", never $0."""
+def _usd(value: float | None, without_usage: int = 0) -> str:
+    """A cost in a table: unknown is "unpriced" (a model without a price) or "unknown" (answers
+    without token counts, `without_usage` of them), never $0."""
+    if without_usage:
+        return f"unknown ({without_usage} calls without usage)"
     return "unpriced" if value is None else f"${value:.4f}"
 
 
 def spend_table_html(calls: Any) -> str:
     """The report's "LLM spend by model" table ('' without LLM calls): one row per model with
     its conditions, runs, tokens, cached share, cost and cost per run. calls: the `llm_calls`
-    table with a `condition` column (`mbb.analysis.runs.load_runs`)."""
+    table with a `condition` column (`mbb.analysis.runs.load_runs`). The token counts are
+    those the endpoints reported; a model with answers that reported none says how many, and
+    its cost is unknown."""
     import html
 
     import polars as pl
 
-    from mbb.analysis.tokens import total_cost
+    from mbb.analysis.tokens import total_cost, without_usage
 
     if calls is None or calls.is_empty():
         return ""
@@ -134,6 +139,7 @@ def spend_table_html(calls: Any) -> str:
             pl.col("cached_tokens").sum(),
             pl.col("completion_tokens").sum(),
             total_cost(),
+            without_usage(),
         )
         .with_columns((pl.col("cost_usd") / pl.col("runs")).alias("cost_per_run"))
         .sort("model")
@@ -143,8 +149,9 @@ def spend_table_html(calls: Any) -> str:
         f"<td class=l>{html.escape(r['model'])}</td><td class=l>{html.escape(r['conditions'])}</td>"
         f"<td>{r['runs']}</td><td>{r['calls']}</td><td>{r['prompt_tokens']:,}</td>"
         f"<td>{r['cached_tokens'] / max(1, r['prompt_tokens']):.1%}</td>"
-        f"<td>{r['completion_tokens']:,}</td><td>{_usd(r['cost_usd'])}</td>"
-        f"<td>{_usd(r['cost_per_run'])}</td></tr>"
+        f"<td>{r['completion_tokens']:,}</td>"
+        f"<td>{_usd(r['cost_usd'], r['calls_without_usage'])}</td>"
+        f"<td>{_usd(r['cost_per_run'], r['calls_without_usage'])}</td></tr>"
         for r in t.iter_rows(named=True)
     )
     return (

@@ -528,6 +528,7 @@ class StudyOutcome:
     invalid: int = 0
     calls: int = 0
     failed_calls: int = 0
+    calls_without_usage: int = 0  # answers whose endpoint reported no token counts
     endpoints_down: dict[str, str] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     seconds: float = 0.0
@@ -619,7 +620,7 @@ class _Progress:
     _REDRAW_S, _LOG_S = 0.25, 30.0
 
     def __init__(self, total: int, enabled: bool) -> None:
-        self.calls = self.failed = 0
+        self.calls = self.failed = self.without_usage = 0
         self.bar: Any = None
         self._every = self._REDRAW_S if sys.stderr.isatty() else self._LOG_S
         self._drawn = 0.0
@@ -633,6 +634,8 @@ class _Progress:
     def call(self, meta: Any, result: Any, error: str | None) -> None:
         self.calls += 1
         self.failed += error is not None
+        usage = getattr(result, "usage", None)
+        self.without_usage += error is None and usage is not None and not usage.reported
         if self.bar is not None:
             self.bar.set_postfix_str(f"{self.calls} calls, {self.failed} failed", refresh=False)
             now = time.monotonic()
@@ -715,6 +718,7 @@ async def _run_all(
     finally:
         outcome.endpoints_down = dict(client.breaker.down)
         outcome.calls, outcome.failed_calls = progress.calls, progress.failed
+        outcome.calls_without_usage = progress.without_usage
         await client.aclose()
         cache.close()
 
@@ -903,6 +907,7 @@ def _dask_group(
         k: getattr(outcome, k) for k in ("completed", "stopped", "failed", "invalid", "calls")
     }
     counts["failed_calls"] = outcome.failed_calls
+    counts["calls_without_usage"] = outcome.calls_without_usage
     counts["endpoints_down"] = outcome.endpoints_down
     counts["errors"] = outcome.errors
     return counts, records
@@ -962,7 +967,15 @@ def _execute_on_dask(
         for fut in futures:
             counts, recs = fut.result()
             records.update(recs)
-            for k in ("completed", "stopped", "failed", "invalid", "calls", "failed_calls"):
+            for k in (
+                "completed",
+                "stopped",
+                "failed",
+                "invalid",
+                "calls",
+                "failed_calls",
+                "calls_without_usage",
+            ):
                 setattr(outcome, k, getattr(outcome, k) + counts[k])
             outcome.endpoints_down.update(counts["endpoints_down"])
             outcome.errors.extend(counts["errors"])
@@ -1021,6 +1034,12 @@ def summary_lines(study: Study, outcome: StudyOutcome) -> list[str]:
         f"(over {study.spec.failures.invalid_share:.0%} failed or repaired calls); "
         f"{outcome.calls} LLM calls ({outcome.failed_calls} failed) in {outcome.seconds:.1f} s"
     ]
+    if outcome.calls_without_usage:
+        lines.append(
+            f"usage: {outcome.calls_without_usage} of the answers reported no token counts; "
+            "their tokens and cost are unknown (null in the llm_calls table, cost shown as "
+            "unknown), never counted as 0"
+        )
     if outcome.report is not None:
         lines.append(f"report: {outcome.report}")
     return lines

@@ -364,6 +364,9 @@ def run_sweep(
             )
             if why is not None:
                 raise ValueError(why)
+    # the caps reach the kernels through the environment; it is given back as it was when the
+    # sweep ends, so a later run in the same process (a notebook) is not capped by this sweep
+    saved = {k: os.environ.get(k) for k in (LEDGER_ENV, COST_ENV, TOKENS_ENV)}
     if jobs and (max_cost_usd is not None or max_tokens_total is not None):
         os.environ[LEDGER_ENV] = str(Path(jobs[0].out_dir).parent / "spend.sqlite")
         os.environ[COST_ENV] = "" if max_cost_usd is None else str(max_cost_usd)
@@ -400,6 +403,11 @@ def run_sweep(
             address = None if cluster == "dask" else cluster
             results = _run_dask(jobs, workers, skip_done, address, done)
     finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
         if watcher is not None:
             watcher.stop()
         for b in (calls_bar, bar):

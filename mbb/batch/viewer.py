@@ -52,7 +52,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from mbb.analysis.tokens import total_cost
+from mbb.analysis.tokens import total_cost, without_usage
 from mbb.core.events import EVENT_ADAPTER, EVENT_KINDS, SCHEMA_VERSION
 from mbb.core.validity import INVALID_SHARE, recorded_threshold
 
@@ -625,12 +625,17 @@ def _measures(tables: dict[str, Any]) -> dict[str, Any]:
             .sum()
             .alias("tokens"),
             total_cost(),  # unknown (null) when a call's model has no price, never $0
+            without_usage(),
         )
         for row in agg.iter_rows(named=True):
             d = out[row.pop("run_id")]
             bad = row.pop("bad_calls")
+            unreported = row.pop("calls_without_usage")
             d.update(row, bad_call_share=bad / row["llm_calls"])
-            if d["cost_usd"] is None:  # a model without a price: unknown, said so, never $0
+            if unreported:  # the endpoint reported no counts for some answers: unknown, not 0
+                d["tokens"] = f"unknown ({unreported} calls without usage)"
+                d["cost_usd"] = "unknown (usage not reported)"
+            elif d["cost_usd"] is None:  # a model without a price: unknown, said so, never $0
                 d["cost_usd"] = "unpriced"
     return out
 

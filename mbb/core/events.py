@@ -257,10 +257,11 @@ class LlmCall(EventBase):
     role: Literal["negotiator", "solver", "report", "summary", "classifier"]
     phase: str
     model: str
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    reasoning_tokens: int = 0
-    cached_tokens: int = 0
+    # None: the endpoint's answer reported no token counts (unknown, never 0)
+    prompt_tokens: int | None = 0
+    completion_tokens: int | None = 0
+    reasoning_tokens: int | None = 0
+    cached_tokens: int | None = 0
     latency_s: float = 0.0
     attempts: int = 0
     cache_hit: bool = False

@@ -101,6 +101,13 @@ class SpendLedger:
             return True
         return self.parent.caps_cost() if self.parent is not None else False
 
+    def caps_tokens(self) -> bool:
+        """Whether this ledger, or one it reports to, caps tokens (so every answer must report
+        its token counts)."""
+        if self.max_tokens_total is not None:
+            return True
+        return self.parent.caps_tokens() if self.parent is not None else False
+
     def check(self) -> None:
         why = self.exhausted()
         if why is not None:

@@ -99,6 +99,8 @@ class RateLimit:
         estimate = _prompt_tokens(call)
         await self._admit(call, meter, estimate)
         result = await self.inner.complete(call)
+        if not result.usage.reported:  # no count from the endpoint: the estimate stands
+            return result
         used = result.usage.prompt + result.usage.completion
         if used != estimate:  # what the endpoint counted replaces the estimate
             meter.tokens.append((self.clock(), used - estimate))

@@ -109,15 +109,21 @@ class MalformedResponse(ValueError):
 
 def _usage(raw: Any, data: Any = None) -> Usage:
     """Token counts from a response's `usage` object (any part may be missing or null); cached
-    prompt tokens in any provider's shape (`presets.cached_tokens`)."""
+    prompt tokens in any provider's shape (`presets.cached_tokens`). Without a prompt and a
+    completion count the usage is not reported (`Usage.reported` false): unknown, never 0."""
     if not isinstance(raw, dict):
-        return Usage(cached=presets.cached_tokens(None, data))
+        return Usage(cached=presets.cached_tokens(None, data), reported=False)
     ctd = raw.get("completion_tokens_details") or {}
+    reported = all(
+        isinstance(raw.get(k), int) and not isinstance(raw.get(k), bool)
+        for k in ("prompt_tokens", "completion_tokens")
+    )
     return Usage(
-        prompt=int(raw.get("prompt_tokens") or 0),
-        completion=int(raw.get("completion_tokens") or 0),
+        prompt=int(raw.get("prompt_tokens") or 0) if reported else 0,
+        completion=int(raw.get("completion_tokens") or 0) if reported else 0,
         reasoning=int(ctd.get("reasoning_tokens") or 0) if isinstance(ctd, dict) else 0,
         cached=presets.cached_tokens(raw, data),
+        reported=reported,
     )
 
 

@@ -18,7 +18,11 @@ Emit = Callable[..., Any]  # EventLog.emit-compatible: emit(cls, worker=..., **f
 
 
 class Usage(BaseModel):
-    """Token counts of one answer (cached: prompt tokens the server served from its cache)."""
+    """Token counts of one answer (cached: prompt tokens the server served from its cache).
+
+    `reported` is false when the endpoint's answer carried no token counts (no `usage`, or
+    no prompt or completion count in it): the counts are then unknown, not zero, so the call's
+    cost is unknown and a spend cap cannot be kept on it."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -26,6 +30,7 @@ class Usage(BaseModel):
     completion: int = 0
     reasoning: int = 0
     cached: int = 0
+    reported: bool = True
 
 
 class LlmResult(BaseModel):

@@ -71,9 +71,9 @@ class Pricing:
 
     def cost(self, model: str, usage: Usage) -> float | None:
         """`model`: the endpoint's model name; `usage`: the answer's token counts. None: the
-        model has no price."""
+        model has no price, or the endpoint reported no token counts (unknown, never $0)."""
         price = self.prices.get(model)
-        if price is None:
+        if price is None or not usage.reported:
             return None
         return price.cost(usage.prompt, usage.completion, usage.cached)
 
@@ -204,6 +204,13 @@ class Budgeted:
             )
         result = await self.inner.complete(call)
         u = result.usage
+        if not u.reported and (self.ledger.caps_cost() or self.ledger.caps_tokens()):
+            # the answer is kept (the replay cache has it); the cap cannot be counted past it
+            raise LlmConfigError(
+                f"a spend cap cannot be kept: the endpoint of model {model!r} reports no token "
+                "usage in its answers; drop the cap (caps.max_cost_usd, caps.max_tokens_total) "
+                "or use an endpoint that reports usage"
+            )
         self.ledger.add(u.prompt + u.completion, self.pricing.cost(model, u) or 0.0)
         return result
 
@@ -353,10 +360,11 @@ class Audited:
             role=meta.role,
             phase=meta.phase,
             model=model,
-            prompt_tokens=result.usage.prompt,
-            completion_tokens=result.usage.completion,
-            reasoning_tokens=result.usage.reasoning,
-            cached_tokens=result.usage.cached,
+            # an endpoint that reported no usage: its counts are unknown (null), never 0
+            prompt_tokens=result.usage.prompt if result.usage.reported else None,
+            completion_tokens=result.usage.completion if result.usage.reported else None,
+            reasoning_tokens=result.usage.reasoning if result.usage.reported else None,
+            cached_tokens=result.usage.cached if result.usage.reported else None,
             latency_s=round(result.latency_s, 6),
             attempts=result.attempts,
             cache_hit=result.cache_hit,

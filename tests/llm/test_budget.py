@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 
+import polars as pl
 import pytest
 
 from mbb.batch.build import load_params
@@ -136,6 +137,9 @@ def test_a_sweep_stops_at_its_cap_and_goes_on_when_run_again(root, tmp_path, mon
         argv = ["sweep", *files, "--seeds", "0..1", "--out", str(out), "--quiet"]
         argv += ["--notebook", probe, "--workers", "1"]
         assert main([*argv, "--max-tokens-total", "3000"]) == 0
+        # the cap reached the kernels through the environment, and left with the sweep: a later
+        # run in this process is not capped by it
+        assert all(v not in os.environ for v in (LEDGER_ENV, "MBB_MAX_TOKENS_TOTAL"))
         results = json.loads((out / "sweep.json").read_text())["results"]
         assert {r["status"] for r in results} == {"stopped"}
         assert not list(out.glob("*/.done"))
@@ -222,6 +226,65 @@ def test_a_shared_cost_cap_refuses_an_unpriced_call_before_sending_it(tmp_path, 
         with pytest.raises(LlmConfigError, match="model 'm-free' has no price"):
             asyncio.run(client.network.complete(Call.of(cfg, req)))
         assert srv.completions == []
+
+
+@pytest.mark.parametrize("cap", ["MBB_MAX_TOKENS_TOTAL", "MBB_MAX_COST_USD"])
+def test_a_cap_over_an_endpoint_that_reports_no_usage_stops_the_call(tmp_path, monkeypatch, cap):
+    """A cap counts what the endpoint reports: an answer with no token counts cannot be
+    counted, so the call is refused with a line naming the model, never counted as 0."""
+    import asyncio
+
+    from mbb.core.errors import LlmConfigError
+    from mbb.llm.client import ChatRequest, LlmClient
+    from mbb.llm.config import ModelConfig
+    from mbb.testing.testserver import Reply
+
+    monkeypatch.setenv(LEDGER_ENV, str(tmp_path / "spend.sqlite"))
+    monkeypatch.setenv(cap, "1000000")
+    with FakeOpenAIServer(models=("m-a",)) as srv:
+        bare = Reply.completion("no counts")
+        del bare.body["usage"]
+        srv.push(bare)
+        client = LlmClient(
+            budget=ledger_for(None, None), prices={"m-a": {"prompt": 1.0, "completion": 2.0}}
+        )
+        cfg = ModelConfig(model="m-a", base_url=srv.url, api_key_env=None)
+        req = ChatRequest(messages=[{"role": "user", "content": "x"}])
+        with pytest.raises(LlmConfigError, match="model 'm-a' reports no token usage"):
+            asyncio.run(client.network.complete(Call.of(cfg, req)))
+
+
+def test_answers_without_usage_are_flagged_in_events_tables_and_the_report(root):
+    """A run against an endpoint that never reports usage: its calls' tokens and cost are
+    null, the token audit and the spend table count the calls without usage, and the cost
+    reads unknown, never $0."""
+    from mbb.analysis import cost_by_model, token_audit
+    from mbb.analysis.tokens import spend_by_model
+    from mbb.batch.runs import spend_table_html
+
+    emulator = ProviderEmulator("openai", declaring_responder, reasoning=None)
+
+    def no_usage(body):
+        reply = emulator(body)
+        reply.body.pop("usage", None)
+        return reply
+
+    prices = {"m-free": {"prompt": 1.0, "completion": 2.0}}
+    with FakeOpenAIServer(no_usage, models=("m-free",)) as srv:
+        cond = load_params(
+            root / "params" / "llm_negotiators.yaml", _unpriced(root, srv.url, prices=prices)
+        )
+        batch = run_many(cond, runs=1).check()
+    calls = batch.tables["llm_calls"]
+    assert calls.height > 0
+    assert calls["prompt_tokens"].is_null().all() and calls["cost_usd"].is_null().all()
+    audit = token_audit(batch.tables)
+    by_model = cost_by_model(audit)
+    assert by_model["cost_usd"].to_list() == [None]
+    assert by_model["calls_without_usage"].to_list() == [calls.height]
+    assert spend_by_model(batch.tables)["calls_without_usage"].to_list() == [calls.height]
+    html = spend_table_html(calls.with_columns(condition=pl.lit("unpriced")))
+    assert f"unknown ({calls.height} calls without usage)" in html and "$0" not in html
 
 
 def test_an_unpriced_models_spend_is_unknown_in_events_and_tables(root):

@@ -62,6 +62,26 @@ def test_an_unpriced_model_costs_unknown_never_zero(server, sleeps, log) -> None
     assert llm_calls(log)[0]["cost_usd"] is None  # unknown (recorded as null), never $0
 
 
+def test_an_answer_without_usage_is_unknown_never_zero(server, sleeps, log) -> None:
+    """An endpoint that sends no `usage` (or one without a prompt or completion count): the
+    counts are unknown, so the event records them null and the cost null, never 0."""
+    bare = Reply.completion("no counts")
+    del bare.body["usage"]
+    partial = Reply.completion("only a total", usage={"total_tokens": 15})
+    server.push(bare, partial, Reply.completion("counted"))
+    client = make_client(sleeps)
+    results = [
+        asyncio.run(client.call(make_config(server), REQ, meta=META, emit=log.emit))
+        for _ in range(3)
+    ]
+    assert [r.usage.reported for r in results] == [False, False, True]
+    events = llm_calls(log)
+    for ev in events[:2]:
+        assert ev["prompt_tokens"] is None and ev["completion_tokens"] is None, ev
+        assert ev["cost_usd"] is None and ev["error"] is None, ev
+    assert events[2]["prompt_tokens"] == 10 and events[2]["cost_usd"] is not None
+
+
 def test_429_honours_retry_after(server, sleeps, log) -> None:
     server.push(Reply.error(429, "slow down", retry_after=7), Reply.completion("ok"))
     res = asyncio.run(make_client(sleeps).call(make_config(server), REQ, meta=META, emit=log.emit))

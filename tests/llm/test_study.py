@@ -200,6 +200,30 @@ def test_an_endpoint_that_goes_down_stops_its_runs_and_the_study_resumes(tmp_pat
         assert json.loads(read_lines(log)[-1])["status"] == "completed"
 
 
+def test_a_study_on_an_endpoint_that_reports_no_usage_says_so_at_the_end(tmp_path, capsys):
+    """An endpoint whose answers carry no token counts (some servers leave `usage` out): the
+    study finishes, and its last lines say how many answers had none and that their tokens
+    and cost are unknown; the report's spend table reads "unknown", never $0."""
+    with FakeOpenAIServer(models=("quiet-m",)) as server:
+        loopback = f"preset: vllm, base_url: '{server.url}', api_key_env: null, price: {PRICE}"
+        path = small(tmp_path, f"quiet: {{model: quiet-m, {loopback}}}")
+        router = StubRouter(load_study(path).configs)
+
+        def no_usage(body):
+            reply = router(body)
+            reply.body.pop("usage", None)
+            return reply
+
+        server.responder = no_usage
+        assert main(["study", str(path), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    (line,) = [x for x in out.splitlines() if x.startswith("usage: ")]
+    calls = int(line.split()[1])
+    assert calls > 0 and "their tokens and cost are unknown" in line, out
+    report = (tmp_path / "out" / "index.html").read_text()
+    assert f"unknown ({calls} calls without usage)" in report
+
+
 def test_the_command_runs_a_stub_study_and_its_report_reads_the_runs(tmp_path, capsys):
     path = small(
         tmp_path,

@@ -70,8 +70,10 @@
     if (!w) { box.appendChild(el("p", {cls: "muted", text: "No workers in this run."})); return; }
     var info = r.personas.get(w) || {};
     var calls = r.calls.filter(function (c) { return c.worker === w; });
-    var tok = 0, cost = 0, failed = 0, unpriced = false;
+    var tok = 0, cost = 0, failed = 0, unpriced = false, noUsage = 0;
     calls.forEach(function (c) {
+      // an answer whose endpoint reported no token counts: unknown, never 0
+      if (c.prompt_tokens == null && !c.error) noUsage += 1;
       tok += (isNum(c.prompt_tokens) ? c.prompt_tokens : 0) + (isNum(c.completion_tokens) ? c.completion_tokens : 0);
       if (isNum(c.cost_usd)) cost += c.cost_usd; else unpriced = true;  // unknown, never $0
       failed += c.error ? 1 : 0;
@@ -79,7 +81,7 @@
     var model = L.workerModel(r, w), persona = L.workerPersona(r, w);
     box.appendChild(el("h3", {id: "agent-title"}, [L.chip(w, r), " " + (model === "scripted" ? "scripted worker" + (persona ? " (persona " + persona + ")" : "") : "model " + model) +
       " · negotiator " + str(info.negotiator) + " · solver " + str(info.solver)]));
-    box.appendChild(el("p", {cls: "muted", text: calls.length ? calls.length + " LLM call(s), " + tok.toLocaleString("en-US") + " tokens (prompt + completion), " + (unpriced ? "cost unpriced" : "$" + cost.toFixed(4)) +
+    box.appendChild(el("p", {cls: "muted", text: calls.length ? calls.length + " LLM call(s), " + tok.toLocaleString("en-US") + " tokens (prompt + completion)" + (noUsage ? " over the calls that reported usage (" + noUsage + " did not)" : "") + ", " + (noUsage ? "cost unknown" : unpriced ? "cost unpriced" : "$" + cost.toFixed(4)) +
       (failed ? ", " + failed + " failed" : "") + ". Open a call to read its prompt (what it saw) and its answer." :
       "A scripted worker: no prompts. Its story is what it did and said, the private messages it received, and what it wrote to memory."}));
     var opts = el("div", {cls: "story-opts"});
