@@ -107,6 +107,18 @@ class MalformedResponse(ValueError):
     """The endpoint answered 200 with a body that is not a chat-completion JSON object."""
 
 
+def _count(value: Any) -> int | None:
+    """A token count as a server sent it (an int, a whole float, digits in a string); None when
+    it is missing, negative or not a count."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    return value if isinstance(value, int) and value >= 0 else None
+
+
 def _usage(raw: Any, data: Any = None) -> Usage:
     """Token counts from a response's `usage` object (any part may be missing or null); cached
     prompt tokens in any provider's shape (`presets.cached_tokens`). Without a prompt and a
@@ -114,13 +126,11 @@ def _usage(raw: Any, data: Any = None) -> Usage:
     if not isinstance(raw, dict):
         return Usage(cached=presets.cached_tokens(None, data), reported=False)
     ctd = raw.get("completion_tokens_details") or {}
-    reported = all(
-        isinstance(raw.get(k), int) and not isinstance(raw.get(k), bool)
-        for k in ("prompt_tokens", "completion_tokens")
-    )
+    prompt, completion = _count(raw.get("prompt_tokens")), _count(raw.get("completion_tokens"))
+    reported = prompt is not None and completion is not None
     return Usage(
-        prompt=int(raw.get("prompt_tokens") or 0) if reported else 0,
-        completion=int(raw.get("completion_tokens") or 0) if reported else 0,
+        prompt=prompt or 0,
+        completion=completion or 0,
         reasoning=int(ctd.get("reasoning_tokens") or 0) if isinstance(ctd, dict) else 0,
         cached=presets.cached_tokens(raw, data),
         reported=reported,

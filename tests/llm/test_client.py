@@ -319,3 +319,25 @@ def test_two_models_of_one_provider_each_keep_their_own_concurrency(server, slee
 
     asyncio.run(go())
     assert server.max_overlap() == 2  # one of each model at a time
+
+
+@pytest.mark.parametrize(
+    ("raw", "counts"),
+    [
+        ({"prompt_tokens": 12, "completion_tokens": 3}, (12, 3)),
+        ({"prompt_tokens": "12", "completion_tokens": 3.0}, (12, 3)),  # loose servers
+        ({"prompt_tokens": 12}, None),
+        ({"prompt_tokens": -1, "completion_tokens": 3}, None),
+        ({"prompt_tokens": True, "completion_tokens": 3}, None),
+        ({"prompt_tokens": 12, "completion_tokens": "many"}, None),
+        ({"total_tokens": 15}, None),
+        (None, None),
+    ],
+)
+def test_usage_is_reported_only_with_both_counts(raw, counts) -> None:
+    from mbb.llm.provider import _usage
+
+    u = _usage(raw)
+    assert u.reported == (counts is not None)
+    if counts is not None:
+        assert (u.prompt, u.completion) == counts
