@@ -145,8 +145,18 @@ def load_runs(
         by_cell[cell].append(run)
     if not by_cell:
         names = ", ".join(sorted({cell_of(r.name) for r in found}))
+        reasons: dict[str, int] = defaultdict(int)
+        for _, _, why in excluded:
+            reasons[why.split(":", 1)[0].split(" (", 1)[0] or "unfinished"] += 1
+        left_out = "; ".join(f"{n} {why}" for why, n in sorted(reasons.items()))
+        hint = (
+            " (include_invalid=True reads the invalid ones, marked so)"
+            if any(why.startswith("invalid") for why in reasons)
+            else ""
+        )
         raise ValueError(
-            f"no finished run to analyse (conditions={conditions}); the runs found are of: {names}"
+            f"no run to analyse (conditions={conditions}); the runs found are of: {names}"
+            + (f"; left out: {left_out}{hint}" if left_out else "")
         )
     parts = []
     for cell, runs in sorted(by_cell.items()):

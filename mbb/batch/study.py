@@ -996,7 +996,14 @@ def analyse_study(study: Study, *, say: Callable[[str], None] = print) -> Path:
         try:
             execute_notebook(name, study.out / "notebooks", {"run_dirs": [str(runs)]})
         except Exception as exc:
-            say(f"notebook {name} failed: {' '.join(str(exc).split())[:300]}")
+            # papermill's error opens with a banner and the cell's traceback: its last line
+            # (`ename: evalue`) is what the researcher needs, the executed copy keeps the rest
+            ename, evalue = getattr(exc, "ename", None), getattr(exc, "evalue", None)
+            what = f"{ename}: {evalue}" if ename else str(exc)
+            say(
+                f"notebook {name} failed: {' '.join(str(what).split())[:400]} "
+                f"(the executed copy: {study.out / 'notebooks' / f'{name}.ipynb'})"
+            )
     return build_report(study.out, quiet=True)
 
 

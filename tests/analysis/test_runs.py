@@ -90,8 +90,15 @@ def test_left_out_runs_are_listed_and_invalid_ones_come_back_flagged(study, caps
 def test_conditions_pick_cells_by_name_and_an_empty_choice_is_an_error(study):
     only = load_runs([study], conditions=["memory_off"])
     assert set(only["runs"]["condition"]) == {"memory_off"}
-    with pytest.raises(ValueError, match="no finished run to analyse"):
+    with pytest.raises(ValueError, match="no run to analyse"):
         load_runs([study], conditions=["urgent_worker"])
+    # a choice whose runs are all left out says how many and why, and how to read invalid ones
+    with pytest.raises(ValueError) as err:
+        load_runs([study / "runs" / "base" / "base-seed0001"])
+    assert "left out: 1 invalid (include_invalid=True reads the invalid ones" in str(err.value)
+    unfinished = [study / "runs" / "memory_off" / f"memory_off-seed000{i}" for i in (0, 2)]
+    with pytest.raises(ValueError, match=r"left out: 1 not finished; 1 run stopped$"):
+        load_runs(unfinished)
     empty = study / "empty"
     empty.mkdir()
     with pytest.raises(FileNotFoundError, match="no runs"):

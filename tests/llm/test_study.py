@@ -435,3 +435,32 @@ def test_ctrl_c_stops_a_study_with_one_line_and_the_same_command_finishes_it(tmp
     record = json.loads((out / "study.json").read_text())
     assert record["status"] == "done" and len(record["runs"]) == 16
     assert {r["status"] for r in record["runs"].values()} == {"completed"}
+
+
+def test_a_failed_analysis_notebook_says_its_error_line_and_where_its_copy_is(
+    tmp_path, monkeypatch
+):
+    """papermill's error opens with a banner and a traceback; the study's line gives the
+    exception itself (`ename: evalue`) and the executed copy's path, not 300 characters of
+    banner."""
+    import mbb.batch.notebooks as notebooks
+    import mbb.batch.report as report
+    from mbb.batch.study import analyse_study
+
+    class Failed(Exception):
+        ename, evalue = "ValueError", "no run to analyse (conditions=None); left out: 4 invalid"
+
+    def fail(name, out_dir, params):
+        raise Failed("-" * 75 + '\nException encountered at "In [3]":\n' + "-" * 75)
+
+    monkeypatch.setattr(notebooks, "execute_notebook", fail)
+    monkeypatch.setattr(report, "build_report", lambda out, quiet: out / "index.html")
+    study = load_study("local_smoke", stub=True, out=tmp_path / "s")
+    said: list[str] = []
+    analyse_study(study, say=said.append)
+    assert len(said) == len(study.spec.notebooks) > 0
+    first = study.spec.notebooks[0]
+    assert said[0] == (
+        f"notebook {first} failed: ValueError: no run to analyse (conditions=None); left out: "
+        f"4 invalid (the executed copy: {tmp_path / 's' / 'notebooks' / f'{first}.ipynb'})"
+    )
