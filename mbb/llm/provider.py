@@ -150,9 +150,22 @@ def parse_response(data: Any) -> dict[str, Any]:
         data = json.loads(data)  # JSONDecodeError: malformed, retried like any other
     if not isinstance(data, dict):
         raise MalformedResponse(f"expected a JSON object, got {type(data).__name__}")
-    choices = data.get("choices") or []
-    choice = choices[0] if isinstance(choices, list) and choices else {}
-    choice = choice if isinstance(choice, dict) else {}
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        # no answer at all, not an empty one: a gateway's error served as 200 ("quota
+        # exceeded"), or a body without choices; failed and retried, never read as "" (which
+        # would only cost a repair per call, and a dead endpoint would look alive)
+        said = (
+            presets.error_message(data)
+            if "error" in data or data.get("object") == "error"
+            else None
+        )
+        raise MalformedResponse(
+            f"an error instead of an answer: {' '.join(str(said).split())[:200]}"
+            if said
+            else "no choices in the answer"
+        )
+    choice = choices[0]
     msg = choice.get("message")
     msg = msg if isinstance(msg, dict) else {}
     tool_name = tool_args = tool_id = None
@@ -323,8 +336,11 @@ class OpenAICompatibleProvider:
                 latency_s=self.clock() - t0,
             ) from None
         except _TRANSIENT as exc:
+            what = (
+                f"{describe(exc)}: {exc}" if isinstance(exc, MalformedResponse) else describe(exc)
+            )
             raise LlmTransient(
-                describe(exc), retry_after_s=_retry_after_s(exc), latency_s=self.clock() - t0
+                what, retry_after_s=_retry_after_s(exc), latency_s=self.clock() - t0
             ) from None
         except openai.APIStatusError as exc:  # 400, 409, 422...: the request itself is wrong
             raise LlmUnavailable(

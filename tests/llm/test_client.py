@@ -138,11 +138,26 @@ def test_non_object_body_is_retried_then_unavailable(server, sleeps) -> None:
     assert len(server.completions) == 3
 
 
-def test_reply_without_choices_is_an_empty_result(server, sleeps) -> None:
-    server.push(Reply(body={"id": "x", "object": "chat.completion", "choices": []}))
+def test_a_reply_without_choices_or_with_an_error_at_200_is_a_failed_call(server, sleeps) -> None:
+    """No choices is no answer, not an empty one, and a gateway's error served with HTTP 200
+    ("quota exceeded") is an error: both are retried and then fail the call with the reason,
+    so a dead endpoint is not read as one answering "" (a repair per call, runs marked
+    invalid, 0 calls failed, as a study against such a gateway once ended)."""
+    empty = Reply(body={"id": "x", "object": "chat.completion", "choices": []})
+    server.push(empty, empty, Reply.completion("fine"))
     res = asyncio.run(make_client(sleeps).call(make_config(server), REQ, meta=META))
-    assert (res.text, res.tool_name, res.finish_reason) == (None, None, None)
-    assert res.usage.prompt == 0 and res.attempts == 1
+    assert res.text == "fine" and res.attempts == 3
+    quota = Reply(body={"error": {"message": "quota exceeded", "type": "insufficient_quota"}})
+    vllm = Reply(body={"object": "error", "message": "engine dead", "code": 500})
+    for bad, why in ((empty, "no choices in the answer"), (quota, "quota exceeded")):
+        server.push(bad, bad, bad)
+        with pytest.raises(LlmUnavailable, match=why):
+            asyncio.run(
+                make_client(sleeps).call(make_config(server, max_retries=2), REQ, meta=META)
+            )
+    server.push(vllm)
+    with pytest.raises(LlmUnavailable, match="an error instead of an answer: engine dead"):
+        asyncio.run(make_client(sleeps).call(make_config(server, max_retries=0), REQ, meta=META))
 
 
 def test_tool_call_id_and_object_arguments(server, sleeps) -> None:
