@@ -92,8 +92,12 @@ class BudgetExhausted(RunStopped):
 class EndpointDown(RunStopped):
     """One endpoint failed repeatedly (connection, 401/403/404, a persistent 4xx) or refused
     the key: every run that uses it stops, resumable once the endpoint is back. `endpoint`
-    names it (model and base URL, never a key)."""
+    names it (model and base URL, never a key); `failed_call` is the failure that opened the
+    breaker, when a call made over the network did (None when the endpoint was already down)."""
 
-    def __init__(self, message: str, *, endpoint: str) -> None:
+    def __init__(
+        self, message: str, *, endpoint: str, failed_call: Exception | None = None
+    ) -> None:
         super().__init__(message)
         self.endpoint = endpoint
+        self.failed_call = failed_call

@@ -148,7 +148,9 @@ class EndpointBreaker:
         try:
             result = await inner.complete(call)
         except LlmConfigError as exc:  # the key or the model is refused: no retry helps
-            raise self._open(endpoint, " ".join(str(exc).split())[:300]) from None
+            down = self._open(endpoint, " ".join(str(exc).split())[:300])
+            down.failed_call = exc
+            raise down from None
         except EndpointDown as exc:  # a replayed stop marker: the endpoint stays down
             self.down.setdefault(endpoint, str(exc).split(" is down: ", 1)[-1])
             raise
@@ -165,7 +167,9 @@ class EndpointBreaker:
             n = self._failures[endpoint] = self._failures.get(endpoint, 0) + 1
             if n >= self.stop_after and not replay:
                 why = f"{n} call(s) in a row failed; the last: {' '.join(str(exc).split())[:300]}"
-                raise self._open(endpoint, why) from None
+                down = self._open(endpoint, why)
+                down.failed_call = exc  # a call made, and failed: the study's count has it
+                raise down from None
             raise
         self._failures[endpoint] = 0
         return result

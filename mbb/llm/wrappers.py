@@ -344,6 +344,15 @@ class Audited:
             )
             self._record(call, failed, self.redactor.text(str(exc)))
             raise
+        except EndpointDown as exc:
+            # the failure that opened the breaker (its context): a call made and failed, which
+            # the observer counts; no event, since the run stops there and a resume makes the
+            # call again
+            made = exc.failed_call
+            if isinstance(made, LlmError) and self.observer is not None and call.meta is not None:
+                failed = LlmResult(key=call.key, attempts=made.attempts, latency_s=made.latency_s)
+                self.observer(call.meta, failed, self.redactor.text(str(made)))
+            raise
         self._record(call, result, None)
         return result
 

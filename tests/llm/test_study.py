@@ -188,6 +188,9 @@ def test_an_endpoint_that_goes_down_stops_its_runs_and_the_study_resumes(tmp_pat
         said: list[str] = []
         first = run_study(study, progress=False, report=False, say=said.append)
         assert first.stopped > 0 and first.status == 3 and first.failed == 0
+        # every call the endpoint failed is counted (two attempts each), also those that opened
+        # the breaker or failed in flight beside it
+        assert first.failed_calls == (flaky.flaky_calls - 30) // 2 > 0
         assert list(first.endpoints_down) == [f"flaky-m at {server.url}"]
         assert len(said) == 1 and said[0].startswith(f"stopped: endpoint flaky-m at {server.url}")
         runs = json.loads((study.out / "study.json").read_text())["runs"]
