@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import difflib
 import hashlib
 import json
 import os
@@ -256,14 +257,33 @@ def _seeds(spec: StudySpec) -> list[int]:
     return list(range(lo, hi + 1))
 
 
-def _problem(where: str, exc: ValidationError) -> str:
+def _problem(where: str, exc: ValidationError, model: type[BaseModel] | None = None) -> str:
+    """One line naming the first invalid field of `exc` under `where`; for an unknown field of
+    `model` (the class validated), the field it most resembles ("did you mean `seeds`?") and
+    the fields allowed there."""
     err = exc.errors()[0]
     loc = ".".join(str(p) for p in err["loc"])
     field_ = f"{where}.{loc}" if loc else where
     msg = err["msg"].removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
         msg = "unknown field"
+        allowed = _fields_at(model, err["loc"][:-1])
+        if allowed:
+            close = difflib.get_close_matches(str(err["loc"][-1]), allowed, n=1, cutoff=0.6)
+            hint = f"; did you mean `{close[0]}`?" if close else ""
+            msg += f"{hint} (allowed here: {', '.join(sorted(allowed))})"
     return f"{field_}: {' '.join(msg.split())}"
+
+
+def _fields_at(model: type[BaseModel] | None, loc: Sequence[Any]) -> list[str]:
+    """The field names of the pydantic model reached from `model` along `loc` (nested models
+    only; [] where the path leaves them, e.g. through a mapping)."""
+    for part in loc:
+        if model is None or not isinstance(part, str) or part not in model.model_fields:
+            return []
+        ann = model.model_fields[part].annotation
+        model = ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None
+    return list(model.model_fields) if model is not None else []
 
 
 def _models(
@@ -298,11 +318,11 @@ def _models(
         try:
             configs[slot] = ModelConfig.model_validate(data)
         except ValidationError as exc:  # a preset's refusal too (one line)
-            raise StudyError(_problem(f"models.{slot}", exc)) from None
+            raise StudyError(_problem(f"models.{slot}", exc, ModelConfig)) from None
         try:
             prices[slot] = None if price == "unpriced" else StudyPrice.model_validate(price)
         except ValidationError as exc:
-            raise StudyError(_problem(f"models.{slot}.price", exc)) from None
+            raise StudyError(_problem(f"models.{slot}.price", exc, StudyPrice)) from None
     return configs, prices
 
 
@@ -423,7 +443,7 @@ def load_study(path: str | Path, *, stub: bool = False, out: str | Path | None =
     try:
         spec = StudySpec.model_validate(data)
     except ValidationError as exc:
-        raise StudyError(f"{src}: {_problem('', exc).lstrip('.')}") from None
+        raise StudyError(f"{src}: {_problem('', exc, StudySpec).lstrip('.')}") from None
     try:
         configs, prices = _models(spec, stub)
         roles = _roles(spec, list(configs))

@@ -49,7 +49,10 @@ def test_bad_study_files_get_one_line_naming_the_field(tmp_path):
             "persona"
         ),
         "seeds: 5..2": "seeds: need 0 <= A <= B",
-        "caps: {max_cost_usd: 10}\nnotes: x": "notes: unknown field",
+        "caps: {max_cost_usd: 10}\nnotes: x": "notes: unknown field; did you mean `notebooks`?",
+        # a typo is named with the field it most resembles
+        "seed: 0..1": "seed: unknown field; did you mean `seeds`? (allowed here:",
+        "failures: {stop_aftr: 2}": "failures.stop_aftr: unknown field; did you mean `stop_after`?",
     }
     for extra, needle in cases.items():
         key = extra.partition(": ")[0]
@@ -62,6 +65,9 @@ def test_bad_study_files_get_one_line_naming_the_field(tmp_path):
             load_study(path)
         msg = str(err.value)
         assert "\n" not in msg and needle in msg, (extra, msg)
+    typo = f"a: {{model: m, {dead}, price: {PRICE}, concurency: 2}}"
+    with pytest.raises(StudyError, match=r"models\.a\.concurency: .*did you mean `concurrency`"):
+        load_study(study_file(tmp_path, f"name: s\nconditions: [base]\nmodels: {{{typo}}}\n"))
     bad_preset = "a: {model: o4-mini, preset: openai_reasoning, temperature: 0.5, price: unpriced}"
     with pytest.raises(StudyError, match=r"models\.a: .*temperature"):
         load_study(study_file(tmp_path, f"name: s\nconditions: [base]\nmodels: {{{bad_preset}}}\n"))
