@@ -345,7 +345,7 @@ class Audited:
             self._record(call, failed, self.redactor.text(str(exc)))
             raise
         except EndpointDown as exc:
-            # the failure that opened the breaker (its context): a call made and failed, which
+            # the failure that opened the breaker (`failed_call`): a call made and failed, which
             # the observer counts; no event, since the run stops there and a resume makes the
             # call again
             made = exc.failed_call
