@@ -63,6 +63,18 @@ def without_usage() -> pl.Expr:
     return pl.col("prompt_tokens").is_null().sum().cast(pl.Int64).alias("calls_without_usage")
 
 
+def cost_text(value: float | None, calls_without_usage: int = 0) -> str:
+    """A cost as the tables show it: "unknown (N calls without usage)" when some answers came
+    without token counts, "unpriced" for a model without a price, else dollars; never $0 for
+    a cost nobody knows. One wording for the report, the viewer and the spend tables.
+
+    value: the summed cost (`total_cost`), None when unknown.
+    calls_without_usage: how many of the calls it sums reported no token counts."""
+    if calls_without_usage:
+        return f"unknown ({calls_without_usage} calls without usage)"
+    return "unpriced" if value is None else f"${value:.4f}"
+
+
 def approx_tokens(text: pl.Expr) -> pl.Expr:
     """Approximate token count of a text column (documented regex tokenizer)."""
     return text.str.count_matches(TOKEN_RX)

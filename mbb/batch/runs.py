@@ -107,14 +107,6 @@ def check_not_foreign(run_dir: Path, condition: Any) -> None:
     )
 
 
-def _usd(value: float | None, without_usage: int = 0) -> str:
-    """A cost in a table: unknown is "unpriced" (a model without a price) or "unknown" (answers
-    without token counts, `without_usage` of them), never $0."""
-    if without_usage:
-        return f"unknown ({without_usage} calls without usage)"
-    return "unpriced" if value is None else f"${value:.4f}"
-
-
 def spend_table_html(calls: Any) -> str:
     """The report's "LLM spend by model" table ('' without LLM calls): one row per model with
     its conditions, runs, tokens, cached share, cost and cost per run. calls: the `llm_calls`
@@ -125,7 +117,7 @@ def spend_table_html(calls: Any) -> str:
 
     import polars as pl
 
-    from mbb.analysis.tokens import total_cost, without_usage
+    from mbb.analysis.tokens import cost_text, total_cost, without_usage
 
     if calls is None or calls.is_empty():
         return ""
@@ -150,8 +142,8 @@ def spend_table_html(calls: Any) -> str:
         f"<td>{r['runs']}</td><td>{r['calls']}</td><td>{r['prompt_tokens']:,}</td>"
         f"<td>{r['cached_tokens'] / max(1, r['prompt_tokens']):.1%}</td>"
         f"<td>{r['completion_tokens']:,}</td>"
-        f"<td>{_usd(r['cost_usd'], r['calls_without_usage'])}</td>"
-        f"<td>{_usd(r['cost_per_run'], r['calls_without_usage'])}</td></tr>"
+        f"<td>{cost_text(r['cost_usd'], r['calls_without_usage'])}</td>"
+        f"<td>{cost_text(r['cost_per_run'], r['calls_without_usage'])}</td></tr>"
         for r in t.iter_rows(named=True)
     )
     return (

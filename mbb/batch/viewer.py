@@ -52,7 +52,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from mbb.analysis.tokens import total_cost, without_usage
+from mbb.analysis.tokens import cost_text, total_cost, without_usage
 from mbb.core.events import EVENT_ADAPTER, EVENT_KINDS, SCHEMA_VERSION
 from mbb.core.validity import INVALID_SHARE, recorded_threshold
 
@@ -633,10 +633,9 @@ def _measures(tables: dict[str, Any]) -> dict[str, Any]:
             unreported = row.pop("calls_without_usage")
             d.update(row, bad_call_share=bad / row["llm_calls"])
             if unreported:  # the endpoint reported no counts for some answers: unknown, not 0
-                d["tokens"] = f"unknown ({unreported} calls without usage)"
-                d["cost_usd"] = "unknown (usage not reported)"
+                d["tokens"] = d["cost_usd"] = cost_text(None, unreported)
             elif d["cost_usd"] is None:  # a model without a price: unknown, said so, never $0
-                d["cost_usd"] = "unpriced"
+                d["cost_usd"] = cost_text(None)
     return out
 
 

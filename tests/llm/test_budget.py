@@ -261,6 +261,7 @@ def test_answers_without_usage_are_flagged_in_events_tables_and_the_report(root)
     from mbb.analysis import cost_by_model, token_audit
     from mbb.analysis.tokens import spend_by_model
     from mbb.batch.runs import spend_table_html
+    from mbb.batch.viewer import _measures
 
     emulator = ProviderEmulator("openai", declaring_responder, reasoning=None)
 
@@ -284,7 +285,10 @@ def test_answers_without_usage_are_flagged_in_events_tables_and_the_report(root)
     assert by_model["calls_without_usage"].to_list() == [calls.height]
     assert spend_by_model(batch.tables)["calls_without_usage"].to_list() == [calls.height]
     html = spend_table_html(calls.with_columns(condition=pl.lit("unpriced")))
-    assert f"unknown ({calls.height} calls without usage)" in html and "$0" not in html
+    unknown = f"unknown ({calls.height} calls without usage)"
+    assert unknown in html and "$0" not in html
+    (row,) = _measures(batch.tables).values()  # the viewer's runs table: the same wording
+    assert row["tokens"] == row["cost_usd"] == unknown
 
 
 def test_an_unpriced_models_spend_is_unknown_in_events_and_tables(root):
