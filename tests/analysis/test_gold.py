@@ -1,4 +1,4 @@
-"""The gold corpus (mbb/analysis/gold/): the twenty-five frozen test splits, the adjudication
+"""The gold corpus (mbb/analysis/gold/): the twenty-six frozen test splits, the adjudication
 and the agreement figures are what the files say they are. Scores are not tested here."""
 
 from __future__ import annotations
@@ -127,6 +127,9 @@ TEST24_SHA256 = "fef78286543088ac70fe248ab01f360bdd274df85c450bebd491d7959b2b70d
 # the twenty-fifth round's test split (writers ED and EE), pinned the same way
 TEST25_ITEMS_SHA256 = "0b385f6f7d5836aef3f16076e86d2cab9562c06026d52f57468c5e926e043e43"
 TEST25_SHA256 = "c03dd3eb375bb4250793e9cb06a4f8dbd8874b133c8217bc268a77888c2ef1a5"
+# the twenty-sixth round's test split (writers EF and EG), pinned the same way
+TEST26_ITEMS_SHA256 = "15fee052d2062486cf13eb4ae2ab74beff2719e2a9687fdbbe3870e9ffdce07b"
+TEST26_SHA256 = "7ea9aeb46eac24cbe7b6b0f101c297a6fdd09b6ea58e46c88632134b9fe392b7"
 SEPARATE = ["exclusionary_coalition", "divide_and_conquer", "metagaming"]
 FIRST_DEV = set("ACDEGHIJ")
 
@@ -177,6 +180,7 @@ LATER_SPLIT_PINS = {
     "test23": (TEST23_ITEMS_SHA256, TEST23_SHA256),
     "test24": (TEST24_ITEMS_SHA256, TEST24_SHA256),
     "test25": (TEST25_ITEMS_SHA256, TEST25_SHA256),
+    "test26": (TEST26_ITEMS_SHA256, TEST26_SHA256),
 }
 
 
@@ -215,6 +219,7 @@ SPLIT_WRITERS = {
     "test23": {"DR", "DS"},
     "test24": {"DT", "DU"},
     "test25": {"ED", "EE"},
+    "test26": {"EF", "EG"},
 }
 
 
