@@ -14,7 +14,7 @@ once more with its cues' words removed (`masked_text`), and every ballot once mo
 context, as runs read it (`_copy_feats`, both at COPY_WEIGHT).
 `--cv` also prints the cross-validation by writer: train on all writers but one, test on it.
 `--exclude-writers` leaves those dev writers out (by default those of `EXCLUDED_WRITERS`, the
-contrast writers CN and CO and round 22's dev writers, that the file has); the model file
+contrast writers CN and CO, that the file has); the model file
 records the list beside the dev file's hash.
 """
 
@@ -58,10 +58,11 @@ DEFAULT_DEV = Path(__file__).with_name("gold") / "dev.jsonl"
 # DV-EC are round 24's dev writers: trained with them the model read better on split 24 read
 # alone and over the twenty-four splits, but labelled more of the pooled neutral items (38 of
 # 1,395 against 32), so by its rule it did not ship; round 25 trained them again with the
-# utterance's form read (a closing wh-question, a mocking opener: branch cand25), and again the
-# pooled neutral items labelled rose (41 of 1,447 against 34). They wait here, and the default
-# command trains the shipped model
-EXCLUDED_WRITERS: tuple[str, ...] = ("CN", "CO", "DV", "DW", "DX", "DY", "DZ", "EA", "EB", "EC")
+# utterance's form read (branch cand25), and again the pooled neutral items labelled rose (41
+# of 1,447 against 34). Round 26 trains them with the gate held to 4.5 % of the neutral dev
+# items (NEUTRAL_TARGET), and they join the training set: on split 26, which no model had read,
+# macro-F1 0.966 against 0.957, no neutral item labelled against one
+EXCLUDED_WRITERS: tuple[str, ...] = ("CN", "CO")
 C_REG = 8.0  # inverse regularisation strength of each logistic regression (when not chosen)
 # candidate C: `fit` keeps the one whose out-of-fold macro-F1 (folds by writer) is best, so the
 # strength follows the dev file as writers are added (writer CV on the 4 dev writers: mean
@@ -520,8 +521,15 @@ def _choose_c(
 # GATE_MAX_LOSS of the labelled items. The style folds do not set it: there a style no training
 # item has labels up to a fifth of its near-miss neutral items and no gate within that loss
 # reaches 5 % (on the 19 dev writers the pooled target of 3 % fell back to GATE_LOSS, a gate of
-# 0.45, which labelled 7.4 % of neutral items by held-out writer; 5 % is the issue's bound)
-NEUTRAL_TARGET = 0.05
+# 0.45, which labelled 7.4 % of neutral items by held-out writer; 5 % is the issue's bound).
+# Round 26 (mbb's choice): 4.5 %. With round 24's writers trained on, a 5 % gate (0.44) labelled
+# more of the frozen splits' neutral items than the round-23 model (39 against 34 of 1,447);
+# one training gave the gates for 5, 4.5, 4, 3.5 and 3 % (out of fold by writer: macro-F1
+# 0.8777, 0.8767, 0.8756, 0.8730, 0.8696; gates 0.44, 0.51, 0.58, 0.68, 0.77), and over the
+# twenty-five read splits 4.5 % alone kept both macro-F1 and the neutral count no worse (0.9036
+# against 0.9032, 33 neutral items against 34). Split 26, read after that choice, is its blind
+# check (0.966 against 0.957, none of 52 neutral items labelled against one)
+NEUTRAL_TARGET = 0.045
 GATE_MAX_LOSS = 0.10
 # a label at least this sure passes a gate that judged the utterance neutral (mbb's choice,
 # round 12): otherwise the gate and the label's own model must agree, and out of fold the gate
