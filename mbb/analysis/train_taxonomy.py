@@ -14,8 +14,8 @@ once more with its cues' words removed (`masked_text`), and every ballot once mo
 context, as runs read it (`_copy_feats`, both at COPY_WEIGHT).
 `--cv` also prints the cross-validation by writer: train on all writers but one, test on it.
 `--exclude-writers` leaves those dev writers out (by default those of `EXCLUDED_WRITERS`, the
-contrast writers CN and CO, that the file has); the model file
-records the list beside the dev file's hash.
+contrast writers CN and CO, that the file has); the model file records the list beside the dev
+file's hash.
 """
 
 from __future__ import annotations
