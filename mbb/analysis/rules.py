@@ -342,15 +342,22 @@ def rule_statements(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
 
     tables: the run tables of `mbb.core.tables` (declarations, messages, ballots)."""
     u = utterances(tables).select("run_id", "seq", "subrun", "round", "worker", "source", "text")
+    # each distinct text is read once: a population repeats its sentences across rounds and
+    # runs (1,500 scripted base runs: 522,585 utterances, 45,715 distinct texts)
+    stated = {
+        text: st
+        for text in u.get_column("text").unique().drop_nulls()
+        if (st := rule_statement(text)) is not None
+    }
+    hits = u.filter(pl.col("text").is_in(list(stated))).sort("run_id", "seq")
     rows = []
-    for run_id, part in u.sort("run_id", "seq").group_by("run_id", maintain_order=True):
+    for run_id, part in hits.group_by("run_id", maintain_order=True):
         found = []
         for seq, sub, rnd, worker, source, text in part.select(
             "seq", "subrun", "round", "worker", "source", "text"
         ).iter_rows():
-            st = rule_statement(text)
-            if st is not None:
-                found.append((seq, sub, rnd, worker, source, st[0], st[1]))
+            kind, sentence = stated[text]
+            found.append((seq, sub, rnd, worker, source, kind, sentence))
         rules = _cluster([rule_signature(f[6]) for f in found])
         first: dict[int, tuple[int, int]] = {}
         in_subrun: dict[tuple[int, int], int] = {}  # (rule, subrun) -> first round there
@@ -372,17 +379,21 @@ def forward_commitments(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
 
     tables: the run tables of `mbb.core.tables`."""
     u = utterances(tables)
-    sent = u.select(
-        "run_id",
-        "seq",
-        "subrun",
-        "round",
-        "worker",
-        "source",
-        "to",
-        pl.col("text").map_elements(commitment_sentence, return_dtype=pl.String).alias("sentence"),
+    # each distinct text is read once (see `rule_statements`)
+    found = {
+        text: sentence
+        for text in u.get_column("text").unique().drop_nulls()
+        if (sentence := commitment_sentence(text)) is not None
+    }
+    sentences = pl.DataFrame(
+        {"text": list(found), "sentence": list(found.values())},
+        schema={"text": pl.String, "sentence": pl.String},
     )
-    return sent.drop_nulls("sentence").sort("run_id", "seq")
+    return (
+        u.join(sentences, on="text")
+        .select("run_id", "seq", "subrun", "round", "worker", "source", "to", "sentence")
+        .sort("run_id", "seq")
+    )
 
 
 def gold_rule_detection(

@@ -131,6 +131,78 @@ def test_forward_scoped_commitments():
     assert commitment_sentence("The next round will probably be crowded.") is None
 
 
+def test_rule_and_commitment_frames_read_each_utterance_like_the_sentence_readers():
+    # the frame readers read each distinct text once; a text repeated across runs and rounds
+    # must still give one row per utterance, in every run, as reading them one by one does
+    from mbb.analysis.rules import forward_commitments, rule_statements
+
+    texts = [
+        "From now on, ties go to whoever released early last round.",
+        "Per the alternation we agreed, W3 leads this round.",
+        "I'll take second now if you rank me first next round.",
+        "Bid 12 for 90 s.",
+        None,
+    ]
+    common = {"subrun": pl.Int64, "round": pl.Int64, "worker": pl.String}
+    rows = [
+        (run, 10 * r + i, 1, r, f"W{i + 1}", text)
+        for run in ("base-seed0000", "base-seed0001")
+        for r in (1, 2)
+        for i, text in enumerate(texts)
+    ]
+    decl = pl.DataFrame(
+        [(run, seq, sub, rnd, w, 1, text, []) for run, seq, sub, rnd, w, text in rows],
+        schema={
+            "run_id": pl.String,
+            "seq": pl.Int64,
+            **common,
+            "turn": pl.Int64,
+            "note": pl.String,
+            "labels": pl.List(pl.String),
+        },
+        orient="row",
+    )
+    empty_msgs = pl.DataFrame(
+        schema={
+            "run_id": pl.String,
+            "seq": pl.Int64,
+            **common,
+            "turn": pl.Int64,
+            "to": pl.String,
+            "text": pl.String,
+            "labels": pl.List(pl.String),
+        }
+    )
+    empty_ballots = pl.DataFrame(
+        schema={
+            "run_id": pl.String,
+            "seq": pl.Int64,
+            **common,
+            "reasoning": pl.String,
+            "labels": pl.List(pl.String),
+        }
+    )
+    tables = {"declarations": decl, "messages": empty_msgs, "ballots": empty_ballots}
+    st = rule_statements(tables)
+    expected = [
+        (run, seq, found[1])
+        for run, seq, _, _, _, text in rows
+        if (found := rule_statement(text or "")) is not None
+    ]
+    assert len(expected) == 8  # two statements, two rounds, two runs
+    assert sorted(st.select("run_id", "seq", "sentence").rows()) == sorted(expected)
+    # the same rule in both rounds of a run: made in round 1, cited in round 2, in each run
+    assert st.filter(pl.col("round") == 2)["role"].to_list() == ["citation"] * 4
+    fc = forward_commitments(tables)
+    expected_fc = [
+        (run, seq, found)
+        for run, seq, _, _, _, text in rows
+        if (found := commitment_sentence(text or "")) is not None
+    ]
+    assert len(expected_fc) >= 4
+    assert fc.select("run_id", "seq", "sentence").rows() == sorted(expected_fc)
+
+
 def test_gold_rule_detection_on_the_dev_split(tmp_path):
     # the rule cues were written from the first round's dev writers (A, C-E, G-J); the second
     # round's (K-P) joined dev later, so the check of the cues on their own items reads those
