@@ -56,9 +56,10 @@ FIRST_ROUND_WRITERS = frozenset("ABCDEFGHIJ")  # the first corpus: dev A C D E G
 # nineteenth's CV-CW (test19: CV, CW), the twentieth's CX-CY (test20: CX, CY), the
 # twenty-first's CZ-DG (test21: CZ, DA), the twenty-second's DH-DQ (test22: DH, DI), the
 # twenty-third's DR-DS (test23: DR, DS), the twenty-fourth's DT-EC (test24: DT, DU), the
-# twenty-fifth's ED-EE (test25: ED, EE), the twenty-sixth's EF-EG (test26: EF, EG); each pair
-# chosen before any of its round's items was read (the fourth's, fifth's and sixth's drawn at
-# random before anyone wrote, the seventh's to twenty-sixth's named before anyone wrote)
+# twenty-fifth's ED-EE (test25: ED, EE), the twenty-sixth's EF-EG (test26: EF, EG), the
+# twenty-seventh's EH-EI (test27: EH, EI); each pair chosen before any of its round's items
+# was read (the fourth's, fifth's and sixth's drawn at random before anyone wrote, the
+# seventh's to twenty-seventh's named before anyone wrote)
 TEST_SPLITS: dict[str, tuple[str, ...]] = {
     "test2": ("Q", "R"),
     "test3": ("Y", "Z"),
@@ -85,6 +86,7 @@ TEST_SPLITS: dict[str, tuple[str, ...]] = {
     "test24": ("DT", "DU"),
     "test25": ("ED", "EE"),
     "test26": ("EF", "EG"),
+    "test27": ("EH", "EI"),
 }
 ANNOTATORS = ("author", "blind_1", "blind_2")
 PAIRS = (("author", "blind_2"), ("author", "blind_1"), ("blind_1", "blind_2"))

@@ -1,4 +1,4 @@
-"""The gold corpus (mbb/analysis/gold/): the twenty-six frozen test splits, the adjudication
+"""The gold corpus (mbb/analysis/gold/): the twenty-seven frozen test splits, the adjudication
 and the agreement figures are what the files say they are. Scores are not tested here."""
 
 from __future__ import annotations
@@ -130,6 +130,9 @@ TEST25_SHA256 = "c03dd3eb375bb4250793e9cb06a4f8dbd8874b133c8217bc268a77888c2ef1a
 # the twenty-sixth round's test split (writers EF and EG), pinned the same way
 TEST26_ITEMS_SHA256 = "15fee052d2062486cf13eb4ae2ab74beff2719e2a9687fdbbe3870e9ffdce07b"
 TEST26_SHA256 = "7ea9aeb46eac24cbe7b6b0f101c297a6fdd09b6ea58e46c88632134b9fe392b7"
+# the twenty-seventh round's test split (writers EH and EI), pinned the same way
+TEST27_ITEMS_SHA256 = "eb23880769ff5eba6dd0727c53d3b2cac9b48a50069edef4710fc56791e4a36d"
+TEST27_SHA256 = "ffe76089b1ca1edc15782ed51b7d82ef1a982eb4c9603d260ab16607d8e97ecf"
 SEPARATE = ["exclusionary_coalition", "divide_and_conquer", "metagaming"]
 FIRST_DEV = set("ACDEGHIJ")
 
@@ -181,6 +184,7 @@ LATER_SPLIT_PINS = {
     "test24": (TEST24_ITEMS_SHA256, TEST24_SHA256),
     "test25": (TEST25_ITEMS_SHA256, TEST25_SHA256),
     "test26": (TEST26_ITEMS_SHA256, TEST26_SHA256),
+    "test27": (TEST27_ITEMS_SHA256, TEST27_SHA256),
 }
 
 
@@ -220,6 +224,7 @@ SPLIT_WRITERS = {
     "test24": {"DT", "DU"},
     "test25": {"ED", "EE"},
     "test26": {"EF", "EG"},
+    "test27": {"EH", "EI"},
 }
 
 
