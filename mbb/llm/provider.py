@@ -137,6 +137,13 @@ def _usage(raw: Any, data: Any = None) -> Usage:
     )
 
 
+def _key_source(config: ModelConfig) -> str:
+    """Where the request's key came from, for an error line: never the key itself."""
+    if config.api_key_env is None:
+        return "a request sent without a key (api_key_env: null)"
+    return f"the key from environment variable {config.api_key_env}"
+
+
 def _text(value: Any) -> str | None:
     """A reply field as text: some servers send tool arguments as an object, not a string."""
     if value is None or isinstance(value, str):
@@ -323,15 +330,15 @@ class OpenAICompatibleProvider:
                 raise MalformedResponse(type(exc).__name__) from None
         except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
             raise LlmConfigError(
-                f"{describe(exc)}: the endpoint {config.base_url} rejected the key from "
-                f"environment variable {config.api_key_env} for model {config.model!r}",
+                f"{describe(exc)}: the endpoint {config.base_url} rejected "
+                f"{_key_source(config)} for model {config.model!r}",
                 attempts=1,
                 latency_s=self.clock() - t0,
             ) from None
         except openai.NotFoundError as exc:
             raise LlmConfigError(
                 f"{describe(exc)}: model {config.model!r} not found at {config.base_url} "
-                f"(key from {config.api_key_env}); check `model` and `base_url`",
+                f"({_key_source(config)}); check `model` and `base_url`",
                 attempts=1,
                 latency_s=self.clock() - t0,
             ) from None

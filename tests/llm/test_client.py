@@ -15,7 +15,7 @@ from mbb.llm.client import (
     LlmUnavailable,
     request_body,
 )
-from mbb.testing.testserver import Reply
+from mbb.testing.testserver import FakeOpenAIServer, Reply
 
 from .conftest import KEY_ENV, SECRET, make_client, make_config
 
@@ -198,6 +198,17 @@ def test_401_stops_the_endpoint_naming_model_url_and_env(server, sleeps, log) ->
     with pytest.raises(EndpointDown):
         asyncio.run(client.call(make_config(server), REQ, meta=META, emit=log.emit))
     assert len(server.completions) == 1
+
+
+def test_401_from_a_keyless_endpoint_says_no_key_was_sent(sleeps) -> None:
+    """A local server configured without a key (`api_key_env: null`) that turns out to want
+    one: the line says the request went without a key, not "environment variable None"."""
+    with FakeOpenAIServer(api_key="sk-the-server-wants-this") as guarded:
+        with pytest.raises(EndpointDown) as err:
+            config = make_config(guarded, api_key_env=None)
+            asyncio.run(make_client(sleeps).call(config, REQ, meta=META))
+    msg = str(err.value)
+    assert "401" in msg and "sent without a key (api_key_env: null)" in msg and "None" not in msg
 
 
 def test_404_unknown_model_stops_the_endpoint(server, sleeps) -> None:
