@@ -203,10 +203,11 @@ def test_401_stops_the_endpoint_naming_model_url_and_env(server, sleeps, log) ->
 def test_401_from_a_keyless_endpoint_says_no_key_was_sent(sleeps) -> None:
     """A local server configured without a key (`api_key_env: null`) that turns out to want
     one: the line says the request went without a key, not "environment variable None"."""
-    with FakeOpenAIServer(api_key="sk-the-server-wants-this") as guarded:
-        with pytest.raises(EndpointDown) as err:
-            config = make_config(guarded, api_key_env=None)
-            asyncio.run(make_client(sleeps).call(config, REQ, meta=META))
+    with (
+        FakeOpenAIServer(api_key="sk-the-server-wants-this") as guarded,
+        pytest.raises(EndpointDown) as err,
+    ):
+        asyncio.run(make_client(sleeps).call(make_config(guarded, api_key_env=None), REQ))
     msg = str(err.value)
     assert "401" in msg and "sent without a key (api_key_env: null)" in msg and "None" not in msg
 
