@@ -207,7 +207,8 @@ def test_401_from_a_keyless_endpoint_says_no_key_was_sent(sleeps) -> None:
         FakeOpenAIServer(api_key="sk-the-server-wants-this") as guarded,
         pytest.raises(EndpointDown) as err,
     ):
-        asyncio.run(make_client(sleeps).call(make_config(guarded, api_key_env=None), REQ))
+        config = make_config(guarded, api_key_env=None)
+        asyncio.run(make_client(sleeps).call(config, REQ, meta=META))
     msg = str(err.value)
     assert "401" in msg and "sent without a key (api_key_env: null)" in msg and "None" not in msg
 
