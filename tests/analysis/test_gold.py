@@ -1,4 +1,4 @@
-"""The gold corpus (mbb/analysis/gold/): the twenty-seven frozen test splits, the adjudication
+"""The gold corpus (mbb/analysis/gold/): the twenty-eight frozen test splits, the adjudication
 and the agreement figures are what the files say they are. Scores are not tested here."""
 
 from __future__ import annotations
@@ -133,6 +133,9 @@ TEST26_SHA256 = "7ea9aeb46eac24cbe7b6b0f101c297a6fdd09b6ea58e46c88632134b9fe392b
 # the twenty-seventh round's test split (writers EH and EI), pinned the same way
 TEST27_ITEMS_SHA256 = "eb23880769ff5eba6dd0727c53d3b2cac9b48a50069edef4710fc56791e4a36d"
 TEST27_SHA256 = "ffe76089b1ca1edc15782ed51b7d82ef1a982eb4c9603d260ab16607d8e97ecf"
+# the twenty-eighth round's test split (writers EJ and EK), pinned the same way
+TEST28_ITEMS_SHA256 = "118b0d5abdc45c1b6541f24f28f6df99b1e2f553383d7922f21928185bc8df33"
+TEST28_SHA256 = "9ea23afc1d6a0be9dc28db6c820b59cf1c59813aa567227a10a28b40327a0714"
 SEPARATE = ["exclusionary_coalition", "divide_and_conquer", "metagaming"]
 FIRST_DEV = set("ACDEGHIJ")
 
@@ -185,6 +188,7 @@ LATER_SPLIT_PINS = {
     "test25": (TEST25_ITEMS_SHA256, TEST25_SHA256),
     "test26": (TEST26_ITEMS_SHA256, TEST26_SHA256),
     "test27": (TEST27_ITEMS_SHA256, TEST27_SHA256),
+    "test28": (TEST28_ITEMS_SHA256, TEST28_SHA256),
 }
 
 
@@ -225,6 +229,7 @@ SPLIT_WRITERS = {
     "test25": {"ED", "EE"},
     "test26": {"EF", "EG"},
     "test27": {"EH", "EI"},
+    "test28": {"EJ", "EK"},
 }
 
 

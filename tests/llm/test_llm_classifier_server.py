@@ -204,7 +204,7 @@ def test_one_command_scores_several_splits_with_kappa_and_the_combined_classifie
         assert len(r["kappa_llm_vs_evidence"]) == 22  # 21 categories + pooled
         llm = {x["category"]: x for x in r["taxonomy"]}
         assert llm["macro"]["f1"] == 1.0  # the oracle LLM is perfect on these items
-    # --frozen names the twenty-seven frozen splits; nothing at all is an error naming the fix
+    # --frozen names the twenty-eight frozen splits; nothing at all is an error naming the fix
     args = build_parser().parse_args(["validate-classifier", "--frozen"])
     assert [p.rsplit("/", 1)[-1] for p in _gold_paths(args)] == [
         "test.jsonl",
@@ -234,6 +234,7 @@ def test_one_command_scores_several_splits_with_kappa_and_the_combined_classifie
         "test25.jsonl",
         "test26.jsonl",
         "test27.jsonl",
+        "test28.jsonl",
     ]
     assert main(["validate-classifier"]) == 2
     assert "give a gold file, or --frozen" in capsys.readouterr().err
