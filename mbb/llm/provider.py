@@ -38,6 +38,7 @@ __all__ = [
     "MalformedResponse",
     "OpenAICompatibleProvider",
     "Provider",
+    "check_size",
     "endpoint_of",
     "request_body",
 ]
@@ -142,6 +143,33 @@ def _key_source(config: ModelConfig) -> str:
     if config.api_key_env is None:
         return "a request sent without a key (api_key_env: null)"
     return f"the key from environment variable {config.api_key_env}"
+
+
+# The longest answer an endpoint may send (mbb's choice): an answer field (content, tool
+# arguments, refusal) of at most CHARS_PER_TOKEN characters per token of `max_tokens` (a token
+# is rarely longer than 16), at least MIN_ANSWER_CHARS; reasoning text at most
+# MAX_REASONING_CHARS (thinking budgets reach ~32K tokens, ~130K characters, and some
+# providers do not count them in `max_tokens`). A longer one is malformed, retried and, if the
+# endpoint keeps sending it, stops it: a walk against an endpoint answering 2 MB per call
+# filled 535 MB of replay cache in a two-run study.
+CHARS_PER_TOKEN = 64
+MIN_ANSWER_CHARS = 65_536
+MAX_REASONING_CHARS = 1_048_576
+
+
+def check_size(parts: Mapping[str, Any], max_tokens: int) -> None:
+    """Raise MalformedResponse when an answer field is longer than `max_tokens` allows.
+
+    parts: `parse_response`'s output; max_tokens: the call's completion token cap."""
+    cap = max(MIN_ANSWER_CHARS, CHARS_PER_TOKEN * max_tokens)
+    for name in ("text", "tool_arguments", "refusal", "reasoning"):
+        value = parts.get(name)
+        limit = MAX_REASONING_CHARS if name == "reasoning" else cap
+        if isinstance(value, str) and len(value) > limit:
+            raise MalformedResponse(
+                f"{name} of {len(value):,} characters, more than max_tokens {max_tokens} allows "
+                f"({limit:,})"
+            )
 
 
 def _text(value: Any) -> str | None:
@@ -322,6 +350,7 @@ class OpenAICompatibleProvider:
             data = await client.post("/chat/completions", body=body, cast_to=object)
             try:
                 parts = parse_response(data)
+                check_size(parts, config.max_tokens)
             except (TypeError, ValueError, AttributeError, KeyError) as exc:
                 if isinstance(exc, json.JSONDecodeError | MalformedResponse):
                     raise

@@ -131,6 +131,21 @@ def test_malformed_body_is_retried(server, sleeps) -> None:
     assert res.text == "ok" and res.attempts == 2
 
 
+def test_an_answer_longer_than_max_tokens_allows_is_malformed_and_retried(server, sleeps) -> None:
+    """An endpoint that answers megabytes to a 1,024-token cap is broken or hostile: the
+    answer is a failed attempt (its text kept nowhere), retried, and the endpoint's failures
+    count as any other's; an answer within the cap passes."""
+    from mbb.llm.provider import MIN_ANSWER_CHARS
+
+    huge = "x" * (MIN_ANSWER_CHARS + 1)
+    server.push(Reply.completion(huge), Reply.completion("y" * MIN_ANSWER_CHARS))
+    res = asyncio.run(make_client(sleeps).call(make_config(server, max_tokens=16), REQ, meta=META))
+    assert res.attempts == 2 and len(res.text or "") == MIN_ANSWER_CHARS
+    server.push(*[Reply.tool_call("act", "[" * 2_000_000)] * 2)
+    with pytest.raises(LlmUnavailable, match="tool_arguments of 2,000,000 characters"):
+        asyncio.run(make_client(sleeps).call(make_config(server, max_retries=1), REQ, meta=META))
+
+
 def test_non_object_body_is_retried_then_unavailable(server, sleeps) -> None:
     server.push(Reply(body="[1, 2]"), Reply(body="null"), Reply(body="42"))
     with pytest.raises(LlmUnavailable, match="MalformedResponse"):
