@@ -346,8 +346,12 @@ class OpenAICompatibleProvider:
         try:
             # The body is already plain JSON: posting it directly skips the SDK's typed
             # `chat.completions.create` transform (~0.6 ms of CPU per call) and its model
-            # construction; the client, headers, auth and errors are the same.
-            data = await client.post("/chat/completions", body=body, cast_to=object)
+            # construction; the client, headers, auth and errors are the same. The client's
+            # timeout bounds each read, not the call: an endpoint that trickles its answer a
+            # byte at a time would hold a call (and a study) for ever, so the whole call has
+            # timeout_s too
+            async with asyncio.timeout(config.timeout_s):
+                data = await client.post("/chat/completions", body=body, cast_to=object)
             try:
                 parts = parse_response(data)
                 check_size(parts, config.max_tokens)
@@ -369,6 +373,11 @@ class OpenAICompatibleProvider:
                 f"{describe(exc)}: model {config.model!r} not found at {config.base_url} "
                 f"({_key_source(config)}); check `model` and `base_url`",
                 attempts=1,
+                latency_s=self.clock() - t0,
+            ) from None
+        except TimeoutError:
+            raise LlmTransient(
+                f"no whole answer within timeout_s {config.timeout_s:g} s",
                 latency_s=self.clock() - t0,
             ) from None
         except _TRANSIENT as exc:

@@ -40,6 +40,7 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
     drop: bool = False  # close the connection without answering
+    trickle_s: float = 0.0  # send the answer a byte at a time, this long between bytes
 
     @classmethod
     def completion(
@@ -110,6 +111,14 @@ class Reply:
     @classmethod
     def dropped(cls) -> Reply:
         return cls(drop=True)
+
+    @classmethod
+    def trickled(cls, every_s: float, content: str = "{}") -> Reply:
+        """A valid answer sent one byte every `every_s` seconds: each read is quick, the whole
+        answer is not (a stalled proxy, or an endpoint holding its client)."""
+        reply = cls.completion(content)
+        reply.trickle_s = every_s
+        return reply
 
 
 @dataclass
@@ -243,7 +252,19 @@ class FakeOpenAIServer:
                     with contextlib.suppress(OSError):
                         self.connection.shutdown(socket.SHUT_RDWR)
                     return
+                if reply.trickle_s:
+                    self._trickle(wire, reply.trickle_s)
+                    return
                 self._write(wire)
+
+            def _trickle(self, wire: bytes, every_s: float) -> None:
+                try:
+                    for i in range(len(wire)):
+                        self.wfile.write(wire[i : i + 1])
+                        self.wfile.flush()
+                        time.sleep(every_s)
+                except (BrokenPipeError, ConnectionResetError):
+                    self.close_connection = True
 
             def _send(self, reply: Reply) -> None:
                 self._write(self._wire(reply))

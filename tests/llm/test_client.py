@@ -146,6 +146,20 @@ def test_an_answer_longer_than_max_tokens_allows_is_malformed_and_retried(server
         asyncio.run(make_client(sleeps).call(make_config(server, max_retries=1), REQ, meta=META))
 
 
+def test_an_answer_trickled_past_timeout_s_is_a_timeout_though_each_byte_is_quick(
+    server, sleeps
+) -> None:
+    """The HTTP client's timeout bounds each read; an endpoint sending a byte every 0.2 s never
+    trips it. The whole call is bounded by timeout_s: a failed attempt, retried, then the
+    call is unavailable with one line, instead of a study held for ever."""
+    server.push(Reply.trickled(0.2), Reply.trickled(0.2))
+    config = make_config(server, timeout_s=1.0, max_retries=1)
+    client = make_client(sleeps)
+    with pytest.raises(LlmUnavailable, match="no whole answer within timeout_s 1 s"):
+        asyncio.run(client.call(config, REQ, meta=META))
+    assert len(server.completions) == 2
+
+
 def test_non_object_body_is_retried_then_unavailable(server, sleeps) -> None:
     server.push(Reply(body="[1, 2]"), Reply(body="null"), Reply(body="42"))
     with pytest.raises(LlmUnavailable, match="MalformedResponse"):
