@@ -377,6 +377,41 @@ def _with_calls(run: Path, calls: list[dict]) -> None:
     (run / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
 
 
+def test_decisions_lost_to_a_backend_error_count_as_failed_calls(sweep_copy) -> None:
+    """A default applied because an agent's call raised something other than a failed LLM call
+    (here a RecursionError, as an answer of deeply nested JSON raised before mbb read such
+    answers as malformed) counts as a failed call, in meta.json's count and the viewer's alike;
+    a failed LLM call's own default is not counted twice; the count reads events by content,
+    whatever the log's spacing, and a hostile value does not stop it."""
+    from mbb.core.validity import run_validity
+
+    run = sweep_copy / "base" / "base-seed0000"
+
+    def lost(value, seq=0):
+        return {
+            "kind": "invalid_action", "v": 1, "run_id": "base-seed0000", "seq": seq, "t": 0.0,
+            "subrun": 1, "round": 1, "worker": "W1", "phase": "declaration",
+            "field": "(backend)", "value": value, "rule": "default declaration", "detail": "x",
+        }  # fmt: skip
+
+    calls = [_llm_call("base-seed0000", 0) for _ in range(18)]
+    calls += [lost("RecursionError"), lost("LlmUnavailable"), lost({"a": [1]})]
+    _with_calls(run, calls)
+    lines = _lines(run / "events.jsonl")
+    v = run_validity(lines, 0.05)
+    assert (v["llm_calls"], v["failed_calls"], v["backend_errors"]) == (18, 0, 2)
+    assert v["failed_or_repaired_share"] == pytest.approx(2 / 20) and not v["valid"]
+    spaced = [json.dumps(json.loads(x), indent=None, separators=(", ", ": ")) for x in lines]
+    assert run_validity(spaced, 0.05) == v
+    build_viewer(sweep_copy)
+    entry = _entry(_index(sweep_copy / "viewer"), "base-seed0000")
+    assert entry["valid"] is False
+    assert entry["invalid_reason"] == (
+        "2 of 20 LLM calls failed or needed a repair (10.0% > 5%: 0 failed, 0 repaired, "
+        "2 lost to a backend error)"
+    )
+
+
 def test_a_run_with_too_many_failed_or_repaired_calls_is_invalid(sweep_copy) -> None:
     run = sweep_copy / "base" / "base-seed0000"
     calls = [_llm_call("base-seed0000", 0) for _ in range(18)]

@@ -63,7 +63,13 @@ from mbb.core.events import CommandRun, InvalidAction
 from mbb.llm.cache import LlmCache
 from mbb.llm.client import CallMeta, ChatRequest, Emit, LlmClient, LlmResult, LlmUnavailable
 from mbb.llm.config import ModelConfig
-from mbb.llm.structured import InvalidOutput, extract_json, refuse_cut_off, strict_schema
+from mbb.llm.structured import (
+    InvalidOutput,
+    extract_json,
+    load_json,
+    refuse_cut_off,
+    strict_schema,
+)
 from mbb.params import Condition
 from mbb.protocol.explain import explain_solver, render
 from mbb.resource.resource import ExecutionResource, printable
@@ -214,7 +220,7 @@ def parse_tool_call(result: LlmResult) -> ToolCall:
     if result.tool_name is not None:
         name, call_id = result.tool_name, result.tool_call_id
         try:
-            args = json.loads(result.tool_arguments or "{}")
+            args = load_json(result.tool_arguments or "{}")
         except json.JSONDecodeError as exc:
             raise InvalidOutput(f"arguments of {name} are not JSON: {exc}", "args") from None
     else:

@@ -54,7 +54,7 @@ from pydantic import ValidationError
 
 from mbb.analysis.tokens import cost_text, total_cost, without_usage
 from mbb.core.events import EVENT_ADAPTER, EVENT_KINDS, SCHEMA_VERSION
-from mbb.core.validity import INVALID_SHARE, recorded_threshold
+from mbb.core.validity import INVALID_SHARE, recorded_threshold, run_validity
 
 __all__ = [
     "RUNNING_S",
@@ -654,21 +654,23 @@ def _configured_model(run: RunLog) -> str:
     return "+".join(sorted(names)) or "scripted"
 
 
-def _validity(entry: dict[str, Any], meta: Mapping[str, Any], given: float | None) -> None:
-    """`valid` and `invalid_reason` of a run, judged from its log's LLM calls (at the `given`
-    threshold, else the one its meta.json records, else mbb's). meta.json can only make a run
-    less valid: a
-    folder received from someone else cannot mark a log with too many failed calls valid."""
+def _validity(entry: dict[str, Any], run: RunLog, given: float | None) -> None:
+    """`valid` and `invalid_reason` of a run, judged from its log by `run_validity` (at the
+    `given` threshold, else the one its meta.json records, else mbb's). meta.json can only make
+    a run less valid: a folder received from someone else cannot mark a log with too many
+    failed calls valid."""
+    meta = run.meta
     threshold = recorded_threshold(meta) if given is None else given
-    calls = entry.get("llm_calls") or 0
-    share = entry.get("bad_call_share")
-    if calls and share is not None and share > threshold:
-        bad = round(share * calls)
+    v = run_validity(run.lines, threshold)
+    if not v["valid"]:
+        errors = v["backend_errors"]
+        bad = v["failed_calls"] + v["repaired_calls"] + errors
+        lost = f", {errors} lost to a backend error" if errors else ""
         entry["valid"] = False
         entry["invalid_reason"] = (
-            f"{bad} of {calls} LLM calls failed or needed a repair "
-            f"({share:.1%} > {threshold:.0%}: {entry.get('failed_calls', 0)} failed, "
-            f"{entry.get('repaired_calls', 0)} repaired)"
+            f"{bad} of {v['llm_calls'] + errors} LLM calls failed or needed a repair "
+            f"({v['failed_or_repaired_share']:.1%} > {threshold:.0%}: {v['failed_calls']} "
+            f"failed, {v['repaired_calls']} repaired{lost})"
         )
     elif meta.get("valid") is False:
         entry["valid"] = False
@@ -982,7 +984,7 @@ class _Viewer:
             entry["model"] = m["model"]  # the models its calls used (mbb.batch.study.run_models)
         if entry["invalid_actions"] is None and run.events:
             entry["invalid_actions"] = 0
-        _validity(entry, run.meta, self.invalid_share)
+        _validity(entry, run, self.invalid_share)
         entry["problems"] = [*run.problems, *problems]
         if not run.events:
             return entry

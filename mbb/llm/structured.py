@@ -31,6 +31,7 @@ __all__ = [
     "ask_action",
     "build_request",
     "extract_json",
+    "load_json",
     "parse_output",
     "refuse_cut_off",
     "strict_schema",
@@ -133,11 +134,23 @@ def _copy_json(node: Any) -> Any:
     return node
 
 
+def load_json(text: str) -> Any:
+    """`json.loads` for a model's text: JSON nested deeper than Python's parser recurses
+    ("[[[[...") raises JSONDecodeError like any malformed answer (a RecursionError is not a
+    ValueError, and escaped every reader of answers: the run applied a default action without
+    counting the call as failed)."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise json.JSONDecodeError("JSON nested too deeply", text, 0) from None
+
+
 def extract_json(text: str) -> Any:
-    """The whole text as JSON, else the first JSON object embedded in it (code fences, prose)."""
+    """The whole text as JSON, else the first JSON object embedded in it (code fences, prose);
+    InvalidOutput when there is none."""
     stripped = text.strip()
     try:
-        return json.loads(stripped)
+        return load_json(stripped)
     except json.JSONDecodeError:
         pass
     decoder = json.JSONDecoder()
@@ -148,6 +161,8 @@ def extract_json(text: str) -> Any:
             return obj
         except json.JSONDecodeError:
             start = stripped.find("{", start + 1)
+        except RecursionError:
+            raise InvalidOutput("the reply's JSON is nested too deeply", "output") from None
     raise InvalidOutput("the reply contains no JSON object", "output")
 
 
@@ -206,7 +221,7 @@ def refuse_cut_off(result: LlmResult, raw: str) -> None:
     if result.finish_reason != "length":
         return
     try:
-        json.loads(raw)
+        load_json(raw)
     except json.JSONDecodeError:
         raise InvalidOutput(
             "the answer was cut off at the token limit before its JSON was complete; answer "

@@ -35,6 +35,7 @@ from mbb.core.agent_api import (
 from mbb.core.board import Board
 from mbb.core.errors import RunStopped
 from mbb.core.scratch import Scratch
+from mbb.core.validity import BACKEND_FIELD
 from mbb.params import Condition, WorkerSpec
 from mbb.protocol.explain import plan_of
 from mbb.protocol.scheduling.ledger import Ledger
@@ -237,7 +238,7 @@ class RunContext:
             ev.InvalidAction,
             worker,
             phase=phase,
-            field="(backend)",
+            field=BACKEND_FIELD,
             value=type(exc).__name__,
             rule=rule,
             detail=str(exc)[:500],

@@ -160,6 +160,13 @@ def test_an_answer_trickled_past_timeout_s_is_a_timeout_though_each_byte_is_quic
     assert len(server.completions) == 2
 
 
+def test_a_body_nested_deeper_than_the_parser_recurses_is_malformed(server, sleeps) -> None:
+    server.push(*[Reply(body="[" * 100_000 + "]" * 100_000)] * 2)
+    with pytest.raises(LlmUnavailable, match="MalformedResponse: JSON nested too deeply"):
+        asyncio.run(make_client(sleeps).call(make_config(server, max_retries=1), REQ, meta=META))
+    assert len(server.completions) == 2
+
+
 def test_non_object_body_is_retried_then_unavailable(server, sleeps) -> None:
     server.push(Reply(body="[1, 2]"), Reply(body="null"), Reply(body="42"))
     with pytest.raises(LlmUnavailable, match="MalformedResponse"):

@@ -38,6 +38,19 @@ def test_extract_json_from_prose_and_fences() -> None:
         extract_json("no json here")
 
 
+def test_json_nested_deeper_than_the_parser_recurses_is_an_invalid_answer() -> None:
+    # a RecursionError is not a ValueError: it escaped every reader of answers, and the run
+    # applied a default without counting the call as failed or repaired
+    from mbb.llm.structured import load_json
+
+    with pytest.raises(json.JSONDecodeError, match="nested too deeply"):
+        load_json("[" * 10_000 + "]" * 10_000)
+    with pytest.raises(InvalidOutput):
+        extract_json("[" * 10_000 + "]" * 10_000)
+    with pytest.raises(InvalidOutput, match="nested too deeply"):
+        extract_json("Here: " + '{"a": ' * 10_000 + "1" + "}" * 10_000)
+
+
 @pytest.mark.parametrize(
     ("mode", "check"),
     [

@@ -233,6 +233,23 @@ def test_a_study_on_an_endpoint_that_reports_no_usage_says_so_at_the_end(tmp_pat
     assert f"unknown ({calls} calls without usage)" in report
 
 
+def test_a_study_on_an_endpoint_answering_json_nested_too_deeply_marks_its_runs_invalid(
+    tmp_path, capsys
+):
+    """Every answer a JSON array nested 10,000 deep (valid JSON that Python's parser cannot
+    read): once a RecursionError escaped the readers and the runs, all defaults, counted as
+    valid; now each answer is a failed parse, repaired, and the runs are marked invalid."""
+    with FakeOpenAIServer(models=("deep-m",)) as server:
+        loopback = f"preset: vllm, base_url: '{server.url}', api_key_env: null, price: {PRICE}"
+        path = small(tmp_path, f"deep: {{model: deep-m, {loopback}}}", seeds="0..0")
+        server.responder = lambda body: Reply.completion("[" * 10_000 + "]" * 10_000)
+        assert main(["study", str(path), "--quiet"]) == 0
+    assert "2 invalid" in capsys.readouterr().out
+    metas = [json.loads(p.read_text()) for p in (tmp_path / "out").glob("runs/*/*/meta.json")]
+    assert len(metas) == 2 and not any(m["valid"] for m in metas)
+    assert all(m["validity"]["repaired_calls"] > 0 for m in metas)
+
+
 def test_the_command_runs_a_stub_study_and_its_report_reads_the_runs(tmp_path, capsys):
     path = small(
         tmp_path,
