@@ -299,6 +299,30 @@ def test_a_number_too_long_for_an_int_is_a_bad_line_not_a_crash(sweep_copy) -> N
     assert any(p.startswith(want) for p in run.problems), run.problems
 
 
+def test_lines_nested_too_deeply_are_bad_lines_not_a_crash(sweep_copy, tmp_path) -> None:
+    """A colleague's log with a line nested past the parser's recursion ("[[[[..." 100,000
+    deep), and an event whose free-form `value` nests 950 deep (it parses, and its kind's
+    schema takes any value, but walking it for the page exhausted the recursion): each is a
+    bad line, reported, and the viewer builds."""
+    log = sweep_copy / "base" / "base-seed0000" / "events.jsonl"
+    lines = _lines(log)
+    first = json.loads(lines[0])
+    deep_value = {
+        "kind": "invalid_action", "v": first["v"], "run_id": first["run_id"], "seq": 10**6,
+        "t": 0.0, "subrun": 1, "round": 1, "worker": "W1", "phase": "declaration",
+        "field": "(backend)", "value": None, "rule": "x", "detail": "y",
+    }  # fmt: skip
+    nested = json.dumps(deep_value).replace('"value": null', '"value": ' + "[" * 950 + "]" * 950)
+    log.write_text(log.read_text() + "[" * 100_000 + "]" * 100_000 + "\n" + nested + "\n")
+    run = read_run(log.parent)
+    assert run.fatal is None and len(run.events) == len(lines)
+    n = len(lines)
+    assert f"line {n + 1}: not valid JSON (nested too deeply); line left out" in run.problems
+    assert f"line {n + 2}: nested deeper than 64 levels; line left out" in run.problems
+    build_viewer(sweep_copy, out=tmp_path / "v")
+    assert (tmp_path / "v" / "index.html").exists()
+
+
 def test_cli_view(sweep_copy, tmp_path, capsys) -> None:
     assert main(["view", str(sweep_copy), "--out", str(tmp_path / "v")]) == 0
     out = capsys.readouterr().out

@@ -185,6 +185,25 @@ def _read_meta(run_dir: Path) -> dict[str, Any]:
     return out
 
 
+# mbb's own events nest a few levels (a run's params, ~8); a line nested far deeper is not one of
+# them, and would exhaust the recursion of everything that walks it (mbb's choice of bound)
+_MAX_DEPTH = 64
+
+
+def _too_deep(obj: Any) -> bool:
+    """Does `obj` (parsed JSON) nest deeper than _MAX_DEPTH? Walked without recursion."""
+    stack = [(obj, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > _MAX_DEPTH:
+            return True
+        if isinstance(node, dict):
+            stack.extend((v, depth + 1) for v in node.values())
+        elif isinstance(node, list):
+            stack.extend((v, depth + 1) for v in node)
+    return False
+
+
 def read_run(run_dir: Path, held: set[str] | None = None) -> RunLog:
     """Read `run_dir/events.jsonl` tolerantly: every line that is not a valid mbb event of this
     run and version (checked against the event schema, strictly) is reported (file and line
@@ -232,6 +251,12 @@ def read_run(run_dir: Path, held: set[str] | None = None) -> RunLog:
         except ValueError as exc:  # JSONDecodeError, or a number too long to convert to int
             why = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc).split(":")[0]
             problem(f"line {i}: not valid JSON ({why}); line left out")
+            continue
+        except RecursionError:  # "[[[[..." deeper than the parser recurses: not an event
+            problem(f"line {i}: not valid JSON (nested too deeply); line left out")
+            continue
+        if _too_deep(ev):
+            problem(f"line {i}: nested deeper than {_MAX_DEPTH} levels; line left out")
             continue
         if not isinstance(ev, dict) or ev.get("kind") not in EVENT_KINDS:
             kind = ev.get("kind") if isinstance(ev, dict) else type(ev).__name__
