@@ -185,8 +185,9 @@ def _read_meta(run_dir: Path) -> dict[str, Any]:
     return out
 
 
-# mbb's own events nest a few levels (a run's params, ~8); a line nested far deeper is not one of
-# them, and would exhaust the recursion of everything that walks it (mbb's choice of bound)
+# mbb's own events nest at most 4 levels (a run's params; scripted and LLM runs checked); a line
+# nested far deeper is not one of them, and would exhaust the recursion of everything that
+# walks it (mbb's choice of bound)
 _MAX_DEPTH = 64
 
 
