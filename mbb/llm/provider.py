@@ -182,10 +182,7 @@ def _text(value: Any) -> str | None:
 def parse_response(data: Any) -> dict[str, Any]:
     """The reply's parts, read from the JSON body (`choices[0]`, its message, `usage`)."""
     if isinstance(data, str | bytes):  # served without a JSON content type
-        try:
-            data = json.loads(data)  # JSONDecodeError: malformed, retried like any other
-        except RecursionError:
-            raise MalformedResponse("JSON nested too deeply") from None
+        data = json.loads(data)  # JSONDecodeError: malformed, retried like any other
     if not isinstance(data, dict):
         raise MalformedResponse(f"expected a JSON object, got {type(data).__name__}")
     choices = data.get("choices")
@@ -354,10 +351,7 @@ class OpenAICompatibleProvider:
             # byte at a time would hold a call (and a study) for ever, so the whole call has
             # timeout_s too
             async with asyncio.timeout(config.timeout_s):
-                try:
-                    data = await client.post("/chat/completions", body=body, cast_to=object)
-                except RecursionError:  # the body's JSON nests deeper than the parser recurses
-                    raise MalformedResponse("JSON nested too deeply") from None
+                data = await client.post("/chat/completions", body=body, cast_to=object)
             try:
                 parts = parse_response(data)
                 check_size(parts, config.max_tokens)
@@ -380,6 +374,10 @@ class OpenAICompatibleProvider:
                 f"({_key_source(config)}); check `model` and `base_url`",
                 attempts=1,
                 latency_s=self.clock() - t0,
+            ) from None
+        except RecursionError:  # the body's JSON nests deeper than any parser of it recurses
+            raise LlmTransient(
+                "MalformedResponse: JSON nested too deeply", latency_s=self.clock() - t0
             ) from None
         except TimeoutError:
             raise LlmTransient(
