@@ -195,6 +195,29 @@ def test_not_a_number_is_refused(samples) -> None:
         parse_line(_line(d).replace(f'"used":{d["used"]}', '"used":Infinity'))
 
 
+def test_another_version_is_said_before_the_fields_it_lacks(samples) -> None:
+    """An older event's fields differ because it is older: its version is the reason given,
+    as an `OtherVersion` (the viewer lists such lines together)."""
+    d = json.loads(samples["payment"])
+    d["v"], d["surprise"] = 0, 1
+    del d["amount"]
+    with pytest.raises(eventlog.OtherVersion, match="schema version 0, not 1") as caught:
+        parse_line(_line(d))
+    assert caught.value.version == "0"
+
+
+def test_a_line_nested_too_deeply_is_refused_in_one_line(samples) -> None:
+    """The parser stops at 200 levels (pydantic's bound, far above mbb's 4) without Python
+    recursion; the reason says so rather than 'not valid JSON'."""
+    with pytest.raises(ValueError, match=r"^nested too deeply to be an mbb event"):
+        parse_line("[" * 100_000 + "]" * 100_000)
+    d = json.loads(samples["payment"])
+    for depth, refused in ((150, False), (250, True)):
+        line = _line({**d, "x": 0}).replace('"x":0', '"x":' + "[" * depth + "]" * depth)
+        with pytest.raises(ValueError, match="nested too deeply" if refused else "Extra inputs"):
+            parse_line(line)
+
+
 def test_an_equivalent_line_is_handed_on_in_the_writers_form(samples) -> None:
     line = samples["payment"]
     spaced = json.dumps(dict(reversed(json.loads(line).items())), indent=None)

@@ -24,9 +24,11 @@ writer lock is held (`.mbb.lock`, see `mbb.batch.outdir`) or the log changed in 
 
 Only mbb's own artefacts are read: a run is a folder holding `events.jsonl` (and its
 `meta.json`); nothing beneath a run folder (its `resource/` with the workers' workspaces) is
-looked at, and no notebook is read. Everything read is untrusted: each line is checked against
-the event schema strictly (a wrong field type, a `"__proto__"` subrun) and left out with its
-line number when it does not conform; every string written is passed through `redact`; every
+looked at, and no notebook is read. Everything read is untrusted: each line is read by the
+parser the tables use (`mbb.core.eventlog.parse_line`: the event schema strictly, every number
+in range, no key given twice, nesting bounded), so the page shows exactly the events the tables
+count; a line it refuses (a wrong field type, a `"__proto__"` subrun) is left out with its line
+number and the parser's reason; every string written is passed through `redact`; every
 piece of text reaches the page as data and is put in with `textContent`, never as HTML.
 
 Bad input never stops the build: a folder with no runs still gets a page saying so; a run whose
@@ -50,10 +52,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from mbb.analysis.tokens import cost_text, total_cost, without_usage
-from mbb.core.events import EVENT_ADAPTER, EVENT_KINDS, SCHEMA_VERSION
+from mbb.core.eventlog import OtherVersion, parse_line
+from mbb.core.events import SCHEMA_VERSION
 from mbb.core.validity import INVALID_SHARE, recorded_threshold, run_validity
 
 __all__ = [
@@ -161,12 +162,6 @@ class RunLog:
         return self.path.name
 
 
-def _schema_problem(exc: ValidationError) -> str:
-    err = exc.errors(include_url=False)[0]
-    loc = ".".join(str(x) for x in err.get("loc", ())[1:]) or "event"
-    return f"field {loc!r}: {err.get('msg', 'invalid')}"
-
-
 def _read_meta(run_dir: Path) -> dict[str, Any]:
     """`valid` (bool) and `invalid_reason` (str) from meta.json, when present with those types."""
     try:
@@ -185,32 +180,12 @@ def _read_meta(run_dir: Path) -> dict[str, Any]:
     return out
 
 
-# mbb's own events nest at most 4 levels (a run's params; scripted and LLM runs checked); a line
-# nested far deeper is not one of them, and would exhaust the recursion of everything that
-# walks it (mbb's choice of bound)
-_MAX_DEPTH = 64
-
-
-def _too_deep(obj: Any) -> bool:
-    """Does `obj` (parsed JSON) nest deeper than _MAX_DEPTH? Walked without recursion."""
-    stack = [(obj, 0)]
-    while stack:
-        node, depth = stack.pop()
-        if depth > _MAX_DEPTH:
-            return True
-        if isinstance(node, dict):
-            stack.extend((v, depth + 1) for v in node.values())
-        elif isinstance(node, list):
-            stack.extend((v, depth + 1) for v in node)
-    return False
-
-
 def read_run(run_dir: Path, held: set[str] | None = None) -> RunLog:
     """Read `run_dir/events.jsonl` tolerantly: every line that is not a valid mbb event of this
-    run and version (checked against the event schema, strictly) is reported (file and line
-    number) and left out; the rest is kept. A run still being written (see the module's
-    docstring; `held`: `_held_flocks()`, read once per scan) is `running`: its missing end and a
-    partly written last line are not problems."""
+    run and version (`parse_line`, the tables' parser) is reported (file and line number, the
+    parser's reason) and left out; the rest is kept, in the writer's form. A run still being
+    written (see the module's docstring; `held`: `_held_flocks()`, read once per scan) is
+    `running`: its missing end and a partly written last line are not problems."""
     run = RunLog(Path(run_dir))
     path = run.path / "events.jsonl"
     run.meta = _read_meta(run.path)
@@ -247,31 +222,13 @@ def read_run(run_dir: Path, held: set[str] | None = None) -> RunLog:
     for i, line in enumerate(pieces, start=1):
         if not line.strip():
             continue
-        try:
-            ev = json.loads(line)
-        except ValueError as exc:  # JSONDecodeError, or a number too long to convert to int
-            why = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc).split(":")[0]
-            problem(f"line {i}: not valid JSON ({why}); line left out")
+        try:  # the tables' parser: the page shows exactly the events the tables would count
+            ev, line = parse_line(line)
+        except OtherVersion as exc:
+            versions.add(exc.version)
             continue
-        except RecursionError:  # "[[[[..." deeper than the parser recurses: not an event
-            problem(f"line {i}: not valid JSON (nested too deeply); line left out")
-            continue
-        if _too_deep(ev):
-            problem(f"line {i}: nested deeper than {_MAX_DEPTH} levels; line left out")
-            continue
-        if not isinstance(ev, dict) or ev.get("kind") not in EVENT_KINDS:
-            kind = ev.get("kind") if isinstance(ev, dict) else type(ev).__name__
-            problem(f"line {i}: not an mbb event (kind {kind!r}); line left out")
-            continue
-        if ev.get("v") != SCHEMA_VERSION:
-            versions.add(str(ev.get("v"))[:20])
-            continue
-        try:  # every field of its kind, its type and range: nothing else reaches the page
-            EVENT_ADAPTER.validate_python(ev, strict=True)
-        except ValidationError as exc:
-            problem(
-                f"line {i}: {ev['kind']} event with a bad {_schema_problem(exc)}; line left out"
-            )
+        except ValueError as exc:
+            problem(f"line {i}: {exc}; line left out")
             continue
         if run_id is None:
             run_id = ev["run_id"]

@@ -38,6 +38,7 @@ __all__ = [
     "KILL_ENV",
     "EventLog",
     "EventLogError",
+    "OtherVersion",
     "ResumeMismatch",
     "check_lines",
     "comparable",
@@ -54,6 +55,15 @@ class ResumeMismatch(RuntimeError):
 
 class EventLogError(ValueError):
     """An events.jsonl that is not one run's continuous log; the message names file and line."""
+
+
+class OtherVersion(ValueError):
+    """A line that is an event of another schema version (`version`, as written, cut): a reader
+    that tolerates bad lines (the viewer) reports such lines together, not one by one."""
+
+    def __init__(self, message: str, version: str) -> None:
+        super().__init__(message)
+        self.version = version
 
 
 @dataclass(frozen=True, slots=True)
@@ -433,23 +443,34 @@ def _duplicate_key(line: str) -> str | None:
     return None
 
 
-def _reason(exc: ValidationError) -> str:
-    """One line saying why a line is not an event (the first problem; input shown cut)."""
-    err = exc.errors(include_url=False)[0]
+def _failure(exc: ValidationError) -> ValueError:
+    """Why a line is not an event, in one line (the first problem; input shown cut): an
+    `OtherVersion` when its `v` is another version (said before its other problems: an older
+    event's fields differ for that reason), else a ValueError."""
+    errors = exc.errors(include_url=False)
+    err = errors[0]
     kind, loc = err["type"], [str(p) for p in err["loc"]]
     if kind == "json_invalid":
-        return "not valid JSON (a corrupt log)"
+        if "recursion limit" in str(err.get("msg")):  # pydantic's parser stops at 200 levels
+            return ValueError("nested too deeply to be an mbb event (a corrupt or hostile log)")
+        return ValueError("not valid JSON (a corrupt log)")
     if kind in ("union_tag_invalid", "union_tag_not_found", "dict_type", "model_type"):
         tag = err.get("ctx", {}).get("tag") if kind == "union_tag_invalid" else None
-        return f"not an mbb event (kind {str(tag)[:40]!r})" if tag else "not an mbb event"
-    where = ".".join(loc) or "(event)"
-    if loc[-1:] == ["v"]:
-        version = str(err.get("input"))[:20]
-        return f"{where}: an event of schema version {version}, not {SCHEMA_VERSION}"
+        return ValueError(
+            f"not an mbb event (kind {str(tag)[:40]!r})" if tag else "not an mbb event"
+        )
+    for other in errors:
+        where = [str(p) for p in other["loc"]]
+        if where[-1:] == ["v"] and len(where) == 2:  # the event's own `v`
+            version = str(other.get("input"))[:20]
+            return OtherVersion(
+                f"{'.'.join(where)}: an event of schema version {version}, not {SCHEMA_VERSION}",
+                version,
+            )
     shown = ""
     if kind != "missing" and not isinstance(err.get("input"), dict | list):
         shown = f" (got {repr(err.get('input'))[:60]})"
-    return f"{where}: {err['msg']}{shown}"
+    return ValueError(f"{'.'.join(loc) or '(event)'}: {err['msg']}{shown}")
 
 
 def parse_line(line: str) -> tuple[dict[str, Any], str]:
@@ -463,7 +484,7 @@ def parse_line(line: str) -> tuple[dict[str, Any], str]:
         fields = reader.validator.validate_json(line, strict=True)
     except ValidationError as exc:
         _refuse_duplicates(line)  # the likelier cause (a second `kind`, say), said first
-        raise ValueError(_reason(exc)) from None
+        raise _failure(exc) from None
     canonical = reader.serializers[fields["kind"]].to_json(fields).decode()
     if canonical != line:  # mbb's own lines never take this path
         _refuse_duplicates(line)
@@ -524,7 +545,7 @@ def check_lines(path: str | Path, lines: Sequence[str]) -> list[str]:
             if not line.strip():
                 raise EventLogError(f"{where}: an empty line (a corrupt log)") from None
             _refuse_duplicates_at(where, line)
-            reason = _reason(exc) if isinstance(exc, ValidationError) else str(exc)
+            reason = str(_failure(exc)) if isinstance(exc, ValidationError) else str(exc)
             raise EventLogError(f"{where}: {reason}") from None
         if d["seq"] != i or (i and d["run_id"] != run_id):
             where = f"{path}:{i + 1}"
