@@ -273,6 +273,47 @@ def test_llm_calls_carry_prompt_answer_and_usage_never_a_key(sweep_copy, monkeyp
     sqlite3.connect(sweep_copy / "cache" / "llm.sqlite").close()
 
 
+def test_a_hostile_cache_row_is_listed_and_the_other_calls_shown(sweep_copy) -> None:
+    """A colleague's LLM cache with one row nested past json's recursion: reading it raised a
+    RecursionError out of `mbb view`. Now the row is counted among the run's problems, and the
+    call whose row reads is shown with its prompt and answer."""
+    run = sweep_copy / "base" / "base-seed0000"
+    lines = _lines(run / "events.jsonl")
+    first = json.loads(lines[0])
+    first["params"]["llm"]["cache_file"] = "cache/llm.sqlite"
+    lines[0] = json.dumps(first)
+    cache = LlmCache(sweep_copy / "cache" / "llm.sqlite")
+    cache.put("good", {"messages": [{"role": "user", "content": "bid?"}]}, {"text": "120"})
+    cache.close()
+    with sqlite3.connect(sweep_copy / "cache" / "llm.sqlite") as db:
+        deep = "[" * 100_000 + "]" * 100_000
+        db.execute("INSERT INTO responses VALUES ('deep', 'm', ?, ?, 0)", (deep, deep))
+    db.close()
+    call = {
+        "kind": "llm_call", "v": 1, "run_id": first["run_id"], "seq": 0, "t": 0.0,
+        "subrun": 1, "round": 1, "worker": "W1", "wall": 0.0, "role": "negotiator",
+        "phase": "declare", "model": "m1", "prompt_tokens": 4, "completion_tokens": 1,
+        "latency_s": 0.1, "cost_usd": 0.0,
+    }  # fmt: skip
+    calls = [{**call, "request_key": key} for key in ("good", "deep")]
+    lines[5:5] = [json.dumps(c) for c in calls]
+    for j in range(len(lines)):
+        ev = json.loads(lines[j])
+        ev["seq"] = j
+        lines[j] = json.dumps(ev)
+    (run / "events.jsonl").write_text("\n".join(lines) + "\n")
+    res = build_viewer(sweep_copy)
+    assert res.bad == []
+    entry = _entry(_index(sweep_copy / "viewer"), "base-seed0000")
+    assert entry["llm_calls"] == 2
+    assert entry["problems"] == [
+        "1 LLM cache row(s) of its calls could not be read (not JSON, or nested too deeply); "
+        "those calls are shown without prompt and answer"
+    ]
+    data = _run_data(sweep_copy / "viewer", entry)
+    assert data["llm"] == {"5": {"prompt": "[user]\nbid?", "answer": "120", "new_at": 0}}
+
+
 def test_redact() -> None:
     auth = redact("Authorization: Bearer abcdefghijklmnop1234")
     assert "abcdefghijklmnop1234" not in auth and auth.startswith("Authorization: [redacted]")

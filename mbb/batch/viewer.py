@@ -351,24 +351,31 @@ class _Caches:
     def __init__(self) -> None:
         self._db: dict[Path, sqlite3.Connection | None] = {}
 
-    def lookup(self, paths: list[Path], keys: list[str]) -> dict[str, dict[str, Any]]:
+    def lookup(self, paths: list[Path], keys: list[str]) -> tuple[dict[str, dict[str, Any]], int]:
+        """The first cache of `paths` holding any of `keys`: {key: its request and response},
+        and how many of its rows for `keys` could not be read (not JSON, or nested past the
+        parser's recursion: a colleague's cache is hostile input too)."""
         for path in paths:
             db = self._open(path)
             if db is None:
                 continue
             found: dict[str, dict[str, Any]] = {}
+            unreadable = 0
             try:
                 for i in range(0, len(keys), 500):
                     chunk = keys[i : i + 500]
                     marks = ",".join("?" * len(chunk))
                     q = f"SELECT key, request, response FROM responses WHERE key IN ({marks})"
                     for key, req, resp in db.execute(q, chunk):
-                        found[key] = {"request": json.loads(req), "response": json.loads(resp)}
-            except (sqlite3.Error, ValueError, TypeError):
+                        try:
+                            found[key] = {"request": json.loads(req), "response": json.loads(resp)}
+                        except (ValueError, TypeError, RecursionError):
+                            unreadable += 1
+            except sqlite3.Error:
                 continue
-            if found:
-                return found
-        return {}
+            if found or unreadable:
+                return found, unreadable
+        return {}, 0
 
     def _open(self, path: Path) -> sqlite3.Connection | None:
         path = path.resolve()
@@ -451,17 +458,27 @@ def _get(d: Any, *keys: str) -> Any:
     return d
 
 
-def _llm_texts(run: RunLog, root: Path, caches: _Caches) -> dict[int, dict[str, Any]]:
+def _llm_texts(
+    run: RunLog, root: Path, caches: _Caches
+) -> tuple[dict[int, dict[str, Any]], list[str]]:
+    """Each LLM call's prompt and answer from the run's response cache, by the call's `seq`;
+    and the problems to list with the run (cache rows that could not be read)."""
     calls = [e for e in run.events if e["kind"] == "llm_call" and e.get("request_key")]
     if not calls:
-        return {}
+        return {}, []
     cache_file = _get(run.events[0], "params", "llm", "cache_file")
     if not isinstance(cache_file, str) or not cache_file:
         cache_file = "outputs/llm_cache.sqlite"
-    found = caches.lookup(
+    found, unreadable = caches.lookup(
         _cache_candidates(run.path, root, cache_file),
         sorted({e["request_key"] for e in calls}),
     )
+    problems = []
+    if unreadable:
+        problems.append(
+            f"{unreadable} LLM cache row(s) of its calls could not be read (not JSON, or nested "
+            "too deeply); those calls are shown without prompt and answer"
+        )
     out: dict[int, dict[str, Any]] = {}
     previous: dict[Any, str] = {}  # the worker's previous prompt
     for e in sorted(calls, key=lambda e: e["seq"]):
@@ -477,7 +494,7 @@ def _llm_texts(run: RunLog, root: Path, caches: _Caches) -> dict[int, dict[str, 
             # what is new in this prompt starts here (the rest repeats the worker's previous one)
             "new_at": min(_common_prefix(before, prompt), _TEXT_CAP),
         }
-    return out
+    return out, problems
 
 
 def _common_prefix(a: str, b: str) -> int:
@@ -968,7 +985,8 @@ class _Viewer:
         if entry["invalid_actions"] is None and run.events:
             entry["invalid_actions"] = 0
         _validity(entry, run, self.invalid_share)
-        entry["problems"] = [*run.problems, *problems]
+        llm, llm_problems = _llm_texts(run, self.root, caches) if run.events else ({}, [])
+        entry["problems"] = [*run.problems, *problems, *llm_problems]
         if not run.events:
             return entry
         entry["file"] = f"data/runs/{n:06d}.js"
@@ -977,7 +995,7 @@ class _Viewer:
             "summary": entry,
             "events": [_compact(e) for e in run.events],
             "labels": labels.get(run.run_id, {}),
-            "llm": _llm_texts(run, self.root, caches),
+            "llm": llm,
         }
         self._write(self.runs_dir / f"{n:06d}.js", f"MBB.run({n},", payload)
         return entry
