@@ -297,3 +297,37 @@ def test_a_linked_lock_or_condition_record_is_never_written_through(finished, tm
     with claim(run.parent, cond):
         pass
     assert not dangling.exists() and not (run.parent / "condition.json").is_symlink()
+
+
+# --- JSON nested past the parser's recursion --------------------------------------------------
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+def test_safejson_says_too_deep_as_a_value_error() -> None:
+    from mbb.core import safejson
+
+    with pytest.raises(ValueError, match="nested too deeply"):
+        safejson.loads(DEEP)
+    with pytest.raises(ValueError, match="nested too deeply"):
+        safejson.loads(DEEP.encode())
+    assert safejson.loads('{"a": [1]}') == {"a": [1]}
+
+
+def test_a_deeply_nested_record_file_is_corrupt_input_not_a_crash(finished, tmp_path, capsys):
+    """A shared folder whose meta.json or condition.json is "[[[[..." 100,000 deep: `json.loads`
+    raised RecursionError (not a ValueError) out of `mbb view`, `load_runs` and `mbb run --out`.
+    Now the viewer and `load_runs` read the run from its log (meta.json is ignored, as when it
+    is not an object), and `mbb run` refuses the condition record in one line."""
+    from mbb.analysis.runs import load_runs
+
+    _cond, run = finished
+    (run / "meta.json").write_text(DEEP)
+    assert main(["view", str(run.parent), "--out", str(tmp_path / "v")]) == 0
+    tables = load_runs([run.parent])
+    assert tables["runs"]["run_id"].to_list() == [run.name]
+    (run.parent / "condition.json").write_text(DEEP)
+    capsys.readouterr()
+    code = main(["run", "base", "--runs", "1", "--set", "subruns=1", "--set", "name=sym",
+                 "--out", str(run.parent), "--quiet"])  # fmt: skip
+    assert code == 2
+    assert _one_line_error(capsys).endswith("condition.json: not a condition record (corrupt)\n")

@@ -19,6 +19,8 @@ from typing import Any, Literal
 
 import polars as pl
 
+from mbb.core import safejson
+
 __all__ = [
     "RUN_SCHEMA",
     "WORKER_SCHEMA",
@@ -156,7 +158,8 @@ def run_info_from_dirs(run_dirs: Iterable[Path]) -> tuple[pl.DataFrame, pl.DataF
     for d in run_dirs:
         with (Path(d) / "events.jsonl").open(encoding="utf-8") as fh:
             first = fh.readline()
-        if first.strip() and json.loads(first).get("kind") == "run_started":
+        event = safejson.loads(first) if first.strip() else None  # ValueError when corrupt
+        if isinstance(event, dict) and event.get("kind") == "run_started":
             lines.append(first.rstrip("\n"))
     return run_info(lines)
 

@@ -22,6 +22,7 @@ from typing import Any
 import polars as pl
 
 from mbb.analysis._frames import run_info_from_dirs
+from mbb.core import safejson
 from mbb.core.eventlog import EventLogError, read_lines
 from mbb.core.paths import user_path
 from mbb.core.tables import TABLES, concat_tables, load_tables, tables_from_run_dirs
@@ -206,7 +207,7 @@ def _validity(calls: pl.DataFrame | None, runs: Sequence[Path]) -> pl.DataFrame:
 def _meta(run_dir: Path) -> dict[str, Any]:
     """A run's meta.json, or {} when missing or not an object."""
     try:
-        d = json.loads((run_dir / "meta.json").read_text())
+        d = safejson.loads((run_dir / "meta.json").read_text())
     except (OSError, ValueError):
         return {}
     return d if isinstance(d, dict) else {}
@@ -267,7 +268,7 @@ def recorded_conditions(
         with (run / "events.jsonl").open(encoding="utf-8") as fh:
             first = fh.readline()
         try:
-            event = json.loads(first)
+            event = safejson.loads(first)
         except ValueError:
             continue  # not even one complete event: `load_runs` says why it is left out
         if event.get("kind") == "run_started" and isinstance(event.get("params"), dict):

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from mbb.core import safejson
 from mbb.core.nested import comparable_params, first_difference
 from mbb.params import Condition
 
@@ -52,14 +53,14 @@ def _held_condition(out_dir: Path) -> tuple[str, dict[str, Any], str] | None:
     marker = out_dir / MARKER_NAME
     if marker.is_file():
         try:
-            d = json.loads(marker.read_text(encoding="utf-8"))
+            d = safejson.loads(marker.read_text(encoding="utf-8"))
             return str(d["condition"]), dict(d["params"]), str(marker)
         except (ValueError, KeyError, TypeError):
             raise OutputError(f"{marker}: not a condition record (corrupt)") from None
     for log in sorted(out_dir.glob("*/events.jsonl")):  # a folder written before the record
         try:
             with log.open(encoding="utf-8") as fh:
-                first = json.loads(fh.readline())
+                first = safejson.loads(fh.readline())
             return str(first["condition"]), dict(first["params"]), str(log)
         except (ValueError, KeyError, TypeError, OSError):
             continue  # not readable as a run: reported when it is read

@@ -59,6 +59,7 @@ import vl_convert as vlc
 from nbconvert import HTMLExporter
 
 from mbb.batch.runs import spend_table_html
+from mbb.core import safejson
 from mbb.viz.render import MIMETYPE, render_svg, vl_version
 from mbb.viz.transcript import _CSS as _TRANSCRIPT_STYLE
 
@@ -629,7 +630,7 @@ def _manifest(folder: Path) -> tuple[dict[str, Any] | None, str]:
     if not path.is_file():
         return None, f"not executed by mbb (no {EXECUTED} beside it)"
     try:
-        d = json.loads(path.read_text(encoding="utf-8"))
+        d = safejson.loads(path.read_text(encoding="utf-8"))
         entries, mac = d["notebooks"], d["hmac"]
     except (OSError, ValueError, KeyError, TypeError):
         return None, f"its folder's {EXECUTED} is not a manifest mbb wrote"
@@ -1070,7 +1071,7 @@ def build_report(
     sweep_record = root / "sweep.json"
     if sweep_record.is_file():
         try:
-            for r in json.loads(sweep_record.read_text()).get("results", []):
+            for r in safejson.loads(sweep_record.read_text()).get("results", []):
                 status_of[str(Path(r["notebook"]).resolve())] = str(r["status"])
         except (ValueError, KeyError, TypeError, AttributeError):
             _warn(f"{sweep_record.name}: unreadable, ignored")

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from mbb.agents.backends import NEGOTIATORS, SOLVERS
+from mbb.core import safejson
 from mbb.core.nested import comparable_params
 
 __all__ = [
@@ -89,7 +90,7 @@ def check_not_foreign(run_dir: Path, condition: Any) -> None:
     with path.open(encoding="utf-8") as fh:
         first = fh.readline()
     try:
-        started = json.loads(first)
+        started = safejson.loads(first)
     except json.JSONDecodeError:
         return  # not even one complete event: nothing worth keeping
     recorded = started.get("params") if started.get("kind") == "run_started" else None

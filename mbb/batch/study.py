@@ -50,6 +50,7 @@ from mbb.batch.build import load_params, run_condition_async
 from mbb.batch.outdir import claim
 from mbb.batch.runner import finished_log, replace_file, write_meta
 from mbb.batch.runs import run_id_of
+from mbb.core import safejson
 from mbb.core.aio import run_coroutine
 from mbb.core.eventlog import read_lines
 from mbb.core.nested import comparable_params
@@ -488,7 +489,9 @@ def _claim_study(study: Study) -> None:
     record = out / STUDY_RECORD
     if record.is_file():
         try:
-            held = json.loads(record.read_text(encoding="utf-8"))
+            held = safejson.loads(record.read_text(encoding="utf-8"))
+            if not isinstance(held, dict) or not isinstance(held.get("runs", {}), dict):
+                raise ValueError("not an object")
         except ValueError:
             raise StudyError(
                 f"{record}: not a study record (corrupt); choose another out"
@@ -793,7 +796,7 @@ def run_study(
     record_path = study.out / STUDY_RECORD
     records: dict[str, dict[str, Any]] = {}
     if record_path.is_file():
-        records = json.loads(record_path.read_text()).get("runs", {})
+        records = safejson.loads(record_path.read_text()).get("runs", {})  # checked on claim
     _write_record(study, records, {"status": "running"})
     interrupted = False
     try:

@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from mbb.analysis.tokens import cost_text, total_cost, without_usage
+from mbb.core import safejson
 from mbb.core.eventlog import OtherVersion, parse_line
 from mbb.core.events import SCHEMA_VERSION
 from mbb.core.validity import INVALID_SHARE, recorded_threshold, run_validity
@@ -165,7 +166,7 @@ class RunLog:
 def _read_meta(run_dir: Path) -> dict[str, Any]:
     """`valid` (bool) and `invalid_reason` (str) from meta.json, when present with those types."""
     try:
-        meta = json.loads((run_dir / "meta.json").read_text(encoding="utf-8"))
+        meta = safejson.loads((run_dir / "meta.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     if not isinstance(meta, dict):
@@ -368,8 +369,11 @@ class _Caches:
                     q = f"SELECT key, request, response FROM responses WHERE key IN ({marks})"
                     for key, req, resp in db.execute(q, chunk):
                         try:
-                            found[key] = {"request": json.loads(req), "response": json.loads(resp)}
-                        except (ValueError, TypeError, RecursionError):
+                            found[key] = {
+                                "request": safejson.loads(req),
+                                "response": safejson.loads(resp),
+                            }
+                        except (ValueError, TypeError):
                             unreadable += 1
             except sqlite3.Error:
                 continue

@@ -19,6 +19,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from mbb.core import safejson
 from mbb.core.events import InvalidAction
 from mbb.llm.cache import LlmCache
 from mbb.llm.client import CallMeta, ChatRequest, Emit, LlmClient, LlmResult, LlmUnavailable
@@ -139,10 +140,7 @@ def load_json(text: str) -> Any:
     ("[[[[...") raises JSONDecodeError like any malformed answer (a RecursionError is not a
     ValueError, and escaped every reader of answers: the run applied a default action without
     counting the call as failed)."""
-    try:
-        return json.loads(text)
-    except RecursionError:
-        raise json.JSONDecodeError("JSON nested too deeply", text, 0) from None
+    return safejson.loads(text)
 
 
 def extract_json(text: str) -> Any:

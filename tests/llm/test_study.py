@@ -113,6 +113,14 @@ def test_a_stub_study_runs_resumes_and_refuses_another_study_in_its_folder(tmp_p
     other = study_file(tmp_path, path.read_text().replace("name: s", "name: other"), "o")
     with pytest.raises(StudyError, match="holds study 's'"):
         run_study(load_study(other, stub=True), progress=False, report=False)
+    # a study record that is not one (a colleague's folder, a crash mid-write) is refused in
+    # one line: a list had raised AttributeError, "[[[[..." RecursionError
+    record_text = (study.out / "study.json").read_text()
+    for corrupt in ("[1]", '{"runs": 5}', "[" * 100_000 + "]" * 100_000):
+        (study.out / "study.json").write_text(corrupt)
+        with pytest.raises(StudyError, match=r"study\.json: not a study record \(corrupt\)"):
+            run_study(load_study(path, stub=True), progress=False, report=False)
+    (study.out / "study.json").write_text(record_text)
 
 
 def test_slots_to_fill_in_are_refused_except_in_a_stub_study_which_never_passes_for_real(
