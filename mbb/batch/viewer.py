@@ -314,23 +314,50 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
 def _scrub(value: Any, secrets: Sequence[str]) -> Any:
     """A JSON value safe to write into a page: keys named like secrets removed, every string
     (keys too) redacted, and a `__proto__` key renamed (in a JavaScript object literal it would
-    set the object's prototype instead of being data)."""
-    if isinstance(value, str):
-        return redact(value, secrets)
-    if isinstance(value, dict):
-        out = {}
-        for k, v in value.items():
-            k = str(k)
-            if _SECRET_KEY.match(k):
-                continue
-            k = redact(k, secrets)
-            out["[__proto__]" if k == "__proto__" else k] = _scrub(v, secrets)
+    set the object's prototype instead of being data).
+
+    Each distinct string and key is handled once per call, and a number or None is kept
+    without a call: a run's file holds some 800 events of a dozen fields whose keys, kinds and
+    names repeat, and redacting each again was most of `mbb view`'s build time."""
+    texts: dict[str, str] = {}
+    keys: dict[Any, str | None] = {}  # None: a key named like a secret, left out
+
+    def text(s: str) -> str:
+        out = texts.get(s)
+        if out is None:
+            out = texts[s] = redact(s, secrets)
         return out
-    if isinstance(value, (list, tuple)):
-        return [_scrub(v, secrets) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None  # NaN / Infinity are not JSON
-    return value
+
+    def key(k: Any) -> str | None:
+        if k not in keys:
+            name = str(k)
+            if _SECRET_KEY.match(name):
+                keys[k] = None
+            else:
+                name = text(name)
+                keys[k] = "[__proto__]" if name == "__proto__" else name
+        return keys[k]
+
+    def walk(v: Any) -> Any:
+        if isinstance(v, str):
+            return text(v)
+        if isinstance(v, dict):
+            out = {}
+            for k, x in v.items():
+                name = key(k)
+                if name is not None:
+                    out[name] = x if x is None or type(x) in _PLAIN else walk(x)
+            return out
+        if isinstance(v, (list, tuple)):
+            return [walk(x) for x in v]
+        if isinstance(v, float) and not math.isfinite(v):
+            return None  # NaN / Infinity are not JSON
+        return v
+
+    return walk(value)
+
+
+_PLAIN = (int, bool)  # kept as they are (exact types: a subclass goes through `walk`)
 
 
 # --- LLM prompts and answers (from the run's response cache) ----------------------------------
