@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from mbb.analysis.validation import cohen_kappa
+from mbb.core import safejson
 
 __all__ = [
     "ANNOTATORS",
@@ -103,7 +104,7 @@ def read_annotations(
         if not line.strip():
             continue
         try:
-            d = json.loads(line)
+            d = safejson.loads(line)
             who = ("author",) if d.get("provisional") else ANNOTATORS
             out[d["id"]] = {a: list(d[a]) for a in who}
         except (ValueError, KeyError, TypeError) as exc:

@@ -28,6 +28,7 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from mbb.core import safejson
 from mbb.core.taxonomy import ALL_LABELS
 
 __all__ = [
@@ -144,7 +145,7 @@ def parse_lines(
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
+            obj = safejson.loads(line)
         except ValueError as exc:  # JSONDecodeError, or a number too long to convert to int
             why = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc).split(":")[0]
             raise CorpusError(f"{name}:{n}: not valid JSON ({why})") from None

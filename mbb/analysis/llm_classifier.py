@@ -32,6 +32,7 @@ from typing import Any
 
 import polars as pl
 
+from mbb.core import safejson
 from mbb.core.taxonomy import ALL_BY_NAME, ALL_LABELS
 
 __all__ = [
@@ -311,7 +312,7 @@ class LLMClassifier:
         if isinstance(cache, str | Path):
             self.cache_path = Path(cache)
             if self.cache_path.exists():
-                self.cache = json.loads(self.cache_path.read_text())
+                self.cache = safejson.loads(self.cache_path.read_text())
         elif cache is not None:
             self.cache = cache
         self.usage: list[dict[str, Any]] = []

@@ -62,6 +62,10 @@ def test_reader_keeps_context_and_allows_extra_context_keys(tmp_path):
             "{path}:2: not valid JSON (Exceeds the limit (4300 digits) for integer string "
             "conversion)",
         ),
+        (  # past json's recursion: a RecursionError, not a ValueError, had escaped
+            "[" * 100_000 + "]" * 100_000,
+            "{path}:2: not valid JSON (JSON nested too deeply)",
+        ),
         ('["a list"]', "{path}:2: expected a JSON object, got list"),
         ('{"id": "b", "channel": "radio", "text": "t"}', "{path}:2: channel: Input should be "),
         ('{"id": "b", "channel": "note"}', "{path}:2: text: Field required"),
