@@ -161,3 +161,15 @@ def test_parse_set_option(option: str, expected: dict) -> None:
 def test_parse_set_option_rejects_malformed_options(option: str, message: str) -> None:
     with pytest.raises(ParamsError, match=message):
         parse_set_option(option)
+
+
+def test_a_study_file_given_as_params_says_so(tmp_path: Path) -> None:
+    """`mbb run study.yaml` had listed seven unknown fields (conditions, roles, seeds, ...)."""
+    study = tmp_path / "s.yaml"
+    study.write_text("name: s\nconditions: [base]\nroles: [negotiators]\nseeds: 0..1\n")
+    with pytest.raises(ParamsError) as err:
+        load_params(study)
+    assert str(err.value) == (
+        f"{study}: a study file (it has `conditions:`), not a condition's params: run it with "
+        "`mbb study FILE` (`--estimate` for its calls and cost)"
+    )

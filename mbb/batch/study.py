@@ -441,6 +441,11 @@ def load_study(path: str | Path, *, stub: bool = False, out: str | Path | None =
         raise StudyError(f"{src}: not a valid YAML study file: {why}") from None
     if not isinstance(data, dict):
         raise StudyError(f"{src}: the top level must be a mapping of fields")
+    if "conditions" not in data and {"extends", "workers", "mechanism", "subruns"} & set(data):
+        raise StudyError(
+            f"{src}: a condition's params file, not a study file: run it with `mbb run FILE`, "
+            "or name it under `conditions:` in a study file"
+        )
     try:
         spec = StudySpec.model_validate(data)
     except ValidationError as exc:

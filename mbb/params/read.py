@@ -171,6 +171,11 @@ def _read_yaml_with_extends(path: Path, chain: tuple[Path, ...]) -> dict[str, An
         raise ParamsError(
             f"{label}: the top level must be a mapping of fields, got {type(data).__name__}"
         )
+    if "conditions" in data and "workers" not in data and "extends" not in data:
+        raise ParamsError(  # the likelier mistake than seven unknown fields, said first
+            f"{label}: a study file (it has `conditions:`), not a condition's params: run it "
+            "with `mbb study FILE` (`--estimate` for its calls and cost)"
+        )
     parent = data.pop("extends", None)
     if parent is None:
         return data

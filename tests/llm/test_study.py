@@ -86,6 +86,18 @@ def test_bad_study_files_get_one_line_naming_the_field(tmp_path):
         )
 
 
+def test_a_params_file_given_as_a_study_says_so(tmp_path) -> None:
+    """`mbb study params/base.yaml` had said only `conditions: Field required`."""
+    params = tmp_path / "mine.yaml"
+    params.write_text("extends: base\nsubruns: 2\n")
+    with pytest.raises(StudyError) as err:
+        load_study(params)
+    assert str(err.value) == (
+        f"{params}: a condition's params file, not a study file: run it with `mbb run FILE`, "
+        "or name it under `conditions:` in a study file"
+    )
+
+
 def test_a_stub_study_runs_resumes_and_refuses_another_study_in_its_folder(tmp_path):
     path = small(
         tmp_path,
