@@ -331,3 +331,37 @@ def test_a_deeply_nested_record_file_is_corrupt_input_not_a_crash(finished, tmp_
                  "--out", str(run.parent), "--quiet"])  # fmt: skip
     assert code == 2
     assert _one_line_error(capsys).endswith("condition.json: not a condition record (corrupt)\n")
+
+
+@pytest.mark.parametrize("first", ["[1]", "1" * 5000, '{"kind": "run_started", "params": 5}'])
+def test_a_first_line_that_is_no_event_is_neither_kept_nor_a_crash(finished, first, capsys):
+    """The readers of a log's first line (the foreign-run guard, `recorded_conditions`) took
+    any JSON for an object (a list raised AttributeError) and missed json's plain ValueError
+    past its digit limit. Such a run records no condition: `recorded_conditions` skips it,
+    and `mbb run` replaces it (the log does not check; nothing of a condition is lost)."""
+    from mbb.analysis.runs import recorded_conditions
+
+    _cond, run = finished
+    log = run / "events.jsonl"
+    lines = log.read_text().splitlines()
+    log.write_text("\n".join([first, *lines[1:]]) + "\n")
+    assert recorded_conditions([run.parent]) == {}
+    (run.parent / "condition.json").unlink(missing_ok=True)  # the guard then reads the log
+    code = main(["run", "base", "--runs", "2", "--set", "subruns=1", "--set", "name=sym",
+                 "--out", str(run.parent), "--quiet"])  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    assert eventlog.read_lines(log)[0].startswith('{"kind":"run_started"')
+
+
+def test_recorded_params_this_mbb_cannot_read_are_one_line(finished) -> None:
+    from mbb.analysis.runs import recorded_conditions
+    from mbb.params import ParamsError
+
+    _cond, run = finished
+    log = run / "events.jsonl"
+    lines = log.read_text().splitlines()
+    started = json.loads(lines[0])
+    started["params"]["subruns"] = "many"
+    log.write_text("\n".join([json.dumps(started), *lines[1:]]) + "\n")
+    with pytest.raises(ParamsError, match=r"events\.jsonl:1: the recorded params are not a "):
+        recorded_conditions([run.parent])

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+from pydantic import ValidationError
 
 from mbb.analysis._frames import run_info_from_dirs
 from mbb.core import safejson
@@ -27,7 +28,7 @@ from mbb.core.eventlog import EventLogError, read_lines
 from mbb.core.paths import user_path
 from mbb.core.tables import TABLES, concat_tables, load_tables, tables_from_run_dirs
 from mbb.core.validity import invalid_reason, recorded_threshold, run_validity
-from mbb.params import Condition
+from mbb.params import Condition, ParamsError
 
 __all__ = [
     "baseline_cell",
@@ -271,6 +272,16 @@ def recorded_conditions(
             event = safejson.loads(first)
         except ValueError:
             continue  # not even one complete event: `load_runs` says why it is left out
+        if not isinstance(event, dict):
+            continue  # not an event: as above
         if event.get("kind") == "run_started" and isinstance(event.get("params"), dict):
-            out[cell] = Condition.model_validate_json(json.dumps(event["params"]))
+            try:
+                out[cell] = Condition.model_validate_json(json.dumps(event["params"]))
+            except ValidationError as exc:
+                err = exc.errors(include_url=False)[0]
+                where = ".".join(str(x) for x in err["loc"]) or "params"
+                raise ParamsError(
+                    f"{run / 'events.jsonl'}:1: the recorded params are not a condition this "
+                    f"mbb reads ({exc.error_count()} problem(s); first: {where}: {err['msg']})"
+                ) from None
     return out

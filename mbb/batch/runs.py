@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -91,11 +90,13 @@ def check_not_foreign(run_dir: Path, condition: Any) -> None:
         first = fh.readline()
     try:
         started = safejson.loads(first)
-    except json.JSONDecodeError:
+    except ValueError:
         return  # not even one complete event: nothing worth keeping
+    if not isinstance(started, dict):
+        return  # not an event either
     recorded = started.get("params") if started.get("kind") == "run_started" else None
-    if recorded is None:
-        return
+    if not isinstance(recorded, dict):
+        return  # no params recorded: not a run of any condition
     current = condition.model_dump(mode="json")
     if comparable_params(recorded) == comparable_params(current):
         return
