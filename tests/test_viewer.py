@@ -776,3 +776,85 @@ def test_a_run_an_analysis_cannot_take_costs_only_its_own_measures(sweep_copy, m
     assert all(e["score"] is not None for e in index["runs"] if e["id"] != "base-seed0000")
     assert _entry(index, "base-seed0000")["file"]  # still shown, with its labels
     assert _run_data(sweep_copy / "viewer", _entry(index, "base-seed0000"))["labels"]
+
+
+# --- a colleague's folder cannot make the viewer read or write outside it (a red team's finds) --
+def test_links_planted_where_the_viewer_writes_are_refused_and_their_targets_kept(
+    sweep_copy, tmp_path
+) -> None:
+    """`viewer/data/runs` planted as a link: the build deleted the target folder's *.js and
+    wrote its own there; `viewer/.index.html.tmp` planted as a link: the page was written
+    through it into the target. Now a linked folder is refused in one line, and every file is
+    written as a fresh file renamed into place."""
+    from mbb.batch.outdir import OutputError
+
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "app.js").write_text("precious\n")
+    (victim / "notes.txt").write_text("precious\n")
+    data = sweep_copy / "viewer" / "data"
+    data.mkdir(parents=True)
+    (data / "runs").symlink_to(victim)
+    with pytest.raises(OutputError, match=r"data/runs: a symbolic link"):
+        build_viewer(sweep_copy)
+    assert main(["view", str(sweep_copy)]) == 2
+    (data / "runs").unlink()
+    (sweep_copy / "viewer" / ".index.html.tmp").symlink_to(victim / "notes.txt")
+    (data / ".index.js.tmp").symlink_to(victim / "notes.txt")
+    build_viewer(sweep_copy)
+    assert (victim / "app.js").read_text() == (victim / "notes.txt").read_text() == "precious\n"
+    assert not (sweep_copy / "viewer" / "index.html").is_symlink()
+
+
+def test_a_cache_outside_the_folder_is_read_only_when_named(sweep_copy, tmp_path) -> None:
+    """A log naming `llm.cache_file` as an absolute path, a path up out of the folder, a home
+    folder that does not exist, or a name with a NUL: the viewer opened caches anywhere (and
+    crashed on the last two). Now only caches inside the folder are read, and those named."""
+    private = tmp_path / "private.sqlite"
+    cache = LlmCache(private)
+    cache.put("k1", {"messages": [{"role": "user", "content": "PRIVATE PROMPT"}]}, {"text": "x"})
+    cache.close()
+    run = sweep_copy / "base" / "base-seed0000"
+    lines = _lines(run / "events.jsonl")
+    first = json.loads(lines[0])
+    call = {
+        "kind": "llm_call", "v": 1, "run_id": first["run_id"], "seq": 0, "t": 0.0,
+        "subrun": 1, "round": 1, "worker": "W1", "wall": 0.0, "role": "negotiator",
+        "phase": "declare", "model": "m1", "prompt_tokens": 4, "completion_tokens": 1,
+        "latency_s": 0.1, "cost_usd": 0.0, "request_key": "k1",
+    }  # fmt: skip
+    lines.insert(5, json.dumps(call))
+    for name in (str(private), "../../../private.sqlite", "~nobody_here_xyz/c.sqlite", "a\0b"):
+        first["params"]["llm"]["cache_file"] = name
+        evs = [first, *[json.loads(x) for x in lines[1:]]]
+        text = "\n".join(json.dumps({**e, "seq": j}) for j, e in enumerate(evs))
+        (run / "events.jsonl").write_text(text + "\n")
+        res = build_viewer(sweep_copy, out=tmp_path / "v")
+        everything = "".join(p.read_text() for p in (tmp_path / "v").rglob("*.js"))
+        assert "PRIVATE PROMPT" not in everything, name
+        assert any("not shown: no cache inside the folder" in w for _, w in res.warnings)
+    build_viewer(sweep_copy, out=tmp_path / "v", llm_caches=[private])
+    assert "PRIVATE PROMPT" in "".join(p.read_text() for p in (tmp_path / "v").rglob("*.js"))
+
+
+def test_linked_logs_pipes_and_column_files_are_not_read(sweep_copy, tmp_path) -> None:
+    """`events.jsonl` as a link to a log elsewhere was read and shown; as a pipe (mkfifo) it
+    hung the build; `viewer-columns.json` as a link to a file of yours had its values shown and
+    its keys listed. Now each is left out, said."""
+    import os
+
+    elsewhere = tmp_path / "elsewhere"
+    shutil.copytree(sweep_copy / "base" / "base-seed0001", elsewhere)
+    (sweep_copy / "stolen").mkdir()
+    (sweep_copy / "stolen" / "events.jsonl").symlink_to(elsewhere / "events.jsonl")
+    (sweep_copy / "piped").mkdir()
+    os.mkfifo(sweep_copy / "piped" / "events.jsonl")
+    secret = tmp_path / "credentials.json"
+    secret.write_text(json.dumps({"base-seed0000": {"also": "SHOWN"}, "prod-db": {"x": 1}}))
+    (sweep_copy / "viewer-columns.json").symlink_to(secret)
+    res = build_viewer(sweep_copy, out=tmp_path / "v")
+    bad = dict(res.bad)
+    for name in ("stolen", "piped"):
+        assert bad[name] == "events.jsonl is not a regular file (a symbolic link or a pipe): not read"
+    index = (tmp_path / "v" / "data" / "index.js").read_text()
+    assert "SHOWN" not in index and "prod-db" not in index

@@ -14,6 +14,7 @@ import errno
 import fcntl
 import json
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from mbb.core import safejson
 from mbb.core.nested import comparable_params, first_difference
 from mbb.params import Condition
 
-__all__ = ["ConditionMismatch", "OutputBusy", "OutputError", "claim"]
+__all__ = ["ConditionMismatch", "OutputBusy", "OutputError", "claim", "replace_file"]
 
 LOCK_NAME = ".mbb.lock"
 MARKER_NAME = "condition.json"
@@ -130,3 +131,18 @@ def claim(out_dir: str | Path, condition: Condition) -> Iterator[Path]:
         yield out_dir
     finally:
         os.close(fd)  # releases the lock
+
+
+def replace_file(path: Path, text: str) -> None:
+    """Write `path` whole, atomically, and never through a link: a fresh file (O_EXCL, so not
+    one planted in a shared folder) renamed over it — a symbolic link there is replaced, its
+    target untouched."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

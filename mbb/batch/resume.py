@@ -30,8 +30,8 @@ from pydantic import ValidationError
 
 from mbb.agents.backends import uses_llm
 from mbb.batch.build import ensure_condition, run_condition
-from mbb.batch.outdir import claim
-from mbb.batch.runner import replace_file, write_meta
+from mbb.batch.outdir import claim, replace_file
+from mbb.batch.runner import write_meta
 from mbb.batch.runs import run_id_of
 from mbb.core.eventlog import EventLogError, read_lines
 from mbb.core.nested import first_difference

@@ -19,7 +19,6 @@ import contextlib
 import errno
 import json
 import multiprocessing as mp
-import os
 import signal
 import time
 from collections import defaultdict
@@ -34,7 +33,7 @@ import polars as pl
 from mbb.agents.backends import uses_llm
 from mbb.batch.build import load_params, run_condition, run_seeds
 from mbb.batch.cpus import PARALLEL_FROM, cpu_budget, pool_size
-from mbb.batch.outdir import claim
+from mbb.batch.outdir import claim, replace_file
 from mbb.batch.runs import check_not_foreign, run_id_of
 from mbb.core.aio import sigint_deferred
 from mbb.core.eventlog import EventLogError, kind_of, read_lines
@@ -48,7 +47,6 @@ __all__ = [
     "BatchInterrupted",
     "BatchResult",
     "finished_log",
-    "replace_file",
     "run_conditions",
     "run_many",
     "shutdown_pool",
@@ -104,21 +102,6 @@ class BatchResult:
     @property
     def run_dirs(self) -> list[Path]:
         return [self.out_dir / r for r in self.run_ids]
-
-
-def replace_file(path: Path, text: str) -> None:
-    """Write `path` whole, atomically, and never through a link: a fresh file (O_EXCL, so not
-    one planted in a shared folder) renamed over it — a symbolic link there is replaced, its
-    target untouched."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def _validity_fields(lines: Sequence[str], invalid_share: float) -> dict[str, Any]:

@@ -47,8 +47,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from mbb.agents.backends import uses_llm
 from mbb.agents.personas import PERSONAS
 from mbb.batch.build import load_params, run_condition_async
-from mbb.batch.outdir import claim
-from mbb.batch.runner import finished_log, replace_file, write_meta
+from mbb.batch.outdir import claim, replace_file
+from mbb.batch.runner import finished_log, write_meta
 from mbb.batch.runs import run_id_of
 from mbb.core import safejson
 from mbb.core.aio import run_coroutine

@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from mbb.analysis.tokens import cost_text, total_cost, without_usage
+from mbb.batch.outdir import OutputError, replace_file
 from mbb.core import safejson
 from mbb.core.eventlog import OtherVersion, parse_line
 from mbb.core.events import SCHEMA_VERSION
@@ -165,8 +166,11 @@ class RunLog:
 
 def _read_meta(run_dir: Path) -> dict[str, Any]:
     """`valid` (bool) and `invalid_reason` (str) from meta.json, when present with those types."""
+    path = run_dir / "meta.json"
+    if path.is_symlink() or not path.is_file():
+        return {}
     try:
-        meta = safejson.loads((run_dir / "meta.json").read_text(encoding="utf-8"))
+        meta = safejson.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     if not isinstance(meta, dict):
@@ -189,6 +193,9 @@ def read_run(run_dir: Path, held: set[str] | None = None) -> RunLog:
     `running`: its missing end and a partly written last line are not problems."""
     run = RunLog(Path(run_dir))
     path = run.path / "events.jsonl"
+    if path.is_symlink() or not path.is_file():  # a link could point at any file; a pipe hangs
+        run.fatal = "events.jsonl is not a regular file (a symbolic link or a pipe): not read"
+        return run
     run.meta = _read_meta(run.path)
     try:
         raw = path.read_bytes()
@@ -361,16 +368,26 @@ _PLAIN = (int, bool)  # kept as they are (exact types: a subclass goes through `
 
 
 # --- LLM prompts and answers (from the run's response cache) ----------------------------------
-def _cache_candidates(run_dir: Path, root: Path, cache_file: str) -> list[Path]:
-    p = Path(cache_file).expanduser()
-    if p.is_absolute():
-        return [p]
-    out = [Path.cwd() / p]
-    for anc in [run_dir, *run_dir.parents]:
-        out += [anc / p, anc / p.name]
-        if anc == root.parent or anc == anc.parent:
-            break
-    return out
+def _cache_candidates(
+    run_dir: Path, root: Path, cache_file: str, named: Sequence[Path] = ()
+) -> list[Path]:
+    """Where a run's LLM cache may be: the file its params name (`llm.cache_file`), looked up
+    from its folder up to `root`, and only where it lies inside `root` (resolved, so no link or
+    `..` leads out: a colleague's log must not make the viewer copy prompts from a cache of
+    yours into the page); then the caches you `named` (`mbb view --llm-cache`)."""
+    out: list[Path] = []
+    try:
+        top = root.resolve()
+        rel = Path(cache_file)
+        for anc in [run_dir, *run_dir.parents]:
+            for p in ([anc / rel] if not rel.is_absolute() else []) + [anc / rel.name]:
+                if p.resolve().is_relative_to(top) and p not in out:
+                    out.append(p)
+            if anc.resolve() == top or anc == anc.parent:
+                break
+    except (OSError, ValueError, RuntimeError):  # a NUL in the name, a link loop
+        pass
+    return [*out, *named]
 
 
 class _Caches:
@@ -490,10 +507,11 @@ def _get(d: Any, *keys: str) -> Any:
 
 
 def _llm_texts(
-    run: RunLog, root: Path, caches: _Caches
+    run: RunLog, root: Path, caches: _Caches, named: Sequence[Path] = ()
 ) -> tuple[dict[int, dict[str, Any]], list[str]]:
-    """Each LLM call's prompt and answer from the run's response cache, by the call's `seq`;
-    and the problems to list with the run (cache rows that could not be read)."""
+    """Each LLM call's prompt and answer from the run's response cache (`_cache_candidates`;
+    `named`: the caches the user named), by the call's `seq`; and the problems to list with the
+    run (no cache found, cache rows that could not be read)."""
     calls = [e for e in run.events if e["kind"] == "llm_call" and e.get("request_key")]
     if not calls:
         return {}, []
@@ -501,10 +519,16 @@ def _llm_texts(
     if not isinstance(cache_file, str) or not cache_file:
         cache_file = "outputs/llm_cache.sqlite"
     found, unreadable = caches.lookup(
-        _cache_candidates(run.path, root, cache_file),
+        _cache_candidates(run.path, root, cache_file, named),
         sorted({e["request_key"] for e in calls}),
     )
     problems = []
+    if not found and not unreadable:
+        problems.append(
+            f"prompts and answers of its {len(calls)} LLM call(s) not shown: no cache inside "
+            "the folder holds them (a cache elsewhere is read only when you name it: "
+            "mbb view --llm-cache FILE)"
+        )
     if unreadable:
         problems.append(
             f"{unreadable} LLM cache row(s) of its calls could not be read (not JSON, or nested "
@@ -742,7 +766,7 @@ def read_columns(path: Path) -> tuple[dict[str, dict[str, Any]], list[str]]:
     path = Path(path)
     try:
         if path.suffix.lower() == ".json":
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = safejson.loads(path.read_text(encoding="utf-8"))
             if isinstance(data, dict):
                 rows = [
                     {"run_id": k, **v} if isinstance(v, dict) else None for k, v in data.items()
@@ -911,8 +935,10 @@ class _Viewer:
         columns: Sequence[Path] = (),
         invalid_share: float | None = None,
         live: float | None = None,
+        llm_caches: Sequence[Path] = (),
     ) -> None:
         self.root, self.out = root, out
+        self.llm_caches = list(llm_caches)
         self.runs_dir = out / "data" / "runs"
         self.text_dir = out / "data" / "text"
         self.columns = list(columns)
@@ -938,9 +964,7 @@ class _Viewer:
         body = _js_json(_scrub(value, self.secrets))
         for prefix, name in self.paths:  # no absolute path of this machine in a shared page
             body = body.replace(prefix, name)
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(f"{call}{body});\n", encoding="utf-8")
-        os.replace(tmp, path)
+        replace_file(path, f"{call}{body});\n")
 
     def _signature(self, d: Path, held: set[str] | None) -> tuple[Any, ...]:
         log: tuple[int | None, int | None]
@@ -958,7 +982,13 @@ class _Viewer:
         return (*log, meta, writing)
 
     def _column_files(self) -> list[Path]:
-        auto = [self.root / n for n in COLUMN_FILES if (self.root / n).is_file()]
+        # picked up from the folder: only a regular file of its own (a link could point at
+        # any file of yours, and its values and keys would reach the page)
+        auto = [
+            self.root / n
+            for n in COLUMN_FILES
+            if (self.root / n).is_file() and not (self.root / n).is_symlink()
+        ]
         return [*self.columns, *auto]
 
     def _read_columns(self) -> bool:
@@ -1016,7 +1046,9 @@ class _Viewer:
         if entry["invalid_actions"] is None and run.events:
             entry["invalid_actions"] = 0
         _validity(entry, run, self.invalid_share)
-        llm, llm_problems = _llm_texts(run, self.root, caches) if run.events else ({}, [])
+        llm, llm_problems = (
+            _llm_texts(run, self.root, caches, self.llm_caches) if run.events else ({}, [])
+        )
         entry["problems"] = [*run.problems, *problems, *llm_problems]
         if not run.events:
             return entry
@@ -1169,18 +1201,27 @@ class _Viewer:
         page = page.replace("/*MBB_CSS*/", (STATIC / "viewer.css").read_text(encoding="utf-8"))
         js = "\n".join((STATIC / name).read_text(encoding="utf-8") for name in _SCRIPTS)
         page = page.replace("/*MBB_JS*/", js)
-        tmp = self.out / ".index.html.tmp"
-        tmp.write_text(page, encoding="utf-8")
-        os.replace(tmp, self.out / "index.html")
+        replace_file(self.out / "index.html", page)
 
 
 def _prepare(root: str | Path, out: str | Path | None) -> tuple[Path, Path]:
+    """(root, out) checked: the folders the viewer writes into are never symbolic links (a
+    `viewer/data/runs` planted in a colleague's folder would have its target's files deleted
+    and replaced); an `out` you give may be one."""
     root = Path(root)
     if not root.is_dir():
         raise FileNotFoundError(f"{root}: not a folder")
-    out = Path(out) if out is not None else root / "viewer"
-    (out / "data").mkdir(parents=True, exist_ok=True)
-    return root, out
+    given = out is not None
+    folder = Path(out) if out is not None else root / "viewer"
+    mine = [folder / "data", folder / "data" / "runs", folder / "data" / "text"]
+    for d in mine if given else [folder, *mine]:
+        if d.is_symlink():
+            raise OutputError(
+                f"{d}: a symbolic link; the viewer never writes through one (remove it, or "
+                "give --out)"
+            )
+    (folder / "data").mkdir(parents=True, exist_ok=True)
+    return root, folder
 
 
 def build_viewer(
@@ -1189,6 +1230,7 @@ def build_viewer(
     *,
     columns: Sequence[str | Path] = (),
     invalid_share: float | None = None,
+    llm_caches: Sequence[str | Path] = (),
 ) -> ViewerResult:
     """Write the viewer of every run under `root` to `out` (default `root/viewer`).
 
@@ -1196,9 +1238,17 @@ def build_viewer(
     `read_columns`); `viewer-columns.csv` / `viewer-columns.json` in `root` are read too.
     invalid_share: a run whose LLM calls failed or were repaired more often than this is marked
     invalid (None: the threshold each run's meta.json records, else mbb's 5 %); its meta.json
-    can mark it invalid too, never valid."""
+    can mark it invalid too, never valid.
+    llm_caches: LLM caches outside `root` to read prompts and answers from (a run's own cache
+    is read only when it lies inside `root`)."""
     r, o = _prepare(root, out)
-    return _Viewer(r, o, columns=[Path(c) for c in columns], invalid_share=invalid_share).update()
+    return _Viewer(
+        r,
+        o,
+        columns=[Path(c) for c in columns],
+        invalid_share=invalid_share,
+        llm_caches=[Path(c) for c in llm_caches],
+    ).update()
 
 
 def watch_viewer(
@@ -1210,15 +1260,22 @@ def watch_viewer(
     invalid_share: float | None = None,
     report: Callable[[ViewerResult], Any] | None = None,
     stop: Callable[[], bool] | None = None,
+    llm_caches: Sequence[str | Path] = (),
 ) -> ViewerResult:
     """`build_viewer`, then keep it up to date every `interval` seconds until `stop()` is true
     (default: never; Ctrl-C ends it). `report(result)` is called after the build and after each
-    pass that changed something. The page polls its index at the same interval."""
+    pass that changed something. The page polls its index at the same interval. `root`, `out`,
+    `columns`, `invalid_share`, `llm_caches`: as in `build_viewer`."""
     if not interval > 0:
         raise ValueError(f"interval must be a positive number of seconds, got {interval!r}")
     r, o = _prepare(root, out)
     viewer = _Viewer(
-        r, o, columns=[Path(c) for c in columns], invalid_share=invalid_share, live=interval
+        r,
+        o,
+        columns=[Path(c) for c in columns],
+        invalid_share=invalid_share,
+        live=interval,
+        llm_caches=[Path(c) for c in llm_caches],
     )
     res = viewer.update()
     if report is not None:

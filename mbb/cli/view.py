@@ -24,6 +24,10 @@ def _run(args: argparse.Namespace) -> int:
         if not Path(f).is_file():
             print(f"error: --columns {f}: no such file", file=sys.stderr)
             return 2
+    for f in args.llm_cache:
+        if not Path(f).is_file():
+            print(f"error: --llm-cache {f}: no such file", file=sys.stderr)
+            return 2
     if args.watch is not None and not args.watch > 0:
         print(f"error: --watch {args.watch}: a positive number of seconds", file=sys.stderr)
         return 2
@@ -45,11 +49,18 @@ def _run(args: argparse.Namespace) -> int:
         print(f"{result.runs} run(s) in {result.seconds:.1f} s -> viewer: {result.index}")
 
     if args.watch is None:
-        report(build_viewer(root, out, columns=args.columns))
+        report(build_viewer(root, out, columns=args.columns, llm_caches=args.llm_cache))
         return 0
     print(f"watching {root} every {args.watch:g} s (Ctrl-C to stop)")
     try:
-        watch_viewer(root, out, interval=args.watch, columns=args.columns, report=report)
+        watch_viewer(
+            root,
+            out,
+            interval=args.watch,
+            columns=args.columns,
+            report=report,
+            llm_caches=args.llm_cache,
+        )
     except KeyboardInterrupt:
         print("stopped watching")
     return 0
@@ -66,6 +77,14 @@ def add_parser(sub: Any) -> None:
         metavar="FILE",
         help="CSV or JSON of per-run values keyed by run id: extra columns of the runs table "
         "(repeatable; DIR/viewer-columns.csv or .json is read too)",
+    )
+    vw.add_argument(
+        "--llm-cache",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="an LLM cache (sqlite) outside DIR to show prompts and answers from (repeatable); "
+        "a run's own cache is read only when it lies inside DIR",
     )
     vw.add_argument(
         "--watch",

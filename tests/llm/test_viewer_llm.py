@@ -20,7 +20,13 @@ def test_viewer_shows_each_llm_call_and_never_the_key(
 ):
     cond = condition(root, llm_server, tmp_path)
     run_condition(cond, 0, tmp_path / "out" / "llm_test-seed0000")
+    # its cache lies outside the folder viewed: read only when named (a colleague's log could
+    # name a cache of yours), and the page says why prompts are missing
     res = build_viewer(tmp_path / "out")
+    (warning,) = res.warnings
+    assert "not shown: no cache inside the folder holds them" in warning[1]
+    assert "mbb view --llm-cache FILE" in warning[1]
+    res = build_viewer(tmp_path / "out", llm_caches=[tmp_path / "cache.sqlite"])
     assert res.runs == 1 and res.bad == [] and res.warnings == []
     viewer = res.index.parent
     text = (viewer / "data" / "runs" / "000000.js").read_text(encoding="utf-8")
