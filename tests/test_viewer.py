@@ -854,7 +854,7 @@ def test_linked_logs_pipes_and_column_files_are_not_read(sweep_copy, tmp_path) -
     (sweep_copy / "viewer-columns.json").symlink_to(secret)
     res = build_viewer(sweep_copy, out=tmp_path / "v")
     bad = dict(res.bad)
-    for name in ("stolen", "piped"):
-        assert bad[name] == "events.jsonl is not a regular file (a symbolic link or a pipe): not read"
+    why = "events.jsonl is not a regular file (a symbolic link or a pipe): not read"
+    assert bad["stolen"] == bad["piped"] == why
     index = (tmp_path / "v" / "data" / "index.js").read_text()
     assert "SHOWN" not in index and "prod-db" not in index
