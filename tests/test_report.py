@@ -314,3 +314,38 @@ def test_the_index_and_the_compare_page_show_one_computation(tmp_path: Path) -> 
     assert ("'d sig'" in cell) == row["excludes_zero"]
     assert "baseline" in _cell(row, is_base=True)
     assert _cell(None, is_base=False) == "<td>—</td>"
+
+
+def test_a_colleagues_folder_cannot_change_the_comparison(tmp_path: Path, capsys) -> None:
+    """A red team's finds. (1) Forged parquet tables (every evaluation `completed`) moved base's
+    completion in the report from 40 % to 100 %: load_runs read a folder's tables when they
+    held its run ids; now every number comes from the logs. (2) Runs renamed to another
+    condition's folder names were counted under that name: a run whose log is not of a run
+    named as its folder is left out, said. (3) A copied run made the whole comparison vanish
+    without a word: it is now a warning."""
+    import shutil
+
+    import polars as pl
+
+    from mbb.analysis.runs import load_runs
+    from mbb.batch.build import load_params
+    from mbb.batch.report import build_report
+    from mbb.batch.runner import run_many
+
+    run_many(load_params("base", {"subruns": 1}), runs=2, out_dir=tmp_path / "base", processes=1)
+    honest = load_runs([tmp_path])["evaluations"]
+    evals = tmp_path / "base" / "tables" / "evaluations.parquet"
+    forged = pl.read_parquet(evals).with_columns(pl.lit("completed").alias("outcome"))
+    forged.write_parquet(evals)
+    assert load_runs([tmp_path])["evaluations"].equals(honest)
+
+    shutil.copytree(tmp_path / "base" / "base-seed0001", tmp_path / "base" / "best-seed0001")
+    loaded = load_runs([tmp_path])
+    assert sorted(loaded["runs"]["run_id"].to_list()) == ["base-seed0000", "base-seed0001"]
+    (why,) = loaded["excluded"].filter(pl.col("run_id") == "best-seed0001")["reason"].to_list()
+    assert why == "its log is of run 'base-seed0001', not of a run named as its folder"
+
+    shutil.copytree(tmp_path / "base" / "base-seed0001", tmp_path / "copy" / "base-seed0001")
+    build_report(tmp_path, viewer=False)
+    err = capsys.readouterr().err
+    assert "warning: no comparison of conditions: " in err and "(a copy?)" in err

@@ -26,7 +26,7 @@ from mbb.analysis._frames import run_info_from_dirs
 from mbb.core import safejson
 from mbb.core.eventlog import EventLogError, read_lines
 from mbb.core.paths import user_path
-from mbb.core.tables import TABLES, concat_tables, load_tables, tables_from_run_dirs
+from mbb.core.tables import concat_tables, tables_from_checked
 from mbb.core.validity import invalid_reason, recorded_threshold, run_validity
 from mbb.params import Condition, ParamsError
 
@@ -75,42 +75,39 @@ def run_status(run_dir: Path) -> tuple[bool, str | None]:
     """(usable, why not): a run is usable when its log ends with a completed `run_ended` and
     it is valid: no larger share of failed or repaired LLM calls in its log than the threshold
     its meta.json records (else mbb's), and not marked invalid in its meta.json (which can make
-    a run less valid, never more)."""
+    a run less valid, never more). Its folder is named by its run id (the cell it is counted
+    in comes from the name)."""
+    ok, why, _lines = _checked(run_dir)
+    return ok, why
+
+
+_RUN_ID = re.compile(r"[A-Za-z0-9_.-]+")  # the characters of mbb's names (params `name`, models)
+
+
+def _checked(run_dir: Path) -> tuple[bool, str | None, list[str]]:
+    """`run_status`, and the log's lines as `read_lines` checked them (empty when not usable)."""
     try:
         lines = read_lines(run_dir / "events.jsonl")
     except EventLogError as exc:
-        return False, f"log does not check: {exc}"
+        return False, f"log does not check: {exc}", []
     if not lines or not lines[-1].startswith('{"kind":"run_ended"'):
-        return False, "not finished"
-    status = json.loads(lines[-1]).get("status")
+        return False, "not finished", []
+    last = json.loads(lines[-1])
+    if last.get("run_id") != run_dir.name or not _RUN_ID.fullmatch(run_dir.name):
+        # a folder renamed (its runs would be counted in another cell), or a name no mbb wrote
+        shown = str(last.get("run_id"))[:60]
+        return False, f"its log is of run {shown!r}, not of a run named as its folder", []
+    status = last.get("status")
     if status != "completed":
-        return False, f"run {status}"
+        return False, f"run {status}", []
     meta = _meta(run_dir)
     why = invalid_reason(run_validity(lines, recorded_threshold(meta)))
     if why is not None:
-        return False, f"invalid: {why}"
+        return False, f"invalid: {why}", lines
     if meta.get("valid") is False:
         why = meta.get("invalid_reason")
-        return False, f"invalid: {why if isinstance(why, str) else 'marked in meta.json'}"
-    return True, None
-
-
-def _cell_tables(cell: str, runs: Sequence[Path]) -> dict[str, pl.DataFrame]:
-    """The tables of one cell's runs: its folder's parquet tables when they hold exactly these
-    runs (written by `mbb run` and studies), else tabulated from the events."""
-    folders = {r.parent for r in runs}
-    if len(folders) == 1:
-        tdir = next(iter(folders)) / "tables"
-        if (tdir / "evaluations.parquet").is_file():
-            present = [n for n in TABLES if (tdir / f"{n}.parquet").is_file()]
-            tables = load_tables(tdir, present)
-            ids = set(tables["evaluations"]["run_id"].unique().to_list())
-            want = {r.name for r in runs}
-            if want <= ids:
-                keep = pl.col("run_id").is_in(list(want))
-                loaded = {n: t.filter(keep) for n, t in tables.items()}
-                return {**tables_from_run_dirs([]), **loaded}
-    return tables_from_run_dirs(runs)
+        return False, f"invalid: {why if isinstance(why, str) else 'marked in meta.json'}", lines
+    return True, None, lines
 
 
 def load_runs(
@@ -133,6 +130,7 @@ def load_runs(
             f"no runs (events.jsonl) under {', '.join(str(user_path(p)) for p in paths)}"
         )
     by_cell: dict[str, list[Path]] = defaultdict(list)
+    checked: dict[Path, list[str]] = {}  # each usable run's lines, read and checked once
     excluded = []
     for run in found:
         cell = cell_of(run.name)
@@ -140,11 +138,12 @@ def load_runs(
             cell == c or cell.startswith((f"{c}.", f"{c}-")) for c in conditions
         ):
             continue
-        ok, why = run_status(run)
+        ok, why, lines = _checked(run)
         if not ok and not (include_invalid and why is not None and why.startswith("invalid")):
             excluded.append((run.name, cell, why or ""))
             continue
         by_cell[cell].append(run)
+        checked[run] = lines
     if not by_cell:
         names = ", ".join(sorted({cell_of(r.name) for r in found}))
         reasons: dict[str, int] = defaultdict(int)
@@ -162,7 +161,9 @@ def load_runs(
         )
     parts = []
     for cell, runs in sorted(by_cell.items()):
-        tables = _cell_tables(cell, runs)
+        # from the logs, never from a folder's parquet tables (a colleague's folder could hold
+        # tables that say something else than its logs)
+        tables = tables_from_checked((r / "events.jsonl", checked.pop(r)) for r in runs)
         parts.append(
             {n: t.with_columns(pl.lit(cell).alias("condition")) for n, t in tables.items()}
         )

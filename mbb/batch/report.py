@@ -812,7 +812,10 @@ def comparison_tables(
 
     try:
         loaded = load_runs([root], include_invalid=include_invalid)
-    except (FileNotFoundError, ValueError):
+    except FileNotFoundError:  # no runs: a report of notebooks only
+        return {}, None
+    except ValueError as exc:  # a copied run, runs of two conditions in one cell, none usable
+        _warn(f"no comparison of conditions: {exc}")
         return {}, None
     labels = loaded["runs"]["condition"].unique(maintain_order=True).sort().to_list()
     out = {b: condition_table(loaded, b) for b in labels}

@@ -26,6 +26,7 @@ __all__ = [
     "TABLES",
     "concat_tables",
     "load_tables",
+    "tables_from_checked",
     "tables_from_lines",
     "tables_from_log",
     "tables_from_run_dirs",
@@ -230,12 +231,18 @@ def tables_from_run_dirs(run_dirs: Iterable[str | Path]) -> dict[str, pl.DataFra
     """Tables of many runs at once (one parse per kind across all runs). Every log is checked
     (`read_lines`); a run found twice (a copied folder) or runs of two conditions are refused,
     not counted together."""
+    return tables_from_checked(
+        (Path(d) / "events.jsonl", read_lines(Path(d) / "events.jsonl")) for d in run_dirs
+    )
+
+
+def tables_from_checked(logs: Iterable[tuple[Path, Sequence[str]]]) -> dict[str, pl.DataFrame]:
+    """`tables_from_run_dirs` for logs already read by `read_lines`: (path, its lines) each,
+    so a reader that checked them (`mbb.analysis.load_runs`) does not parse them twice."""
     by_kind: dict[str, list[str]] = defaultdict(list)
     seen: dict[str, Path] = {}
     condition: tuple[Path, dict] | None = None
-    for d in run_dirs:
-        path = Path(d) / "events.jsonl"
-        lines = read_lines(path)
+    for path, lines in logs:
         if lines:
             first = json.loads(lines[0])
             rid = first["run_id"]
