@@ -727,15 +727,18 @@ def _notebook_failed(nb_path: Path) -> str | None:
 
 
 def _folder_tables(folder: Path) -> dict[str, Any] | None:
-    """The event tables of a condition folder (a table missing on disk read as empty), or
-    None when it has none."""
-    from mbb.core.tables import TABLES, load_tables, tables_from_lines
+    """The tables of a condition folder's runs (the folders beside its notebook), read from
+    their checked logs like every analysis (`mbb.analysis.load_runs`: never from the folder's
+    parquet tables, which a colleague's folder could hold with other numbers), or None when it
+    has no usable run."""
+    from mbb.analysis.runs import load_runs
 
-    tdir = folder / "tables"
-    if not (tdir / "evaluations.parquet").is_file():
+    try:
+        if not any((d / "events.jsonl").is_file() for d in folder.iterdir()):
+            return None
+        return load_runs([folder])
+    except (OSError, ValueError):  # no usable run (the comparison says why)
         return None
-    present = [n for n in TABLES if (tdir / f"{n}.parquet").is_file()]
-    return {**tables_from_lines({}), **load_tables(tdir, present)}
 
 
 def _condition_summary(folder: Path) -> dict[str, Any]:
