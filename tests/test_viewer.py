@@ -858,3 +858,19 @@ def test_linked_logs_pipes_and_column_files_are_not_read(sweep_copy, tmp_path) -
     assert bad["stolen"] == bad["piped"] == why
     index = (tmp_path / "v" / "data" / "index.js").read_text()
     assert "SHOWN" not in index and "prod-db" not in index
+
+
+def test_paths_of_this_machine_are_named_only_where_a_path_is(sweep_copy) -> None:
+    """The home folder's path was replaced as a plain substring: with home `/root`, a message
+    saying `/rooted` read `~ed`. Now a prefix is replaced only where a path ends or goes on."""
+    home = str(Path.home())
+    log = sweep_copy / "base" / "base-seed0000" / "events.jsonl"
+    lines = _lines(log)
+    evs = [json.loads(x) for x in lines]
+    i = next(i for i, e in enumerate(evs) if e["kind"] == "message")
+    lines[i] = json.dumps({**evs[i], "text": f"see {home}ed, {home}/notes and {home}"})
+    log.write_text("\n".join(lines) + "\n")
+    build_viewer(sweep_copy)
+    data = _run_data(sweep_copy / "viewer", _entry(_index(sweep_copy / "viewer"), "base-seed0000"))
+    (shown,) = [e["text"] for e in data["events"] if e["kind"] == "message" and "see " in e["text"]]
+    assert shown == f"see {home}ed, ~/notes and ~"

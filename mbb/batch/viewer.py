@@ -945,7 +945,10 @@ class _Viewer:
         self.invalid_share = invalid_share
         self.live = live  # the page polls the index every `live` seconds (watch mode)
         self.secrets = _env_secrets()
-        self.paths = _path_names(root)
+        self.path_names = dict(_path_names(root))
+        # a prefix only where a path ends or goes on (`/root` in `/root/x`, never in `/rooted`)
+        prefixes = "|".join(re.escape(k) for k in self.path_names) or "(?!)"
+        self.paths = re.compile(f"(?:{prefixes})" + r"""(?=[/\\"\s,;:)\]}']|$)""")
         self.entries: dict[Path, dict[str, Any]] = {}
         self.signatures: dict[Path, tuple[Any, ...]] = {}
         self.texts: dict[int, list[list[Any]]] = {}
@@ -962,8 +965,7 @@ class _Viewer:
     # -- writing files (every value scrubbed, every file replaced atomically) --
     def _write(self, path: Path, call: str, value: Any) -> None:
         body = _js_json(_scrub(value, self.secrets))
-        for prefix, name in self.paths:  # no absolute path of this machine in a shared page
-            body = body.replace(prefix, name)
+        body = self.paths.sub(lambda m: self.path_names[m.group(0)], body)  # no path of ours
         replace_file(path, f"{call}{body});\n")
 
     def _signature(self, d: Path, held: set[str] | None) -> tuple[Any, ...]:
