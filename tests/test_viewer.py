@@ -874,3 +874,14 @@ def test_paths_of_this_machine_are_named_only_where_a_path_is(sweep_copy) -> Non
     data = _run_data(sweep_copy / "viewer", _entry(_index(sweep_copy / "viewer"), "base-seed0000"))
     (shown,) = [e["text"] for e in data["events"] if e["kind"] == "message" and "see " in e["text"]]
     assert shown == f"see {home}ed, ~/notes and ~"
+
+
+def test_a_name_with_an_escape_sequence_never_reaches_the_terminal(sweep_copy, capsys) -> None:
+    """A run folder named with ESC [2J (clear the screen) in a colleague's folder: its warning
+    printed the sequence raw. Control characters are now written out as \\xNN."""
+    evil = sweep_copy / "base" / "run\x1b[2J"
+    shutil.copytree(sweep_copy / "base" / "base-seed0000", evil)
+    (evil / "events.jsonl").write_text("not json\n")
+    assert main(["view", str(sweep_copy)]) == 0
+    err = capsys.readouterr().err
+    assert "run\\x1b[2J" in err and "\x1b" not in err

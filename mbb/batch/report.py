@@ -60,6 +60,7 @@ from nbconvert import HTMLExporter
 
 from mbb.batch.runs import spend_table_html
 from mbb.core import safejson
+from mbb.core.errors import for_terminal
 from mbb.viz.render import MIMETYPE, render_svg, vl_version
 from mbb.viz.transcript import _CSS as _TRANSCRIPT_STYLE
 
@@ -530,7 +531,7 @@ COMPARE_PAGE = "compare.html"
 
 
 def _warn(msg: str) -> None:
-    print(f"warning: {msg}", file=sys.stderr)
+    print(f"warning: {for_terminal(msg)}", file=sys.stderr)
 
 
 def _is_run_dir(names: Iterable[str]) -> bool:

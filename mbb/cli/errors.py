@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 
 from mbb.cli.common import CliError
+from mbb.core.errors import for_terminal
 
 __all__ = ["BUG_REPORT", "expected"]
 
@@ -24,7 +25,13 @@ def _os_error(exc: OSError) -> str:
 
 
 def expected(exc: BaseException) -> str | None:
-    """The one-line message of an expected failure, or None (a bug)."""
+    """The one-line message of an expected failure, or None (a bug); its control characters
+    written out (`for_terminal`: a name from a shared folder may hold an escape sequence)."""
+    message = _expected(exc)
+    return None if message is None else for_terminal(message)
+
+
+def _expected(exc: BaseException) -> str | None:
     import sqlite3
 
     from mbb.analysis.corpus import CorpusError

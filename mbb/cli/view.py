@@ -14,6 +14,7 @@ __all__ = ["add_parser"]
 
 def _run(args: argparse.Namespace) -> int:
     from mbb.batch.viewer import build_viewer, watch_viewer
+    from mbb.core.errors import for_terminal
 
     root = Path(args.dir)
     if not root.is_dir():
@@ -41,9 +42,9 @@ def _run(args: argparse.Namespace) -> int:
             return
         first[0] = False
         for run, reason in result.bad:
-            print(f"warning: {run}: not shown: {reason}", file=sys.stderr)
+            print(for_terminal(f"warning: {run}: not shown: {reason}"), file=sys.stderr)
         for run, problem in result.warnings:
-            print(f"warning: {run}: {problem}", file=sys.stderr)
+            print(for_terminal(f"warning: {run}: {problem}"), file=sys.stderr)
         if result.runs == 0:
             print(f"warning: {root}: no runs (no events.jsonl under it)", file=sys.stderr)
         print(f"{result.runs} run(s) in {result.seconds:.1f} s -> viewer: {result.index}")

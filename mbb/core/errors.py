@@ -20,7 +20,20 @@ __all__ = [
     "LlmTransient",
     "LlmUnavailable",
     "RunStopped",
+    "for_terminal",
 ]
+
+
+_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x20), *range(0x7F, 0xA0)] if c not in (9, 10)}
+
+
+def for_terminal(text: str) -> str:
+    """`text` with its control characters written as `\\xNN`, for a message printed to a
+    terminal: a file or run name from a colleague's folder holding an escape sequence (ESC)
+    would otherwise restyle, move or clear the user's terminal.
+
+    text: the message."""
+    return text.translate(_CONTROL)
 
 
 class BackendFatal(Exception):
