@@ -885,3 +885,30 @@ def test_a_name_with_an_escape_sequence_never_reaches_the_terminal(sweep_copy, c
     assert main(["view", str(sweep_copy)]) == 0
     err = capsys.readouterr().err
     assert "run\\x1b[2J" in err and "\x1b" not in err
+
+
+def test_a_secret_across_the_prompts_cut_is_redacted_whole(sweep_copy, monkeypatch) -> None:
+    """A prompt was cut to 20,000 characters before redaction: an API key's value straddling
+    the cut kept its head in the page (the env value no longer matched whole)."""
+    secret = "Zq8-walk-not-a-real-token-value"
+    monkeypatch.setenv("MY_SERVICE_TOKEN", secret)
+    run = sweep_copy / "base" / "base-seed0000"
+    lines = _lines(run / "events.jsonl")
+    first = json.loads(lines[0])
+    first["params"]["llm"]["cache_file"] = "cache/llm.sqlite"
+    cache = LlmCache(sweep_copy / "cache" / "llm.sqlite")
+    prompt = "x" * 19_990 + secret
+    cache.put("k", {"messages": [{"role": "user", "content": prompt}]}, {"text": "ok"})
+    cache.close()
+    call = {
+        "kind": "llm_call", "v": 1, "run_id": first["run_id"], "seq": 0, "t": 0.0,
+        "subrun": 1, "round": 1, "worker": "W1", "wall": 0.0, "role": "negotiator",
+        "phase": "declare", "model": "m1", "prompt_tokens": 4, "completion_tokens": 1,
+        "latency_s": 0.1, "cost_usd": 0.0, "request_key": "k",
+    }  # fmt: skip
+    evs = [first, *[json.loads(x) for x in lines[1:5]], call, *[json.loads(x) for x in lines[5:]]]
+    text = "\n".join(json.dumps({**e, "seq": j}) for j, e in enumerate(evs))
+    (run / "events.jsonl").write_text(text + "\n")
+    build_viewer(sweep_copy)
+    everything = "".join(p.read_text() for p in (sweep_copy / "viewer").rglob("*.js"))
+    assert secret[:8] not in everything  # not even its head: redacted whole, then cut

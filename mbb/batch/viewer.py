@@ -507,11 +507,15 @@ def _get(d: Any, *keys: str) -> Any:
 
 
 def _llm_texts(
-    run: RunLog, root: Path, caches: _Caches, named: Sequence[Path] = ()
+    run: RunLog,
+    root: Path,
+    caches: _Caches,
+    named: Sequence[Path] = (),
+    secrets: Sequence[str] = (),
 ) -> tuple[dict[int, dict[str, Any]], list[str]]:
     """Each LLM call's prompt and answer from the run's response cache (`_cache_candidates`;
-    `named`: the caches the user named), by the call's `seq`; and the problems to list with the
-    run (no cache found, cache rows that could not be read)."""
+    `named`: the caches the user named), redacted (`secrets`: as `redact`) and cut, by the
+    call's `seq`; and the problems to list with the run (no cache found, rows unreadable)."""
     calls = [e for e in run.events if e["kind"] == "llm_call" and e.get("request_key")]
     if not calls:
         return {}, []
@@ -543,9 +547,9 @@ def _llm_texts(
         prompt = _prompt_text(rec["request"])
         before = previous.get(e.get("worker"), "")
         previous[e.get("worker")] = prompt
-        out[e["seq"]] = {
-            "prompt": _cap(prompt),
-            "answer": _cap(_answer_text(rec["response"])),
+        out[e["seq"]] = {  # redacted before the cut (a secret across it would keep a part)
+            "prompt": _cap(redact(prompt, secrets)),
+            "answer": _cap(redact(_answer_text(rec["response"]), secrets)),
             # what is new in this prompt starts here (the rest repeats the worker's previous one)
             "new_at": min(_common_prefix(before, prompt), _TEXT_CAP),
         }
@@ -1049,7 +1053,9 @@ class _Viewer:
             entry["invalid_actions"] = 0
         _validity(entry, run, self.invalid_share)
         llm, llm_problems = (
-            _llm_texts(run, self.root, caches, self.llm_caches) if run.events else ({}, [])
+            _llm_texts(run, self.root, caches, self.llm_caches, self.secrets)
+            if run.events
+            else ({}, [])
         )
         entry["problems"] = [*run.problems, *problems, *llm_problems]
         if not run.events:
