@@ -897,7 +897,7 @@ def test_a_secret_across_the_prompts_cut_is_redacted_whole(sweep_copy, monkeypat
     first = json.loads(lines[0])
     first["params"]["llm"]["cache_file"] = "cache/llm.sqlite"
     cache = LlmCache(sweep_copy / "cache" / "llm.sqlite")
-    prompt = "x" * 19_990 + secret
+    prompt = "x" * (20_000 - len("[user]\n") - 12) + secret  # the cut falls 12 chars in
     cache.put("k", {"messages": [{"role": "user", "content": prompt}]}, {"text": "ok"})
     cache.close()
     call = {
