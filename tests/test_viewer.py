@@ -912,3 +912,20 @@ def test_a_secret_across_the_prompts_cut_is_redacted_whole(sweep_copy, monkeypat
     build_viewer(sweep_copy)
     everything = "".join(p.read_text() for p in (sweep_copy / "viewer").rglob("*.js"))
     assert secret[:8] not in everything  # not even its head: redacted whole, then cut
+
+
+def test_a_number_the_page_would_round_is_said(sweep_copy) -> None:
+    """A bid of 9007199254740993 (2^53 + 1, within int64, so the tables keep it) showed as
+    ...992 in the page with nothing said (a red team's find)."""
+    log = sweep_copy / "base" / "base-seed0000" / "events.jsonl"
+    lines = _lines(log)
+    evs = [json.loads(x) for x in lines]
+    i = next(i for i, e in enumerate(evs) if e["kind"] == "declared")
+    lines[i] = json.dumps({**evs[i], "bid": 2**53 + 1})
+    log.write_text("\n".join(lines) + "\n")
+    run = read_run(log.parent)
+    assert len(run.events) == len(lines)
+    assert run.problems == [
+        "a number past 2^53 is shown rounded in the page, which reads numbers as JavaScript "
+        f"does (first: line {i + 1}, bid = 9007199254740993); the tables hold it exactly"
+    ]

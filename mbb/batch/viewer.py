@@ -185,6 +185,9 @@ def _read_meta(run_dir: Path) -> dict[str, Any]:
     return out
 
 
+_EXACT = 2**53  # the largest integer a JavaScript number holds exactly
+
+
 def read_run(run_dir: Path, held: set[str] | None = None) -> RunLog:
     """Read `run_dir/events.jsonl` tolerantly: every line that is not a valid mbb event of this
     run and version (`parse_line`, the tables' parser) is reported (file and line number, the
@@ -220,6 +223,7 @@ def read_run(run_dir: Path, held: set[str] | None = None) -> RunLog:
     bad = 0
     run_id: str | None = None
     versions: set[Any] = set()
+    first_big: str | None = None  # the first event field the page cannot show exactly
 
     def problem(msg: str) -> None:
         nonlocal bad
@@ -245,6 +249,15 @@ def read_run(run_dir: Path, held: set[str] | None = None) -> RunLog:
             continue
         run.lines.append(line)
         run.events.append(ev)
+        if first_big is None:  # the page's numbers are doubles: past 2^53 an int is rounded
+            big = next((k for k, x in ev.items() if type(x) is int and abs(x) > _EXACT), None)
+            if big is not None:
+                first_big = f"line {i}, {big} = {ev[big]}"
+    if first_big is not None:
+        run.problems.append(
+            f"a number past 2^53 is shown rounded in the page, which reads numbers as "
+            f"JavaScript does (first: {first_big}); the tables hold it exactly"
+        )
     finished = any(e["kind"] == "run_ended" for e in run.events[-3:])
     run.running = not finished and may_run and _being_written(run.path, held)
     if bad > _MAX_PROBLEMS:
