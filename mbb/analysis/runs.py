@@ -93,10 +93,11 @@ def _checked(run_dir: Path) -> tuple[bool, str | None, list[str]]:
     if not lines or not lines[-1].startswith('{"kind":"run_ended"'):
         return False, "not finished", []
     last = json.loads(lines[-1])
-    if last.get("run_id") != run_dir.name or not _RUN_ID.fullmatch(run_dir.name):
-        # a folder renamed (its runs would be counted in another cell), or a name no mbb wrote
+    if last.get("run_id") != run_dir.name:  # a folder renamed: counted in another cell
         shown = str(last.get("run_id"))[:60]
         return False, f"its log is of run {shown!r}, not of a run named as its folder", []
+    if not _RUN_ID.fullmatch(run_dir.name):  # no mbb name holds a control character, say
+        return False, f"run id {run_dir.name[:60]!r} holds characters mbb never writes", []
     status = last.get("status")
     if status != "completed":
         return False, f"run {status}", []
@@ -207,7 +208,10 @@ def _validity(calls: pl.DataFrame | None, runs: Sequence[Path]) -> pl.DataFrame:
 
 
 def _meta(run_dir: Path) -> dict[str, Any]:
-    """A run's meta.json, or {} when missing or not an object."""
+    """A run's meta.json, or {} when missing, a link (it could point anywhere) or not an
+    object."""
+    if (run_dir / "meta.json").is_symlink():
+        return {}
     try:
         d = safejson.loads((run_dir / "meta.json").read_text())
     except (OSError, ValueError):

@@ -155,3 +155,19 @@ def test_a_log_with_too_many_bad_calls_is_invalid_whatever_its_meta_says(study, 
     # at a threshold its study recorded above that share, it counts
     (run / "meta.json").write_text(json.dumps({**meta, "validity": {"threshold": 0.25}}))
     assert run_status(run) == (True, None)
+
+
+def test_a_run_id_with_a_control_character_is_left_out_with_the_reason(tmp_path) -> None:
+    """A log and its folder both named `b\\x01-seed0001`: the report drew it as a condition
+    `b\\x01`, and vl-convert aborted the process (SIGABRT) on the chart's text."""
+    run_many(load_params("base", {"subruns": 1}), runs=1, out_dir=tmp_path / "c", processes=1)
+    src = tmp_path / "c" / "base-seed0000"
+    evil = tmp_path / "c" / "b\x01-seed0000"
+    evil.mkdir()
+    lines = (src / "events.jsonl").read_text().splitlines()
+    (evil / "events.jsonl").write_text(
+        "\n".join(json.dumps({**json.loads(x), "run_id": evil.name}) for x in lines) + "\n"
+    )
+    assert run_status(evil) == (False, "run id 'b\\x01-seed0000' holds characters mbb never writes")
+    loaded = load_runs([tmp_path / "c"])
+    assert loaded["runs"]["run_id"].to_list() == ["base-seed0000"]
