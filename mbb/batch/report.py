@@ -48,7 +48,7 @@ import secrets
 import sys
 import time
 import urllib.parse
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -1064,7 +1064,12 @@ def _compare_html(
 
 
 def build_report(
-    root: Path, *, baseline: str | None = None, viewer: bool = True, quiet: bool = False
+    root: Path,
+    *,
+    baseline: str | None = None,
+    viewer: bool = True,
+    quiet: bool = False,
+    llm_caches: Sequence[Path] = (),
 ) -> Path:
     """Export every executed notebook of mbb's under `root` to HTML (when stale), write the
     offline viewer of its runs (`root/viewer/`), the comparison of its conditions
@@ -1072,7 +1077,9 @@ def build_report(
 
     `baseline`: the condition the comparison page opens on (default `base` if present, else
     the first); the page can switch to any other. Notebooks that are not mbb's (see
-    :func:`own_notebooks`) are skipped with a warning. Everything renders offline."""
+    :func:`own_notebooks`) are skipped with a warning. Everything renders offline.
+    `viewer`: write the viewer; `quiet`: no warning for skipped notebooks; `llm_caches`: LLM
+    caches outside `root` the viewer shows prompts from (`mbb.batch.viewer.build_viewer`)."""
     root = Path(root).resolve()
     status_of: dict[str, str] = {}  # a sweep's record of its jobs: shown, never provenance
     sweep_record = root / "sweep.json"
@@ -1101,7 +1108,7 @@ def build_report(
     if viewer:
         from mbb.batch.viewer import build_viewer
 
-        res = build_viewer(root, root / VIEWER_DIR)
+        res = build_viewer(root, root / VIEWER_DIR, llm_caches=llm_caches)
         viewer_index = res.index
         if not quiet:
             for run, reason in res.bad:

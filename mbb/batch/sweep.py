@@ -64,6 +64,16 @@ class Job:
     def runs(self) -> int:
         return self.seed_to - self.seed_from + 1
 
+    def llm_cache(self) -> Path | None:
+        """The LLM cache this job's condition writes, when it has LLM workers and the file
+        exists: the sweep's report shows prompts from it (your own params named it; a cache
+        named by a folder's logs is read only inside the folder)."""
+        from mbb.agents.backends import uses_llm
+
+        cond = load_params(self.params_path, self.overrides)
+        path = cond.llm.cache_path()
+        return path if uses_llm(cond) and path.is_file() else None
+
     def fingerprint(self) -> str:
         cond = load_params(self.params_path, self.overrides)
         blob = json.dumps(

@@ -23,7 +23,10 @@ def _run(args: argparse.Namespace) -> int:
             f"{root}: no executed notebooks here or in its sub-folders, nothing to report "
             "(`mbb notebook` or `mbb sweep` write them)"
         )
-    index = build_report(root)
+    for f in args.llm_cache:
+        if not Path(f).is_file():
+            raise common.CliError(f"--llm-cache {f}: no such file")
+    index = build_report(root, llm_caches=[Path(f) for f in args.llm_cache])
     print(f"report: {index}")
     return 0
 
@@ -31,4 +34,12 @@ def _run(args: argparse.Namespace) -> int:
 def add_parser(sub: Any) -> None:
     rep = sub.add_parser("report", help="export executed notebooks to HTML + an index page")
     rep.add_argument("dir", help="a sweep's output folder, or outputs/")
+    rep.add_argument(
+        "--llm-cache",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="an LLM cache outside DIR whose prompts the viewer shows (repeatable); a run's "
+        "own cache is read only when it lies inside DIR",
+    )
     rep.set_defaults(func=_run)

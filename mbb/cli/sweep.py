@@ -64,7 +64,8 @@ def _run(args: argparse.Namespace) -> int:
     for r in results:
         line = f"{r.status:8s} {r.condition:24s} {r.seconds:7.1f} s  {r.html or r.notebook}"
         print(line if r.status != "failed" else f"{line}\n         {r.error}")
-    index = build_report(out)
+    caches = sorted({c for job in jobs if (c := job.llm_cache()) is not None})
+    index = build_report(out, llm_caches=caches)
     print(f"report: {index}")
     return 1 if any(r.status == "failed" for r in results) else 0
 

@@ -95,6 +95,13 @@ def test_three_models_two_conditions_two_seeds_from_one_command(tmp_path, root, 
             1 for e in events if e["kind"] == "invalid_action" and e["rule"] == "default"
         )
         assert asked > 0 and defaulted < 0.2 * asked, (m, defaulted, asked)
+    # the sweep's viewer shows prompts from the cache its own params name (outside the
+    # sweep's folder, so read because the sweep names it, not because a log does)
+    viewer_runs = "".join(p.read_text() for p in (out / "viewer" / "data" / "runs").glob("*.js"))
+    assert (
+        '"prompt":"[system]' in viewer_runs
+        and "no cache inside the folder" not in (out / "viewer" / "data" / "index.js").read_text()
+    )
     # the report groups the spend by model, with the cost per run
     index = (out / "index.html").read_text()
     table = index.split("<h2>LLM spend by model</h2>", 1)[1]
