@@ -295,3 +295,22 @@ def test_resume_keeps_the_raw_bytes_of_an_equivalent_log(base_batch, tmp_path) -
     log.close()
     assert path.read_text(encoding="utf-8") == "\n".join(lines) + "\n"
     assert log._recorded == src[:20]
+
+
+def test_a_log_that_is_a_pipe_or_a_link_is_refused_not_waited_on(tmp_path, samples) -> None:
+    """`mbb tables` on a folder whose events.jsonl is a named pipe waited for ever (a red
+    team's find, in the viewer first); a link could point at any file of the reader's."""
+    import os
+
+    pipe = tmp_path / "p" / "events.jsonl"
+    pipe.parent.mkdir()
+    os.mkfifo(pipe)
+    with pytest.raises(EventLogError, match=r"events\.jsonl: not a regular file"):
+        read_lines(pipe)
+    real = tmp_path / "real.jsonl"
+    real.write_text(samples["payment"] + "\n")
+    link = tmp_path / "l" / "events.jsonl"
+    link.parent.mkdir()
+    link.symlink_to(real)
+    with pytest.raises(EventLogError, match=r"symbolic link or a pipe"):
+        read_lines(link)

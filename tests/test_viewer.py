@@ -289,13 +289,7 @@ def test_a_hostile_cache_row_is_listed_and_the_other_calls_shown(sweep_copy) -> 
         deep = "[" * 100_000 + "]" * 100_000
         db.execute("INSERT INTO responses VALUES ('deep', 'm', ?, ?, 0)", (deep, deep))
     db.close()
-    call = {
-        "kind": "llm_call", "v": 1, "run_id": first["run_id"], "seq": 0, "t": 0.0,
-        "subrun": 1, "round": 1, "worker": "W1", "wall": 0.0, "role": "negotiator",
-        "phase": "declare", "model": "m1", "prompt_tokens": 4, "completion_tokens": 1,
-        "latency_s": 0.1, "cost_usd": 0.0,
-    }  # fmt: skip
-    calls = [{**call, "request_key": key} for key in ("good", "deep")]
+    calls = [_llm_call(first["run_id"], 0, request_key=key) for key in ("good", "deep")]
     lines[5:5] = [json.dumps(c) for c in calls]
     for j in range(len(lines)):
         ev = json.loads(lines[j])
@@ -817,12 +811,7 @@ def test_a_cache_outside_the_folder_is_read_only_when_named(sweep_copy, tmp_path
     run = sweep_copy / "base" / "base-seed0000"
     lines = _lines(run / "events.jsonl")
     first = json.loads(lines[0])
-    call = {
-        "kind": "llm_call", "v": 1, "run_id": first["run_id"], "seq": 0, "t": 0.0,
-        "subrun": 1, "round": 1, "worker": "W1", "wall": 0.0, "role": "negotiator",
-        "phase": "declare", "model": "m1", "prompt_tokens": 4, "completion_tokens": 1,
-        "latency_s": 0.1, "cost_usd": 0.0, "request_key": "k1",
-    }  # fmt: skip
+    call = _llm_call(first["run_id"], 0, request_key="k1")
     lines.insert(5, json.dumps(call))
     for name in (str(private), "../../../private.sqlite", "~nobody_here_xyz/c.sqlite", "a\0b"):
         first["params"]["llm"]["cache_file"] = name
@@ -854,7 +843,7 @@ def test_linked_logs_pipes_and_column_files_are_not_read(sweep_copy, tmp_path) -
     (sweep_copy / "viewer-columns.json").symlink_to(secret)
     res = build_viewer(sweep_copy, out=tmp_path / "v")
     bad = dict(res.bad)
-    why = "events.jsonl is not a regular file (a symbolic link or a pipe): not read"
+    why = "events.jsonl: not a regular file (a symbolic link or a pipe): not read"
     assert bad["stolen"] == bad["piped"] == why
     index = (tmp_path / "v" / "data" / "index.js").read_text()
     assert "SHOWN" not in index and "prod-db" not in index
@@ -900,12 +889,7 @@ def test_a_secret_across_the_prompts_cut_is_redacted_whole(sweep_copy, monkeypat
     prompt = "x" * (20_000 - len("[user]\n") - 12) + secret  # the cut falls 12 chars in
     cache.put("k", {"messages": [{"role": "user", "content": prompt}]}, {"text": "ok"})
     cache.close()
-    call = {
-        "kind": "llm_call", "v": 1, "run_id": first["run_id"], "seq": 0, "t": 0.0,
-        "subrun": 1, "round": 1, "worker": "W1", "wall": 0.0, "role": "negotiator",
-        "phase": "declare", "model": "m1", "prompt_tokens": 4, "completion_tokens": 1,
-        "latency_s": 0.1, "cost_usd": 0.0, "request_key": "k",
-    }  # fmt: skip
+    call = _llm_call(first["run_id"], 0, request_key="k")
     evs = [first, *[json.loads(x) for x in lines[1:5]], call, *[json.loads(x) for x in lines[5:]]]
     text = "\n".join(json.dumps({**e, "seq": j}) for j, e in enumerate(evs))
     (run / "events.jsonl").write_text(text + "\n")

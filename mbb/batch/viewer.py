@@ -55,7 +55,7 @@ from typing import Any
 from mbb.analysis.tokens import cost_text, total_cost, without_usage
 from mbb.batch.outdir import OutputError, replace_file
 from mbb.core import safejson
-from mbb.core.eventlog import OtherVersion, parse_line
+from mbb.core.eventlog import OtherVersion, log_file_problem, parse_line
 from mbb.core.events import SCHEMA_VERSION
 from mbb.core.validity import INVALID_SHARE, recorded_threshold, run_validity
 
@@ -196,8 +196,9 @@ def read_run(run_dir: Path, held: set[str] | None = None) -> RunLog:
     `running`: its missing end and a partly written last line are not problems."""
     run = RunLog(Path(run_dir))
     path = run.path / "events.jsonl"
-    if path.is_symlink() or not path.is_file():  # a link could point at any file; a pipe hangs
-        run.fatal = "events.jsonl is not a regular file (a symbolic link or a pipe): not read"
+    why = log_file_problem(path)  # the tables' rule: no link, no pipe
+    if why is not None:
+        run.fatal = f"events.jsonl: {why}"
         return run
     run.meta = _read_meta(run.path)
     try:

@@ -43,6 +43,7 @@ __all__ = [
     "check_lines",
     "comparable",
     "kind_of",
+    "log_file_problem",
     "parse_line",
     "read_events",
     "read_lines",
@@ -501,7 +502,19 @@ def _refuse_duplicates(line: str) -> None:
         )
 
 
+def log_file_problem(path: Path) -> str | None:
+    """Why `path` is not read as a log, or None: a symbolic link (in a shared folder it could
+    point at any file of the reader's) or something other than a regular file (a pipe would
+    block the reader for ever). A missing file is left to the reader's own error."""
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        return "not a regular file (a symbolic link or a pipe): not read"
+    return None
+
+
 def _raw_lines(path: Path) -> list[str]:
+    why = log_file_problem(path)
+    if why is not None:
+        raise EventLogError(f"{path}: {why}")
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
