@@ -349,3 +349,24 @@ def test_a_colleagues_folder_cannot_change_the_comparison(tmp_path: Path, capsys
     build_report(tmp_path, viewer=False)
     err = capsys.readouterr().err
     assert "warning: no comparison of conditions: " in err and "(a copy?)" in err
+
+
+def test_a_notebooks_row_reads_its_runs_from_the_reports_tables(tmp_path: Path) -> None:
+    """The index's row for a notebook summarises the runs beside it. It takes them from the
+    tables the comparison already read (each log parsed once per report), and they are the
+    numbers reading that folder's logs alone gives."""
+    from mbb.batch.build import load_params
+    from mbb.batch.report import _condition_summary, comparison_tables
+    from mbb.batch.runner import run_many
+
+    runs = {"memory_off": 2, "base": 3}
+    for name, n in runs.items():
+        run_many(load_params(name, {"subruns": 1}), runs=n, out_dir=tmp_path / name, processes=1)
+    (tmp_path / "base" / "base-seed0002" / "events.jsonl").write_text("{}\n")  # unusable
+    _, loaded = comparison_tables(tmp_path)
+    assert loaded is not None
+    for name, n in runs.items():
+        alone = _condition_summary(tmp_path / name)
+        shared = _condition_summary(tmp_path / name, loaded)
+        assert shared == alone and alone["runs"] == min(n, 2)
+    assert _condition_summary(tmp_path, loaded) == _condition_summary(tmp_path) == {}

@@ -742,14 +742,38 @@ def _folder_tables(folder: Path) -> dict[str, Any] | None:
         return None
 
 
-def _condition_summary(folder: Path) -> dict[str, Any]:
+def _tables_under(folder: Path, loaded: dict[str, Any]) -> dict[str, Any] | None:
+    """The part of `loaded` (the whole report's tables) that is the runs of `folder`, the same
+    runs `_folder_tables(folder)` would read (a run folder is named by its run id), so the logs
+    are parsed once per report; None when no run folder sits beside the notebook."""
+    import polars as pl
+
+    from mbb.analysis.runs import find_run_dirs
+
+    try:
+        if not any((d / "events.jsonl").is_file() for d in folder.iterdir()):
+            return None
+        ids = [d.name for d in find_run_dirs([folder])]
+    except OSError:
+        return None
+    return {
+        name: t.filter(pl.col("run_id").is_in(ids))
+        if isinstance(t, pl.DataFrame) and "run_id" in t.columns
+        else t
+        for name, t in loaded.items()
+    }
+
+
+def _condition_summary(folder: Path, loaded: dict[str, Any] | None = None) -> dict[str, Any]:
     """Runs, completion, deadline misses, progress and mean bid of a condition folder, pooled
-    over its worker-subruns (`mbb.analysis.outcome.outcomes`); {} when it has no tables."""
+    over its worker-subruns (`mbb.analysis.outcome.outcomes`); {} when it has no tables.
+    `loaded`: the report's tables of every run under its root, when it has them (its runs are
+    then taken from there instead of reading their logs again)."""
     import polars as pl
 
     from mbb.analysis.outcome import outcomes
 
-    tables = _folder_tables(folder)
+    tables = _folder_tables(folder) if loaded is None else _tables_under(folder, loaded)
     if tables is None:
         return {}
     if tables["evaluations"].is_empty():
@@ -1102,7 +1126,7 @@ def build_report(
         error = _notebook_failed(nb_path)
         status = "failed" if error else status_of.get(str(nb_path.resolve()), "ok")
         status = status if status in ("ok", "failed", "stopped", "skipped") else "ok"
-        rows.append((nb_path, page, status, error, _condition_summary(nb_path.parent)))
+        rows.append((nb_path, page, status, error))
 
     viewer_index = None
     if viewer:
@@ -1117,6 +1141,7 @@ def build_report(
 
     tables, loaded = comparison_tables(root)
     has_compare = bool(tables)
+    summaries = [_condition_summary(r[0].parent, loaded) for r in rows]
     default = ""
     if has_compare:
         default = baseline if baseline in tables else next(iter(tables))
@@ -1136,7 +1161,7 @@ def build_report(
     esc = html.escape
     cells = _rows_of(tables[default]) if has_compare else {}
     body = []
-    for nb_path, page, status, error, s in rows:
+    for (nb_path, page, status, error), s in zip(rows, summaries, strict=True):
         rel = page.relative_to(root).as_posix()
         cond = nb_path.parent.relative_to(root).as_posix() or "."
         key = nb_path.parent.relative_to(root).as_posix() or root.name  # as in `conditions`
