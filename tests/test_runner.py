@@ -74,6 +74,36 @@ def test_no_worker_process_outlives_the_command(tmp_path):
     assert _session_members(proc.pid) == []
 
 
+def test_run_many_takes_its_folder_as_a_string(base, tmp_path, monkeypatch):
+    """A folder given as a str (as most users type it) used to fail deep inside with
+    "unsupported operand type(s) for /: 'str' and 'str'"; `~` is expanded as everywhere."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    res = run_many(base, runs=1, out_dir="~/out", processes=1)
+    assert res.out_dir == tmp_path / "out" and (tmp_path / "out" / res.run_ids[0]).is_dir()
+
+
+def test_a_script_that_calls_run_many_unguarded_is_told_how_to_mend_it(tmp_path):
+    """Worker processes are spawned, so each runs a script's top level again while it starts.
+    A script calling run_many there without `if __name__ == "__main__":` used to end in
+    BrokenProcessPool after each worker failed to claim the folder its parent held
+    ("another mbb process is writing into this folder"), which pointed nowhere near the cause.
+    Now the worker says what to do, and the batch ends in BatchWorkerDied."""
+    script = tmp_path / "batch.py"
+    script.write_text(
+        "from mbb.batch.build import load_params\n"
+        "from mbb.batch.runner import run_many\n"
+        "run_many(load_params('base', {'subruns': 1}), runs=4, processes=2,"
+        f" out_dir={str(tmp_path / 'out')!r})\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
+    assert proc.returncode != 0
+    assert 'must put its calls under `if __name__ == "__main__":`' in proc.stderr
+    assert "BatchWorkerDied: a worker process of the batch of 'base' died" in proc.stderr
+    assert "another mbb process" not in proc.stderr
+
+
 def test_after_ctrl_c_the_bar_shows_the_count_the_message_gives(base, tmp_path, monkeypatch):
     """Ctrl-C mid-batch: the progress bar ends at the number of runs the message reports (the
     runs whose logs finished), never below it."""

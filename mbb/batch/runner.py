@@ -24,6 +24,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,7 @@ from mbb.batch.outdir import claim, replace_file
 from mbb.batch.runs import check_not_foreign, run_id_of
 from mbb.core.aio import sigint_deferred
 from mbb.core.eventlog import EventLogError, kind_of, read_lines
+from mbb.core.paths import user_path
 from mbb.core.provenance import provenance
 from mbb.core.tables import concat_tables, tables_from_lines, write_tables
 from mbb.core.validity import INVALID_SHARE, invalid_reason, run_validity
@@ -46,6 +48,7 @@ from mbb.protocol.arena import RunResult
 __all__ = [
     "BatchInterrupted",
     "BatchResult",
+    "BatchWorkerDied",
     "finished_log",
     "run_conditions",
     "run_many",
@@ -60,6 +63,21 @@ MAX_PROCESSES = 64
 _FATAL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
 
 ChunkResult = tuple[list[tuple[str, str | None]], dict[str, list[str]], dict[str, pl.DataFrame]]
+
+
+# what a script that calls run_many at its top level, unguarded, is told (the worker processes
+# are spawned: each runs the script's top level again while it starts)
+UNGUARDED = (
+    "run_many was called while one of its worker processes was starting: a script that runs "
+    'batches with processes > 1 must put its calls under `if __name__ == "__main__":` '
+    "(each worker process imports the script)"
+)
+
+
+class BatchWorkerDied(RuntimeError):
+    """A worker process of a batch died before it gave back its runs (killed, out of memory,
+    or a script's unguarded call: `UNGUARDED`). The runs that finished are in the folder;
+    `mbb run` with the same arguments (`skip_done`) runs the rest."""
 
 
 class BatchInterrupted(KeyboardInterrupt):
@@ -366,7 +384,7 @@ def run_many(
     *,
     seed: int | None = None,
     runs: int = 1,
-    out_dir: Path | None = None,
+    out_dir: str | Path | None = None,
     processes: int | None = None,
     progress: bool | Callable[[int], Any] = False,
     write: bool = True,
@@ -375,7 +393,8 @@ def run_many(
     """Run seeds seed..seed+runs-1; returns run ids, failures and the combined tables.
 
     `condition`: what to run; `seed`: the first seed (default: the condition's); `runs`: how
-    many seeds; `out_dir`: where run folders and tables go (None: nothing written);
+    many seeds; `out_dir`: where run folders and tables go (a str or a Path, `~` expanded; None:
+    nothing written);
     `processes`: worker processes (None: `mbb.batch.cpus.pool_size`: one per CPU that is
     really free, from `PARALLEL_FROM` scripted runs on, else one); `progress`: a tqdm bar
     (True) or a callback given the number of runs just finished;
@@ -385,6 +404,8 @@ def run_many(
     condition). `skip_done` keeps runs that already finished there (verified logs) instead of
     running them again. Ctrl-C raises `BatchInterrupted` after writing the tables of the runs
     that finished."""
+    if getattr(mp.current_process(), "_inheriting", False):  # a spawned worker's start-up
+        raise RuntimeError(UNGUARDED)
     if type(runs) is not int or not 1 <= runs <= MAX_RUNS:
         raise ValueError(f"runs must be a whole number from 1 to {MAX_RUNS}, got {runs!r}")
     if processes is not None and (
@@ -395,8 +416,9 @@ def run_many(
         )
     if out_dir is None:
         return _run_many(condition, seed, runs, None, processes, progress, write, False)
-    with claim(out_dir, condition):
-        return _run_many(condition, seed, runs, out_dir, processes, progress, write, skip_done)
+    folder = user_path(out_dir)
+    with claim(folder, condition):
+        return _run_many(condition, seed, runs, folder, processes, progress, write, skip_done)
 
 
 def _run_many(
@@ -453,7 +475,20 @@ def _run_many(
                     finished, _ = wait(pending, return_when=FIRST_COMPLETED)
                     for fut in finished:
                         i = pending.pop(fut)
-                        results[i] = fut.result()
+                        try:
+                            results[i] = fut.result()
+                        except BrokenProcessPool as exc:
+                            raise BatchWorkerDied(
+                                f"a worker process of the batch of {condition.name!r} died "
+                                "before it gave back its runs (killed, out of memory, or a "
+                                "script that calls run_many without `if __name__ == "
+                                '"__main__":`)'
+                                + (
+                                    f"; the runs that finished are kept in {out_dir}"
+                                    if out_dir
+                                    else ""
+                                )
+                            ) from exc
                         bar.runs(len(chunks[i]))
             except BaseException:
                 # queued chunks are cancelled; the running ones (at most MAX_CHUNK seeds each,
@@ -548,8 +583,6 @@ def run_conditions(
 
     Runs are always redone rather than read back, so a notebook's numbers never come from a
     stale folder left by another parameter set (a scripted run takes milliseconds)."""
-    from mbb.core.paths import user_path
-
     if not params_paths:
         raise ValueError("run_conditions needs at least one params path")
     dirs = []

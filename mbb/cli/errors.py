@@ -36,11 +36,20 @@ def _expected(exc: BaseException) -> str | None:
 
     from mbb.analysis.corpus import CorpusError
     from mbb.batch.outdir import OutputError
+    from mbb.batch.runner import BatchWorkerDied
     from mbb.batch.runs import ForeignRunError
     from mbb.core.eventlog import EventLogError, ResumeMismatch
     from mbb.params import ParamsError
 
-    expected = (CliError, ParamsError, EventLogError, OutputError, CorpusError, ForeignRunError)
+    expected = (
+        CliError,
+        ParamsError,
+        EventLogError,
+        OutputError,
+        CorpusError,
+        ForeignRunError,
+        BatchWorkerDied,
+    )
     if isinstance(exc, expected):
         return " ".join(str(exc).split())
     if isinstance(exc, ResumeMismatch):
