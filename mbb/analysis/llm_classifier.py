@@ -312,7 +312,8 @@ class LLMClassifier:
         if isinstance(cache, str | Path):
             self.cache_path = Path(cache)
             if self.cache_path.exists():
-                self.cache = safejson.loads(self.cache_path.read_text())
+                with safejson.open_text(self.cache_path) as fh:
+                    self.cache = safejson.loads(fh.read())
         elif cache is not None:
             self.cache = cache
         self.usage: list[dict[str, Any]] = []

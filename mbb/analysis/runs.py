@@ -208,15 +208,9 @@ def _validity(calls: pl.DataFrame | None, runs: Sequence[Path]) -> pl.DataFrame:
 
 
 def _meta(run_dir: Path) -> dict[str, Any]:
-    """A run's meta.json, or {} when missing, a link (it could point anywhere) or not an
-    object."""
-    if (run_dir / "meta.json").is_symlink():
-        return {}
-    try:
-        d = safejson.loads((run_dir / "meta.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    return d if isinstance(d, dict) else {}
+    """A run's meta.json, or {} when missing, a link (it could point anywhere), a pipe or not
+    an object (`safejson.read_object`)."""
+    return safejson.read_object(run_dir / "meta.json") or {}
 
 
 def excluded_note(tables: dict[str, pl.DataFrame]) -> None:
@@ -271,12 +265,12 @@ def recorded_conditions(
             and not any(cell == c or cell.startswith((f"{c}.", f"{c}-")) for c in conditions)
         ):
             continue
-        with (run / "events.jsonl").open(encoding="utf-8") as fh:
-            first = fh.readline()
         try:
+            with safejson.open_text(run / "events.jsonl", follow_links=False) as fh:
+                first = fh.readline()
             event = safejson.loads(first)
-        except ValueError:
-            continue  # not even one complete event: `load_runs` says why it is left out
+        except (OSError, ValueError):
+            continue  # a link, a pipe, not even one complete event: `load_runs` says why
         if not isinstance(event, dict):
             continue  # not an event: as above
         if event.get("kind") == "run_started" and isinstance(event.get("params"), dict):

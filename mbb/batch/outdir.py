@@ -60,7 +60,7 @@ def _held_condition(out_dir: Path) -> tuple[str, dict[str, Any], str] | None:
             raise OutputError(f"{marker}: not a condition record (corrupt)") from None
     for log in sorted(out_dir.glob("*/events.jsonl")):  # a folder written before the record
         try:
-            with log.open(encoding="utf-8") as fh:
+            with safejson.open_text(log, follow_links=False) as fh:
                 first = safejson.loads(fh.readline())
             return str(first["condition"]), dict(first["params"]), str(log)
         except (ValueError, KeyError, TypeError, OSError):

@@ -166,14 +166,8 @@ class RunLog:
 
 def _read_meta(run_dir: Path) -> dict[str, Any]:
     """`valid` (bool) and `invalid_reason` (str) from meta.json, when present with those types."""
-    path = run_dir / "meta.json"
-    if path.is_symlink() or not path.is_file():
-        return {}
-    try:
-        meta = safejson.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(meta, dict):
+    meta = safejson.read_object(run_dir / "meta.json")
+    if meta is None:
         return {}
     out: dict[str, Any] = {}
     if isinstance(meta.get("valid"), bool):

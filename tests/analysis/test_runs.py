@@ -171,3 +171,57 @@ def test_a_run_id_with_a_control_character_is_left_out_with_the_reason(tmp_path)
     assert run_status(evil) == (False, "run id 'b\\x01-seed0000' holds characters mbb never writes")
     loaded = load_runs([tmp_path / "c"])
     assert loaded["runs"]["run_id"].to_list() == ["base-seed0000"]
+
+
+_PIPE_CHECKS = """
+import json, os, sys
+from pathlib import Path
+from mbb.analysis.runs import load_runs, recorded_conditions
+from mbb.batch.build import load_params
+from mbb.batch.outdir import claim
+root = Path(sys.argv[1])
+loaded = load_runs([root])
+out = {"runs": loaded["runs"]["run_id"].to_list(),
+       "excluded": loaded["excluded"]["reason"].to_list(),
+       "conditions": sorted(recorded_conditions([root]))}
+run = root / "base" / "base-seed0000"
+os.unlink(run / "events.jsonl")
+os.mkfifo(run / "events.jsonl")
+out["conditions_after"] = sorted(recorded_conditions([root]))
+with claim(root / "base", load_params("base", {"subruns": 1, "workers": {"count": 3}})):
+    out["claimed"] = True
+print(json.dumps(out))
+"""
+
+
+def test_a_meta_or_a_log_that_is_a_pipe_is_not_waited_on(study, tmp_path) -> None:
+    """`load_runs` waited for ever on a run whose meta.json is a named pipe, and
+    `recorded_conditions` and `mbb run --out` (the folder's condition, read from its logs) on an
+    events.jsonl that is one. A meta.json that is a pipe is read as a missing one (the log
+    judges the run); a log that is a pipe names no condition and is left out, said. (In a
+    process of its own with a time limit: the old code blocked in a thread no alarm reaches.)"""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    run = tmp_path / "base" / "base-seed0000"
+    shutil.copytree(study / "runs" / "base" / "base-seed0000", run)
+    (run / "meta.json").unlink()
+    os.mkfifo(run / "meta.json")
+    piped = tmp_path / "base" / "base-seed0001"
+    piped.mkdir()
+    os.mkfifo(piped / "events.jsonl")
+    proc = subprocess.run(
+        [sys.executable, "-c", _PIPE_CHECKS, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["runs"] == ["base-seed0000"]
+    (why,) = out["excluded"]
+    assert "not a regular file" in why
+    assert out["conditions"] == ["base"] and out["conditions_after"] == []
+    assert out["claimed"]
