@@ -750,6 +750,99 @@ def test_cli_view_watch(sweep_copy, monkeypatch, capsys) -> None:
     assert _index(sweep_copy / "viewer")["live"] == 2.0
 
 
+def test_watch_says_problems_that_appear_after_the_first_pass(sweep_copy, monkeypatch, capsys):
+    """Watching, later passes printed only counts: a run that became unreadable, or a line
+    that went corrupt, was on the page and nowhere on the terminal. Each new problem is said
+    once, as a one-shot build says it."""
+    import os
+
+    import mbb.batch.viewer as viewer_mod
+
+    log = sweep_copy / "base" / "base-seed0001" / "events.jsonl"
+    pauses = []
+
+    def pause(_seconds):
+        pauses.append(1)
+        if len(pauses) == 1:
+            log.write_text(log.read_text() + "{not json\n")
+            os.mkfifo(sweep_copy / "memory_off" / "memory_off-seed0009" / "events.jsonl")
+        elif len(pauses) == 3:
+            raise KeyboardInterrupt
+
+    (sweep_copy / "memory_off" / "memory_off-seed0009").mkdir()
+    monkeypatch.setattr(viewer_mod.time, "sleep", pause)
+    assert main(["view", str(sweep_copy), "--watch", "1"]) == 0
+    err = capsys.readouterr().err
+    corrupt = "warning: base/base-seed0001: line "
+    piped = "warning: memory_off/memory_off-seed0009: not shown: events.jsonl: not a regular file"
+    assert err.count(corrupt) == 1 and err.count(piped) == 1, err
+
+
+def test_watch_refuses_a_link_planted_between_passes(sweep_copy, tmp_path) -> None:
+    """A link planted as `viewer/data/runs` after the first pass had the later passes delete
+    and replace its target's files: the check ran once, before the first pass."""
+    from mbb.batch.outdir import OutputError
+    from mbb.batch.viewer import watch_viewer
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "000000.js").write_text("precious")
+    passes = []
+
+    def stop() -> bool:
+        if not passes:
+            shutil.rmtree(sweep_copy / "viewer" / "data" / "runs")
+            (sweep_copy / "viewer" / "data" / "runs").symlink_to(outside)
+            shutil.rmtree(sweep_copy / "base" / "base-seed0000")  # a run gone: its file deleted
+        passes.append(1)
+        return len(passes) > 2
+
+    with pytest.raises(OutputError, match=r"data/runs: a symbolic link"):
+        watch_viewer(sweep_copy, interval=0.01, stop=stop)
+    assert [f.name for f in outside.iterdir()] == ["000000.js"]
+    assert (outside / "000000.js").read_text() == "precious"
+
+
+def test_watch_sees_a_log_rewritten_with_its_old_size_and_time(sweep_copy) -> None:
+    """The change check compared a log's size and modification time only, through links:
+    garbage of the same size with its time put back (`touch -r`), or a link to a copy, left
+    the page showing the old run as completed. Change time and inode are compared too."""
+    import os
+
+    from mbb.batch.viewer import watch_viewer
+
+    log = sweep_copy / "base" / "base-seed0000" / "events.jsonl"
+    results = []
+    passes = []
+
+    def stop() -> bool:
+        if not passes:
+            st = log.stat()
+            log.write_text("x" * (st.st_size - 1) + "\n")
+            os.utime(log, ns=(st.st_atime_ns, st.st_mtime_ns))
+        passes.append(1)
+        return len(passes) > 1
+
+    watch_viewer(sweep_copy, interval=0.01, stop=stop, report=results.append)
+    assert len(results) == 2, "the second pass saw no change"
+    assert ("base/base-seed0000", "no valid event in events.jsonl") in results[-1].bad
+
+
+def test_columns_files_that_are_links_or_pipes_are_said_not_skipped(sweep_copy, tmp_path):
+    import os
+
+    (tmp_path / "cols.csv").write_text("run_id,x\nbase-seed0000,1\n")
+    (sweep_copy / "viewer-columns.csv").symlink_to(tmp_path / "cols.csv")
+    os.mkfifo(sweep_copy / "viewer-columns.json")
+    res = build_viewer(sweep_copy)
+    said = [p for run, p in res.warnings if run == "columns"]
+    assert said == [
+        "viewer-columns.csv: a symbolic link or not a regular file: not read",
+        "viewer-columns.json: a symbolic link or not a regular file: not read",
+    ]
+    assert _index(sweep_copy / "viewer")["columns"] == []
+
+
 def test_a_run_an_analysis_cannot_take_costs_only_its_own_measures(sweep_copy, monkeypatch):
     import mbb.batch.viewer as viewer_mod
 

@@ -778,7 +778,8 @@ def read_columns(path: Path) -> tuple[dict[str, dict[str, Any]], list[str]]:
     path = Path(path)
     try:
         if path.suffix.lower() == ".json":
-            data = safejson.loads(path.read_text(encoding="utf-8"))
+            with safejson.open_text(path) as fh:  # a pipe is refused, not waited on
+                data = safejson.loads(fh.read())
             if isinstance(data, dict):
                 rows = [
                     {"run_id": k, **v} if isinstance(v, dict) else None for k, v in data.items()
@@ -788,7 +789,7 @@ def read_columns(path: Path) -> tuple[dict[str, dict[str, Any]], list[str]]:
             else:
                 raise ValueError("expected an object keyed by run id or a list of objects")
         else:
-            with path.open(encoding="utf-8", newline="") as fh:
+            with safejson.open_text(path, newline="") as fh:
                 rows = list(csv.DictReader(fh))
     except (OSError, UnicodeDecodeError, csv.Error, json.JSONDecodeError) as exc:
         raise ValueError(f"{path.name}: cannot be read ({exc})") from None
@@ -948,8 +949,10 @@ class _Viewer:
         invalid_share: float | None = None,
         live: float | None = None,
         llm_caches: Sequence[Path] = (),
+        out_given: bool = False,
     ) -> None:
         self.root, self.out = root, out
+        self.out_given = out_given  # the user named `out`: it may itself be a link
         self.llm_caches = list(llm_caches)
         self.runs_dir = out / "data" / "runs"
         self.text_dir = out / "data" / "text"
@@ -981,37 +984,46 @@ class _Viewer:
         replace_file(path, f"{call}{body});\n")
 
     def _signature(self, d: Path, held: set[str] | None) -> tuple[Any, ...]:
-        log: tuple[int | None, int | None]
-        try:
-            st = (d / "events.jsonl").stat()
-            log = (st.st_size, st.st_mtime_ns)
-        except OSError:
-            log = (None, None)
-        try:
-            meta = (d / "meta.json").stat().st_mtime_ns
-        except OSError:
-            meta = None
+        """What says a run changed since the last pass: its log's and meta.json's own entries
+        (not a link's target), their size, inode, modification and change times. The change
+        time moves with every write, even one that puts the old size and modification time
+        back (`touch -r`), and a file replaced by another, or by a link, has another inode."""
+
+        def entry(path: Path) -> tuple[int, ...] | None:
+            try:
+                st = path.lstat()
+            except OSError:
+                return None
+            return (st.st_mode, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+        meta = entry(d / "meta.json")
         # a run without its meta.json may still be written: whether it is, is part of its state
         writing = meta is None and _being_written(d, held)
-        return (*log, meta, writing)
+        return (entry(d / "events.jsonl"), meta, writing)
 
-    def _column_files(self) -> list[Path]:
-        # picked up from the folder: only a regular file of its own (a link could point at
-        # any file of yours, and its values and keys would reach the page)
-        auto = [
-            self.root / n
-            for n in COLUMN_FILES
-            if (self.root / n).is_file() and not (self.root / n).is_symlink()
-        ]
-        return [*self.columns, *auto]
+    def _column_files(self) -> tuple[list[Path], list[str]]:
+        """(the columns files to read, why others in the folder are not read). Picked up from
+        the folder: only a regular file of its own (a link could point at any file of yours,
+        and its values and keys would reach the page; a pipe would block the build)."""
+        auto, refused = [], []
+        for name in COLUMN_FILES:
+            path = self.root / name
+            if path.is_symlink() or (path.exists() and not path.is_file()):
+                refused.append(f"{name}: a symbolic link or not a regular file: not read")
+            elif path.is_file():
+                auto.append(path)
+        return [*self.columns, *auto], refused
 
     def _read_columns(self) -> bool:
-        files = self._column_files()
-        stamp = tuple((str(p), p.stat().st_mtime_ns if p.exists() else None) for p in files)
+        files, refused = self._column_files()
+        stamp = (
+            tuple((str(p), p.stat().st_mtime_ns if p.exists() else None) for p in files),
+            tuple(refused),
+        )
         if stamp == self.column_stamp:
             return False
         self.column_stamp = stamp
-        self.column_values, self.column_names, self.column_problems = {}, [], []
+        self.column_values, self.column_names, self.column_problems = {}, [], list(refused)
         builtin = {"id", "condition", "model", "seed", "status", "valid", *MEASURES}
         for p in files:
             try:
@@ -1124,6 +1136,7 @@ class _Viewer:
     def update(self) -> ViewerResult:
         """Bring the viewer up to date with the folder (the first call writes everything)."""
         t0 = time.perf_counter()
+        _refuse_links(self.out, given=self.out_given)
         first = self.version == 0
         self.version += 1
         if first:
@@ -1227,8 +1240,17 @@ def _prepare(root: str | Path, out: str | Path | None) -> tuple[Path, Path]:
     root = Path(root)
     if not root.is_dir():
         raise FileNotFoundError(f"{root}: not a folder")
-    given = out is not None
     folder = Path(out) if out is not None else root / "viewer"
+    _refuse_links(folder, given=out is not None)
+    (folder / "data").mkdir(parents=True, exist_ok=True)
+    return root, folder
+
+
+def _refuse_links(folder: Path, *, given: bool) -> None:
+    """OutputError when a folder the viewer writes into under `folder` is a symbolic link
+    (`folder` itself too unless the user `given` it). Checked before the first pass and before
+    every pass of `watch_viewer`: a link planted between passes had its target's files deleted
+    and replaced."""
     mine = [folder / "data", folder / "data" / "runs", folder / "data" / "text"]
     for d in mine if given else [folder, *mine]:
         if d.is_symlink():
@@ -1236,8 +1258,6 @@ def _prepare(root: str | Path, out: str | Path | None) -> tuple[Path, Path]:
                 f"{d}: a symbolic link; the viewer never writes through one (remove it, or "
                 "give --out)"
             )
-    (folder / "data").mkdir(parents=True, exist_ok=True)
-    return root, folder
 
 
 def build_viewer(
@@ -1264,6 +1284,7 @@ def build_viewer(
         columns=[Path(c) for c in columns],
         invalid_share=invalid_share,
         llm_caches=[Path(c) for c in llm_caches],
+        out_given=out is not None,
     ).update()
 
 
@@ -1292,6 +1313,7 @@ def watch_viewer(
         invalid_share=invalid_share,
         live=interval,
         llm_caches=[Path(c) for c in llm_caches],
+        out_given=out is not None,
     )
     res = viewer.update()
     if report is not None:

@@ -34,17 +34,21 @@ def _run(args: argparse.Namespace) -> int:
         return 2
 
     first = [True]
+    said: set[str] = set()  # the warnings printed so far (watching: each is said once)
 
     def report(result: Any) -> None:
+        lines = [f"warning: {run}: not shown: {reason}" for run, reason in result.bad]
+        lines += [f"warning: {run}: {problem}" for run, problem in result.warnings]
+        for line in lines:
+            if line not in said:
+                print(for_terminal(line), file=sys.stderr)
+        said.clear()  # a problem that goes away and comes back is said again
+        said.update(lines)
         if not first[0]:  # watching: one line per pass that changed something
             stamp = time.strftime("%H:%M:%S")
             print(f"{stamp} {result.runs} run(s), {result.changed} new or changed")
             return
         first[0] = False
-        for run, reason in result.bad:
-            print(for_terminal(f"warning: {run}: not shown: {reason}"), file=sys.stderr)
-        for run, problem in result.warnings:
-            print(for_terminal(f"warning: {run}: {problem}"), file=sys.stderr)
         if result.runs == 0:
             print(f"warning: {root}: no runs (no events.jsonl under it)", file=sys.stderr)
         print(f"{result.runs} run(s) in {result.seconds:.1f} s -> viewer: {result.index}")

@@ -36,13 +36,13 @@ def loads(text: str | bytes) -> Any:
         raise json.JSONDecodeError("JSON nested too deeply", doc[:100], 0) from None
 
 
-def open_text(path: str | Path, *, follow_links: bool = True) -> TextIO:
+def open_text(path: str | Path, *, follow_links: bool = True, newline: str | None = None) -> TextIO:
     """`path` opened for reading as UTF-8 text, when it is a regular file; else NotRegularFile
     (an OSError), without blocking: a pipe is opened non-blocking and refused, so no reader
     waits on one. A missing file raises FileNotFoundError as `open` does.
 
     path: the file; follow_links: False refuses a symbolic link (in a shared folder it could
-    point at any file of the reader's)."""
+    point at any file of the reader's); newline: as `open`'s ("" for the csv module)."""
     flags = os.O_RDONLY | os.O_NONBLOCK | (0 if follow_links else os.O_NOFOLLOW)
     try:
         fd = os.open(path, flags)
@@ -54,7 +54,7 @@ def open_text(path: str | Path, *, follow_links: bool = True) -> TextIO:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise NotRegularFile(f"{path}: not a regular file (a pipe, a device or a folder)")
         os.set_blocking(fd, True)
-        return os.fdopen(fd, encoding="utf-8")
+        return os.fdopen(fd, encoding="utf-8", newline=newline)
     except BaseException:
         os.close(fd)
         raise
