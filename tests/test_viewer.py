@@ -308,6 +308,51 @@ def test_a_hostile_cache_row_is_listed_and_the_other_calls_shown(sweep_copy) -> 
     assert data["llm"] == {"5": {"prompt": "[user]\nbid?", "answer": "120", "new_at": 0}}
 
 
+def _endless_view(path: Path) -> None:
+    """A SQLite file whose `responses` is a view that recurses without end."""
+    with sqlite3.connect(path) as db:
+        db.execute(
+            "CREATE VIEW responses(key, model, request, response, created) AS "
+            "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) "
+            "SELECT n, 'm', '{}', '{}', 0 FROM r"
+        )
+    db.close()
+
+
+def test_a_cache_holding_a_view_is_refused_not_read_for_ever(sweep_copy, tmp_path) -> None:
+    """A received folder's llm_cache.sqlite whose `responses` is an endless recursive view
+    held `mbb view` (Ctrl-C did not stop it) and a study's resume for ever. A cache holding a
+    view or a trigger is refused: the viewer says so with the run, a study stops in one line;
+    a cache that is a link is refused too (a resume wrote into the file it pointed at)."""
+    from mbb.core.errors import LlmCacheError
+
+    run = sweep_copy / "base" / "base-seed0000"
+    lines = _lines(run / "events.jsonl")
+    first = json.loads(lines[0])
+    first["params"]["llm"]["cache_file"] = "cache/llm.sqlite"
+    lines[0] = json.dumps(first)
+    (sweep_copy / "cache").mkdir()
+    _endless_view(sweep_copy / "cache" / "llm.sqlite")
+    lines[5:5] = [json.dumps(_llm_call(first["run_id"], 0, request_key="k"))]
+    for j in range(len(lines)):
+        lines[j] = json.dumps({**json.loads(lines[j]), "seq": j})
+    (run / "events.jsonl").write_text("\n".join(lines) + "\n")
+    res = build_viewer(sweep_copy)
+    assert res.bad == []
+    (problem,) = _entry(_index(sweep_copy / "viewer"), "base-seed0000")["problems"]
+    assert problem == (
+        "prompts and answers of its 1 LLM call(s) not shown: its cache llm.sqlite: not read: "
+        "it holds a view ('responses'), which mbb's caches never do"
+    )
+    with pytest.raises(LlmCacheError, match="not an LLM cache of mbb's: it holds a view"):
+        LlmCache(sweep_copy / "cache" / "llm.sqlite")
+    real = tmp_path / "mine.sqlite"
+    LlmCache(real).close()
+    (tmp_path / "link.sqlite").symlink_to(real)
+    with pytest.raises(LlmCacheError, match="a symbolic link"):
+        LlmCache(tmp_path / "link.sqlite")
+
+
 def test_redact() -> None:
     auth = redact("Authorization: Bearer abcdefghijklmnop1234")
     assert "abcdefghijklmnop1234" not in auth and auth.startswith("Authorization: [redacted]")

@@ -538,9 +538,7 @@ def _write_record(study: Study, runs: Mapping[str, dict[str, Any]], extra: dict[
         "runs": dict(sorted(runs.items())),
         **extra,
     }
-    tmp = study.out / f".{STUDY_RECORD}.{os.getpid()}"
-    tmp.write_text(json.dumps(record, indent=1))
-    os.replace(tmp, study.out / STUDY_RECORD)
+    replace_file(study.out / STUDY_RECORD, json.dumps(record, indent=1))  # never via a link
 
 
 # --- running -------------------------------------------------------------------------------------
@@ -568,14 +566,16 @@ class StudyOutcome:
         return 1 if self.failed else 3 if self.stopped else 0
 
 
-def _state(run_dir: Path) -> Literal["done", "resume", "fresh"]:
-    """Whether a run finished, is to be resumed from its log, or starts afresh (reads only)."""
-    if finished_log(run_dir) is not None:
-        return "done"
+def _state(run_dir: Path) -> tuple[Literal["done", "resume", "fresh"], list[str] | None]:
+    """(whether a run finished, is to be resumed from its log, or starts afresh; the finished
+    run's lines). Reads only, but for a finished run's missing meta.json (`finished_log`)."""
+    lines = finished_log(run_dir)
+    if lines is not None:
+        return "done", lines
     path = run_dir / "events.jsonl"
     if not path.is_file() or path.stat().st_size == 0:
-        return "fresh"
-    return "resume"
+        return "fresh", None
+    return "resume", None
 
 
 def _key_variables(study: Study) -> list[str]:
@@ -791,7 +791,7 @@ def run_study(
     _claim_study(study)
     t0 = time.perf_counter()
     outcome = StudyOutcome(runs=study.runs)
-    todo = _plan(study, outcome)
+    todo, judged = _plan(study, outcome)
     if todo and not study.stub and any(uses_llm(c.condition) for c in study.cells):
         problems = preflight(study)  # before anything is written
         if problems:
@@ -802,6 +802,7 @@ def run_study(
     records: dict[str, dict[str, Any]] = {}
     if record_path.is_file():
         records = safejson.loads(record_path.read_text()).get("runs", {})  # checked on claim
+    records.update(judged)  # a finished run's record is its log's verdict, never the old one
     _write_record(study, records, {"status": "running"})
     interrupted = False
     try:
@@ -838,17 +839,25 @@ def run_study(
     return outcome
 
 
-def _plan(study: Study, outcome: StudyOutcome) -> list[tuple[Cell, int, bool]]:
-    """The runs still to make: (cell, seed, resume from its log); finished ones are counted."""
-    todo = []
+def _plan(
+    study: Study, outcome: StudyOutcome
+) -> tuple[list[tuple[Cell, int, bool]], dict[str, dict[str, Any]]]:
+    """(the runs still to make: (cell, seed, resume from its log); the records of the finished
+    ones, judged from their logs). Finished runs are counted, the invalid ones too: a record or
+    meta.json left in the folder never says how many of a run's calls failed."""
+    todo, judged = [], {}
     for cell in study.cells:
         for seed in study.seeds:
-            state = _state(cell.folder / run_id_of(cell.condition, seed))
-            if state == "done":
+            rid = run_id_of(cell.condition, seed)
+            state, lines = _state(cell.folder / rid)
+            if lines is not None:
                 outcome.done_before += 1
+                validity = run_validity(lines, study.spec.failures.invalid_share)
+                outcome.invalid += not validity["valid"]
+                judged[rid] = {"cell": cell.label, "status": "completed", **validity}
             else:
                 todo.append((cell, seed, state == "resume"))
-    return todo
+    return todo, judged
 
 
 def _execute(

@@ -58,6 +58,7 @@ from mbb.core import safejson
 from mbb.core.eventlog import OtherVersion, log_file_problem, parse_line
 from mbb.core.events import SCHEMA_VERSION
 from mbb.core.validity import INVALID_SHARE, recorded_threshold, run_validity
+from mbb.llm.cache import schema_problem
 
 __all__ = [
     "RUNNING_S",
@@ -403,6 +404,12 @@ class _Caches:
 
     def __init__(self) -> None:
         self._db: dict[Path, sqlite3.Connection | None] = {}
+        self.refused: dict[Path, str] = {}  # caches not read, and why
+
+    def refusals(self, paths: list[Path]) -> list[str]:
+        """Why caches among `paths` were not read (a view or a trigger in them)."""
+        resolved = [p.resolve() for p in paths]
+        return [f"{p.name}: {self.refused[p]}" for p in resolved if p in self.refused]
 
     def lookup(self, paths: list[Path], keys: list[str]) -> tuple[dict[str, dict[str, Any]], int]:
         """The first cache of `paths` holding any of `keys`: {key: its request and response},
@@ -440,7 +447,13 @@ class _Caches:
             if path.is_file():
                 try:
                     db = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
-                    db.execute("SELECT 1 FROM responses LIMIT 1")
+                    why = schema_problem(db)
+                    if why is not None:  # a view or a trigger could run for ever
+                        db.close()
+                        db = None
+                        self.refused[path] = f"not read: {why}"
+                    else:
+                        db.execute("SELECT 1 FROM responses LIMIT 1")
                 except sqlite3.Error:
                     db = None
             self._db[path] = db
@@ -530,12 +543,16 @@ def _llm_texts(
     cache_file = _get(run.events[0], "params", "llm", "cache_file")
     if not isinstance(cache_file, str) or not cache_file:
         cache_file = "outputs/llm_cache.sqlite"
-    found, unreadable = caches.lookup(
-        _cache_candidates(run.path, root, cache_file, named),
-        sorted({e["request_key"] for e in calls}),
-    )
+    candidates = _cache_candidates(run.path, root, cache_file, named)
+    found, unreadable = caches.lookup(candidates, sorted({e["request_key"] for e in calls}))
     problems = []
-    if not found and not unreadable:
+    refused = caches.refusals(candidates)
+    if not found and not unreadable and refused:
+        problems.append(
+            f"prompts and answers of its {len(calls)} LLM call(s) not shown: its cache "
+            + "; ".join(refused)
+        )
+    elif not found and not unreadable:
         problems.append(
             f"prompts and answers of its {len(calls)} LLM call(s) not shown: no cache inside "
             "the folder holds them (a cache elsewhere is read only when you name it: "

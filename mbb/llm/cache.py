@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from mbb.core.errors import CacheMiss, LlmCacheError
 
-__all__ = ["CacheMiss", "CacheMode", "LlmCache", "LlmCacheError", "request_key"]
+__all__ = ["CacheMiss", "CacheMode", "LlmCache", "LlmCacheError", "request_key", "schema_problem"]
 
 CacheMode = Literal["off", "read_write", "replay"]
 
@@ -34,6 +34,20 @@ def _is_lock(exc: sqlite3.DatabaseError) -> bool:
     if code is not None:
         return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
     return "locked" in str(exc) or "busy" in str(exc)
+
+
+def schema_problem(db: sqlite3.Connection) -> str | None:
+    """Why the database open on `db` is not an LLM cache mbb would write, or None. mbb's cache
+    holds one table, `responses`, and its key's index; a view or a trigger in a received
+    folder's cache can make any read or write run for ever (a view that recurses without end,
+    a trigger on every insert), so a file holding one is refused, not read."""
+    rows = db.execute("SELECT type, name FROM sqlite_master").fetchall()
+    for kind, name in rows:
+        if kind in ("view", "trigger"):
+            return f"it holds a {kind} ({str(name)[:40]!r}), which mbb's caches never do"
+    if rows and ("table", "responses") not in {(k, n) for k, n in rows}:
+        return "it has no table `responses`"
+    return None
 
 
 def request_key(request: dict[str, Any]) -> str:
@@ -53,6 +67,11 @@ class LlmCache:
         self.hits = 0
         self.misses = 0
         self._db: sqlite3.Connection | None = None
+        if self.path is not None and mode != "off" and self.path.is_symlink():
+            raise LlmCacheError(
+                f"{self.path}: a symbolic link; mbb opens an LLM cache only as a file of its own "
+                "(a link in a received folder could point at any of yours): name the real file"
+            )
         if mode != "off":
             self._db = self._open()
 
@@ -94,6 +113,12 @@ class LlmCache:
             else:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 db = sqlite3.connect(self.path, timeout=_LOCK_WAIT_S, check_same_thread=False)
+                why = schema_problem(db)
+                if why is not None:
+                    raise LlmCacheError(
+                        f"{self.path}: not an LLM cache of mbb's: {why}; move it away or set "
+                        "llm.cache_file to another file"
+                    )
                 # WAL + NORMAL: a commit no longer fsyncs (it blocked the event loop ~15 ms
                 # per stored response); a crash can lose only the last responses.
                 db.execute("PRAGMA journal_mode=WAL")

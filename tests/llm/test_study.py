@@ -122,6 +122,31 @@ def test_a_stub_study_runs_resumes_and_refuses_another_study_in_its_folder(tmp_p
     again = run_study(load_study(path, stub=True), progress=False, report=False)
     assert (again.done_before, again.completed, again.calls) == (12, 0, 0)
     assert {p: p.stat().st_mtime_ns for p in logs} == stamps  # nothing re-run
+    # a finished run is judged from its log when the study resumes: its calls failing in the
+    # log made no difference to the record and the summary ("0 invalid", valid: True)
+    log = logs[0]
+    failed = [
+        json.dumps({**json.loads(x), "error": "HTTP 500"}) if '"llm_call"' in x else x
+        for x in log.read_text().splitlines()
+    ]
+    log.write_text("\n".join(failed) + "\n")
+    judged = run_study(load_study(path, stub=True), progress=False, report=False)
+    assert (judged.done_before, judged.invalid) == (12, 1)
+    (bad,) = [
+        r
+        for r in json.loads((study.out / "study.json").read_text())["runs"].values()
+        if not r["valid"]
+    ]
+    assert bad["failed_calls"] == bad["llm_calls"] > 0
+    # the record is written as a fresh file: a link planted where it is written is replaced
+    import os
+
+    victim = tmp_path / "victim"
+    victim.write_text("mine")
+    for pid in range(os.getpid(), os.getpid() + 3):
+        (study.out / f".study.json.{pid}").symlink_to(victim)
+    run_study(load_study(path, stub=True), progress=False, report=False)
+    assert victim.read_text() == "mine"
     other = study_file(tmp_path, path.read_text().replace("name: s", "name: other"), "o")
     with pytest.raises(StudyError, match="holds study 's'"):
         run_study(load_study(other, stub=True), progress=False, report=False)
