@@ -314,3 +314,28 @@ def test_a_log_that_is_a_pipe_or_a_link_is_refused_not_waited_on(tmp_path, sampl
     link.symlink_to(real)
     with pytest.raises(EventLogError, match=r"symbolic link or a pipe"):
         read_lines(link)
+
+
+def test_a_log_to_write_that_is_a_pipe_is_refused_not_waited_on(tmp_path) -> None:
+    """A named pipe left as a run's events.jsonl held `mbb run` and a study's resume for ever
+    (opening a pipe to write waits for a reader): it is refused in one line."""
+    import os
+    import signal
+
+    def ring(*_: object) -> None:
+        raise TimeoutError("still waiting on the pipe after 20 s")
+
+    pipe = tmp_path / "r" / "events.jsonl"
+    pipe.parent.mkdir()
+    os.mkfifo(pipe)
+    old = signal.signal(signal.SIGALRM, ring)
+    signal.alarm(20)  # the old code blocked here for ever: fail instead
+    try:
+        for resume in (False, True):
+            with pytest.raises(EventLogError, match=r"events\.jsonl: not a regular file"):
+                eventlog.EventLog("r", pipe, resume=resume)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    log = eventlog.EventLog("r", tmp_path / "ok" / "events.jsonl")  # a file is truncated
+    log.close()

@@ -82,6 +82,34 @@ def test_run_many_takes_its_folder_as_a_string(base, tmp_path, monkeypatch):
     assert res.out_dir == tmp_path / "out" and (tmp_path / "out" / res.run_ids[0]).is_dir()
 
 
+def test_a_linked_run_folder_is_no_finished_run_and_gets_no_meta_json(base, tmp_path):
+    """A study's resume counted a run folder linked to a finished run elsewhere as done and
+    wrote its missing meta.json there (a red team's find)."""
+    import shutil
+
+    res = run_many(base, runs=1, out_dir=tmp_path / "a", processes=1)
+    elsewhere = tmp_path / "elsewhere"
+    shutil.copytree(tmp_path / "a" / res.run_ids[0], elsewhere)
+    (elsewhere / "meta.json").unlink()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / res.run_ids[0]).symlink_to(elsewhere)
+    assert runner.finished_log(tmp_path / "b" / res.run_ids[0]) is None
+    assert not (elsewhere / "meta.json").exists()
+
+
+def test_a_notebook_is_never_written_through_a_link(tmp_path):
+    """A study's resume ran its notebooks into a planted link (a red team's find)."""
+    from mbb.batch.notebooks import execute_notebook
+
+    victim = tmp_path / "victim.ipynb"
+    victim.write_text("mine")
+    (tmp_path / "nb").mkdir()
+    (tmp_path / "nb" / "token_audit.ipynb").symlink_to(victim)
+    with pytest.raises(ValueError, match="a symbolic link; mbb never writes a notebook"):
+        execute_notebook("token_audit", tmp_path / "nb", {})
+    assert victim.read_text() == "mine"
+
+
 def test_a_script_that_calls_run_many_unguarded_is_told_how_to_mend_it(tmp_path):
     """Worker processes are spawned, so each runs a script's top level again while it starts.
     A script calling run_many there without `if __name__ == "__main__":` used to end in

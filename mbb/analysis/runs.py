@@ -61,13 +61,20 @@ def find_run_dirs(paths: Iterable[str | Path]) -> list[Path]:
         root = user_path(p)
         if not root.exists():
             raise FileNotFoundError(f"{root}: no such folder")
+        root = root.resolve() if root.is_symlink() else root  # a link you name is followed
         for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
             here = Path(dirpath)
-            if "events.jsonl" in filenames:
+            if "events.jsonl" in filenames or "events.jsonl" in dirnames:  # a folder: refused
                 found.add(here)
                 dirnames[:] = []
                 continue
             dirnames[:] = sorted(d for d in dirnames if d not in _NOT_RUNS and d[0] != ".")
+            # a run folder that is a link is found, never walked into: `_checked` refuses it
+            found.update(
+                here / d
+                for d in dirnames
+                if (here / d).is_symlink() and os.path.lexists(here / d / "events.jsonl")
+            )
     return sorted(found)
 
 
@@ -84,8 +91,14 @@ def run_status(run_dir: Path) -> tuple[bool, str | None]:
 _RUN_ID = re.compile(r"[A-Za-z0-9_.-]+")  # the characters of mbb's names (params `name`, models)
 
 
+# why a run folder found as a link is not read (it could point at any folder of the reader's)
+LINKED_RUN = "a symbolic link to a folder elsewhere: not read"
+
+
 def _checked(run_dir: Path) -> tuple[bool, str | None, list[str]]:
     """`run_status`, and the log's lines as `read_lines` checked them (empty when not usable)."""
+    if run_dir.is_symlink():
+        return False, LINKED_RUN, []
     try:
         lines = read_lines(run_dir / "events.jsonl")
     except EventLogError as exc:

@@ -330,15 +330,34 @@ def _config_of(
 
 # --- recorded runs -------------------------------------------------------------------------
 def _run_dirs(dirs: Sequence[str | Path]) -> list[Path]:
+    """The finished, valid runs under `dirs` (`mbb.analysis.runs.run_status`, as every analysis
+    takes them; run folders that are links are not followed). The others are left out, said on
+    stderr: a run cut short scaled to a study under-counts its calls, silently."""
+    import sys
+    from collections import defaultdict
+
+    from mbb.analysis.runs import find_run_dirs, run_status
+    from mbb.core.errors import for_terminal
+
+    found = find_run_dirs(dirs)
     out: list[Path] = []
-    for d in map(Path, dirs):
-        if (d / "events.jsonl").is_file():
+    left_out: dict[str, list[str]] = defaultdict(list)
+    for d in found:
+        ok, why = run_status(d)
+        if ok:
             out.append(d)
         else:
-            out.extend(sorted(p.parent for p in d.glob("*/events.jsonl")))
+            left_out[why or "not finished"].append(d.name)
+    for why, names in left_out.items():
+        print(
+            for_terminal(
+                f"warning: left out {len(names)} recorded run(s): {why} (e.g. {names[0]})"
+            ),
+            file=sys.stderr,
+        )
     if not out:
         raise FileNotFoundError(
-            f"no recorded runs (events.jsonl) under {', '.join(map(str, dirs))}"
+            f"no finished recorded runs (events.jsonl) under {', '.join(map(str, dirs))}"
         )
     return out
 

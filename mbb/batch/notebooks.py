@@ -39,6 +39,9 @@ def execute_notebook(
     out = user_path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     target = out / src.name
+    for path in (target, target.with_suffix(".html")):
+        if path.is_symlink():  # papermill and the export would write into what it points at
+            raise ValueError(f"{path}: a symbolic link; mbb never writes a notebook through one")
     declared = papermill.inspect_notebook(str(src))
     unknown = sorted(set(parameters) - set(declared))
     if unknown:

@@ -157,9 +157,10 @@ def write_meta(
 def finished_log(run_dir: Path) -> list[str] | None:
     """The verified lines of a run that completed, or None (absent, unfinished, failed, or a log
     that does not check); a missing meta.json (interrupted before it was written) is rebuilt
-    from the log."""
+    from the log. A run folder that is a link is no finished run of this folder: the meta.json
+    would be written into whatever it points at."""
     path = run_dir / "events.jsonl"
-    if not path.is_file():
+    if run_dir.is_symlink() or not path.is_file():
         return None
     try:
         lines = read_lines(path)

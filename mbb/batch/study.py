@@ -1029,6 +1029,12 @@ def analyse_study(study: Study, *, say: Callable[[str], None] = print) -> Path:
     from mbb.batch.report import build_report
 
     runs = study.out / "runs"
+    if (study.out / "notebooks").is_symlink():  # a folder of a received study: never written into
+        say(
+            f"notebooks not run: {study.out / 'notebooks'} is a symbolic link; mbb writes a "
+            "study's notebooks only into a folder of its own (remove the link and run again)"
+        )
+        return build_report(study.out, quiet=True)
     for name in study.spec.notebooks:
         try:
             execute_notebook(name, study.out / "notebooks", {"run_dirs": [str(runs)]})

@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mbb.analysis.runs import LINKED_RUN
 from mbb.analysis.tokens import cost_text, total_cost, without_usage
 from mbb.batch.outdir import OutputError, replace_file
 from mbb.core import safejson
@@ -92,11 +93,12 @@ def find_runs(root: Path, exclude: Iterable[Path] = ()) -> list[Path]:
     """Every run folder (one holding `events.jsonl`) under `root`, sorted; `root` itself may be
     one. Nothing beneath a run folder is visited (workspaces live there), nor `exclude`."""
     root = Path(root)
+    root = root.resolve() if root.is_symlink() else root  # a link you name is followed
     skip = {Path(p).resolve() for p in exclude}
     found: list[Path] = []
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         here = Path(dirpath)
-        if "events.jsonl" in filenames:
+        if "events.jsonl" in filenames or "events.jsonl" in dirnames:  # a folder: listed
             found.append(here)
             dirnames[:] = []
             continue
@@ -105,6 +107,12 @@ def find_runs(root: Path, exclude: Iterable[Path] = ()) -> list[Path]:
             for d in dirnames
             if d not in _SKIP_DIRS and not d.startswith(".") and (here / d).resolve() not in skip
         )
+        # a run folder that is a link is listed as not shown, never read (`read_run`)
+        found += [
+            here / d
+            for d in dirnames
+            if (here / d).is_symlink() and os.path.lexists(here / d / "events.jsonl")
+        ]
     return sorted(found)
 
 
@@ -191,6 +199,9 @@ def read_run(run_dir: Path, held: set[str] | None = None) -> RunLog:
     `running`: its missing end and a partly written last line are not problems."""
     run = RunLog(Path(run_dir))
     path = run.path / "events.jsonl"
+    if run.path.is_symlink():  # found under the folder as a link: never read (load_runs's rule)
+        run.fatal = LINKED_RUN
+        return run
     why = log_file_problem(path)  # the tables' rule: no link, no pipe
     if why is not None:
         run.fatal = f"events.jsonl: {why}"
@@ -946,8 +957,8 @@ class ViewerResult:
 
 
 def _rel(path: Path, root: Path) -> str:
-    try:
-        rel = path.resolve().relative_to(root.resolve()).as_posix()
+    try:  # the folder's own name, not where a link there points
+        rel = (path.parent.resolve() / path.name).relative_to(root.resolve()).as_posix()
     except ValueError:
         rel = path.name
     return rel if rel != "." else root.resolve().name

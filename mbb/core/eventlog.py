@@ -16,6 +16,7 @@ import json
 import os
 import re
 import signal
+import stat
 import time
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
@@ -326,15 +327,31 @@ def _no_link(path: Path) -> None:
 
 def _open_for_writing(path: Path, *, append: bool) -> TextIO:
     """The log opened for writing, never through a link (O_NOFOLLOW: one planted after the
-    check is refused too)."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | (os.O_APPEND if append else os.O_TRUNC)
+    check is refused too) and only as a regular file: a named pipe left in a shared folder
+    blocked `mbb run` and a study's resume for ever (opened non-blocking, then refused)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
+    flags |= os.O_APPEND if append else 0
     try:
         fd = os.open(path, flags, 0o644)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             _no_link(path)
+        if exc.errno == errno.ENXIO:  # a pipe nobody reads
+            raise EventLogError(f"{path}: {_NOT_REGULAR}") from None
         raise
-    return os.fdopen(fd, "a" if append else "w", encoding="utf-8")
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise EventLogError(f"{path}: {_NOT_REGULAR}")
+        if not append:
+            os.ftruncate(fd, 0)
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "a" if append else "w", encoding="utf-8")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+_NOT_REGULAR = "not a regular file (a pipe or a device); mbb writes a run's log only as a file"
 
 
 def kind_of(line: str) -> str:

@@ -225,3 +225,29 @@ def test_a_meta_or_a_log_that_is_a_pipe_is_not_waited_on(study, tmp_path) -> Non
     assert "not a regular file" in why
     assert out["conditions"] == ["base"] and out["conditions_after"] == []
     assert out["claimed"]
+
+
+def test_a_linked_run_folder_or_a_log_that_is_a_folder_is_listed_not_lost(study, tmp_path):
+    """Both were silently absent from load_runs and the viewer (the walk saw neither as a run):
+    now each is left out with its reason. A run folder that is a link is never read; a link
+    you name yourself is followed."""
+    import shutil
+
+    from mbb.analysis.runs import LINKED_RUN
+    from mbb.batch.viewer import build_viewer
+
+    base = tmp_path / "c" / "base"
+    shutil.copytree(study / "runs" / "base" / "base-seed0000", base / "base-seed0000")
+    elsewhere = tmp_path / "elsewhere" / "base-seed0002"
+    shutil.copytree(study / "runs" / "base" / "base-seed0002", elsewhere)
+    (base / "base-seed0002").symlink_to(elsewhere)
+    (base / "base-seed0003" / "events.jsonl").mkdir(parents=True)
+    loaded = load_runs([tmp_path / "c"])
+    assert loaded["runs"]["run_id"].to_list() == ["base-seed0000"]
+    reasons = dict(zip(*loaded["excluded"][["run_id", "reason"]].to_dict().values(), strict=True))
+    assert reasons["base-seed0002"] == LINKED_RUN
+    assert "not a regular file" in reasons["base-seed0003"]
+    bad = dict(build_viewer(tmp_path / "c").bad)
+    assert bad["base/base-seed0002"] == LINKED_RUN
+    assert "not a regular file" in bad["base/base-seed0003"]
+    assert load_runs([base / "base-seed0002"])["runs"]["run_id"].to_list() == ["base-seed0002"]

@@ -161,6 +161,21 @@ def test_recorded_runs_reasoning_calibration_and_the_command(root, tmp_path, cap
     assert rec.reasoning_tokens == pytest.approx(calls.height * 500 * 5)
     assert rec.critical_path_s > 0 and rec.latency_s > 0  # from the recorded latencies
     assert reasoning_from([tmp_path / "rec"]) == {"o4-mini": 500}
+    # a run cut short, or a run folder that is a link, is left out and said: a cut run scaled
+    # to a study under-counted its calls without a word, a linked one was read from elsewhere
+    import shutil
+
+    cut = tmp_path / "cut"
+    shutil.copytree(tmp_path / "rec", cut)
+    log = sorted(cut.glob("*/events.jsonl"))[1]
+    log.write_text("".join(log.read_text().splitlines(keepends=True)[:40]))
+    (cut / "x-seed0009").symlink_to(sorted((tmp_path / "rec").glob("*/events.jsonl"))[0].parent)
+    capsys.readouterr()
+    (part,) = estimate(cond, runs=10, recorded=[cut])
+    err = capsys.readouterr().err
+    assert part.sample_runs == 1 and part.prompt_tokens == pytest.approx(rec.prompt_tokens, 0.2)
+    assert "warning: left out 1 recorded run(s): not finished" in err
+    assert "warning: left out 1 recorded run(s): a symbolic link to a folder elsewhere" in err
     (cal,) = estimate(
         cond, runs=10, dry_runs=1, reasoning_tokens=reasoning_from([tmp_path / "rec"])
     )
