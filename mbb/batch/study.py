@@ -56,7 +56,7 @@ from mbb.core.eventlog import read_lines
 from mbb.core.nested import comparable_params
 from mbb.core.paths import is_bare_name, params_file, study_file, user_path
 from mbb.core.tables import tables_from_run_dirs, write_tables
-from mbb.core.validity import INVALID_SHARE, run_validity
+from mbb.core.validity import INVALID_SHARE, MAX_INVALID_SHARE, run_validity
 from mbb.llm.config import ModelConfig, Price
 from mbb.params import Condition, ParamsError, deep_merge, safe_yaml
 
@@ -139,9 +139,10 @@ class Failures(_Strict):
     invalid_share: float = Field(
         INVALID_SHARE,
         ge=0,
-        le=1,
+        le=MAX_INVALID_SHARE,
         description="A run whose failed or repaired calls exceed this share of its calls is "
-        "marked invalid and left out of comparisons.",
+        "marked invalid and left out of comparisons (at most 0.5: a run whose calls mostly "
+        "failed is never a result).",
     )
 
 

@@ -21,12 +21,17 @@ __all__ = [
     "BACKEND_FIELD",
     "COUNTED_BY_CALLS",
     "INVALID_SHARE",
+    "MAX_INVALID_SHARE",
     "invalid_reason",
     "recorded_threshold",
     "run_validity",
 ]
 
 INVALID_SHARE = 0.05  # mbb's default: a run with a larger share of bad calls is invalid
+# the loosest threshold a study may set, and a meta.json may record: a run whose calls mostly
+# failed or were repaired is never a result, whatever a record in its folder says (mbb's choice;
+# a meta.json recording 1.0 made a run whose every call failed count as valid)
+MAX_INVALID_SHARE = 0.5
 BACKEND_FIELD = "(backend)"  # an invalid_action's field when the agent's call itself raised
 # exceptions whose failed call its llm_call event records already (not counted twice)
 COUNTED_BY_CALLS = frozenset(
@@ -85,10 +90,10 @@ def invalid_reason(validity: Mapping[str, Any]) -> str | None:
 
 def recorded_threshold(meta: Mapping[str, Any], default: float = INVALID_SHARE) -> float:
     """The threshold a run's meta.json records (its study's `failures.invalid_share`), else
-    `default`. meta: the parsed meta.json; default: used when none is recorded (or not a
-    number in [0, 1])."""
+    `default`. meta: the parsed meta.json; default: used when none is recorded, or what is
+    recorded is not a number from 0 to MAX_INVALID_SHARE."""
     v = meta.get("validity")
     t = v.get("threshold") if isinstance(v, Mapping) else None
-    if isinstance(t, int | float) and not isinstance(t, bool) and 0 <= t <= 1:
+    if isinstance(t, int | float) and not isinstance(t, bool) and 0 <= t <= MAX_INVALID_SHARE:
         return float(t)
     return default

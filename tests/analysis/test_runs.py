@@ -155,6 +155,10 @@ def test_a_log_with_too_many_bad_calls_is_invalid_whatever_its_meta_says(study, 
     # at a threshold its study recorded above that share, it counts
     (run / "meta.json").write_text(json.dumps({**meta, "validity": {"threshold": 0.25}}))
     assert run_status(run) == (True, None)
+    # ...but no record makes a run whose calls mostly failed count: a threshold over 50 %
+    # (1.0 made a run whose every call failed valid) is ignored for mbb's 5 %
+    (run / "meta.json").write_text(json.dumps({**meta, "validity": {"threshold": 1.0}}))
+    assert run_status(run)[1].startswith("invalid: 20.0% of its 10 LLM calls")
 
 
 def test_a_run_id_with_a_control_character_is_left_out_with_the_reason(tmp_path) -> None:
