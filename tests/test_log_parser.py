@@ -339,3 +339,14 @@ def test_a_log_to_write_that_is_a_pipe_is_refused_not_waited_on(tmp_path) -> Non
         signal.signal(signal.SIGALRM, old)
     log = eventlog.EventLog("r", tmp_path / "ok" / "events.jsonl")  # a file is truncated
     log.close()
+
+
+def test_a_log_larger_than_mbb_writes_is_refused_not_read_whole(tmp_path) -> None:
+    """An 8 GB sparse events.jsonl in a received folder was read whole by `mbb view` (a
+    MemoryError, reported as a bug); past MAX_LOG_BYTES a log is refused in one line."""
+    big = tmp_path / "r" / "events.jsonl"
+    big.parent.mkdir()
+    with big.open("wb") as fh:
+        fh.truncate(eventlog.MAX_LOG_BYTES + 1)  # sparse: no disk used
+    with pytest.raises(EventLogError, match=r"1\.0 GiB, larger than any log mbb writes"):
+        read_lines(big)

@@ -519,12 +519,27 @@ def _refuse_duplicates(line: str) -> None:
         )
 
 
+# the largest log read (mbb's choice): a run of mbb's writes a few MB at most; a larger file in
+# a received folder (an 8 GB sparse file) was read whole and ended in a MemoryError
+MAX_LOG_BYTES = 1 << 30
+
+
 def log_file_problem(path: Path) -> str | None:
     """Why `path` is not read as a log, or None: a symbolic link (in a shared folder it could
-    point at any file of the reader's) or something other than a regular file (a pipe would
-    block the reader for ever). A missing file is left to the reader's own error."""
+    point at any file of the reader's), something other than a regular file (a pipe would
+    block the reader for ever), or a file larger than MAX_LOG_BYTES. A missing file is left to
+    the reader's own error."""
     if path.is_symlink() or (path.exists() and not path.is_file()):
         return "not a regular file (a symbolic link or a pipe): not read"
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return None
+    if size > MAX_LOG_BYTES:
+        return (
+            f"{size / 2**30:.1f} GiB, larger than any log mbb writes "
+            f"(at most {MAX_LOG_BYTES >> 30} GiB read): not read"
+        )
     return None
 
 
