@@ -20,7 +20,7 @@ import polars as pl
 from polars.datatypes import DataType, DataTypeClass
 
 from mbb.core.eventlog import EventLog, EventLogError, kind_of, read_lines
-from mbb.core.nested import first_difference
+from mbb.core.nested import comparable_params, first_difference
 
 __all__ = [
     "TABLES",
@@ -250,15 +250,14 @@ def tables_from_checked(logs: Iterable[tuple[Path, Sequence[str]]]) -> dict[str,
                 raise EventLogError(f"{path}: run {rid!r} is also in {seen[rid]} (a copy?)")
             seen[rid] = path
             if first.get("kind") == "run_started":
+                # the same condition whatever the endpoint's address or the cache (a stub
+                # study resumed on another port made runs its tables then refused)
+                mine = comparable_params(first["params"])
                 if condition is None:
                     condition = (path, first)
-                elif first["params"] != condition[1]["params"]:
+                elif mine != (theirs := comparable_params(condition[1]["params"])):
                     old = condition[1]
-                    diff = first_difference(
-                        old["params"],
-                        first["params"],
-                        (f"in {old['run_id']}", f"in {rid}"),
-                    )
+                    diff = first_difference(theirs, mine, (f"in {old['run_id']}", f"in {rid}"))
                     raise EventLogError(
                         f"{path}: a run of condition {first['condition']!r} beside runs of "
                         f"{old['condition']!r} ({diff}); tables never mix conditions"

@@ -147,6 +147,13 @@ def test_a_stub_study_runs_resumes_and_refuses_another_study_in_its_folder(tmp_p
         (study.out / f".study.json.{pid}").symlink_to(victim)
     run_study(load_study(path, stub=True), progress=False, report=False)
     assert victim.read_text() == "mine"
+    # a run made again on another stub port is the same condition: its cell's tables used to
+    # refuse it ("a run of condition ... beside runs of ...: base_url"), exit 2
+    import shutil
+
+    shutil.rmtree(logs[1].parent)
+    redo = run_study(load_study(path, stub=True), progress=False, report=False)
+    assert (redo.completed, redo.failed) == (1, 0)
     other = study_file(tmp_path, path.read_text().replace("name: s", "name: other"), "o")
     with pytest.raises(StudyError, match="holds study 's'"):
         run_study(load_study(other, stub=True), progress=False, report=False)
