@@ -133,15 +133,15 @@ def claim(out_dir: str | Path, condition: Condition) -> Iterator[Path]:
         os.close(fd)  # releases the lock
 
 
-def replace_file(path: Path, text: str) -> None:
+def replace_file(path: Path, text: str | bytes) -> None:
     """Write `path` whole, atomically, and never through a link: a fresh file (O_EXCL, so not
     one planted in a shared folder) renamed over it — a symbolic link there is replaced, its
-    target untouched."""
+    target untouched. `text`: str (written as UTF-8) or bytes."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(text.encode("utf-8") if isinstance(text, str) else text)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

@@ -58,6 +58,7 @@ import nh3
 import vl_convert as vlc
 from nbconvert import HTMLExporter
 
+from mbb.batch.outdir import replace_file
 from mbb.batch.runs import spend_table_html
 from mbb.core import safejson
 from mbb.core.errors import for_terminal
@@ -495,7 +496,7 @@ def export_html(notebook_path: Path, html_path: Path | None = None) -> Path:
     scripts += [re.search(r"<script>(.*?)</script>", c, re.S).group(1) for c in charts]  # type: ignore[union-attr]
     body = _finish_page(body, mark, charts, scripts)
     html_path.parent.mkdir(parents=True, exist_ok=True)
-    _write_file(html_path, body)
+    replace_file(html_path, body)
     return html_path
 
 
@@ -599,20 +600,6 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _write_file(path: Path, text: str | bytes) -> None:
-    """Write `path` whole through a fresh file renamed over it: never through a link planted
-    in a shared folder (the link is replaced, its target untouched)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(text.encode("utf-8") if isinstance(text, str) else text)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
 @contextlib.contextmanager
 def _manifest_lock(folder: Path) -> Iterator[None]:
     fd = os.open(folder / f".{EXECUTED}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
@@ -660,7 +647,7 @@ def record_executed(notebook: Path, page: Path | None = None) -> None:
             "recorded": round(time.time(), 3),
         }
         record = {"version": 1, "notebooks": entries, "hmac": _mac(entries)}
-        _write_file(folder / EXECUTED, json.dumps(record, indent=1, sort_keys=True))
+        replace_file(folder / EXECUTED, json.dumps(record, indent=1, sort_keys=True))
 
 
 def _executed_entry(nb_path: Path, manifests: dict[Path, tuple]) -> tuple[dict | None, str]:
@@ -960,11 +947,11 @@ def write_comparison_files(
     links: dict[str, dict[str, str]] = {}
     for i, (baseline, table) in enumerate(tables.items()):
         stem = f"against-{i:02d}"
-        _write_file(out / f"{stem}.csv", _csv(table))
-        _write_file(out / f"{stem}.json", _json_rows(table))
+        replace_file(out / f"{stem}.csv", _csv(table))
+        replace_file(out / f"{stem}.json", _json_rows(table))
         spec = render.legible(forest_plot(table).to_dict())
-        _write_file(out / f"forest-{i:02d}.svg", render.render_svg(spec))
-        _write_file(out / f"forest-{i:02d}.png", render.render_png(spec))
+        replace_file(out / f"forest-{i:02d}.svg", render.render_svg(spec))
+        replace_file(out / f"forest-{i:02d}.png", render.render_png(spec))
         links[baseline] = {
             "csv": f"{COMPARE_DIR}/{stem}.csv",
             "json": f"{COMPARE_DIR}/{stem}.json",
@@ -972,15 +959,15 @@ def write_comparison_files(
             "png": f"{COMPARE_DIR}/forest-{i:02d}.png",
         }
     every = pl.concat(list(tables.values()), how="diagonal_relaxed")
-    _write_file(out / "comparison.csv", _csv(every))
-    _write_file(out / "comparison.json", _json_rows(every))
+    replace_file(out / "comparison.csv", _csv(every))
+    replace_file(out / "comparison.json", _json_rows(every))
     links[""] = {"csv": f"{COMPARE_DIR}/comparison.csv", "json": f"{COMPARE_DIR}/comparison.json"}
     if loaded is not None:
         from mbb.analysis.compare import run_table
 
         runs = run_table(loaded)
-        _write_file(out / "runs.csv", _csv(runs))
-        _write_file(out / "runs.json", _json_rows(runs))
+        replace_file(out / "runs.csv", _csv(runs))
+        replace_file(out / "runs.json", _json_rows(runs))
         links[""] |= {
             "runs_csv": f"{COMPARE_DIR}/runs.csv",
             "runs_json": f"{COMPARE_DIR}/runs.json",
@@ -1148,7 +1135,7 @@ def build_report(
         if baseline is None and "base" in tables:
             default = "base"
         files = write_comparison_files(root, tables, loaded)
-        _write_file(
+        replace_file(
             root / COMPARE_PAGE,
             _compare_html(tables, default, viewer_index is not None, files),
         )
@@ -1225,5 +1212,5 @@ def build_report(
         + f"{skipped_html}</body></html>"
     )
     index = root / "index.html"
-    _write_file(index, page_html)
+    replace_file(index, page_html)
     return index
