@@ -274,9 +274,57 @@ def response_schema() -> dict[str, Any]:
     }
 
 
-def _key(source: str, text: str, context: str = "") -> str:
-    raw = f"{PROMPT_VERSION}\x00{source}\x00{text}\x00{context}"
+def _key(source: str, text: str, context: str = "", model: str = "") -> str:
+    """An item's key in the label cache: the prompt's version, the model that answered (one
+    model's answers are never another's) and what it was shown."""
+    raw = f"{PROMPT_VERSION}\x00{model}\x00{source}\x00{text}\x00{context}"
     return hashlib.sha256(raw.encode()).hexdigest()[:32]
+
+
+def _read_cache(path: Path) -> dict[str, list[dict[str, Any]]]:
+    """The label cache at `path` ({key: [{category, quote, in_text}, ...]}); ValueError naming
+    the file when it is anything else (a damaged or foreign file is not read as answers)."""
+    try:
+        with safejson.open_text(path) as fh:
+            data = safejson.loads(fh.read())
+    except ValueError:
+        data = None  # not JSON (a write cut short, another file)
+    ok = isinstance(data, dict) and all(
+        isinstance(k, str)
+        and isinstance(v, list)
+        and all(
+            isinstance(x, dict)
+            and x.get("category") in ALL_LABELS
+            and isinstance(x.get("quote"), str)
+            and isinstance(x.get("in_text"), bool)
+            for x in v
+        )
+        for k, v in data.items()
+    )
+    if not ok:
+        raise ValueError(f"{path}: not a label cache of mbb's LLM classifier (move it away)")
+    return data
+
+
+def _item_labels(it: Any, text: str) -> tuple[list[dict[str, Any]] | None, str | None]:
+    """(the labels of one answered item, None) or (None, why the answer is not usable): the
+    item must be an object whose `labels` is a list of {category, quote} objects naming known
+    categories. A malformed answer is not "no label": the item stays unanswered."""
+    raw = it.get("labels") if isinstance(it, dict) else None
+    if not isinstance(raw, list):
+        return None, "an answer without a list of labels"
+    labels = []
+    for lab in raw:
+        cat = lab.get("category") if isinstance(lab, dict) else None
+        if not isinstance(lab, dict) or cat not in ALL_LABELS:
+            shown = repr(cat)[:60] if isinstance(lab, dict) else f"a {type(lab).__name__}"
+            return None, f"unknown category {shown}"
+        q = lab.get("quote")
+        q = q if isinstance(q, str) else ""
+        labels.append(
+            {"category": cat, "quote": q, "in_text": bool(q) and q.lower() in text.lower()}
+        )
+    return labels, None
 
 
 def _ctx_str(v: Any) -> str:
@@ -312,8 +360,7 @@ class LLMClassifier:
         if isinstance(cache, str | Path):
             self.cache_path = Path(cache)
             if self.cache_path.exists():
-                with safejson.open_text(self.cache_path) as fh:
-                    self.cache = safejson.loads(fh.read())
+                self.cache = _read_cache(self.cache_path)
         elif cache is not None:
             self.cache = cache
         self.usage: list[dict[str, Any]] = []
@@ -354,22 +401,35 @@ class LLMClassifier:
                 "approximate": usage is None,
             }
         )
-        got = {str(it.get("id")): it for it in (reply.get("items") or [])}
+        raw = reply.get("items") if isinstance(reply, dict) else None
+        got: dict[str, Any] = {}
+        twice: set[str] = set()
+        for it in raw if isinstance(raw, list) else []:
+            given = str(it.get("id")) if isinstance(it, dict) else None
+            if given is None:
+                continue
+            if given in got:
+                twice.add(given)
+            got[given] = it
+        asked = {str(i) for i in range(len(batch))}
+        for extra in sorted(set(got) - asked):
+            self.problems.append(
+                {"key": None, "problem": f"an answer for an item not asked ({extra[:20]!r})"}
+            )
+        # an item not answered, answered twice or answered malformed is not "no label": it is
+        # left out of the cache (asked again next time) and counted as unanswered by the caller
         for i, (key, _, text, _) in enumerate(batch):
             it = got.get(str(i))
             if it is None:
                 self.problems.append({"key": key, "problem": "missing from reply"})
                 continue
-            labels = []
-            for lab in it.get("labels") or []:
-                cat = lab.get("category")
-                if cat not in ALL_LABELS:
-                    self.problems.append({"key": key, "problem": f"unknown category {cat!r}"})
-                    continue
-                q = str(lab.get("quote") or "")
-                labels.append(
-                    {"category": cat, "quote": q, "in_text": bool(q) and q.lower() in text.lower()}
-                )
+            if str(i) in twice:
+                self.problems.append({"key": key, "problem": "answered twice"})
+                continue
+            labels, why = _item_labels(it, text)
+            if labels is None:
+                self.problems.append({"key": key, "problem": why})
+                continue
             self.cache[key] = labels
 
     async def classify(self, utter: pl.DataFrame) -> pl.DataFrame:
@@ -384,7 +444,10 @@ class LLMClassifier:
         u = utter.select(*_KEYS, "text").with_columns(pl.Series("ctx", ctx, dtype=pl.String))
         u = u.with_columns(
             pl.struct("source", "text", "ctx")
-            .map_elements(lambda s: _key(s["source"], s["text"], s["ctx"]), return_dtype=pl.String)
+            .map_elements(
+                lambda s: _key(s["source"], s["text"], s["ctx"], self.model),
+                return_dtype=pl.String,
+            )
             .alias("key")
         )
         todo = (
@@ -397,8 +460,10 @@ class LLMClassifier:
         batches = [rows[i : i + self.batch_size] for i in range(0, len(rows), self.batch_size)]
         sem = asyncio.Semaphore(self.concurrency)
         await asyncio.gather(*(self._call(b, sem) for b in batches))
-        if self.cache_path is not None:
-            self.cache_path.write_text(json.dumps(dict(self.cache)))
+        if self.cache_path is not None:  # whole or not at all: never a half-written cache
+            from mbb.core.paths import replace_file
+
+            replace_file(self.cache_path, json.dumps(dict(self.cache)))
         keys, cats, quotes, ok = [], [], [], []
         for k in u["key"].unique():
             for lab in self.cache.get(k, []):

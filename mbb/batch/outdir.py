@@ -14,13 +14,13 @@ import errno
 import fcntl
 import json
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from mbb.core import safejson
 from mbb.core.nested import comparable_params, first_difference
+from mbb.core.paths import replace_file
 from mbb.params import Condition
 
 __all__ = ["ConditionMismatch", "OutputBusy", "OutputError", "claim", "replace_file"]
@@ -131,18 +131,3 @@ def claim(out_dir: str | Path, condition: Condition) -> Iterator[Path]:
         yield out_dir
     finally:
         os.close(fd)  # releases the lock
-
-
-def replace_file(path: Path, text: str | bytes) -> None:
-    """Write `path` whole, atomically, and never through a link: a fresh file (O_EXCL, so not
-    one planted in a shared folder) renamed over it — a symbolic link there is replaced, its
-    target untouched. `text`: str (written as UTF-8) or bytes."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(text.encode("utf-8") if isinstance(text, str) else text)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise

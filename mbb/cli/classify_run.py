@@ -64,32 +64,39 @@ class LlmLabels(list[list[dict[str, Any]]]):
         self.missing: set[int] = set()
 
 
-def _llm(
-    items: Sequence[Utterance], args: argparse.Namespace | None
-) -> tuple[list[list[dict[str, Any]]], Any]:
+def _llm(items: Sequence[Utterance], args: argparse.Namespace | None) -> tuple[LlmLabels, Any]:
+    from pydantic import ValidationError
+
     from mbb.analysis.llm_classifier import LLMClassifier, llm_layer_complete_json
     from mbb.llm.client import LlmClient
     from mbb.llm.config import ModelConfig
 
     if args is None or not args.model:
         raise CorpusError("--classifier llm needs --model (and --base-url for a local server)")
-    config = ModelConfig(
-        model=args.model,
-        base_url=args.base_url,
-        api_key_env=args.api_key_env or None,
-        structured=args.structured,
-        temperature=0.0,
-        max_tokens=args.max_tokens,
-        max_retries=args.retries,
-        timeout_s=args.timeout,
-    )
-    clf = LLMClassifier(
-        llm_layer_complete_json(LlmClient(), config),
-        model=args.model,
-        batch_size=args.batch_size,
-        concurrency=args.concurrency,
-        cache=args.cache,
-    )
+    try:
+        config = ModelConfig(
+            model=args.model,
+            base_url=args.base_url,
+            api_key_env=args.api_key_env or None,
+            structured=args.structured,
+            temperature=0.0,
+            max_tokens=args.max_tokens,
+            max_retries=args.retries,
+            timeout_s=args.timeout,
+        )
+        clf = LLMClassifier(
+            llm_layer_complete_json(LlmClient(), config),
+            model=args.model,
+            batch_size=args.batch_size,
+            concurrency=args.concurrency,
+            cache=args.cache,
+        )
+    except ValidationError as exc:  # the option's own message (a key is never echoed)
+        err = exc.errors()[0]
+        where = ".".join(str(x) for x in err["loc"]) or "options"
+        raise CorpusError(f"llm classifier: {where}: {err['msg']}") from None
+    except (ValueError, OSError) as exc:  # a bad --batch-size/--concurrency, a damaged --cache
+        raise CorpusError(f"llm classifier: {' '.join(str(exc).split())}") from None
     table = pl.DataFrame(
         {
             "run_id": ["file"] * len(items),
@@ -114,7 +121,8 @@ def _llm(
     # items the model never answered for (not cached: "missing from reply") are not "no label"
     from mbb.analysis.llm_classifier import _ctx_str, _key
 
-    keys = [_key(s, t, _ctx_str(c)) for s, t, c in table.select("source", "text", "context").rows()]
+    rows = table.select("source", "text", "context").rows()
+    keys = [_key(s, t, _ctx_str(c), clf.model) for s, t, c in rows]
     out.missing = {i for i, k in enumerate(keys) if k not in clf.cache}
     return out, clf
 
@@ -126,8 +134,22 @@ def classify_items(
     if classifier == "evidence":
         return _evidence(items, getattr(args, "model_file", None))
     out, clf = _llm(items, args)
+    kinds: dict[str, int] = {}
     for p in clf.problems:
-        print(f"warning: llm classifier: {p['problem']}", file=sys.stderr)
+        kinds[p["problem"]] = kinds.get(p["problem"], 0) + 1
+    for problem, n in sorted(kinds.items(), key=lambda kv: -kv[1]):
+        print(f"warning: llm classifier: {n} x {problem}", file=sys.stderr)
+    if out.missing:
+        print(
+            f"warning: llm classifier: {len(out.missing)} of {len(items)} item(s) unanswered "
+            "(a failed or malformed reply; not 'no label', asked again next time)",
+            file=sys.stderr,
+        )
+    if items and len(out.missing) == len(items):
+        raise CorpusError(
+            f"llm classifier: no item answered ({len(items)} asked): "
+            + (next(iter(kinds)) if kinds else "no usable reply")
+        )
     return out
 
 
@@ -216,11 +238,12 @@ def _read(path: str, *, gold: bool) -> list[Utterance]:
 
 
 def _labels(items: Sequence[Utterance], args: argparse.Namespace) -> list[list[dict[str, Any]]]:
+    from mbb.core.errors import EndpointDown
     from mbb.llm.client import LlmConfigError, LlmUnavailable
 
     try:
         return classify_items(items, args.classifier, args)
-    except (LlmConfigError, LlmUnavailable) as exc:
+    except (LlmConfigError, LlmUnavailable, EndpointDown) as exc:
         raise CorpusError(f"llm classifier: {' '.join(str(exc).split())}") from None
 
 
@@ -229,15 +252,18 @@ def cmd_classify(args: argparse.Namespace) -> int:
     labels = _labels(items, args)
     out = open(args.out, "w", encoding="utf-8") if args.out else sys.stdout  # noqa: SIM115
     try:
-        for u, labs in zip(items, labels, strict=True):
+        missing: set[int] = getattr(labels, "missing", set())
+        for i, (u, labs) in enumerate(zip(items, labels, strict=True)):
             names = [x["category"] for x in labs]
-            rec = {
+            rec: dict[str, Any] = {
                 "id": u.id,
                 "channel": u.channel,
                 "labels": sorted(set(names)),
                 "taxonomy_labels": roll_up(names),
                 "evidence": labs,
             }
+            if i in missing:  # not "no label": the model gave no usable answer
+                rec.update(labels=None, taxonomy_labels=None, unanswered=True)
             out.write(json.dumps(rec, ensure_ascii=False) + "\n")
     finally:
         if args.out:
@@ -269,8 +295,18 @@ def cmd_validate(args: argparse.Namespace) -> int:
     for path in _gold_paths(args):
         items = _read(path, gold=True)
         labels = _labels(items, args)
-        t, sep = score_gold(items, _names(labels), n_boot=args.boot)
+        missing: set[int] = getattr(labels, "missing", set())
+        # the LLM's table is over the items it answered: an unanswered one is not "no label"
+        answered = [i for i in range(len(items)) if i not in missing]
+        scored = [items[i] for i in answered]
+        t, sep = score_gold(scored, _names([labels[i] for i in answered]), n_boot=args.boot)
         print(f"{path}: {len(items)} items, classifier {args.classifier}")
+        if missing:
+            print(
+                f"note: {len(missing)} of {len(items)} items unanswered by the LLM (failed or "
+                f"malformed replies): its table and its agreement are over the {len(scored)} "
+                "answered; the combined classifier keeps the evidence classifier's labels there"
+            )
         provisional = provisional_items(items)
         if provisional:
             print(
@@ -285,6 +321,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
             "taxonomy": t.to_dicts(),
             "separate": sep.to_dicts(),
             "provisional_items": provisional,
+            "items": len(items),
+            "unanswered": sorted(items[i].id for i in missing),
         }
         if args.classifier == "llm":
             rep.update(_compare(items, labels, args))
@@ -311,7 +349,9 @@ def _compare(
     ev = evidence_decisions(items, getattr(args, "model_file", None))
     ev_names = _names([e for e, _ in ev])
     t_ev, _ = score_gold(items, ev_names, n_boot=args.boot)
-    kappa = kappa_by_category(ev_names, _names(llm))
+    missing: set[int] = getattr(llm, "missing", set())
+    answered = [i for i in range(len(items)) if i not in missing]
+    kappa = kappa_by_category([ev_names[i] for i in answered], _names([llm[i] for i in answered]))
     comb = combine(ev, llm)
     t_c, sep_c = score_gold(items, _names(comb), n_boot=args.boot)
     print("evidence classifier on the same items:")

@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "output_dir",
     "outputs_root",
     "params_file",
+    "replace_file",
     "study_file",
     "user_path",
 ]
@@ -151,3 +153,18 @@ def study_file(spec: str | os.PathLike[str], near: Path | None = None) -> Path:
     spec: what the user gave; near: where a file name is looked for first (default: the
     current directory)."""
     return _resolve(spec, STUDIES_DIR, ".yaml", "study", near)
+
+
+def replace_file(path: Path, text: str | bytes) -> None:
+    """Write `path` whole, atomically, and never through a link: a fresh file (O_EXCL, so not
+    one planted in a shared folder) renamed over it — a symbolic link there is replaced, its
+    target untouched. `text`: str (written as UTF-8) or bytes."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(text.encode("utf-8") if isinstance(text, str) else text)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

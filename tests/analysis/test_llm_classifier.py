@@ -89,16 +89,20 @@ def test_cache_file_round_trip(scen, tmp_path):
 
 
 def test_bad_replies_are_reported_not_swallowed(scen):
+    """An item left out of the reply, or answered with a category that is not one, is a
+    problem and stays unanswered (not cached, so asked again): never "no label", and never
+    half an answer. A quote not in the text is kept and flagged."""
+
     async def bad(messages, schema, *, role):
         items = json.loads(messages[-1]["content"])["items"]
+        anchoring = {"category": "anchoring", "quote": "not in the text"}
         return {
             "items": [
                 {
                     "id": it["id"],
-                    "labels": [
-                        {"category": "bribery", "quote": "x"},
-                        {"category": "anchoring", "quote": "not in the text"},
-                    ],
+                    "labels": [{"category": "bribery", "quote": "x"}, anchoring]
+                    if it["id"] == "1"
+                    else [anchoring],
                 }
                 for it in items[1:]
             ]
@@ -108,6 +112,7 @@ def test_bad_replies_are_reported_not_swallowed(scen):
     out = clf.classify_sync(utterances(scen))
     problems = {p["problem"] for p in clf.problems}
     assert problems == {"unknown category 'bribery'", "missing from reply"}
+    assert len(clf.problems) == 2 and not {p["key"] for p in clf.problems} & set(clf.cache)
     assert set(out["category"]) == {"anchoring"}
     assert not out["quote_in_text"].any()
     assert clf.usage_table()["approximate"].all()  # no _usage in the reply: estimated

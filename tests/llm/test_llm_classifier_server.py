@@ -138,6 +138,85 @@ def test_validate_classifier_command_through_an_endpoint(tmp_path, capsys):
     assert err.startswith("error: llm classifier: ") and err.count("\n") == 1
 
 
+def test_an_unusable_answer_is_unanswered_not_no_label(tmp_path, capsys):
+    """A red team's finds against hostile endpoints. An answer the classifier cannot use (labels
+    null, a string, an unknown category, an id given twice) was cached as "no label": F1 0.00
+    and a kappa over items never answered, exit 0, and a rerun against a working endpoint
+    reused the cache without a call. Now such an item is unanswered: not cached, left out of
+    the LLM's table and agreement (said), `labels: null` in `mbb classify`; none answered is one
+    line, exit 2. A wrong-shaped answer had raised a traceback, a 401 too. The cache is keyed
+    by model (another model's answers were scored as this one's) and a damaged cache file is
+    one line."""
+    from mbb.cli import main
+
+    gold = tmp_path / "gold.jsonl"
+    texts = {"g1": ("Highest bid first.", ["price_primary"]), "g2": ("Thanks all.", [])}
+    gold.write_text(
+        "".join(
+            json.dumps({"id": k, "channel": "public", "text": t, "labels": labs}) + "\n"
+            for k, (t, labs) in texts.items()
+        )
+    )
+    mode = {"bad": "null"}
+
+    def answer(body: dict) -> Reply:
+        if mode["bad"] == "401":
+            return Reply.error(401, "no such key")
+        items = json.loads(next(m["content"] for m in body["messages"] if m["role"] == "user"))
+        out = []
+        for it in items["items"]:
+            good = it["text"].startswith("Highest")
+            labels: object = [{"category": "price_primary", "quote": "Highest bid"}] if good else []
+            if not good:  # the other item is answered badly
+                labels = {
+                    "null": None,
+                    "string": "price_primary",
+                    "unknown": [{"category": "PricePrimary", "quote": "x"}],
+                }.get(mode["bad"], labels)
+            out.append({"id": it["id"], "labels": labels})
+            if not good and mode["bad"] == "twice":
+                out.append({"id": it["id"], "labels": []})
+        return Reply.completion(json.dumps({"items": out}))
+
+    cache = tmp_path / "c.json"
+    with FakeOpenAIServer(answer, models=("m", "other")) as server:
+        base = ["--classifier", "llm", "--base-url", server.url, "--model", "m"]
+        base += ["--structured", "json_object_schema", "--cache", str(cache), "--retries", "0"]
+        for bad in ("null", "string", "unknown", "twice"):
+            mode["bad"] = bad
+            cache.unlink(missing_ok=True)
+            rep = tmp_path / f"{bad}.json"
+            assert main(["validate-classifier", str(gold), *base, "--json", str(rep)]) == 0, bad
+            out, err = capsys.readouterr()
+            assert "note: 1 of 2 items unanswered by the LLM" in out, bad
+            assert "warning: llm classifier: 1 of 2 item(s) unanswered" in err, bad
+            assert json.loads(rep.read_text())["unanswered"] == ["g2"]
+            assert list(json.loads(cache.read_text()).values()) == [
+                [{"category": "price_primary", "quote": "Highest bid", "in_text": True}]
+            ]
+        assert main(["classify", str(gold), *base, "--out", str(tmp_path / "o.jsonl")]) == 0
+        rows = [json.loads(x) for x in (tmp_path / "o.jsonl").read_text().splitlines()]
+        assert [(r["labels"], r.get("unanswered")) for r in rows] == [
+            (["price_primary"], None),
+            (None, True),
+        ]
+        capsys.readouterr()
+        # another model's answers are not this one's: it is asked itself
+        asked = len(server.completions)
+        other = [*base[:4], "--model", "other", *base[6:]]
+        assert main(["validate-classifier", str(gold), *other]) == 0
+        assert len(server.completions) == asked + 1
+        capsys.readouterr()
+        mode["bad"] = "401"
+        cache.unlink()
+        assert main(["validate-classifier", str(gold), *base]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: llm classifier: endpoint m at") and err.count("\n") == 1
+    cache.write_text("{not json")
+    assert main(["validate-classifier", str(gold), *base]) == 2
+    assert "not a label cache of mbb's LLM classifier" in capsys.readouterr().err
+
+
 def test_one_command_scores_several_splits_with_kappa_and_the_combined_classifier(tmp_path, capsys):
     """`validate-classifier A B --classifier llm`: per split the LLM's table, the evidence
     classifier's, their kappa per category and the combined classifier's, through the real
@@ -195,6 +274,8 @@ def test_one_command_scores_several_splits_with_kappa_and_the_combined_classifie
             "taxonomy",
             "separate",
             "provisional_items",
+            "items",
+            "unanswered",
             "evidence",
             "kappa_llm_vs_evidence",
             "combined",
@@ -202,6 +283,7 @@ def test_one_command_scores_several_splits_with_kappa_and_the_combined_classifie
             "combined_llm_decided",
         }
         assert len(r["kappa_llm_vs_evidence"]) == 22  # 21 categories + pooled
+        assert r["unanswered"] == [] and r["items"] > 0
         llm = {x["category"]: x for x in r["taxonomy"]}
         assert llm["macro"]["f1"] == 1.0  # the oracle LLM is perfect on these items
     # --frozen names the twenty-eight frozen splits; nothing at all is an error naming the fix
