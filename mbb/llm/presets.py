@@ -549,10 +549,13 @@ def reasoning_text(message: Mapping[str, Any]) -> str | None:
 
 
 def _int(x: Any) -> int:
+    """A cached-token count, 0 when it is not one (negative, past the provider's
+    MAX_TOKENS_PER_CALL, or not a number)."""
     try:
-        return int(x or 0)
-    except (TypeError, ValueError):
+        v = int(x or 0)
+    except (TypeError, ValueError, OverflowError):
         return 0
+    return v if 0 <= v <= 10**9 else 0
 
 
 def cached_tokens(usage: Any, data: Any = None) -> int:

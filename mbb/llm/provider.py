@@ -108,16 +108,22 @@ class MalformedResponse(ValueError):
     """The endpoint answered 200 with a body that is not a chat-completion JSON object."""
 
 
+# the largest token count one call can report (mbb's choice: no model reads or writes a billion
+# tokens in a call); a larger one is not a count (10**30 had broken the usage tables, i64)
+MAX_TOKENS_PER_CALL = 10**9
+
+
 def _count(value: Any) -> int | None:
     """A token count as a server sent it (an int, a whole float, digits in a string); None when
-    it is missing, negative or not a count."""
+    it is missing, negative, past MAX_TOKENS_PER_CALL or not a count."""
     if isinstance(value, bool):
         return None
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
         value = int(value.strip())
-    return value if isinstance(value, int) and value >= 0 else None
+    ok = isinstance(value, int) and 0 <= value <= MAX_TOKENS_PER_CALL
+    return value if ok else None
 
 
 def _usage(raw: Any, data: Any = None) -> Usage:
@@ -132,7 +138,7 @@ def _usage(raw: Any, data: Any = None) -> Usage:
     return Usage(
         prompt=prompt or 0,
         completion=completion or 0,
-        reasoning=int(ctd.get("reasoning_tokens") or 0) if isinstance(ctd, dict) else 0,
+        reasoning=(_count(ctd.get("reasoning_tokens")) or 0) if isinstance(ctd, dict) else 0,
         cached=presets.cached_tokens(raw, data),
         reported=reported,
     )
