@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from mbb.analysis.runs import find_run_dirs
 from mbb.batch.build import load_params
 from mbb.batch.runner import run_many
-from mbb.batch.viewer import build_viewer, find_runs, read_run, redact
+from mbb.batch.viewer import build_viewer, read_run, redact
 from mbb.cli import main
 from mbb.core import eventlog
 from mbb.llm.cache import LlmCache
@@ -184,7 +185,7 @@ def test_workspaces_and_notebooks_under_a_run_are_never_read(sweep_copy) -> None
     ws.mkdir(parents=True)
     shutil.copy(run / "events.jsonl", ws / "events.jsonl")  # a worker's decoy log
     (ws / "evil.ipynb").write_text('{"cells": [{"source": "<script>alert(1)</script>"}]}')
-    assert len(find_runs(sweep_copy)) == 4
+    assert len(find_run_dirs([sweep_copy])) == 4
     assert build_viewer(sweep_copy).runs == 4
     assert "alert(1)" not in "".join(
         p.read_text() for p in (sweep_copy / "viewer").rglob("*") if p.is_file()
@@ -450,7 +451,7 @@ def test_index_carries_each_runs_measures_from_the_analysis(sweep_copy) -> None:
     build_viewer(sweep_copy)
     index = _index(sweep_copy / "viewer")
     for folder in ("base", "memory_off"):
-        per = outcomes(tables_from_run_dirs(find_runs(sweep_copy / folder)), "run_id")
+        per = outcomes(tables_from_run_dirs(find_run_dirs([sweep_copy / folder])), "run_id")
         for row in per.iter_rows(named=True):
             (entry,) = [e for e in index["runs"] if e["id"] == row["run_id"]]
             assert entry["score"] == pytest.approx(row["score"])

@@ -34,6 +34,7 @@ __all__ = [
     "baseline_cell",
     "cell_of",
     "cells_of",
+    "checked_log",
     "condition_part",
     "excluded_note",
     "find_run_dirs",
@@ -45,7 +46,7 @@ __all__ = [
 _SEED = re.compile(r"-seed\d+$")
 _CONDITION = re.compile(r"^([^.-]+)(.*)$")  # a cell: its condition, then `.<role>` / `-<model>`
 # folders mbb writes beside runs that never hold runs of their own
-_NOT_RUNS = frozenset({"viewer", "notebooks", "tables", "resource", ".ipynb_checkpoints"})
+_NOT_RUNS = frozenset({"viewer", "notebooks", "tables", "resource", "__pycache__"})
 
 
 def cell_of(run_id: str) -> str:
@@ -53,9 +54,16 @@ def cell_of(run_id: str) -> str:
     return _SEED.sub("", run_id)
 
 
-def find_run_dirs(paths: Iterable[str | Path]) -> list[Path]:
-    """Every run folder (one holding `events.jsonl`) under `paths`, sorted; nothing beneath a
-    run folder (its workspaces) is visited. A path that does not exist is an error."""
+def find_run_dirs(paths: Iterable[str | Path], exclude: Iterable[str | Path] = ()) -> list[Path]:
+    """Every run folder (one holding `events.jsonl`) under `paths`, sorted; a path may be one
+    itself. Nothing beneath a run folder (its workspaces) is visited, nor the folders mbb writes
+    beside runs (`viewer/`, `notebooks/`, `tables/`, ...), nor hidden ones, nor `exclude`. A run
+    folder that is a symbolic link is found, never walked into (`run_status` refuses it). A
+    folder named `events.jsonl` makes its parent a run folder (listed, refused when read). A
+    path that does not exist is an error.
+
+    `paths`: the folders to search; `exclude`: folders not searched (a viewer's own output)."""
+    skip = {user_path(p).resolve() for p in exclude}
     found: set[Path] = set()
     for p in paths:
         root = user_path(p)
@@ -64,12 +72,15 @@ def find_run_dirs(paths: Iterable[str | Path]) -> list[Path]:
         root = root.resolve() if root.is_symlink() else root  # a link you name is followed
         for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
             here = Path(dirpath)
-            if "events.jsonl" in filenames or "events.jsonl" in dirnames:  # a folder: refused
+            if "events.jsonl" in filenames or "events.jsonl" in dirnames:
                 found.add(here)
                 dirnames[:] = []
                 continue
-            dirnames[:] = sorted(d for d in dirnames if d not in _NOT_RUNS and d[0] != ".")
-            # a run folder that is a link is found, never walked into: `_checked` refuses it
+            dirnames[:] = sorted(
+                d
+                for d in dirnames
+                if d not in _NOT_RUNS and d[0] != "." and (here / d).resolve() not in skip
+            )
             found.update(
                 here / d
                 for d in dirnames
@@ -84,7 +95,7 @@ def run_status(run_dir: Path) -> tuple[bool, str | None]:
     its meta.json records (else mbb's), and not marked invalid in its meta.json (which can make
     a run less valid, never more). Its folder is named by its run id (the cell it is counted
     in comes from the name)."""
-    ok, why, _lines = _checked(run_dir)
+    ok, why, _lines = checked_log(run_dir)
     return ok, why
 
 
@@ -95,8 +106,12 @@ _RUN_ID = re.compile(r"[A-Za-z0-9_.-]+")  # the characters of mbb's names (param
 LINKED_RUN = "a symbolic link to a folder elsewhere: not read"
 
 
-def _checked(run_dir: Path) -> tuple[bool, str | None, list[str]]:
-    """`run_status`, and the log's lines as `read_lines` checked them (empty when not usable)."""
+def checked_log(run_dir: Path) -> tuple[bool, str | None, list[str]]:
+    """`run_status`, and the log's lines as `read_lines` checked them (empty when not usable),
+    for a reader that then builds tables from them (`tables_from_checked`) without parsing the
+    log again.
+
+    run_dir: the run folder."""
     if run_dir.is_symlink():
         return False, LINKED_RUN, []
     try:
@@ -152,7 +167,7 @@ def load_runs(
             cell == c or cell.startswith((f"{c}.", f"{c}-")) for c in conditions
         ):
             continue
-        ok, why, lines = _checked(run)
+        ok, why, lines = checked_log(run)
         if not ok and not (include_invalid and why is not None and why.startswith("invalid")):
             excluded.append((run.name, cell, why or ""))
             continue

@@ -52,11 +52,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mbb.analysis.runs import LINKED_RUN
+from mbb.analysis.runs import LINKED_RUN, find_run_dirs
 from mbb.analysis.tokens import cost_text, total_cost, without_usage
 from mbb.batch.outdir import OutputError, replace_file
 from mbb.core import safejson
-from mbb.core.eventlog import OtherVersion, log_file_problem, parse_line
+from mbb.core.eventlog import EventLogError, OtherVersion, parse_line, read_log_bytes
 from mbb.core.events import SCHEMA_VERSION
 from mbb.core.validity import INVALID_SHARE, recorded_threshold, run_validity
 from mbb.llm.cache import schema_problem
@@ -66,7 +66,6 @@ __all__ = [
     "RunLog",
     "ViewerResult",
     "build_viewer",
-    "find_runs",
     "read_columns",
     "read_run",
     "redact",
@@ -76,7 +75,6 @@ __all__ = [
 STATIC = Path(__file__).resolve().parent / "viewer_static"
 _SCRIPTS = ("viewer.js", "runs_table.js", "diff.js", "agent.js")  # inlined in this order
 _DROP = ("v", "run_id", "wall", "intents")  # per-event fields the page does not need
-_SKIP_DIRS = frozenset({"tables", ".ipynb_checkpoints", "__pycache__", ".git"})
 _MAX_PROBLEMS = 5  # bad lines reported per run (the rest are counted)
 _TEXT_CAP = 20_000  # characters of one prompt / answer shown
 _CHUNK = 200  # runs read, labelled and written at a time; also the runs of one text file
@@ -89,33 +87,6 @@ RUNNING_S = 30.0
 
 
 # --- finding and reading runs ----------------------------------------------------------------
-def find_runs(root: Path, exclude: Iterable[Path] = ()) -> list[Path]:
-    """Every run folder (one holding `events.jsonl`) under `root`, sorted; `root` itself may be
-    one. Nothing beneath a run folder is visited (workspaces live there), nor `exclude`."""
-    root = Path(root)
-    root = root.resolve() if root.is_symlink() else root  # a link you name is followed
-    skip = {Path(p).resolve() for p in exclude}
-    found: list[Path] = []
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        here = Path(dirpath)
-        if "events.jsonl" in filenames or "events.jsonl" in dirnames:  # a folder: listed
-            found.append(here)
-            dirnames[:] = []
-            continue
-        dirnames[:] = sorted(
-            d
-            for d in dirnames
-            if d not in _SKIP_DIRS and not d.startswith(".") and (here / d).resolve() not in skip
-        )
-        # a run folder that is a link is listed as not shown, never read (`read_run`)
-        found += [
-            here / d
-            for d in dirnames
-            if (here / d).is_symlink() and os.path.lexists(here / d / "events.jsonl")
-        ]
-    return sorted(found)
-
-
 def _held_flocks() -> set[str] | None:
     """`maj:min:inode` of every file with a flock held on this machine (Linux `/proc/locks`);
     None where that cannot be read."""
@@ -202,16 +173,15 @@ def read_run(run_dir: Path, held: set[str] | None = None) -> RunLog:
     if run.path.is_symlink():  # found under the folder as a link: never read (load_runs's rule)
         run.fatal = LINKED_RUN
         return run
-    why = log_file_problem(path)  # the tables' rule: no link, no pipe
-    if why is not None:
-        run.fatal = f"events.jsonl: {why}"
-        return run
-    run.meta = _read_meta(run.path)
     try:
-        raw = path.read_bytes()
+        raw = read_log_bytes(path)  # the tables' rule: no link, no pipe, at most 1 GiB
+    except EventLogError as exc:
+        run.fatal = f"events.jsonl: {str(exc).removeprefix(f'{path}: ')}"
+        return run
     except OSError as exc:
         run.fatal = f"events.jsonl cannot be read: {exc.strerror or exc}"
         return run
+    run.meta = _read_meta(run.path)
     # meta.json is written once the run is over: a run that has one is not being written
     may_run = not (run.path / "meta.json").exists()
     if not raw.strip():
@@ -1173,7 +1143,7 @@ class _Viewer:
                 for old in d.glob("*.js"):  # a rebuild never leaves a previous run's file behind
                     old.unlink()
         held = _held_flocks()
-        run_dirs = find_runs(self.root, exclude=[self.out])
+        run_dirs = find_run_dirs([self.root], exclude=[self.out])
         signatures = {d: self._signature(d, held) for d in run_dirs}
         changed = [d for d in run_dirs if self.signatures.get(d) != signatures[d]]
         gone = [d for d in self.entries if d not in signatures]
