@@ -329,23 +329,24 @@ def _config_of(
 
 
 # --- recorded runs -------------------------------------------------------------------------
-def _run_dirs(dirs: Sequence[str | Path]) -> list[Path]:
+def _recorded_logs(dirs: Sequence[str | Path]) -> list[tuple[Path, list[str]]]:
     """The finished, valid runs under `dirs` (`mbb.analysis.runs.run_status`, as every analysis
-    takes them; run folders that are links are not followed). The others are left out, said on
-    stderr: a run cut short scaled to a study under-counts its calls, silently."""
+    takes them; run folders that are links are not followed), each as its log's path and its
+    checked lines (read once). The others are left out, said on stderr: a run cut short scaled
+    to a study under-counts its calls, silently."""
     import sys
     from collections import defaultdict
 
-    from mbb.analysis.runs import find_run_dirs, run_status
+    from mbb.analysis.runs import checked_log, find_run_dirs
     from mbb.core.errors import for_terminal
 
     found = find_run_dirs(dirs)
-    out: list[Path] = []
+    out: list[tuple[Path, list[str]]] = []
     left_out: dict[str, list[str]] = defaultdict(list)
     for d in found:
-        ok, why = run_status(d)
+        ok, why, lines = checked_log(d)
         if ok:
-            out.append(d)
+            out.append((d / "events.jsonl", lines))
         else:
             left_out[why or "not finished"].append(d.name)
     for why, names in left_out.items():
@@ -362,15 +363,13 @@ def _run_dirs(dirs: Sequence[str | Path]) -> list[Path]:
     return out
 
 
-def _recorded_path_s(run_dirs: Sequence[Path]) -> float | None:
+def _recorded_path_s(logs: Sequence[tuple[Path, list[str]]]) -> float | None:
     """Mean over runs of the time some network call was in flight (the union of each call's
     [wall - latency, wall]); None when no call reached the network (all from the cache)."""
-    from mbb.core.eventlog import read_lines
-
     per_run = []
-    for d in run_dirs:
+    for _path, lines in logs:
         spans = []
-        for line in read_lines(d / "events.jsonl"):
+        for line in lines:
             if '"llm_call"' not in line:
                 continue
             e = json.loads(line)
@@ -386,9 +385,9 @@ def reasoning_from(dirs: Sequence[str | Path]) -> dict[str, int]:
     runs, over its calls that reasoned: pass it as `reasoning_tokens=` to calibrate a dry run."""
     import polars as pl
 
-    from mbb.core.tables import tables_from_run_dirs
+    from mbb.core.tables import tables_from_checked
 
-    calls = tables_from_run_dirs(_run_dirs(dirs))["llm_calls"]
+    calls = tables_from_checked(_recorded_logs(dirs))["llm_calls"]
     if calls.is_empty():
         return {}
     means = (
@@ -621,15 +620,15 @@ def _estimate_recorded(
     limits: Mapping[str, Limits] | None,
     latency: Latency | Mapping[str, Latency] | None,
 ) -> list[EstimateRow]:
-    from mbb.core.tables import tables_from_run_dirs
+    from mbb.core.tables import tables_from_checked
 
-    run_dirs = _run_dirs(dirs)
-    calls = tables_from_run_dirs(run_dirs)["llm_calls"]
+    logs = _recorded_logs(dirs)
+    calls = tables_from_checked(logs)["llm_calls"]
     if calls.is_empty():
-        return [_scripted(cond, runs, len(run_dirs), "recorded")]
-    path_s = _recorded_path_s(run_dirs)
+        return [_scripted(cond, runs, len(logs), "recorded")]
+    path_s = _recorded_path_s(logs)
     return _rows_by_config(
-        cond, calls, runs, len(run_dirs), "recorded", None, path_s, limits, latency, None
+        cond, calls, runs, len(logs), "recorded", None, path_s, limits, latency, None
     )
 
 

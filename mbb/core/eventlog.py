@@ -32,6 +32,7 @@ from pydantic_core import (
     core_schema,
 )
 
+from mbb.core import safejson
 from mbb.core.events import EVENT_ADAPTER, SCHEMA_VERSION, EventBase
 from mbb.core.nested import comparable_params
 
@@ -44,10 +45,10 @@ __all__ = [
     "check_lines",
     "comparable",
     "kind_of",
-    "log_file_problem",
     "parse_line",
     "read_events",
     "read_lines",
+    "read_log_bytes",
 ]
 
 
@@ -524,31 +525,33 @@ def _refuse_duplicates(line: str) -> None:
 MAX_LOG_BYTES = 1 << 30
 
 
-def log_file_problem(path: Path) -> str | None:
-    """Why `path` is not read as a log, or None: a symbolic link (in a shared folder it could
-    point at any file of the reader's), something other than a regular file (a pipe would
-    block the reader for ever), or a file larger than MAX_LOG_BYTES. A missing file is left to
-    the reader's own error."""
-    if path.is_symlink() or (path.exists() and not path.is_file()):
-        return "not a regular file (a symbolic link or a pipe): not read"
+def read_log_bytes(path: Path) -> bytes:
+    """The bytes of the log file `path`, or EventLogError naming it and why it is not read: a
+    symbolic link (in a shared folder it could point at any file of the reader's), something
+    other than a regular file (a pipe would block the reader for ever), or a file larger than
+    MAX_LOG_BYTES. Each is checked on the open file, so a log swapped after a check is not
+    read either. A missing file raises FileNotFoundError (the reader's own error).
+
+    path: the events.jsonl file."""
     try:
-        size = path.stat().st_size
-    except OSError:
-        return None
-    if size > MAX_LOG_BYTES:
-        return (
-            f"{size / 2**30:.1f} GiB, larger than any log mbb writes "
-            f"(at most {MAX_LOG_BYTES >> 30} GiB read): not read"
-        )
-    return None
+        with safejson.open_binary(path, follow_links=False) as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if size > MAX_LOG_BYTES:
+                raise EventLogError(
+                    f"{path}: {size / 2**30:.1f} GiB, larger than any log mbb writes "
+                    f"(at most {MAX_LOG_BYTES >> 30} GiB read): not read"
+                )
+            return fh.read()
+    except safejson.NotRegularFile:
+        raise EventLogError(
+            f"{path}: not a regular file (a symbolic link or a pipe): not read"
+        ) from None
 
 
 def _raw_lines(path: Path) -> list[str]:
-    why = log_file_problem(path)
-    if why is not None:
-        raise EventLogError(f"{path}: {why}")
+    raw = read_log_bytes(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise EventLogError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     lines = text.split("\n")[:-1]  # the last piece is "" or an unterminated line

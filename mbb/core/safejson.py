@@ -14,9 +14,9 @@ import json
 import os
 import stat
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, BinaryIO, TextIO
 
-__all__ = ["NotRegularFile", "loads", "open_text", "read_object"]
+__all__ = ["NotRegularFile", "loads", "open_binary", "open_text", "read_object"]
 
 
 class NotRegularFile(OSError):
@@ -36,13 +36,9 @@ def loads(text: str | bytes) -> Any:
         raise json.JSONDecodeError("JSON nested too deeply", doc[:100], 0) from None
 
 
-def open_text(path: str | Path, *, follow_links: bool = True, newline: str | None = None) -> TextIO:
-    """`path` opened for reading as UTF-8 text, when it is a regular file; else NotRegularFile
-    (an OSError), without blocking: a pipe is opened non-blocking and refused, so no reader
-    waits on one. A missing file raises FileNotFoundError as `open` does.
-
-    path: the file; follow_links: False refuses a symbolic link (in a shared folder it could
-    point at any file of the reader's); newline: as `open`'s ("" for the csv module)."""
+def _regular_fd(path: str | Path, follow_links: bool) -> int:
+    """A descriptor of `path` opened for reading, checked on the descriptor itself to be a
+    regular file (so a file swapped for a pipe after a check cannot slip through)."""
     flags = os.O_RDONLY | os.O_NONBLOCK | (0 if follow_links else os.O_NOFOLLOW)
     try:
         fd = os.open(path, flags)
@@ -54,7 +50,35 @@ def open_text(path: str | Path, *, follow_links: bool = True, newline: str | Non
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise NotRegularFile(f"{path}: not a regular file (a pipe, a device or a folder)")
         os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def open_text(path: str | Path, *, follow_links: bool = True, newline: str | None = None) -> TextIO:
+    """`path` opened for reading as UTF-8 text, when it is a regular file; else NotRegularFile
+    (an OSError), without blocking: a pipe is opened non-blocking and refused, so no reader
+    waits on one. A missing file raises FileNotFoundError as `open` does.
+
+    path: the file; follow_links: False refuses a symbolic link (in a shared folder it could
+    point at any file of the reader's); newline: as `open`'s ("" for the csv module)."""
+    fd = _regular_fd(path, follow_links)
+    try:
         return os.fdopen(fd, encoding="utf-8", newline=newline)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def open_binary(path: str | Path, *, follow_links: bool = True) -> BinaryIO:
+    """`open_text`'s rule for a file read as bytes (an event log, whose size is checked on
+    the open file before it is read).
+
+    path: the file; follow_links: False refuses a symbolic link."""
+    fd = _regular_fd(path, follow_links)
+    try:
+        return os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)
         raise
