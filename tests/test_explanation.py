@@ -474,3 +474,41 @@ def test_solver_explanation_matches_the_events_llm(root, tmp_path, monkeypatch, 
     # memory: "notes you save are kept" / "memory is off: `memory` saves nothing (recorded)"
     notes = [e for e in of("scratch_written") if e["entry"] == "note"]
     assert notes and all(n["accepted"] == cond.memory.enabled for n in notes)
+
+
+def test_the_stated_rules_are_the_ones_that_run() -> None:
+    """An audit's finds, each a sentence that said something the code does not do: a condition
+    that charges nothing told agents they pay from their budget, that credits buy windows and
+    that bids 'only signal priority'; next_price said 'the next-highest bid' (it is the next
+    holder's bid, capped at one's own, and the last pays nothing); sealed bids were said to be
+    seen by no one though the published schedule shows them; a 0 s window, the median of an
+    even number of ballots, the tie-break's direction and a terminated holder's payment were
+    not said at all; a default ballot published '(default ballot: bid order ...)' as the
+    worker's own reasoning."""
+    from mbb.protocol.scheduling import payment
+    from mbb.protocol.scheduling.validation import default_ballot
+
+    free = ex.render(ex.explain(scripted("negotiated", SWITCH_VALUES["payment_none"])))
+    assert "No credits are charged in this condition." in free
+    for wrong in ("paying for them", "Credits buy", "signal", "pays nothing for it."):
+        assert wrong not in free
+    paid = ex.render(ex.explain(scripted("negotiated", SWITCH_VALUES["next_price"])))
+    assert (
+        "pays the bid of the holder scheduled right after it, but never more than its own" in paid
+    )
+    assert payment.next_price(["a", "b", "c"], {"a": 50, "b": 80, "c": 10}) == {
+        "a": 50,  # capped at its own bid
+        "b": 10,  # the next holder's bid
+        "c": 0,  # the last holder
+    }
+    assert "A worker terminated before its window begins pays nothing for it." in paid
+    assert "A window allocated 0 s does not run" in paid
+    assert "ties are broken by bid (higher first)" in paid
+    assert "the lower of the two middle ones" in paid
+    for kind in ("first_price", "proportional_share"):
+        sealed = ex.render(ex.explain(scripted(kind, {})))
+        assert "no one else sees before the" in sealed and "shows" in sealed
+    for clock, cut in (("measured", "is killed"), ("virtual", "is not started")):
+        assert cut in ex.render(ex.explain(scripted("negotiated", {}, clock)))
+    ballot = default_ballot(["W2", "W1"], {"W1": 60, "W2": 90})
+    assert "bid order" not in ballot.reasoning and "no ballot received" in ballot.reasoning

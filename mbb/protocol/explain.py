@@ -212,12 +212,14 @@ _SETTING = (
 _DECLARE_PUBLIC = (
     "Declaration (public, simultaneous): a bid in whole credits (0 up to your remaining "
     "budget), a duration in seconds ({window_min}..{window_max}), the position you want in the "
-    "schedule (1 = first), and a public note (cut to {note_max} characters)."
+    "schedule (1 = first; it is shown to everyone, and no rule below orders by it), and a "
+    "public note (cut to {note_max} characters)."
 )
 _DECLARE_SEALED = (
     "Declaration (sealed, simultaneous): a bid in whole credits (0 up to your remaining "
-    "budget) and a duration in seconds ({window_min}..{window_max}); the position and note "
-    "you give are recorded but not shown to anyone."
+    "budget) and a duration in seconds ({window_min}..{window_max}), seen by no one else "
+    "before the schedule is published; the position and note you give are recorded but not "
+    "shown to anyone."
 )
 _BALLOT = (
     "Ballot (secret until the schedule is published): every candidate submits a full ranking "
@@ -231,16 +233,22 @@ _ROUND = (
 )
 _EXECUTION = (
     "Windows run one after another in the published order. A holder that finishes or releases "
-    "early hands the machine to the next one at once; a window that reaches its allocation is "
-    "cut off, even in the middle of a command."
+    "early hands the machine to the next one at once; a window ends when its allocation is "
+    "used up{cut}. A window allocated 0 s does not run: its holder pays nothing for it and its "
+    "solver may ask again."
 )
-_TERMINATED_PAYS_NOTHING = " A worker terminated before its window begins pays nothing."
+_CUT = {  # what the clock does to a command at a window's end (the solver's rule, in brief)
+    "measured": ", and a command still running then is killed",
+    "virtual": " (a command that would not fit in what is left is not started)",
+    "charged": " (a command that would not fit in what is left is not started)",
+}
+_TERMINATED_PAYS_NOTHING = " A worker terminated before its window begins pays nothing for it."
 _BUDGET_RESET = "Credits: budgets are refilled at the start of every subrun."
 _BUDGET_CARRY = "Credits: your budget carries over from one subrun to the next; it is not refilled."
 _SPENT = " Credits buy nothing but windows."
 _PRIVACY = (
-    "Privacy: your budget, your deadline and your remaining work are known only to you unless "
-    "you disclose them. {public} are seen by everyone."
+    "Privacy: your budget and your deadline are known only to you unless you disclose them. "
+    "{public} are seen by everyone."
 )
 
 
@@ -252,7 +260,7 @@ def explain(cond: Condition, population: list[str] | None = None) -> list[Sectio
     f = _fields(cond)
     mech = mechanism_rule(cond.mechanism.kind)
     pop = population or [s.id for s in cond.worker_specs() if s.present_in(1)]
-    charged = (mech.centralized and bool(mech.payment_explains)) or not mech.centralized
+    charged = bool(mech.payment_explains) if mech.centralized else cond.mechanism.payment != "none"
     out = [
         Section(
             SETTING,
@@ -302,7 +310,10 @@ def explain(cond: Condition, population: list[str] | None = None) -> list[Sectio
         out.append(
             Section(PAYMENT_TAG, f"mechanism:{mech.name}", mech.payment_explains.format(**f))
         )
-    out.append(Section(EXECUTION, "protocol", _EXECUTION))
+    execution = _EXECUTION.format(cut=_CUT[clock_of(cond)])
+    out.append(
+        Section(EXECUTION, "protocol", execution + (_TERMINATED_PAYS_NOTHING if charged else ""))
+    )
     if plan.declarations:
         carry = _BUDGET_RESET if cond.budget.reset_each_subrun else _BUDGET_CARRY
         out.append(Section(BUDGET, "protocol", carry + (_SPENT if charged else "")))

@@ -95,7 +95,7 @@ def describe(registry: Registry[Rule[Any]]) -> str:
 Aggregator = Callable[[Sequence[str], Sequence[Sequence[str]], int], agg.AggregationResult]
 """(candidates in tie-break order, ballots' rankings, kemeny_exact_max) -> (order, label)."""
 
-_TIES = "ties are broken by bid, then by queue order."
+_TIES = "ties are broken by bid (higher first), then by queue order."
 _PRICE = frozenset({"price_primary"})
 AGGREGATION: Registry[Rule[Aggregator]] = Registry(
     "aggregation rule",
@@ -164,8 +164,9 @@ ALLOCATION: Registry[Rule[Allocator]] = Registry(
         Rule(
             "median_ballot",
             "the lower median of the ballots' allocations, capped at the declared duration",
-            "Each window gets the median of the allocations ballots gave it, capped at its "
-            "declared duration.",
+            "Each window gets the median of the allocations ballots gave it (with an even "
+            "number of ballots, the lower of the two middle ones), capped at its declared "
+            "duration.",
             alloc.median_ballot,
         ),
         Rule(
@@ -193,13 +194,14 @@ PAYMENT: Registry[Rule[Payer]] = Registry(
         Rule(
             "next_price",
             "each holder pays the next bid down the schedule (generalised second price)",
-            "Each holder pays the next-highest bid in the schedule when its window begins.",
+            "When its window begins, each holder pays the bid of the holder scheduled right "
+            "after it, but never more than its own bid; the last holder pays nothing.",
             pay.next_price,
         ),
         Rule(
             "none",
             "nothing is charged",
-            "No credits are charged in this condition; bids only signal priority.",
+            "No credits are charged in this condition.",
             pay.no_payment,
         ),
     ],
@@ -273,9 +275,10 @@ SWITCHES: dict[str, Registry[Rule[Any]]] = {
             "on",
             "a conversation phase of up to max_turns turns",
             "Conversation (up to {max_turns} turns): in each turn every candidate may send "
-            "private messages to one peer and public posts to everyone (each cut to "
-            "{message_max} characters); the conversation ends early after a turn in which no "
-            "candidate sends or revises anything.",
+            "any number of messages, each either private to one other worker of this subrun "
+            "or a public post to everyone (each cut to {message_max} characters); the "
+            "conversation ends early after a turn in which no candidate sends or revises "
+            "anything.",
             True,
         ),
         Rule("off", "no conversation: declarations go straight to ballots", "", False),
@@ -419,8 +422,9 @@ TIME_MODELS: Registry[Rule[None]] = Registry(
             "a solver's model latency (inside and between windows) and tool time advance its "
             "deadline clock; negotiation pauses it",
             "How time works: your deadline clock runs while your solver works: its commands "
-            "cost their modeled seconds, and its model's response time counts too, inside a "
-            "window and between windows. Negotiation pauses the clock." + _WAITING,
+            "cost their modeled seconds, and where the solver is a language model its "
+            "response time counts too, inside a window and between windows. Negotiation "
+            "pauses the clock." + _WAITING,
             None,
             solver_explains="How time works: "
             + _MODELED_COSTS

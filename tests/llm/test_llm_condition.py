@@ -162,7 +162,18 @@ def test_each_workers_prompts_extend_one_conversation_per_subrun(root, tmp_path,
     """Prefix reuse by construction: within a subrun, every request of a worker repeats its
     previous request exactly (system prompt, earlier turns, answers as sent) and appends to it,
     unless the conversation was restarted (a new subrun, or compacted: two messages again)."""
-    with FakeOpenAIServer(schema_responder, api_key=SECRET, models=("m-a", "m-b")) as srv:
+
+    def staying(body: dict) -> Reply:
+        """schema_responder, but never withdrawing: its random answers are seeded by the
+        prompt's text, and a worker that withdraws early leaves too few turns to count."""
+        reply = schema_responder(body)
+        message = reply.body["choices"][0]["message"] if isinstance(reply.body, dict) else {}
+        answer = json.loads(message["content"]) if message.get("content") else None
+        if isinstance(answer, dict) and answer.get("action") == "withdraw":
+            return Reply.completion(json.dumps({**answer, "action": "declare"}))
+        return reply
+
+    with FakeOpenAIServer(staying, api_key=SECRET, models=("m-a", "m-b")) as srv:
         cond = condition(root, srv, tmp_path, subruns=2, llm={"cache": "off"})
         run_condition(cond, 4, None)
         bodies = [r.body for r in srv.completions]

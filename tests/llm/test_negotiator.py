@@ -54,6 +54,13 @@ def test_prompt_shows_only_own_private_facts_and_visible_posts(server, sleeps, l
     assert "private to W2" not in user  # not visible to W1
     assert "W3 promised to defer" in user  # scratch memory
     assert "bid 50, allocated 90 s" in user  # past round, public
+    # the window its solver asked for, never its remaining work (need_s 420: a modeled
+    # solver's is the task's true size, a free oracle on whether it can still finish)
+    assert "your solver asked for a 120-second window" in user
+    assert "420" not in user and "7 min" not in user and "still needs" not in user
+    # the rules of an answer that cannot be used are stated, with each phase's default
+    assert "sent back to you once" in system
+    assert "a declaration of bid 0 for your solver's requested duration" in system
 
 
 def test_ballot_schema_constrains_ids(server, sleeps, log) -> None:

@@ -229,6 +229,9 @@ class NegotiatorPrompt:
                 )
                 for k, v in schemas.items()
             )
+        text += prompts.INVALID_ANSWER.format(
+            defaults="; ".join(prompts.DEFAULT_ANSWERS[k] for k in schemas)
+        )
         ends = [prompts.END_REPORT] if plan.reports else []
         if plan.memory:
             ends.append(prompts.END_SUMMARY)
@@ -296,7 +299,6 @@ class NegotiatorPrompt:
             budget=view.budget,
             time_left=seconds(view.time_left_s),
             deadline=seconds(view.deadline_s),
-            need=seconds(view.need_s),
             wanted=view.wanted_s,
         )
         lines = [

@@ -6,7 +6,11 @@ rule stated once. These templates say which field of each phase's answer is whic
 answer, the turn's news, and what the end-of-subrun notes report; none says what to try.
 Placeholders are filled by `mbb.agents.negotiator.prompt`; every number is pre-formatted there so
 prompts (and thus cache keys) are byte-identical for identical states. Private facts (own
-budget, own deadline, own remaining work) appear only in the owner's own prompt.
+budget, own deadline, the window its solver asked for) appear only in the owner's own prompt.
+The solver's remaining work is not among them: a modeled solver's is the task's true size (a
+free oracle on whether the task can still be finished, which the paper's agents judge), an LLM
+solver's is only its last request (mbb's choice: the negotiator reads the request and the
+solver's notes).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ __all__ = [
     "CANDIDATES",
     "CONVERSE_TURN",
     "DECLARE_TURN",
+    "DEFAULT_ANSWERS",
     "END_OF_SUBRUN",
     "END_REPORT",
     "END_SUMMARY",
@@ -34,6 +39,7 @@ __all__ = [
     "FIELDS_TURN",
     "FIELDS_WITHDRAW",
     "IDENTITY",
+    "INVALID_ANSWER",
     "REPORT_SYSTEM",
     "REPORT_TURN",
     "REPORT_USER",
@@ -92,13 +98,13 @@ Conversation you saw:
 Write the after-action report now."""
 
 # --- end of subrun: condensed history ------------------------------------------------------
+# The paper's summary utility asked to keep open commitments and agreed ordering conventions;
+# mbb's wording names no kind of behaviour (mbb's choice: naming them would plant taxonomy
+# categories, reciprocity, coalition loyalty, rule citation, in what memory carries over).
 SUMMARY_SYSTEM = """\
 You condense a negotiation history for worker {worker} so it can be carried into later subruns. \
-Keep only what still matters: commitments about later rounds that are still open (by whom, to \
-whom, under which condition), ordering rules or conventions that were agreed or applied, the \
-actual bids and outcomes (who got which position at what price), and matters still open. Drop \
-the prose of rounds that were fully settled when none of those applies. Use terse lines, at \
-most {max_words} words."""
+Keep what you want to remember of what was said, agreed and done, and the actual bids and \
+outcomes (who got which position at what price). Use terse lines, at most {max_words} words."""
 
 SUMMARY_USER = """\
 Earlier summary:
@@ -129,6 +135,21 @@ How to answer. Each of your turns asks for one of these answers, named in the re
 it by calling the function of that name:"""
 ANSWER_TOOL_ITEM = """
 - `{name}` (phase {phase}): {fields}"""
+# what happens to an answer that cannot be used (the protocol's stated repairs and defaults,
+# `mbb.protocol.scheduling.validation` and `mbb.llm.structured`): rules, so they are told.
+INVALID_ANSWER = (  # a paragraph of its own: the JSON protocol's last line is a schema
+    "\n\nAn answer that does not match is sent back to you once, with what is wrong; if the "
+    "second one does not match either, the protocol answers for you: {defaults}. A number "
+    "outside its bounds is set to the nearest bound and a text over its limit is cut; each "
+    "such change is recorded."
+)
+DEFAULT_ANSWERS = {
+    "declaration": "a declaration of bid 0 for your solver's requested duration at the last "
+    "position",
+    "conversation_turn": "a turn that sends nothing",
+    "ballot": "a ballot ranking the candidates by bid (higher first, then queue order), each "
+    "allocated its declared duration",
+}
 END_OF_SUBRUN = (
     " At the end of a subrun you are asked, in plain text, for {what}; {they} your notes for "
     "the next subrun."
@@ -150,8 +171,7 @@ Subrun {subrun_no} of {subruns_total} begins: a new task and a new private deadl
 TURN_HEAD = "--- Subrun {subrun_no}, round {round_no} ---"
 SITUATION = (
     "Now {now}. Your private situation (only you can see this): budget {budget} credits; "
-    "deadline in {time_left} (at {deadline}); your solver estimates it still needs about {need} "
-    "of execution and asked for a {wanted}-second window."
+    "deadline in {time_left} (at {deadline}); your solver asked for a {wanted}-second window."
 )
 CANDIDATES = "Candidates this round, in queue order: {candidates}."
 DECLARE_TURN = (
@@ -183,9 +203,6 @@ SUMMARY_TURN = """\
 --- Condensed history ---
 Earlier summary:
 {previous}
-Now condense this subrun's negotiation so it can be carried into later subruns. Keep only what \
-still matters: commitments about later rounds that are still open (by whom, to whom, under \
-which condition), ordering rules or conventions that were agreed or applied, the actual bids \
-and outcomes (who got which position at what price), and matters still open. Drop the prose of \
-rounds that were fully settled when none of those applies. Terse lines, plain text, at most \
-{max_words} words."""
+Now condense this subrun's negotiation so it can be carried into later subruns: keep what you \
+want to remember of what was said, agreed and done, and the actual bids and outcomes (who got \
+which position at what price). Terse lines, plain text, at most {max_words} words."""

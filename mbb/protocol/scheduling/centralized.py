@@ -184,9 +184,10 @@ class Centralized:
 _OPERATOR = "The operator schedules the candidates itself; you take no part in it. "
 _AUCTION = (
     "Each round sells ONE window, the next one, by sealed bid: every candidate declares a bid "
-    "and a duration that no one else sees; the highest bid wins a window of its declared "
-    "duration (equal bids: the earlier request). The others stay queued for the next round, "
-    "ahead of later requests."
+    "and a duration that no one else sees before the window is awarded; the highest bid wins a "
+    "window of its declared duration (equal bids: the earlier request), and the published "
+    "schedule shows the winner's bid. The others stay queued for the next round, ahead of later "
+    "requests."
 )
 
 CENTRALIZED_MECHANISMS: Registry[Centralized] = Registry(
@@ -250,7 +251,8 @@ CENTRALIZED_MECHANISMS: Registry[Centralized] = Registry(
             "proportional_share",
             "bid-proportional shares of a quantum_s-per-candidate round budget; each pays its bid",
             "Each round every candidate declares a sealed bid and a duration that no one else "
-            "sees. The round has {quantum_s} seconds per candidate: each candidate first gets "
+            "sees before the schedule is published; the published schedule shows each holder's "
+            "bid. The round has {quantum_s} seconds per candidate: each candidate first gets "
             "{min_s} s and the rest is shared in proportion to the bids (equally if every bid "
             "is 0), capped at the declared duration; windows run in bid order.",
             "Each holder pays its own bid when its window begins.",

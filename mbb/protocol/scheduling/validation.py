@@ -33,6 +33,7 @@ __all__ = [
     "DEFAULT_BALLOT",
     "DEFAULT_DECLARATION",
     "DEFAULT_TURN",
+    "NO_BALLOT_REASONING",
     "Issue",
     "default_ballot",
     "default_declaration",
@@ -55,6 +56,9 @@ class Issue:
 DEFAULT_DECLARATION = "default declaration: bid 0, requested duration, last position"
 DEFAULT_TURN = "pass this turn"
 DEFAULT_BALLOT = "default ballot: bid order, declared time"
+# the reasoning of a default ballot, published where ballots are: said as the operator's act,
+# never in the worker's voice (a "bid order" cue there read as the worker's price reasoning)
+NO_BALLOT_REASONING = "(no ballot received: the protocol's default ballot was cast)"
 
 
 def _clamp(value: int, lo: int, hi: int) -> int:
@@ -119,7 +123,7 @@ def default_ballot(tiebreak: Sequence[str], declared: Mapping[str, int]) -> Ball
     return Ballot(
         ranking=tuple(tiebreak),
         allocations={c: declared[c] for c in tiebreak},
-        reasoning=f"({DEFAULT_BALLOT})",
+        reasoning=NO_BALLOT_REASONING,
         defaulted=True,
     )
 
