@@ -236,6 +236,12 @@ def _argv(
         if Path(etc).exists():
             argv += ["--ro-bind", etc, etc]
     argv += ["--proc", "/proc", "--dev", "/dev"]
+    # no pseudo-terminals: every pty opened anywhere counts in the host-wide
+    # /proc/sys/kernel/pty/nr, which every sandbox reads (a red team sent a byte a reading
+    # between two runs, and a program under evaluation its hidden test's input), and one
+    # sandbox could take all the ptys other runs may open. An empty read-only /dev/pts leaves
+    # /dev/ptmx dangling: opening it fails (ENOENT), as on a system without ptys
+    argv += ["--perms", "0555", "--size", "4096", "--tmpfs", "/dev/pts"]
     devices = device_nodes()  # read-only nodes of our own over the host's (mbb.resource.fs)
     if devices is not None:
         for name, *_ in DEVICES:

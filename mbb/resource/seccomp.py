@@ -38,6 +38,8 @@ fallback:
   poll. A watch on /usr/share/doc reported the folder another sandbox listed; fanotify_init is
   refused above;
 - dnotify (fcntl F_NOTIFY): EINVAL, the same event stream through signals;
+- native AIO (io_setup and the rest of its family): ENOSYS. Not an inode's object but a host-wide
+  count (/proc/sys/fs/aio-nr) every sandbox reads and any can fill (see AIO_SYSCALLS);
 - futex wakes on a shared key (FUTEX_WAKE, REQUEUE, CMP_REQUEUE, WAKE_OP, WAKE_BITSET,
   CMP_REQUEUE_PI without FUTEX_PRIVATE_FLAG; futex_wake(2) without FUTEX2_PRIVATE;
   futex_requeue(2), whose flags sit in memory the filter cannot read): EPERM. A non-private futex
@@ -91,6 +93,11 @@ _LOW32 = 0xFFFFFFFF  # int arguments: the kernel ignores the upper half of the r
 FCNTL_LOCKS = (5, 6, 7, 36, 37, 38)
 F_NOTIFY = 1026
 NOTIFY_SYSCALLS = ("inotify_init", "inotify_init1", "inotify_add_watch")
+# native AIO: io_setup's events are counted in the host-wide /proc/sys/fs/aio-nr, which every
+# sandbox reads (a red team sent 16 bits a reading between two runs), and one sandbox holding
+# aio-max-nr made io_setup fail for every other process of the host. ENOSYS, as on a kernel
+# built without AIO: libaio users (and glibc's POSIX AIO, which uses threads) fall back
+AIO_SYSCALLS = ("io_setup", "io_destroy", "io_submit", "io_cancel", "io_getevents", "io_pgetevents")
 # futex(2) operations that wake waiters on a key (the others only wait, or write the word,
 # which turns a file page into a private copy first)
 FUTEX_WAKES = (1, 3, 4, 5, 10, 12)  # WAKE, REQUEUE, CMP_REQUEUE, WAKE_OP, WAKE_BITSET, CMP_REQ_PI
@@ -248,7 +255,7 @@ def _build() -> bytes:
         for cmd in FCNTL_LOCKS:
             rule(enolck, "fcntl", (1, _MASKED_EQ, _LOW32, cmd))
         rule(_errno(errno.EINVAL), "fcntl", (1, _MASKED_EQ, _LOW32, F_NOTIFY))
-        for name in NOTIFY_SYSCALLS:
+        for name in NOTIFY_SYSCALLS + AIO_SYSCALLS:
             rule(_errno(errno.ENOSYS), name)
         # the op word without FUTEX_CLOCK_REALTIME must be exactly a wake command: the private
         # flag set means a different value, so private wakes pass

@@ -135,6 +135,25 @@ def test_clone3_gets_enosys_so_libc_falls_back(w1):
     assert r.ok and r.stdout.strip() == "0"  # ordinary process creation is unaffected
 
 
+def test_no_host_wide_count_a_sandbox_can_move_and_read(w1):
+    """Two host-wide counts every sandbox could read and move, found by a red team: the pty
+    count (/proc/sys/kernel/pty/nr: a byte a reading between two runs, and a program under
+    evaluation sent its hidden test's input over it; one sandbox could also take every pty) and
+    the AIO count (/proc/sys/fs/aio-nr: 16 bits a reading; one sandbox holding aio-max-nr made
+    io_setup fail on the whole host). No pty can be opened; io_setup gets ENOSYS."""
+    r, _ = run(
+        w1,
+        "python3 -c 'import os, pty\n"
+        "try:\n  pty.openpty(); print(\"opened\")\nexcept OSError as e: print(\"refused\")\n"
+        "try:\n  os.open(\"/dev/ptmx\", os.O_RDWR); print(\"opened\")\n"
+        "except OSError as e: print(e.errno)\n"
+        "print(os.listdir(\"/dev/pts\"))'",
+    )
+    assert r.ok and r.stdout.split() == ["refused", "2", "[]"], (r.stdout, r.stderr)
+    r, _ = run(w1, probe_cmd("io_setup", 1, 0))
+    assert r.stdout.split() == ["-1", "38"], r.stdout  # not 14 (EFAULT): the kernel never saw it
+
+
 def test_personality_harmless_values_allowed(w1):
     r, _ = run(w1, probe_cmd("personality", 0))
     assert r.stdout.split()[1] == "0"
