@@ -3,8 +3,11 @@ it can: the real `openai` client, a loopback server whose every answer carries t
 `Authorization` header it received — in the answer's text, every string of its JSON action,
 the reasoning field, the tool call's name, id and arguments, the refusal, the finish reason, a
 usage field, a 400 error body and a 500 one — plainly, base64-encoded and URL-encoded, and also
-the value of the params' other key variable. Then every file mbb wrote (events, meta, tables,
-the LLM cache, the report's pages, the viewer's data) is searched for any form of either key.
+the value of the params' other key variable, and parts of the key (without its `sk-` prefix,
+without its last characters: a red team's 400 body "token <key minus sk-> is not allowed" got
+16 of 19 characters into the events, the cache, study.json and the terminal). Then every file
+mbb wrote (events, meta, tables, the LLM cache, the report's pages, the viewer's data) is
+searched for any form of either key, and for any 12 consecutive characters of it.
 """
 
 from __future__ import annotations
@@ -42,6 +45,11 @@ def _forms(secret: str) -> list[str]:
     return sorted(out)
 
 
+def _runs(secret: str, n: int = 12) -> list[str]:
+    """Every run of n consecutive characters of the secret (a part of the echo kept)."""
+    return [secret[i : i + n] for i in range(len(secret) - n + 1)]
+
+
 def _laced(value: Any, echo: str) -> Any:
     """Every string of an action with the echo appended (kept short where the schema caps)."""
     if isinstance(value, str):
@@ -65,11 +73,12 @@ class EchoingEndpoint:
     def __call__(self, body: dict[str, Any]) -> Reply:
         auth = self.local.auth  # "Bearer <key>"
         b64 = base64.b64encode(f"Authorization: {auth}".encode()).decode()
-        echo = f"[{auth}] [{b64}] [{urllib.parse.quote(auth)}] [{OTHER}]"
+        key = auth.removeprefix("Bearer ")
+        echo = f"[{auth}] [{b64}] [{urllib.parse.quote(auth)}] [{OTHER}] [{key[3:]}] [{key[1:-4]}]"
         i = next(self.n)
         self.echoed += 1
         if i % 9 == 4:
-            return Reply.error(400, f"bad request; you sent Authorization: {auth}; {b64}")
+            return Reply.error(400, f"bad request; token {key[3:]} is not allowed; {b64}")
         if i % 9 == 7:
             return Reply.error(500, f"upstream saw {auth} and {OTHER}")
         reply = declaring_responder(body)
@@ -177,7 +186,7 @@ def test_an_echoing_endpoint_gets_no_key_into_any_file(root, tmp_path, endpoint)
     for path in written:
         for text in _texts(path):
             for secret in (KEY, OTHER):
-                for form in _forms(secret):
+                for form in _forms(secret) + _runs(secret):
                     if form in text:
                         leaks.append((path.relative_to(tmp_path), form[:12]))
     assert leaks == []
@@ -197,4 +206,7 @@ def test_the_redactor_finds_every_form_the_test_searches_for() -> None:
     whole = base64.b64encode(f"Authorization: Bearer {KEY}".encode()).decode()
     assert not any(f in (red.text(whole) or "") for f in _forms(KEY))
     assert red.text("no secret here") == "no secret here"
+    for part in (KEY[3:], KEY[1:-4], KEY[10:20], f"{KEY[5:30]}!{KEY[30:]}"):
+        assert not any(r in (red.text(f"x {part} y") or "") for r in _runs(KEY, 10)), part
+    assert red.text(f"x {KEY[:9]} y") == f"x {KEY[:9]} y"  # under FRAGMENT: ordinary text
     assert not Redactor(["short"])  # below MIN_SECRET: would garble text, protects nothing
