@@ -505,7 +505,9 @@ def llm_layer_complete_json(
 ) -> CompleteJSON:
     """`complete_json` through the real LLM layer (`mbb.llm.client.LlmClient`): structured
     output in the endpoint's declared mode, retries, the request cache, and an `llm_call` event
-    (role "classifier") per request when `emit` is given. Usage comes back as `_usage`."""
+    (role "classifier") per request when `emit` is given. Usage comes back as `_usage`. A
+    failed request is not kept in the cache (asked again next time): the classifier's calls
+    are not a run whose resume must replay them."""
     from mbb.llm.client import CallMeta, ChatRequest
     from mbb.llm.structured import InvalidOutput, extract_json
 
@@ -524,6 +526,7 @@ def llm_layer_complete_json(
             meta=CallMeta(worker=None, role=role, phase="classification"),
             emit=emit,
             cache=cache,
+            keep_failures=False,
         )
         try:
             reply = extract_json(result.text or "")

@@ -58,15 +58,17 @@ def total_cost(col: str = "cost_usd") -> pl.Expr:
 
 
 def without_usage() -> pl.Expr:
-    """The number of calls whose endpoint reported no token counts (their `prompt_tokens` is
-    null): the token sums beside it leave those calls out, and their cost is unknown."""
+    """The number of calls whose token counts are unknown (their `prompt_tokens` is null): the
+    endpoint reported none, or the call failed (an endpoint may bill an answer mbb refused).
+    The token sums beside it leave those calls out, and their cost is unknown."""
     return pl.col("prompt_tokens").is_null().sum().cast(pl.Int64).alias("calls_without_usage")
 
 
 def cost_text(value: float | None, calls_without_usage: int = 0) -> str:
-    """A cost as the tables show it: "unknown (N calls without usage)" when some answers came
-    without token counts, "unpriced" for a model without a price, else dollars; never $0 for
-    a cost nobody knows. One wording for the report, the viewer and the spend tables.
+    """A cost as the tables show it: "unknown (N calls without usage)" when some calls have
+    no token counts (none reported, or the call failed), "unpriced" for a model without a
+    price, else dollars; never $0 for a cost nobody knows. One wording for the report, the
+    viewer and the spend tables.
 
     value: the summed cost (`total_cost`), None when unknown.
     calls_without_usage: how many of the calls it sums reported no token counts."""

@@ -433,6 +433,8 @@ def load_study(path: str | Path, *, stub: bool = False, out: str | Path | None =
         src = study_file(path)
     except FileNotFoundError as exc:
         raise StudyError(str(exc)) from None
+    if src.is_dir():
+        raise StudyError(f"{src}: a folder, not a study file (name its .yaml file)")
     if not src.is_file():
         raise StudyError(f"{src}: no such study file")
     try:
@@ -613,7 +615,10 @@ def preflight(study: Study, environ: Mapping[str, str] | None = None) -> list[st
         return problems
 
     async def ping() -> list[str]:
-        client = LlmClient(stop_after=1, secret_envs=_key_variables(study))
+        # a Retry-After longer than one attempt's wait fails the check at once
+        client = LlmClient(
+            stop_after=1, secret_envs=_key_variables(study), max_retry_after_s=PING_TIMEOUT_S
+        )
         req = ChatRequest(messages=[{"role": "user", "content": "Reply with OK."}])
 
         async def one(slot: str, cfg: ModelConfig) -> str | None:

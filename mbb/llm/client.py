@@ -42,7 +42,16 @@ from mbb.llm.provider import (
 )
 from mbb.llm.redact import key_values
 from mbb.llm.types import CallMeta, ChatRequest, Emit, LlmResult, Usage
-from mbb.llm.wrappers import Audited, Budgeted, Cached, ConcurrencyLimit, Pricing, Retrying, Sleep
+from mbb.llm.wrappers import (
+    MAX_RETRY_AFTER_S,
+    Audited,
+    Budgeted,
+    Cached,
+    ConcurrencyLimit,
+    Pricing,
+    Retrying,
+    Sleep,
+)
 
 __all__ = [
     "NO_KEY_PLACEHOLDER",
@@ -73,7 +82,7 @@ class LlmClient:
         environ: Mapping[str, str] | None = None,
         backoff_base_s: float = 1.0,
         backoff_cap_s: float = 60.0,
-        max_retry_after_s: float = 600.0,
+        max_retry_after_s: float = MAX_RETRY_AFTER_S,
         budget: SpendLedger | None = None,
         clock: Clock = time.perf_counter,
         provider: Provider | None = None,
@@ -135,20 +144,23 @@ class LlmClient:
         """Every backoff slept, for tests and the audit."""
         return self.retrying.sleeps
 
-    def stack(self, emit: Emit | None = None, cache: LlmCache | None = None) -> Provider:
+    def stack(
+        self, emit: Emit | None = None, cache: LlmCache | None = None, *, keep_failures: bool = True
+    ) -> Provider:
         """The provider a call goes through: the network part under the client's endpoint
         breaker, the cache and the audit when given. A replay (cache mode `replay`) puts the
         breaker above the cache, so the replay stops where the recorded run stopped (the
         cache's stop marker); otherwise the breaker counts the network's failures only and the
         cache sits above it (a resumed run retries what stopped it instead of stopping there).
-        `emit`: `EventLog.emit` for the `llm_call` events; `cache`: the replay cache."""
+        `emit`: `EventLog.emit` for the `llm_call` events; `cache`: the replay cache;
+        `keep_failures`: the cache stores and replays final failures (`Cached`)."""
         p: Provider = self.network
         if cache is not None and cache.mode == "replay":
             p = self.breaker.over(Cached(p, cache, self.redactor), replay=True)
         else:
             p = self.breaker.over(p)
             if cache is not None:
-                p = Cached(p, cache, self.redactor)
+                p = Cached(p, cache, self.redactor, keep_failures=keep_failures)
         if emit is not None:
             p = Audited(p, emit, self.pricing, self.on_call, self.redactor)
         return p
@@ -169,11 +181,15 @@ class LlmClient:
         meta: CallMeta,
         emit: Emit | None = None,
         cache: LlmCache | None = None,
+        keep_failures: bool = True,
     ) -> LlmResult:
         """Cache lookup, else a network call; one `LlmCall` event through `emit` (also on
         failure). `config`: model and endpoint; `req`: the request; `meta`: who asks and why;
-        `emit`: the run's event log; `cache`: the replay cache (None: no cache)."""
-        return await self.stack(emit, cache).complete(Call.of(config, req, meta))
+        `emit`: the run's event log; `cache`: the replay cache (None: no cache);
+        `keep_failures`: a final failure is stored and replayed (a run's calls; False asks
+        again next time)."""
+        stack = self.stack(emit, cache, keep_failures=keep_failures)
+        return await stack.complete(Call.of(config, req, meta))
 
     def cost(self, model: str, usage: Usage) -> float | None:
         """USD of an answer of `model` with token counts `usage` (None: no price, unknown)."""

@@ -232,6 +232,11 @@ def parse_output(result: LlmResult, spec: ActionSpec[OutT, A]) -> A:
     """Reply → out model → action; raises InvalidOutput naming the offending field."""
     if result.refusal:
         raise InvalidOutput(f"the model refused: {result.refusal[:200]}", "refusal")
+    if result.finish_reason == "content_filter":  # what is left may be cut or replaced
+        raise InvalidOutput(
+            "the endpoint's content filter stopped the answer (finish_reason content_filter)",
+            "output",
+        )
     raw = _raw(result)
     if not raw.strip():
         raise InvalidOutput(f"empty reply (finish_reason={result.finish_reason})", "output")

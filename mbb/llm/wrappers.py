@@ -78,9 +78,16 @@ class Pricing:
         return price.cost(usage.prompt, usage.completion, usage.cached)
 
 
+MAX_RETRY_AFTER_S = 60.0
+"""The longest `Retry-After` a call waits for (rate limits ask for seconds to a minute)."""
+
+
 class Retrying:
     """Retries `LlmTransient` failures with exponential backoff and full jitter, honouring a
-    server's `Retry-After` (capped), up to the config's `max_retries`; then `LlmUnavailable`.
+    server's `Retry-After`, up to the config's `max_retries`; then `LlmUnavailable`. A
+    `Retry-After` longer than `max_retry_after_s` is not waited for: the call fails at once,
+    saying so (a red team's 429 with `Retry-After: 100000` held `mbb study` silent for ten
+    minutes per attempt; mbb's choice: a wait that long is an outage, not a rate limit).
 
     The result's `attempts`, `latency_s` (all attempts and waits, on `clock`) and `retried`
     (each retried failure) say what the call cost; `sleeps` keeps every backoff slept."""
@@ -94,11 +101,12 @@ class Retrying:
         clock: Clock = time.perf_counter,
         backoff_base_s: float = 1.0,
         backoff_cap_s: float = 60.0,
-        max_retry_after_s: float = 600.0,
+        max_retry_after_s: float = MAX_RETRY_AFTER_S,
     ) -> None:
         """`inner`: the provider retried; `sleep`: waits a backoff (injected in tests); `rng`:
         the jitter's source; `clock`: measures the call; `backoff_base_s`, `backoff_cap_s`:
-        the envelope `min(cap, base * 2**attempt)`; `max_retry_after_s`: cap on `Retry-After`."""
+        the envelope `min(cap, base * 2**attempt)`; `max_retry_after_s`: the longest
+        `Retry-After` waited for (a longer one fails the call)."""
         self.inner = inner
         self.sleep = sleep
         self.rng = rng or random.Random(0)
@@ -111,7 +119,7 @@ class Retrying:
     def backoff(self, attempt: int, exc: LlmTransient) -> float:
         """Seconds to wait before attempt `attempt + 2` after the failure `exc`."""
         if exc.retry_after_s is not None:
-            return min(exc.retry_after_s, self.max_retry_after_s)
+            return exc.retry_after_s
         return self.rng.uniform(0, min(self.backoff_cap_s, self.backoff_base_s * 2**attempt))
 
     async def complete(self, call: Call) -> LlmResult:
@@ -123,6 +131,15 @@ class Retrying:
                 result = await self.inner.complete(call)
             except LlmTransient as exc:
                 retried.append(str(exc))
+                wait = exc.retry_after_s
+                if wait is not None and wait > self.max_retry_after_s:
+                    raise LlmUnavailable(
+                        f"{exc}: the endpoint asks to wait {wait:,.0f} s before a retry "
+                        f"(Retry-After), longer than mbb waits ({self.max_retry_after_s:g} s); "
+                        f"model {config.model!r} at {config.base_url}",
+                        attempts=len(retried),
+                        latency_s=round(self.clock() - t0, 6),
+                    ) from None
                 if len(retried) > config.max_retries:
                     raise LlmUnavailable(
                         f"{exc} after {len(retried)} attempt(s) for model {config.model!r} at "
@@ -233,13 +250,24 @@ class Cached:
     count again); a resumed run (read_write) ignores the marker and makes the call again.
     Keys are `request_key` of the body."""
 
-    def __init__(self, inner: Provider, cache: LlmCache, redactor: Redactor | None = None) -> None:
+    def __init__(
+        self,
+        inner: Provider,
+        cache: LlmCache,
+        redactor: Redactor | None = None,
+        *,
+        keep_failures: bool = True,
+    ) -> None:
         """`inner`: the provider asked on a miss; `cache`: the store and its mode; `redactor`:
         the run's secrets, cut out of what is stored and of what is served (an entry written
-        before they were redacted is served without them)."""
+        before they were redacted is served without them); `keep_failures`: store and replay
+        a final failure (a run's, so that its resume replays the same events); False outside
+        a replay asks again (a request cache of calls that are not a run, e.g. the LLM
+        classifier's: a 500 stored once was otherwise replayed for ever)."""
         self.inner = inner
         self.cache = cache
         self.redactor = redactor or Redactor()
+        self.keep_failures = keep_failures or cache.mode == "replay"
 
     async def complete(self, call: Call) -> LlmResult:
         cache = self.cache
@@ -252,6 +280,8 @@ class Cached:
             if cache.mode == "replay":
                 raise _replayed_stop(call, stored)
             stored = None  # a resumed run asks again what stopped the recorded one
+        if stored is not None and "error" in stored and not self.keep_failures:
+            stored = None  # asked again
         if stored is not None and "error" in stored:
             raise LlmUnavailable(
                 stored["error"], latency_s=float(stored.get("latency_s", 0.0)), cache_hit=True
@@ -278,7 +308,7 @@ class Cached:
                 cache.put(call.key, self.redactor.data(call.body), stop)
             raise
         except LlmUnavailable as exc:
-            if cache.mode == "read_write":
+            if cache.mode == "read_write" and self.keep_failures:
                 error = {"error": self.redactor.text(str(exc)), "latency_s": exc.latency_s}
                 cache.put(call.key, self.redactor.data(call.body), error)
             raise
@@ -336,11 +366,14 @@ class Audited:
         try:
             result = await self.inner.complete(call)
         except LlmError as exc:
+            # what a failed call used is unknown (null tokens, no cost), never 0: an endpoint
+            # may bill an answer mbb refused, or a request it went on with after a timeout
             failed = LlmResult(
                 key=call.key,
                 attempts=exc.attempts,
                 latency_s=exc.latency_s,
                 cache_hit=exc.cache_hit,
+                usage=Usage(reported=False),
             )
             self._record(call, failed, self.redactor.text(str(exc)))
             raise

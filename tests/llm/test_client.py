@@ -91,6 +91,26 @@ def test_429_honours_retry_after(server, sleeps, log) -> None:
     assert len(server.completions) == 2
 
 
+def test_a_retry_after_longer_than_mbb_waits_fails_the_call_at_once(server, sleeps, log) -> None:
+    """A red team's 429 with `Retry-After: 100000` held `mbb study` silent for ten minutes
+    (the wait was capped at 600 s, per attempt). Past MAX_RETRY_AFTER_S the call fails at once,
+    saying why; its usage is unknown (null, never 0)."""
+    from mbb.core.errors import LlmUnavailable
+    from mbb.llm.wrappers import MAX_RETRY_AFTER_S
+
+    server.push(Reply.error(429, "slow down", retry_after=100_000))
+    with pytest.raises(LlmUnavailable, match=r"asks to wait 100,000 s before a retry"):
+        asyncio.run(make_client(sleeps).call(make_config(server), REQ, meta=META, emit=log.emit))
+    assert sleeps.delays == [] and len(server.completions) == 1
+    (ev,) = llm_calls(log)
+    assert ev["error"] and ev["attempts"] == 1
+    assert ev["prompt_tokens"] is None and ev["completion_tokens"] is None
+    assert ev["cost_usd"] is None  # a failed call's cost is unknown, never $0
+    server.push(Reply.error(429, retry_after=int(MAX_RETRY_AFTER_S)), Reply.completion("ok"))
+    res = asyncio.run(make_client(sleeps).call(make_config(server), REQ, meta=META))
+    assert res.text == "ok" and sleeps.delays == [MAX_RETRY_AFTER_S]  # up to the bound: waited
+
+
 def test_500_retried_with_jittered_exponential_backoff(server, sleeps) -> None:
     server.push(Reply.error(500), Reply.error(503), Reply.error(502), Reply.completion("ok"))
     client = make_client(sleeps, backoff_base_s=1.0, backoff_cap_s=60.0)
@@ -109,7 +129,7 @@ def test_retries_exhausted_is_unavailable_and_recorded(server, sleeps, log) -> N
     assert len(server.completions) == 3 and len(sleeps.delays) == 2
     (ev,) = llm_calls(log)
     assert "InternalServerError" in ev["error"]
-    assert ev["attempts"] == 3 and ev["prompt_tokens"] == 0
+    assert ev["attempts"] == 3 and ev["prompt_tokens"] is None  # unknown, never 0
 
 
 def test_timeout_then_success(server, sleeps) -> None:
@@ -332,6 +352,32 @@ def test_replay_miss_is_a_clear_error_and_needs_no_key(server, sleeps, tmp_path,
         asyncio.run(client.call(make_config(server), REQ, meta=META, emit=log.emit, cache=cache))
     assert server.requests == []
     assert "replay cache miss" in llm_calls(log)[0]["error"]
+
+
+def test_a_cache_that_keeps_no_failures_asks_again(server, sleeps, tmp_path) -> None:
+    """A run's cache keeps a final failure (its resume replays the same events); the LLM
+    classifier's request cache did too, so a 500 once was replayed on every later run without
+    a request (a red team's find). With keep_failures=False it is asked again."""
+    from mbb.core.errors import LlmUnavailable
+
+    cache = LlmCache(tmp_path / "c.sqlite", "read_write")
+    cfg = make_config(server, max_retries=0)
+
+    def call(keep: bool):
+        client = make_client(sleeps)
+        return asyncio.run(client.call(cfg, REQ, meta=META, cache=cache, keep_failures=keep))
+
+    server.push(Reply.error(500), Reply.completion("ok"))
+    with pytest.raises(LlmUnavailable):
+        call(False)
+    assert call(False).text == "ok" and len(server.completions) == 2  # asked again
+    other = ChatRequest(messages=[{"role": "user", "content": "a run's call"}])
+    server.push(Reply.error(500))
+    client = make_client(sleeps)
+    for _ in range(2):  # kept: the second is the replayed failure, no request
+        with pytest.raises(LlmUnavailable):
+            asyncio.run(client.call(cfg, other, meta=META, cache=cache))
+    assert len(server.completions) == 3
 
 
 def test_cache_key_ignores_endpoint_and_key(server, sleeps, tmp_path) -> None:

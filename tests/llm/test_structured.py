@@ -132,6 +132,19 @@ def test_refusal_then_default(server, sleeps, log) -> None:
     assert inv["field"] == "refusal" and "refused" in inv["detail"]
 
 
+def test_a_content_filtered_answer_is_not_taken(server, sleeps, log) -> None:
+    """A red team's endpoint marked valid answers `finish_reason: content_filter`: they were
+    taken, the run counted valid, and nothing said so. What a filter leaves may be cut or
+    replaced: the answer is repaired (and defaulted if the filter stops the repair too)."""
+    filtered = Reply.completion(DECL, finish_reason="content_filter")
+    server.push(filtered, Reply.completion(DECL, finish_reason="content_filter"))
+    action = asyncio.run(negotiator(server, sleeps, log).declare(make_view()))
+    assert action.bid == 0  # the default
+    (inv,) = events(log, "invalid_action")
+    assert "content filter" in inv["detail"]
+    assert [c["repair"] for c in events(log, "llm_call")] == [False, True]
+
+
 def test_bad_tool_arguments_repaired(server, sleeps, log) -> None:
     server.push(Reply.tool_call("declaration", '{"bid": 5,'), Reply.tool_call("declaration", DECL))
     action = asyncio.run(
