@@ -91,8 +91,12 @@ def test_resume_detects_a_log_from_another_run(root, tmp_path):
     d["t"] = d["t"] + 1.0
     doctored[-1] = json.dumps(d, separators=(",", ":"))
     path.write_text("".join(x + "\n" for x in doctored))
-    with pytest.raises(ResumeMismatch, match="event 29 differs"):
+    with pytest.raises(ResumeMismatch, match="event 29 differs") as err:
         resume_run(result.out_dir, cond)
+    # the difference is named, and the message is the first difference's, not that of the
+    # run's own failure event written after it (a red team's resume said only that)
+    assert "fields that differ: t)" in str(err.value)
+    assert '"kind":"run_ended"' not in str(err.value)
 
 
 def test_resume_errors_are_clear(root, tmp_path):
@@ -102,3 +106,32 @@ def test_resume_errors_are_clear(root, tmp_path):
     (tmp_path / "events.jsonl").write_text('{"kind":"run_st')
     with pytest.raises(ValueError, match="no complete event"):
         resume_run(tmp_path, cond)
+
+
+def test_a_re_made_call_served_from_a_warm_prompt_cache_is_the_same_call():
+    """A red team resumed a study whose LLM cache was gone: the calls were made again, the
+    server's prompt cache was warm by then, and the resume stopped on `cached_tokens` and
+    `cost_usd`: how an answer was obtained, not what it was. Its tokens still count."""
+    base = {
+        "kind": "llm_call",
+        "v": 1,
+        "run_id": "r",
+        "seq": 5,
+        "t": 0.0,
+        "subrun": 1,
+        "round": 1,
+        "worker": "W1",
+        "wall": 1.0,
+        "prompt_tokens": 1800,
+        "completion_tokens": 21,
+        "cached_tokens": 0,
+        "cost_usd": 0.002,
+    }
+    warm = {**base, "wall": 2.0, "cached_tokens": 1536, "cost_usd": 0.0008}
+    assert comparable(_line(base)) == comparable(_line(warm))
+    other = {**base, "completion_tokens": 22}
+    assert comparable(_line(base)) != comparable(_line(other))
+
+
+def _line(event: dict) -> str:
+    return json.dumps(event, separators=(",", ":"))  # the writer's form

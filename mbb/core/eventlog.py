@@ -129,14 +129,32 @@ _WALL = re.compile(r'"wall":[-+0-9.eE]+')
 KILL_ENV = "MBB_FAULT_KILL_AFTER"  # test hook: SIGKILL the process after writing N events
 
 
-_LLM_VOLATILE = ("wall", "latency_s", "attempts", "cache_hit")
+# how an answer was obtained, not what it was: a call re-made on resuming (its cache entry
+# gone) may find the server's prompt cache warm, so its cached tokens and cost differ for the
+# same answer (a red team's resume stopped on exactly that)
+_LLM_VOLATILE = ("wall", "latency_s", "attempts", "cache_hit", "cached_tokens", "cost_usd")
+
+
+def _difference(recorded: str, rerun: str) -> str:
+    """Which fields of two event lines differ (their kinds, when those do), for a
+    ResumeMismatch: e.g. "fields that differ: text" or "a ballot where the log has a turn"."""
+    try:
+        a, b = json.loads(recorded), json.loads(rerun)
+    except ValueError:
+        return "not comparable"
+    if a.get("kind") != b.get("kind"):
+        return f"a {b.get('kind')} event where the log has a {a.get('kind')}"
+    volatile = {"wall", "provenance", *(_LLM_VOLATILE if a.get("kind") == "llm_call" else ())}
+    fields = sorted(k for k in a.keys() | b.keys() if k not in volatile and a.get(k) != b.get(k))
+    return f"{a.get('kind')}: fields that differ: {', '.join(fields) or 'none'}"
 
 
 def comparable(line: str) -> str:
     """An event line without what may differ between two executions of the same run: the wall
     clock; in run_started the provenance of the code that ran it; in llm_call how the answer was
-    obtained (latency, attempts, cache hit) — a resumed run gets from the cache what the
-    interrupted one fetched, with the same content."""
+    obtained (latency, attempts, cache hit, tokens served from the server's cache and so the
+    cost) — a resumed run gets from the cache what the interrupted one fetched, with the same
+    content."""
     if line.startswith('{"kind":"run_started"'):
         d = json.loads(line)
         d.pop("wall", None)
@@ -187,6 +205,9 @@ class EventLog:
         kill = os.environ.get(KILL_ENV)
         self._kill_after = int(kill) if kill else None
         self._checked = self._replay_end > 0 or self._kill_after is not None  # see `_append`
+        # the first difference found on resuming: the events after it (the run's own failure)
+        # are refused with its message, which says what differed
+        self._mismatch: str | None = None
         self.subrun: int | None = None
         self.round: int | None = None
         self.t = 0.0
@@ -283,12 +304,16 @@ class EventLog:
     def _append(self, kind: str, line: str) -> None:
         seq = self.seq
         if seq < self._replay_end:
+            if self._mismatch is not None:  # the run ending on it: say the first difference
+                raise ResumeMismatch(self._mismatch)
             recorded = self._recorded[seq]
             if comparable(line) != comparable(recorded):
-                raise ResumeMismatch(
-                    f"{self.run_id}: event {seq} differs from the log being resumed\n"
+                self._mismatch = (
+                    f"{self.run_id}: event {seq} differs from the log being resumed "
+                    f"({_difference(recorded, line)})\n"
                     f"  recorded: {recorded[:300]}\n  re-run:   {line[:300]}"
                 )
+                raise ResumeMismatch(self._mismatch)
             line = recorded  # keep the original (its wall time)
         elif self._fh is not None:
             self._fh.write(line + "\n")
