@@ -144,10 +144,10 @@ def test_no_host_wide_count_a_sandbox_can_move_and_read(w1):
     r, _ = run(
         w1,
         "python3 -c 'import os, pty\n"
-        "try:\n  pty.openpty(); print(\"opened\")\nexcept OSError as e: print(\"refused\")\n"
-        "try:\n  os.open(\"/dev/ptmx\", os.O_RDWR); print(\"opened\")\n"
+        'try:\n  pty.openpty(); print("opened")\nexcept OSError as e: print("refused")\n'
+        'try:\n  os.open("/dev/ptmx", os.O_RDWR); print("opened")\n'
         "except OSError as e: print(e.errno)\n"
-        "print(os.listdir(\"/dev/pts\"))'",
+        'print(os.listdir("/dev/pts"))\'',
     )
     assert r.ok and r.stdout.split() == ["refused", "2", "[]"], (r.stdout, r.stderr)
     r, _ = run(w1, probe_cmd("io_setup", 1, 0))
