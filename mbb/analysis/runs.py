@@ -152,12 +152,25 @@ def load_runs(
 
     paths: run folders, condition folders, sweeps or studies; conditions: keep only these
     cells (a cell, or a condition name that its cells start with, e.g. `base` keeps `base` and
-    `base.negotiators-glm`); include_invalid: keep runs marked invalid."""
+    `base.negotiators-glm`; a name that matches no run is an error); include_invalid: keep runs
+    marked invalid."""
     found = find_run_dirs(paths)
     if not found:
         raise FileNotFoundError(
             f"no runs (events.jsonl) under {', '.join(str(user_path(p)) for p in paths)}"
         )
+    if conditions is not None:  # a misspelled name would silently drop a condition
+        cells = sorted({cell_of(r.name) for r in found})
+        unmatched = [
+            c
+            for c in conditions
+            if not any(cell == c or cell.startswith((f"{c}.", f"{c}-")) for cell in cells)
+        ]
+        if unmatched:
+            raise ValueError(
+                f"conditions: {', '.join(map(repr, unmatched))} match no run; the runs found "
+                f"are of: {', '.join(cells)}"
+            )
     by_cell: dict[str, list[Path]] = defaultdict(list)
     checked: dict[Path, list[str]] = {}  # each usable run's lines, read and checked once
     excluded = []

@@ -160,20 +160,28 @@ def token_efficiency(
     by: Sequence[str] = ("condition", "model"),
 ) -> pl.DataFrame:
     """Per condition and model (negotiation and solving only; classifier spend excluded):
-    tokens per window won, per credit spent on won windows, and per hidden test passed.
+    tokens per window won, per credit spent on won windows, and per hidden test passed. The
+    model is the worker's label (a persona, or the study's model slot), as in every table of
+    outcomes, not the name the endpoint was sent. `total_tokens` (and the ratios) count the
+    calls whose endpoint reported usage; `calls_without_usage` says how many are not in it
+    (failed, or no counts reported: their tokens are unknown), so a partial sum is never shown
+    as the whole.
 
     `tables`: the event tables (payments and evaluations are read); `audit`: `token_audit`
     of them; `by`: the grouping, any of condition, run_id, model (default: per condition and
     model; add run_id for one value per seed, as a CI over seeds needs)."""
     keys = list(by)
-    spent = (
-        audit.filter(~pl.col("classifier"))
-        .group_by(keys)
-        .agg(
-            pl.col("total_tokens").sum(),
-            total_cost().alias("cost_usd"),
-            pl.col("approximate").all(),
-        )
+    # the worker's label (persona, or the study's model slot) as payments and evaluations carry
+    # it: the audit's endpoint model name ("gpt-5.2" for slot "frontier_gpt") never matched, and
+    # an LLM study's tokens per window, credit and test were all n/a (a newcomer's find)
+    mine = audit.filter(~pl.col("classifier"))
+    if "workers" in tables and "worker" in mine.columns:
+        mine = labels_of(mine.drop("model"), tables)
+    spent = mine.group_by(keys).agg(
+        pl.col("total_tokens").sum(),
+        pl.col("calls_without_usage").sum(),
+        total_cost().alias("cost_usd"),
+        pl.col("approximate").all(),
     )
     won = (
         labels_of(condition_of(tables["payments"], tables), tables)

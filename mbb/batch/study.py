@@ -54,7 +54,7 @@ from mbb.core import safejson
 from mbb.core.aio import run_coroutine
 from mbb.core.eventlog import read_lines
 from mbb.core.nested import comparable_params
-from mbb.core.paths import is_bare_name, params_file, study_file, user_path
+from mbb.core.paths import is_bare_name, notebook_file, params_file, study_file, user_path
 from mbb.core.tables import tables_from_run_dirs, write_tables
 from mbb.core.validity import INVALID_SHARE, MAX_INVALID_SHARE, run_validity
 from mbb.llm.config import ModelConfig, Price
@@ -186,10 +186,25 @@ class StudySpec(_Strict):
     def _known_roles(cls, v: list[str | RoleSpec]) -> list[str | RoleSpec]:
         for r in v:
             if isinstance(r, str) and r not in ROLES:
-                raise ValueError(f"unknown role {r!r}; valid: {', '.join(ROLES)} or a mapping")
+                raise ValueError(
+                    f"unknown role {r!r}; valid: {', '.join(ROLES)} or a mapping "
+                    "{name: ..., roster: [...]}"
+                )
         names = [r if isinstance(r, str) else r.name for r in v]
         if len(names) != len(set(names)):
             raise ValueError(f"role names must be unique, got {names}")
+        return v
+
+    @field_validator("notebooks")
+    @classmethod
+    def _known_notebooks(cls, v: list[str]) -> list[str]:
+        # checked when the file is read: a misspelled name was found only after every run
+        # (every call paid for), and the study still ended with exit 0
+        for name in v:
+            try:
+                notebook_file(name)
+            except FileNotFoundError as exc:
+                raise ValueError(" ".join(str(exc).split())) from None
         return v
 
 

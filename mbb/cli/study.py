@@ -44,6 +44,13 @@ def _run(args: argparse.Namespace) -> int:
                 bar.close()
         for line in format_rows(rows):
             print(line)
+        if args.stub:  # the stub's models are not yours: their family rules and reasoning differ
+            print(
+                "note: an estimate under --stub is of the stub models (stub-<slot>: no model "
+                "family, reasoning assumed), not of your endpoints; without --stub "
+                "`mbb study FILE --estimate` needs no key either",
+                file=sys.stderr,
+            )
         return 0
     try:
         outcome = run_study(

@@ -90,8 +90,11 @@ def test_left_out_runs_are_listed_and_invalid_ones_come_back_flagged(study, caps
 def test_conditions_pick_cells_by_name_and_an_empty_choice_is_an_error(study):
     only = load_runs([study], conditions=["memory_off"])
     assert set(only["runs"]["condition"]) == {"memory_off"}
-    with pytest.raises(ValueError, match="no run to analyse"):
+    with pytest.raises(ValueError, match="'urgent_worker' match no run; the runs found are of"):
         load_runs([study], conditions=["urgent_worker"])
+    # one misspelled name among good ones was dropped without a word (a newcomer's find)
+    with pytest.raises(ValueError, match="'memroy_off' match no run"):
+        load_runs([study], conditions=["base", "memroy_off"])
     # a choice whose runs are all left out says how many and why, and how to read invalid ones
     with pytest.raises(ValueError) as err:
         load_runs([study / "runs" / "base" / "base-seed0001"])

@@ -100,9 +100,13 @@ def test_token_audit_with_llm_calls(scen):
     assert neg["cost_usd"] == pytest.approx(0.03)
     cs = classifier_spend(a)
     assert cs.select("calls", "total_tokens").rows() == [(1, 1100)]
-    eff = token_efficiency(t, a).filter(pl.col("model") == "m")
-    # W1 is a scripted price_first worker in the run table; its llm rows carry model "m"
+    eff = token_efficiency(t, a).filter(pl.col("model") == "price_first")
+    # W1's label in the run table is price_first; its llm rows carry the endpoint's model "m":
+    # its tokens are counted under its label, with the windows and credits it won (joined on
+    # "m" they never met: an LLM study's tokens per credit were all n/a)
     assert eff.height == 1 and eff["total_tokens"].item() == 185
+    assert eff["windows_paid"].item() == 3 and eff["tokens_per_credit_won"].item() is not None
+    assert eff["calls_without_usage"].item() == 0  # said beside the sum, never left out
     per_model = {r["model"]: r for r in cost_by_model(a).iter_rows(named=True)}
     assert set(per_model) == {"m", "judge"}
     m = per_model["m"]

@@ -53,6 +53,8 @@ def test_bad_study_files_get_one_line_naming_the_field(tmp_path):
         # a typo is named with the field it most resembles
         "seed: 0..1": "seed: unknown field; did you mean `seeds`? (allowed here:",
         "failures: {stop_aftr: 2}": "failures.stop_aftr: unknown field; did you mean `stop_after`?",
+        # refused when read, not after every run (a newcomer's misspelled notebook)
+        "notebooks: [compare_condition]": "notebooks: no notebook named 'compare_condition'",
     }
     for extra, needle in cases.items():
         key = extra.partition(": ")[0]
