@@ -64,6 +64,27 @@ def test_committed_notebooks_have_no_outputs(root):
 
 
 @pytest.mark.notebook
+def test_compare_conditions_with_one_seed_each_says_power_needs_two(root, tmp_path):
+    """A newcomer's study with one seed per cell ended its comparison notebook in
+    `ValueError: power needs at least 2 pilot values per condition` (exit 0, the line lost in
+    the progress bar): the notebook now says so and runs to the end."""
+    from mbb.batch.runner import run_conditions
+
+    run_conditions(["base", "memory_off"], runs=1, out_root=tmp_path / "conditions")
+    nb_path, _ = execute_notebook(
+        root / "notebooks" / "compare_conditions.ipynb",
+        tmp_path / "cmp",
+        {"run_dirs": [str(tmp_path / "conditions")]},
+        html=False,
+    )
+    nb = nbformat.read(nb_path, as_version=4)
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    assert not [o for o in outputs if o.get("output_type") == "error"]
+    text = "".join(str(o.get("text", "")) for o in outputs)
+    assert "power needs at least 2 seeds of base as a pilot; these runs have 1" in text
+
+
+@pytest.mark.notebook
 def test_compare_conditions_notebook_executes(root, tmp_path):
     """The comparison notebook reads finished conditions and shows every row of its tables
     formatted (no polars dump), a forest plot and the charts with intervals."""
