@@ -515,7 +515,8 @@ CASES: dict[str, Case] = {
     "report-empty-folder": Case(
         ["report", "{tmp}"],
         "error: {tmp}: no executed notebooks here or in its sub-folders, nothing to report "
-        "(`mbb notebook` or `mbb sweep` write them)",
+        "(`mbb notebook compare_conditions --from {tmp}` writes one over its runs, and "
+        "`mbb view {tmp}` shows the runs themselves; a study writes its own report)",
     ),
     "report-not-a-folder": Case(["report", "{tmp}/nope"], "error: {tmp}/nope is not a folder"),
 }

@@ -21,7 +21,8 @@ def _run(args: argparse.Namespace) -> int:
     if not notebooks:
         raise common.CliError(
             f"{root}: no executed notebooks here or in its sub-folders, nothing to report "
-            "(`mbb notebook` or `mbb sweep` write them)"
+            f"(`mbb notebook compare_conditions --from {root}` writes one over its runs, and "
+            f"`mbb view {root}` shows the runs themselves; a study writes its own report)"
         )
     for f in args.llm_cache:
         if not Path(f).is_file():
