@@ -841,6 +841,27 @@ def comparison_tables(
     return out, loaded
 
 
+def _spend_html(root: Path, loaded: dict[str, Any] | None) -> str:
+    """The "LLM spend by model" table over every finished run, invalid ones too: their calls
+    were paid for (a study whose runs were all invalid showed no spend at all). The invalid
+    runs' logs are read again only when there are some (the comparison leaves them out)."""
+    from mbb.analysis.runs import load_runs
+
+    invalid = 0
+    if loaded is not None:
+        reasons = loaded["excluded"]["reason"]
+        invalid = int(reasons.str.starts_with("invalid").sum()) if reasons.len() else 0
+    if loaded is not None and not invalid:
+        return spend_table_html(loaded["llm_calls"])
+    try:
+        everything = load_runs([root], include_invalid=True)
+    except (FileNotFoundError, ValueError):  # no finished run: nothing was spent on a result
+        return spend_table_html(loaded["llm_calls"]) if loaded is not None else ""
+    invalid = int((~everything["runs"]["valid"].fill_null(True)).sum())
+    note = f"{invalid} invalid run(s), left out of the comparison, included" if invalid else ""
+    return spend_table_html(everything["llm_calls"], note=note)
+
+
 def _num(v: float | None, measure: str, signed: bool = False) -> str:
     """A measure's value as the report writes it (`mbb.viz.table.format_value`: shares in
     percent, never rounded onto 0 or 1; differences of shares in percentage points)."""
@@ -1208,7 +1229,7 @@ def build_report(
         + "".join(body)
         + "</table>"
         + (_conditions_html(tables[default], default, loaded, viewer_index) if has_compare else "")
-        + (spend_table_html(loaded["llm_calls"]) if loaded is not None else "")
+        + _spend_html(root, loaded)
         + f"{skipped_html}</body></html>"
     )
     index = root / "index.html"

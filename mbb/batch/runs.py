@@ -109,12 +109,12 @@ def check_not_foreign(run_dir: Path, condition: Any) -> None:
     )
 
 
-def spend_table_html(calls: Any) -> str:
+def spend_table_html(calls: Any, note: str = "") -> str:
     """The report's "LLM spend by model" table ('' without LLM calls): one row per model with
     its conditions, runs, tokens, cached share, cost and cost per run. calls: the `llm_calls`
-    table with a `condition` column (`mbb.analysis.runs.load_runs`). The token counts are
-    those the endpoints reported; a model with answers that reported none says how many, and
-    its cost is unknown."""
+    table with a `condition` column (`mbb.analysis.runs.load_runs`); note: a line under the
+    heading (which runs it covers). The token counts are those the endpoints reported; a model
+    with calls that reported none (or failed) says how many, and its cost is unknown."""
     import html
 
     import polars as pl
@@ -149,7 +149,9 @@ def spend_table_html(calls: Any) -> str:
         for r in t.iter_rows(named=True)
     )
     return (
-        "<h2>LLM spend by model</h2><table class=by-model><tr><th class=l>model</th>"
+        "<h2>LLM spend by model</h2>"
+        + (f"<p>{html.escape(note)}</p>" if note else "")
+        + "<table class=by-model><tr><th class=l>model</th>"
         "<th class=l>conditions</th><th>runs</th><th>calls</th><th>prompt tokens</th>"
         "<th>cached</th><th>completion tokens</th><th>cost</th><th>cost per run</th></tr>"
         + rows

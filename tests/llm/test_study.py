@@ -302,6 +302,10 @@ def test_a_study_on_an_endpoint_answering_json_nested_too_deeply_marks_its_runs_
     metas = [json.loads(p.read_text()) for p in (tmp_path / "out").glob("runs/*/*/meta.json")]
     assert len(metas) == 2 and not any(m["valid"] for m in metas)
     assert all(m["validity"]["repaired_calls"] > 0 for m in metas)
+    # their calls were paid for: the report's spend covers them (it showed no spend at all)
+    report = (tmp_path / "out" / "index.html").read_text()
+    assert "LLM spend by model" in report
+    assert "2 invalid run(s), left out of the comparison, included" in report
 
 
 def test_the_command_runs_a_stub_study_and_its_report_reads_the_runs(tmp_path, capsys):
