@@ -16,7 +16,10 @@ SHIPPED = sorted((ROOT / "params").glob("*.yaml"))
 
 # file -> substrings the error message must contain (besides the file's own path)
 BAD_CASES: dict[str, list[str]] = {
-    "unknown_top_level_key.yaml": ["budgets: unknown field", "allowed here: budget,"],
+    "unknown_top_level_key.yaml": [
+        "budgets: unknown field; did you mean `budget`?",
+        "allowed here: budget,",
+    ],
     "misspelt_nested_key.yaml": ["budget.credit: unknown field", "credits, reset_each_subrun"],
     "misspelt_override_key.yaml": ["workers.overrides.W1.budgt: unknown field", "deadline_min"],
     "wrong_type.yaml": ["subruns:", "valid integer", "(got 'four')"],

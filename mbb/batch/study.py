@@ -393,7 +393,10 @@ def cell_condition(
     """The condition of one cell: the params file as it is, the study's overrides, the role's
     workers on the model `slot` (or the roster's seats), the study's model configs and prices,
     the study's cache; named `<condition>.<role>`."""
-    base = load_params(file, spec.overrides or None)
+    try:
+        base = load_params(file, spec.overrides or None)
+    except ParamsError as exc:  # the study's overrides, not the params file, are at fault
+        raise StudyError(f"overrides (the study's, applied to {file}): {exc}") from None
     workers: dict[str, Any] = {}
     used: set[str] = set()
     if role.roster is not None:

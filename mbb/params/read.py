@@ -10,6 +10,7 @@ keeps `budget.reset_each_subrun`; a misspelt key anywhere is an error, never sil
 from __future__ import annotations
 
 import copy
+import difflib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, get_args, get_origin
@@ -106,7 +107,16 @@ def _format_validation_error(
         if err["type"] == "extra_forbidden":
             parent = _model_at(err["loc"][:-1])
             allowed = ", ".join(sorted(parent.model_fields)) if parent else "see params/base.yaml"
-            msg = f"unknown field; allowed here: {allowed}"
+            close = (
+                difflib.get_close_matches(str(err["loc"][-1]), list(parent.model_fields), n=1)
+                if parent
+                else []
+            )
+            msg = (
+                f"unknown field; did you mean `{close[0]}`? (allowed here: {allowed})"
+                if close
+                else f"unknown field; allowed here: {allowed}"
+            )
         elif err["type"] == "literal_error":
             msg = f"{msg} (got {_short(err.get('input'))})"
         elif "input" in err and not isinstance(err["input"], dict | list):

@@ -55,6 +55,8 @@ def test_bad_study_files_get_one_line_naming_the_field(tmp_path):
         "failures: {stop_aftr: 2}": "failures.stop_aftr: unknown field; did you mean `stop_after`?",
         # refused when read, not after every run (a newcomer's misspelled notebook)
         "notebooks: [compare_condition]": "notebooks: no notebook named 'compare_condition'",
+        # the study's overrides are at fault, not mbb's params file (a newcomer's typo)
+        "overrides: {negotiaton: {max_turns: 1}}": ("overrides (the study's, applied to"),
     }
     for extra, needle in cases.items():
         key = extra.partition(": ")[0]
@@ -67,6 +69,8 @@ def test_bad_study_files_get_one_line_naming_the_field(tmp_path):
             load_study(path)
         msg = str(err.value)
         assert "\n" not in msg and needle in msg, (extra, msg)
+        if key == "overrides":
+            assert "negotiaton (override): unknown field; did you mean `negotiation`?" in msg
     typo = f"a: {{model: m, {dead}, price: {PRICE}, concurency: 2}}"
     with pytest.raises(StudyError, match=r"models\.a\.concurency: .*did you mean `concurrency`"):
         load_study(study_file(tmp_path, f"name: s\nconditions: [base]\nmodels: {{{typo}}}\n"))
