@@ -38,9 +38,11 @@ __all__ = [
     "condition_part",
     "excluded_note",
     "find_run_dirs",
+    "in_condition",
     "load_runs",
     "recorded_conditions",
     "run_status",
+    "selected_runs",
 ]
 
 _SEED = re.compile(r"-seed\d+$")
@@ -87,6 +89,30 @@ def find_run_dirs(paths: Iterable[str | Path], exclude: Iterable[str | Path] = (
                 if (here / d).is_symlink() and os.path.lexists(here / d / "events.jsonl")
             )
     return sorted(found)
+
+
+def in_condition(cell: str, condition: str) -> bool:
+    """Whether `cell` is `condition` or one of its cells (`base` holds `base`,
+    `base.negotiators-glm` and `base-<variant>`)."""
+    return cell == condition or cell.startswith((f"{condition}.", f"{condition}-"))
+
+
+def selected_runs(runs: Sequence[Path], conditions: Sequence[str] | None) -> list[Path]:
+    """The runs among `runs` whose cell is in one of `conditions` (all when None). A name that
+    matches no run is an error naming the cells found: a misspelled name would otherwise drop
+    a condition without a word.
+
+    runs: run folders (`find_run_dirs`); conditions: cells or condition names."""
+    if conditions is None:
+        return list(runs)
+    cells = sorted({cell_of(r.name) for r in runs})
+    unmatched = [c for c in conditions if not any(in_condition(cell, c) for cell in cells)]
+    if unmatched:
+        raise ValueError(
+            f"conditions: {', '.join(map(repr, unmatched))} match no run; the runs found "
+            f"are of: {', '.join(cells)}"
+        )
+    return [r for r in runs if any(in_condition(cell_of(r.name), c) for c in conditions)]
 
 
 def run_status(run_dir: Path) -> tuple[bool, str | None]:
@@ -159,27 +185,11 @@ def load_runs(
         raise FileNotFoundError(
             f"no runs (events.jsonl) under {', '.join(str(user_path(p)) for p in paths)}"
         )
-    if conditions is not None:  # a misspelled name would silently drop a condition
-        cells = sorted({cell_of(r.name) for r in found})
-        unmatched = [
-            c
-            for c in conditions
-            if not any(cell == c or cell.startswith((f"{c}.", f"{c}-")) for cell in cells)
-        ]
-        if unmatched:
-            raise ValueError(
-                f"conditions: {', '.join(map(repr, unmatched))} match no run; the runs found "
-                f"are of: {', '.join(cells)}"
-            )
     by_cell: dict[str, list[Path]] = defaultdict(list)
     checked: dict[Path, list[str]] = {}  # each usable run's lines, read and checked once
     excluded = []
-    for run in found:
+    for run in selected_runs(found, conditions):
         cell = cell_of(run.name)
-        if conditions is not None and not any(
-            cell == c or cell.startswith((f"{c}.", f"{c}-")) for c in conditions
-        ):
-            continue
         ok, why, lines = checked_log(run)
         if not ok and not (include_invalid and why is not None and why.startswith("invalid")):
             excluded.append((run.name, cell, why or ""))
@@ -299,12 +309,9 @@ def recorded_conditions(
     run): what its workers were told, without the params file. `paths`, `conditions`: as in
     `load_runs`."""
     out: dict[str, Condition] = {}
-    for run in find_run_dirs(paths):
+    for run in selected_runs(find_run_dirs(paths), conditions):
         cell = cell_of(run.name)
-        if cell in out or (
-            conditions is not None
-            and not any(cell == c or cell.startswith((f"{c}.", f"{c}-")) for c in conditions)
-        ):
+        if cell in out:
             continue
         try:
             with safejson.open_text(run / "events.jsonl", follow_links=False) as fh:

@@ -130,6 +130,8 @@ def test_recorded_conditions_are_what_the_runs_were_told(study, tmp_path):
     assert set(found) == {"base", "memory_off"}
     assert found["memory_off"] == load_params("memory_off", SMALL)
     assert set(recorded_conditions([study], ["memory_off"])) == {"memory_off"}
+    with pytest.raises(ValueError, match="'memroy_off' match no run"):  # as load_runs says
+        recorded_conditions([study], ["memroy_off"])
     # a log without even one complete event names no condition (load_runs says why)
     broken = tmp_path / "x" / "odd-seed0000"
     broken.mkdir(parents=True)

@@ -102,3 +102,17 @@ def test_mechanisms_notebook_executes(tmp_path):
     assert not [o for o in outputs if o.get("output_type") == "error"]
     assert sum(MIMETYPE in o.get("data", {}) for o in outputs) == 5
     assert (tmp_path / "out" / "base" / "mechanisms" / "outcomes.parquet").is_file()
+
+
+def test_compare_conditions_refuses_a_misspelled_name_and_says_what_it_leaves_out(tmp_path, capsys):
+    from mbb.analysis.mechanisms.compare import compare_conditions
+
+    runs = recorded(tmp_path / "runs", 2)
+    cell = runs[0].name.rsplit("-seed", 1)[0]
+    with pytest.raises(ValueError, match=f"'{cell}x' match no run; the runs found are of: {cell}"):
+        compare_conditions([tmp_path / "runs"], conditions=[f"{cell}x"], mechanisms=("fcfs",))
+    log = runs[1] / "events.jsonl"
+    log.write_text("".join(log.read_text().splitlines(keepends=True)[:-1]))  # cut short
+    c = compare_conditions([tmp_path / "runs"], conditions=[cell], mechanisms=("fcfs",))
+    assert set(c.outcomes["base_run"]) == {runs[0].name}
+    assert f"left out 1 run(s): not finished (e.g. {runs[1].name})" in capsys.readouterr().out
