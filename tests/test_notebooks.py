@@ -82,6 +82,9 @@ def test_compare_conditions_with_one_seed_each_says_power_needs_two(root, tmp_pa
     assert not [o for o in outputs if o.get("output_type") == "error"]
     text = "".join(str(o.get("text", "")) for o in outputs)
     assert "power needs at least 2 seeds of base as a pilot; these runs have 1" in text
+    # the comparison table says which rows are the baseline's and why a difference is missing
+    html = "".join(str(o.get("data", {}).get("text/html", "")) for o in outputs)
+    assert ">baseline</td>" in html and "(baseline)" not in html
 
 
 @pytest.mark.notebook

@@ -108,7 +108,10 @@ def condition_table(
     e.g. `mbb.analysis.text_measures_by_run`), joined to `run_table`'s. n_resamples:
     bootstrap resamples. A difference is paired (same seeds under both conditions, pairs
     resampled, effect size d_z) when every seed of the condition ran under the baseline too,
-    else the seeds are resampled independently (effect size Hedges' g)."""
+    else the seeds are resampled independently (effect size Hedges' g). `note` says which
+    rows are the baseline's and why a difference is missing (a measure no seed of the
+    condition, or of the baseline, has a value for); such a row claims no pairing and no
+    verdict."""
     from mbb.analysis.stats import bootstrap_ci, condition_differences
 
     runs = run_table(tables, measures)
@@ -157,14 +160,31 @@ def condition_table(
         "excludes_zero",
     )
     order = {m: i for i, m in enumerate(measures)}
+    base_n = level.filter(pl.col("condition") == baseline).select(
+        "measure", pl.col("n").alias("_base_n")
+    )
+    no_diff = pl.col("diff").is_null()
     return (
         level.join(diffs, on=["condition", "measure"], how="left")
+        .join(base_n, on="measure", how="left")
         .with_columns(
+            # a difference that could not be computed claims no pairing and no verdict
+            *[
+                pl.when(no_diff).then(None).otherwise(pl.col(c)).alias(c)
+                for c in ("effect_size_kind", "paired", "excludes_zero")
+            ],
+            pl.when(pl.col("condition") == baseline)
+            .then(pl.lit("baseline"))
+            .when(no_diff & (pl.col("n") == 0))
+            .then(pl.lit("no difference: no seed has a value"))
+            .when(no_diff & (pl.col("_base_n") == 0))
+            .then(pl.lit(f"no difference: no seed of {baseline} has a value"))
+            .alias("note"),
             pl.lit(baseline).alias("baseline"),
             pl.col("measure").replace_strict(order, return_dtype=pl.Int64).alias("_o"),
         )
         .sort("condition", "_o")
-        .drop("_o")
+        .drop("_o", "_base_n")
     )
 
 

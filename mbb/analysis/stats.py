@@ -299,7 +299,8 @@ def compare_samples(
     a, b: per-seed values of a measure under the two conditions. paired: a[i] and b[i] are
     the same seed (then the CI resamples pairs and the effect size is d_z; else seeds are
     resampled independently and the effect size is Hedges' g). Other parameters as in
-    `bootstrap_ci`. `excludes_zero` says whether the CI lies entirely on one side of 0.
+    `bootstrap_ci`. `excludes_zero` says whether the CI lies entirely on one side of 0 (None
+    when there is no CI).
     """
     x = np.asarray(a, dtype=float).ravel()
     y = np.asarray(b, dtype=float).ravel()
@@ -324,7 +325,8 @@ def compare_samples(
         "effect_size": None if math.isnan(es) else es,
         "effect_size_kind": kind,
         "paired": paired,
-        "excludes_zero": bool(ci is not None and (ci[0] > 0 or ci[1] < 0)),
+        # no interval (fewer than 2 seeds a side), no verdict: None, not "no"
+        "excludes_zero": None if ci is None else bool(ci[0] > 0 or ci[1] < 0),
     }
 
 

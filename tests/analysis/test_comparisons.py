@@ -68,6 +68,8 @@ def test_hedges_g_and_compare_samples():
     assert r["ci_low"] <= 2.0 <= r["ci_high"]
     same = compare_samples([1.0, 2.0, 3.0], [1.0, 2.0, 3.0], paired=True)
     assert same["diff"] == 0.0 and not same["excludes_zero"] and same["effect_size"] is None
+    one = compare_samples([1.0], [5.0])  # one seed a side: no interval, so no verdict
+    assert one["diff"] == -4.0 and one["ci_low"] is None and one["excludes_zero"] is None
 
 
 def test_condition_differences_pairs_shared_seeds():
@@ -223,7 +225,7 @@ def test_gold_rule_detection_on_the_dev_split(tmp_path):
 
 
 def test_condition_table_reports_n_ci_and_paired_differences(events):
-    from mbb.analysis.compare import OUTCOME_MEASURES, condition_table
+    from mbb.analysis.compare import OUTCOME_MEASURES, condition_table, run_table
 
     from .synthetic import Knobs, synthetic_run
 
@@ -263,8 +265,25 @@ def test_condition_table_reports_n_ci_and_paired_differences(events):
     assert row["n"] == 3 and row["paired"] and row["diff"] == pytest.approx(0.4)
     assert row["excludes_zero"] and row["baseline"] == "base"
     assert ct.filter(pl.col("condition") == "base")["diff"].is_null().all()
+    assert set(ct.filter(pl.col("condition") == "base")["note"]) == {"baseline"}
+    assert ct.filter(pl.col("condition") == "x")["note"].is_null().all()
     with pytest.raises(ValueError, match="not among the conditions"):
         condition_table(t, "missing")
+    # a measure only one side has values for: no difference, said why, no pairing claimed
+    runs = run_table(t, OUTCOME_MEASURES).select("condition", "run_id", "seed")
+    is_x = pl.col("condition") == "x"
+    per_run = runs.with_columns(
+        pl.when(is_x).then(None).otherwise(1.0).alias("only_base"),
+        pl.when(is_x).then(1.0).otherwise(None).alias("only_x"),
+    )
+    ct = condition_table(t, per_run=per_run, n_resamples=50)
+    for measure, note in (
+        ("only_base", "no difference: no seed has a value"),
+        ("only_x", "no difference: no seed of base has a value"),
+    ):
+        row = ct.filter(is_x & (pl.col("measure") == measure)).row(0, named=True)
+        assert row["note"] == note and row["diff"] is None
+        assert row["paired"] is None and row["excludes_zero"] is None
 
 
 def test_metagaming_and_reasoning_effort_tables(events):
