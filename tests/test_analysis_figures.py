@@ -137,7 +137,10 @@ def test_drift_title_reports_the_test(data):
     chart = T.behaviour_drift_chart(A.behaviour_drift(data["t"], data["wr"]), tests)
     title = chart.to_dict()["title"]
     n_sig = tests.filter(pl.col("p_value") < 0.05).height
-    assert f"{n_sig} of {tests.height}" in title
+    tested = tests["p_value"].drop_nulls().len()
+    assert f"{n_sig} of {tested}" in title
+    untested = tests.height - tested  # a group in all or none of its worker-rounds: no test
+    assert untested > 0 and f"({untested} not testable" in title, title
 
 
 def test_model_colours_are_stable():

@@ -126,7 +126,7 @@ def test_every_grouping_has_the_same_columns_and_adds_up(two_conditions):
         assert out["worker_subruns"].sum() == t["evaluations"].height, by
         assert (out["credits_per_run"] * out["runs"]).sum() == pytest.approx(total_paid), by
     per_worker = outcomes(t, ["run_id", "worker"])
-    assert (per_worker["gini_exec"] == 0.0).all()  # one worker per run and group: no spread
+    assert per_worker["gini_exec"].null_count() == per_worker.height  # one worker: no spread
 
 
 def test_attributes_and_bad_keys(two_conditions):

@@ -500,7 +500,8 @@ def mean_bid(tables: Mapping[str, pl.DataFrame], *, by: By = "condition") -> pl.
 
     by="condition": per condition, starting budgets (`budgets`: "even", or "uneven" when the
     workers of a run start with different budgets) and model (the paper's figure); by="run_id":
-    per run, with `drift` = the run's last subrun's mean bid minus its first's.
+    per run, with `drift` = the run's last subrun's mean bid minus its first's (null for a run
+    with bids in one subrun only).
 
     `tables`: one or more conditions' tables (seed from `runs` of `with_run_info`, else from
     the run id); `by`: "condition" or "run_id", as above."""
@@ -532,12 +533,15 @@ def mean_bid(tables: Mapping[str, pl.DataFrame], *, by: By = "condition") -> pl.
     )
     if by == "condition":
         return per.sort("condition", "model", "subrun")
-    drift = (
-        per.sort("subrun")
-        .group_by("run_id")
-        .agg((pl.col("mean_bid").last() - pl.col("mean_bid").first()).alias("drift"))
-    )
+    drift = per.sort("subrun").group_by("run_id").agg(_last_minus_first("mean_bid").alias("drift"))
     return per.join(drift, on="run_id").sort("condition", "seed", "subrun")
+
+
+def _last_minus_first(column: str) -> pl.Expr:
+    """A drift: the last level's value minus the first's, null when fewer than two levels have
+    one (a run of one subrun has no drift; 0 would read as "no change")."""
+    col = pl.col(column).drop_nulls()
+    return pl.when(col.len() >= 2).then(col.last() - col.first())
 
 
 def _winners(tables: Mapping[str, pl.DataFrame]) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -569,7 +573,8 @@ def _winners(tables: Mapping[str, pl.DataFrame]) -> tuple[pl.DataFrame, pl.DataF
 def structural_metrics(tables: Mapping[str, pl.DataFrame], *, by: By = "condition") -> pl.DataFrame:
     """Table 8: repeat_win_rate and its chance level (the previous winner, if a candidate
     again, wins by chance with 1/n); winning_bid_drift (median winning bid of the last subrun
-    minus the first's); rounds_participated (mean rounds per worker-subrun).
+    minus the first's; null with rounds in one subrun only); rounds_participated (mean rounds
+    per worker-subrun).
 
     by="condition": the paper's table, long (condition, model, subrun, metric, value), with
     median_winning_bid per subrun and message_chars per message besides, and
@@ -594,11 +599,7 @@ def structural_metrics(tables: Mapping[str, pl.DataFrame], *, by: By = "conditio
     drift = (
         med.sort("subrun")
         .group_by(keys)
-        .agg(
-            (pl.col("median_winning_bid").last() - pl.col("median_winning_bid").first()).alias(
-                "winning_bid_drift"
-            )
-        )
+        .agg(_last_minus_first("median_winning_bid").alias("winning_bid_drift"))
     )
     part = (
         worker_rounds(tables)
@@ -682,7 +683,8 @@ def behaviour_drift(
     (the paper's figures). by="run_id": per run and group, its prevalence in the run's first
     and last subrun (or round) and `delta` = last minus first, the per-run form of
     `drift_tests`' delta (mbb's choice: the paper tests pooled worker-rounds, which treats a
-    run's rounds as independent); `levels`: the levels the run has.
+    run's rounds as independent; null when the run has one level); `levels`: the levels the
+    run has.
 
     `tables`: one or more conditions' tables (seed from `runs` of `with_run_info`, else from
     the run id); `wr_pred`: worker-round labels (`worker_round_predictions`); `level`:
@@ -706,7 +708,9 @@ def behaviour_drift(
             pl.col("prevalence").last().alias("last"),
             pl.len().alias("levels"),
         )
-        .with_columns((pl.col("last") - pl.col("first")).alias("delta"))
+        .with_columns(
+            pl.when(pl.col("levels") >= 2).then(pl.col("last") - pl.col("first")).alias("delta")
+        )
     )
     return run_seeds(tables).join(out, on="run_id").sort("condition", "seed", "group")
 
@@ -719,7 +723,9 @@ def drift_tests(
 ) -> pl.DataFrame:
     """Fig. 17: does a group's prevalence change across subruns (or rounds)? Pearson
     chi-square test of independence on the level × present/absent table, per condition
-    (and model); `delta` = last level's prevalence minus the first's."""
+    (and model); `delta` = last level's prevalence minus the first's. With one level, or a
+    group present in every worker-round or in none, there is nothing to test: chi2 and
+    p_value are null (`chi2_contingency`), and delta too with one level."""
     g = group_presence(worker_rounds(tables), wr_pred)
     keys = ["condition", "model", "group"] if by_model else ["condition", "group"]
     counts = (
@@ -733,7 +739,8 @@ def drift_tests(
         stat, dof, p = chi2_contingency(tab)
         tot = tab.sum(axis=1)
         prev = np.divide(tab[:, 0], tot, out=np.zeros(len(tot)), where=tot > 0)
-        rows.append((*key, int(part.height), stat, dof, p, float(prev[-1] - prev[0])))
+        delta = float(prev[-1] - prev[0]) if part.height >= 2 else None
+        rows.append((*key, int(part.height), stat, dof, p, delta))
     schema = {
         **{k: pl.String for k in keys},
         "levels": pl.Int64,
@@ -742,7 +749,11 @@ def drift_tests(
         "p_value": pl.Float64,
         "delta": pl.Float64,
     }
-    return pl.DataFrame(rows, schema=schema, orient="row").sort(keys)
+    return (
+        pl.DataFrame(rows, schema=schema, orient="row")
+        .with_columns(pl.col("chi2", "p_value").fill_nan(None))
+        .sort(keys)
+    )
 
 
 # --- per-seed values and paired, seat-balanced comparisons ---------------------------------------
@@ -834,9 +845,11 @@ def treated_seats(
     column: str,
     seat: str | None = None,
 ) -> pl.DataFrame:
-    """Per seed present in both: the worker whose starting `column` (deadline_s or budget, at
-    the first subrun) differs from the paired base run, with its persona (the same in both, or
-    an error) and both starting values.
+    """Per seed of the treated runs: the worker whose starting `column` (deadline_s or budget,
+    at the first subrun) differs from the base run of the same seed, with its persona (the same
+    in both, or an error) and both starting values. A treated seed without a base run (not run,
+    or left out as invalid) keeps its row, with nulls and a `note` saying so: a seed is never
+    dropped without a word.
 
     `treated`, `base`: tables of the two conditions (with `with_run_info`); `column`:
     subrun_workers column that the treatment changes; `seat`: the worker to compare when the
@@ -865,7 +878,7 @@ def treated_seats(
             + ("" if seat is None else f" and no worker {seat!r}")
             + "; name the seat to compare (seat=...)"
         )
-    return picked.select(
+    paired = picked.select(
         "seed",
         "worker",
         "persona",
@@ -873,14 +886,30 @@ def treated_seats(
         pl.col("run_id_base"),
         pl.col(column).alias(f"treated_{column}"),
         pl.col(f"{column}_base").alias(f"base_{column}"),
-    ).sort("seed", "worker")
+        pl.lit(None, dtype=pl.String).alias("note"),
+    )
+    base_seeds = set(start(base)["seed"].to_list())
+    alone = (
+        start(treated)
+        .select("seed", "run_id")
+        .unique()
+        .join(paired.select("seed"), on="seed", how="anti")
+        .with_columns(
+            pl.when(pl.col("seed").is_in(list(base_seeds)))
+            .then(pl.lit(f"no worker starts with a different {column} than in the base run"))
+            .otherwise(pl.lit("no base run of this seed"))
+            .alias("note")
+        )
+    )
+    return pl.concat([paired, alone], how="diagonal_relaxed").sort("seed", "worker")
 
 
 def _normalized_bids(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     """Per worker-round: the declared bid (before revisions) as a multiple of the per-subrun
     share of the worker's balance at the round (bid x subruns left / balance), so budgets that
     drift apart across runs or subruns do not read as a change of strategy; with the round's
-    clock `t`, the worker's deadline and its remaining modeled work at the round."""
+    clock `t`, the worker's deadline and its remaining modeled work at the round. A round where
+    the worker has no credits left has no share to bid from and is left out (mbb's choice)."""
     d = (
         tables["declarations"]
         .sort("seq")
@@ -943,7 +972,9 @@ def urgency_premium_paired(
     the base run of the same seed. Bids are normalized by the balance (`_normalized_bids`), so
     credits left over from an earlier subrun do not count as a premium. `log_ratio` =
     log(treated mean / base mean) over the subruns: > 0 is a premium. mbb's choice: the paper
-    compares the urgent worker with the others of its run, which mixes in its persona.
+    compares the urgent worker with the others of its run, which mixes in its persona. Every
+    treated seed has a row; where there is no ratio (no base run of the seed, an opening bid
+    of 0 on either side) `log_ratio` is null and `note` says why.
 
     `treated`, `base`: tables (with `with_run_info`) of the deadline-asymmetric and the base
     condition; `seat`: the worker to compare (default: the one whose deadline differs)."""
@@ -960,12 +991,29 @@ def urgency_premium_paired(
 
     a = opening(treated, "run_id")
     b = opening(base, "run_id_base")
+    t, bb = pl.col("treated_bid"), pl.col("base_bid")
     return (
-        seats.select("seed", "worker", "persona")
-        .join(a.rename({"norm_bid": "treated_bid"}), on=["seed", "worker"])
-        .join(b.rename({"norm_bid": "base_bid", "subruns": "base_subruns"}), on=["seed", "worker"])
-        .filter((pl.col("treated_bid") > 0) & (pl.col("base_bid") > 0))
-        .with_columns((pl.col("treated_bid") / pl.col("base_bid")).log().alias("log_ratio"))
+        seats.select("seed", "worker", "persona", "note")
+        .join(a.rename({"norm_bid": "treated_bid"}), on=["seed", "worker"], how="left")
+        .join(
+            b.rename({"norm_bid": "base_bid", "subruns": "base_subruns"}),
+            on=["seed", "worker"],
+            how="left",
+        )
+        .with_columns(
+            pl.when((t > 0) & (bb > 0)).then((t / bb).log()).alias("log_ratio"),
+            pl.coalesce(
+                "note",
+                pl.when(t.is_null())
+                .then(pl.lit("no opening bid in the treated run"))
+                .when(bb.is_null())
+                .then(pl.lit("no opening bid in the base run"))
+                .when(t <= 0)
+                .then(pl.lit("opened at 0 in the treated run: no log ratio"))
+                .when(bb <= 0)
+                .then(pl.lit("opened at 0 in the base run: no log ratio")),
+            ).alias("note"),
+        )
         .drop("base_subruns")
         .sort("seed")
     )
@@ -981,7 +1029,11 @@ def termination_discount(
     lost is lost. `log_ratio` = mean over workers of log(mean normalized bid when lost / when
     not), for `workers` with both kinds of rounds (`lost_rounds`: their lost rounds): < 0 is a
     discount. mbb's choice of estimate; the paper reads the discount off the urgent worker's
-    later bids (`urgency_premium`'s later subruns).
+    later bids (`urgency_premium`'s later subruns). A worker whose mean bid is 0 on a side has
+    no log ratio: it is counted apart, in `workers_zero_when_lost` (a total discount) or
+    `workers_zero_when_open`, never dropped without a word (`log_ratio` is null where no
+    worker has one). Rounds where a worker has no credits left are not bids (its balance is
+    0): `_normalized_bids` leaves them out.
 
     `tables`: one or more conditions' tables (with `with_run_info`); `by`: "condition" for the
     workers of the condition's runs pooled, "run_id" for one row per run with a worker to
@@ -990,24 +1042,31 @@ def termination_discount(
         by, "termination_discount", pooled=["condition"], per_run=["condition", "seed", "run_id"]
     )
     nb = _normalized_bids(tables).with_columns((pl.col("urgency") > 1.0).alias("lost"))
+    lost, open_ = pl.col("lost_bid"), pl.col("open_bid")
     per_worker = (
         nb.group_by("run_id", "worker")
         .agg(
-            pl.col("norm_bid").filter(pl.col("lost")).mean().alias("lost_bid"),
-            pl.col("norm_bid").filter(~pl.col("lost")).mean().alias("open_bid"),
-            pl.col("lost").sum().alias("lost_rounds"),
+            lost=pl.col("norm_bid").filter(pl.col("lost")).mean(),
+            open=pl.col("norm_bid").filter(~pl.col("lost")).mean(),
+            lost_rounds=pl.col("lost").sum(),
         )
-        .filter((pl.col("lost_bid") > 0) & (pl.col("open_bid") > 0))
-        .with_columns((pl.col("lost_bid") / pl.col("open_bid")).log().alias("log_ratio"))
+        .rename({"lost": "lost_bid", "open": "open_bid"})
+        .filter(lost.is_not_null() & open_.is_not_null())  # both kinds of round
+        .with_columns(
+            pl.when((lost > 0) & (open_ > 0)).then((lost / open_).log()).alias("log_ratio")
+        )
     )
     runs = run_seeds(tables, per_worker.select("run_id").unique())
+    has_ratio = pl.col("log_ratio").is_not_null()
     return (
         per_worker.join(runs, on="run_id")
         .group_by(keys)
         .agg(
-            pl.len().alias("workers"),
-            pl.col("lost_rounds").sum(),
+            has_ratio.sum().cast(pl.UInt32).alias("workers"),
+            pl.col("lost_rounds").filter(has_ratio).sum(),
             pl.col("log_ratio").mean(),
+            ((lost == 0) & (open_ > 0)).sum().cast(pl.UInt32).alias("workers_zero_when_lost"),
+            (open_ == 0).sum().cast(pl.UInt32).alias("workers_zero_when_open"),
         )
         .sort(keys[:2])
     )
@@ -1022,14 +1081,18 @@ def rich_worker_paired(
     the same seat and persona in the base run of the same seed — credits spent, wins (first
     place in a contested round's schedule) and win rate over contested rounds, whole run.
     `win_rate_diff` and `spent_diff` are treated minus base. mbb's choice: the paper compares
-    the rich worker with the others of its run, which mixes in its persona.
+    the rich worker with the others of its run, which mixes in its persona. Every treated seed
+    has a row; a value that cannot be computed (no base run of the seed, no contested round on
+    a side) is null and `note` says why.
 
     `treated`, `base`: tables (with `with_run_info`) of the budget-asymmetric and the base
     condition; `seat`: the worker to compare (default: the one whose budget differs)."""
     seats = treated_seats(treated, base, "budget", seat)
 
     def side(t: Mapping[str, pl.DataFrame], run_col: str) -> pl.DataFrame:
-        sel = seats.select("seed", "worker", pl.col(run_col).alias("run_id"))
+        sel = seats.filter(pl.col(run_col).is_not_null()).select(
+            "seed", "worker", pl.col(run_col).alias("run_id")
+        )
         w = (
             _wins(t)
             .filter(pl.col("contested"))
@@ -1043,19 +1106,30 @@ def rich_worker_paired(
             .group_by("seed", "worker")
             .agg(pl.col("amount").sum().alias("spent"))
         )
-        return w.join(pay, on=["seed", "worker"], how="left").with_columns(
-            pl.col("spent").fill_null(0)
+        # every seat of a run: one that paid nothing spent 0; one never contested has no rate
+        return (
+            sel.drop("run_id")
+            .join(w, on=["seed", "worker"], how="left")
+            .join(pay, on=["seed", "worker"], how="left")
+            .with_columns(pl.col("wins").fill_null(0), pl.col("spent").fill_null(0))
         )
 
     a = side(treated, "run_id")
     b = side(base, "run_id_base")
     return (
-        seats.select("seed", "worker", "persona")
-        .join(a, on=["seed", "worker"])
-        .join(b, on=["seed", "worker"], suffix="_base")
+        seats.select("seed", "worker", "persona", "note")
+        .join(a, on=["seed", "worker"], how="left")
+        .join(b, on=["seed", "worker"], how="left", suffix="_base")
         .with_columns(
             (pl.col("win_rate") - pl.col("win_rate_base")).alias("win_rate_diff"),
             (pl.col("spent") - pl.col("spent_base")).alias("spent_diff"),
+            pl.coalesce(
+                "note",
+                pl.when(pl.col("win_rate").is_null())
+                .then(pl.lit("no contested round in the treated run: no win rate"))
+                .when(pl.col("win_rate_base").is_null())
+                .then(pl.lit("no contested round in the base run: no win rate")),
+            ).alias("note"),
         )
         .sort("seed")
     )

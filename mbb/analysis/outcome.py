@@ -19,14 +19,16 @@ Columns, besides the grouping keys (definitions; "share" = share of the group's 
 - `resolved`: share whose evaluation says resolved.
 - `mean_wait_s`, `max_wait_s`: over the group's requests, seconds from a request to the start
   of the window that served it; a request never served waits until its worker's termination,
-  withdrawal or, failing both, the end of the subrun's last window (0 when nobody requested).
+  withdrawal or, failing both, the end of the subrun's last window (null when nobody
+  requested: no wait to measure).
 - `max_lateness_s`: max over worker-subruns of lateness = completion time − deadline for a
   completed task (negative: early); for one not completed, the execution it still lacked,
   (1 − progress) · work_s — the least it would have been late by running on without a break.
 - `gini_exec`: Gini coefficient of execution seconds used across the workers of a run (0:
   everyone got the same time; → 1: one worker got it all), each worker's seconds summed over
   the group's worker-subruns of that run (a worker never served counts 0), then averaged over
-  the group's runs. Per run this is the run's Gini; a group of one worker per run gives 0.
+  the group's runs where it is defined. Per run this is the run's Gini; it is null for a
+  group of one worker per run and for runs where no window ran (no spread to measure).
 - `credits_per_run`: credits paid to the operator by the group's workers, per run.
 - `mean_bid`: mean declared bid (every declaration, revisions included), credits.
 - `rounds_per_subrun`: negotiation rounds per subrun, over the (run, subrun) pairs the group
@@ -46,6 +48,7 @@ keys (an LLM call with no worker, when grouping by worker) is left out of that g
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 
 import polars as pl
@@ -83,11 +86,14 @@ _UNIT = ["run_id", "subrun", "worker"]
 
 
 def gini(values: Iterable[float]) -> float:
-    """Gini coefficient of non-negative values (0 for an empty or all-zero list)."""
+    """Gini coefficient of non-negative values: nan for fewer than two values or an all-zero
+    list (no spread to measure: 0 would read as "perfectly equal").
+
+    values: one amount per member (e.g. execution seconds per worker)."""
     xs = sorted(values)
     n, total = len(xs), sum(xs)
-    if n == 0 or total <= 0:
-        return 0.0
+    if n < 2 or total <= 0:
+        return math.nan
     return 2.0 * sum((i + 1) * x for i, x in enumerate(xs)) / (n * total) - (n + 1) / n
 
 
@@ -292,7 +298,7 @@ def outcomes(
             for key, grp in exec_w.group_by(by)
         ],
         schema={**{k: units.schema[k] for k in by}, "gini_exec": pl.Float64},
-    )
+    ).with_columns(pl.col("gini_exec").fill_nan(None))
     paid = (
         _tag(tables["payments"], units, by, on)
         .group_by(by)
@@ -331,8 +337,6 @@ def outcomes(
         out = out.join(part, on=by, how="left", nulls_equal=True)
     return (
         out.with_columns(
-            pl.col("mean_wait_s").fill_null(0.0),
-            pl.col("max_wait_s").fill_null(0.0),
             (pl.col("_credits").fill_null(0) / pl.col("runs")).alias("credits_per_run"),
             (pl.col("_private").fill_null(0) / pl.col("runs")).alias("private_msgs_per_run"),
             # no call: 0; calls of a model without a price: unknown (null), never 0
@@ -364,4 +368,5 @@ def _constant_within(units: pl.DataFrame, key: str, on: Sequence[str]) -> bool:
 
 def _mean_gini(grp: pl.DataFrame) -> float:
     per_run = [gini(r["exec_s"].to_list()) for _, r in grp.group_by("run_id")]
-    return sum(per_run) / len(per_run) if per_run else 0.0
+    defined = [g for g in per_run if not math.isnan(g)]
+    return sum(defined) / len(defined) if defined else math.nan

@@ -48,9 +48,12 @@ MIN_YOUDEN = 0.2  # se - fpr below this: the correction is not identified from t
 
 def rogan_gladen(share: float, sensitivity: float, fpr: float) -> float:
     """The Rogan-Gladen prevalence implied by a raw share, clipped to [0, 1] (nan when
-    sensitivity <= fpr: the classifier then carries no information about the category)."""
+    sensitivity <= fpr: the classifier then carries no information about the category; nan
+    for a share that is nan, e.g. of no units).
+
+    share: the raw share labelled; sensitivity, fpr: the classifier's measured rates."""
     j = sensitivity - fpr
-    if j <= 0:
+    if j <= 0 or np.isnan(share):  # max(0.0, nan) would say 0
         return float("nan")
     return float(min(1.0, max(0.0, (share - fpr) / j)))
 
@@ -134,8 +137,14 @@ def corrected_prevalence(
         share = k / n if n else float("nan")
         s = _beta(rng, k, n, n_draws)
         raw_lo, raw_hi = (float(x) for x in np.quantile(s, [lo_q, hi_q]))
-        if pos == 0 or neg == 0:
-            se_hat = fpr_hat = est = lo = hi = float("nan")
+        if n == 0:  # nothing classified: no share, and no interval drawn from the prior alone
+            raw_lo = raw_hi = float("nan")
+        if n == 0 or pos == 0 or neg == 0:
+            se_hat, fpr_hat = (
+                (tp / pos if pos else float("nan")),
+                (fp / neg if neg else float("nan")),
+            )
+            est = lo = hi = float("nan")
             ident = False
         else:
             se_hat, fpr_hat = tp / pos, fp / neg

@@ -74,11 +74,12 @@ def chi2_sf(x: float, dof: int) -> float:
 
 def chi2_contingency(table: np.ndarray) -> tuple[float, int, float]:
     """Pearson chi-square test of independence: (statistic, dof, p). Empty rows/columns are
-    dropped; returns (0, 0, 1.0) when fewer than two rows or columns remain."""
+    dropped; with fewer than two rows or columns left there is nothing to test: (nan, 0, nan),
+    not a p of 1 that would read as a test that found nothing."""
     t = np.asarray(table, dtype=float)
     t = t[t.sum(axis=1) > 0][:, t.sum(axis=0) > 0] if t.size else t
     if t.ndim != 2 or t.shape[0] < 2 or t.shape[1] < 2:
-        return 0.0, 0, 1.0
+        return math.nan, 0, math.nan
     expected = t.sum(axis=1, keepdims=True) * t.sum(axis=0, keepdims=True) / t.sum()
     stat = float(((t - expected) ** 2 / expected).sum())
     dof = (t.shape[0] - 1) * (t.shape[1] - 1)
@@ -87,12 +88,12 @@ def chi2_contingency(table: np.ndarray) -> tuple[float, int, float]:
 
 def permutation_pvalue(x: np.ndarray, groups: np.ndarray, *, n: int = 2000, seed: int = 0) -> float:
     """Two-sided permutation p-value for a difference in means between the first and last group
-    level (sorted), shuffling group labels."""
+    level (sorted), shuffling group labels; nan with one level (nothing to test)."""
     x = np.asarray(x, dtype=float)
     g = np.asarray(groups)
     lv = np.unique(g)
     if lv.size < 2:
-        return 1.0
+        return math.nan  # one group: nothing to test
     a, b = g == lv[0], g == lv[-1]
     obs = abs(x[b].mean() - x[a].mean())
     rng = np.random.default_rng(seed)

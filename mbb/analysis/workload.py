@@ -57,7 +57,9 @@ def workload(
     subrun counts by its capacity, so a short subrun does not weigh as much as a long one.
     by=("condition", "subrun"): per condition and subrun, the number of seeds n, and for load,
     utilisation and completion rate the mean over the runs' rows with a bootstrap CI over
-    seeds (`<measure>_low/_high`, coverage `level`); mean demand_s, capacity_s and used_s.
+    seeds (`<measure>_low/_high`, coverage `level`); mean demand_s, capacity_s and used_s;
+    `seeds_without_completion`: the seeds whose subrun has no evaluation, left out of the
+    completion rate's mean (0 for finished runs).
 
     `tables`: the tables of one or more conditions; `runs` (from `with_run_info`) supplies
     condition and seed, else they are read from the run id."""
@@ -162,5 +164,7 @@ def _per_condition(per_subrun: pl.DataFrame, level: float) -> pl.DataFrame:
         for m in ("load", "utilisation", "completion_rate"):
             mean, low, high = seed_bootstrap_ci(part[m].to_numpy(), level=level)
             row |= {m: mean, f"{m}_low": low, f"{m}_high": high}
+        # a run's subrun without an evaluation has no completion rate: its mean is over fewer
+        row["seeds_without_completion"] = part["completion_rate"].null_count()
         rows.append(row)
     return pl.DataFrame(rows).sort("condition", "subrun")

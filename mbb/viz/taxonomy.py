@@ -363,6 +363,8 @@ def behaviour_drift_chart(drift: pl.DataFrame, tests: pl.DataFrame) -> alt.Facet
     t = tests.select(*keys, "chi2", "dof", "p_value", "delta")
     d = drift.join(t, on=keys, how="left")
     n_sig = tests.filter(pl.col("p_value") < 0.05).height
+    n_tested = tests["p_value"].drop_nulls().len()  # a series that cannot change is not tested
+    untested = tests.height - n_tested
     panels = d.select("condition").unique().join(d.select("model").unique(), how="cross")
     data = with_empty_panels(d, panels)
     lines = (
@@ -401,8 +403,13 @@ def behaviour_drift_chart(drift: pl.DataFrame, tests: pl.DataFrame) -> alt.Facet
             row=alt.Row("condition:N", title="Condition"),
         )
         .properties(
-            title=f"Behaviour drift over {level}s — chi-square test: {n_sig} of {tests.height} "
+            title=f"Behaviour drift over {level}s — chi-square test: {n_sig} of {n_tested} "
             "(model, group) series change at p < 0.05"
+            + (
+                f" ({untested} not testable: one {level}, or the group in all or none)"
+                if untested
+                else ""
+            )
         )
     )
 

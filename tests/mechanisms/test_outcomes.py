@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import polars as pl
 import pytest
 from conftest import small
@@ -20,10 +22,21 @@ def recorded(folder, n):
 
 @pytest.mark.parametrize(
     ("values", "expected"),
-    [([], 0.0), ([0, 0], 0.0), ([5, 5, 5], 0.0), ([0, 0, 0, 10], 0.75), ([1, 2, 3, 4], 0.25)],
+    [
+        ([], None),
+        ([0, 0], None),
+        ([7], None),
+        ([5, 5, 5], 0.0),
+        ([0, 0, 0, 10], 0.75),
+        ([1, 2, 3, 4], 0.25),
+    ],
 )
 def test_gini(values, expected):
-    assert gini(values) == pytest.approx(expected)
+    """None: no spread to measure (fewer than two values, or nothing to share): nan, not 0."""
+    if expected is None:
+        assert math.isnan(gini(values))
+    else:
+        assert gini(values) == pytest.approx(expected)
 
 
 def test_outcomes_match_the_evaluations():
