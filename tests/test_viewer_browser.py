@@ -597,3 +597,64 @@ def test_llm_workers_show_their_model_and_shares_never_round_onto_one(browser, f
         terminated = [r for r in rows if "terminated" in r]
         assert terminated and all(r[-1] != "1.00" for r in terminated)
         assert any(r[-1] == "0.999" for r in terminated)
+
+
+def test_the_page_follows_its_link_and_back_returns_to_the_table(browser, viewer):
+    """A researcher's walk: a link pasted into an open viewer showed the old run under the new
+    address; Back left the viewer (no step was ever added); a percent column's filter
+    suggested `>0.5` (which keeps every run); cells that differ in a diff's outcomes were not
+    marked; a search hit opened at the top of the run, the phrase out of sight."""
+    index, n, _, unique = viewer
+    with offline_page(browser) as page:
+        _open(page, index, "#run=base/base-seed0000&tab=rounds")
+        assert page.locator("#run-head h2").inner_text() == "base-seed0000"
+        page.evaluate("location.hash = '#run=base/base-seed0001&tab=agent&w=W2'")
+        page.wait_for_function(
+            "() => document.querySelector('#run-head h2')?.textContent === 'base-seed0001'"
+        )
+        page.wait_for_selector("#agent-pick button.sel")
+        assert page.locator("#agent-pick button.sel").inner_text() == "W2"
+        # the table, sorted; a run from it; Back: the table as it was, Forward: the run again
+        page.evaluate("location.hash = '#sort=completion:desc'")
+        page.wait_for_selector("#runs-view:not([hidden])")
+        page.locator("#runs-table tbody tr[data-n] a").first.click()
+        page.wait_for_selector("#app:not([hidden]) #run-head h2")
+        opened = page.locator("#run-head h2").inner_text()
+        page.go_back()
+        page.wait_for_selector("#runs-view:not([hidden])")
+        assert page.url.endswith("#sort=completion:desc")
+        assert "▼" in page.locator('#runs-table th[data-col="completion"]').inner_text()
+        page.go_forward()
+        page.wait_for_function(
+            "name => !document.querySelector('#app').hidden"
+            " && document.querySelector('#run-head h2')?.textContent === name",
+            arg=opened,
+        )
+        # a share is filtered in percent: the box says so
+        page.evaluate("location.hash = ''")
+        page.wait_for_selector("#runs-view:not([hidden])")
+        box = page.locator('#runs-table input[data-col="completion"]')
+        assert box.get_attribute("placeholder") == ">50" and "percent" in box.get_attribute("title")
+    with offline_page(browser, width=1600) as page:  # the diff marks the outcome cells that differ
+        a, b = "base/base-seed0000", "memory_off/memory_off-seed0000"
+        _open(page, index, f"#diff={a}&with={b}&s=2")
+        page.wait_for_selector(f'#diff-view[data-ready="{n[a]},{n[b]}"]')
+        cols = page.locator("#diff-view .diff-grid .diff-col")
+        marked = [cols.nth(i).locator("td.differs").count() for i in range(2)]
+        assert marked[0] == marked[1] > 0  # memory off: scratch chars differ at least
+        assert cols.nth(0).locator("td.differs").first.get_attribute("title").startswith("B: ")
+    with offline_page(browser, width=1400) as page:  # a hit opens with its phrase in sight
+        _open(page, index)
+        page.fill("#search", PHRASE)
+        page.wait_for_selector("#search-all[data-runs]")
+        page.locator("#search-all .result").first.click()
+        mark = page.locator(f'#content .msg[data-seq="{unique["seq"]}"] mark').first
+        mark.wait_for()
+        page.wait_for_function(
+            "() => { const r = document.querySelector('#content mark').getBoundingClientRect();"
+            " return r.top >= 0 && r.bottom <= innerHeight; }"
+        )
+        page.fill("#search", "no such phrase anywhere")
+        page.select_option("#search-scope", "all")
+        page.wait_for_selector("#search-all[data-runs='0']")
+        assert page.locator("#search-all strong").inner_text().startswith("No match for")

@@ -27,7 +27,7 @@
     if (!show.actions) return null;
     switch (k) {
       case "requested": return ["asked", "did", ["for " + fmt(e.duration) + " s on the resource"]];
-      case "declared": return ["declared", "said", ["bid " + fmt(e.bid) + " for " + fmt(e.duration) + " s at position " + fmt(e.position) +
+      case "declared": return ["declared", "said", ["bid " + fmt(e.bid) + " for " + fmt(e.duration) + " s, asking for position " + fmt(e.position) +
         (e.revision ? " (revision, turn " + fmt(e.turn) + ")" : ""), quote(e.note), L.labelBlock(e, r)]];
       case "message": return ["said", "said", [e.to == null ? "to everyone" : el("span", null, ["to ", L.chip(e.to, r)]),
         el("span", {cls: "tag " + (e.to == null ? "public" : "private"), text: e.to == null ? "public" : "private"}), " turn " + fmt(e.turn), quote(e.text), L.labelBlock(e, r)]];
@@ -39,9 +39,9 @@
       case "schedule_published": {
         var i = arr(e.order).indexOf(w);
         if (i < 0) return ["not scheduled", "got", ["the published schedule (" + str(e.rule) + ") has no window for it"]];
-        return ["scheduled", "got", ["position " + (i + 1) + " of " + arr(e.order).length + ", " + fmt(arr(e.allocations)[i]) + " s, bid " + fmt(arr(e.bids)[i]) + " (" + str(e.rule) + ")"]];
+        return ["scheduled", "got", ["placed " + (i + 1) + " of " + arr(e.order).length + ", " + fmt(arr(e.allocations)[i]) + " s, bid " + fmt(arr(e.bids)[i]) + " (" + str(e.rule) + ")"]];
       }
-      case "window_started": return ["window", "did", ["started at position " + fmt(e.position) + " for " + fmt(e.allocation) + " s, price " + fmt(e.price)]];
+      case "window_started": return ["window", "did", ["started in place " + fmt(e.position) + " of the schedule, for " + fmt(e.allocation) + " s, price " + fmt(e.price)]];
       case "window_ended": return ["window", "did", ["ran " + fmt(e.used, 1) + " s from t = " + fmt(e.start, 0) + " s; ended: " + str(e.reason) + "; progress after " + L.pct(e.progress, 1)]];
       case "window_dropped": return ["window dropped", "did", [str(e.reason)]];
       case "payment": return ["paid", "did", [fmt(e.amount) + " credits (" + str(e.rule) + "); balance " + fmt(e.balance)]];

@@ -72,6 +72,28 @@
     }))));
     return t;
   }
+  // Rows matched by their first cell (the worker); a cell whose text differs from the other
+  // side's is marked on both (`td.differs`), with the other side's value as its title.
+  function markDiffering(ta, tb) {
+    var rowsOf = function (t) {
+      var m = new Map();
+      [].forEach.call(t.querySelectorAll("tr"), function (tr) {
+        var cells = tr.querySelectorAll("td");
+        if (cells.length) m.set(cells[0].textContent, cells);
+      });
+      return m;
+    };
+    var ra = rowsOf(ta), rb = rowsOf(tb);
+    ra.forEach(function (ca, key) {
+      var cb = rb.get(key);
+      if (!cb) return;
+      for (var j = 1; j < Math.min(ca.length, cb.length); j++) {
+        if (ca[j].textContent === cb[j].textContent) continue;
+        ca[j].classList.add("differs"); cb[j].classList.add("differs");
+        ca[j].title = "B: " + cb[j].textContent; cb[j].title = "A: " + ca[j].textContent;
+      }
+    });
+  }
   function orderText(rd) {
     if (!rd || !rd.schedule) return "";
     var al = arr(rd.schedule.allocations);
@@ -108,14 +130,17 @@
     box.appendChild(nav);
     if (D.subrun == null) { box.appendChild(el("p", {cls: "muted", text: "Neither run has subruns."})); done(); return; }
 
-    // outcomes of the subrun, side by side
-    var grid = el("div", {cls: "diff-grid"});
+    // outcomes of the subrun, side by side, the cells that differ marked on both sides
+    var grid = el("div", {cls: "diff-grid"}), outcomeTables = [];
     [[A, sa, "A"], [B, sb, "B"]].forEach(function (x) {
       var col = el("div", {cls: "diff-col"}, [el("h4", {text: x[2] + " · " + str(x[0].entry.id) + " · subrun " + D.subrun +
         (x[1] && x[1].ended ? " (" + L.fmt(x[1].ended.rounds) + " rounds: " + str(x[1].ended.reason) + ")" : "")})]);
-      col.appendChild(x[1] && x[1].start ? L.subrunTable(x[1], x[0]) : el("p", {cls: "muted", text: "No such subrun."}));
+      var t = x[1] && x[1].start ? L.subrunTable(x[1], x[0]) : null;
+      if (t) outcomeTables.push(t);
+      col.appendChild(t || el("p", {cls: "muted", text: "No such subrun."}));
       grid.appendChild(col);
     });
+    if (outcomeTables.length === 2) markDiffering(outcomeTables[0], outcomeTables[1]);
     box.appendChild(grid);
 
     // both timelines on one time scale

@@ -141,8 +141,10 @@
         input.value = T.filters.get(c.key) || "";
         input.addEventListener("change", function () { setFilter(c.key, input.value); });
       } else {
+        // a share is filtered in percent, as it is shown: ">50" keeps runs over half
         input = el("input", {type: "search", "data-col": c.key, "aria-label": "filter " + c.label, size: 4,
-          placeholder: c.kind === "num" ? ">0.5" : "filter"});
+          placeholder: c.pct ? ">50" : c.kind === "num" ? ">0.5" : "filter",
+          title: c.pct ? "in percent, as shown: >50, <=10, 20..40" : c.kind === "num" ? "a number or a range: >0.5, <=10, 2..4" : "text the cell holds; !text: does not hold; =text: is"});
         input.value = T.filters.get(c.key) || "";
         input.addEventListener("input", function () { setFilter(c.key, input.value); });
       }
@@ -370,7 +372,7 @@
   function openHit(n, r) {
     var src = r[5], s = isInt(r[1]) ? r[1] : null, rd = isInt(r[2]) ? r[2] : null;
     S.scope = "run";
-    L.selectRun(n, {subrun: s, round: rd, tab: src === "memory" || rd == null ? "memory" : "rounds"});
+    L.selectRun(n, {subrun: s, round: rd, tab: src === "memory" || rd == null ? "memory" : "rounds"}).then(L.showMark);
   }
   var generation = 0, current = null;
   function renderSearchAll(box) {
@@ -389,8 +391,9 @@
       order.sort(function (a, b) { return res.hits.get(b).length - res.hits.get(a).length || a - b; });
       L.clear(inner);
       inner.setAttribute("data-runs", String(order.length));
-      inner.appendChild(el("strong", {text: res.total + " match(es) for “" + q + "” in " + order.length + " of " + S.index.runs.length + " run(s)" +
-        (order.length > 50 ? " (the 50 runs with most matches listed)" : "") + " — click one to open the run at its round"}));
+      inner.appendChild(el("strong", {text: order.length ? res.total + " match(es) for “" + q + "” in " + order.length + " of " + S.index.runs.length + " run(s)" +
+        (order.length > 50 ? " (the 50 runs with most matches listed)" : "") + " — click one to open the run at its round" :
+        "No match for “" + q + "” in the " + S.index.runs.length + " run(s)"}));
       if (order.length) {
         inner.appendChild(el("button", {id: "only-matching", text: "show only these runs in the table", onclick: function () {
           T.only = new Set(order); T.onlyQ = q; M._lib.goView("runs"); draw(); }}));
@@ -421,10 +424,12 @@
     if (T.free) p.push("find=" + encodeURIComponent(T.free));
     return p;
   }
-  function route(h) {
+  function route(h) {  // the table's state is the link's: what it does not say is reset
+    T.sort = "id"; T.desc = false; T.filters.clear(); T.free = "";
     if (h.sort) { var s = h.sort.split(":"); T.sort = s[0]; T.desc = s[1] === "desc"; }
     Object.keys(h).forEach(function (k) { if (k.indexOf("f.") === 0 && h[k]) T.filters.set(k.slice(2), h[k]); });
     if (h.find) T.free = h.find;
+    if (drawnOnce) head(columns());  // the filter boxes show the new state
     if (h.cond) T.filters.set("condition", h.cond);  // the report links a condition's runs
   }
   function refresh() {  // a newer index (live mode): new columns or values, redrawn in place

@@ -14,7 +14,8 @@ var MBB = (function () {
   var S = {index: null, byN: new Map(), byPath: new Map(), runs: new Map(), pending: new Map(),
     texts: new Map(), textPending: new Map(), view: "runs", cur: null, run: null, tab: "rounds",
     subrun: null, round: null, worker: "", channel: "", label: "", q: "", scope: "all", cond: "",
-    runFilter: "", agent: "", started: false, loads: 0};
+    runFilter: "", agent: "", started: false, loads: 0,
+    place: null, written: null, routing: false};  // the history step shown, the hash written
   var views = Object.create(null);  // other files register {render, ...} here
   var $ = function (id) { return document.getElementById(id); };
 
@@ -130,7 +131,39 @@ var MBB = (function () {
     }
     if (S.q) parts.push("q=" + enc(S.q) + (S.scope === "all" ? "&scope=all" : ""));
     var h = "#" + parts.join("&");
-    if (location.hash !== h) history.replaceState(null, "", h);
+    // a new place (another view, run or pair of runs) is a step the browser's Back undoes;
+    // a sort, a filter, a round within the place replaces the current step
+    var place = S.view === "run" ? "run:" + S.cur : S.view === "diff" ? "diff:" + parts.slice(0, 2).join("&") : S.view;
+    var following = S.routing;  // the first write after following a link is that link's step
+    S.routing = false;
+    if (location.hash !== h) {
+      if (S.place != null && place !== S.place && !following) history.pushState(null, "", h);
+      else history.replaceState(null, "", h);
+    }
+    S.place = place;
+    S.written = location.hash;
+  }
+  // The page follows its link: at the start, and when it changes (a link pasted into the
+  // address bar, Back and Forward). done: called once the view is drawn (a diff says so itself).
+  function route(h, done) {
+    var entry;
+    if (h.diff != null && views.diff && views.diff.route(h)) return;  // the diff says when it is drawn
+    if (h.run != null && (entry = entryOf(h.run))) {
+      if (!h.q) S.scope = "run";
+      selectRun(entry.n, {subrun: h.s != null ? Number(h.s) : null, round: h.r != null ? Number(h.r) : null, tab: h.tab || "rounds", worker: h.w || ""}).then(done, done);
+      return;
+    }
+    if (views.runs) views.runs.route(h);
+    goView("runs");
+    done();
+  }
+  function followLink() {
+    if (location.hash === S.written) return;  // a step this page wrote itself
+    var h = readHash();
+    S.q = h.q || ""; $("search").value = S.q; S.scope = h.scope === "all" ? "all" : "run";
+    if (h.cond !== undefined || S.cond) { S.cond = h.cond || ""; $("cond-filter").value = S.cond; renderRunList(); }
+    S.routing = true;
+    route(h, function () {});
   }
   function entryOf(ref) {  // an index entry from a path (or its number n)
     if (ref == null || ref === "") return null;
@@ -430,6 +463,12 @@ var MBB = (function () {
   }
 
   // --- the round view -------------------------------------------------------------------------
+  // After opening a search hit: the first marked phrase of the run's page, scrolled into view
+  // (it can sit far below the results and the run's header).
+  function showMark() {
+    var m = document.querySelector("#content mark");
+    if (m) m.scrollIntoView({block: "center"});
+  }
   function goRound(s, n) {
     S.subrun = s; S.round = n; S.tab = "rounds";
     renderTabs(); renderContent(); writeHash();
@@ -503,7 +542,7 @@ var MBB = (function () {
     var decl = rd.decl.filter(function (e) { return !filter || passes({src: "declaration", e: e, worker: e.worker, to: null}); });
     var box = el("div", null, [el("h4", {text: "Declarations (" + decl.length + ")"})]);
     if (decl.length) {
-      box.appendChild(table(["~worker", "bid", "duration (s)", "position", "~note", "~labels"], decl.map(function (e) {
+      box.appendChild(table(["~worker", "bid", "duration (s)", "position asked", "~note", "~labels"], decl.map(function (e) {
         var note = el("div", null, [markText(e.note), e.revision ? el("span", {cls: "tag public", text: "revision, turn " + fmt(e.turn)}) : null]);
         return el("tr", {"data-seq": e.seq}, [td(chip(e.worker, run), "t"), td(e.bid), td(e.duration), td(e.position), td(note, "text"), td(labelBlock(e, run) || "", "t")]);
       })));
@@ -542,7 +581,7 @@ var MBB = (function () {
     if (rd.schedule) {
       var sc = rd.schedule, al = arr(sc.allocations), bids = arr(sc.bids);
       box.appendChild(el("div", {cls: "muted", text: "rule " + str(sc.rule) + (sc.ballots_unanimous ? " · ballots unanimous" : "")}));
-      box.appendChild(table(["position", "~worker", "allocation (s)", "bid"], arr(sc.order).map(function (w, i) {
+      box.appendChild(table(["place", "~worker", "allocation (s)", "bid"], arr(sc.order).map(function (w, i) {
         return el("tr", null, [td(i + 1), td(chip(w, run), "t"), td(al[i]), td(bids[i])]);
       })));
     } else box.appendChild(el("p", {cls: "muted", text: "No schedule was published."}));
@@ -557,7 +596,7 @@ var MBB = (function () {
     }).concat(rd.dropped.map(function (e) {
       return el("tr", null, [td(e.position), td(chip(e.worker, run), "t"), td(""), td(e.allocation), td(""), td(""), td("dropped: " + str(e.reason), "t"), td("")]);
     }));
-    if (wrows.length) box.appendChild(table(["position", "~worker", "price", "allocation (s)", "start (s)", "used (s)", "~ended", "progress after"], wrows));
+    if (wrows.length) box.appendChild(table(["place", "~worker", "price", "allocation (s)", "start (s)", "used (s)", "~ended", "progress after"], wrows));
     else box.appendChild(el("p", {cls: "muted", text: "No windows."}));
     return box;
   }
@@ -722,9 +761,9 @@ var MBB = (function () {
     if (S.scope === "all") { if (views.runs) views.runs.renderSearchAll(box); return; }
     if (!S.run || S.view !== "run") return;
     var hits = S.run.utter.filter(function (u) { return passes(u) && matches(u.text); });
-    var inner = el("div", {cls: "box"}, [el("strong", {text: hits.length + " match(es) for “" + S.q + "” in this run" + (hits.length > 200 ? " (first 200)" : "") + " — click one to open its round"})]);
+    var inner = el("div", {cls: "box"}, [el("strong", {text: hits.length ? hits.length + " match(es) for “" + S.q + "” in this run" + (hits.length > 200 ? " (first 200)" : "") + " — click one to open its round" : "No match for “" + S.q + "” in this run"})]);
     hits.slice(0, 200).forEach(function (u) {
-      inner.appendChild(el("div", {cls: "result", "data-seq": u.e.seq, onclick: function () { goRound(u.subrun, u.round); }}, [
+      inner.appendChild(el("div", {cls: "result", "data-seq": u.e.seq, onclick: function () { goRound(u.subrun, u.round); showMark(); }}, [
         el("span", {cls: "muted", text: "S" + u.subrun + " R" + u.round + " · " + u.src + " · "}), chip(u.worker),
         u.to ? " → " : "", u.to ? chip(u.to) : null, " ", markText(u.text)]));
     });
@@ -829,17 +868,8 @@ var MBB = (function () {
     renderNotices();
     if (h.q) { S.q = h.q; $("search").value = h.q; S.scope = h.scope === "all" ? "all" : "run"; }
     if (S.index.live) setInterval(reload, Math.max(1, Number(S.index.live) || 2) * 1000);
-    var done = function () { document.body.setAttribute("data-ready", "1"); };
-    var entry;
-    if (h.diff != null && views.diff && views.diff.route(h)) { return; }
-    if (h.run != null && (entry = entryOf(h.run))) {
-      if (!h.q) S.scope = "run";
-      selectRun(entry.n, {subrun: h.s != null ? Number(h.s) : null, round: h.r != null ? Number(h.r) : null, tab: h.tab || "rounds", worker: h.w || ""}).then(done, done);
-      return;
-    }
-    if (views.runs) views.runs.route(h);
-    goView("runs");
-    done();
+    window.addEventListener("hashchange", followLink);
+    route(h, function () { document.body.setAttribute("data-ready", "1"); });
   }
 
   return {
@@ -869,7 +899,7 @@ var MBB = (function () {
     _lib: {el: el, clear: clear, fmt: fmt, fmtShare: fmtShare, pct: pct, markText: markText, chip: chip, colourOf: colourOf,
       table: table, td: td, isInt: isInt, isNum: isNum, isStr: isStr, isObj: isObj, arr: arr, str: str, own: own, dict: dict,
       $: $, show: show, goView: goView, writeHash: writeHash, entryOf: entryOf, loadScript: loadScript, versioned: versioned,
-      prepared: prepared, selectRun: selectRun, renderSearch: renderSearch, timelineSvg: timelineSvg, subrunEnd: subrunEnd,
+      prepared: prepared, selectRun: selectRun, renderSearch: renderSearch, showMark: showMark, timelineSvg: timelineSvg, subrunEnd: subrunEnd,
       declTable: declTable, msgList: msgList, ballotTable: ballotTable, scheduleTable: scheduleTable, windowTable: windowTable,
       commandTable: commandTable, invalidTable: invalidTable, subrunTable: subrunTable, callDetails: callDetails,
       labelBlock: labelBlock, workerModel: workerModel, workerPersona: workerPersona, setTab: setTab, renderContent: renderContent}
