@@ -370,3 +370,34 @@ def test_a_notebooks_row_reads_its_runs_from_the_reports_tables(tmp_path: Path) 
         shared = _condition_summary(tmp_path / name, loaded)
         assert shared == alone and alone["runs"] == min(n, 2)
     assert _condition_summary(tmp_path, loaded) == _condition_summary(tmp_path) == {}
+
+
+def test_a_report_with_invalid_runs_reads_each_log_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The comparison leaves invalid runs out and the spend table counts them (their calls
+    were paid for): both come from one reading of the logs (the spend table read every log
+    again, valid runs too, when some run was invalid)."""
+    import collections
+    from typing import Any
+
+    import mbb.analysis.runs as runs_module
+    from mbb.batch.build import load_params
+    from mbb.batch.report import build_report
+    from mbb.batch.runner import run_many
+
+    run_many(load_params("base", {"subruns": 1}), runs=3, out_dir=tmp_path / "base", processes=1)
+    meta = tmp_path / "base" / "base-seed0001" / "meta.json"
+    meta.write_text(json.dumps({**json.loads(meta.read_text()), "valid": False}))
+    reads: collections.Counter[str] = collections.Counter()
+    real = runs_module.read_lines
+
+    def counted(path: Path, *args: Any, **kwargs: Any) -> list[str]:
+        reads[Path(path).parent.name] += 1
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(runs_module, "read_lines", counted)
+    build_report(tmp_path, viewer=False)
+    assert reads == {f"base-seed000{i}": 1 for i in range(3)}, reads
+    assert "warning" not in capsys.readouterr().err
+    # (the spend note on invalid runs is checked on an LLM study: tests/llm/test_study.py)

@@ -15,7 +15,7 @@ import json
 import os
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,7 @@ __all__ = [
     "recorded_conditions",
     "run_status",
     "selected_runs",
+    "valid_only",
 ]
 
 _SEED = re.compile(r"-seed\d+$")
@@ -172,9 +173,10 @@ def load_runs(
     include_invalid: bool = False,
 ) -> dict[str, pl.DataFrame]:
     """The tables of every finished run under `paths`, with `condition` (the run's cell) in
-    each, `runs` (with `valid` and `bad_call_share`, the share of failed or repaired LLM calls,
-    from each run's meta.json) and `workers` (`mbb.analysis.with_run_info`), and `excluded`
-    (run_id, cell, reason: unfinished, failed, stopped or invalid runs left out).
+    each, `runs` (with `valid` and `invalid_reason`, as `run_status` judges the run, and
+    `bad_call_share`, the share of failed or repaired LLM calls) and `workers`
+    (`mbb.analysis.with_run_info`), and `excluded` (run_id, cell, reason: unfinished, failed,
+    stopped or invalid runs left out).
 
     paths: run folders, condition folders, sweeps or studies; conditions: keep only these
     cells (a cell, or a condition name that its cells start with, e.g. `base` keeps `base` and
@@ -187,6 +189,7 @@ def load_runs(
         )
     by_cell: dict[str, list[Path]] = defaultdict(list)
     checked: dict[Path, list[str]] = {}  # each usable run's lines, read and checked once
+    invalid: dict[str, str] = {}  # the invalid runs kept (include_invalid): why each is
     excluded = []
     for run in selected_runs(found, conditions):
         cell = cell_of(run.name)
@@ -194,6 +197,8 @@ def load_runs(
         if not ok and not (include_invalid and why is not None and why.startswith("invalid")):
             excluded.append((run.name, cell, why or ""))
             continue
+        if why is not None:
+            invalid[run.name] = why
         by_cell[cell].append(run)
         checked[run] = lines
     if not by_cell:
@@ -226,7 +231,7 @@ def load_runs(
         pl.col("run_id").str.replace(r"-seed\d+$", "").alias("condition"),
     )
     out["runs"] = out["runs"].join(
-        _validity(out.get("llm_calls"), [r for rs in by_cell.values() for r in rs]),
+        _validity(out.get("llm_calls"), [r for rs in by_cell.values() for r in rs], invalid),
         on="run_id",
         how="left",
     )
@@ -235,11 +240,13 @@ def load_runs(
     return out
 
 
-def _validity(calls: pl.DataFrame | None, runs: Sequence[Path]) -> pl.DataFrame:
-    """run_id, valid, bad_call_share: judged from each run's logged LLM calls (the share that
-    failed or were repairs, at the threshold its meta.json records, else mbb's), and invalid
-    too where its meta.json says so: a received folder's meta can make a run less valid, never
-    more. A run without LLM calls has no share."""
+def _validity(
+    calls: pl.DataFrame | None, runs: Sequence[Path], invalid: Mapping[str, str]
+) -> pl.DataFrame:
+    """run_id, valid, invalid_reason, bad_call_share: `valid` and its reason are
+    `checked_log`'s verdict (`invalid`: run id -> why, for the invalid runs kept), one rule for
+    every reader; `bad_call_share` is the share of the run's logged LLM calls that failed or
+    were repairs (null for a run without LLM calls)."""
     share: dict[str, float] = {}
     if calls is not None and not calls.is_empty():
         per = calls.group_by("run_id").agg(
@@ -248,14 +255,38 @@ def _validity(calls: pl.DataFrame | None, runs: Sequence[Path]) -> pl.DataFrame:
             )
         )
         share = dict(per.iter_rows())
-    rows = []
-    for run in runs:
-        meta = _meta(run)
-        s = share.get(run.name)
-        bad = s is not None and s > recorded_threshold(meta)
-        rows.append((run.name, not bad and meta.get("valid") is not False, s))
-    schema = {"run_id": pl.String, "valid": pl.Boolean, "bad_call_share": pl.Float64}
+    rows = [
+        (run.name, run.name not in invalid, invalid.get(run.name), share.get(run.name))
+        for run in runs
+    ]
+    schema = {
+        "run_id": pl.String,
+        "valid": pl.Boolean,
+        "invalid_reason": pl.String,
+        "bad_call_share": pl.Float64,
+    }
     return pl.DataFrame(rows, schema=schema, orient="row")
+
+
+def valid_only(tables: Mapping[str, pl.DataFrame]) -> dict[str, pl.DataFrame]:
+    """`load_runs(..., include_invalid=True)`'s tables cut to the valid runs, the invalid ones
+    moved to `excluded` with their reason: what `load_runs` without invalid runs returns, from
+    one reading of the logs (a reader that needs both, e.g. a report's comparison and its
+    spend, parses each log once).
+
+    tables: `load_runs`'s tables."""
+    runs = tables["runs"]
+    keep = runs.filter(pl.col("valid"))["run_id"].to_list()
+    dropped = runs.filter(~pl.col("valid")).select(
+        "run_id", pl.col("condition").alias("cell"), pl.col("invalid_reason").alias("reason")
+    )
+    out = {
+        name: t.filter(pl.col("run_id").is_in(keep)) if "run_id" in t.columns else t
+        for name, t in tables.items()
+        if name != "excluded"
+    }
+    out["excluded"] = pl.concat([tables["excluded"], dropped], how="vertical_relaxed")
+    return out
 
 
 def _meta(run_dir: Path) -> dict[str, Any]:

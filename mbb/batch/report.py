@@ -812,25 +812,31 @@ _PCT = frozenset({"completion", "deadline_miss", "progress", "score"})
 
 
 def comparison_tables(
-    root: Path, *, include_invalid: bool = False
+    root: Path, *, include_invalid: bool = False, everything: dict[str, Any] | None = None
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """(`mbb.analysis.compare.condition_table` of the conditions found under `root` against
     each one as the baseline, the runs' tables): the compare page switches between the
     baselines, the index shows the default's: one computation, one bootstrap, paired on shared
     seeds. Conditions are cells (`mbb.analysis.runs`): a condition, with its model when its
     workers are LLMs; invalid runs are left out unless `include_invalid`. ({}, None) without
-    finished runs."""
+    finished runs.
+
+    root: the report folder; include_invalid: compare invalid runs too; everything: its runs'
+    tables with the invalid ones (`report_runs`), when already read."""
     import polars as pl
 
     from mbb.analysis.compare import condition_table
-    from mbb.analysis.runs import load_runs
+    from mbb.analysis.runs import valid_only
 
-    try:
-        loaded = load_runs([root], include_invalid=include_invalid)
-    except FileNotFoundError:  # no runs: a report of notebooks only
+    if everything is None:
+        everything = report_runs(root)
+    if everything is None:
         return {}, None
-    except ValueError as exc:  # a copied run, runs of two conditions in one cell, none usable
-        _warn(f"no comparison of conditions: {exc}")
+    loaded = everything if include_invalid else valid_only(everything)
+    if loaded["runs"].is_empty():
+        reasons = loaded["excluded"]["reason"].str.split(":").list.first().value_counts()
+        left = "; ".join(f"{n} {why}" for why, n in sorted(reasons.iter_rows()))
+        _warn(f"no comparison of conditions: no valid run (left out: {left})")
         return {}, None
     labels = loaded["runs"]["condition"].unique(maintain_order=True).sort().to_list()
     out = {b: condition_table(loaded, b) for b in labels}
@@ -841,23 +847,31 @@ def comparison_tables(
     return out, loaded
 
 
-def _spend_html(root: Path, loaded: dict[str, Any] | None) -> str:
-    """The "LLM spend by model" table over every finished run, invalid ones too: their calls
-    were paid for (a study whose runs were all invalid showed no spend at all). The invalid
-    runs' logs are read again only when there are some (the comparison leaves them out)."""
+def report_runs(root: Path) -> dict[str, Any] | None:
+    """The tables of every finished run under `root`, invalid ones included and marked
+    (`mbb.analysis.runs.load_runs`), read once for the comparison and the spend; None without
+    any (a report of notebooks only, or nothing usable: said in one line).
+
+    root: the report folder."""
     from mbb.analysis.runs import load_runs
 
-    invalid = 0
-    if loaded is not None:
-        reasons = loaded["excluded"]["reason"]
-        invalid = int(reasons.str.starts_with("invalid").sum()) if reasons.len() else 0
-    if loaded is not None and not invalid:
-        return spend_table_html(loaded["llm_calls"])
     try:
-        everything = load_runs([root], include_invalid=True)
-    except (FileNotFoundError, ValueError):  # no finished run: nothing was spent on a result
-        return spend_table_html(loaded["llm_calls"]) if loaded is not None else ""
-    invalid = int((~everything["runs"]["valid"].fill_null(True)).sum())
+        return load_runs([root], include_invalid=True)
+    except FileNotFoundError:  # no runs: a report of notebooks only
+        return None
+    except ValueError as exc:  # a copied run, runs of two conditions in one cell, none usable
+        _warn(f"no comparison of conditions: {exc}")
+        return None
+
+
+def _spend_html(everything: dict[str, Any] | None) -> str:
+    """The "LLM spend by model" table over every finished run, invalid ones too: their calls
+    were paid for (a study whose runs were all invalid showed no spend at all).
+
+    everything: `report_runs`' tables (None: no runs, no table)."""
+    if everything is None:
+        return ""
+    invalid = int((~everything["runs"]["valid"]).sum())
     note = f"{invalid} invalid run(s), left out of the comparison, included" if invalid else ""
     return spend_table_html(everything["llm_calls"], note=note)
 
@@ -1147,7 +1161,8 @@ def build_report(
                 _warn(f"{run}: not shown in the viewer: {reason}")
             print(f"viewer: {res.index}")
 
-    tables, loaded = comparison_tables(root)
+    everything = report_runs(root)
+    tables, loaded = comparison_tables(root, everything=everything)
     has_compare = bool(tables)
     summaries = [_condition_summary(r[0].parent, loaded) for r in rows]
     default = ""
@@ -1229,7 +1244,7 @@ def build_report(
         + "".join(body)
         + "</table>"
         + (_conditions_html(tables[default], default, loaded, viewer_index) if has_compare else "")
-        + _spend_html(root, loaded)
+        + _spend_html(everything)
         + f"{skipped_html}</body></html>"
     )
     index = root / "index.html"

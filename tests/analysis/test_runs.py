@@ -87,6 +87,30 @@ def test_left_out_runs_are_listed_and_invalid_ones_come_back_flagged(study, caps
     assert flagged.filter(flagged["run_id"] == "base-seed0000")["valid"].to_list() == [True]
 
 
+def test_valid_only_is_load_runs_without_the_invalid_runs(study):
+    """A reader that needs invalid runs too (a report's spend) reads the logs once and cuts
+    the valid runs from that: the same tables as `load_runs` without invalid runs."""
+    from polars.testing import assert_frame_equal
+
+    from mbb.analysis.runs import valid_only
+
+    everything = load_runs([study], include_invalid=True)
+    row = (
+        everything["runs"]
+        .filter(everything["runs"]["run_id"] == "base-seed0001")
+        .row(0, named=True)
+    )
+    assert row["valid"] is False and row["invalid_reason"].startswith("invalid: 12 %")
+    cut, plain = valid_only(everything), load_runs([study])
+    assert set(cut) == set(plain)
+    for name in plain:
+        keys = ["run_id"] if "run_id" in plain[name].columns else []
+        assert_frame_equal(
+            cut[name].sort(keys, maintain_order=True) if keys else cut[name],
+            plain[name].sort(keys, maintain_order=True) if keys else plain[name],
+        )
+
+
 def test_conditions_pick_cells_by_name_and_an_empty_choice_is_an_error(study):
     only = load_runs([study], conditions=["memory_off"])
     assert set(only["runs"]["condition"]) == {"memory_off"}
