@@ -52,15 +52,6 @@ def _encodings(secret: str) -> set[str]:
     return {f for f in forms if len(f) >= MIN_SECRET}
 
 
-def _run_end(value: str, start: int, secret: str, at: int) -> int:
-    """Where the run of `secret`'s characters from `secret[at]` that `value` holds from
-    `start` ends (at least FRAGMENT on)."""
-    j = start + FRAGMENT
-    while j < len(value) and at + j - start < len(secret) and value[j] == secret[at + j - start]:
-        j += 1
-    return j
-
-
 def key_values(names: Iterable[str | None], environ: Mapping[str, str] | None = None) -> set[str]:
     """The values of the environment variables `names` (the unset and empty ones left out)."""
     env = os.environ if environ is None else environ
@@ -75,9 +66,9 @@ class Redactor:
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         self._secrets: set[str] = set()
         self._pattern: re.Pattern[str] | None = None
-        self._fragments: re.Pattern[str] | None = None  # every FRAGMENT-long run of a secret
-        self._grams: dict[str, list[str]] = {}  # such a run -> the secrets it comes from
-        self._blocks: set[str] = set()  # every _BLOCK-long run of a secret (a quick pre-check)
+        # every _BLOCK-long run of a secret -> (secret, where it starts in it): a run of
+        # FRAGMENT or more holds one of them at a multiple of _BLOCK in any text
+        self._blocks: dict[str, list[tuple[str, int]]] = {}
         self.add(secrets)
 
     def add(self, secrets: Iterable[str]) -> None:
@@ -88,31 +79,48 @@ class Redactor:
         forms = sorted({f for s in self._secrets for f in _encodings(s)}, key=len, reverse=True)
         self._pattern = re.compile("|".join(map(re.escape, forms)))
         for secret in new:
-            for i in range(len(secret) - FRAGMENT + 1):
-                self._grams.setdefault(secret[i : i + FRAGMENT], []).append(secret)
-            self._blocks.update(secret[i : i + _BLOCK] for i in range(len(secret) - _BLOCK + 1))
-        if self._grams:
-            self._fragments = re.compile("|".join(map(re.escape, sorted(self._grams))))
+            for i in range(len(secret) - _BLOCK + 1):
+                self._blocks.setdefault(secret[i : i + _BLOCK], []).append((secret, i))
+
+    def _runs(self, value: str, blocks: list[str]) -> list[tuple[int, int]]:
+        """The spans of `value` that are runs of FRAGMENT or more of a secret's consecutive
+        characters, each as long as the echo follows the secret, merged where they overlap.
+
+        value: the text; blocks: its _BLOCK-long pieces at multiples of _BLOCK."""
+        spans = []
+        for k in [k for k, b in enumerate(blocks) if b in self._blocks]:
+            p = k * _BLOCK
+            for secret, i in self._blocks[blocks[k]]:
+                start, at = p, i  # extend left, then right, while the text follows the secret
+                while start > 0 and at > 0 and value[start - 1] == secret[at - 1]:
+                    start, at = start - 1, at - 1
+                end, at = p + _BLOCK, i + _BLOCK
+                while end < len(value) and at < len(secret) and value[end] == secret[at]:
+                    end, at = end + 1, at + 1
+                if end - start >= FRAGMENT:
+                    spans.append((start, end))
+        merged: list[tuple[int, int]] = []
+        for start, end in sorted(spans):
+            if merged and start <= merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+            else:
+                merged.append((start, end))
+        return merged
 
     def _cut(self, value: str) -> str:
         """`value` with whole secrets and their encodings, then every run of FRAGMENT or more
         of a secret's consecutive characters, replaced (a run is cut as far as it goes)."""
         assert self._pattern is not None
         value = self._pattern.sub(REDACTED, value)
-        # the alternation of every run is slow (40x on 60 kB); a text holding no block of a
-        # secret at a multiple of _BLOCK holds no run of FRAGMENT (1 ms on 60 kB)
-        if self._fragments is None or self._blocks.isdisjoint(_BLOCKS.findall(value)):
+        # most texts hold no block of a secret at a multiple of _BLOCK: one set test (1 ms on
+        # 60 kB) settles them
+        blocks = _BLOCKS.findall(value)
+        if self._blocks.keys().isdisjoint(blocks):
             return value
         out: list[str] = []
         pos = 0
-        while (m := self._fragments.search(value, pos)) is not None:
-            end, gram = m.end(), m.group()
-            for secret in self._grams[gram]:  # the run goes as far as the echo follows it
-                i = secret.find(gram)
-                while i >= 0:
-                    end = max(end, _run_end(value, m.start(), secret, i))
-                    i = secret.find(gram, i + 1)
-            out += [value[pos : m.start()], REDACTED]
+        for start, end in self._runs(value, blocks):
+            out += [value[pos:start], REDACTED]
             pos = end
         out.append(value[pos:])
         return "".join(out)

@@ -22,10 +22,13 @@ from typing import Any
 
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mbb.batch.build import load_params, run_condition
 from mbb.batch.runner import run_many
-from mbb.llm.redact import REDACTED, Redactor
+from mbb.llm.redact import FRAGMENT, REDACTED, Redactor
+from mbb.llm.redact import _encodings as _encoded
 from mbb.testing.testserver import FakeOpenAIServer, Reply, declaring_responder
 
 KEY = "sk-live-ECHOED-abcdefghijklmnopqrstuvwxyz0123456789"
@@ -210,3 +213,35 @@ def test_the_redactor_finds_every_form_the_test_searches_for() -> None:
         assert not any(r in (red.text(f"x {part} y") or "") for r in _runs(KEY, 10)), part
     assert red.text(f"x {KEY[:9]} y") == f"x {KEY[:9]} y"  # under FRAGMENT: ordinary text
     assert not Redactor(["short"])  # below MIN_SECRET: would garble text, protects nothing
+
+
+def _has_run(text: str, secret: str, n: int) -> bool:
+    return any(secret[i : i + n] in text for i in range(len(secret) - n + 1))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    secrets=st.lists(
+        st.text(alphabet="abcXYZ-_09", min_size=12, max_size=30), min_size=1, max_size=3
+    ),
+    pieces=st.lists(
+        st.tuples(
+            st.integers(0, 2), st.integers(0, 29), st.integers(0, 30), st.text("abcZ .", max_size=6)
+        ),
+        max_size=6,
+    ),
+)
+def test_no_run_of_fragment_characters_of_a_key_survives(secrets, pieces) -> None:
+    """Any text made of pieces of the keys (at any offset, of any length) and filler: what
+    comes out holds no run of FRAGMENT consecutive characters of any key, and a text holding
+    none comes out unchanged. A small alphabet makes near-misses and overlaps common."""
+    red = Redactor(secrets)
+    text = "".join(f"{secrets[k % len(secrets)][a : a + n]}{filler}" for k, a, n, filler in pieces)
+    out = red.text(text) or ""
+    clean = out.replace(REDACTED, "\x00")
+    for secret in secrets:
+        assert not _has_run(clean, secret, FRAGMENT), (secret, text, out)
+    if not any(_has_run(text, s, FRAGMENT) for s in secrets) and not any(
+        f in text for s in secrets for f in _encoded(s)
+    ):
+        assert out == text
