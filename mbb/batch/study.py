@@ -580,11 +580,14 @@ class StudyOutcome:
     errors: list[str] = field(default_factory=list)
     seconds: float = 0.0
     report: Path | None = None
+    notebooks_failed: list[str] = field(default_factory=list)
 
     @property
     def status(self) -> int:
-        """Exit status: 0 all finished, 3 stopped (resumable), 1 a run failed."""
-        return 1 if self.failed else 3 if self.stopped else 0
+        """Exit status: 0 all finished and analysed, 3 stopped (resumable), 1 a run failed,
+        4 the runs finished but an analysis notebook failed (a script must not take the
+        report for complete)."""
+        return 1 if self.failed else 3 if self.stopped else 4 if self.notebooks_failed else 0
 
 
 def _state(run_dir: Path) -> tuple[Literal["done", "resume", "fresh"], list[str] | None]:
@@ -858,7 +861,7 @@ def run_study(
             "same command again once it answers"
         )
     if report and not outcome.stopped:
-        outcome.report = analyse_study(study, say=say)
+        outcome.report, outcome.notebooks_failed = analyse_study(study, say=say)
     outcome.seconds = time.perf_counter() - t0
     return outcome
 
@@ -1046,9 +1049,13 @@ def _execute_on_dask(
             own.close()
 
 
-def analyse_study(study: Study, *, say: Callable[[str], None] = print) -> Path:
+def analyse_study(study: Study, *, say: Callable[[str], None] = print) -> tuple[Path, list[str]]:
     """Run the study's analysis notebooks over its runs (never re-running them) and write the
-    report: `notebooks/<name>.ipynb|.html`, `index.html`, `compare.html`, `viewer/`."""
+    report: `notebooks/<name>.ipynb|.html`, `index.html`, `compare.html`, `viewer/`. Returns
+    the report's index and the notebooks that failed (each said in one line; the report
+    still lists them).
+
+    study: the loaded study; say: where the one-line messages go."""
     from mbb.batch.notebooks import execute_notebook
     from mbb.batch.report import build_report
 
@@ -1058,7 +1065,8 @@ def analyse_study(study: Study, *, say: Callable[[str], None] = print) -> Path:
             f"notebooks not run: {study.out / 'notebooks'} is a symbolic link; mbb writes a "
             "study's notebooks only into a folder of its own (remove the link and run again)"
         )
-        return build_report(study.out, quiet=True)
+        return build_report(study.out, quiet=True), list(study.spec.notebooks)
+    failed = []
     for name in study.spec.notebooks:
         try:
             execute_notebook(name, study.out / "notebooks", {"run_dirs": [str(runs)]})
@@ -1071,7 +1079,8 @@ def analyse_study(study: Study, *, say: Callable[[str], None] = print) -> Path:
                 f"notebook {name} failed: {' '.join(str(what).split())[:400]} "
                 f"(the executed copy: {study.out / 'notebooks' / f'{name}.ipynb'})"
             )
-    return build_report(study.out, quiet=True)
+            failed.append(name)
+    return build_report(study.out, quiet=True), failed
 
 
 def estimate_study(
@@ -1113,6 +1122,12 @@ def summary_lines(study: Study, outcome: StudyOutcome) -> list[str]:
             f"usage: {outcome.calls_without_usage} of the answers reported no token counts; "
             "their tokens and cost are unknown (null in the llm_calls table, cost shown as "
             "unknown), never counted as 0"
+        )
+    if outcome.notebooks_failed:
+        lines.append(
+            f"analysis: {len(outcome.notebooks_failed)} notebook(s) failed "
+            f"({', '.join(outcome.notebooks_failed)}); the report lists them. Once mended, "
+            "the same command runs the analyses again over the finished runs"
         )
     if outcome.report is not None:
         lines.append(f"report: {outcome.report}")

@@ -5,12 +5,39 @@ resumably, then its analyses and report; `--estimate` says what it would cost fi
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from mbb.cli import common
 
 __all__ = ["add_parser"]
+
+
+@contextlib.contextmanager
+def _term_as_interrupt() -> Iterator[None]:
+    """SIGTERM (a batch scheduler's time limit, `kill`) stops a study as Ctrl-C does: the
+    record says which runs were interrupted, one line says how to finish them, exit 130. It
+    ended the study with no word and no record before. Only where SIGTERM has its default
+    handler (mbb's sandbox reaper installs its own on first use, and keeps it then).
+
+    Runs in the main thread only (Python's signal handlers do)."""
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+
+    def as_ctrl_c(signum: int, frame: object) -> None:
+        # sent on as SIGINT, handled by whichever Ctrl-C handler is in place (the event loop's
+        # cancels the study's task cleanly; raising KeyboardInterrupt here would cut the loop)
+        signal.raise_signal(signal.SIGINT)
+
+    signal.signal(signal.SIGTERM, as_ctrl_c)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -53,14 +80,15 @@ def _run(args: argparse.Namespace) -> int:
             )
         return 0
     try:
-        outcome = run_study(
-            study,
-            progress=not args.quiet,
-            report=not args.no_report,
-            cluster=(args.scheduler or "dask") if args.cluster == "dask" else None,
-            workers=args.workers,
-            say=lambda line: print(line, file=sys.stderr),
-        )
+        with _term_as_interrupt():
+            outcome = run_study(
+                study,
+                progress=not args.quiet,
+                report=not args.no_report,
+                cluster=(args.scheduler or "dask") if args.cluster == "dask" else None,
+                workers=args.workers,
+                say=lambda line: print(line, file=sys.stderr),
+            )
     except StudyError as exc:
         raise common.CliError(str(exc)) from None
     for line in summary_lines(study, outcome):

@@ -312,7 +312,7 @@ def test_a_study_on_an_endpoint_answering_json_nested_too_deeply_marks_its_runs_
     assert "2 invalid run(s), left out of the comparison, included" in report
 
 
-def test_the_command_runs_a_stub_study_and_its_report_reads_the_runs(tmp_path, capsys):
+def test_the_command_runs_a_stub_study_and_its_report_reads_the_runs(tmp_path, capsys, monkeypatch):
     path = small(
         tmp_path,
         f"a: {{model: gpt-a, preset: openai, price: {PRICE}}}",
@@ -327,6 +327,22 @@ def test_the_command_runs_a_stub_study_and_its_report_reads_the_runs(tmp_path, c
     index = (root / "index.html").read_text()
     assert "base.negotiators-a" in index and "memory_off.negotiators-a" in index
     assert (root / "viewer" / "index.html").is_file()
+    # a notebook that fails is not a finished study: exit 4 and a line naming it (it exited 0)
+    import mbb.batch.notebooks as notebooks
+
+    real = notebooks.execute_notebook
+
+    def fail_one(name, out_dir, params):
+        if name == "token_audit":
+            raise ValueError("no run to analyse")
+        return real(name, out_dir, params)
+
+    monkeypatch.setattr(notebooks, "execute_notebook", fail_one)
+    assert main(["study", str(path), "--stub", "--quiet"]) == 4
+    out = capsys.readouterr()
+    assert "4 done before, 0 completed now" in out.out
+    assert "analysis: 1 notebook(s) failed (token_audit); the report lists them" in out.out
+    assert "notebook token_audit failed: no run to analyse" in out.err
 
 
 @pytest.mark.slow
@@ -363,8 +379,8 @@ def test_three_providers_two_conditions_two_seeds_both_roles_then_every_notebook
     with sqlite3.connect(cache) as db:
         entries = db.execute("SELECT count(*) FROM responses").fetchone()[0]
     said: list[str] = []
-    index = analyse_study(study, say=said.append)
-    assert said == []  # every notebook ran
+    index, failed = analyse_study(study, say=said.append)
+    assert said == [] and failed == []  # every notebook ran
     for name in [*DEFAULT_NOTEBOOKS, "mechanisms"]:
         assert (study.out / "notebooks" / f"{name}.html").is_file(), name
     assert {p: p.stat().st_mtime_ns for p in logs} == stamps
@@ -486,7 +502,10 @@ def test_a_study_estimate_dry_runs_once_per_condition_and_preset_and_prices_each
 
 
 @pytest.mark.slow
-def test_ctrl_c_stops_a_study_with_one_line_and_the_same_command_finishes_it(tmp_path):
+@pytest.mark.parametrize("stop", ["SIGINT", "SIGTERM"])
+def test_ctrl_c_stops_a_study_with_one_line_and_the_same_command_finishes_it(tmp_path, stop):
+    """Ctrl-C, and SIGTERM as a batch scheduler sends it (which ended a study with no line
+    and no record), stop a study with one line; the same command finishes it."""
     import os
     import signal
     import subprocess
@@ -502,7 +521,7 @@ def test_ctrl_c_stops_a_study_with_one_line_and_the_same_command_finishes_it(tmp
     while not any(out.glob("runs/*/*/events.jsonl")) and time.monotonic() < deadline:
         time.sleep(0.05)
     time.sleep(0.5)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(getattr(signal, stop))
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
     assert err.strip().count("\n") == 0, err  # one line, no traceback (the stub's neither)
@@ -537,8 +556,9 @@ def test_a_failed_analysis_notebook_says_its_error_line_and_where_its_copy_is(
     monkeypatch.setattr(report, "build_report", lambda out, quiet: out / "index.html")
     study = load_study("local_smoke", stub=True, out=tmp_path / "s")
     said: list[str] = []
-    analyse_study(study, say=said.append)
+    _, failed = analyse_study(study, say=said.append)
     assert len(said) == len(study.spec.notebooks) > 0
+    assert failed == list(study.spec.notebooks)
     first = study.spec.notebooks[0]
     assert said[0] == (
         f"notebook {first} failed: ValueError: no run to analyse (conditions=None); left out: "
