@@ -131,6 +131,10 @@ def test_a_re_made_call_served_from_a_warm_prompt_cache_is_the_same_call():
     assert comparable(_line(base)) == comparable(_line(warm))
     other = {**base, "completion_tokens": 22}
     assert comparable(_line(base)) != comparable(_line(other))
+    # a log written before mbb recorded the served model resumes under this mbb: null is absent
+    assert comparable(_line(base)) == comparable(_line({**base, "served_model": None}))
+    routed = {**base, "served_model": "another-model"}
+    assert comparable(_line(base)) != comparable(_line(routed))
 
 
 def _line(event: dict) -> str:

@@ -114,7 +114,9 @@ def spend_table_html(calls: Any, note: str = "") -> str:
     its conditions, runs, tokens, cached share, cost and cost per run. calls: the `llm_calls`
     table with a `condition` column (`mbb.analysis.runs.load_runs`); note: a line under the
     heading (which runs it covers). The token counts are those the endpoints reported; a model
-    with calls that reported none (or failed) says how many, and its cost is unknown."""
+    with calls that reported none (or failed) says how many, and its cost is unknown. A model
+    whose endpoint named another model in its answers (a dated snapshot, a router's choice:
+    `served_model`) says which, under its name."""
     import html
 
     import polars as pl
@@ -123,10 +125,13 @@ def spend_table_html(calls: Any, note: str = "") -> str:
 
     if calls is None or calls.is_empty():
         return ""
+    if "served_model" not in calls.columns:  # tables written before mbb recorded it
+        calls = calls.with_columns(pl.lit(None, pl.String).alias("served_model"))
     t = (
         calls.group_by("model")
         .agg(
             pl.col("condition").unique().sort().str.join(", ").alias("conditions"),
+            pl.col("served_model").drop_nulls().unique().sort().alias("served"),
             pl.col("run_id").n_unique().alias("runs"),
             pl.len().alias("calls"),
             pl.col("prompt_tokens").sum(),
@@ -138,9 +143,17 @@ def spend_table_html(calls: Any, note: str = "") -> str:
         .with_columns((pl.col("cost_usd") / pl.col("runs")).alias("cost_per_run"))
         .sort("model")
     )
+
+    def model_cell(r: dict[str, Any]) -> str:
+        served = r["served"]
+        if not served:
+            return html.escape(r["model"])
+        names = ", ".join(served[:3]) + (f" and {len(served) - 3} more" if len(served) > 3 else "")
+        return f"{html.escape(r['model'])}<div class=ci>answered as {html.escape(names)}</div>"
+
     rows = "".join(
         "<tr>"
-        f"<td class=l>{html.escape(r['model'])}</td><td class=l>{html.escape(r['conditions'])}</td>"
+        f"<td class=l>{model_cell(r)}</td><td class=l>{html.escape(r['conditions'])}</td>"
         f"<td>{r['runs']}</td><td>{r['calls']}</td><td>{r['prompt_tokens']:,}</td>"
         f"<td>{r['cached_tokens'] / max(1, r['prompt_tokens']):.1%}</td>"
         f"<td>{r['completion_tokens']:,}</td>"

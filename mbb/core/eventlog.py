@@ -166,6 +166,8 @@ def comparable(line: str) -> str:
         d = json.loads(line)
         for k in _LLM_VOLATILE:
             d.pop(k, None)
+        if d.get("served_model") is None:  # null, or a log written before mbb recorded it
+            d.pop("served_model", None)
         return json.dumps(d, sort_keys=True)
     return _WALL.sub("", line)
 

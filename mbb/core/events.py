@@ -271,6 +271,11 @@ class LlmCall(EventBase):
     repair: bool = False
     request_key: str = ""
     error: str | None = None
+    served_model: str | None = Field(
+        None,
+        description="The model the endpoint named in its answer when that is not `model` (a "
+        "dated snapshot, or another model a router chose); None: the same, or none named.",
+    )
 
 
 Event = Annotated[

@@ -131,6 +131,7 @@ _KIND_SCHEMAS: dict[str, dict[str, PolarsDataType]] = {
         "cost_usd": _F,
         "repair": _B,
         "error": _STR,
+        "served_model": _STR,
     },
     "command": {
         "tool": _STR,

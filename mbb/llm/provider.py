@@ -224,8 +224,20 @@ def parse_response(data: Any) -> dict[str, Any]:
         "refusal": _text(msg.get("refusal")),
         "reasoning": presets.reasoning_text(msg),
         "finish_reason": _text(choice.get("finish_reason")),
+        "served_model": _served_model(data.get("model")),
         "usage": _usage(data.get("usage"), data),
     }
+
+
+def _served_model(value: Any) -> str | None:
+    """The answer's `model` field as a name (a hostile endpoint's 1 MB name is cut to 200
+    characters; anything but a non-empty string is no name).
+
+    value: the answer's `model` field."""
+    if not isinstance(value, str):
+        return None
+    name = " ".join(value.split())[:200]
+    return name or None
 
 
 def _retry_after_s(exc: Exception) -> float | None:
@@ -276,6 +288,7 @@ _REPLY_TEXT = (
     "refusal",
     "reasoning",
     "finish_reason",
+    "served_model",
 )
 
 

@@ -50,6 +50,9 @@ class LlmResult(BaseModel):
     refusal: str | None = None
     reasoning: str | None = None  # reasoning text beside the answer (reasoning_content/reasoning)
     finish_reason: str | None = None
+    # the model the endpoint said answered (its `model` field; None: it named none): a router
+    # or a gateway can serve another model than the one asked for
+    served_model: str | None = None
     usage: Usage = Usage()
     latency_s: float = 0.0
     attempts: int = 0

@@ -414,6 +414,7 @@ class Audited:
             repair=meta.repair,
             request_key=result.key,
             error=error,
+            served_model=result.served_model if result.served_model != model else None,
         )
         if self.observer is not None:
             self.observer(meta, result, error)

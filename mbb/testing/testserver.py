@@ -10,6 +10,7 @@ end time so tests can assert on counts, overlap and headers without timing the w
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import re
 import socket
@@ -50,7 +51,7 @@ class Reply:
         tool_calls: list[dict[str, Any]] | None = None,
         refusal: str | None = None,
         usage: dict[str, Any] | None = None,
-        model: str = "test-model",
+        model: str | None = None,
         delay_s: float = 0.0,
         finish_reason: str = "stop",
     ) -> Reply:
@@ -241,6 +242,16 @@ class FakeOpenAIServer:
                     self._send(Reply.error(404, msg, code="model_not_found"))
                     return
                 reply = server._next_reply(body)
+                # a completion built without a model answers as the model asked for, as an
+                # endpoint serving it does (`model=` names another: a router's choice)
+                if (
+                    isinstance(reply.body, dict)
+                    and reply.body.get("object") == "chat.completion"
+                    and reply.body.get("model") is None
+                ):
+                    reply = dataclasses.replace(
+                        reply, body={**reply.body, "model": body.get("model")}
+                    )
                 # Encoded before the latency: once it has passed, one write and done (with five
                 # replies due at once, their encoding would otherwise queue on the GIL).
                 wire = self._wire(reply)

@@ -52,6 +52,33 @@ def test_ok_parses_usage_and_emits_event(server, sleeps, log) -> None:
     assert SECRET not in "\n".join(log.lines)
 
 
+def test_a_model_the_endpoint_names_differently_is_recorded(server, sleeps, log) -> None:
+    """A router or gateway can answer with another model than the one asked for: the event
+    records the model the answer named (`served_model`), and nothing when it is the same; a
+    hostile name is cut, and one that is not a string is none. The report's spend table
+    names it under the model asked for."""
+    import polars as pl
+
+    from mbb.batch.runs import spend_table_html
+    from mbb.core.tables import tables_from_log
+
+    server.push(
+        Reply.completion("same"),  # the test server answers as the model asked for
+        Reply.completion("routed", model="cheaper-model-2025-01-01"),
+        Reply.completion("long", model="x" * 5000),
+        Reply.completion("odd", model={"not": "a name"}),  # type: ignore[arg-type]
+    )
+    client = make_client(sleeps)
+    for _ in range(4):
+        asyncio.run(client.call(make_config(server), REQ, meta=META, emit=log.emit))
+    served = [ev["served_model"] for ev in llm_calls(log)]
+    assert served == [None, "cheaper-model-2025-01-01", "x" * 200, None]
+    calls = tables_from_log(log)["llm_calls"]
+    assert calls["served_model"].to_list() == served
+    page = spend_table_html(calls.with_columns(pl.lit("base").alias("condition")))
+    assert "answered as cheaper-model-2025-01-01, " in page and "x" * 201 not in page
+
+
 def test_an_unpriced_model_costs_unknown_never_zero(server, sleeps, log) -> None:
     server.models = ("other",)
     server.push(Reply.completion("x"))

@@ -306,7 +306,7 @@ def test_new_entries_store_the_latency_and_replay_it(server, tmp_path) -> None:
     db.close()
     assert set(json.loads(stored)) == {
         "text", "tool_name", "tool_arguments", "tool_call_id", "refusal", "reasoning",
-        "finish_reason", "usage", "cache_hit", "latency_s",
+        "finish_reason", "served_model", "usage", "cache_hit", "latency_s",
     }  # fmt: skip
 
 
