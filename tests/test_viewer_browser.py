@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import shutil
 import threading
 from pathlib import Path
@@ -405,6 +406,9 @@ def test_agent_view_tells_one_workers_story_in_order(browser, viewer):
         )
         assert {"declared", "message", "ballot", "scratch_written", "evaluation"} <= kinds
         assert not {"llm_call"} & kinds  # a scripted worker: no prompts
+        # shares in percent, as on every other line of the story (it said "progress 0.80")
+        (outcome, *_) = page.locator('#story .story-item[data-kind="evaluation"]').all_inner_texts()
+        assert re.search(r"score \d+(\.\d)?% .* progress \d+(\.\d)?%", outcome), outcome
         memory = page.locator('#story .story-item[data-kind="scratch_written"]').all_inner_texts()
         assert any("Subrun 1, task" in m for m in memory)
         # only what it wrote to memory and what it was told privately

@@ -53,8 +53,8 @@
         " · exit " + fmt(e.exit_code) + " (expected " + fmt(e.expected_exit) + ") · stdout " + (e.stdout_match ? "matches" : "differs") + (e.reason ? " · " + str(e.reason) : "")]];
       case "terminated": return ["terminated", "bad", ["at its deadline (" + fmt(e.deadline_s, 0) + " s), progress " + L.pct(e.progress, 1)]];
       case "completed": return ["completed", "good", ["its task (" + fmt(e.work_s, 1) + " s of work)"]];
-      case "evaluation": return ["outcome", e.outcome === "completed" ? "good" : "bad", [str(e.outcome) + " · task " + str(e.task) + " · score " + L.fmtShare(e.score, 2) +
-        " (" + fmt(e.passed) + "/" + fmt(e.total) + " tests) · progress " + L.fmtShare(e.progress, 2)]];
+      case "evaluation": return ["outcome", e.outcome === "completed" ? "good" : "bad", [str(e.outcome) + " · task " + str(e.task) + " · score " + L.pct(e.score, 1) +
+        " (" + fmt(e.passed) + "/" + fmt(e.total) + " tests) · progress " + L.pct(e.progress, 1)]];
       default: return [k.replace(/_/g, " "), "did", []];
     }
   }
