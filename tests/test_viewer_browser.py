@@ -423,6 +423,9 @@ def test_agent_view_tells_one_workers_story_in_order(browser, viewer):
         # another worker, from the picker; its round links open the round
         page.click('#agent-pick button[data-worker="W1"]')
         assert "w=W1" in page.url
+        # its links are links: opened in a new tab or copied, they give the place they open
+        href = page.locator("#story .story-round a").first.get_attribute("href")
+        assert re.fullmatch(r"#run=base/base-seed0000&s=\d+&r=\d+", href), href
         page.locator("#story .story-round a").first.click()
         page.wait_for_selector("#round-title")
         # the run header's story link opens the agent view too
@@ -637,6 +640,8 @@ def test_the_page_follows_its_link_and_back_returns_to_the_table(browser, viewer
         # a share is filtered in percent: the box says so
         page.evaluate("location.hash = ''")
         page.wait_for_selector("#runs-view:not([hidden])")
+        page.eval_on_selector('#runs-table th[data-col="seed"]', "th => th.click()")
+        assert "sort=seed" in page.url  # the whole header cell sorts, not only its label
         box = page.locator('#runs-table input[data-col="completion"]')
         assert box.get_attribute("placeholder") == ">50" and "percent" in box.get_attribute("title")
     with offline_page(browser, width=1600) as page:  # the diff marks the outcome cells that differ

@@ -113,7 +113,7 @@
         lastR = e.round;
         if (e.round != null) {
           var s = e.subrun, n = e.round;
-          story.appendChild(el("div", {cls: "story-round"}, [el("a", {href: "#", text: "round " + n, onclick: function (ev) { ev.preventDefault(); S.tab = "rounds"; S.subrun = s; S.round = n; L.setTab("rounds"); }})]));
+          story.appendChild(el("div", {cls: "story-round"}, [el("a", {href: L.runLink(S.cur, "s=" + s + "&r=" + n), text: "round " + n, onclick: function (ev) { ev.preventDefault(); S.tab = "rounds"; S.subrun = s; S.round = n; L.setTab("rounds"); }})]));
         } else if (e.subrun != null) story.appendChild(el("div", {cls: "story-round muted", text: "between rounds"}));
       }
       story.appendChild(item(e, d[0], d[1], d[2]));

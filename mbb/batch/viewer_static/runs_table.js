@@ -130,7 +130,9 @@
     var tr = el("tr", null, [el("th", {cls: "sel", title: "select two runs to diff them"}, ["⇄"])]);
     var fr = el("tr", {cls: "filters"}, [el("th", {cls: "sel"})]);
     cols.forEach(function (c) {
-      tr.appendChild(el("th", {cls: (c.kind === "num" ? "" : "t") + (c.user ? " user" : ""), "data-col": c.key, title: c.title || null}, [
+      // the whole header cell sorts, not only its label
+      tr.appendChild(el("th", {cls: (c.kind === "num" ? "" : "t") + (c.user ? " user" : ""), "data-col": c.key, title: c.title || null,
+        onclick: function (ev) { if (ev.target === ev.currentTarget) sortBy(c.key); }}, [
         el("button", {text: c.label, onclick: function () { sortBy(c.key); }})]));
       var input;
       if (c.pick) {

@@ -165,6 +165,12 @@ var MBB = (function () {
     S.routing = true;
     route(h, function () {});
   }
+  // A link to run n at a place ("s=2&r=3", "tab=agent&w=W1"): what a click does in place, and
+  // what opening the link in a new tab or copying it gives.
+  function runLink(n, rest) {
+    var e = S.byN.get(n);
+    return e ? "#run=" + enc(e.path) + (rest ? "&" + rest : "") : "#";
+  }
   function entryOf(ref) {  // an index entry from a path (or its number n)
     if (ref == null || ref === "") return null;
     var n = S.byPath.get(ref);
@@ -429,7 +435,7 @@ var MBB = (function () {
       var info = r.personas.get(w) || {};
       return el("tr", null, [td(chip(w), "t"), td(workerModel(r, w), "t"), td(workerPersona(r, w) || "—", "t"), td(info.negotiator, "t"),
         td(info.solver, "t"), td(info.budget), td(info.deadline_s),
-        td(el("a", {href: "#", text: "story", onclick: function (ev) { ev.preventDefault(); openAgent(w); }}), "t")]);
+        td(el("a", {href: runLink(r.n, "tab=agent&w=" + enc(w)), text: "story", onclick: function (ev) { ev.preventDefault(); openAgent(w); }}), "t")]);
     });
     h.appendChild(table(["~worker", "~model", "~persona (scripted negotiation)", "~negotiator", "~solver", "budget", "deadline (s)", "~agent view"], rows));
   }
@@ -665,7 +671,7 @@ var MBB = (function () {
     var inv = invalidTable(rd, r);
     if (inv) box.appendChild(inv);
     if (rd.calls.length) {
-      box.appendChild(el("p", null, [el("a", {href: "#", text: rd.calls.length + " LLM call(s) in this round: open them",
+      box.appendChild(el("p", null, [el("a", {href: runLink(S.cur, "s=" + S.subrun + "&r=" + S.round + "&tab=llm"), text: rd.calls.length + " LLM call(s) in this round: open them",
         onclick: function (ev) { ev.preventDefault(); setTab("llm"); }})]));
     }
   }
@@ -898,7 +904,7 @@ var MBB = (function () {
     _views: views,
     _lib: {el: el, clear: clear, fmt: fmt, fmtShare: fmtShare, pct: pct, markText: markText, chip: chip, colourOf: colourOf,
       table: table, td: td, isInt: isInt, isNum: isNum, isStr: isStr, isObj: isObj, arr: arr, str: str, own: own, dict: dict,
-      $: $, show: show, goView: goView, writeHash: writeHash, entryOf: entryOf, loadScript: loadScript, versioned: versioned,
+      $: $, show: show, goView: goView, writeHash: writeHash, entryOf: entryOf, runLink: runLink, loadScript: loadScript, versioned: versioned,
       prepared: prepared, selectRun: selectRun, renderSearch: renderSearch, showMark: showMark, timelineSvg: timelineSvg, subrunEnd: subrunEnd,
       declTable: declTable, msgList: msgList, ballotTable: ballotTable, scheduleTable: scheduleTable, windowTable: windowTable,
       commandTable: commandTable, invalidTable: invalidTable, subrunTable: subrunTable, callDetails: callDetails,
