@@ -333,6 +333,13 @@ def test_search_over_every_run_opens_the_hit_at_its_round(browser, viewer):
         # only the matching runs in the table
         page.click("#only-matching")
         page.wait_for_function("() => document.querySelector('#runs-table').dataset.rows === '1'")
+        # the link says so: opened elsewhere, it shows the same one run
+        assert "only=1" in page.url
+        with offline_page(browser) as again:
+            again.goto(page.url)
+            again.wait_for_function(
+                "() => document.querySelector('#runs-table')?.dataset.rows === '1'"
+            )
         hits.first.click()
         page.wait_for_selector("#round-title")
         title = page.locator("#round-title").inner_text()

@@ -5,7 +5,7 @@
 "use strict";
 (function (M) {
   var L = M._lib, S = M._state, el = L.el, str = L.str, arr = L.arr, isNum = L.isNum, isInt = L.isInt;
-  var T = {sort: "id", desc: false, filters: new Map(), free: "", selected: [], only: null, onlyQ: "",
+  var T = {sort: "id", desc: false, filters: new Map(), free: "", selected: [], only: null, onlyQ: "", onlyPending: null,
     rows: new Map(), cols: null, colsKey: "", pending: false, lastMs: null};
   var SRC = {declaration: "declaration", "public": "public post", "private": "private message", ballot: "ballot", memory: "memory", command: "command"};
 
@@ -392,6 +392,10 @@
       res.hits.forEach(function (h, n) { order.push(n); });
       order.sort(function (a, b) { return res.hits.get(b).length - res.hits.get(a).length || a - b; });
       L.clear(inner);
+      if (T.onlyPending != null) {
+        if (T.onlyPending === q) { T.only = new Set(order); T.onlyQ = q; draw(); }
+        T.onlyPending = null;
+      }
       inner.setAttribute("data-runs", String(order.length));
       inner.appendChild(el("strong", {text: order.length ? res.total + " match(es) for “" + q + "” in " + order.length + " of " + S.index.runs.length + " run(s)" +
         (order.length > 50 ? " (the 50 runs with most matches listed)" : "") + " — click one to open the run at its round" :
@@ -424,10 +428,12 @@
     if (T.sort !== "id" || T.desc) p.push("sort=" + encodeURIComponent(T.sort) + (T.desc ? ":desc" : ""));
     T.filters.forEach(function (v, k) { if (v) p.push("f." + encodeURIComponent(k) + "=" + encodeURIComponent(v)); });
     if (T.free) p.push("find=" + encodeURIComponent(T.free));
+    if (T.only) p.push("only=1");  // the runs matching the search (q), found again on opening
     return p;
   }
   function route(h) {  // the table's state is the link's: what it does not say is reset
-    T.sort = "id"; T.desc = false; T.filters.clear(); T.free = "";
+    T.sort = "id"; T.desc = false; T.filters.clear(); T.free = ""; T.only = null; T.onlyQ = "";
+    T.onlyPending = h.only && h.q ? h.q : null;  // set once the search over every run is done
     if (h.sort) { var s = h.sort.split(":"); T.sort = s[0]; T.desc = s[1] === "desc"; }
     Object.keys(h).forEach(function (k) { if (k.indexOf("f.") === 0 && h[k]) T.filters.set(k.slice(2), h[k]); });
     if (h.find) T.free = h.find;
