@@ -507,3 +507,26 @@ def test_a_notebook_mbb_executed_is_recorded_even_when_it_fails(tmp_path: Path) 
         execute_notebook(src, tmp_path / "out", {"x": 2}, html=False)
     kept, _ = own_notebooks(tmp_path / "out")
     assert kept == [tmp_path / "out" / "boom.ipynb"]
+
+
+def test_mbbs_tables_keep_their_look_in_a_report(tmp_path: Path) -> None:
+    """A report page keeps no style block from an output, and its allow-list dropped the
+    table's classes: every shared table lost its alignment and scroll box (free text right-
+    aligned, a 1,280-row table's last columns past the page's edge; a reviewer's find). The
+    page carries the table's styles itself, the classes are kept, and nothing is positioned
+    (the test above checks every rule)."""
+    import polars as pl
+
+    from mbb.viz.table import table
+
+    t = table(pl.DataFrame({"run": ["base-seed0000"], "completion": [0.3]}), caption="runs")
+    cell = nbformat.v4.new_code_cell("t")
+    cell.outputs = [
+        nbformat.v4.new_output("execute_result", {"text/html": t._repr_html_()}, execution_count=1)
+    ]
+    text = export_html(_recorded(tmp_path / "t.ipynb", cell)).read_text(encoding="utf-8")
+    assert re.search(r'<div class="mbb-table"', text)
+    assert 'class="mbb-r"' in text and 'class="mbb-l"' in text
+    css = "".join(re.findall(r"<style[^>]*>(.*?)</style>", text, re.S))
+    assert ".mbb-table{overflow:auto" in css and ".mbb-table{max-height:40em}" in css
+    assert ".mbb-table td.mbb-r,.mbb-table th.mbb-r{text-align:right}" in css

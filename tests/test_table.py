@@ -29,10 +29,21 @@ def test_a_share_never_rounds_onto_done_or_nothing():
         ("calls", pl.Int64, "int"),
         ("seed", pl.Int64, "id"),
         ("valid", pl.Boolean, "bool"),
+        # shares that sat as fractions beside their percent twins (a reviewer's find)
+        ("resolved", pl.Float64, "share"),
+        ("repeat_win_chance", pl.Float64, "share"),
+        ("corrected", pl.Float64, "share"),
+        ("win_rate_diff", pl.Float64, "share"),
+        ("spent_diff", pl.Int64, "int"),
     ],
 )
 def test_kinds_follow_the_measure(name, dtype, kind):
     assert kind_of(name, dtype) == kind
+
+
+def test_a_difference_of_shares_reads_in_points_with_its_sign():
+    text = str(table(pl.DataFrame({"win_rate_diff": [0.321], "spent_diff": [486]})))
+    assert "+32.1 pp" in text and "+486" in text
 
 
 def test_values_are_rounded_per_kind():
@@ -98,3 +109,11 @@ def test_notebooks_get_html_and_terminals_text():
     t = table(pl.DataFrame({"condition": ["base"], "completion": [0.25]}))
     assert t._repr_html_().startswith("<style>")
     assert "25.0%" in repr(t)
+
+
+def test_the_model_column_says_it_holds_a_persona_for_scripted_workers():
+    """mbb's tables name a scripted worker's persona under `model`: the header says so."""
+    assert "model / persona" in str(table(pl.DataFrame({"model": ["price_first"]})))
+    assert "model / persona" not in str(
+        table(pl.DataFrame({"model": ["x"]}), labels={"model": "m"})
+    )

@@ -63,6 +63,7 @@ from mbb.batch.runs import spend_table_html
 from mbb.core import safejson
 from mbb.core.errors import for_terminal
 from mbb.viz.render import MIMETYPE, render_svg, vl_version
+from mbb.viz.table import REPORT_CSS as TABLE_REPORT_CSS
 from mbb.viz.transcript import _CSS as _TRANSCRIPT_STYLE
 
 __all__ = [
@@ -104,7 +105,7 @@ nav.mbb-toc li.h3 { margin-left: 1.2rem; }
 """
 # Style blocks in outputs are not kept (`sanitize_html`): the page itself carries the styles of
 # mbb's own outputs (the round transcript, polars' tables above).
-_OWN_OUTPUT_CSS = re.sub(r"</?style>", "", _TRANSCRIPT_STYLE)
+_OWN_OUTPUT_CSS = re.sub(r"</?style>", "", _TRANSCRIPT_STYLE) + TABLE_REPORT_CSS
 
 # Extends nbconvert's "lab" index template: every block that would load from a CDN is emptied,
 # and the Vega bundle (if any) is inlined in the head, before the first chart.
@@ -288,6 +289,7 @@ _JP_CLASSES = frozenset({
     "jp-RenderedLatex", "jp-RenderedJavaScript", "jp-needs-light-background",
     "jp-needs-dark-background", "cm-editor", "cm-s-jupyter", "highlight", "anchor-link",
     "dataframe", "unconfined", "mbb-text", "mbb-tr",
+    "mbb-table", "mbb-r", "mbb-l", "mbb-w", "mbb-note",  # mbb's tables (`mbb.viz.table`)
 })
 # fmt: on
 # Pygments' token classes (k, kn, s2, ...), mbb's transcript (w, lab, priv, rev), nbconvert's

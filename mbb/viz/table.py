@@ -36,6 +36,7 @@ import polars as pl
 
 __all__ = [
     "MIN_SEEDS",
+    "REPORT_CSS",
     "Table",
     "few_seeds_note",
     "format_value",
@@ -50,7 +51,18 @@ MAX_HEIGHT_EM = 32  # taller tables scroll inside their block (the header stays 
 _WRAP_FROM = 60  # characters: a text column with a longer cell wraps, others stay on one line
 
 _SHARES = frozenset(
-    {"completion", "deadline_miss", "progress", "score", "utilisation", "utilization", "load"}
+    {
+        "completion",
+        "deadline_miss",
+        "progress",
+        "score",
+        "utilisation",
+        "utilization",
+        "load",
+        "resolved",  # a share of worker-subruns, beside completion
+        "repeat_win_chance",  # beside repeat_win_rate, compared with it
+        "corrected",  # a corrected prevalence, beside its raw share
+    }
 )
 _SHARE_RX = re.compile(r"(_rate|_share|^share|^rate|_prevalence|^prevalence)$")
 _USD_RX = re.compile(r"(_usd|^usd|^cost)$")
@@ -100,6 +112,7 @@ def kind_of(name: str, dtype: pl.DataType) -> str:
 
     name: the column's name (measure names decide shares and money); dtype: its polars type."""
     base = name.lower()
+    base = base.removesuffix("_diff")  # a difference of shares is shown as one (in points)
     if dtype == pl.Boolean:
         return "bool"
     if isinstance(dtype, pl.List | pl.Array):
@@ -303,6 +316,8 @@ class Table:
         return self.frame.write_csv()
 
 
+# the table's look, in the notebook (a style block in the output) and in a report's pages
+# (which keep no style block from an output: `mbb.batch.report` writes `REPORT_CSS` itself)
 _CSS = (
     ".mbb-table{overflow:auto;display:inline-block;max-width:100%;border:1px solid #ddd}"
     ".mbb-table table{border-collapse:collapse;font-size:13px;margin:0}"
@@ -315,6 +330,16 @@ _CSS = (
     "max-width:40em}"
     ".mbb-table caption{caption-side:top;text-align:left;font-weight:600;padding:.3rem .6rem}"
     "p.mbb-note{color:#8a5a00;margin:.2rem 0}"
+)
+# A report positions no class an output may carry (a notebook could lay a fake page over the
+# real one): the header row is not sticky there, and the scroll box's height is fixed (the
+# inline max-height is not kept).
+REPORT_CSS = (
+    _CSS.replace(
+        ".mbb-table th{position:sticky;top:0;background:#f3f3f3;z-index:1}",
+        ".mbb-table th{background:#f3f3f3}",
+    )
+    + ".mbb-table{max-height:40em}"
 )
 
 
@@ -333,8 +358,17 @@ def _row_seeds(row: Mapping[str, Any], column: str | None) -> int | None:
     return None
 
 
+# headers that say more than their column's name: mbb's tables name a scripted worker's persona
+# in the `model` column (an LLM worker's model otherwise)
+_HEADERS = {"model": "model / persona"}
+
+
 def _header(name: str, kind: str, labels: Mapping[str, str], interval: bool) -> str:
-    text = labels[name] if name in labels else re.sub(r"_usd$", "", name).replace("_", " ")
+    text = (
+        labels[name]
+        if name in labels
+        else _HEADERS.get(name) or re.sub(r"_usd$", "", name).replace("_", " ")
+    )
     unit = UNITS.get(name)
     if kind == "usd" and "usd" not in text.lower():
         unit = "USD"
@@ -363,7 +397,8 @@ def table(
 
     df: the frame; caption: a title shown above it; labels: column -> header text; formats:
     column -> kind ('text', 'int', 'float', 'share', 'usd', 'bool', 'list'), over the guess of
-    `kind_of`; signed: columns written with a sign (differences); hide: columns left out (say
+    `kind_of`; signed: columns written with a sign (differences; `*_diff` columns always);
+    hide: columns left out (say
     why in `notes`); na: column -> the text for its missing values (default "n/a"); notes:
     lines shown above the table; min_seeds: flag rows resting on fewer seeds (None: never);
     seeds: the column counting each row's seeds ("auto": the first of `n_seeds`, `seeds`,
@@ -388,7 +423,7 @@ def table(
                 kind=kind,
                 low=low,
                 high=high,
-                signed=name in signed,
+                signed=name in signed or name.endswith("_diff"),
                 per_measure=measure_column is not None and name in per_measure,
             )
         )
