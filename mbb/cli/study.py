@@ -23,6 +23,10 @@ def _term_as_interrupt() -> Iterator[None]:
     ended the study with no word and no record before. Only where SIGTERM has its default
     handler (mbb's sandbox reaper installs its own on first use, and keeps it then).
 
+    A study started in the background of a script (`mbb study F &`) inherits SIGINT ignored,
+    which would swallow the SIGTERM sent on as SIGINT (a newcomer's `kill` let a study spend
+    on to its end): for the study's duration SIGINT is Python's own Ctrl-C again.
+
     Runs in the main thread only (Python's signal handlers do)."""
     if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
         yield
@@ -33,11 +37,16 @@ def _term_as_interrupt() -> Iterator[None]:
         # cancels the study's task cleanly; raising KeyboardInterrupt here would cut the loop)
         signal.raise_signal(signal.SIGINT)
 
+    ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    if ignored:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, as_ctrl_c)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if ignored:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _run(args: argparse.Namespace) -> int:

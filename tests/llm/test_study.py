@@ -502,10 +502,12 @@ def test_a_study_estimate_dry_runs_once_per_condition_and_preset_and_prices_each
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("stop", ["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("stop", ["SIGINT", "SIGTERM", "SIGTERM in the background"])
 def test_ctrl_c_stops_a_study_with_one_line_and_the_same_command_finishes_it(tmp_path, stop):
     """Ctrl-C, and SIGTERM as a batch scheduler sends it (which ended a study with no line
-    and no record), stop a study with one line; the same command finishes it."""
+    and no record), stop a study with one line; the same command finishes it. A study started
+    in a script's background inherits SIGINT ignored: SIGTERM stops it all the same (it
+    swallowed it, and the study spent on to its end)."""
     import os
     import signal
     import subprocess
@@ -515,13 +517,21 @@ def test_ctrl_c_stops_a_study_with_one_line_and_the_same_command_finishes_it(tmp
     path = small(tmp_path, f"a: {{model: gpt-a, preset: openai, price: {PRICE}}}", seeds="0..7")
     cmd = [sys.executable, "-m", "mbb", "study", str(path), "--stub", "--quiet", "--no-report"]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    background = stop.endswith("in the background")  # as `mbb study F &` in a script
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if background else None,
+    )
     out = tmp_path / "out"
     deadline = time.monotonic() + 120
     while not any(out.glob("runs/*/*/events.jsonl")) and time.monotonic() < deadline:
         time.sleep(0.05)
     time.sleep(0.5)
-    proc.send_signal(getattr(signal, stop))
+    proc.send_signal(getattr(signal, stop.split()[0]))
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
     assert err.strip().count("\n") == 0, err  # one line, no traceback (the stub's neither)
