@@ -336,3 +336,16 @@ def test_drift_over_hundreds_of_rounds_is_drawn_in_bins_with_weighted_prevalence
     behaviour_drift_chart(drift, tests).to_dict()  # within altair's row limit
     few, title = _binned_levels(drift.filter(pl.col("round") <= 5), "round")
     assert few.height == 5 and title == "Round"
+
+
+def test_the_token_chart_by_subrun_reads_in_subrun_order(data):
+    """Its axis followed the data's order (1, 3, 2, 4 in a reviewer's notebook)."""
+    audit = data["audit"].sort("subrun", descending=True)  # the data in the wrong order
+    spec = K.token_audit_chart(audit, by="subrun").to_dict()
+    sorts = [
+        enc["x"]["sort"]
+        for layer in spec["spec"]["layer"]
+        if (enc := layer.get("encoding", {})).get("x", {}).get("field") == "subrun"
+    ]
+    subruns = sorted(audit["subrun"].unique().to_list())
+    assert sorts and all(s == [str(x) for x in subruns] for s in sorts), sorts

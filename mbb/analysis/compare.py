@@ -103,7 +103,8 @@ def condition_table(
 
     tables: tables with a `condition` column (`load_conditions`). baseline: the reference
     condition (default `base` when present, else the first condition). measures: the
-    outcome measures compared (default `OUTCOME_MEASURES`). per_run: extra
+    outcome measures compared (default `OUTCOME_MEASURES`; the LLM cost only where some run
+    made an LLM call, not "$0" for scripted runs). per_run: extra
     per-run measures to compare as well (one row per run with `condition`, `run_id`, `seed`,
     e.g. `mbb.analysis.text_measures_by_run`), joined to `run_table`'s. n_resamples:
     bootstrap resamples. A difference is paired (same seeds under both conditions, pairs
@@ -114,6 +115,9 @@ def condition_table(
     verdict."""
     from mbb.analysis.stats import bootstrap_ci, condition_differences
 
+    calls = tables.get("llm_calls")
+    if calls is None or calls.is_empty():  # scripted runs make no API calls: no cost to compare
+        measures = [m for m in measures if m != "cost_per_run_usd"]
     runs = run_table(tables, measures)
     measures = list(measures)
     if per_run is not None:

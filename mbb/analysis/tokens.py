@@ -222,6 +222,7 @@ def cost_by_model(audit: pl.DataFrame, by: Sequence[str] = ("condition", "model"
 
     `cost_usd` is null where no price is known (scripted text, or a model without `prices:`:
     unknown, never 0);
+    `cost_unknown_because` says why, in words;
     `approximate` is true for counts of scripted text rather than an endpoint's usage. Scripted
     workers have no model: their rows are one `model` "scripted", never their personas' names
     (the audit's `model` column keeps the persona for the prevalence tables).
@@ -247,7 +248,18 @@ def cost_by_model(audit: pl.DataFrame, by: Sequence[str] = ("condition", "model"
             pl.col("calls_without_usage").sum(),
             pl.col("approximate").all(),
         )
-        .with_columns((pl.col("cost_usd") / pl.col("runs")).alias("cost_per_run_usd"))
+        .with_columns(
+            (pl.col("cost_usd") / pl.col("runs")).alias("cost_per_run_usd"),
+            # why a cost is unknown, in words a table can show beside it
+            pl.when(pl.col("cost_usd").is_not_null())
+            .then(None)
+            .when(pl.col("approximate"))
+            .then(pl.lit("scripted: no API calls"))
+            .when(pl.col("calls_without_usage") > 0)
+            .then(pl.format("{} calls without usage", pl.col("calls_without_usage")))
+            .otherwise(pl.lit("no price for this model"))
+            .alias("cost_unknown_because"),
+        )
         .sort(keys)
     )
 

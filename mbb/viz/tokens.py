@@ -47,7 +47,12 @@ def token_audit_chart(audit: pl.DataFrame, by: str = "worker") -> alt.FacetChart
     )
     totals = seed_summary(per_run, [by, "role"], ["total_tokens"])
     approx = bool(audit["approximate"].all()) if audit.height else False
-    sort = worker_order(agg[by].cast(pl.String).to_list()) if by == "worker" else None
+    levels = agg[by].unique().to_list()  # an axis in its own order, never in the data's
+    sort = (
+        worker_order([str(v) for v in levels])
+        if by == "worker"
+        else [str(v) for v in sorted(levels)]
+    )
     note = " — approximate tokenizer (scripted text)" if approx else ""
     x = alt.X(f"{by}:{'O' if by == 'subrun' else 'N'}", title=by.capitalize(), sort=sort)
     y_title = "Tokens per run (each panel its own scale)"

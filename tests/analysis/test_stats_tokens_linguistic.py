@@ -70,6 +70,10 @@ def test_token_audit_scripted_is_approximate(scen):
         ("declaration", 1, 17),
     ]
     assert set(a.filter(pl.col("phase") == "report")["worker"]) == {"W1", "W3"}
+    # scripted text costs nothing that a price could say: unknown, and the table says why
+    (row,) = cost_by_model(a, by=("model",)).iter_rows(named=True)
+    assert row["model"] == "scripted" and row["cost_usd"] is None
+    assert row["cost_unknown_because"] == "scripted: no API calls"
 
 
 def test_token_audit_with_llm_calls(scen):

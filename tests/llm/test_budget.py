@@ -283,6 +283,7 @@ def test_answers_without_usage_are_flagged_in_events_tables_and_the_report(root)
     by_model = cost_by_model(audit)
     assert by_model["cost_usd"].to_list() == [None]
     assert by_model["calls_without_usage"].to_list() == [calls.height]
+    assert by_model["cost_unknown_because"].to_list() == [f"{calls.height} calls without usage"]
     assert spend_by_model(batch.tables)["calls_without_usage"].to_list() == [calls.height]
     html = spend_table_html(calls.with_columns(condition=pl.lit("unpriced")))
     unknown = f"unknown ({calls.height} calls without usage)"
@@ -304,5 +305,6 @@ def test_an_unpriced_models_spend_is_unknown_in_events_and_tables(root):
     assert calls["prompt_tokens"].sum() > 0  # the tokens are known, the cost is not
     by_model = cost_by_model(token_audit(batch.tables))
     assert by_model["cost_usd"].to_list() == [None]
+    assert by_model["cost_unknown_because"].to_list() == ["no price for this model"]
     per_run = outcomes(batch.tables, ["run_id"])
     assert per_run["cost_per_run_usd"].to_list() == [None]
