@@ -590,10 +590,18 @@ def test_llm_workers_show_their_model_and_shares_never_round_onto_one(browser, f
 
     _edit(run / "events.jsonl", as_llm)
     res = build_viewer(tmp_path / "llm")
-    assert _index(tmp_path / "llm" / "viewer")["runs"][0]["model"] == "smollm2"
+    index = _index(tmp_path / "llm" / "viewer")
+    assert index["runs"][0]["model"] == "smollm2"
+    # a cost partly unknown is said in the number's cell (the cell was blank: not a number)
+    partial = "≥ $0.0030 + unknown (1 calls without usage)"
+    index["runs"][0]["cost_usd"] = partial
+    (tmp_path / "llm" / "viewer" / "data" / "index.js").write_text(
+        "MBB.index(" + json.dumps(index) + ");\n"
+    )
     with offline_page(browser) as page:
         _open(page, res.index)
         assert _cells(page, "model") == ["smollm2"]
+        assert _cells(page, "cost_usd") == [partial]
         page.click("#runs-table tbody a")
         page.wait_for_selector("#round-title")
         rows = page.locator("#run-head table tr").all_inner_texts()

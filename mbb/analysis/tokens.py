@@ -57,6 +57,14 @@ def total_cost(col: str = "cost_usd") -> pl.Expr:
     return pl.when(pl.col(col).is_null().any()).then(None).otherwise(pl.col(col).sum()).alias(col)
 
 
+def known_cost(col: str = "cost_usd") -> pl.Expr:
+    """The summed cost of the calls that reported usage (`known_cost_usd`): what is known to
+    have been spent when other calls' cost is unknown, a lower bound; null when one of them
+    has no price. An outage of two calls no longer hides the cost of the 616 answered."""
+    cost = pl.col(col).filter(pl.col("prompt_tokens").is_not_null())
+    return pl.when(cost.is_null().any()).then(None).otherwise(cost.sum()).alias("known_cost_usd")
+
+
 def without_usage() -> pl.Expr:
     """The number of calls whose token counts are unknown (their `prompt_tokens` is null): the
     endpoint reported none, or the call failed (an endpoint may bill an answer mbb refused).
@@ -64,16 +72,18 @@ def without_usage() -> pl.Expr:
     return pl.col("prompt_tokens").is_null().sum().cast(pl.Int64).alias("calls_without_usage")
 
 
-def cost_text(value: float | None, calls_without_usage: int = 0) -> str:
+def cost_text(value: float | None, calls_without_usage: int = 0, known: float | None = None) -> str:
     """A cost as the tables show it: "unknown (N calls without usage)" when some calls have
-    no token counts (none reported, or the call failed), "unpriced" for a model without a
-    price, else dollars; never $0 for a cost nobody knows. One wording for the report, the
-    viewer and the spend tables.
+    no token counts (none reported, or the call failed), after "≥ $X + " when the others are
+    known to have cost X; "unpriced" for a model without a price, else dollars; never $0 for
+    a cost nobody knows. One wording for the report, the viewer and the spend tables.
 
     value: the summed cost (`total_cost`), None when unknown.
-    calls_without_usage: how many of the calls it sums reported no token counts."""
+    calls_without_usage: how many of the calls it sums reported no token counts.
+    known: the cost of the others (`known_cost`), a lower bound; None or 0: nothing known."""
     if calls_without_usage:
-        return f"unknown ({calls_without_usage} calls without usage)"
+        unknown = f"unknown ({calls_without_usage} calls without usage)"
+        return f"≥ ${known:.4f} + {unknown}" if known else unknown
     return "unpriced" if value is None else f"${value:.4f}"
 
 

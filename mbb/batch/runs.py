@@ -121,7 +121,7 @@ def spend_table_html(calls: Any, note: str = "") -> str:
 
     import polars as pl
 
-    from mbb.analysis.tokens import cost_text, total_cost, without_usage
+    from mbb.analysis.tokens import cost_text, known_cost, total_cost, without_usage
 
     if calls is None or calls.is_empty():
         return ""
@@ -138,9 +138,13 @@ def spend_table_html(calls: Any, note: str = "") -> str:
             pl.col("cached_tokens").sum(),
             pl.col("completion_tokens").sum(),
             total_cost(),
+            known_cost(),
             without_usage(),
         )
-        .with_columns((pl.col("cost_usd") / pl.col("runs")).alias("cost_per_run"))
+        .with_columns(
+            (pl.col("cost_usd") / pl.col("runs")).alias("cost_per_run"),
+            (pl.col("known_cost_usd") / pl.col("runs")).alias("known_per_run"),
+        )
         .sort("model")
     )
 
@@ -157,8 +161,9 @@ def spend_table_html(calls: Any, note: str = "") -> str:
         f"<td>{r['runs']}</td><td>{r['calls']}</td><td>{r['prompt_tokens']:,}</td>"
         f"<td>{r['cached_tokens'] / max(1, r['prompt_tokens']):.1%}</td>"
         f"<td>{r['completion_tokens']:,}</td>"
-        f"<td>{cost_text(r['cost_usd'], r['calls_without_usage'])}</td>"
-        f"<td>{cost_text(r['cost_per_run'], r['calls_without_usage'])}</td></tr>"
+        f"<td>{cost_text(r['cost_usd'], r['calls_without_usage'], r['known_cost_usd'])}</td>"
+        f"<td>{cost_text(r['cost_per_run'], r['calls_without_usage'], r['known_per_run'])}"
+        "</td></tr>"
         for r in t.iter_rows(named=True)
     )
     return (

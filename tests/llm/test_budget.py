@@ -308,3 +308,26 @@ def test_an_unpriced_models_spend_is_unknown_in_events_and_tables(root):
     assert by_model["cost_unknown_because"].to_list() == ["no price for this model"]
     per_run = outcomes(batch.tables, ["run_id"])
     assert per_run["cost_per_run_usd"].to_list() == [None]
+
+
+def test_a_cost_partly_unknown_says_what_is_known():
+    """Two calls failed (no usage) among many answered and priced: the spend said 'unknown'
+    for the whole model and hid the cost of the answered ones (a newcomer's outage); it says
+    the known part as a lower bound, and 'unknown' alone when nothing is known."""
+    from mbb.analysis.tokens import cost_text
+    from mbb.batch.runs import spend_table_html
+
+    calls = pl.DataFrame(
+        {
+            "run_id": ["r"] * 3,
+            "condition": ["c"] * 3,
+            "model": ["m"] * 3,
+            "prompt_tokens": [100, 100, None],
+            "cached_tokens": [0, 0, None],
+            "completion_tokens": [10, 10, None],
+            "cost_usd": [0.0015, 0.0015, None],
+        }
+    )
+    html = spend_table_html(calls)
+    assert "≥ $0.0030 + unknown (1 calls without usage)" in html and "$0.0000" not in html
+    assert cost_text(None, 2, 0.0) == cost_text(None, 2) == "unknown (2 calls without usage)"

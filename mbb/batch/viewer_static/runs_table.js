@@ -52,8 +52,10 @@
   function rowOf(e, cols) {  // a run's values for sorting and filtering (its <tr> is made when first drawn)
     var got = T.rows.get(e.n);
     if (got && got.v === e.v && got.e.path === e.path && got.e.status === e.status) { got.e = e; return got; }
-    var vals = cols.map(function (c) { var v = raw(c, e); return c.kind === "num" ? (isNum(v) ? v : null) : (v == null ? "" : str(v)); });
-    var shownText = cols.map(function (c, i) { return shown(c, vals[i]); });
+    var raws = cols.map(function (c) { return raw(c, e); });
+    var vals = raws.map(function (v, i) { return cols[i].kind === "num" ? (isNum(v) ? v : null) : (v == null ? "" : str(v)); });
+    // a number column's text where its value is not a number ("unknown (2 calls without usage)")
+    var shownText = cols.map(function (c, i) { return c.kind === "num" && vals[i] == null && L.isStr(raws[i]) ? raws[i] : shown(c, vals[i]); });
     var texts = shownText.map(function (t) { return t.toLowerCase(); });
     var row = {n: e.n, v: e.v, e: e, tr: null, box: null, vals: vals, shown: shownText, texts: texts,
       hay: texts.join(" ") + " " + str(e.path).toLowerCase() + " " + str(e.invalid_reason).toLowerCase()};
