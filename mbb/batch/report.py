@@ -772,9 +772,11 @@ def _condition_summary(folder: Path, loaded: dict[str, Any] | None = None) -> di
     return {k: row[k] for k in ("runs", "completion", "deadline_miss", "progress", "mean_bid")}
 
 
-def _conditions_html(table: Any, default: str, loaded: Any, viewer_index: Path | None) -> str:
+def _conditions_html(
+    table: Any, default: str, loaded: Any, viewer_index: Path | None, intro: str = ""
+) -> str:
     """The index's table of conditions: runs and the main measures with their CIs, and the
-    difference from the default baseline."""
+    difference from the default baseline; `intro`: HTML said under its heading."""
     esc = html.escape
     cells = _rows_of(table)
     excluded = loaded["excluded"].group_by("cell").len() if loaded is not None else None
@@ -800,6 +802,7 @@ def _conditions_html(table: Any, default: str, loaded: Any, viewer_index: Path |
     warn = few_seeds_note(table.group_by("condition").agg(pl.col("n").max()), column="n")
     return (
         "<h2>Conditions</h2>"
+        + intro
         + (f"<p class=warn>{esc(warn)}</p>" if warn else "")
         + "<table><tr><th class=l>condition</th><th>runs</th>"
         "<th>completion</th><th>deadline miss</th><th>mean progress</th><th>mean bid</th></tr>"
@@ -1185,21 +1188,28 @@ def build_report(
 
     esc = html.escape
     cells = _rows_of(tables[default]) if has_compare else {}
-    body = []
+    body, analyses = [], []
     for (nb_path, page, status, error), s in zip(rows, summaries, strict=True):
         rel = page.relative_to(root).as_posix()
         cond = nb_path.parent.relative_to(root).as_posix() or "."
         key = nb_path.parent.relative_to(root).as_posix() or root.name  # as in `conditions`
+        link = f'<a href="{esc(urllib.parse.quote(rel))}">{esc(nb_path.stem)}</a>'
+        status_cell = f"<td class='l {esc(status)}'>{esc(status)}</td>"
+        error_cell = f"<td class=l>{esc(error or '')}</td>"
+        if not s.get("runs"):  # an analysis over many folders (a study's notebooks/): no row
+            # of one condition's measures, which read as blanks under a condition's columns
+            folder = "" if cond == "." else f"{esc(cond)}/"
+            analyses.append(f"<tr><td class=l>{folder}{link}</td>{status_cell}{error_cell}</tr>")
+            continue
         runs_link = (
             f' <a href="{VIEWER_DIR}/index.html#cond={esc(urllib.parse.quote(cond))}">runs</a>'
-            if viewer_index is not None and s.get("runs")
+            if viewer_index is not None
             else ""
         )
         body.append(
             "<tr>"
             f"<td class=l>{esc(cond)}{runs_link}</td>"
-            f'<td class=l><a href="{esc(urllib.parse.quote(rel))}">{esc(nb_path.stem)}</a></td>'
-            f"<td class='l {esc(status)}'>{esc(status)}</td>"
+            f"<td class=l>{link}</td>{status_cell}"
             f"<td>{fmt(s.get('runs'))}</td>"
             + "".join(
                 _cell(cells.get((key, m)), key == default)
@@ -1207,8 +1217,31 @@ def build_report(
                 else f"<td>{fmt(s.get(m), m in _PCT)}</td>"
                 for m in _INDEX_MEASURES
             )
-            + f"<td class=l>{esc(error or '')}</td></tr>"
+            + f"{error_cell}</tr>"
         )
+    notebook_tables = ""
+    if body:
+        notebook_tables += (
+            "<table><tr><th class=l>condition</th><th class=l>notebook</th>"
+            "<th class=l>status</th><th>runs</th><th>completion</th><th>deadline miss</th>"
+            "<th>mean progress</th><th>mean bid</th><th class=l>error</th></tr>"
+            + "".join(body)
+            + "</table>"
+        )
+    if analyses:
+        notebook_tables += (
+            "<h2>Analyses</h2><table><tr><th class=l>notebook</th><th class=l>status</th>"
+            f"<th class=l>error</th></tr>{''.join(analyses)}</table>"
+        )
+    explain = (
+        "<p>Each cell: the mean over seeds (one value per run) with its 95% percentile "
+        f"bootstrap CI; below it, the difference from <code>{esc(default)}</code> with the "
+        "CI of the difference and its effect size (d_z, seeds paired, when both conditions "
+        "ran the same seeds; else Hedges' g, seeds resampled independently; bold: the CI "
+        "excludes 0).</p>"
+        if has_compare
+        else ""
+    )
     n_failed = sum(1 for r in rows if r[2] == "failed")
     links = []
     if has_compare:
@@ -1231,21 +1264,15 @@ def build_report(
         f"<style>{_INDEX_CSS}</style></head><body>"
         f"<h1>mbb report</h1><nav class=links>{''.join(links)}</nav>"
         f"<p><code>{esc(root.name)}</code> — {len(rows)} notebook(s), {n_failed} failed.</p>"
+        + (explain if body else "")  # before the first table whose cells it explains
+        + notebook_tables
         + (
-            "<p>Each cell: the mean over seeds (one value per run) with its 95% percentile "
-            f"bootstrap CI; below it, the difference from <code>{esc(default)}</code> with the "
-            "CI of the difference and its effect size (d_z, seeds paired, when both conditions "
-            "ran the same seeds; else Hedges' g, seeds resampled independently; bold: the CI "
-            "excludes 0).</p>"
+            _conditions_html(
+                tables[default], default, loaded, viewer_index, "" if body else explain
+            )
             if has_compare
             else ""
         )
-        + "<table><tr><th class=l>condition</th><th class=l>notebook</th>"
-        "<th class=l>status</th><th>runs</th><th>completion</th><th>deadline miss</th>"
-        "<th>mean progress</th><th>mean bid</th><th class=l>error</th></tr>"
-        + "".join(body)
-        + "</table>"
-        + (_conditions_html(tables[default], default, loaded, viewer_index) if has_compare else "")
         + _spend_html(everything)
         + f"{skipped_html}</body></html>"
     )

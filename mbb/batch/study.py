@@ -625,15 +625,19 @@ def preflight(study: Study, environ: Mapping[str, str] | None = None) -> list[st
     from mbb.llm.types import ChatRequest
 
     env = os.environ if environ is None else environ
-    problems = []
+    unset: dict[str, list[str]] = {}  # a variable, the models that need it
     for slot, cfg in study.configs.items():
         if cfg.api_key_env and not env.get(cfg.api_key_env):
-            problems.append(
-                f"model {slot} ({cfg.model} at {cfg.base_url}): environment variable "
-                f"{cfg.api_key_env} is not set"
-            )
-    if problems:
-        return problems
+            unset.setdefault(cfg.api_key_env, []).append(f"{slot}: {cfg.model}")
+    if unset:  # all at once: mending one at a time cost a start of the study each
+        which = " and ".join(
+            f"{var} (model{'s' * (len(w) > 1)} {', '.join(w)})" for var, w in unset.items()
+        )
+        first = next(iter(unset))
+        return [
+            f"environment variable{'s' * (len(unset) > 1)} {which} not set for mbb: a shell "
+            f"variable must be exported (`export {first}=...` in the shell that runs mbb)"
+        ]
 
     async def ping() -> list[str]:
         # a Retry-After longer than one attempt's wait fails the check at once
@@ -807,6 +811,7 @@ def run_study(
     cluster: Any = None,
     workers: int = 2,
     say: Callable[[str], None] = print,
+    reanalyse: bool = False,
 ) -> StudyOutcome:
     """Run every unfinished run of `study`, then its analyses and report (see the module
     docstring); a stub study (`load_study(..., stub=True)`) is answered by the loopback stub
@@ -814,16 +819,16 @@ def run_study(
     notebooks and write the report and viewer; `cluster`: None (this process), "dask" (a
     Dask LocalCluster of `workers` processes), a scheduler address or a Dask cluster object:
     the cells are spread over its workers, each endpoint's limits shared among the processes
-    that call it; `say`: where one-line messages go."""
+    that call it; `say`: where one-line messages go; `reanalyse`: run the notebooks even
+    when nothing they read has changed since the last analysis."""
     _claim_study(study)
     t0 = time.perf_counter()
     outcome = StudyOutcome(runs=study.runs)
     todo, judged = _plan(study, outcome)
     if todo and not study.stub and any(uses_llm(c.condition) for c in study.cells):
         problems = preflight(study)  # before anything is written
-        if problems:
-            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-            raise StudyError(f"{problems[0]}{more}; nothing was run")
+        if problems:  # every one named: mending one at a time cost a run of the study each
+            raise StudyError(f"{'; '.join(problems)}; nothing was run")
     study.out.mkdir(parents=True, exist_ok=True)
     record_path = study.out / STUDY_RECORD
     records: dict[str, dict[str, Any]] = {}
@@ -861,7 +866,9 @@ def run_study(
             "same command again once it answers"
         )
     if report and not outcome.stopped:
-        outcome.report, outcome.notebooks_failed = analyse_study(study, say=say)
+        outcome.report, outcome.notebooks_failed = analyse_study(
+            study, say=say, progress=progress, again=reanalyse
+        )
     outcome.seconds = time.perf_counter() - t0
     return outcome
 
@@ -1049,13 +1056,67 @@ def _execute_on_dask(
             own.close()
 
 
-def analyse_study(study: Study, *, say: Callable[[str], None] = print) -> tuple[Path, list[str]]:
+ANALYSIS_RECORD = "analysis.json"  # what the last analysis read: `_analysis_inputs`
+
+
+def _analysis_inputs(study: Study) -> str:
+    """A digest of everything the analyses read: each run folder's files, the notebooks, and
+    mbb's own files, each by path, size and modification time (as `make` judges), and the
+    notebooks' order. Equal digests: a second analysis would write the same report. mbb's
+    choice: by stamps, not contents, so that a study of thousands of runs is judged in
+    milliseconds; a file rewritten with the same size in the same nanosecond is missed."""
+    import mbb
+
+    digest = hashlib.sha256(json.dumps(list(study.spec.notebooks)).encode())
+    package = Path(mbb.__file__).parent
+    notebooks = [notebook_file(n) for n in study.spec.notebooks]
+    runs = study.out / "runs"
+    files = [*notebooks, *(f for f in package.rglob("*") if "__pycache__" not in f.parts)]
+    if runs.is_dir():
+        files += [f for f in runs.rglob("*") if "tables" not in f.relative_to(runs).parts]
+    for f in sorted(files):
+        if f.is_file() and not f.is_symlink():
+            st = f.stat()
+            digest.update(f"{f}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return digest.hexdigest()
+
+
+def _analysis_current(study: Study, inputs: str) -> bool:
+    """The last analysis read these inputs, every notebook of it ran, and its pages are
+    still there."""
+    path = study.out / ANALYSIS_RECORD
+    try:
+        last = safejson.loads(path.read_text()) if path.is_file() else {}
+    except (OSError, ValueError):
+        return False  # unreadable: analysed again, never trusted
+    pages = [study.out / "index.html"] + [
+        study.out / "notebooks" / f"{notebook_file(n).stem}.html" for n in study.spec.notebooks
+    ]
+    return (
+        isinstance(last, dict)
+        and last.get("inputs") == inputs
+        and last.get("failed") == []
+        and all(p.is_file() for p in pages)
+    )
+
+
+def analyse_study(
+    study: Study,
+    *,
+    say: Callable[[str], None] = print,
+    progress: bool = False,
+    again: bool = False,
+) -> tuple[Path, list[str]]:
     """Run the study's analysis notebooks over its runs (never re-running them) and write the
     report: `notebooks/<name>.ipynb|.html`, `index.html`, `compare.html`, `viewer/`. Returns
     the report's index and the notebooks that failed (each said in one line; the report
-    still lists them).
+    still lists them). When nothing they read has changed since the last analysis, and every
+    notebook ran then, the report is kept as it is (said in one line): a finished study run
+    again took minutes to write the same pages.
 
-    study: the loaded study; say: where the one-line messages go."""
+    study: the loaded study; say: where the one-line messages go; progress: also say which
+    notebook is running (each can take a minute on a large study); again: run the notebooks
+    even when the last analysis is current."""
     from mbb.batch.notebooks import execute_notebook
     from mbb.batch.report import build_report
 
@@ -1066,8 +1127,21 @@ def analyse_study(study: Study, *, say: Callable[[str], None] = print) -> tuple[
             "study's notebooks only into a folder of its own (remove the link and run again)"
         )
         return build_report(study.out, quiet=True), list(study.spec.notebooks)
+    inputs = _analysis_inputs(study)
+    if not again and _analysis_current(study, inputs):
+        say(
+            "analysis: up to date (the runs, the notebooks and mbb are unchanged since the "
+            "last one, which ran every notebook); `--reanalyse` runs them again"
+        )
+        return study.out / "index.html", []
     failed = []
-    for name in study.spec.notebooks:
+    t0 = time.perf_counter()
+    names = list(study.spec.notebooks)
+    for i, name in enumerate(names, 1):
+        if progress:
+            say(
+                f"analysis: notebook {i} of {len(names)}, {name} ({time.perf_counter() - t0:.0f} s)"
+            )
         try:
             execute_notebook(name, study.out / "notebooks", {"run_dirs": [str(runs)]})
         except Exception as exc:
@@ -1080,7 +1154,13 @@ def analyse_study(study: Study, *, say: Callable[[str], None] = print) -> tuple[
                 f"(the executed copy: {study.out / 'notebooks' / f'{name}.ipynb'})"
             )
             failed.append(name)
-    return build_report(study.out, quiet=True), failed
+    if progress:
+        say(f"analysis: writing the report and viewer ({time.perf_counter() - t0:.0f} s)")
+    index = build_report(study.out, quiet=True)
+    replace_file(
+        study.out / ANALYSIS_RECORD, json.dumps({"inputs": inputs, "failed": failed}, indent=1)
+    )
+    return index, failed
 
 
 def estimate_study(

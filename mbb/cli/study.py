@@ -97,6 +97,7 @@ def _run(args: argparse.Namespace) -> int:
                 cluster=(args.scheduler or "dask") if args.cluster == "dask" else None,
                 workers=args.workers,
                 say=lambda line: print(line, file=sys.stderr),
+                reanalyse=args.reanalyse,
             )
     except StudyError as exc:
         raise common.CliError(str(exc)) from None
@@ -141,5 +142,11 @@ def add_parser(sub: Any) -> None:
     )
     s.add_argument("--scheduler", default=None, help="with --cluster dask: scheduler address")
     s.add_argument("--no-report", action="store_true", help="runs only: no notebooks, no report")
-    s.add_argument("--quiet", action="store_true", help="no progress bar")
+    s.add_argument(
+        "--reanalyse",
+        action="store_true",
+        help="run the analysis notebooks even when nothing they read has changed since the "
+        "last analysis (by default its report is kept)",
+    )
+    s.add_argument("--quiet", action="store_true", help="no progress bar, no notebook lines")
     s.set_defaults(func=_run)

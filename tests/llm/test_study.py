@@ -326,23 +326,52 @@ def test_the_command_runs_a_stub_study_and_its_report_reads_the_runs(tmp_path, c
         assert (root / "notebooks" / f"{name}.html").is_file()
     index = (root / "index.html").read_text()
     assert "base.negotiators-a" in index and "memory_off.negotiators-a" in index
+    # the study's analyses have a table of their own (they sat under a condition's columns,
+    # a row of blanks each)
+    analyses = index.split("<h2>Analyses</h2>")[1].split("</table>")[0]
+    assert "compare_conditions" in analyses and "token_audit" in analyses
+    assert "completion" not in analyses and "—" not in analyses
+    assert index.count(">compare_conditions</a>") == 1
     assert (root / "viewer" / "index.html").is_file()
-    # a notebook that fails is not a finished study: exit 4 and a line naming it (it exited 0)
     import mbb.batch.notebooks as notebooks
 
     real = notebooks.execute_notebook
+    ran: list[str] = []
 
     def fail_one(name, out_dir, params):
+        ran.append(name)
         if name == "token_audit":
             raise ValueError("no run to analyse")
         return real(name, out_dir, params)
 
     monkeypatch.setattr(notebooks, "execute_notebook", fail_one)
-    assert main(["study", str(path), "--stub", "--quiet"]) == 4
+    # run again with nothing changed: the report is kept, no notebook runs (each ran again)
+    page = (root / "index.html").stat().st_mtime_ns
+    assert main(["study", str(path), "--stub", "--quiet"]) == 0
     out = capsys.readouterr()
+    assert ran == [] and (root / "index.html").stat().st_mtime_ns == page
+    assert "analysis: up to date" in out.err and "--reanalyse" in out.err
+    # a notebook that fails is not a finished study: exit 4 and a line naming it (it exited 0)
+    assert main(["study", str(path), "--stub", "--quiet", "--reanalyse"]) == 4
+    out = capsys.readouterr()
+    assert ran == ["compare_conditions", "token_audit"]
     assert "4 done before, 0 completed now" in out.out
     assert "analysis: 1 notebook(s) failed (token_audit); the report lists them" in out.out
     assert "notebook token_audit failed: no run to analyse" in out.err
+    # after a failure the same command analyses again, mended or not
+    assert main(["study", str(path), "--stub", "--quiet"]) == 4
+    assert ran[2:] == ["compare_conditions", "token_audit"]
+    capsys.readouterr()
+    # so does a change to what the analyses read: here a run's log
+    monkeypatch.setattr(notebooks, "execute_notebook", real)
+    log = next(root.glob("runs/*/*/events.jsonl"))
+    log.write_text(log.read_text())
+    assert main(["study", str(path), "--stub"]) == 0
+    err = capsys.readouterr().err
+    assert "analysis: up to date" not in err
+    assert "analysis: notebook 1 of 2, compare_conditions" in err
+    assert "analysis: notebook 2 of 2, token_audit" in err
+    assert "analysis: writing the report and viewer" in err
 
 
 @pytest.mark.slow
@@ -565,6 +594,7 @@ def test_a_failed_analysis_notebook_says_its_error_line_and_where_its_copy_is(
     monkeypatch.setattr(notebooks, "execute_notebook", fail)
     monkeypatch.setattr(report, "build_report", lambda out, quiet: out / "index.html")
     study = load_study("local_smoke", stub=True, out=tmp_path / "s")
+    study.out.mkdir()  # as run_study leaves it
     said: list[str] = []
     _, failed = analyse_study(study, say=said.append)
     assert len(said) == len(study.spec.notebooks) > 0
@@ -574,3 +604,29 @@ def test_a_failed_analysis_notebook_says_its_error_line_and_where_its_copy_is(
         f"notebook {first} failed: ValueError: no run to analyse (conditions=None); left out: "
         f"4 invalid (the executed copy: {tmp_path / 's' / 'notebooks' / f'{first}.ipynb'})"
     )
+
+
+def test_unset_key_variables_are_all_named_once_each_with_how_to_export_them(tmp_path, monkeypatch):
+    """A variable set in the shell but not exported is not in mbb's environment: the line says
+    to export it, and names every unset variable with the models that need it (it named one
+    model, then '(and 1 more)')."""
+    from mbb.batch.study import preflight
+
+    path = small(
+        tmp_path,
+        """
+        a: {model: gpt-a, preset: openai, api_key_env: KEY_A, price: unpriced}
+        b: {model: gpt-b, preset: openai, api_key_env: KEY_A, price: unpriced}
+        c: {model: gem-c, preset: gemini, api_key_env: KEY_C, price: unpriced}
+        """,
+    )
+    study = load_study(path)
+    assert preflight(study, environ={"KEY_C": ""}) == [
+        "environment variables KEY_A (models a: gpt-a, b: gpt-b) and KEY_C (model c: gem-c) not "
+        "set for mbb: a shell variable must be exported (`export KEY_A=...` in the shell that "
+        "runs mbb)"
+    ]
+    monkeypatch.setenv("KEY_A", "set")
+    monkeypatch.delenv("KEY_C", raising=False)
+    with pytest.raises(StudyError, match=r"^environment variable KEY_C \(model c: gem-c\) not "):
+        run_study(load_study(path), progress=False, report=False)
