@@ -441,6 +441,35 @@ def test_agent_view_tells_one_workers_story_in_order(browser, viewer):
         assert items.count() > 0
 
 
+def test_agent_story_of_a_scripted_worker_shows_messages_it_sent_too(browser, folder, viewer):
+    """Its conversation is both sides, in time order: with "other actions" off, a scripted
+    worker's story showed only the private messages it received (its own were actions)."""
+    out, _, _ = folder
+    index, _, _, _ = viewer
+    events = [
+        json.loads(x)
+        for x in (out / "base" / "base-seed0000" / "events.jsonl").read_text().splitlines()
+    ]
+    sent = [e for e in events if e["kind"] == "message" and e["worker"] == "W3"]
+    got = [e for e in events if e["kind"] == "message" and e["to"] == "W3" and e["worker"] != "W3"]
+    assert any(e["to"] for e in sent) and got  # the log names sender and recipient
+    with offline_page(browser) as page:
+        _open(page, index, "#run=base/base-seed0000&tab=agent&w=W3")
+        page.wait_for_selector("#story")
+        page.uncheck('.story-opts input[data-opt="actions"]')
+        msgs = page.locator('#story .story-item[data-kind="message"]')
+        seqs = [int(s) for s in msgs.evaluate_all("xs => xs.map(x => x.dataset.seq)")]
+        assert seqs == sorted(e["seq"] for e in sent + got)
+        said = page.locator('#story .story-item.said[data-kind="message"]').all_inner_texts()
+        assert len(said) == len(sent)
+        private = next(e for e in sent if e["to"])
+        text = page.locator(f'#story .story-item[data-seq="{private["seq"]}"]').inner_text()
+        assert f"to {private['to']}" in text and private["text"] in text
+        # and off: neither side
+        page.uncheck('.story-opts input[data-opt="messages"]')
+        assert msgs.count() == 0
+
+
 def test_hostile_data_never_breaks_the_page(browser, folder, tmp_path):
     """A data file edited by hand (or by an older, buggy writer): a `__proto__` subrun, a
     worker that is an object, keys that shadow Object.prototype; and workers named like

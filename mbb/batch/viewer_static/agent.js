@@ -7,7 +7,9 @@
 "use strict";
 (function (M) {
   var L = M._lib, S = M._state, el = L.el, str = L.str, arr = L.arr, fmt = L.fmt, isNum = L.isNum;
-  var show = {prompts: true, received: true, memory: true, actions: true};
+  // messages: the ones it sent and the private ones it received, in time order (a scripted worker's
+  // conversation; they were split, its own under "actions", so the conversation read one-sided)
+  var show = {prompts: true, messages: true, memory: true, actions: true};
 
   function item(e, what, cls, body) {
     return el("div", {cls: "story-item " + cls, "data-seq": e.seq, "data-kind": e.kind}, [
@@ -18,19 +20,21 @@
     var k = e.kind;
     if (k === "llm_call") return show.prompts ? ["saw and answered", "call", [L.callDetails(e, r)]] : null;
     if (k === "message" && e.worker !== w) {
-      return show.received ? ["received", "saw", [L.chip(e.worker, r), " → ", L.chip(w, r), el("span", {cls: "tag private", text: "private"}), " turn " + fmt(e.turn), quote(e.text)]] : null;
+      return show.messages ? ["received", "saw", [L.chip(e.worker, r), " → ", L.chip(w, r), el("span", {cls: "tag private", text: "private"}), " turn " + fmt(e.turn), quote(e.text)]] : null;
     }
     if (k === "scratch_written") {
       return show.memory ? ["wrote to memory", "memory", [el("span", {cls: "muted", text: str(e.entry) + (e.accepted === false ? " (refused)" : "") +
         (e.dropped_chars ? " (dropped " + fmt(e.dropped_chars) + " older characters)" : "")}), quote(e.text)]] : null;
+    }
+    if (k === "message") {
+      return show.messages ? ["said", "said", [e.to == null ? "to everyone" : el("span", null, ["to ", L.chip(e.to, r)]),
+        el("span", {cls: "tag " + (e.to == null ? "public" : "private"), text: e.to == null ? "public" : "private"}), " turn " + fmt(e.turn), quote(e.text), L.labelBlock(e, r)]] : null;
     }
     if (!show.actions) return null;
     switch (k) {
       case "requested": return ["asked", "did", ["for " + fmt(e.duration) + " s on the resource"]];
       case "declared": return ["declared", "said", ["bid " + fmt(e.bid) + " for " + fmt(e.duration) + " s, asking for position " + fmt(e.position) +
         (e.revision ? " (revision, turn " + fmt(e.turn) + ")" : ""), quote(e.note), L.labelBlock(e, r)]];
-      case "message": return ["said", "said", [e.to == null ? "to everyone" : el("span", null, ["to ", L.chip(e.to, r)]),
-        el("span", {cls: "tag " + (e.to == null ? "public" : "private"), text: e.to == null ? "public" : "private"}), " turn " + fmt(e.turn), quote(e.text), L.labelBlock(e, r)]];
       case "ballot": {
         var al = arr(e.allocations);
         return ["voted", "said", [arr(e.ranking).map(function (x, i) { return str(x) + " " + fmt(al[i] || 0) + "s"; }).join(" > ") + (e.defaulted ? " (defaulted)" : ""),
@@ -83,9 +87,9 @@
       " · negotiator " + str(info.negotiator) + " · solver " + str(info.solver)]));
     box.appendChild(el("p", {cls: "muted", text: calls.length ? calls.length + " LLM call(s), " + tok.toLocaleString("en-US") + " tokens (prompt + completion)" + (noUsage ? " over the calls that reported usage (" + noUsage + " did not)" : "") + ", " + (noUsage ? "cost unknown" : unpriced ? "cost unpriced" : "$" + cost.toFixed(4)) +
       (failed ? ", " + failed + " failed" : "") + ". Open a call to read its prompt (what it saw) and its answer." :
-      "A scripted worker: no prompts. Its story is what it did and said, the private messages it received, and what it wrote to memory."}));
+      "A scripted worker: no prompts. Its story is what it did, the messages it sent and the private ones it received, and what it wrote to memory."}));
     var opts = el("div", {cls: "story-opts"});
-    [["prompts", "prompts and answers"], ["received", "private messages received"], ["actions", "actions"], ["memory", "memory"]].forEach(function (o) {
+    [["prompts", "prompts and answers"], ["messages", "messages sent and received"], ["actions", "other actions"], ["memory", "memory"]].forEach(function (o) {
       var c = el("input", {type: "checkbox", "data-opt": o[0]});
       c.checked = show[o[0]];
       c.addEventListener("change", function () { show[o[0]] = c.checked; L.renderContent(); });
