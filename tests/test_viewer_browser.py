@@ -470,6 +470,65 @@ def test_agent_story_of_a_scripted_worker_shows_messages_it_sent_too(browser, fo
         assert msgs.count() == 0
 
 
+def _llm_call(run_id: str, worker: str, **kw) -> dict:
+    call = {
+        "kind": "llm_call", "v": 1, "run_id": run_id, "seq": 0, "t": 0.0, "subrun": 1,
+        "round": 1, "worker": worker, "role": "negotiator", "phase": "declare", "model": "m1",
+        "prompt_tokens": 400, "completion_tokens": 10, "cost_usd": 0.00042,
+    }  # fmt: skip
+    return {**call, **kw}
+
+
+@pytest.fixture(scope="module")
+def llm_viewer(folder, tmp_path_factory):
+    """Two runs: base-seed0000 as it is (scripted, no API call) and base-seed0001 with 12 LLM
+    calls of W1 inserted (4,920 tokens, $0.00504; none failed)."""
+    out, _, _ = folder
+    root = tmp_path_factory.mktemp("viewer_llm")
+    for name in ("base-seed0000", "base-seed0001"):
+        shutil.copytree(out / "base" / name, root / "base" / name)
+    log = root / "base" / "base-seed0001" / "events.jsonl"
+    lines = [json.loads(x) for x in log.read_text().splitlines()]
+    events = [lines[0], *(_llm_call("base-seed0001", "W1") for _ in range(12)), *lines[1:]]
+    for i, e in enumerate(events):
+        e["seq"] = i
+    log.write_text("".join(json.dumps(e) + "\n" for e in events))
+    res = build_viewer(root)
+    assert res.runs == 2 and res.bad == []
+    return res.index
+
+
+MEASURE_COLS = {  # the runs table's column -> the diff's header
+    "seed": "seed", "score": "score", "completion": "completion",
+    "deadline_miss": "deadline misses", "credits": "credits spent",
+    "invalid_actions": "invalid actions", "llm_calls": "LLM calls", "failed_calls": "failed calls",
+    "repaired_calls": "repaired calls", "cost_usd": "LLM cost ($)", "tokens": "tokens",
+}  # fmt: skip
+
+
+def test_a_measure_reads_the_same_in_the_runs_table_the_diff_and_the_story(browser, llm_viewer):
+    """One formatter for every view: the diff wrote credits 4585 and cost 0.0050 where the runs
+    table wrote 4,585 and 0.00504, and the agent story wrote $0.0050."""
+    with offline_page(browser, width=1600) as page:
+        _open(page, llm_viewer)
+        ids = _cells(page, "id")
+        table = {col: dict(zip(ids, _cells(page, col), strict=True)) for col in MEASURE_COLS}
+        assert table["tokens"]["base-seed0001"] == "4,920"
+        assert table["cost_usd"]["base-seed0001"] == "0.00504"
+        _open(page, llm_viewer, "#diff=base/base-seed0000&with=base/base-seed0001")
+        page.wait_for_selector("#diff-view[data-ready]")
+        head, side_a, side_b = (
+            r.split("\t") for r in page.locator("#diff-measures tr").all_inner_texts()[:3]
+        )
+        for col, label in MEASURE_COLS.items():
+            i = head.index(label)
+            assert side_a[i] == table[col]["base-seed0000"], (col, side_a[i])
+            assert side_b[i] == table[col]["base-seed0001"], (col, side_b[i])
+        _open(page, llm_viewer, "#run=base/base-seed0001&tab=agent&w=W1")
+        line = page.locator("#story").locator("xpath=preceding::p[1]").inner_text()
+        assert "12 LLM call(s), 4,920 tokens" in line and "$0.00504" in line, line
+
+
 def test_hostile_data_never_breaks_the_page(browser, folder, tmp_path):
     """A data file edited by hand (or by an older, buggy writer): a `__proto__` subrun, a
     worker that is an object, keys that shadow Object.prototype; and workers named like

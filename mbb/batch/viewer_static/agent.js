@@ -85,7 +85,7 @@
     var model = L.workerModel(r, w), persona = L.workerPersona(r, w);
     box.appendChild(el("h3", {id: "agent-title"}, [L.chip(w, r), " " + (model === "scripted" ? "scripted worker" + (persona ? " (persona " + persona + ")" : "") : "model " + model) +
       " · negotiator " + str(info.negotiator) + " · solver " + str(info.solver)]));
-    box.appendChild(el("p", {cls: "muted", text: calls.length ? calls.length + " LLM call(s), " + tok.toLocaleString("en-US") + " tokens (prompt + completion)" + (noUsage ? " over the calls that reported usage (" + noUsage + " did not)" : "") + ", " + (noUsage ? "cost unknown" : unpriced ? "cost unpriced" : "$" + cost.toFixed(4)) +
+    box.appendChild(el("p", {cls: "muted", text: calls.length ? L.fmtMeasure("llm_calls", calls.length) + " LLM call(s), " + L.fmtMeasure("tokens", tok) + " tokens (prompt + completion)" + (noUsage ? " over the calls that reported usage (" + noUsage + " did not)" : "") + ", " + (noUsage ? "cost unknown" : unpriced ? "cost unpriced" : "$" + L.fmtMeasure("cost_usd", cost)) +
       (failed ? ", " + failed + " failed" : "") + ". Open a call to read its prompt (what it saw) and its answer." :
       "A scripted worker: no prompts. Its story is what it did, the messages it sent and the private ones it received, and what it wrote to memory."}));
     var opts = el("div", {cls: "story-opts"});

@@ -35,26 +35,26 @@
     });
   }
   // The two runs' measures as three rows (A, B, B - A), one column per measure; differences marked.
+  // A measure reads as the runs table shows it (L.fmtMeasure: one formatter for both views).
   function measureTable(A, B) {
     var a = A.entry, b = B.entry;
     var valid = function (e) { return e.valid === false ? "invalid" : "valid"; };
+    var pair = function (label, key) { return [label, a[key], b[key], key]; };  // key: a number, formatted as a measure
     var cols = [
-      ["run", a.id, b.id], ["condition", a.condition, b.condition], ["model", a.model, b.model], ["seed", a.seed, b.seed],
+      ["run", a.id, b.id], ["condition", a.condition, b.condition], ["model", a.model, b.model], pair("seed", "seed"),
       ["status", a.status, b.status], ["valid", valid(a), valid(b)],
-      ["score", a.score, b.score, 3], ["completion", a.completion, b.completion, "%"], ["deadline misses", a.deadline_miss, b.deadline_miss, "%"],
-      ["credits spent", a.credits, b.credits, 0], ["invalid actions", a.invalid_actions, b.invalid_actions, 0],
-      ["LLM calls", a.llm_calls, b.llm_calls, 0], ["failed calls", a.failed_calls, b.failed_calls, 0],
-      ["repaired calls", a.repaired_calls, b.repaired_calls, 0], ["LLM cost ($)", a.cost_usd, b.cost_usd, 4], ["tokens", a.tokens, b.tokens, 0],
-      ["rounds", a.rounds, b.rounds, 0]
+      pair("score", "score"), pair("completion", "completion"), pair("deadline misses", "deadline_miss"),
+      pair("credits spent", "credits"), pair("invalid actions", "invalid_actions"),
+      pair("LLM calls", "llm_calls"), pair("failed calls", "failed_calls"),
+      pair("repaired calls", "repaired_calls"), pair("LLM cost ($)", "cost_usd"), pair("tokens", "tokens"),
+      pair("rounds", "rounds")
     ];
-    var show = function (d, v) { return d === "%" ? L.pct(v, 1) : d === 3 ? L.fmtShare(v, 3) : (d != null ? L.fmt(v, d) : str(v)); };
+    var show = function (key, v) { return key != null ? L.fmtMeasure(key, v) : str(v); };
     var delta = function (c) {
-      var d = c[3], x = c[1], y = c[2];
-      if (d == null) return str(x) === str(y) ? "" : "≠";
+      var key = c[3], x = c[1], y = c[2];
+      if (key == null) return str(x) === str(y) ? "" : "≠";
       if (!isNum(x) || !isNum(y)) return "";
-      var dv = y - x;
-      if (Math.abs(dv) < 1e-12) return "0";
-      return (dv > 0 ? "+" : "") + (d === "%" ? (100 * dv).toFixed(1) + " pts" : d === 3 ? dv.toFixed(3) : dv.toFixed(d));
+      return L.fmtMeasureDelta(key, y - x);
     };
     var t = el("table", {id: "diff-measures"}, [el("tr", null, [el("th", {cls: "t"})].concat(cols.map(function (c) {
       return el("th", {cls: c[3] == null ? "t" : null, text: c[0]});

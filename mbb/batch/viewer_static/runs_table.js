@@ -10,27 +10,26 @@
   var SRC = {declaration: "declaration", "public": "public post", "private": "private message", ballot: "ballot", memory: "memory", command: "command"};
 
   // --- columns ----------------------------------------------------------------------------------
-  function share(v) { return L.fmtShare(v, 3); }
-  function int(v) { return isNum(v) ? Math.round(v).toLocaleString("en-US") : str(v); }
+  function measure(key) { return function (v) { return L.fmtMeasure(key, v); }; }  // as the diff and the story show it
   var BUILTIN = [
     {key: "id", label: "run", kind: "text"},
     {key: "condition", label: "condition", kind: "text", pick: true},
     {key: "model", label: "model", kind: "text", pick: true},
-    {key: "seed", label: "seed", kind: "num", fmt: int},
+    {key: "seed", label: "seed", kind: "num", fmt: measure("seed")},
     {key: "status", label: "status", kind: "text", pick: true},
     {key: "valid", label: "valid", kind: "text", pick: true, get: function (e) { return e.valid === false ? "invalid" : e.valid === true ? "valid" : ""; },
       title: "invalid: more than the threshold of its LLM calls failed or needed a repair (or its meta.json says so); hover a cell for the reason"},
-    {key: "score", label: "score", kind: "num", fmt: share, title: "mean evaluation score (share of hidden tests passed) over worker-subruns"},
-    {key: "completion", pct: true, label: "completion", kind: "num", fmt: function (v) { return L.pct(v, 1); }, title: "share of worker-subruns completed"},
-    {key: "deadline_miss", pct: true, label: "deadline misses", kind: "num", fmt: function (v) { return L.pct(v, 1); }, title: "share of worker-subruns terminated at their deadline"},
-    {key: "credits", label: "credits spent", kind: "num", fmt: int, title: "credits paid to the operator by all workers of the run"},
-    {key: "invalid_actions", label: "invalid actions", kind: "num", fmt: int, title: "actions that broke a rule and were repaired (invalid_action events)"},
-    {key: "llm_calls", label: "LLM calls", kind: "num", fmt: int},
-    {key: "failed_calls", label: "failed calls", kind: "num", fmt: int, title: "LLM calls that ended in an error"},
-    {key: "repaired_calls", label: "repaired calls", kind: "num", fmt: int, title: "LLM calls whose answer needed a repair round-trip"},
-    {key: "bad_call_share", pct: true, label: "failed or repaired", kind: "num", fmt: function (v) { return L.pct(v, 1); }, title: "share of LLM calls that failed or needed a repair"},
-    {key: "cost_usd", label: "LLM cost ($)", kind: "num", fmt: function (v) { return isNum(v) ? v.toFixed(v && v < 0.01 ? 5 : 3) : str(v); }},
-    {key: "tokens", label: "tokens", kind: "num", fmt: int, title: "prompt + completion tokens of its LLM calls"}
+    {key: "score", label: "score", kind: "num", fmt: measure("score"), title: "mean evaluation score (share of hidden tests passed) over worker-subruns"},
+    {key: "completion", pct: true, label: "completion", kind: "num", fmt: measure("completion"), title: "share of worker-subruns completed"},
+    {key: "deadline_miss", pct: true, label: "deadline misses", kind: "num", fmt: measure("deadline_miss"), title: "share of worker-subruns terminated at their deadline"},
+    {key: "credits", label: "credits spent", kind: "num", fmt: measure("credits"), title: "credits paid to the operator by all workers of the run"},
+    {key: "invalid_actions", label: "invalid actions", kind: "num", fmt: measure("invalid_actions"), title: "actions that broke a rule and were repaired (invalid_action events)"},
+    {key: "llm_calls", label: "LLM calls", kind: "num", fmt: measure("llm_calls")},
+    {key: "failed_calls", label: "failed calls", kind: "num", fmt: measure("failed_calls"), title: "LLM calls that ended in an error"},
+    {key: "repaired_calls", label: "repaired calls", kind: "num", fmt: measure("repaired_calls"), title: "LLM calls whose answer needed a repair round-trip"},
+    {key: "bad_call_share", pct: true, label: "failed or repaired", kind: "num", fmt: measure("bad_call_share"), title: "share of LLM calls that failed or needed a repair"},
+    {key: "cost_usd", label: "LLM cost ($)", kind: "num", fmt: measure("cost_usd")},
+    {key: "tokens", label: "tokens", kind: "num", fmt: measure("tokens"), title: "prompt + completion tokens of its LLM calls"}
   ];
   function columns() {
     var user = arr(S.index.columns).filter(function (c) { return L.isObj(c) && L.isStr(c.name); });

@@ -69,6 +69,25 @@ var MBB = (function () {
     while (k < 4 && ((v < 1 && Number(s) >= 100) || (v > 0 && Number(s) <= 0))) { k++; s = (100 * v).toFixed(k); }
     return s + "%";
   }
+  // The text of a per-run measure, wherever it is shown: the runs table, the diff and the agent
+  // story call this one formatter, so a column reads the same in each (the diff wrote 4830 and
+  // 0.0000 where the table wrote 4,830 and 0.000).
+  function fmtInt(v) { return isNum(v) ? Math.round(v).toLocaleString("en-US") : str(v); }
+  function fmtCost(v) { return isNum(v) ? v.toFixed(v && Math.abs(v) < 0.01 ? 5 : 3) : str(v); }  // dollars, no sign
+  var MEASURE_FMT = {seed: fmtInt, credits: fmtInt, invalid_actions: fmtInt, llm_calls: fmtInt, failed_calls: fmtInt,
+    repaired_calls: fmtInt, tokens: fmtInt, rounds: fmtInt, cost_usd: fmtCost,
+    score: function (v) { return fmtShare(v, 3); }, completion: function (v) { return pct(v, 1); },
+    deadline_miss: function (v) { return pct(v, 1); }, bad_call_share: function (v) { return pct(v, 1); }};
+  var PCT_MEASURES = {completion: true, deadline_miss: true, bad_call_share: true};
+  function isMeasure(key) { return Object.prototype.hasOwnProperty.call(MEASURE_FMT, key); }
+  function fmtMeasure(key, v) { return isMeasure(key) ? MEASURE_FMT[key](v) : str(v); }
+  function fmtMeasureDelta(key, d) {  // B - A of a measure, signed, in the measure's own format
+    if (!isNum(d)) return "";
+    if (Math.abs(d) < 1e-12) return "0";
+    var sign = d > 0 ? "+" : "-";
+    if (PCT_MEASURES[key]) return sign + (100 * Math.abs(d)).toFixed(1) + " pts";
+    return sign + fmtMeasure(key, Math.abs(d));
+  }
   function markText(text, q) {  // text with the search phrase wrapped in <mark> (as DOM nodes)
     var span = el("span", {cls: "text"});
     text = str(text);
@@ -902,7 +921,8 @@ var MBB = (function () {
     },
     _state: S,
     _views: views,
-    _lib: {el: el, clear: clear, fmt: fmt, fmtShare: fmtShare, pct: pct, markText: markText, chip: chip, colourOf: colourOf,
+    _lib: {el: el, clear: clear, fmt: fmt, fmtShare: fmtShare, pct: pct, fmtInt: fmtInt, fmtCost: fmtCost, fmtMeasure: fmtMeasure,
+      fmtMeasureDelta: fmtMeasureDelta, isMeasure: isMeasure, markText: markText, chip: chip, colourOf: colourOf,
       table: table, td: td, isInt: isInt, isNum: isNum, isStr: isStr, isObj: isObj, arr: arr, str: str, own: own, dict: dict,
       $: $, show: show, goView: goView, writeHash: writeHash, entryOf: entryOf, runLink: runLink, loadScript: loadScript, versioned: versioned,
       prepared: prepared, selectRun: selectRun, renderSearch: renderSearch, showMark: showMark, timelineSvg: timelineSvg, subrunEnd: subrunEnd,
