@@ -470,6 +470,7 @@ def test_index_carries_each_runs_measures_from_the_analysis(sweep_copy) -> None:
             assert entry["model"] == "scripted" and entry["valid"] is True
             assert entry["invalid_actions"] == 0 and entry["llm_calls"] == 0
             assert entry["failed_calls"] is None and entry["tokens"] is None
+            assert entry["llm_na"] == "scripted run: no API calls"  # why, for the viewer
     assert index["invalid_share"] == 0.05 and index["columns"] == []
     # the search over every run: one text file for these runs, rows of [seq, subrun, round,
     # worker, to, source, index of the text], each distinct text once
@@ -561,6 +562,7 @@ def test_a_run_with_too_many_failed_or_repaired_calls_is_invalid(sweep_copy) -> 
     build_viewer(sweep_copy)
     entry = _entry(_index(sweep_copy / "viewer"), "base-seed0000")
     assert entry["model"] == "m1+m2"  # the models its calls used
+    assert "llm_na" not in entry  # it made API calls: its zeros are zeros
     assert (entry["llm_calls"], entry["failed_calls"], entry["repaired_calls"]) == (20, 1, 1)
     assert entry["bad_call_share"] == pytest.approx(0.1)
     assert entry["tokens"] == 20 * 110 and entry["cost_usd"] == pytest.approx(0.02)

@@ -529,6 +529,45 @@ def test_a_measure_reads_the_same_in_the_runs_table_the_diff_and_the_story(brows
         assert "12 LLM call(s), 4,920 tokens" in line and "$0.00504" in line, line
 
 
+LLM_ONLY = ("llm_calls", "failed_calls", "repaired_calls", "bad_call_share", "cost_usd", "tokens")
+
+
+def test_llm_measures_of_a_scripted_run_say_they_do_not_apply(browser, llm_viewer):
+    """A scripted run's LLM columns showed 0 (calls, cost) beside blanks (failed, repaired,
+    tokens): not applicable and zero read alike. They show a mark whose title says why; a run
+    that calls an LLM keeps its real zeros."""
+    with offline_page(browser, width=1600) as page:
+        _open(page, llm_viewer)
+        ids = _cells(page, "id")
+        for col in LLM_ONLY:
+            i = page.eval_on_selector_all(
+                "#runs-table thead tr:first-child th",
+                "(ths, col) => ths.findIndex(th => th.dataset.col === col)",
+                col,
+            )
+            cells = page.eval_on_selector_all(
+                "#runs-table tbody tr[data-n]",
+                "(trs, i) => trs.map(tr => [tr.children[i].textContent, tr.children[i].title])",
+                i,
+            )
+            got = dict(zip(ids, cells, strict=True))
+            assert got["base-seed0000"] == ["–", "scripted run: no API calls"], col
+            assert got["base-seed0001"][0] not in ("", "–"), col
+        assert _cells(page, "failed_calls")[ids.index("base-seed0001")] == "0"
+        assert _cells(page, "bad_call_share")[ids.index("base-seed0001")] == "0.0%"
+        # filtering and sorting treat the mark as no value
+        page.fill('#runs-table thead input[data-col="llm_calls"]', "<1")
+        page.wait_for_function("() => document.querySelector('#runs-table').dataset.rows === '0'")
+        _open(page, llm_viewer, "#diff=base/base-seed0000&with=base/base-seed0001")
+        page.wait_for_selector("#diff-view[data-ready]")
+        rows = page.locator("#diff-measures tr")
+        head, side_a, side_b, delta = (r.split("\t") for r in rows.all_inner_texts())
+        i = head.index("LLM calls")
+        assert (side_a[i], side_b[i], delta[i]) == ("–", "12", "")
+        cell = page.locator('#diff-measures tr[data-side="A"] td.na').first
+        assert cell.get_attribute("title") == "scripted run: no API calls"
+
+
 def test_hostile_data_never_breaks_the_page(browser, folder, tmp_path):
     """A data file edited by hand (or by an older, buggy writer): a `__proto__` subrun, a
     worker that is an object, keys that shadow Object.prototype; and workers named like

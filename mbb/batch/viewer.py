@@ -648,6 +648,18 @@ MEASURES = (
 )
 """The per-run measures of the runs table (index entries carry them under these names)."""
 
+LLM_MEASURES = (
+    "llm_calls",
+    "failed_calls",
+    "repaired_calls",
+    "bad_call_share",
+    "cost_usd",
+    "tokens",
+)
+"""The measures only a run that calls an LLM has."""
+NO_API_CALLS = "scripted run: no API calls"
+"""Why a run's `LLM_MEASURES` do not apply (index entries carry it as `llm_na`)."""
+
 
 def _measures(tables: dict[str, Any]) -> dict[str, Any]:
     """run_id -> the `MEASURES` and `model`: outcomes from `mbb.analysis.outcome.outcomes` per
@@ -1074,6 +1086,9 @@ class _Viewer:
         entry.update({k: m.get(k) for k in MEASURES if k != "llm_calls"})
         if m.get("model") and entry["llm_calls"]:
             entry["model"] = m["model"]  # the models its calls used (mbb.batch.study.run_models)
+        if entry["model"] == "scripted" and not entry["llm_calls"]:
+            # its LLM measures do not apply (not 0, not blank): the viewer shows a mark and this
+            entry["llm_na"] = NO_API_CALLS
         if entry["invalid_actions"] is None and run.events:
             entry["invalid_actions"] = 0
         _validity(entry, run, self.invalid_share)

@@ -53,6 +53,7 @@
     var delta = function (c) {
       var key = c[3], x = c[1], y = c[2];
       if (key == null) return str(x) === str(y) ? "" : "≠";
+      if (L.measureNA(key, a) || L.measureNA(key, b)) return "";  // nothing to subtract
       if (!isNum(x) || !isNum(y)) return "";
       return L.fmtMeasureDelta(key, y - x);
     };
@@ -61,7 +62,8 @@
     })))]);
     [["A", 1, "side a"], ["B", 2, "side b"]].forEach(function (row) {
       t.appendChild(el("tr", {"data-side": row[0]}, [td(el("span", {cls: row[2], text: row[0]}), "t")].concat(cols.map(function (c) {
-        var cell = td(show(c[3], c[row[1]]), c[3] == null ? "t" : null);
+        var e = row[1] === 1 ? a : b, na = c[3] != null ? L.measureNA(c[3], e) : null;
+        var cell = na ? el("td", {cls: "na", title: na, text: L.NA}) : td(show(c[3], c[row[1]]), c[3] == null ? "t" : null);
         if (c[0] === "valid" && c[row[1]] === "invalid") { cell.className += " bad"; cell.title = str((row[1] === 1 ? a : b).invalid_reason); }
         return cell;
       }))));

@@ -52,11 +52,13 @@
     var got = T.rows.get(e.n);
     if (got && got.v === e.v && got.e.path === e.path && got.e.status === e.status) { got.e = e; return got; }
     var raws = cols.map(function (c) { return raw(c, e); });
-    var vals = raws.map(function (v, i) { return cols[i].kind === "num" ? (isNum(v) ? v : null) : (v == null ? "" : str(v)); });
+    var na = cols.map(function (c) { return c.user ? null : L.measureNA(c.key, e); });  // why it does not apply, or null
+    var vals = raws.map(function (v, i) { return na[i] ? null : cols[i].kind === "num" ? (isNum(v) ? v : null) : (v == null ? "" : str(v)); });
     // a number column's text where its value is not a number ("unknown (2 calls without usage)")
-    var shownText = cols.map(function (c, i) { return c.kind === "num" && vals[i] == null && L.isStr(raws[i]) ? raws[i] : shown(c, vals[i]); });
+    var shownText = cols.map(function (c, i) {
+      return na[i] ? L.NA : c.kind === "num" && vals[i] == null && L.isStr(raws[i]) ? raws[i] : shown(c, vals[i]); });
     var texts = shownText.map(function (t) { return t.toLowerCase(); });
-    var row = {n: e.n, v: e.v, e: e, tr: null, box: null, vals: vals, shown: shownText, texts: texts,
+    var row = {n: e.n, v: e.v, e: e, tr: null, box: null, vals: vals, shown: shownText, texts: texts, na: na,
       hay: texts.join(" ") + " " + str(e.path).toLowerCase() + " " + str(e.invalid_reason).toLowerCase()};
     T.rows.set(e.n, row);
     return row;
@@ -78,7 +80,8 @@
         if (arr(e.problems).length) td.insertBefore(el("span", {cls: "warn", title: arr(e.problems).map(str).join("\n"), text: "⚠ "}), td.firstChild);
       } else {
         td = el("td", {cls: c.kind === "num" ? null : "t", text: text});
-        if (c.key === "valid" && e.valid === false) { td.className = "t bad"; td.title = str(e.invalid_reason); }
+        if (row.na[i]) { td.className = "na"; td.title = row.na[i]; }
+        else if (c.key === "valid" && e.valid === false) { td.className = "t bad"; td.title = str(e.invalid_reason); }
         else if (c.key === "status" && e.status === "unreadable") td.title = str(e.error);
         else if (c.kind !== "num" && text.length > 18) td.title = text;
       }

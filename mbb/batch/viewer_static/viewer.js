@@ -81,6 +81,11 @@ var MBB = (function () {
   var PCT_MEASURES = {completion: true, deadline_miss: true, bad_call_share: true};
   function isMeasure(key) { return Object.prototype.hasOwnProperty.call(MEASURE_FMT, key); }
   function fmtMeasure(key, v) { return isMeasure(key) ? MEASURE_FMT[key](v) : str(v); }
+  // A run that makes no API call (a scripted run) has no LLM measures: its entry says why
+  // (llm_na), and those columns show a mark with that reason, never 0 nor a bare blank.
+  var LLM_ONLY = {llm_calls: true, failed_calls: true, repaired_calls: true, bad_call_share: true, cost_usd: true, tokens: true};
+  var NA = "–";
+  function measureNA(key, entry) { return LLM_ONLY[key] === true && isObj(entry) && isStr(entry.llm_na) ? entry.llm_na : null; }
   function fmtMeasureDelta(key, d) {  // B - A of a measure, signed, in the measure's own format
     if (!isNum(d)) return "";
     if (Math.abs(d) < 1e-12) return "0";
@@ -922,7 +927,7 @@ var MBB = (function () {
     _state: S,
     _views: views,
     _lib: {el: el, clear: clear, fmt: fmt, fmtShare: fmtShare, pct: pct, fmtInt: fmtInt, fmtCost: fmtCost, fmtMeasure: fmtMeasure,
-      fmtMeasureDelta: fmtMeasureDelta, isMeasure: isMeasure, markText: markText, chip: chip, colourOf: colourOf,
+      fmtMeasureDelta: fmtMeasureDelta, isMeasure: isMeasure, measureNA: measureNA, NA: NA, markText: markText, chip: chip, colourOf: colourOf,
       table: table, td: td, isInt: isInt, isNum: isNum, isStr: isStr, isObj: isObj, arr: arr, str: str, own: own, dict: dict,
       $: $, show: show, goView: goView, writeHash: writeHash, entryOf: entryOf, runLink: runLink, loadScript: loadScript, versioned: versioned,
       prepared: prepared, selectRun: selectRun, renderSearch: renderSearch, showMark: showMark, timelineSvg: timelineSvg, subrunEnd: subrunEnd,
