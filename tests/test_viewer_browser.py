@@ -354,6 +354,45 @@ def test_search_over_every_run_opens_the_hit_at_its_round(browser, viewer):
         page.wait_for_function("() => document.querySelector('#search-all')?.dataset.runs === '4'")
 
 
+def test_search_finds_every_word_in_any_order(browser, viewer):
+    """Several words match a text that holds each of them, in any order and any case (the
+    search matched only the exact substring: "QUAY zebra" found nothing); a "quoted phrase" is
+    one word; words spread over different texts do not match; the count says how many hits."""
+    index, _, _, _ = viewer
+    with offline_page(browser) as page:
+        _open(page, index)
+        page.fill("#search", "QUAY zebra")
+        page.wait_for_selector("#search-all[data-runs]")
+        assert page.get_attribute("#search-all", "data-runs") == "1"
+        head = page.locator("#search-all > strong").inner_text()
+        assert head.startswith("1 match(es) for “QUAY zebra” (every word, any order) in 1 of")
+        hit = page.locator("#search-all .result")
+        assert hit.count() == 1 and PHRASE in hit.inner_text()
+        assert hit.locator("mark").all_inner_texts() == ["zebra", "quay"]
+        page.fill("#search", '"at the quay" meet')
+        page.wait_for_function(
+            "() => document.querySelector('#search-all[data-runs]')"
+            "?.textContent.includes('at the quay')"
+        )
+        assert page.get_attribute("#search-all", "data-runs") == "1"
+        page.fill("#search", '"quay the at" meet')
+        page.wait_for_selector("#search-all[data-runs='0']")
+        page.fill("#search", "zebra deadline")  # each is in some text, never both in one
+        page.wait_for_selector("#search-all[data-runs='0']")
+        # in one run: the count of its hits, each hit marked
+        page.fill("#search", "")
+        _open(page, index, "#run=base/base-seed0001")
+        page.fill("#search", "swap Meet")
+        page.wait_for_selector("#search-results .result")
+        head = page.locator("#search-results strong").first.inner_text()
+        n = page.locator("#search-results .result").count()
+        assert head.startswith(f"{n} match(es) for “swap Meet” (every word, any order) in this run")
+        assert any(
+            r.locator("mark").all_inner_texts()[:2] == ["Meet", "swap"]
+            for r in page.locator("#search-results .result").all()
+        )
+
+
 def test_diff_of_two_runs_from_the_table_and_by_link(browser, viewer):
     index, n, _, _ = viewer
     a, b = "base/base-seed0000", "memory_off/memory_off-seed0000"

@@ -345,8 +345,8 @@
     })).then(function () { loading = null; return want.length; }, function (err) { loading = null; throw err; });
     return loading;
   }
-  function searchTexts(q) {  // n -> [[seq, subrun, round, worker, to, source, text], ...] holding q
-    var hits = new Map(), low = q.toLowerCase(), total = 0;
+  function searchTexts(q) {  // n -> [[seq, subrun, round, worker, to, source, text], ...] holding q's every term
+    var hits = new Map(), terms = L.searchTerms(q), total = 0;
     S.texts.forEach(function (t) {
       if (!t.low) {  // each distinct text lower-cased once per file
         var strings = arr(t.runs.strings);
@@ -359,7 +359,7 @@
         });
       }
       var found = new Uint8Array(t.low.length), any = false;
-      for (var i = 0; i < t.low.length; i++) if (t.low[i].indexOf(low) >= 0) { found[i] = 1; any = true; }
+      for (var i = 0; i < t.low.length; i++) if (L.holdsAll(t.low[i], terms)) { found[i] = 1; any = true; }
       if (!any) return;
       t.rows.forEach(function (rows, n) {
         if (!S.byN.has(n)) return;
@@ -401,9 +401,9 @@
         T.onlyPending = null;
       }
       inner.setAttribute("data-runs", String(order.length));
-      inner.appendChild(el("strong", {text: order.length ? res.total + " match(es) for “" + q + "” in " + order.length + " of " + S.index.runs.length + " run(s)" +
+      inner.appendChild(el("strong", {text: order.length ? res.total + " match(es) for " + L.querySaid(q) + " in " + order.length + " of " + S.index.runs.length + " run(s)" +
         (order.length > 50 ? " (the 50 runs with most matches listed)" : "") + " — click one to open the run at its round" :
-        "No match for “" + q + "” in the " + S.index.runs.length + " run(s)"}));
+        "No match for " + L.querySaid(q) + " in the " + S.index.runs.length + " run(s)"}));
       if (order.length) {
         inner.appendChild(el("button", {id: "only-matching", text: "show only these runs in the table", onclick: function () {
           T.only = new Set(order); T.onlyQ = q; M._lib.goView("runs"); draw(); }}));

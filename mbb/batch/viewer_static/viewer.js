@@ -93,17 +93,46 @@ var MBB = (function () {
     if (PCT_MEASURES[key]) return sign + (100 * Math.abs(d)).toFixed(1) + " pts";
     return sign + fmtMeasure(key, Math.abs(d));
   }
-  function markText(text, q) {  // text with the search phrase wrapped in <mark> (as DOM nodes)
+  // A search's terms: its words, lower-cased, to be found in any order (each one a substring; a
+  // "quoted phrase" is one term). A text matches when it holds every term, so a phrase typed
+  // whole still matches where it occurs, and "quay zebra" finds "zebra crossing at the quay".
+  function searchTerms(q) {
+    var out = [], re = /"([^"]+)"|(\S+)/g, m;
+    q = str(q).toLowerCase();
+    while ((m = re.exec(q)) !== null) {
+      var t = m[1] != null ? m[1].trim() : m[2];
+      if (t && out.indexOf(t) < 0) out.push(t);
+    }
+    return out;
+  }
+  function querySaid(q) {  // the query as the count says it: “a b” (every word, any order)
+    return "“" + q + "”" + (searchTerms(q).length > 1 ? " (every word, any order)" : "");
+  }
+  function holdsAll(low, terms) {  // low: a lower-cased text
+    for (var i = 0; i < terms.length; i++) if (low.indexOf(terms[i]) < 0) return false;
+    return terms.length > 0;
+  }
+  function ranges(low, needle, out) {  // [start, end) of every occurrence of needle in low
+    for (var j = low.indexOf(needle); needle && j >= 0; j = low.indexOf(needle, j + needle.length)) out.push([j, j + needle.length]);
+    return out;
+  }
+  // text with the search marked (as DOM nodes): the query where it occurs whole, else each term
+  function markText(text, q) {
     var span = el("span", {cls: "text"});
     text = str(text);
-    q = (q == null ? S.q : q).toLowerCase();
+    q = (q == null ? S.q : q).trim().toLowerCase();
     if (!q) { span.textContent = text; return span; }
-    var low = text.toLowerCase(), i = 0, j;
-    while ((j = low.indexOf(q, i)) >= 0) {
-      span.appendChild(document.createTextNode(text.slice(i, j)));
-      span.appendChild(el("mark", {text: text.slice(j, j + q.length)}));
-      i = j + q.length;
-    }
+    var low = text.toLowerCase(), marks = ranges(low, q, []);
+    if (!marks.length) searchTerms(q).forEach(function (t) { ranges(low, t, marks); });
+    marks.sort(function (a, b) { return a[0] - b[0] || b[1] - a[1]; });
+    var i = 0;
+    marks.forEach(function (r) {
+      if (r[1] <= i) return;  // inside a longer mark
+      var from = Math.max(r[0], i);
+      span.appendChild(document.createTextNode(text.slice(i, from)));
+      span.appendChild(el("mark", {text: text.slice(from, r[1])}));
+      i = r[1];
+    });
     span.appendChild(document.createTextNode(text.slice(i)));
     return span;
   }
@@ -343,7 +372,7 @@ var MBB = (function () {
     if (S.label && !labelsOf(u.e).some(function (l) { return l[0] === S.label; })) return false;
     return true;
   }
-  function matches(text) { return !S.q || str(text).toLowerCase().indexOf(S.q.toLowerCase()) >= 0; }
+  function matches(text) { return !S.q || holdsAll(str(text).toLowerCase(), searchTerms(S.q)); }
   function labelBlock(e, run) {
     var ls = labelsOf(e, run), held = labelsOf(e, run, true);
     if (!ls.length && !held.length) return null;
@@ -791,7 +820,7 @@ var MBB = (function () {
     if (S.scope === "all") { if (views.runs) views.runs.renderSearchAll(box); return; }
     if (!S.run || S.view !== "run") return;
     var hits = S.run.utter.filter(function (u) { return passes(u) && matches(u.text); });
-    var inner = el("div", {cls: "box"}, [el("strong", {text: hits.length ? hits.length + " match(es) for “" + S.q + "” in this run" + (hits.length > 200 ? " (first 200)" : "") + " — click one to open its round" : "No match for “" + S.q + "” in this run"})]);
+    var inner = el("div", {cls: "box"}, [el("strong", {text: hits.length ? hits.length + " match(es) for " + querySaid(S.q) + " in this run" + (hits.length > 200 ? " (first 200)" : "") + " — click one to open its round" : "No match for " + querySaid(S.q) + " in this run"})]);
     hits.slice(0, 200).forEach(function (u) {
       inner.appendChild(el("div", {cls: "result", "data-seq": u.e.seq, onclick: function () { goRound(u.subrun, u.round); showMark(); }}, [
         el("span", {cls: "muted", text: "S" + u.subrun + " R" + u.round + " · " + u.src + " · "}), chip(u.worker),
@@ -926,7 +955,7 @@ var MBB = (function () {
     },
     _state: S,
     _views: views,
-    _lib: {el: el, clear: clear, fmt: fmt, fmtShare: fmtShare, pct: pct, fmtInt: fmtInt, fmtCost: fmtCost, fmtMeasure: fmtMeasure,
+    _lib: {el: el, clear: clear, searchTerms: searchTerms, holdsAll: holdsAll, querySaid: querySaid, fmt: fmt, fmtShare: fmtShare, pct: pct, fmtInt: fmtInt, fmtCost: fmtCost, fmtMeasure: fmtMeasure,
       fmtMeasureDelta: fmtMeasureDelta, isMeasure: isMeasure, measureNA: measureNA, NA: NA, markText: markText, chip: chip, colourOf: colourOf,
       table: table, td: td, isInt: isInt, isNum: isNum, isStr: isStr, isObj: isObj, arr: arr, str: str, own: own, dict: dict,
       $: $, show: show, goView: goView, writeHash: writeHash, entryOf: entryOf, runLink: runLink, loadScript: loadScript, versioned: versioned,
