@@ -607,6 +607,43 @@ def test_llm_measures_of_a_scripted_run_say_they_do_not_apply(browser, llm_viewe
         assert cell.get_attribute("title") == "scripted run: no API calls"
 
 
+def _cue(page, box: str) -> tuple[str, str, str]:
+    """The classes of a scroll box and the opacity of its left and right shades."""
+    return tuple(
+        page.evaluate(
+            """box => { const b = document.querySelector(box);
+        return [b.className, getComputedStyle(b, '::before').opacity,
+                getComputedStyle(b, '::after').opacity]; }""",
+            box,
+        )
+    )
+
+
+def test_a_table_wider_than_the_window_says_it_scrolls(browser, viewer):
+    """A wide table gave no cue that it scrolls sideways: the edge past which columns lie is
+    shaded and the runs table's bar says "scroll →", only while there is more to see."""
+    index, _, _, _ = viewer
+    with offline_page(browser, width=900) as page:
+        _open(page, index)
+        page.wait_for_function("() => document.querySelector('#table-box.more-right')")
+        assert _cue(page, "#table-box") == ("scroll-box more-right", "0", "1")
+        assert page.locator("#scroll-note").is_visible()
+        assert "scroll →" in page.locator("#scroll-note").inner_text()
+        page.eval_on_selector("#table-wrap", "w => { w.scrollLeft = w.scrollWidth; }")
+        page.wait_for_function("() => document.querySelector('#table-box.more-left')")
+        assert _cue(page, "#table-box") == ("scroll-box more-left", "1", "0")
+        assert not page.locator("#scroll-note").is_visible()
+        # the diff's measures too
+        _open(page, index, "#diff=base/base-seed0000&with=memory_off/memory_off-seed0000")
+        page.wait_for_selector("#diff-view[data-ready]")
+        page.wait_for_function("() => document.querySelector('#diff-measures-box.more-right')")
+        assert page.locator("#diff-view .scroll-note").is_visible()
+    with offline_page(browser, width=2600) as page:  # it fits: no cue
+        _open(page, index)
+        assert _cue(page, "#table-box") == ("scroll-box", "0", "0")
+        assert not page.locator("#scroll-note").is_visible()
+
+
 def test_hostile_data_never_breaks_the_page(browser, folder, tmp_path):
     """A data file edited by hand (or by an older, buggy writer): a `__proto__` subrun, a
     worker that is an object, keys that shadow Object.prototype; and workers named like

@@ -122,7 +122,11 @@
       el("button", {text: "open A", onclick: function () { L.selectRun(D.a, {subrun: D.subrun, round: D.round, tab: "rounds"}); }}),
       el("button", {text: "open B", onclick: function () { L.selectRun(D.b, {subrun: D.subrun, round: D.round, tab: "rounds"}); }}),
       el("button", {text: "back to the runs table", onclick: function () { L.goView("runs"); }})]));
-    box.appendChild(el("div", {cls: "diff-measures"}, [measureTable(A, B)]));
+    var note = el("div", {cls: "scroll-note", text: "more measures: scroll →", hidden: true});
+    var mbox = el("div", {cls: "scroll-box", id: "diff-measures-box"}, [el("div", {cls: "diff-measures"}, [measureTable(A, B)])]);
+    box.appendChild(note);
+    box.appendChild(mbox);
+    L.scrollCue(mbox, note);
     if (A.entry.seed !== B.entry.seed) box.appendChild(el("p", {cls: "warn", text: "The two runs have different seeds: their tasks, deadlines and seating differ, not only their condition or model."}));
 
     var nav = el("div", {cls: "round-nav"}, [el("strong", {text: "subrun"})]);

@@ -246,9 +246,10 @@
         }}),
         unsel: el("button", {text: "clear selection", onclick: function () {
           T.selected = []; T.rows.forEach(function (r) { if (r.box) r.box.checked = false; }); bar(T.list ? T.list.length : 0, S.index.runs.length); }}),
-        invalid: el("span", {cls: "bad"})};
+        invalid: el("span", {cls: "bad"}),
+        scroll: el("span", {id: "scroll-note", cls: "scroll-note", text: "more columns: scroll →", title: "the table is wider than the window: scroll it sideways (shift + wheel, or the scroll bar)", hidden: true})};
       B.free.addEventListener("input", function () { T.free = B.free.value; schedule(); });
-      [B.free, B.count, B.clear, B.cmp, B.unsel, B.invalid].forEach(function (x) { b.appendChild(x); });
+      [B.free, B.count, B.clear, B.cmp, B.unsel, B.invalid, B.scroll].forEach(function (x) { b.appendChild(x); });
     }
     if (document.activeElement !== B.free) B.free.value = T.free;
     B.count.textContent = count + " of " + total + " run(s)" + (T.only ? " · only runs matching “" + T.onlyQ + "”" : "");
@@ -288,6 +289,7 @@
     var tbl = L.$("runs-table");
     tbl.setAttribute("data-sort", T.sort + (T.desc ? ":desc" : ":asc"));
     tbl.setAttribute("data-rows", String(rows.length));
+    if (T.cue) T.cue();
     T.lastMs = performance.now() - t0;
     if (S.view === "runs") L.writeHash();
   }
@@ -320,6 +322,8 @@
       head(columns());
       drawnOnce = true;
       L.$("table-wrap").addEventListener("scroll", onScroll);
+      bar(0, S.index.runs.length);  // the bar (and its scroll note) exist before the cue is set
+      T.cue = L.scrollCue(L.$("table-box"), B.scroll);
     }
     draw();
   }

@@ -142,6 +142,30 @@ var MBB = (function () {
     return i < 0 ? "#777" : PALETTE[i % PALETTE.length];
   }
   function chip(w, run) { return el("span", {cls: "chip", style: "background:" + colourOf(w, run), text: str(w) || "—"}); }
+  // A visible cue that a box scrolls sideways (a wide table gave none): the box gets more-left /
+  // more-right while columns lie past that edge (CSS shades the edge), and `note` ("scroll →")
+  // shows only while columns lie past the right edge. box: a .scroll-box whose first child scrolls.
+  function scrollCue(box, note) {
+    var inner = box.firstElementChild;
+    function update() {
+      var max = inner.scrollWidth - inner.clientWidth;
+      var right = max > 1 && inner.scrollLeft < max - 1, left = max > 1 && inner.scrollLeft > 1;
+      box.classList.toggle("more-right", right);
+      box.classList.toggle("more-left", left);
+      // the right shade stops at the vertical scroll bar, where there is one
+      box.style.setProperty("--bar", Math.max(0, inner.offsetWidth - inner.clientWidth - 2) + "px");
+      if (note) note.hidden = !right;
+    }
+    inner.addEventListener("scroll", update, {passive: true});
+    if (typeof ResizeObserver === "function") {
+      var ro = new ResizeObserver(update);
+      ro.observe(inner);
+      if (inner.firstElementChild) ro.observe(inner.firstElementChild);
+    }
+    window.addEventListener("resize", update);
+    update();
+    return update;
+  }
   function table(head, rows) {
     var t = el("table");
     t.appendChild(el("tr", null, head.map(function (h) {
@@ -955,7 +979,7 @@ var MBB = (function () {
     },
     _state: S,
     _views: views,
-    _lib: {el: el, clear: clear, searchTerms: searchTerms, holdsAll: holdsAll, querySaid: querySaid, fmt: fmt, fmtShare: fmtShare, pct: pct, fmtInt: fmtInt, fmtCost: fmtCost, fmtMeasure: fmtMeasure,
+    _lib: {el: el, clear: clear, scrollCue: scrollCue, searchTerms: searchTerms, holdsAll: holdsAll, querySaid: querySaid, fmt: fmt, fmtShare: fmtShare, pct: pct, fmtInt: fmtInt, fmtCost: fmtCost, fmtMeasure: fmtMeasure,
       fmtMeasureDelta: fmtMeasureDelta, isMeasure: isMeasure, measureNA: measureNA, NA: NA, markText: markText, chip: chip, colourOf: colourOf,
       table: table, td: td, isInt: isInt, isNum: isNum, isStr: isStr, isObj: isObj, arr: arr, str: str, own: own, dict: dict,
       $: $, show: show, goView: goView, writeHash: writeHash, entryOf: entryOf, runLink: runLink, loadScript: loadScript, versioned: versioned,
