@@ -1062,3 +1062,16 @@ def test_a_number_the_page_would_round_is_said(sweep_copy) -> None:
         "a number past 2^53 is shown rounded in the page, which reads numbers as JavaScript "
         f"does (first: line {i + 1}, bid = 9007199254740993); the tables hold it exactly"
     ]
+
+
+def test_the_page_and_the_index_agree_on_which_measures_are_llm_only():
+    """The page marks a scripted run's LLM-only columns from its own list; it must be the
+    index's (`LLM_MEASURES`), or a new LLM measure would read 0 or blank for scripted runs."""
+    import re
+
+    import mbb.batch.viewer as viewer_module
+    from mbb.batch.viewer import LLM_MEASURES
+
+    js = (Path(viewer_module.__file__).parent / "viewer_static" / "viewer.js").read_text()
+    (listed,) = re.findall(r"var LLM_ONLY = \{([^}]*)\}", js)
+    assert re.findall(r"(\w+): true", listed) == list(LLM_MEASURES)

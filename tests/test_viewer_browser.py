@@ -16,7 +16,7 @@ import pytest
 
 from mbb.batch.build import load_params
 from mbb.batch.runner import run_many
-from mbb.batch.viewer import build_viewer, watch_viewer
+from mbb.batch.viewer import LLM_MEASURES, build_viewer, watch_viewer
 from mbb.core.paths import PROJECT_ROOT
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -537,6 +537,45 @@ def llm_viewer(folder, tmp_path_factory):
     return res.index
 
 
+def test_calls_without_usage_read_unknown_in_every_view_never_zero(browser, folder, tmp_path):
+    """One call of three failed (no token counts): its head read '0+0 tokens', the LLM tab's
+    per-model sums passed for the whole and its cost read 'unpriced', and the story said
+    'cost unknown' for calls whose cost is mostly known. Every view says what is known as a
+    lower bound, in the report's wording."""
+    out, _, _ = folder
+    run = tmp_path / "v" / "base" / "base-seed0001"
+    shutil.copytree(out / "base" / "base-seed0001", run)
+    lines = [json.loads(x) for x in (run / "events.jsonl").read_text().splitlines()]
+    failed = _llm_call(
+        "base-seed0001", "W1", prompt_tokens=None, completion_tokens=None, cost_usd=None,
+        error="APIConnectionError: connection refused",
+    )  # fmt: skip
+    calls = [_llm_call("base-seed0001", "W1"), _llm_call("base-seed0001", "W1"), failed]
+    events = [lines[0], *calls, *lines[1:]]
+    for i, e in enumerate(events):
+        e["seq"] = i
+    (run / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    index = build_viewer(tmp_path / "v").index
+    unknown = "unknown (1 calls without usage)"
+    with offline_page(browser, width=1600) as page:
+        _open(page, index)
+        assert _cells(page, "tokens") == [f"≥ 820 + {unknown}"]
+        _open(page, index, "#run=base/base-seed0001&tab=llm")
+        page.wait_for_selector("details.call")
+        heads = page.locator("details.call summary").all_inner_texts()
+        assert "tokens unknown (failed call)" in heads[2] and "cost unknown" in heads[2]
+        assert "0+0" not in heads[2] and "410 tokens" not in heads[2]
+        model = page.locator("#content table").first.all_inner_texts()[0].split("\n")[1]
+        assert model.split("\t")[3:6] == [
+            f"≥ 800 + {unknown}",
+            f"≥ 20 + {unknown}",
+            f"≥ $0.0008 + {unknown}",
+        ]
+        _open(page, index, "#run=base/base-seed0001&tab=agent&w=W1")
+        line = page.locator("#story").locator("xpath=preceding::p[1]").inner_text()
+        assert f"≥ 820 + {unknown} tokens" in line and f"cost ≥ $0.00084 + {unknown}" in line, line
+
+
 MEASURE_COLS = {  # the runs table's column -> the diff's header
     "seed": "seed", "score": "score", "completion": "completion",
     "deadline_miss": "deadline misses", "credits": "credits spent",
@@ -568,7 +607,7 @@ def test_a_measure_reads_the_same_in_the_runs_table_the_diff_and_the_story(brows
         assert "12 LLM call(s), 4,920 tokens" in line and "$0.00504" in line, line
 
 
-LLM_ONLY = ("llm_calls", "failed_calls", "repaired_calls", "bad_call_share", "cost_usd", "tokens")
+LLM_ONLY = LLM_MEASURES
 
 
 def test_llm_measures_of_a_scripted_run_say_they_do_not_apply(browser, llm_viewer):

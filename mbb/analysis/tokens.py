@@ -72,6 +72,13 @@ def without_usage() -> pl.Expr:
     return pl.col("prompt_tokens").is_null().sum().cast(pl.Int64).alias("calls_without_usage")
 
 
+def _partly_unknown(known: str | None, calls_without_usage: int) -> str:
+    """The one wording of a sum some of whose calls reported no usage: "unknown (N calls
+    without usage)", after "≥ X + " when the others are known to sum to X (a lower bound)."""
+    unknown = f"unknown ({calls_without_usage} calls without usage)"
+    return f"≥ {known} + {unknown}" if known else unknown
+
+
 def cost_text(value: float | None, calls_without_usage: int = 0, known: float | None = None) -> str:
     """A cost as the tables show it: "unknown (N calls without usage)" when some calls have
     no token counts (none reported, or the call failed), after "≥ $X + " when the others are
@@ -82,9 +89,20 @@ def cost_text(value: float | None, calls_without_usage: int = 0, known: float | 
     calls_without_usage: how many of the calls it sums reported no token counts.
     known: the cost of the others (`known_cost`), a lower bound; None or 0: nothing known."""
     if calls_without_usage:
-        unknown = f"unknown ({calls_without_usage} calls without usage)"
-        return f"≥ ${known:.4f} + {unknown}" if known else unknown
+        return _partly_unknown(f"${known:.4f}" if known else None, calls_without_usage)
     return "unpriced" if value is None else f"${value:.4f}"
+
+
+def tokens_text(tokens: int | None, calls_without_usage: int = 0) -> str:
+    """A token count as the tables show it, in `cost_text`'s wording: "≥ N + unknown (M calls
+    without usage)" when M calls reported no counts (N: the others' sum), "unknown (...)"
+    when none did; never a sum that passes for the whole.
+
+    tokens: the sum over the calls that reported usage (None or 0 with no such call).
+    calls_without_usage: how many calls reported no token counts."""
+    if calls_without_usage:
+        return _partly_unknown(f"{tokens:,}" if tokens else None, calls_without_usage)
+    return "unknown" if tokens is None else f"{tokens:,}"
 
 
 def approx_tokens(text: pl.Expr) -> pl.Expr:

@@ -121,7 +121,7 @@ def spend_table_html(calls: Any, note: str = "") -> str:
 
     import polars as pl
 
-    from mbb.analysis.tokens import cost_text, known_cost, total_cost, without_usage
+    from mbb.analysis.tokens import cost_text, known_cost, tokens_text, total_cost, without_usage
 
     if calls is None or calls.is_empty():
         return ""
@@ -158,9 +158,10 @@ def spend_table_html(calls: Any, note: str = "") -> str:
     rows = "".join(
         "<tr>"
         f"<td class=l>{model_cell(r)}</td><td class=l>{html.escape(r['conditions'])}</td>"
-        f"<td>{r['runs']}</td><td>{r['calls']}</td><td>{r['prompt_tokens']:,}</td>"
+        f"<td>{r['runs']}</td><td>{r['calls']}</td>"
+        f"<td>{tokens_text(r['prompt_tokens'], r['calls_without_usage'])}</td>"
         f"<td>{r['cached_tokens'] / max(1, r['prompt_tokens']):.1%}</td>"
-        f"<td>{r['completion_tokens']:,}</td>"
+        f"<td>{tokens_text(r['completion_tokens'], r['calls_without_usage'])}</td>"
         f"<td>{cost_text(r['cost_usd'], r['calls_without_usage'], r['known_cost_usd'])}</td>"
         f"<td>{cost_text(r['cost_per_run'], r['calls_without_usage'], r['known_per_run'])}"
         "</td></tr>"

@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from mbb.analysis.runs import LINKED_RUN, find_run_dirs
-from mbb.analysis.tokens import cost_text, known_cost, total_cost, without_usage
+from mbb.analysis.tokens import cost_text, known_cost, tokens_text, total_cost, without_usage
 from mbb.batch.outdir import OutputError, replace_file
 from mbb.core import safejson
 from mbb.core.eventlog import EventLogError, OtherVersion, parse_line, read_log_bytes
@@ -713,11 +713,7 @@ def _measures(tables: dict[str, Any]) -> dict[str, Any]:
             d.update(row, bad_call_share=bad / row["llm_calls"])
             if unreported:  # the endpoint reported no counts for some answers: unknown, not 0
                 d["cost_usd"] = cost_text(None, unreported, known)
-                d["tokens"] = (
-                    f"≥ {row['tokens']:,} + unknown ({unreported} calls without usage)"
-                    if row["tokens"]
-                    else cost_text(None, unreported)
-                )
+                d["tokens"] = tokens_text(row["tokens"], unreported)
             elif d["cost_usd"] is None:  # a model without a price: unknown, said so, never $0
                 d["cost_usd"] = cost_text(None)
     return out

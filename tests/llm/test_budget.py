@@ -314,7 +314,7 @@ def test_a_cost_partly_unknown_says_what_is_known():
     """Two calls failed (no usage) among many answered and priced: the spend said 'unknown'
     for the whole model and hid the cost of the answered ones (a newcomer's outage); it says
     the known part as a lower bound, and 'unknown' alone when nothing is known."""
-    from mbb.analysis.tokens import cost_text
+    from mbb.analysis.tokens import cost_text, tokens_text
     from mbb.batch.runs import spend_table_html
 
     calls = pl.DataFrame(
@@ -331,3 +331,8 @@ def test_a_cost_partly_unknown_says_what_is_known():
     html = spend_table_html(calls)
     assert "≥ $0.0030 + unknown (1 calls without usage)" in html and "$0.0000" not in html
     assert cost_text(None, 2, 0.0) == cost_text(None, 2) == "unknown (2 calls without usage)"
+    # the token sums too: they passed for the whole model's (200 prompt tokens, no '≥')
+    assert "<td>≥ 200 + unknown (1 calls without usage)</td>" in html
+    assert "<td>≥ 20 + unknown (1 calls without usage)</td>" in html
+    assert tokens_text(1234) == "1,234" and tokens_text(None) == "unknown"
+    assert tokens_text(0, 3) == tokens_text(None, 3) == "unknown (3 calls without usage)"

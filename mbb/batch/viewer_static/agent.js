@@ -76,8 +76,8 @@
     var calls = r.calls.filter(function (c) { return c.worker === w; });
     var tok = 0, cost = 0, failed = 0, unpriced = false, noUsage = 0;
     calls.forEach(function (c) {
-      // an answer whose endpoint reported no token counts: unknown, never 0
-      if (c.prompt_tokens == null && !c.error) noUsage += 1;
+      // a call without token counts (none reported, or it failed): unknown, never 0
+      if (c.prompt_tokens == null) noUsage += 1;
       tok += (isNum(c.prompt_tokens) ? c.prompt_tokens : 0) + (isNum(c.completion_tokens) ? c.completion_tokens : 0);
       if (isNum(c.cost_usd)) cost += c.cost_usd; else unpriced = true;  // unknown, never $0
       failed += c.error ? 1 : 0;
@@ -85,7 +85,9 @@
     var model = L.workerModel(r, w), persona = L.workerPersona(r, w);
     box.appendChild(el("h3", {id: "agent-title"}, [L.chip(w, r), " " + (model === "scripted" ? "scripted worker" + (persona ? " (persona " + persona + ")" : "") : "model " + model) +
       " · negotiator " + str(info.negotiator) + " · solver " + str(info.solver)]));
-    box.appendChild(el("p", {cls: "muted", text: calls.length ? L.fmtMeasure("llm_calls", calls.length) + " LLM call(s), " + L.fmtMeasure("tokens", tok) + " tokens (prompt + completion)" + (noUsage ? " over the calls that reported usage (" + noUsage + " did not)" : "") + ", " + (noUsage ? "cost unknown" : unpriced ? "cost unpriced" : "$" + L.fmtMeasure("cost_usd", cost)) +
+    box.appendChild(el("p", {cls: "muted", text: calls.length ? L.fmtMeasure("llm_calls", calls.length) + " LLM call(s), " +
+      (noUsage ? L.partlyUnknown(tok ? L.fmtMeasure("tokens", tok) : null, noUsage) : L.fmtMeasure("tokens", tok)) + " tokens (prompt + completion), " +
+      (noUsage ? "cost " + L.partlyUnknown(cost ? "$" + L.fmtMeasure("cost_usd", cost) : null, noUsage) : unpriced ? "cost unpriced" : "$" + L.fmtMeasure("cost_usd", cost)) +
       (failed ? ", " + failed + " failed" : "") + ". Open a call to read its prompt (what it saw) and its answer." :
       "A scripted worker: no prompts. Its story is what it did, the messages it sent and the private ones it received, and what it wrote to memory."}));
     var opts = el("div", {cls: "story-opts"});

@@ -74,6 +74,10 @@ var MBB = (function () {
   // 0.0000 where the table wrote 4,830 and 0.000).
   function fmtInt(v) { return isNum(v) ? Math.round(v).toLocaleString("en-US") : str(v); }
   function fmtCost(v) { return isNum(v) ? v.toFixed(v && Math.abs(v) < 0.01 ? 5 : 3) : str(v); }  // dollars, no sign
+  // A sum some of whose calls reported no usage (none reported, or the call failed), in the
+  // report's wording (mbb.analysis.tokens.cost_text, tokens_text): "≥ X + unknown (N calls
+  // without usage)", X the others' sum (a lower bound; left out when nothing is known).
+  function partlyUnknown(known, n) { var u = "unknown (" + n + " calls without usage)"; return known ? "≥ " + known + " + " + u : u; }
   var MEASURE_FMT = {seed: fmtInt, credits: fmtInt, invalid_actions: fmtInt, llm_calls: fmtInt, failed_calls: fmtInt,
     repaired_calls: fmtInt, tokens: fmtInt, rounds: fmtInt, cost_usd: fmtCost,
     score: function (v) { return fmtShare(v, 3); }, completion: function (v) { return pct(v, 1); },
@@ -781,9 +785,10 @@ var MBB = (function () {
   }
   function callHead(c) {
     return "S" + fmt(c.subrun) + " R" + fmt(c.round) + " · " + (str(c.worker) || "—") + " · " + str(c.role) + "/" + str(c.phase) + " · " + str(c.model) +
-      " · " + fmt(c.prompt_tokens || 0) + "+" + fmt(c.completion_tokens || 0) + " tokens" + (c.cached_tokens ? " (" + fmt(c.cached_tokens) + " cached)" : "") +
+      (c.prompt_tokens == null ? " · tokens unknown (" + (c.error ? "failed call" : "no usage reported") + ")" :  // never 0+0
+        " · " + fmt(c.prompt_tokens) + "+" + fmt(c.completion_tokens) + " tokens") + (c.cached_tokens ? " (" + fmt(c.cached_tokens) + " cached)" : "") +
       (c.reasoning_tokens ? " (" + fmt(c.reasoning_tokens) + " reasoning)" : "") +
-      " · " + fmt(c.latency_s, 2) + " s · " + (isNum(c.cost_usd) ? "$" + fmt(c.cost_usd, 5) : "unpriced") + (c.cache_hit ? " · cache hit" : "") +
+      " · " + fmt(c.latency_s, 2) + " s · " + (isNum(c.cost_usd) ? "$" + fmt(c.cost_usd, 5) : c.prompt_tokens == null ? "cost unknown" : "unpriced") + (c.cache_hit ? " · cache hit" : "") +
       (c.attempts > 1 ? " · " + fmt(c.attempts) + " attempts" : "") + (c.repair ? " · repair" : "") + (c.error ? " · error: " + str(c.error) : "");
   }
   function callDetails(c, run, open) {
@@ -814,15 +819,18 @@ var MBB = (function () {
     calls.forEach(function (c) {
       var key = str(c.model);
       var m = by.get(key);
-      if (!m) { m = {n: 0, p: 0, c: 0, cost: 0, lat: 0, failed: 0}; by.set(key, m); }
+      if (!m) { m = {n: 0, p: 0, c: 0, cost: 0, lat: 0, failed: 0, noUsage: 0}; by.set(key, m); }
       m.n++; m.p += isNum(c.prompt_tokens) ? c.prompt_tokens : 0; m.c += isNum(c.completion_tokens) ? c.completion_tokens : 0;
+      if (c.prompt_tokens == null) m.noUsage += 1;  // its tokens and cost are unknown, not 0
       if (isNum(c.cost_usd)) m.cost += c.cost_usd; else m.unpriced = true;  // unknown, never $0
       m.lat += isNum(c.latency_s) ? c.latency_s : 0; m.failed += c.error ? 1 : 0;
     });
     box.appendChild(el("h4", {text: "Per model"}));
     box.appendChild(table(["~model", "calls", "failed", "prompt tokens", "completion tokens", "cost (USD)", "mean latency (s)"], Array.from(by.keys()).sort().map(function (m) {
       var x = by.get(m);
-      return el("tr", null, [td(m, "t"), td(x.n), td(x.failed), td(x.p), td(x.c), td(x.unpriced ? "unpriced" : x.cost.toFixed(4)), td((x.lat / x.n).toFixed(2))]);
+      var sum = function (v, text) { return x.noUsage ? partlyUnknown(v ? text : null, x.noUsage) : text; };
+      return el("tr", null, [td(m, "t"), td(x.n), td(x.failed), td(sum(x.p, fmtInt(x.p))), td(sum(x.c, fmtInt(x.c))),
+        td(x.noUsage ? sum(x.cost, "$" + x.cost.toFixed(4)) : x.unpriced ? "unpriced" : x.cost.toFixed(4)), td((x.lat / x.n).toFixed(2))]);
     })));
     box.appendChild(el("h4", {text: "Calls (" + calls.length + "); open one for its prompt and answer (API keys are never stored or shown)"}));
     calls.forEach(function (c) { box.appendChild(callDetails(c, r)); });
@@ -979,7 +987,7 @@ var MBB = (function () {
     },
     _state: S,
     _views: views,
-    _lib: {el: el, clear: clear, scrollCue: scrollCue, searchTerms: searchTerms, holdsAll: holdsAll, querySaid: querySaid, fmt: fmt, fmtShare: fmtShare, pct: pct, fmtInt: fmtInt, fmtCost: fmtCost, fmtMeasure: fmtMeasure,
+    _lib: {el: el, clear: clear, scrollCue: scrollCue, searchTerms: searchTerms, holdsAll: holdsAll, querySaid: querySaid, fmt: fmt, fmtShare: fmtShare, pct: pct, fmtInt: fmtInt, fmtCost: fmtCost, fmtMeasure: fmtMeasure, partlyUnknown: partlyUnknown,
       fmtMeasureDelta: fmtMeasureDelta, isMeasure: isMeasure, measureNA: measureNA, NA: NA, markText: markText, chip: chip, colourOf: colourOf,
       table: table, td: td, isInt: isInt, isNum: isNum, isStr: isStr, isObj: isObj, arr: arr, str: str, own: own, dict: dict,
       $: $, show: show, goView: goView, writeHash: writeHash, entryOf: entryOf, runLink: runLink, loadScript: loadScript, versioned: versioned,
