@@ -9,6 +9,7 @@ from pathlib import Path
 import polars as pl
 
 from mbb.analysis._frames import seed_of
+from mbb.analysis.text_measures import TEXT_MEASURE_LABELS
 from mbb.analysis.tokens import total_cost
 from mbb.core.paths import user_path
 from mbb.core.tables import TABLES, load_tables
@@ -18,6 +19,7 @@ __all__ = [
     "OUTCOME_MEASURES",
     "condition_table",
     "load_conditions",
+    "measure_label",
     "model_table",
     "run_table",
 ]
@@ -56,18 +58,29 @@ OUTCOME_MEASURES: tuple[str, ...] = (
     "private_msgs_per_run",
     "cost_per_run_usd",
 )
-# how a measure of `OUTCOME_MEASURES` is named where people read it (the report's columns)
+# how a measure is named where people read it (tables, forest plots, the report's columns), with
+# its unit where it has one: the outcome measures here, the text measures beside their
+# definitions (`mbb.analysis.text_measures.TEXT_MEASURE_LABELS`). One map: a measure compared
+# without an entry shows its snake_case name, and a test fails on it.
 MEASURE_LABELS: dict[str, str] = {
-    "completion": "completion rate",
-    "deadline_miss": "deadline-miss rate",
-    "progress": "mean progress",
-    "score": "mean score",
-    "mean_bid": "mean bid (credits)",
-    "rounds_per_subrun": "rounds per subrun",
-    "credits_per_run": "credits spent per run",
-    "private_msgs_per_run": "private messages per run",
+    "completion": "Completion rate",
+    "deadline_miss": "Deadline-miss rate",
+    "progress": "Mean progress",
+    "score": "Mean score",
+    "mean_bid": "Mean bid (credits)",
+    "rounds_per_subrun": "Rounds per subrun",
+    "credits_per_run": "Credits spent per run",
+    "private_msgs_per_run": "Private messages per run",
     "cost_per_run_usd": "LLM cost per run (USD)",
+    **TEXT_MEASURE_LABELS,
 }
+
+
+def measure_label(measure: str) -> str:
+    """The readable name of `measure` (`MEASURE_LABELS`); a measure that has none (an extra
+    per-run column a caller compares) keeps its own name, unchanged, so it is visibly
+    unlabelled rather than dressed up as if it had been named on purpose."""
+    return MEASURE_LABELS.get(measure, measure)
 
 
 def run_table(

@@ -31,6 +31,7 @@ from mbb.analysis.rules import forward_commitments, rule_statements
 
 __all__ = [
     "TEXT_MEASURES",
+    "TEXT_MEASURE_LABELS",
     "metagaming",
     "reasoning_effort_table",
     "seed_of",
@@ -49,6 +50,20 @@ TEXT_MEASURES: tuple[str, ...] = (
     "new_vocab_last",
     "metagaming",
 )
+# how each of `TEXT_MEASURES` is named where people read it (tables, forest plots), with the
+# unit of its share; `mbb.analysis.compare.MEASURE_LABELS` joins these to the outcome labels
+TEXT_MEASURE_LABELS: dict[str, str] = {
+    "rule_making": "Rule-making (share of rounds)",
+    "rule_citation": "Rule citation (share of rounds)",
+    "rule_making_later": "Rule-making in subruns 2+ (share of rounds)",
+    "new_rules_later": "New rules in subruns 2+ (share of rounds)",
+    "rule_carryover": "Rules carried to the next subrun (share of rules)",
+    "forward_commitments": "Forward commitments (share of worker-rounds)",
+    "new_vocab_share": "New vocabulary (share of words)",
+    "new_vocab_first": "New vocabulary, first subrun (share of words)",
+    "new_vocab_last": "New vocabulary, last subrun (share of words)",
+    "metagaming": "Metagaming (share of worker-rounds)",
+}
 WR = ["run_id", "subrun", "round", "worker"]
 
 

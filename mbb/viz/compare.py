@@ -160,8 +160,9 @@ def forest_plot(
     `mbb.analysis.compare.condition_table`: seeds paired when both conditions ran them, else
     resampled independently (expanded percentile bootstrap).
 
-    table: `mbb.analysis.compare.condition_table` (one baseline); labels: measure -> title
-    (default `MEASURE_LABELS`); measures: the measures drawn, in order (default: all)."""
+    table: `mbb.analysis.compare.condition_table` (one baseline); labels: measure -> title,
+    over `mbb.analysis.compare.MEASURE_LABELS` (the one map of readable names); measures: the
+    measures drawn, in order (default: all)."""
     from mbb.analysis.compare import MEASURE_LABELS
 
     labels = {**MEASURE_LABELS, **(labels or {})}
@@ -195,7 +196,9 @@ def forest_plot(
             continue
         fmt, unit = _axis_format(m, part)
         label = labels.get(m, m)
-        x_title = f"Δ {label}" + (f" ({unit})" if unit and unit not in label else "")
+        x_title = f"Δ {label}"
+        if unit and unit not in label:  # "Δ Rule-making (share of rounds, percentage points)"
+            x_title = f"{x_title[:-1]}, {unit})" if x_title.endswith(")") else f"{x_title} ({unit})"
         y = alt.Y("condition:N", title=None, sort=conditions)
         x = alt.X("diff:Q", title=x_title, axis=alt.Axis(format=fmt))
         tooltip = [

@@ -25,6 +25,7 @@ How a column is shown (mbb's choices; `formats=` overrides any):
 
 from __future__ import annotations
 
+import functools
 import html
 import math
 import re
@@ -106,6 +107,16 @@ def _sig(value: float, digits: int = 3) -> str:
     return f"{value:,.{decimals}f}"
 
 
+@functools.cache
+def _text_shares() -> frozenset[str]:
+    """The text measures (`mbb.analysis.text_measures`): each a share of rounds, rules or
+    words, shown in percent like the outcome shares (imported when first needed: the renderer
+    itself needs only polars)."""
+    from mbb.analysis.text_measures import TEXT_MEASURES
+
+    return frozenset(TEXT_MEASURES)
+
+
 def kind_of(name: str, dtype: pl.DataType) -> str:
     """How a column is shown: 'text', 'id' (a number that names: seed, subrun, round), 'int',
     'float', 'share', 'usd', 'bool' or 'list'.
@@ -119,7 +130,7 @@ def kind_of(name: str, dtype: pl.DataType) -> str:
         return "list"
     if not dtype.is_numeric():
         return "text"
-    if base in _SHARES or _SHARE_RX.search(base):
+    if base in _SHARES or _SHARE_RX.search(base) or base in _text_shares():
         return "share"
     if _USD_RX.search(base):
         return "usd"
@@ -224,6 +235,7 @@ class Table:
     max_height_em: int = MAX_HEIGHT_EM
     seeds_column: str | None = None
     measure_column: str | None = None
+    measure_labels: Mapping[str, str] = field(default_factory=dict)
 
     def cells(self) -> list[list[str]]:
         """Every row's cells as text (the interval columns joined)."""
@@ -236,6 +248,8 @@ class Table:
                 if c.per_measure and self.measure_column is not None:
                     k = kind_of(str(r[self.measure_column]), pl.Float64())
                 text = format_value(r[c.name], k, signed=c.signed, na=na)
+                if c.name == self.measure_column and r[c.name] is not None:
+                    text = self.measure_labels.get(str(r[c.name]), text)
                 if c.low is not None and c.high is not None and r[c.name] is not None:
                     lo, hi = r[c.low], r[c.high]
                     if lo is None or hi is None or _nan(lo) or _nan(hi) or _inf(lo, hi):
@@ -391,6 +405,7 @@ def table(
     seeds: str | None = "auto",
     measure_column: str | None = None,
     per_measure: Sequence[str] = ("mean", "diff"),
+    measure_labels: Mapping[str, str] | None = None,
     max_height_em: int = MAX_HEIGHT_EM,
 ) -> Table:
     """A formatted `Table` of `df` (see the module's rules).
@@ -405,7 +420,10 @@ def table(
     `runs`, `n`; None for a table whose counts are not seeds, e.g. items of a corpus);
     measure_column: in a long table (one row per measure), the column naming each row's
     measure; the `per_measure` columns are then formatted by that measure (a share as a
-    percentage, a bid in credits); max_height_em: the height past which the table scrolls."""
+    percentage, a bid in credits) and each measure is shown by its readable name
+    (`measure_labels`, default `mbb.analysis.compare.MEASURE_LABELS`: the one map of measure
+    names, so a table never shows `mean_bid` where a chart shows "Mean bid (credits)");
+    max_height_em: the height past which the table scrolls."""
     labels = labels or {}
     formats = formats or {}
     spans = _intervals(df.columns)
@@ -432,6 +450,10 @@ def table(
     warn = few_seeds_note(df, min_seeds, seeds_col) if min_seeds and seeds_col else None
     if warn is not None:
         all_notes.append(warn)
+    if measure_column is not None and measure_labels is None:
+        from mbb.analysis.compare import MEASURE_LABELS
+
+        measure_labels = MEASURE_LABELS
     return Table(
         frame=df,
         columns=cols,
@@ -441,6 +463,7 @@ def table(
         max_height_em=max_height_em,
         seeds_column=seeds_col,
         measure_column=measure_column,
+        measure_labels=dict(measure_labels or {}),
     )
 
 

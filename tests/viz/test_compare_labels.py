@@ -1,0 +1,83 @@
+"""Measures are read by their names, not their column names: one label map
+(`mbb.analysis.compare.MEASURE_LABELS`, the text measures' beside their definitions) feeds the
+forest plot and the comparison table, and a measure without a label fails here."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from mbb.analysis.compare import MEASURE_LABELS, OUTCOME_MEASURES
+from mbb.analysis.text_measures import TEXT_MEASURES
+from mbb.viz.compare import forest_plot
+from mbb.viz.table import table
+
+
+def _differences(measures: list[str], diff: float = 0.004, span: float = 0.003) -> pl.DataFrame:
+    """A `condition_table` of two conditions against `base` (the columns forest_plot reads)."""
+    rows = []
+    for cond in ("base", "memory_off"):
+        for m in measures:
+            d = None if cond == "base" else diff
+            rows.append(
+                {
+                    "condition": cond,
+                    "measure": m,
+                    "n": 8,
+                    "mean": 0.5,
+                    "ci_low": 0.4,
+                    "ci_high": 0.6,
+                    "diff": d,
+                    "diff_ci_low": None if d is None else d - span,
+                    "diff_ci_high": None if d is None else d + span,
+                    "effect_size": None if d is None else 0.3,
+                    "effect_size_kind": None if d is None else "d_z",
+                    "paired": None if d is None else True,
+                    "excludes_zero": None if d is None else True,
+                    "note": "baseline" if cond == "base" else None,
+                    "baseline": "base",
+                }
+            )
+    return pl.DataFrame(rows)
+
+
+@pytest.mark.parametrize("measure", [*OUTCOME_MEASURES, *TEXT_MEASURES])
+def test_every_compared_measure_has_a_readable_label(measure):
+    label = MEASURE_LABELS.get(measure)
+    assert label, f"{measure}: no entry in MEASURE_LABELS (it would show as snake_case)"
+    assert "_" not in label and label[0].isupper()
+
+
+def _titles(spec: object) -> list[str]:
+    """Every panel and axis title of a chart's spec."""
+    out: list[str] = []
+    if isinstance(spec, dict):
+        for k, v in spec.items():
+            if k == "title" and isinstance(v, str):
+                out.append(v)
+            elif k == "title" and isinstance(v, dict) and isinstance(v.get("text"), str):
+                out.append(v["text"])
+            else:
+                out += _titles(v)
+    elif isinstance(spec, list):
+        for v in spec:
+            out += _titles(v)
+    return out
+
+
+def test_forest_plot_names_measures_by_their_labels():
+    measures = ["mean_bid", "rule_making", "new_vocab_share", "credits_per_run"]
+    titles = _titles(forest_plot(_differences(measures)).to_dict())
+    for m in measures:
+        assert not any(m in t for t in titles), f"{m} shown as snake_case in {titles}"
+    assert "Mean bid (credits)" in titles
+    assert "Δ Rule-making (share of rounds, percentage points)" in titles
+
+
+def test_comparison_table_names_measures_by_their_labels():
+    df = _differences(["mean_bid", "metagaming"])
+    cells = table(df, measure_column="measure", hide=["baseline"]).cells()
+    shown = [row[1] for row in cells]
+    assert shown == ["Mean bid (credits)", "Metagaming (share of worker-rounds)"] * 2
+    page = table(df, measure_column="measure").to_html()
+    assert "mean_bid" not in page and "metagaming<" not in page
