@@ -8,6 +8,7 @@ subrun (an offset each) and their lines are dashed differently, so no line hides
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 import altair as alt
@@ -133,19 +134,34 @@ def bids_by_condition(
     )
 
 
+def _tick_decimals(span: float, ticks: int = 8) -> int:
+    """Decimals that tell apart ticks about `span / ticks` apart (vega-lite's nice steps: 1, 2
+    or 5 times a power of ten), so a narrow axis never reads "0% 0% 1% 1%"."""
+    if not span > 0 or not math.isfinite(span):
+        return 0
+    raw = span / ticks
+    power = 10 ** math.floor(math.log10(raw))
+    step = next((m * power for m in (1, 2, 5) if m * power >= raw), 10 * power)
+    return max(0, -math.floor(math.log10(step) + 1e-9))
+
+
 def _axis_format(measure: str, part: pl.DataFrame) -> tuple[str, str]:
     """(d3 format, unit) of a measure's difference on its own axis: shares in percent, money
-    in dollars, other numbers with as many decimals as their range needs (never an exponent)."""
+    in dollars, other numbers; each with as many decimals as the axis's range (0 included:
+    the line at 0 is drawn) needs for its ticks to differ, never an exponent."""
     from mbb.viz.table import kind_of
 
     kind = kind_of(measure, pl.Float64())
+    values = [
+        0.0,
+        *(v for c in ("diff", "diff_ci_low", "diff_ci_high") for v in part[c].drop_nulls()),
+    ]
+    span = max(values) - min(values)
     if kind == "share":
-        return ".0%", "percentage points"
+        return f".{_tick_decimals(span * 100)}%", "percentage points"
     if kind == "usd":
-        return "$.3f", "USD"
-    values = [abs(v) for c in ("diff", "diff_ci_low", "diff_ci_high") for v in part[c].drop_nulls()]
-    top = max(values, default=0.0)
-    return (",.0f" if top >= 10 else ",.1f" if top >= 1 else ",.2f" if top >= 0.1 else ",.3f"), ""
+        return f"$.{max(2, _tick_decimals(span))}f", "USD"
+    return f",.{_tick_decimals(span)}f", ""
 
 
 def forest_plot(

@@ -81,3 +81,31 @@ def test_comparison_table_names_measures_by_their_labels():
     assert shown == ["Mean bid (credits)", "Metagaming (share of worker-rounds)"] * 2
     page = table(df, measure_column="measure").to_html()
     assert "mean_bid" not in page and "metagaming<" not in page
+
+
+def _tick_texts(fmt: str, lo: float, hi: float, ticks: int = 8) -> list[str]:
+    """The tick labels a d3 format gives at vega-lite-like steps over [lo, hi] (percent and
+    fixed formats only: what forest_plot uses)."""
+    import math
+
+    raw = (hi - lo) / ticks
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+    decimals = int(fmt.split(".")[1][:-1])
+    out, v = [], math.floor(lo / step) * step
+    while v <= hi + step / 2:
+        out.append(f"{v * 100:.{decimals}f}%" if fmt.endswith("%") else f"{v:.{decimals}f}")
+        v += step
+    return out
+
+
+@pytest.mark.parametrize(
+    ("measure", "diff", "span"),
+    [("new_vocab_share", 0.004, 0.003), ("completion", 0.15, 0.15), ("mean_bid", 0.004, 0.003)],
+)
+def test_forest_axis_ticks_differ_on_a_narrow_range(measure, diff, span):
+    spec = forest_plot(_differences([measure], diff, span)).to_dict()
+    panel = spec["vconcat"][0]["layer"][2]["encoding"]["x"]
+    fmt = panel["axis"]["format"]
+    ticks = _tick_texts(fmt, min(0.0, diff - span), diff + span)
+    assert len(set(ticks)) == len(ticks), f"{fmt}: ticks repeat {ticks}"
