@@ -79,9 +79,9 @@ FIGURES: dict[str, Callable[[dict[str, Any]], alt.TopLevelMixin]] = {
     "transmission_rates": lambda d: X.transmission_rates_chart(
         A.transmission_rates(d["t"], d["ev"])
     ),
-    "urgency": lambda d: S.urgency_chart(A.urgency_premium(d["t"])),
-    "rich_worker": lambda d: S.rich_worker_chart(A.rich_worker(d["t"])),
-    "contested": lambda d: S.contested_win_chart(A.contested_win_rates(d["t"])),
+    "urgency": lambda d: S.urgency_chart(A.starting_state_seeds(d["t"])),
+    "rich_worker": lambda d: S.rich_worker_chart(A.starting_state_seeds(d["t"])),
+    "contested": lambda d: S.contested_win_chart(A.starting_state_seeds(d["t"])),
 }
 
 
@@ -349,3 +349,20 @@ def test_the_token_chart_by_subrun_reads_in_subrun_order(data):
     ]
     subruns = sorted(audit["subrun"].unique().to_list())
     assert sorts and all(s == [str(x) for x in subruns] for s in sorts), sorts
+
+
+def test_starting_state_means_carry_a_seed_interval(data):
+    """Each starting-state mean is over seeds (one value per run) with its 95 % CI: the
+    figures drew pooled means without one."""
+    s = A.starting_state_seeds(data["t"])
+    assert set(s["figure"]) == {"urgency", "rich_worker", "contested"}
+    urgent = s.filter((pl.col("figure") == "urgency") & (pl.col("group") == "urgent"))
+    assert urgent.height and (urgent["n"] == 2).all()  # two seeds of urgent_worker
+    two = s.filter(pl.col("n") >= 2)
+    assert two["ci_low"].is_not_null().all()
+    assert (two["ci_low"] <= two["mean"] + 1e-12).all() and (
+        two["mean"] <= two["ci_high"] + 1e-12
+    ).all()
+    spec = S.urgency_chart(s).to_dict()
+    text = str(spec)
+    assert "'ci_low'" in text and "'ci_high'" in text and "'seeds'" in text

@@ -34,6 +34,7 @@ __all__ = [
     "rich_worker_paired",
     "rule_dynamics",
     "seed_bootstrap_ci",
+    "starting_state_seeds",
     "structural_metrics",
     "termination_discount",
     "treated_seats",
@@ -373,6 +374,85 @@ def contested_win_rates(
         )
         .join(seeds, on="run_id")
         .sort("condition", "seed")
+    )
+
+
+STARTING_STATE_MEASURES: dict[str, tuple[str, ...]] = {
+    "urgency": ("mean_bid", "mean_duration"),
+    "rich_worker": ("spend_per_worker", "wins_per_worker", "win_rate"),
+    "contested": ("win_rate",),
+}
+
+
+def starting_state_seeds(
+    tables: Mapping[str, pl.DataFrame], depleted_below: float = 0.5
+) -> pl.DataFrame:
+    """The starting-state figures' means with their 95 % CI over seeds (a run's rounds are not
+    independent: each run gives one value, `mbb.analysis.stats.seed_summary` resamples them).
+    `urgency_premium`, `rich_worker` and `contested_win_rates` pool every worker-round of a
+    condition and give no interval; this gives the same measures per run first.
+
+    Long form: figure ('urgency', 'rich_worker', 'contested'), condition, group (urgent / rich,
+    others, uniform), subrun (null for 'contested'), budget_state (null but for
+    'contested'), measure (`STARTING_STATE_MEASURES`), n (seeds with a value), mean, ci_low,
+    ci_high (null with one seed: no interval). tables: one or more conditions' tables;
+    depleted_below: as in `contested_win_rates`."""
+    from mbb.analysis.stats import seed_summary
+
+    keys = ["condition", "subrun", "group"]
+    grp = _start_state(tables, "deadline_s", "min")
+    urgent = (
+        worker_rounds(tables)
+        .join(grp, on=["run_id", "worker"])
+        .group_by(*keys, "run_id")
+        .agg(
+            pl.col("bid").mean().alias("mean_bid"), pl.col("duration").mean().alias("mean_duration")
+        )
+    )
+    rich_grp = _start_state(tables, "budget", "max")
+    w = _wins(tables).join(rich_grp, on=["run_id", "worker"])
+    pay = (
+        condition_of(tables["payments"], tables)
+        .join(rich_grp, on=["run_id", "worker"])
+        .group_by(*keys, "run_id")
+        .agg(pl.col("amount").sum().alias("spent"))
+    )
+    rich = (
+        w.group_by(*keys, "run_id")
+        .agg(
+            pl.struct("worker").n_unique().alias("workers"),
+            pl.col("won").sum().alias("wins"),
+            pl.len().alias("rounds"),
+        )
+        .join(pay, on=[*keys, "run_id"], how="left")
+        .select(
+            *keys,
+            "run_id",
+            (pl.col("spent").fill_null(0) / pl.col("workers")).alias("spend_per_worker"),
+            (pl.col("wins") / pl.col("workers")).alias("wins_per_worker"),
+            (pl.col("wins") / pl.col("rounds")).alias("win_rate"),
+        )
+    )
+    contested = (
+        _contested_rounds(tables, depleted_below)
+        .group_by("condition", "group", "budget_state", "run_id")
+        .agg(pl.col("won").mean().alias("win_rate"))
+    )
+    m = STARTING_STATE_MEASURES
+    parts = [
+        seed_summary(urgent, keys, m["urgency"]).with_columns(pl.lit("urgency").alias("figure")),
+        seed_summary(rich, keys, m["rich_worker"]).with_columns(
+            pl.lit("rich_worker").alias("figure")
+        ),
+        seed_summary(
+            contested, ["condition", "group", "budget_state"], m["contested"]
+        ).with_columns(pl.lit("contested").alias("figure")),
+    ]
+    cols = ["figure", "condition", "group", "subrun", "budget_state", "measure", "n", "mean"]
+    return (
+        pl.concat(parts, how="diagonal_relaxed")
+        .select(*cols, "ci_low", "ci_high")
+        .sort("figure", "condition", "group", "subrun", "budget_state", "measure", nulls_last=True)
     )
 
 

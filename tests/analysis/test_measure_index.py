@@ -250,6 +250,9 @@ SHARED: dict[str, str] = {
     "institutions": "institution_summary",
     "pair_institutions": "pair_institution_summary",
     "worker_linguistics": "linguistic_drift",
+    # the starting-state figures' means per run with a CI over seeds: the per-worker-round
+    # quantities of urgency_premium, rich_worker and contested_win_rates, averaged per run first
+    "starting_state_seeds": "urgency_premium",
 }
 
 # exports that are not measures, and what they are
