@@ -123,9 +123,10 @@ def condition_table(
     bootstrap resamples. A difference is paired (same seeds under both conditions, pairs
     resampled, effect size d_z) when every seed of the condition ran under the baseline too,
     else the seeds are resampled independently (effect size Hedges' g). `note` says which
-    rows are the baseline's and why a difference is missing (a measure no seed of the
-    condition, or of the baseline, has a value for); such a row claims no pairing and no
-    verdict."""
+    rows are the baseline's, why a difference is missing (a measure no seed of the
+    condition, or of the baseline, has a value for; such a row claims no pairing and no
+    verdict) and why an effect size is (0 in every seed of both conditions, or a difference
+    that does not vary between seeds: no spread to standardise by)."""
     from mbb.analysis.stats import bootstrap_ci, condition_differences
 
     calls = tables.get("llm_calls")
@@ -158,11 +159,12 @@ def condition_table(
                     float(x.mean()) if x.size else None,
                     ci[0] if ci else None,
                     ci[1] if ci else None,
+                    bool(x.size) and bool((x == 0).all()),
                 )
             )
     level = pl.DataFrame(
         rows,
-        schema=["condition", "measure", "n", "mean", "ci_low", "ci_high"],
+        schema=["condition", "measure", "n", "mean", "ci_low", "ci_high", "_zero"],
         orient="row",
     )
     diffs = condition_differences(runs, measures, baseline, n_resamples=n_resamples).select(
@@ -178,9 +180,10 @@ def condition_table(
     )
     order = {m: i for i, m in enumerate(measures)}
     base_n = level.filter(pl.col("condition") == baseline).select(
-        "measure", pl.col("n").alias("_base_n")
+        "measure", pl.col("n").alias("_base_n"), pl.col("_zero").alias("_base_zero")
     )
     no_diff = pl.col("diff").is_null()
+    no_effect = pl.col("diff").is_not_null() & pl.col("effect_size").is_null()
     return (
         level.join(diffs, on=["condition", "measure"], how="left")
         .join(base_n, on="measure", how="left")
@@ -196,12 +199,16 @@ def condition_table(
             .then(pl.lit("no difference: no seed has a value"))
             .when(no_diff & (pl.col("_base_n") == 0))
             .then(pl.lit(f"no difference: no seed of {baseline} has a value"))
+            .when(no_effect & pl.col("_zero") & pl.col("_base_zero"))
+            .then(pl.lit(f"0 in every seed here and under {baseline}: nothing to compare"))
+            .when(no_effect)
+            .then(pl.lit("no effect size: the difference is the same in every seed (no spread)"))
             .alias("note"),
             pl.lit(baseline).alias("baseline"),
             pl.col("measure").replace_strict(order, return_dtype=pl.Int64).alias("_o"),
         )
         .sort("condition", "_o")
-        .drop("_o", "_base_n")
+        .drop("_o", "_base_n", "_zero", "_base_zero")
     )
 
 

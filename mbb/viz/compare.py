@@ -195,6 +195,15 @@ def forest_plot(
         return none_chart(title, "no condition besides the baseline")
     order = list(measures or dict.fromkeys(d["measure"].to_list()))
     conditions = sorted(d["condition"].unique().to_list())
+    # measures that are 0 in every seed of every condition (condition_table's note says so)
+    notes = (
+        d.group_by("measure").agg(
+            pl.col("note").fill_null("").str.starts_with("0 in every seed").all().alias("zero")
+        )
+        if "note" in d.columns
+        else pl.DataFrame({"measure": [], "zero": []})
+    )
+    zeros = dict(notes.iter_rows())
     panels = []
     for m in order:
         part = d.filter(pl.col("measure") == m).with_columns(
@@ -248,9 +257,15 @@ def forest_plot(
             .mark_text(align="left", dx=4, color="#8a5a00", fontStyle="italic")
             .encode(x=alt.value(0), y=y, text="note:N")
         )
+        heading: str | dict[str, str] = label
+        if zeros.get(m):  # all dots on the line at 0: say that nothing happened, not a bug
+            heading = {
+                "text": label,
+                "subtitle": f"0 in every seed of every condition ({baseline} too)",
+            }
         panels.append(
             alt.layer(zero, ci, point, missing).properties(
-                width=WIDE_WIDTH, height=24 * len(conditions), title=labels.get(m, m)
+                width=WIDE_WIDTH, height=24 * len(conditions), title=heading
             )
         )
     if not panels:

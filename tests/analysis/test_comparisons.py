@@ -268,7 +268,8 @@ def test_condition_table_reports_n_ci_and_paired_differences(events):
     assert row["excludes_zero"] and row["baseline"] == "base"
     assert ct.filter(pl.col("condition") == "base")["diff"].is_null().all()
     assert set(ct.filter(pl.col("condition") == "base")["note"]) == {"baseline"}
-    assert ct.filter(pl.col("condition") == "x")["note"].is_null().all()
+    x_rows = ct.filter(pl.col("condition") == "x")
+    assert x_rows.filter(pl.col("effect_size").is_not_null())["note"].is_null().all()
     with pytest.raises(ValueError, match="not among the conditions"):
         condition_table(t, "missing")
     # a measure only one side has values for: no difference, said why, no pairing claimed
@@ -286,6 +287,53 @@ def test_condition_table_reports_n_ci_and_paired_differences(events):
         row = ct.filter(is_x & (pl.col("measure") == measure)).row(0, named=True)
         assert row["note"] == note and row["diff"] is None
         assert row["paired"] is None and row["excludes_zero"] is None
+
+
+def test_condition_table_says_why_an_effect_size_is_missing(events):
+    """An effect size that cannot be computed says why in `note` (it read n/a with a blank
+    note): 0 in every seed of both conditions, or a difference without spread."""
+    from mbb.analysis.compare import condition_table, run_table
+
+    from .synthetic import Knobs, synthetic_run
+
+    Log, tables_of = events
+    rng = np.random.default_rng(3)
+    t = tables_of(
+        *(
+            synthetic_run(Log, f"{c}-seed{i:04d}", Knobs(), rng)
+            for c in ("base", "x")
+            for i in range(3)
+        )
+    )
+    evals = t["declarations"].select("run_id", "subrun", "worker").unique()
+    t = {
+        **t,
+        "evaluations": evals.with_columns(
+            pl.lit("completed").alias("outcome"),
+            pl.lit(0.5).alias("progress"),
+            pl.lit(1.0).alias("score"),
+            pl.lit(True).alias("resolved"),
+        ),
+    }
+    t = {
+        k: v.with_columns(pl.col("run_id").str.replace(r"-seed.*", "").alias("condition"))
+        if "run_id" in v.columns
+        else v
+        for k, v in t.items()
+    }
+    runs = run_table(t, ["mean_bid"]).select("condition", "run_id", "seed")
+    is_x = pl.col("condition") == "x"
+    per_run = runs.with_columns(
+        pl.lit(0.0).alias("never"),
+        pl.when(is_x).then(pl.col("seed") + 2.0).otherwise(pl.col("seed") * 1.0).alias("shifted"),
+    )
+    ct = condition_table(t, measures=["mean_bid"], per_run=per_run, n_resamples=50)
+    never = ct.filter(is_x & (pl.col("measure") == "never")).row(0, named=True)
+    assert never["effect_size"] is None
+    assert never["note"] == "0 in every seed here and under base: nothing to compare"
+    shifted = ct.filter(is_x & (pl.col("measure") == "shifted")).row(0, named=True)
+    assert shifted["diff"] == pytest.approx(2.0) and shifted["effect_size"] is None
+    assert shifted["note"].startswith("no effect size: the difference is the same in every seed")
 
 
 def test_metagaming_and_reasoning_effort_tables(events):

@@ -109,3 +109,20 @@ def test_forest_axis_ticks_differ_on_a_narrow_range(measure, diff, span):
     fmt = panel["axis"]["format"]
     ticks = _tick_texts(fmt, min(0.0, diff - span), diff + span)
     assert len(set(ticks)) == len(ticks), f"{fmt}: ticks repeat {ticks}"
+
+
+def test_a_panel_of_zeros_says_so():
+    d = _differences(["rule_making", "mean_bid"], diff=0.0, span=0.0).with_columns(
+        pl.when(pl.col("condition") == "base")
+        .then(pl.lit("baseline"))
+        .when(pl.col("measure") == "rule_making")
+        .then(pl.lit("0 in every seed here and under base: nothing to compare"))
+        .otherwise(None)
+        .alias("note")
+    )
+    panels = forest_plot(d).to_dict()["vconcat"]
+    assert panels[0]["title"] == {
+        "text": "Rule-making (share of rounds)",
+        "subtitle": "0 in every seed of every condition (base too)",
+    }
+    assert panels[1]["title"] == "Mean bid (credits)"  # 0 here, but not said to be in every seed
