@@ -19,10 +19,12 @@ from mbb.protocol.scheduling.centralized import CENTRALIZED
 from mbb.viz.theme import WIDE_WIDTH, none_chart, worker_color, worker_order
 
 __all__ = [
+    "BETTER",
     "DEFAULT_MEASURES",
     "LABELS",
     "MECHANISM_ORDER",
     "MECHANISM_SCALE",
+    "axis_title",
     "differences_vs_institutions",
     "execution_by_worker",
     "outcome_comparison",
@@ -48,6 +50,21 @@ LABELS = {
     "score": "Social welfare (mean test score)",
 }
 DEFAULT_MEASURES = ("deadline_miss", "progress", "gini_exec", "score")
+# which way is better, said on every axis (a reader should not have to recall that a lower Gini
+# is the more equal share); a measure without an entry fails tests/viz
+BETTER: dict[str, str] = {
+    "deadline_miss": "lower = better",
+    "completion": "higher = better",
+    "progress": "higher = better",
+    "mean_wait_s": "lower = better",
+    "max_wait_s": "lower = better",
+    "max_lateness_s": "lower = better",
+    "gini_exec": "lower = more equal",
+    "credits_per_run": "lower = cheaper",
+    "score": "higher = better",
+}
+# "lower" or "higher": the side a mechanism that does better than the institutions is on
+_HIGHER_BETTER = {m for m, text in BETTER.items() if text.startswith("higher")}
 
 
 def _mech_axis(title: str | None = "Mechanism") -> alt.Y:
@@ -55,20 +72,35 @@ def _mech_axis(title: str | None = "Mechanism") -> alt.Y:
 
 
 def _ci(df: pl.DataFrame, by: Sequence[str], value: str = "value") -> pl.DataFrame:
-    """Mean and a normal 95 % interval of `value` per group (n = runs)."""
+    """Mean and a normal 95 % interval of `value` per group (n = runs); one run has no spread,
+    so no interval (null, and `interval` says so) rather than a zero-width one."""
     return (
         df.group_by(*by)
         .agg(
             pl.col(value).mean().alias("mean"),
-            pl.col(value).std().fill_null(0.0).alias("sd"),
+            pl.col(value).std().alias("sd"),
             pl.len().alias("runs"),
         )
         .with_columns((1.96 * pl.col("sd") / pl.col("runs").sqrt()).alias("half"))
         .with_columns(
             (pl.col("mean") - pl.col("half")).alias("lo"),
             (pl.col("mean") + pl.col("half")).alias("hi"),
+            pl.when(pl.col("sd").is_null())
+            .then(pl.format("no interval ({} run)", "runs"))
+            .otherwise(pl.lit("95% interval over runs"))
+            .alias("interval"),
         )
     )
+
+
+def axis_title(measure: str) -> str:
+    """The measure's label with the direction that is better ("... (0 = equal; lower = more
+    equal)")."""
+    label = LABELS.get(measure, measure)
+    better = BETTER.get(measure)
+    if not better:
+        return label
+    return f"{label[:-1]}; {better})" if label.endswith(")") else f"{label} ({better})"
 
 
 def _long(out: pl.DataFrame, measures: Sequence[str]) -> pl.DataFrame:
@@ -83,7 +115,7 @@ def _long(out: pl.DataFrame, measures: Sequence[str]) -> pl.DataFrame:
 def _per_measure(
     agg: pl.DataFrame,
     measures: Sequence[str],
-    panel: Callable[[pl.DataFrame], alt.LayerChart | alt.FacetChart],
+    panel: Callable[[pl.DataFrame, str], alt.LayerChart | alt.FacetChart],
     title: str,
 ) -> alt.HConcatChart:
     """One column per measure, its conditions stacked in rows sharing the measure's scale."""
@@ -91,7 +123,7 @@ def _per_measure(
     for m in measures:
         label = LABELS.get(m, m)
         columns.append(
-            panel(agg.filter(pl.col("measure") == label))
+            panel(agg.filter(pl.col("measure") == label), m)
             .properties(width=170, height=30 * max(1, agg["mechanism"].n_unique()))
             .facet(row=alt.Row("condition:N", title="Condition"))
             .properties(title=label)
@@ -102,7 +134,9 @@ def _per_measure(
 def outcome_comparison(
     out: pl.DataFrame, measures: Sequence[str] = DEFAULT_MEASURES
 ) -> alt.HConcatChart | alt.Chart:
-    """Mean of each measure per mechanism (bar) with its 95 % interval over runs (rule).
+    """Mean of each measure per mechanism (point) with its 95 % interval over runs (rule), on
+    an axis fitted to the values (not forced to 0: a bar from 0 squeezed the mechanisms'
+    differences into its last tenth) and titled with the direction that is better.
 
     out: `Comparison.outcomes` (one row per run and mechanism).
     measures: the outcome columns to draw, one column of panels each.
@@ -119,17 +153,21 @@ def outcome_comparison(
         alt.Tooltip("lo:Q", format=".3f", title="95% low"),
         alt.Tooltip("hi:Q", format=".3f", title="95% high"),
         alt.Tooltip("runs:Q", title="runs"),
+        alt.Tooltip("interval:N"),
     ]
 
-    def panel(data: pl.DataFrame) -> alt.LayerChart | alt.FacetChart:
+    def panel(data: pl.DataFrame, measure: str) -> alt.LayerChart | alt.FacetChart:
         base = alt.Chart().encode(y=_mech_axis(None))
-        bars = base.mark_bar().encode(
-            x=alt.X("mean:Q", title="Mean over runs"),
-            color=alt.Color("mechanism:N", scale=MECHANISM_SCALE, legend=None),
+        color = alt.Color("mechanism:N", scale=MECHANISM_SCALE, legend=None)
+        x = alt.X("mean:Q", title=axis_title(measure), scale=alt.Scale(zero=False))
+        err = base.mark_rule(strokeWidth=2).encode(
+            x=alt.X("lo:Q", title=axis_title(measure), scale=alt.Scale(zero=False)),
+            x2="hi:Q",
+            color=color,
             tooltip=tooltip,
         )
-        err = base.mark_rule(color="black").encode(x="lo:Q", x2="hi:Q", tooltip=tooltip)
-        return alt.layer(bars, err, data=data)
+        pts = base.mark_point(filled=True, size=70).encode(x=x, color=color, tooltip=tooltip)
+        return alt.layer(err, pts, data=data)
 
     return _per_measure(agg, measures, panel, title)
 
@@ -166,13 +204,18 @@ def differences_vs_institutions(
         alt.Tooltip("lo:Q", format="+.3f", title="95% low"),
         alt.Tooltip("hi:Q", format="+.3f", title="95% high"),
         alt.Tooltip("runs:Q", title="paired runs"),
+        alt.Tooltip("interval:N"),
     ]
 
-    def panel(data: pl.DataFrame) -> alt.LayerChart | alt.FacetChart:
+    def panel(data: pl.DataFrame, measure: str) -> alt.LayerChart | alt.FacetChart:
         base = alt.Chart().encode(y=_mech_axis(None))
         zero = alt.Chart().mark_rule(color="#888", strokeDash=[4, 3]).encode(x=alt.datum(0))
+        side = "right" if measure in _HIGHER_BETTER else "left" if measure in BETTER else None
+        x_title = "Mechanism − institutions" + (
+            f" ({side} of 0 = mechanism better)" if side else ""
+        )
         pts = base.mark_point(filled=True, size=60).encode(
-            x=alt.X("mean:Q", title="Mechanism − institutions"),
+            x=alt.X("mean:Q", title=x_title),
             color=alt.Color("mechanism:N", scale=MECHANISM_SCALE, legend=None),
             tooltip=tooltip,
         )

@@ -1,0 +1,71 @@
+"""The mechanism charts say which way is better on every axis and fit the axis to the values
+(points with intervals, not bars from 0); one run has no interval and says so."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+import pytest
+
+from mbb.viz import mechanisms as M
+
+
+def _out(runs: int = 3) -> pl.DataFrame:
+    rows = []
+    for i in range(runs):
+        for mech, gini in (("negotiated", 0.30), ("fcfs", 0.32), ("edf", 0.35)):
+            rows.append(
+                {
+                    "condition": "base",
+                    "mechanism": mech,
+                    "base_run": f"base-{i}",
+                    "deadline_miss": 0.2 + 0.01 * i,
+                    "progress": 0.9 - 0.01 * i,
+                    "gini_exec": gini + 0.01 * i,
+                    "score": 0.8,
+                }
+            )
+    return pl.DataFrame(rows)
+
+
+def _all(spec: Any, key: str) -> list[Any]:
+    out: list[Any] = []
+    if isinstance(spec, dict):
+        for k, v in spec.items():
+            out += [v] if k == key else _all(v, key)
+    elif isinstance(spec, list):
+        for v in spec:
+            out += _all(v, key)
+    return out
+
+
+@pytest.mark.parametrize("measure", list(M.LABELS))
+def test_every_measure_says_which_way_is_better(measure):
+    assert measure in M.BETTER, f"{measure}: no direction of 'better'"
+    assert M.BETTER[measure] in M.axis_title(measure)
+
+
+def test_outcome_axes_carry_direction_and_do_not_start_at_zero():
+    spec = M.outcome_comparison(_out()).to_dict()
+    xs = [x for x in _all(spec, "x") if isinstance(x, dict) and x.get("field") == "mean"]
+    titles = {x["title"] for x in xs}
+    assert "Gini of execution time (0 = equal; lower = more equal)" in titles
+    assert "Deadline-miss rate (share of worker-subruns; lower = better)" in titles
+    assert all(x.get("scale", {}).get("zero") is False for x in xs)
+    marks = {m if isinstance(m, str) else m["type"] for m in _all(spec, "mark")}
+    assert "bar" not in marks
+
+
+def test_differences_say_which_side_is_better():
+    spec = M.differences_vs_institutions(_out()).to_dict()
+    titles = {x.get("title") for x in _all(spec, "x") if isinstance(x, dict)}
+    assert "Mechanism − institutions (left of 0 = mechanism better)" in titles
+    assert "Mechanism − institutions (right of 0 = mechanism better)" in titles
+
+
+def test_one_run_has_no_interval_and_says_so():
+    spec = M.outcome_comparison(_out(runs=1)).to_dict()
+    rows = [r for v in spec["datasets"].values() for r in v]
+    assert rows and all(r["lo"] is None for r in rows)
+    assert {r["interval"] for r in rows} == {"no interval (1 run)"}
