@@ -366,3 +366,19 @@ def test_starting_state_means_carry_a_seed_interval(data):
     spec = S.urgency_chart(s).to_dict()
     text = str(spec)
     assert "'ci_low'" in text and "'ci_high'" in text and "'seeds'" in text
+
+
+def test_transmission_rates_carry_a_seed_interval(data):
+    """The pooled rates come with the mean over seeds of each run's rate and its 95 % CI (the
+    chart drew pooled shares without any interval)."""
+    pooled = A.transmission_rates(data["t"], data["ev"])
+    per_run = A.transmission_rates(data["t"], data["ev"], by="run_id")
+    means = per_run.group_by("condition", "kind").agg(
+        pl.col("transmission_rate").mean().alias("m"), pl.len().alias("k")
+    )
+    j = pooled.join(means, on=["condition", "kind"])
+    assert j.height == pooled.height > 0
+    assert (j["seeds"] == j["k"]).all()
+    assert ((j["seed_mean_rate"] - j["m"]).abs() < 1e-12).all()
+    two = j.filter(pl.col("seeds") >= 2)
+    assert two["seed_mean_rate_ci_low"].is_not_null().all()

@@ -546,7 +546,10 @@ def transmission_rates(
     - coalition: a bloc its founder formed or kept in s; cited in s+1 when the founder
       appeals to it before issuing any new invitation.
     Columns: the institutions active in a subrun that has a next one, how many were cited in
-    the next subrun and their share (`transmission_rate`).
+    the next subrun and their share (`transmission_rate`, pooled over the condition's
+    institutions); by="condition" adds the mean over seeds of each run's rate with its 95 % CI
+    (`seeds`, `seed_mean_rate`, `seed_mean_rate_ci_low`, `seed_mean_rate_ci_high`: a run's
+    institutions are not independent, so the seed is the unit of the interval).
 
     `tables`: the tables of one or more conditions (with `runs` from `with_run_info` for the
     memory switch and seed); `evidence`: `classify_evidence(tables)` (rules and coalitions);
@@ -562,18 +565,24 @@ def transmission_rates(
     )
     mem = _run_memory(tables)
     c = commitments(tables)
-    out = (
-        _institutions_next_subrun(tables, evidence, c)
-        .join(mem, on="run_id", how="left")
-        .group_by(*keys, "kind")
-        .agg(
+    found = _institutions_next_subrun(tables, evidence, c).join(mem, on="run_id", how="left")
+
+    def rates(keys: list[str]) -> pl.DataFrame:
+        return found.group_by(*keys, "kind").agg(
             pl.len().alias("institutions"),
             pl.col("cited").sum().alias("cited_next_subrun"),
             pl.col("cited").mean().alias("transmission_rate"),
         )
-    )
+
+    out = rates(keys)
     if by == "run_id":
         return out.sort("condition", "kind", "seed")
+    out = out.join(
+        _seed_rates(rates(["condition", "memory", "seed", "run_id"])),
+        on=[*keys, "kind"],
+        how="left",
+        nulls_equal=True,
+    )
     ttc = (
         pl.concat(
             [
@@ -588,6 +597,23 @@ def transmission_rates(
         .agg(pl.col("rounds_to_first_citation").mean().alias("mean_rounds_to_first_citation"))
     )
     return out.join(ttc, on=[*keys, "kind"], how="left").sort("condition", "kind")
+
+
+def _seed_rates(per_run: pl.DataFrame) -> pl.DataFrame:
+    """The mean over seeds of each run's transmission rate with its 95 % CI (expanded
+    percentile bootstrap, `mbb.analysis.stats.seed_summary`): `seeds` (runs with an
+    institution of the kind), `seed_mean_rate`, `seed_mean_rate_ci_low` / `_ci_high` (null with
+    one seed)."""
+    from mbb.analysis.stats import seed_summary
+
+    keys = ["condition", "memory", "kind"]
+    return seed_summary(per_run, keys, ["transmission_rate"]).select(
+        *keys,
+        pl.col("n").alias("seeds"),
+        pl.col("mean").alias("seed_mean_rate"),
+        pl.col("ci_low").alias("seed_mean_rate_ci_low"),
+        pl.col("ci_high").alias("seed_mean_rate_ci_high"),
+    )
 
 
 def _institutions_next_subrun(

@@ -17,7 +17,14 @@ from collections.abc import Sequence
 import altair as alt
 import polars as pl
 
-from mbb.viz.theme import PANEL_HEIGHT, PANEL_WIDTH, none_chart, none_layer, with_empty_panels
+from mbb.viz.theme import (
+    PANEL_HEIGHT,
+    PANEL_WIDTH,
+    none_chart,
+    none_layer,
+    seeds_subtitle,
+    with_empty_panels,
+)
 
 __all__ = [
     "STAGES",
@@ -294,15 +301,27 @@ def transmission_rates_chart(
     rates: pl.DataFrame,
 ) -> alt.LayerChart | alt.FacetChart | alt.Chart:
     """Share of institutions active in subrun s still cited in s+1, by kind, memory on vs
-    off (scratch memory is what can carry them across the boundary); each bar carries its value
-    (so 0 % is seen, not a missing bar), and "none" marks a kind and condition with no
-    institution to transmit (the rate is undefined there, not 0).
+    off (scratch memory is what can carry them across the boundary): the mean over seeds of each
+    run's share with its 95 % CI (a run's institutions are not independent); each bar carries
+    its value (so 0 % is seen, not a missing bar), "none" marks a kind and condition with no
+    institution to transmit (the rate is undefined there, not 0), and a mean of one seed says
+    it has no interval.
 
-    rates: `mbb.analysis.transmission_rates` output.
+    rates: `mbb.analysis.transmission_rates` output (by="condition"; without its seed columns
+    the pooled rate is drawn and the subtitle says there is no interval).
     """
     title = "Transmission across subruns: memory on vs off"
     if rates.is_empty():
         return none_chart(title, "no rule or commitment was active in a subrun followed by another")
+    subtitle: list[str] = []
+    if "seed_mean_rate" not in rates.columns:
+        rates = rates.with_columns(
+            pl.lit(None, pl.Int64).alias("seeds"),
+            pl.col("transmission_rate").alias("seed_mean_rate"),
+            pl.lit(None, pl.Float64).alias("seed_mean_rate_ci_low"),
+            pl.lit(None, pl.Float64).alias("seed_mean_rate_ci_high"),
+        )
+        subtitle.append("pooled over institutions; no interval (no per-seed rates given)")
     d = rates.with_columns(
         pl.format(
             "{} (memory {})",
@@ -314,7 +333,21 @@ def transmission_rates_chart(
             .otherwise(pl.lit("off")),
         ).alias("series"),
         pl.col("transmission_rate").is_null().alias("empty"),
+        pl.when(pl.col("seeds").is_null())
+        .then(pl.lit("no interval (pooled rate only)"))
+        .when(pl.col("seed_mean_rate_ci_low").is_null())
+        .then(pl.format("no interval ({} seed)", "seeds"))
+        .otherwise(pl.lit("95% CI over seeds"))
+        .alias("interval"),
     )
+    drawn = d.filter(~pl.col("empty"))
+    if drawn["seeds"].is_not_null().any():
+        subtitle = seeds_subtitle(
+            drawn["seeds"].drop_nulls(), "mean over seeds of each run's share cited again"
+        )
+        single = drawn.filter(pl.col("seed_mean_rate_ci_low").is_null()).height
+        if single:
+            subtitle.append(f"no interval (1 seed) for {single} of {drawn.height} bars")
     base = alt.Chart().encode(
         x=alt.X("kind:N", title="Institution", sort=list(_KINDS), axis=alt.Axis(labelAngle=0)),
         xOffset=alt.XOffset("series:N"),
@@ -322,23 +355,32 @@ def transmission_rates_chart(
             "series:N", title="Condition (scratch memory)", legend=alt.Legend(labelLimit=0)
         ),
     )
-    bars = base.mark_bar().encode(
-        y=alt.Y(
-            "transmission_rate:Q",
-            title="Cited again in the next subrun (share)",
-            axis=alt.Axis(format="%"),
-            scale=alt.Scale(domain=[0, 1]),
+    y_title = "Cited again in the next subrun (% of institutions)"
+    tooltip = [
+        "series:N",
+        "kind:N",
+        alt.Tooltip("seed_mean_rate:Q", format=".1%", title="mean over seeds"),
+        alt.Tooltip("seed_mean_rate_ci_low:Q", format=".1%", title="95% CI low"),
+        alt.Tooltip("seed_mean_rate_ci_high:Q", format=".1%", title="95% CI high"),
+        alt.Tooltip("seeds:Q", title="seeds"),
+        alt.Tooltip("interval:N"),
+        alt.Tooltip("transmission_rate:Q", format=".1%", title="pooled over institutions"),
+        alt.Tooltip("institutions:Q", title="active in s (with s+1)"),
+        alt.Tooltip("cited_next_subrun:Q", title="cited in s+1"),
+        alt.Tooltip(
+            "mean_rounds_to_first_citation:Q", format=".2f", title="rounds to 1st citation"
         ),
-        tooltip=[
-            "series:N",
-            "kind:N",
-            alt.Tooltip("transmission_rate:Q", format=".1%", title="transmission rate"),
-            alt.Tooltip("institutions:Q", title="active in s (with s+1)"),
-            alt.Tooltip("cited_next_subrun:Q", title="cited in s+1"),
-            alt.Tooltip(
-                "mean_rounds_to_first_citation:Q", format=".2f", title="rounds to 1st citation"
-            ),
-        ],
+    ]
+    y_scale = alt.Scale(domain=[0, 1])
+    bars = base.mark_bar(opacity=0.85).encode(
+        y=alt.Y("seed_mean_rate:Q", title=y_title, axis=alt.Axis(format="%"), scale=y_scale),
+        tooltip=tooltip,
+    )
+    whiskers = base.mark_rule(color="black", strokeWidth=1.5).encode(
+        y=alt.Y("seed_mean_rate_ci_low:Q", title=y_title, scale=y_scale),
+        y2="seed_mean_rate_ci_high:Q",
+        color=alt.value("black"),  # over its bar: the bar's own colour would hide it
+        tooltip=tooltip,
     )
     none = (
         base.mark_text(text="none", angle=270, align="left", dx=-4, fontStyle="italic")
@@ -346,12 +388,14 @@ def transmission_rates_chart(
         .transform_filter("datum.empty === true")
     )
     values = (
-        base.mark_text(dy=-6, fontSize=11)
+        base.mark_text(dy=-6, dx=9, fontSize=11)
         .encode(
-            y="transmission_rate:Q",
-            text=alt.Text("transmission_rate:Q", format=".0%"),
+            y="seed_mean_rate:Q",
+            text=alt.Text("seed_mean_rate:Q", format=".0%"),
             color=alt.value("black"),
         )
         .transform_filter("datum.empty !== true")
     )
-    return alt.layer(bars, values, none, data=d).properties(width=260, height=220, title=title)
+    return alt.layer(bars, whiskers, values, none, data=d).properties(
+        width=300, height=240, title={"text": title, "subtitle": subtitle} if subtitle else title
+    )

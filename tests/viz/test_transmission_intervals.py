@@ -1,0 +1,63 @@
+"""The transmission-rate chart draws each bar's 95 % CI over seeds and says the seeds; a bar of
+one seed says it has no interval."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from mbb.viz import transmission as X
+
+
+def _rates(seeds: tuple[int, int] = (4, 4)) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "condition": ["base", "memory_off"],
+            "memory": [True, False],
+            "kind": ["rule", "rule"],
+            "institutions": [8, 6],
+            "cited_next_subrun": [4, 1],
+            "transmission_rate": [0.5, 1 / 6],
+            "seeds": list(seeds),
+            "seed_mean_rate": [0.45, 0.2],
+            "seed_mean_rate_ci_low": [0.3 if seeds[0] > 1 else None, 0.0 if seeds[1] > 1 else None],
+            "seed_mean_rate_ci_high": [
+                0.6 if seeds[0] > 1 else None,
+                0.4 if seeds[1] > 1 else None,
+            ],
+            "mean_rounds_to_first_citation": [1.0, 2.0],
+        }
+    )
+
+
+def _walk(spec: Any) -> list[dict[str, Any]]:
+    out = []
+    if isinstance(spec, dict):
+        out.append(spec)
+        for v in spec.values():
+            out += _walk(v)
+    elif isinstance(spec, list):
+        for v in spec:
+            out += _walk(v)
+    return out
+
+
+def test_bars_carry_their_seed_interval():
+    spec = X.transmission_rates_chart(_rates()).to_dict()
+    y2 = [n["encoding"]["y2"]["field"] for n in _walk(spec) if "y2" in n.get("encoding", {})]
+    assert y2 == ["seed_mean_rate_ci_high"]
+    ys = {n["encoding"]["y"].get("field") for n in _walk(spec) if "y" in n.get("encoding", {})}
+    assert "seed_mean_rate" in ys
+    tips = {
+        t.get("title") for n in _walk(spec) for t in n.get("tooltip", []) if isinstance(t, dict)
+    }
+    assert "seeds" in tips
+    assert any("95% CI" in line for line in spec["title"]["subtitle"])
+
+
+def test_a_bar_of_one_seed_says_it_has_no_interval():
+    spec = X.transmission_rates_chart(_rates((4, 1))).to_dict()
+    rows = [r for v in spec["datasets"].values() for r in v]
+    assert [r["interval"] for r in rows] == ["95% CI over seeds", "no interval (1 seed)"]
+    assert "no interval (1 seed) for 1 of 2 bars" in spec["title"]["subtitle"]
