@@ -27,7 +27,17 @@ import polars as pl
 from mbb.analysis._frames import By, by_keys, condition_of, labels_of, utterances
 from mbb.core.taxonomy import CATEGORIES
 
-__all__ = ["linguistic_drift", "worker_linguistics"]
+__all__ = ["LINGUISTIC_LABELS", "linguistic_drift", "worker_linguistics"]
+
+# how the drift measures are named, "name (unit)" (definitions: the module's docstring); the
+# shares read in percent, the similarities on their 0-1 scale
+LINGUISTIC_LABELS: dict[str, str] = {
+    "new_vocab_share": "New vocabulary (% of word types)",
+    "new_vocab_share_own": "Vocabulary new to the worker (% of word types)",
+    "bow_similarity": "Word-use similarity to the previous subrun (cosine, 0-1)",
+    "trigram_similarity": "Trigram overlap with the previous subrun (Jaccard, 0-1)",
+    "institutional_share": "Institutional talk (% of utterances)",
+}
 
 W = ["run_id", "worker"]
 INSTITUTIONAL = [c.name for c in CATEGORIES if c.marker != "none"]

@@ -374,7 +374,7 @@ def behaviour_drift_chart(drift: pl.DataFrame, tests: pl.DataFrame) -> alt.Facet
             x=alt.X(f"{level}:O", title=level_title),
             y=alt.Y(
                 "prevalence:Q",
-                title="Share of worker-rounds",
+                title="Worker-rounds showing the group (%)",
                 axis=alt.Axis(format="%"),
                 scale=alt.Scale(domain=[0, 1]),
             ),
@@ -440,9 +440,13 @@ def _binned_levels(drift: pl.DataFrame, level: str) -> tuple[pl.DataFrame, str]:
     return binned, f"{level.capitalize()} (bins of {width})"
 
 
-def linguistic_drift_chart(ling: pl.DataFrame) -> alt.FacetChart | alt.Chart:
+def linguistic_drift_chart(ling: pl.DataFrame) -> alt.HConcatChart | alt.Chart:
     """The four linguistic measures by subrun (means over workers), one line per model and
-    condition: vocabulary renewal, similarity to the previous subrun, institutional talk."""
+    condition: vocabulary renewal, similarity to the previous subrun, institutional talk. One
+    panel per measure, its axis titled with its unit (`LINGUISTIC_LABELS`: shares in %,
+    similarities 0-1), all on the 0-1 range so panels compare."""
+    from mbb.analysis.linguistic import LINGUISTIC_LABELS
+
     measures = ["new_vocab_share", "bow_similarity", "trigram_similarity", "institutional_share"]
     long = ling.unpivot(
         index=["condition", "model", "subrun", "workers"],
@@ -453,26 +457,37 @@ def linguistic_drift_chart(ling: pl.DataFrame) -> alt.FacetChart | alt.Chart:
     if long.is_empty():
         return none_chart("Linguistic drift across subruns", "no negotiation text")
     colors = model_color(long["model"].to_list())
-    return (
-        alt.Chart(long)
-        .mark_line(point=True)
-        .encode(
-            x=alt.X("subrun:O", title="Subrun"),
-            y=alt.Y("value:Q", title="Share / similarity (0-1)", scale=alt.Scale(domain=[0, 1])),
-            color=alt.Color("model:N", scale=colors, title="Model / persona"),
-            strokeDash=alt.StrokeDash("condition:N", title="Condition"),
-            tooltip=[
-                "condition:N",
-                "model:N",
-                "measure:N",
-                "subrun:O",
-                alt.Tooltip("value:Q", format=".3f"),
-                alt.Tooltip("workers:Q", title="worker-subruns"),
-            ],
+    panels = []
+    for m in measures:
+        label = LINGUISTIC_LABELS[m]
+        name, unit = label.removesuffix(")").rsplit(" (", 1)  # panel title, axis title
+        share = "%" in unit
+        fmt = ".1%" if share else ".3f"
+        panels.append(
+            alt.Chart(long.filter(pl.col("measure") == m))
+            .mark_line(point=True)
+            .encode(
+                x=alt.X("subrun:O", title="Subrun", axis=alt.Axis(labelAngle=0)),
+                y=alt.Y(
+                    "value:Q",
+                    title=unit,
+                    scale=alt.Scale(domain=[0, 1]),
+                    axis=alt.Axis(format="%" if share else ".1f"),
+                ),
+                color=alt.Color("model:N", scale=colors, title="Model / persona"),
+                strokeDash=alt.StrokeDash("condition:N", title="Condition"),
+                tooltip=[
+                    "condition:N",
+                    "model:N",
+                    "subrun:O",
+                    alt.Tooltip("value:Q", format=fmt, title=label),
+                    alt.Tooltip("workers:Q", title="worker-subruns"),
+                ],
+            )
+            .properties(width=160, height=180, title=name)
         )
-        .properties(width=160, height=180)
-        .facet(column=alt.Column("measure:N", title=None, sort=measures))
-        .properties(title="Linguistic drift across subruns (mean over workers)")
+    return alt.hconcat(*panels).properties(
+        title="Linguistic drift across subruns (mean over workers)"
     )
 
 
