@@ -229,9 +229,9 @@ def urgency_premium(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     """Fig. 9 / Table 4: the worker with the closest deadline vs the others, by subrun — mean
     bid, mean requested duration, rounds per worker and withdrawals; `bid_ratio` is the
     group's mean bid over the others' (>1 early = urgency premium, <1 later = termination
-    discount). The others are other personas too, so this mixes the deadline's effect with the
-    urgent seat's strategy; `urgency_premium_paired` compares the same seat and persona in the
-    base run of the same seed."""
+    discount); `note` says why a ratio is missing. The others are other personas too, so this
+    mixes the deadline's effect with the urgent seat's strategy; `urgency_premium_paired`
+    compares the same seat and persona in the base run of the same seed."""
     grp = _start_state(tables, "deadline_s", "min")
     wr = worker_rounds(tables).join(grp, on=["run_id", "worker"])
     g = wr.group_by("condition", "subrun", "group").agg(
@@ -254,6 +254,15 @@ def urgency_premium(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     return (
         g.join(others, on=["condition", "subrun"], how="left")
         .with_columns((pl.col("mean_bid") / pl.col("others_bid")).alias("bid_ratio"))
+        .with_columns(
+            # a missing ratio says why (it read a bare n/a)
+            pl.when(pl.col("bid_ratio").is_not_null())
+            .then(None)
+            .when(pl.col("group") == "uniform")
+            .then(pl.lit("no bid ratio: every worker starts with the same deadline"))
+            .otherwise(pl.lit("no bid ratio: the others declared no bid in this subrun"))
+            .alias("note")
+        )
         .drop("others_bid")
         .sort("condition", "subrun", "group")
     )

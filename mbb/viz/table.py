@@ -79,6 +79,9 @@ UNITS: dict[str, str] = {
     "credits_per_run": "credits",
     "credits_paid": "credits",
     "wall_s": "s",
+    "mean_duration": "s",
+    "spent": "credits",
+    "spend_per_worker": "credits",
 }
 
 

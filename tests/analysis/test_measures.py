@@ -262,3 +262,18 @@ def test_behaviour_drift_and_test(scen, wr):
     assert t["p_value"] == pytest.approx(chi2_sf(0.75, 1)) and t["delta"] == -0.5
     with pytest.raises(ValueError, match="level must be"):
         behaviour_drift(scen, wr, level="run")
+
+
+def test_a_missing_bid_ratio_says_why_and_durations_have_units(scen):
+    """The urgency table's bid ratio read a bare n/a on every uniform row (base, memory_off,
+    rich_worker); now its note says why, and the duration's header carries seconds."""
+    from mbb.viz.table import table
+
+    u = urgency_premium(scen)
+    assert u["bid_ratio"].is_not_null().all() and u["note"].is_null().all()
+    sw = scen["subrun_workers"].with_columns(pl.lit(600.0).alias("deadline_s"))
+    uniform = urgency_premium({**scen, "subrun_workers": sw})
+    assert set(uniform["group"]) == {"uniform"} and uniform["bid_ratio"].is_null().all()
+    assert set(uniform["note"]) == {"no bid ratio: every worker starts with the same deadline"}
+    headers = [c.header for c in table(u).columns]
+    assert "mean duration (s)" in headers
