@@ -16,7 +16,7 @@ import altair as alt
 import polars as pl
 
 from mbb.protocol.scheduling.centralized import CENTRALIZED
-from mbb.viz.theme import WIDE_WIDTH, none_chart, worker_color, worker_order
+from mbb.viz.theme import WIDE_WIDTH, none_chart, seeds_subtitle, worker_color, worker_order
 
 __all__ = [
     "BETTER",
@@ -72,22 +72,22 @@ def _mech_axis(title: str | None = "Mechanism") -> alt.Y:
 
 
 def _ci(df: pl.DataFrame, by: Sequence[str], value: str = "value") -> pl.DataFrame:
-    """Mean and a normal 95 % interval of `value` per group (n = runs); one run has no spread,
-    so no interval (null, and `interval` says so) rather than a zero-width one."""
+    """Mean of `value` per group with its 95 % CI over runs (one per seed and mechanism): the
+    expanded percentile bootstrap every mbb comparison uses (`mbb.analysis.stats.seed_summary`;
+    it was a normal interval, too narrow on 4 seeds). One run has no spread, so no interval
+    (null, and `interval` says so) rather than a zero-width one."""
+    from mbb.analysis.stats import seed_summary
+
+    keys = [k if k != "measure" else "_measure" for k in by]
+    per_run = df.rename({"measure": "_measure"}) if "measure" in df.columns else df
     return (
-        df.group_by(*by)
-        .agg(
-            pl.col(value).mean().alias("mean"),
-            pl.col(value).std().alias("sd"),
-            pl.len().alias("runs"),
-        )
-        .with_columns((1.96 * pl.col("sd") / pl.col("runs").sqrt()).alias("half"))
+        seed_summary(per_run, keys, [value])
+        .drop("measure")
+        .rename({"_measure": "measure", "n": "runs", "ci_low": "lo", "ci_high": "hi"}, strict=False)
         .with_columns(
-            (pl.col("mean") - pl.col("half")).alias("lo"),
-            (pl.col("mean") + pl.col("half")).alias("hi"),
-            pl.when(pl.col("sd").is_null())
+            pl.when(pl.col("lo").is_null())
             .then(pl.format("no interval ({} run)", "runs"))
-            .otherwise(pl.lit("95% interval over runs"))
+            .otherwise(pl.lit("95% CI over runs (expanded percentile bootstrap)"))
             .alias("interval"),
         )
     )
@@ -128,7 +128,11 @@ def _per_measure(
             .facet(row=alt.Row("condition:N", title="Condition"))
             .properties(title=label)
         )
-    return alt.hconcat(*columns).resolve_scale(x="independent").properties(title=title)
+    return (
+        alt.hconcat(*columns)
+        .resolve_scale(x="independent")
+        .properties(title={"text": title, "subtitle": seeds_subtitle(agg["runs"])})
+    )
 
 
 def outcome_comparison(

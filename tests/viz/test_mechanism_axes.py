@@ -69,3 +69,17 @@ def test_one_run_has_no_interval_and_says_so():
     rows = [r for v in spec["datasets"].values() for r in v]
     assert rows and all(r["lo"] is None for r in rows)
     assert {r["interval"] for r in rows} == {"no interval (1 run)"}
+
+
+def test_intervals_are_the_seed_bootstrap_and_the_runs_are_said():
+    """The interval is the expanded percentile bootstrap of mbb.analysis.stats (it was a normal
+    interval computed in the chart), and the subtitle says how many runs each mean rests on."""
+    from mbb.analysis.stats import bootstrap_ci
+
+    out = _out(runs=4)
+    spec = M.outcome_comparison(out, ["gini_exec"]).to_dict()
+    rows = [r for v in spec["datasets"].values() for r in v]
+    fcfs = next(r for r in rows if r["mechanism"] == "fcfs")
+    lo, hi = bootstrap_ci(out.filter(pl.col("mechanism") == "fcfs")["gini_exec"].to_numpy())
+    assert (fcfs["lo"], fcfs["hi"]) == pytest.approx((lo, hi))
+    assert any("fewer than 5 seeds" in line for line in spec["title"]["subtitle"])
