@@ -319,39 +319,52 @@ _SCREENS = {
 }
 
 
-def screen_trips(screens: pl.DataFrame) -> alt.Chart:
+def screen_trips(screens: pl.DataFrame) -> alt.FacetChart | alt.Chart:
     """Share of the institutions' runs in which each collusion screen tripped, and flagged, on
-    one 0-100 % scale for every condition.
+    one 0-100 % scale for every condition; every bar says "k of n runs", so a condition where
+    no screen tripped reads as 0 of n measured, not as an empty panel.
 
     screens: `Comparison.screens` (one row per run of the institutions).
     """
+    title = "Collusion screens on the institutions' runs"
     if screens.is_empty():
-        return none_chart(
-            "Collusion screens on the institutions' runs", "no negotiated run to screen"
-        )
+        return none_chart(title, "no negotiated run to screen")
     rows = []
     for (cond,), grp in screens.group_by("condition"):
         n = grp.height
         for name, prefixes in _SCREENS.items():
             hit = sum(any(e.startswith(prefixes) for e in ev) for ev in grp["evidence"])
-            rows.append({"condition": cond, "screen": name, "share": hit / n, "runs": n})
+            rows.append({"condition": cond, "screen": name, "hits": hit, "runs": n})
         rows.append(
             {
                 "condition": cond,
                 "screen": "flagged (≥ 2 screens)",
-                "share": grp["flagged"].mean(),
+                "hits": int(grp["flagged"].sum()),
                 "runs": n,
             }
         )
-    df = pl.DataFrame(rows)
-    return (
-        alt.Chart(df)
+    df = pl.DataFrame(rows).with_columns(
+        (pl.col("hits") / pl.col("runs")).alias("share"),
+        pl.format("{} of {} runs", "hits", "runs").alias("count"),
+    )
+    quiet = sorted(
+        df.group_by("condition").agg(pl.col("hits").sum()).filter(pl.col("hits") == 0)["condition"]
+    )
+    y = alt.Y("screen:N", title=None, sort=[*_SCREENS, "flagged (≥ 2 screens)"])
+    tooltip = [
+        "condition:N",
+        "screen:N",
+        alt.Tooltip("share:Q", format=".0%"),
+        alt.Tooltip("count:N", title="runs"),
+    ]
+    bars = (
+        alt.Chart()
         .mark_bar()
         .encode(
-            y=alt.Y("screen:N", title=None, sort=[*_SCREENS, "flagged (≥ 2 screens)"]),
+            y=y,
             x=alt.X(
                 "share:Q",
-                title="Share of runs",
+                title="Share of runs that tripped the screen (%)",
                 axis=alt.Axis(format="%"),
                 scale=alt.Scale(domain=[0, 1]),
             ),
@@ -360,13 +373,20 @@ def screen_trips(screens: pl.DataFrame) -> alt.Chart:
                 alt.value("#e45756"),
                 alt.value("#4c78a8"),
             ),
-            row=alt.Row("condition:N", title="Condition"),
-            tooltip=[
-                "condition:N",
-                "screen:N",
-                alt.Tooltip("share:Q", format=".0%"),
-                alt.Tooltip("runs:Q"),
-            ],
+            tooltip=tooltip,
         )
-        .properties(width=360, height=120, title="Collusion screens on the institutions' runs")
+    )
+    counts = (
+        alt.Chart()
+        .mark_text(align="left", dx=4, fontSize=11, color="#444")
+        .encode(y=y, x="share:Q", text="count:N")
+    )
+    subtitle = ["each bar: runs that tripped the screen, of the condition's runs"]
+    if quiet:
+        subtitle.append(f"no screen tripped in any run of: {', '.join(quiet)}")
+    return (
+        alt.layer(bars, counts, data=df)
+        .properties(width=360, height=120)
+        .facet(row=alt.Row("condition:N", title="Condition"))
+        .properties(title={"text": title, "subtitle": subtitle})
     )

@@ -83,3 +83,22 @@ def test_intervals_are_the_seed_bootstrap_and_the_runs_are_said():
     lo, hi = bootstrap_ci(out.filter(pl.col("mechanism") == "fcfs")["gini_exec"].to_numpy())
     assert (fcfs["lo"], fcfs["hi"]) == pytest.approx((lo, hi))
     assert any("fewer than 5 seeds" in line for line in spec["title"]["subtitle"])
+
+
+def test_a_condition_where_no_screen_tripped_says_so():
+    """A condition with no trip was an empty panel; now each bar says 'k of n runs' and the
+    subtitle names the conditions where nothing tripped."""
+    screens = pl.DataFrame(
+        {
+            "condition": ["base", "base", "memory_off", "memory_off"],
+            "evidence": [[], [], ["private agreement: 40%"], []],
+            "flagged": [False, False, False, False],
+        },
+        schema_overrides={"evidence": pl.List(pl.String)},
+    )
+    spec = M.screen_trips(screens).to_dict()
+    assert "no screen tripped in any run of: base" in spec["title"]["subtitle"]
+    rows = [r for v in spec["datasets"].values() for r in v]
+    base = {r["count"] for r in rows if r["condition"] == "base"}
+    assert base == {"0 of 2 runs"}
+    assert any(r["count"] == "1 of 2 runs" for r in rows if r["screen"] == "private agreement")
