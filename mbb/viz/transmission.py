@@ -90,7 +90,8 @@ def nesting_violations(flags: pl.DataFrame) -> pl.DataFrame:
 
 
 def stage_counts(flags: pl.DataFrame, runs: int | None = None) -> pl.DataFrame:
-    """Per kind, subrun proposed in and stage: `n` items and `per_run` (n / runs).
+    """Per kind, subrun proposed in and stage: `n` items, `per_run` (n / runs) and its 95 % CI
+    over runs (`per_run_ci_low`, `per_run_ci_high`; null with one run).
 
     flags: `stage_flags` output.
     runs: how many runs the items come from (default: the runs with at least one item, which
@@ -105,8 +106,33 @@ def stage_counts(flags: pl.DataFrame, runs: int | None = None) -> pl.DataFrame:
             index=["kind", "subrun"], on=list(STAGES), variable_name="stage", value_name="n"
         )
         .with_columns(pl.col("n").cast(pl.Int64), (pl.col("n") / n_runs).alias("per_run"))
+        .join(_per_run_ci(flags, n_runs), on=["kind", "subrun", "stage"], how="left")
         .sort("kind", "subrun")
     )
+
+
+def _per_run_ci(flags: pl.DataFrame, n_runs: int) -> pl.DataFrame:
+    """The 95 % CI over runs of the count per run (`mbb.analysis.stats.bootstrap_ci`, the
+    expanded percentile bootstrap): each run's count of the kind, subrun and stage, a run
+    without any such item counting 0; null with fewer than 2 runs (no spread)."""
+    from mbb.analysis.stats import bootstrap_ci
+
+    per_run = flags.group_by("run_id", "kind", "subrun").agg(pl.col(list(STAGES)).sum())
+    rows = []
+    for (kind, subrun), part in per_run.group_by("kind", "subrun"):
+        for stage in STAGES:
+            counts = part[stage].cast(pl.Float64).to_list()
+            counts += [0.0] * max(0, n_runs - len(counts))
+            ci = bootstrap_ci(counts)
+            rows.append((kind, subrun, stage, ci[0] if ci else None, ci[1] if ci else None))
+    schema = {
+        "kind": pl.String,
+        "subrun": pl.Int64,
+        "stage": pl.String,
+        "per_run_ci_low": pl.Float64,
+        "per_run_ci_high": pl.Float64,
+    }
+    return pl.DataFrame(rows, schema=schema, orient="row")
 
 
 def _panels(flags: pl.DataFrame, subruns: Sequence[int] | None) -> pl.DataFrame:
@@ -173,8 +199,16 @@ def transmission_stages(
     note = [
         "Not a funnel: the stages do not nest, so each bar counts its own stage",
         f"({_violations(bad)})",
+        "whiskers: 95% CI over runs of the count per run (a run without the item counts 0)",
     ]
     return _bars(flags, runs, subruns, note)
+
+
+def _interval_note(n_runs: int) -> pl.Expr:
+    """What a count's interval is, or why it has none (one run: no spread)."""
+    if n_runs < 2:
+        return pl.lit(f"no interval ({n_runs} run)").alias("interval")
+    return pl.lit(f"95% CI over {n_runs} runs (expanded percentile bootstrap)").alias("interval")
 
 
 def _title(flags: pl.DataFrame, runs: int | None) -> str:
@@ -197,6 +231,7 @@ def _funnel(
             (-pl.col("per_run") / 2).alias("left"),
             (pl.col("per_run") / 2).alias("right"),
             (pl.col("n") / pl.col("proposed_n")).alias("share_of_proposed"),
+            _interval_note(runs if runs is not None else flags["run_id"].n_unique()),
         )
         .filter(pl.col("proposed_n") > 0)
     )
@@ -207,6 +242,9 @@ def _funnel(
         "stage:N",
         alt.Tooltip("n:Q", title="count (all runs)"),
         alt.Tooltip("per_run:Q", format=".2f", title="per run"),
+        alt.Tooltip("per_run_ci_low:Q", format=".2f", title="95% CI low"),
+        alt.Tooltip("per_run_ci_high:Q", format=".2f", title="95% CI high"),
+        alt.Tooltip("interval:N"),
         alt.Tooltip("share_of_proposed:Q", format=".0%", title="share of proposed"),
     ]
     bars = (
@@ -248,7 +286,7 @@ def _funnel(
             title={
                 "text": _title(flags, runs),
                 "subtitle": "A funnel: each stage is a subset of the one above (checked per item); "
-                "numbers are counts per run",
+                "numbers are counts per run (their 95% CI over runs in the tooltip)",
             }
         )
     )
@@ -261,8 +299,20 @@ def _bars(
     proposed = counts.filter((pl.col("stage") == "proposed") & (pl.col("n") > 0)).select(
         "kind", "subrun"
     )
-    counts = counts.join(proposed, on=["kind", "subrun"], how="semi")
+    counts = counts.join(proposed, on=["kind", "subrun"], how="semi").with_columns(
+        _interval_note(runs if runs is not None else flags["run_id"].n_unique())
+    )
     data = with_empty_panels(counts, _panels(flags, subruns))
+    tooltip = [
+        "kind:N",
+        alt.Tooltip("subrun:O", title="proposed in subrun"),
+        "stage:N",
+        alt.Tooltip("n:Q", title="count (all runs)"),
+        alt.Tooltip("per_run:Q", format=".2f", title="per run"),
+        alt.Tooltip("per_run_ci_low:Q", format=".2f", title="95% CI low"),
+        alt.Tooltip("per_run_ci_high:Q", format=".2f", title="95% CI high"),
+        alt.Tooltip("interval:N"),
+    ]
     bars = (
         alt.Chart()
         .mark_bar()
@@ -275,19 +325,24 @@ def _bars(
                 title="Stage",
                 scale=alt.Scale(domain=list(STAGES), range=list(_COLORS)),
             ),
-            tooltip=[
-                "kind:N",
-                alt.Tooltip("subrun:O", title="proposed in subrun"),
-                "stage:N",
-                alt.Tooltip("n:Q", title="count (all runs)"),
-                alt.Tooltip("per_run:Q", format=".2f", title="per run"),
-            ],
+            tooltip=tooltip,
+        )
+        .transform_filter("datum.empty !== true")
+    )
+    whiskers = (
+        alt.Chart()
+        .mark_rule(color="black", strokeWidth=1.5)
+        .encode(
+            x=alt.X("stage:N", sort=list(STAGES)),
+            y=alt.Y("per_run_ci_low:Q", title="Count per run"),
+            y2="per_run_ci_high:Q",
+            tooltip=tooltip,
         )
         .transform_filter("datum.empty !== true")
     )
     none = none_layer(alt.value(PANEL_WIDTH * 0.9 / 2), alt.value(PANEL_HEIGHT * 0.8 / 2))
     return (
-        alt.layer(bars, none, data=data)
+        alt.layer(bars, whiskers, none, data=data)
         .properties(width=PANEL_WIDTH * 0.9, height=PANEL_HEIGHT * 0.8)
         .facet(
             column=alt.Column("subrun:O", title="Subrun proposed in"),
