@@ -284,3 +284,30 @@ def test_a_linked_run_folder_or_a_log_that_is_a_folder_is_listed_not_lost(study,
     assert bad["base/base-seed0002"] == LINKED_RUN
     assert "not a regular file" in bad["base/base-seed0003"]
     assert load_runs([base / "base-seed0002"])["runs"]["run_id"].to_list() == ["base-seed0002"]
+
+
+def test_runs_left_out_for_one_kind_of_reason_are_one_line(capsys):
+    """Each invalid run has its own share of failed calls in its reason: a line per reason
+    was a line per run (50 invalid runs, 50 lines). One line per kind, an example in full;
+    the mechanisms' comparison says it through the same note."""
+    import polars as pl
+
+    from mbb.analysis.runs import excluded_note
+
+    excluded = pl.DataFrame(
+        {
+            "run_id": ["a-seed0001", "a-seed0002", "a-seed0003", "b-seed0001"],
+            "cell": ["a", "a", "a", "b"],
+            "reason": [
+                "invalid: 12% failed or repaired calls",
+                "invalid: 30% failed or repaired calls",
+                "invalid: 7% failed or repaired calls",
+                "not finished",
+            ],
+        }
+    )
+    excluded_note({"excluded": excluded})
+    assert capsys.readouterr().out.splitlines() == [
+        "left out 3 run(s): invalid (e.g. a-seed0001: 12% failed or repaired calls)",
+        "left out 1 run(s): not finished (e.g. b-seed0001)",
+    ]

@@ -20,7 +20,7 @@ import polars as pl
 from mbb.analysis.mechanisms.replay import ReplayError, replay
 from mbb.analysis.mechanisms.screens import screens
 from mbb.analysis.outcome import execution_by_worker, outcomes, waits
-from mbb.analysis.runs import cell_of, find_run_dirs, run_status, selected_runs
+from mbb.analysis.runs import cell_of, excluded_note, find_run_dirs, run_status, selected_runs
 from mbb.core.eventlog import kind_of, read_lines
 from mbb.core.tables import tables_from_lines, write_tables
 from mbb.protocol.scheduling.centralized import CENTRALIZED
@@ -141,15 +141,15 @@ def compare_conditions(
     (None: nothing written). Runs on real tasks cannot be replayed: their conditions are left
     out with a note."""
     by_cell: dict[str, list[Path]] = defaultdict(list)
-    left_out: dict[str, list[str]] = defaultdict(list)
+    left_out = []  # as `load_runs`' `excluded`, said by the same note
     for run in selected_runs(find_run_dirs(paths), conditions):
         ok, why = run_status(run)
         if ok or (include_invalid and why is not None and why.startswith("invalid")):
             by_cell[cell_of(run.name)].append(run)
         else:
-            left_out[(why or "unfinished").split(":", 1)[0]].append(run.name)
-    for why, names in sorted(left_out.items()):
-        print(f"left out {len(names)} run(s): {why} (e.g. {names[0]})")
+            left_out.append((run.name, cell_of(run.name), why or ""))
+    excluded = pl.DataFrame(left_out, schema=["run_id", "cell", "reason"], orient="row")
+    excluded_note({"excluded": excluded})
     if not by_cell:
         raise FileNotFoundError(f"no finished runs to replay under {', '.join(map(str, paths))}")
     parts = []
