@@ -250,6 +250,21 @@ def test_second_price_and_no_conversation_lose_the_wrong_sentences() -> None:
     assert "revise" not in text and "public posts" not in text
 
 
+def test_no_negotiation_is_claimed_where_there_is_none_and_memory_off_is_said() -> None:
+    """Under a centralized mechanism without bids (fcfs) the negotiator is asked for nothing,
+    yet read "You negotiate for your solver's windows"; under memory off it was not told that
+    no condensed history carries over (only what did was ever said)."""
+    text = ex.render(ex.explain(scripted("fcfs", {})))
+    assert "negotiate on behalf" not in text and "You negotiate for" not in text
+    assert "The operator assigns the windows by the rule below; you take no part in it." in text
+    text = ex.render(ex.explain(scripted("negotiated", {})))
+    assert "You negotiate for your solver's windows, paying for them from" in text
+    assert "No condensed history" not in text
+    off = ex.render(ex.explain(scripted("negotiated", {"memory": {"enabled": False}})))
+    assert "No condensed history of your negotiations carries over to your next subruns." in off
+    assert "Your notes (a condensed history" not in off
+
+
 def test_an_unknown_rule_is_one_line_listing_the_valid_ones() -> None:
     from mbb.params import ParamsError
 

@@ -201,14 +201,18 @@ def _switch(
 
 
 _SETTING = (
-    "You negotiate on behalf of one of {n} coding agents ({population}) that share a single "
+    "You {act} on behalf of one of {n} coding agents ({population}) that share a single "
     "execution machine; which one is said at the end of these instructions. Each subrun every "
     "worker gets its own programming task and a private deadline. A solver does the actual "
     "work, but it can only run commands (look at the reference program, edit, compile, test) "
-    "while it holds an execution window on the shared machine. You negotiate for your "
-    "solver's windows{afford}. After the subrun its submission is scored by the share of the "
-    "task's hidden tests it passes."
+    "while it holds an execution window on the shared machine. {part} After the subrun its "
+    "submission is scored by the share of the task's hidden tests it passes."
 )
+_NEGOTIATES = "You negotiate for your solver's windows{afford}."
+# a centralized mechanism without bids (fcfs, edf, sjf, round robin) asks the negotiator for
+# nothing: "you negotiate" would be false there (mbb's wording; the paper runs these mechanisms
+# as replays, without agents)
+_ASSIGNED = "The operator assigns the windows by the rule below; you take no part in it."
 _DECLARE_PUBLIC = (
     "Declaration (public, simultaneous): a bid in whole credits (0 up to your remaining "
     "budget), a duration in seconds ({window_min}..{window_max}), the position you want in the "
@@ -266,11 +270,16 @@ def explain(cond: Condition, population: list[str] | None = None) -> list[Sectio
             SETTING,
             "protocol",
             _SETTING.format(
+                act="negotiate" if plan.phases else "act",
                 n=len(pop),
                 population=", ".join(pop),
-                afford=", paying for them from your worker's credit budget"
-                if charged and plan.declarations
-                else "",
+                part=_NEGOTIATES.format(
+                    afford=", paying for them from your worker's credit budget"
+                    if charged and plan.declarations
+                    else ""
+                )
+                if plan.phases
+                else _ASSIGNED,
             ),
         ),
         _from(TIME_MODELS, clock_of(cond), CLOCK, f),

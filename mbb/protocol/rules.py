@@ -344,7 +344,7 @@ SWITCHES: dict[str, Registry[Rule[Any]]] = {
         Rule(
             "off",
             "scratch notes are wiped at every subrun start",
-            "",
+            "No condensed history of your negotiations carries over to your next subruns.",
             False,
             solver_explains="Memory is off in this condition: `memory` saves nothing (the "
             "refused note is recorded), and nothing you noted carries over to a later subrun.",
