@@ -1084,17 +1084,14 @@ def _analysis_inputs(study: Study) -> str:
 def _analysis_current(study: Study, inputs: str) -> bool:
     """The last analysis read these inputs, every notebook of it ran, and its pages are
     still there."""
-    path = study.out / ANALYSIS_RECORD
-    try:
-        last = safejson.loads(path.read_text()) if path.is_file() else {}
-    except (OSError, ValueError):
-        return False  # unreadable: analysed again, never trusted
-    pages = [study.out / "index.html"] + [
+    # a link, a pipe, not JSON, not an object: None, and the notebooks run again (a received
+    # folder's record is never trusted further than this comparison)
+    last = safejson.read_object(study.out / ANALYSIS_RECORD) or {}
+    pages = [study.out / "index.html", study.out / "viewer" / "index.html"] + [
         study.out / "notebooks" / f"{notebook_file(n).stem}.html" for n in study.spec.notebooks
     ]
     return (
-        isinstance(last, dict)
-        and last.get("inputs") == inputs
+        last.get("inputs") == inputs
         and last.get("failed") == []
         and all(p.is_file() for p in pages)
     )

@@ -335,14 +335,12 @@ def test_the_command_runs_a_stub_study_and_its_report_reads_the_runs(tmp_path, c
     assert (root / "viewer" / "index.html").is_file()
     import mbb.batch.notebooks as notebooks
 
-    real = notebooks.execute_notebook
     ran: list[str] = []
 
-    def fail_one(name, out_dir, params):
+    def fail_one(name, out_dir, params):  # the notebooks ran for real above; here only said
         ran.append(name)
         if name == "token_audit":
             raise ValueError("no run to analyse")
-        return real(name, out_dir, params)
 
     monkeypatch.setattr(notebooks, "execute_notebook", fail_one)
     # run again with nothing changed: the report is kept, no notebook runs (each ran again)
@@ -363,15 +361,29 @@ def test_the_command_runs_a_stub_study_and_its_report_reads_the_runs(tmp_path, c
     assert ran[2:] == ["compare_conditions", "token_audit"]
     capsys.readouterr()
     # so does a change to what the analyses read: here a run's log
-    monkeypatch.setattr(notebooks, "execute_notebook", real)
+    monkeypatch.setattr(
+        notebooks, "execute_notebook", lambda name, out_dir, params: ran.append(name)
+    )
     log = next(root.glob("runs/*/*/events.jsonl"))
     log.write_text(log.read_text())
     assert main(["study", str(path), "--stub"]) == 0
     err = capsys.readouterr().err
-    assert "analysis: up to date" not in err
+    assert "analysis: up to date" not in err and len(ran) == 6
     assert "analysis: notebook 1 of 2, compare_conditions" in err
     assert "analysis: notebook 2 of 2, token_audit" in err
     assert "analysis: writing the report and viewer" in err
+    assert main(["study", str(path), "--stub", "--quiet"]) == 0 and len(ran) == 6
+    # a record that is a link (a received folder's, pointing anywhere) is not trusted; nor a
+    # deleted page
+    record = root / "analysis.json"
+    (tmp_path / "elsewhere.json").write_text(record.read_text())
+    record.unlink()
+    record.symlink_to(tmp_path / "elsewhere.json")
+    assert main(["study", str(path), "--stub", "--quiet"]) == 0 and len(ran) == 8
+    assert not record.is_symlink()  # replaced, its target untouched
+    (root / "viewer" / "index.html").unlink()
+    assert main(["study", str(path), "--stub", "--quiet"]) == 0 and len(ran) == 10
+    assert (root / "viewer" / "index.html").is_file()
 
 
 @pytest.mark.slow
