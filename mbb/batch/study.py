@@ -54,7 +54,14 @@ from mbb.core import safejson
 from mbb.core.aio import run_coroutine
 from mbb.core.eventlog import read_lines
 from mbb.core.nested import comparable_params
-from mbb.core.paths import is_bare_name, notebook_file, params_file, study_file, user_path
+from mbb.core.paths import (
+    PACKAGE_DIR,
+    is_bare_name,
+    notebook_file,
+    params_file,
+    study_file,
+    user_path,
+)
 from mbb.core.tables import tables_from_run_dirs, write_tables
 from mbb.core.validity import INVALID_SHARE, MAX_INVALID_SHARE, run_validity
 from mbb.llm.config import ModelConfig, Price
@@ -1065,10 +1072,8 @@ def _analysis_inputs(study: Study) -> str:
     notebooks' order. Equal digests: a second analysis would write the same report. mbb's
     choice: by stamps, not contents, so that a study of thousands of runs is judged in
     milliseconds; a file rewritten with the same size in the same nanosecond is missed."""
-    import mbb
-
     digest = hashlib.sha256(json.dumps(list(study.spec.notebooks)).encode())
-    package = Path(mbb.__file__).parent
+    package = PACKAGE_DIR
     notebooks = [notebook_file(n) for n in study.spec.notebooks]
     runs = study.out / "runs"
     files = [*notebooks, *(f for f in package.rglob("*") if "__pycache__" not in f.parts)]

@@ -26,6 +26,7 @@ from pathlib import Path
 __all__ = [
     "NOTEBOOKS_DIR",
     "OUTPUTS_DIR",
+    "PACKAGE_DIR",
     "PARAMS_DIR",
     "PROJECT_ROOT",
     "STUDIES_DIR",
@@ -41,7 +42,8 @@ __all__ = [
     "user_path",
 ]
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+PACKAGE_DIR = Path(__file__).resolve().parents[1]  # mbb/: its own files
+PROJECT_ROOT = PACKAGE_DIR.parent
 PARAMS_DIR = PROJECT_ROOT / "params"
 NOTEBOOKS_DIR = PROJECT_ROOT / "notebooks"
 STUDIES_DIR = PROJECT_ROOT / "studies"
