@@ -560,6 +560,12 @@ def test_calls_without_usage_read_unknown_in_every_view_never_zero(browser, fold
     with offline_page(browser, width=1600) as page:
         _open(page, index)
         assert _cells(page, "tokens") == [f"≥ 820 + {unknown}"]
+        # a number filter cannot compare it: the run is left out, and the count says so
+        page.fill('#runs-table thead input[data-col="tokens"]', ">0")
+        page.wait_for_function(
+            "() => document.querySelector('#runs-table').getAttribute('data-rows') === '0'"
+        )
+        assert "1 left out whose filtered value is not a number" in page.inner_text("#table-bar")
         _open(page, index, "#run=base/base-seed0001&tab=llm")
         page.wait_for_selector("details.call")
         heads = page.locator("details.call summary").all_inner_texts()

@@ -155,12 +155,17 @@ def spend_table_html(calls: Any, note: str = "") -> str:
         names = ", ".join(served[:3]) + (f" and {len(served) - 3} more" if len(served) > 3 else "")
         return f"{html.escape(r['model'])}<div class=ci>answered as {html.escape(names)}</div>"
 
+    def cached(r: dict[str, Any]) -> str:  # of the prompt tokens reported; none: unknown
+        if not r["prompt_tokens"]:
+            return "unknown" if r["calls_without_usage"] else "–"
+        return f"{r['cached_tokens'] / r['prompt_tokens']:.1%}"
+
     rows = "".join(
         "<tr>"
         f"<td class=l>{model_cell(r)}</td><td class=l>{html.escape(r['conditions'])}</td>"
         f"<td>{r['runs']}</td><td>{r['calls']}</td>"
         f"<td>{tokens_text(r['prompt_tokens'], r['calls_without_usage'])}</td>"
-        f"<td>{r['cached_tokens'] / max(1, r['prompt_tokens']):.1%}</td>"
+        f"<td>{cached(r)}</td>"
         f"<td>{tokens_text(r['completion_tokens'], r['calls_without_usage'])}</td>"
         f"<td>{cost_text(r['cost_usd'], r['calls_without_usage'], r['known_cost_usd'])}</td>"
         f"<td>{cost_text(r['cost_per_run'], r['calls_without_usage'], r['known_per_run'])}"

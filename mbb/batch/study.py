@@ -634,16 +634,17 @@ def preflight(study: Study, environ: Mapping[str, str] | None = None) -> list[st
     env = os.environ if environ is None else environ
     unset: dict[str, list[str]] = {}  # a variable, the models that need it
     for slot, cfg in study.configs.items():
-        if cfg.api_key_env and not env.get(cfg.api_key_env):
+        # empty or blank is no key either (a key of one space passed this check)
+        if cfg.api_key_env and not env.get(cfg.api_key_env, "").strip():
             unset.setdefault(cfg.api_key_env, []).append(f"{slot}: {cfg.model}")
     if unset:  # all at once: mending one at a time cost a start of the study each
         which = " and ".join(
             f"{var} (model{'s' * (len(w) > 1)} {', '.join(w)})" for var, w in unset.items()
         )
-        first = next(iter(unset))
+        exports = "; ".join(f"export {var}=..." for var in unset)
         return [
-            f"environment variable{'s' * (len(unset) > 1)} {which} not set for mbb: a shell "
-            f"variable must be exported (`export {first}=...` in the shell that runs mbb)"
+            f"environment variable{'s' * (len(unset) > 1)} {which} not set, or empty, for "
+            f"mbb: a shell variable must be exported (`{exports}` in the shell that runs mbb)"
         ]
 
     async def ping() -> list[str]:
@@ -1063,42 +1064,71 @@ def _execute_on_dask(
             own.close()
 
 
-ANALYSIS_RECORD = "analysis.json"  # what the last analysis read: `_analysis_inputs`
+ANALYSIS_RECORD = "analysis.json"  # what the last analysis read and wrote: `_stamps`
+# what an analysis writes into the study's folder (everything else there is what it reads)
+_ANALYSIS_OUTPUTS = ("index.html", "compare.html", "compare", "viewer", "notebooks")
+_RECORDS = (STUDY_RECORD, ANALYSIS_RECORD)  # the study's own bookkeeping, read by no analysis
+_MAX_RECORD_BYTES = 1 << 16  # a larger analysis.json is not mbb's: not read, never trusted
 
 
-def _analysis_inputs(study: Study) -> str:
-    """A digest of everything the analyses read: each run folder's files, the notebooks, and
-    mbb's own files, each by path, size and modification time (as `make` judges), and the
-    notebooks' order. Equal digests: a second analysis would write the same report. mbb's
-    choice: by stamps, not contents, so that a study of thousands of runs is judged in
-    milliseconds; a file rewritten with the same size in the same nanosecond is missed."""
-    digest = hashlib.sha256(json.dumps(list(study.spec.notebooks)).encode())
-    package = PACKAGE_DIR
-    notebooks = [notebook_file(n) for n in study.spec.notebooks]
-    runs = study.out / "runs"
-    files = [*notebooks, *(f for f in package.rglob("*") if "__pycache__" not in f.parts)]
-    if runs.is_dir():
-        files += [f for f in runs.rglob("*") if "tables" not in f.relative_to(runs).parts]
+def _stamps(digest: Any, root: Path, files: Iterator[Path]) -> None:
+    """Each regular file's path (relative to `root`: one folder named two ways is one
+    folder), size and modification time, into `digest`, in path order."""
     for f in sorted(files):
         if f.is_file() and not f.is_symlink():
             st = f.stat()
-            digest.update(f"{f}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+            digest.update(f"{f.relative_to(root)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+
+
+def _analysis_inputs(study: Study) -> str:
+    """A digest of everything the analyses read: every file of the study's folder but what
+    the analysis writes (`_ANALYSIS_OUTPUTS`), the records and the derived `tables/` (the
+    report reads any run under the folder, not only `runs/`), the notebooks and mbb's own
+    files, each by path, size and modification time (as `make` judges), and the notebooks'
+    order. Equal digests: a second analysis would write the same report. mbb's choice: by
+    stamps, not contents, so that a study of thousands of runs is judged in milliseconds; a
+    file rewritten with the same size in the same nanosecond is missed."""
+    digest = hashlib.sha256(json.dumps(list(study.spec.notebooks)).encode())
+    out = study.out
+
+    def read(f: Path) -> bool:
+        parts = f.relative_to(out).parts
+        skip = parts[0] in _ANALYSIS_OUTPUTS or parts[0] in _RECORDS or "tables" in parts
+        return not skip and not parts[-1].startswith(".")  # nor a file being written
+
+    _stamps(digest, out, (f for f in out.rglob("*") if read(f)))
+    nbs = [notebook_file(n) for n in study.spec.notebooks]
+    _stamps(digest, Path("/"), (f.resolve() for f in nbs))
+    package = (f for f in PACKAGE_DIR.rglob("*") if "__pycache__" not in f.parts)
+    _stamps(digest, PACKAGE_DIR, package)
+    return digest.hexdigest()
+
+
+def _analysis_outputs(study: Study) -> str:
+    """A digest of what the analysis wrote (`_ANALYSIS_OUTPUTS`): a page deleted or edited
+    since is written again (the comparison's CSVs, the viewer's data, a notebook's page)."""
+    digest = hashlib.sha256()
+    for name in _ANALYSIS_OUTPUTS:
+        path = study.out / name
+        _stamps(digest, study.out, iter([path, *(path.rglob("*") if path.is_dir() else [])]))
     return digest.hexdigest()
 
 
 def _analysis_current(study: Study, inputs: str) -> bool:
-    """The last analysis read these inputs, every notebook of it ran, and its pages are
-    still there."""
-    # a link, a pipe, not JSON, not an object: None, and the notebooks run again (a received
-    # folder's record is never trusted further than this comparison)
-    last = safejson.read_object(study.out / ANALYSIS_RECORD) or {}
-    pages = [study.out / "index.html", study.out / "viewer" / "index.html"] + [
-        study.out / "notebooks" / f"{notebook_file(n).stem}.html" for n in study.spec.notebooks
-    ]
+    """The last analysis read these inputs, every notebook of it ran, and what it wrote is
+    still there, unchanged."""
+    path = study.out / ANALYSIS_RECORD
+    try:  # a received folder's record is never trusted further than this comparison
+        if path.lstat().st_size > _MAX_RECORD_BYTES:
+            return False
+    except OSError:
+        return False
+    # a link, a pipe, not JSON, not an object: None, and the notebooks run again
+    last = safejson.read_object(path) or {}
     return (
         last.get("inputs") == inputs
         and last.get("failed") == []
-        and all(p.is_file() for p in pages)
+        and last.get("outputs") == _analysis_outputs(study)
     )
 
 
@@ -1159,9 +1189,14 @@ def analyse_study(
     if progress:
         say(f"analysis: writing the report and viewer ({time.perf_counter() - t0:.0f} s)")
     index = build_report(study.out, quiet=True)
-    replace_file(
-        study.out / ANALYSIS_RECORD, json.dumps({"inputs": inputs, "failed": failed}, indent=1)
-    )
+    record = {"inputs": inputs, "failed": failed, "outputs": _analysis_outputs(study)}
+    try:
+        replace_file(study.out / ANALYSIS_RECORD, json.dumps(record, indent=1))
+    except OSError as exc:  # e.g. a folder of that name: the report stands, unrecorded
+        say(
+            f"analysis not recorded: {study.out / ANALYSIS_RECORD} cannot be replaced "
+            f"({exc.strerror or exc}); the next run analyses again"
+        )
     return index, failed
 
 

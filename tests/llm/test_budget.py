@@ -288,6 +288,7 @@ def test_answers_without_usage_are_flagged_in_events_tables_and_the_report(root)
     html = spend_table_html(calls.with_columns(condition=pl.lit("unpriced")))
     unknown = f"unknown ({calls.height} calls without usage)"
     assert unknown in html and "$0" not in html
+    assert "0.0%" not in html and "<td>unknown</td>" in html  # the cached share too
     (row,) = _measures(batch.tables).values()  # the viewer's runs table: the same wording
     assert row["tokens"] == row["cost_usd"] == unknown
 

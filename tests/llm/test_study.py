@@ -5,6 +5,7 @@ one line naming the field and what is valid."""
 from __future__ import annotations
 
 import json
+import shutil
 import textwrap
 from pathlib import Path
 
@@ -384,6 +385,26 @@ def test_the_command_runs_a_stub_study_and_its_report_reads_the_runs(tmp_path, c
     (root / "viewer" / "index.html").unlink()
     assert main(["study", str(path), "--stub", "--quiet"]) == 0 and len(ran) == 10
     assert (root / "viewer" / "index.html").is_file()
+    # anything the report wrote, deleted (the comparison's CSVs were: kept, links to nothing)
+    shutil.rmtree(root / "compare")
+    assert main(["study", str(path), "--stub", "--quiet"]) == 0 and len(ran) == 12
+    assert any((root / "compare").iterdir())
+    # a run copied under the study's folder outside runs/ (the report reads it: it was kept)
+    shutil.copytree(root / "runs" / "base.negotiators-a", root / "extra" / "late")
+    assert main(["study", str(path), "--stub", "--quiet"]) == 0 and len(ran) == 14
+    shutil.rmtree(root / "extra")
+    assert main(["study", str(path), "--stub", "--quiet"]) == 0 and len(ran) == 16
+    # the same folder named another way is the same folder
+    monkeypatch.chdir(tmp_path)
+    assert main(["study", str(path), "--stub", "--quiet", "--out", "out/runs/../../out"]) == 0
+    assert len(ran) == 16
+    # a record too large to be mbb's is not read; one that is a folder is said, not a crash
+    record.write_text(record.read_text() + " " * (1 << 17))
+    assert main(["study", str(path), "--stub", "--quiet"]) == 0 and len(ran) == 18
+    record.unlink()
+    record.mkdir()
+    assert main(["study", str(path), "--stub", "--quiet"]) == 0 and len(ran) == 20
+    assert "analysis not recorded: " in capsys.readouterr().err
 
 
 @pytest.mark.slow
@@ -633,10 +654,10 @@ def test_unset_key_variables_are_all_named_once_each_with_how_to_export_them(tmp
         """,
     )
     study = load_study(path)
-    assert preflight(study, environ={"KEY_C": ""}) == [
+    assert preflight(study, environ={"KEY_C": "", "KEY_A": " "}) == [
         "environment variables KEY_A (models a: gpt-a, b: gpt-b) and KEY_C (model c: gem-c) not "
-        "set for mbb: a shell variable must be exported (`export KEY_A=...` in the shell that "
-        "runs mbb)"
+        "set, or empty, for mbb: a shell variable must be exported (`export KEY_A=...; export "
+        "KEY_C=...` in the shell that runs mbb)"
     ]
     monkeypatch.setenv("KEY_A", "set")
     monkeypatch.delenv("KEY_C", raising=False)

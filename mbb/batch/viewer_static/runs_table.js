@@ -114,7 +114,11 @@
       if (!f) return;
       if (c.kind === "num") {
         var t = numTest(f, !!c.pct);
-        if (t) { out.push(function (row) { return t(row.vals[i]); }); return; }
+        if (t) {
+          var test = function (row) { return t(row.vals[i]); };
+          test.col = i;  // a row without a number here is left out, and counted (draw)
+          out.push(test); return;
+        }
       }
       var low = f.toLowerCase();
       if (c.pick) { out.push(function (row) { return row.vals[i].toLowerCase() === low; }); return; }
@@ -252,7 +256,8 @@
       [B.free, B.count, B.clear, B.cmp, B.unsel, B.invalid, B.scroll].forEach(function (x) { b.appendChild(x); });
     }
     if (document.activeElement !== B.free) B.free.value = T.free;
-    B.count.textContent = count + " of " + total + " run(s)" + (T.only ? " · only runs matching “" + T.onlyQ + "”" : "");
+    B.count.textContent = count + " of " + total + " run(s)" + (T.only ? " · only runs matching “" + T.onlyQ + "”" : "") +
+      (T.noNumber ? " · " + T.noNumber + " left out whose filtered value is not a number (e.g. ≥ X + unknown)" : "");
     B.clear.hidden = !(T.free || T.only || Array.from(T.filters.values()).some(Boolean));
     var sel = selectedEntries();
     B.cmp.textContent = sel.length === 2 ? "Diff " + str(sel[0].id) + " ⇄ " + str(sel[1].id) : "select two runs (⇄) to diff them";
@@ -269,10 +274,17 @@
     var ts = tests(cols);
     var all = S.index.runs.map(function (e) { return rowOf(e, cols); });
     if (!T.widths) lockWidths(cols, all);
+    var noNumber = 0;  // runs left out by a number filter on a cell that holds no number
     var rows = all.filter(function (row) {
-      for (var i = 0; i < ts.length; i++) if (!ts[i](row)) return false;
+      for (var i = 0; i < ts.length; i++) {
+        if (ts[i](row)) continue;
+        var c = ts[i].col;  // not a "–" (does not apply): an unknown or partly known value
+        if (c != null && row.vals[c] == null && !row.na[c] && row.shown[c] !== "") noNumber++;
+        return false;
+      }
       return true;
     });
+    T.noNumber = noNumber;
     var dir = T.desc ? -1 : 1;
     rows.sort(function (a, b) {
       var x = a.vals[idx], y = b.vals[idx];
