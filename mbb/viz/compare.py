@@ -134,14 +134,27 @@ def bids_by_condition(
     )
 
 
-def _tick_decimals(span: float, ticks: int = 8) -> int:
-    """Decimals that tell apart ticks about `span / ticks` apart (vega-lite's nice steps: 1, 2
-    or 5 times a power of ten), so a narrow axis never reads "0% 0% 1% 1%"."""
+_TICKS = 8  # the forest plot's tick count (vega's, set on its axes): its steps are d3's
+
+
+def _tick_decimals(span: float, ticks: int = _TICKS) -> int:
+    """Decimals that tell apart ticks `ticks` to a `span` (d3's tickStep, which vega uses for
+    a tick count: span / ticks rounded to the nearest 1, 2 or 5 times a power of ten), so a
+    narrow axis never reads "0% 0% 1% 1%", nor -6% -5% for ticks at -5.5 and -4.5."""
     if not span > 0 or not math.isfinite(span):
         return 0
     raw = span / ticks
     power = 10 ** math.floor(math.log10(raw))
-    step = next((m * power for m in (1, 2, 5) if m * power >= raw), 10 * power)
+    error = raw / power
+    step = power * (
+        10
+        if error >= math.sqrt(50)
+        else 5
+        if error >= math.sqrt(10)
+        else 2
+        if error >= math.sqrt(2)
+        else 1
+    )
     return max(0, -math.floor(math.log10(step) + 1e-9))
 
 
@@ -225,7 +238,7 @@ def forest_plot(
         if unit and unit not in label:  # "Δ Rule-making (share of rounds, percentage points)"
             x_title = f"{x_title[:-1]}, {unit})" if x_title.endswith(")") else f"{x_title} ({unit})"
         y = alt.Y("condition:N", title=None, sort=conditions)
-        x = alt.X("diff:Q", title=x_title, axis=alt.Axis(format=fmt))
+        x = alt.X("diff:Q", title=x_title, axis=alt.Axis(format=fmt, tickCount=_TICKS))
         tooltip = [
             "condition:N",
             alt.Tooltip("diff:Q", format=fmt, title="difference"),

@@ -126,3 +126,32 @@ def test_a_panel_of_zeros_says_so():
         "subtitle": "0 in every seed of every condition (base too)",
     }
     assert panels[1]["title"] == "Mean bid (credits)"  # 0 here, but not said to be in every seed
+
+
+@pytest.mark.parametrize(
+    ("diff", "low", "high"),
+    [(-0.040, -0.062, -0.010), (0.004, 0.001, 0.007), (0.15, 0.0, 0.30), (-0.003, -0.055, 0.005)],
+)
+def test_forest_tick_labels_as_drawn_are_evenly_spaced(diff, low, high):
+    """The labels vega draws (rendered to SVG), not a model of them: ticks every 0.5 points
+    read '-6% -5% ... -1% 1%' (a reviewer's Mean progress panel, -4.0 [-6.2, -1.0]): the
+    format's decimals came from a step vega did not use."""
+    import itertools
+    import re
+
+    import vl_convert as vlc
+
+    d = _differences(["progress"], diff, 0.0).with_columns(
+        pl.when(pl.col("diff").is_not_null()).then(low).otherwise(None).alias("diff_ci_low"),
+        pl.when(pl.col("diff").is_not_null()).then(high).otherwise(None).alias("diff_ci_high"),
+    )
+    svg = vlc.vegalite_to_svg(forest_plot(d).to_dict())
+    texts = re.findall(r"<text[^>]*>([^<]*)</text>", svg)
+    values = [
+        float(t.replace("−", "-").rstrip("%"))
+        for t in texts
+        if re.fullmatch(r"[−-]?\d+(\.\d+)?%", t)
+    ]
+    assert len(values) >= 3, texts
+    steps = {round(b - a, 6) for a, b in itertools.pairwise(values)}
+    assert len(steps) == 1, values
