@@ -99,11 +99,12 @@ def _means(
 
 def urgency_chart(seeds: pl.DataFrame) -> alt.HConcatChart | alt.Chart:
     """The urgent worker's mean bid and requested duration by subrun vs the others and the
-    uniform baseline, each a mean over seeds with its 95 % CI: a premium early, a termination
-    discount later.
+    uniform baseline, each a mean over seeds with its 95 % CI: the figure where the paper
+    reads a premium early and a termination discount later; its title names what is drawn,
+    not what the paper found (a reader's runs may show neither).
 
     seeds: `mbb.analysis.starting_state_seeds` (every figure's rows: the colours are shared)."""
-    title = "Urgency premium, then termination discount (closest deadline vs others)"
+    title = "Bid and requested duration by subrun: closest deadline vs others"
     d = seeds.filter(pl.col("figure") == "urgency")
     if "urgent" not in set(d["group"]):
         return none_chart(title, "no urgent worker (no deadline differs)")

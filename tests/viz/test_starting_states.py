@@ -3,6 +3,7 @@ no interval), one colour per condition across every chart of the notebook, units
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import polars as pl
@@ -106,3 +107,11 @@ def test_axes_carry_units():
     assert "Mean requested duration (seconds)" in titles
     assert "Credits spent per worker (credits)" in titles
     assert "Win rate in contested rounds (%)" in titles
+
+
+def test_the_urgency_title_names_what_is_drawn_not_a_finding():
+    """It read "Urgency premium, then termination discount" over runs whose urgent worker bid
+    more in every subrun (a reviewer's find): a title claims no result the data may not show."""
+    title = json.dumps(S.urgency_chart(_seeds()).to_dict()["title"])
+    assert "premium" not in title and "discount" not in title
+    assert "closest deadline vs others" in title
