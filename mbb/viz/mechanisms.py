@@ -237,7 +237,10 @@ def waiting_distribution(waits: pl.DataFrame) -> alt.FacetChart | alt.Chart:
 
     waits: `Comparison.waits` (one row per request).
     """
-    title = "Waiting per request (box p25–p75, whiskers p5–p95, diamond max)"
+    title = (
+        "Waiting per request (box p25–p75, whiskers p5–p95, diamond: the longest wait of "
+        "any request)"
+    )
     if waits.is_empty():
         return none_chart(title, "no window was requested")
     q = waits.group_by("condition", "mechanism").agg(

@@ -115,6 +115,10 @@ def test_mechanisms_notebook_executes(tmp_path):
     assert not [o for o in outputs if o.get("output_type") == "error"]
     assert sum(MIMETYPE in o.get("data", {}) for o in outputs) == 5
     assert (tmp_path / "out" / "base" / "mechanisms" / "outcomes.parquet").is_file()
+    # the table's max wait is a mean of the runs' maxima, the chart's diamond the longest wait
+    # of all: each says which (a reviewer read 702 s against 750 s as a contradiction)
+    page = " ".join(str(o.get("data", {})) for o in outputs)
+    assert "mean of the runs" in page and "the longest wait of any request" in page
 
 
 def test_compare_conditions_refuses_a_misspelled_name_and_says_what_it_leaves_out(tmp_path, capsys):
