@@ -21,7 +21,8 @@ __all__ = ["contested_win_chart", "rich_worker_chart", "urgency_chart"]
 
 GROUPS = ("urgent", "rich", "others", "uniform")  # the treated worker first, then the rest
 _DASHES = {"urgent": [1, 0], "rich": [1, 0], "others": [6, 3], "uniform": [2, 2]}
-_SHAPES = {"urgent": "circle", "rich": "circle", "others": "square", "uniform": "triangle-up"}
+# one shape each: the two treated groups shared a circle, and the legend read as if they were one
+_SHAPES = {"urgent": "circle", "rich": "diamond", "others": "square", "uniform": "triangle-up"}
 
 
 def _scales(seeds: pl.DataFrame) -> dict[str, alt.Scale]:
@@ -72,8 +73,14 @@ def _means(
     axis = alt.Axis(format="%") if percent else alt.Axis()
     y = alt.Y("mean:Q", title=y_title, axis=axis, scale=alt.Scale(zero=False))
     color = alt.Color("condition:N", title="Condition", scale=scales["color"])
-    dash = alt.StrokeDash("group:N", title="Group", scale=scales["dash"])
-    shape = alt.Shape("group:N", title="Group", scale=scales["shape"])
+    # the legend lists the groups this chart draws (the scale keeps every group's look)
+    present = [g for g in GROUPS if g in set(d["group"])]
+    dash = alt.StrokeDash(
+        "group:N", title="Group", scale=scales["dash"], legend=alt.Legend(values=present)
+    )
+    shape = alt.Shape(
+        "group:N", title="Group", scale=scales["shape"], legend=alt.Legend(values=present)
+    )
     offset = alt.XOffset("series:N")
     tooltip: list[Any] = [
         "condition:N",

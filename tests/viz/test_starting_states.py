@@ -115,3 +115,11 @@ def test_the_urgency_title_names_what_is_drawn_not_a_finding():
     title = json.dumps(S.urgency_chart(_seeds()).to_dict()["title"])
     assert "premium" not in title and "discount" not in title
     assert "closest deadline vs others" in title
+
+
+def test_each_group_has_its_own_shape_and_a_legend_lists_only_its_groups():
+    """The urgent and rich groups shared a filled circle, and every legend listed all four
+    groups, 'rich' on the urgency chart too (a reviewer's find)."""
+    assert len(set(S._SHAPES.values())) == len(S._SHAPES)
+    spec = json.dumps(S.urgency_chart(_seeds()).to_dict())
+    assert '"values": ["urgent", "others", "uniform"]' in spec
