@@ -103,6 +103,18 @@ def axis_title(measure: str) -> str:
     return f"{label[:-1]}; {better})" if label.endswith(")") else f"{label} ({better})"
 
 
+_SHARES = frozenset({"deadline_miss", "completion", "progress", "score"})
+
+
+def _axis(measure: str, *, signed: bool = False) -> alt.Axis:
+    """A share's axis in percent (its differences in signed percent, i.e. points), as the
+    tables write it (they drew 0.0-0.8 beside tables in %); vega picks the decimals from the
+    tick step. Other measures keep their own numbers."""
+    if measure not in _SHARES:
+        return alt.Axis()
+    return alt.Axis(format="+%" if signed else "%")
+
+
 def _long(out: pl.DataFrame, measures: Sequence[str]) -> pl.DataFrame:
     return out.unpivot(
         index=["condition", "mechanism", "base_run"],
@@ -163,9 +175,10 @@ def outcome_comparison(
     def panel(data: pl.DataFrame, measure: str) -> alt.LayerChart | alt.FacetChart:
         base = alt.Chart().encode(y=_mech_axis(None))
         color = alt.Color("mechanism:N", scale=MECHANISM_SCALE, legend=None)
-        x = alt.X("mean:Q", title=axis_title(measure), scale=alt.Scale(zero=False))
+        axis = _axis(measure)
+        x = alt.X("mean:Q", title=axis_title(measure), axis=axis, scale=alt.Scale(zero=False))
         err = base.mark_rule(strokeWidth=2).encode(
-            x=alt.X("lo:Q", title=axis_title(measure), scale=alt.Scale(zero=False)),
+            x=alt.X("lo:Q", title=axis_title(measure), axis=axis, scale=alt.Scale(zero=False)),
             x2="hi:Q",
             color=color,
             tooltip=tooltip,
@@ -216,10 +229,13 @@ def differences_vs_institutions(
         zero = alt.Chart().mark_rule(color="#888", strokeDash=[4, 3]).encode(x=alt.datum(0))
         side = "right" if measure in _HIGHER_BETTER else "left" if measure in BETTER else None
         x_title = "Mechanism − institutions" + (
-            f" ({side} of 0 = mechanism better)" if side else ""
+            f" ({'percentage points; ' if measure in _SHARES else ''}{side} of 0 = "
+            "mechanism better)"
+            if side
+            else ""
         )
         pts = base.mark_point(filled=True, size=60).encode(
-            x=alt.X("mean:Q", title=x_title),
+            x=alt.X("mean:Q", title=x_title, axis=_axis(measure, signed=True)),
             color=alt.Color("mechanism:N", scale=MECHANISM_SCALE, legend=None),
             tooltip=tooltip,
         )

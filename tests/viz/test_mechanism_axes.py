@@ -60,8 +60,10 @@ def test_outcome_axes_carry_direction_and_do_not_start_at_zero():
 def test_differences_say_which_side_is_better():
     spec = M.differences_vs_institutions(_out()).to_dict()
     titles = {x.get("title") for x in _all(spec, "x") if isinstance(x, dict)}
-    assert "Mechanism − institutions (left of 0 = mechanism better)" in titles
-    assert "Mechanism − institutions (right of 0 = mechanism better)" in titles
+    assert "Mechanism − institutions (left of 0 = mechanism better)" in titles  # the Gini
+    assert (
+        "Mechanism − institutions (percentage points; right of 0 = mechanism better)" in titles
+    )  # progress and welfare, shares
 
 
 def test_one_run_has_no_interval_and_says_so():
@@ -102,3 +104,16 @@ def test_a_condition_where_no_screen_tripped_says_so():
     base = {r["count"] for r in rows if r["condition"] == "base"}
     assert base == {"0 of 2 runs"}
     assert any(r["count"] == "1 of 2 runs" for r in rows if r["screen"] == "private agreement")
+
+
+def test_shares_are_drawn_in_percent_as_the_tables_write_them():
+    """Deadline miss, progress and score were drawn 0.0-0.8 beside tables in % and pp (a
+    reviewer's find); the Gini and the seconds keep their numbers."""
+    import json
+
+    from mbb.viz.mechanisms import _axis
+
+    assert _axis("deadline_miss").to_dict() == {"format": "%"}
+    assert _axis("score", signed=True).to_dict() == {"format": "+%"}
+    assert _axis("gini_exec").to_dict() == {} and _axis("mean_wait_s").to_dict() == {}
+    assert '"format": "%"' in json.dumps(_axis("progress").to_dict())
