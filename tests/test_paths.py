@@ -173,3 +173,12 @@ def test_sweep_and_notebook_resolve_against_the_current_directory(root, tmp_path
     )
     assert str(tmp_path / "mine.yaml") in injected and str(tmp_path / "nbout") in injected
     assert not (root / "outputs" / "mine").exists()
+
+
+def test_a_user_path_resolves_dots_and_links_as_the_kernel_does(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert user_path("missing/../out") == tmp_path / "out"  # no stray `missing` to make
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real" / "deep", target_is_directory=True)
+    (tmp_path / "real" / "deep").mkdir()
+    assert user_path("link/../x") == tmp_path / "real" / "x"  # where the kernel goes

@@ -486,7 +486,7 @@ def load_study(path: str | Path, *, stub: bool = False, out: str | Path | None =
             folder = user_path(out)
         elif spec.out:
             given = Path(spec.out).expanduser()
-            folder = given if given.is_absolute() else src.parent / given
+            folder = (given if given.is_absolute() else src.parent / given).resolve()
         else:
             folder = user_path(f"outputs/studies/{spec.name}" + ("-stub" if stub else ""))
         cache_file = folder / "llm_cache.sqlite"
@@ -1158,7 +1158,9 @@ def analyse_study(
             f"notebooks not run: {study.out / 'notebooks'} is a symbolic link; mbb writes a "
             "study's notebooks only into a folder of its own (remove the link and run again)"
         )
-        return build_report(study.out, quiet=True), list(study.spec.notebooks)
+        return build_report(study.out, quiet=True, study_name=study.spec.name), list(
+            study.spec.notebooks
+        )
     inputs = _analysis_inputs(study)
     if not again and _analysis_current(study, inputs):
         say(
@@ -1188,7 +1190,7 @@ def analyse_study(
             failed.append(name)
     if progress:
         say(f"analysis: writing the report and viewer ({time.perf_counter() - t0:.0f} s)")
-    index = build_report(study.out, quiet=True)
+    index = build_report(study.out, quiet=True, study_name=study.spec.name)
     record = {"inputs": inputs, "failed": failed, "outputs": _analysis_outputs(study)}
     try:
         replace_file(study.out / ANALYSIS_RECORD, json.dumps(record, indent=1))

@@ -51,10 +51,13 @@ OUTPUTS_DIR = PROJECT_ROOT / "outputs"
 
 
 def user_path(path: str | os.PathLike[str]) -> Path:
-    """`path` made absolute against the current directory (`~` expanded).
+    """`path` made absolute against the current directory (`~` expanded), its `..` and links
+    resolved as the kernel would: one folder spelled two ways is one folder, and `x/../out`
+    is `out` even while `x` does not exist (left as given, the first write made a stray `x`
+    and, once `x` was gone, a study found none of its finished runs and made them again).
 
     `path`: what the user gave."""
-    return Path(path).expanduser().absolute()
+    return Path(path).expanduser().resolve()
 
 
 def is_bare_name(spec: str | os.PathLike[str]) -> bool:
