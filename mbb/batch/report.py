@@ -1121,6 +1121,7 @@ def build_report(
     viewer: bool = True,
     quiet: bool = False,
     llm_caches: Sequence[Path] = (),
+    study_name: str | None = None,
 ) -> Path:
     """Export every executed notebook of mbb's under `root` to HTML (when stale), write the
     offline viewer of its runs (`root/viewer/`), the comparison of its conditions
@@ -1130,7 +1131,9 @@ def build_report(
     the first); the page can switch to any other. Notebooks that are not mbb's (see
     :func:`own_notebooks`) are skipped with a warning. Everything renders offline.
     `viewer`: write the viewer; `quiet`: no warning for skipped notebooks; `llm_caches`: LLM
-    caches outside `root` the viewer shows prompts from (`mbb.batch.viewer.build_viewer`)."""
+    caches outside `root` the viewer shows prompts from (`mbb.batch.viewer.build_viewer`);
+    `study_name`: the study the folder holds, named in the page's heading and title beside the
+    folder's name (which, `local_smoke-stub` or one given with `--out`, need not say it)."""
     root = Path(root).resolve()
     status_of: dict[str, str] = {}  # a sweep's record of its jobs: shown, never provenance
     sweep_record = root / "sweep.json"
@@ -1258,12 +1261,15 @@ def build_report(
             f"<p class=warn>{len(skipped)} file(s) skipped (not mbb's executed notebooks; "
             f"not exported):</p><ul class=warn>{items}</ul>"
         )
+    heading = f"<code>{esc(root.name)}</code>"
+    if study_name is not None:
+        heading = f"study <b>{esc(study_name)}</b> in <code>{esc(root.name)}</code>"
     page_html = (
         "<!doctype html><html lang=en><head><meta charset='utf-8'>"
-        f"{_csp_meta([])}<title>mbb report</title>"
+        f"{_csp_meta([])}<title>{esc(study_name or root.name)} — mbb report</title>"
         f"<style>{_INDEX_CSS}</style></head><body>"
         f"<h1>mbb report</h1><nav class=links>{''.join(links)}</nav>"
-        f"<p><code>{esc(root.name)}</code> — {len(rows)} notebook(s), {n_failed} failed.</p>"
+        f"<p>{heading} — {len(rows)} notebook(s), {n_failed} failed.</p>"
         + (explain if body else "")  # before the first table whose cells it explains
         + notebook_tables
         + (

@@ -327,6 +327,8 @@ def test_the_command_runs_a_stub_study_and_its_report_reads_the_runs(tmp_path, c
         assert (root / "notebooks" / f"{name}.html").is_file()
     index = (root / "index.html").read_text()
     assert "base.negotiators-a" in index and "memory_off.negotiators-a" in index
+    # the study's name heads it: its folder's name (`out`, a `--out`) need not say it
+    assert "<p>study <b>s</b> in <code>out</code> — " in index and "<title>s — mbb" in index
     # the study's analyses have a table of their own (they sat under a condition's columns,
     # a row of blanks each)
     analyses = index.split("<h2>Analyses</h2>")[1].split("</table>")[0]
@@ -625,7 +627,7 @@ def test_a_failed_analysis_notebook_says_its_error_line_and_where_its_copy_is(
         raise Failed("-" * 75 + '\nException encountered at "In [3]":\n' + "-" * 75)
 
     monkeypatch.setattr(notebooks, "execute_notebook", fail)
-    monkeypatch.setattr(report, "build_report", lambda out, quiet: out / "index.html")
+    monkeypatch.setattr(report, "build_report", lambda out, quiet, study_name: out / "index.html")
     study = load_study("local_smoke", stub=True, out=tmp_path / "s")
     study.out.mkdir()  # as run_study leaves it
     said: list[str] = []
@@ -663,3 +665,15 @@ def test_unset_key_variables_are_all_named_once_each_with_how_to_export_them(tmp
     monkeypatch.delenv("KEY_C", raising=False)
     with pytest.raises(StudyError, match=r"^environment variable KEY_C \(model c: gem-c\) not "):
         run_study(load_study(path), progress=False, report=False)
+
+
+def test_an_output_folder_spelled_through_a_missing_folder_is_one_folder(tmp_path, monkeypatch):
+    """`--out x/../out` with no `x` (a red team's find): the first run made a stray `x`, and
+    once it was gone the kernel could not open `x/../out/...`, so the study found none of its
+    finished runs and made them all again."""
+    path = small(tmp_path, f"a: {{model: gpt-a, preset: openai, price: {PRICE}}}")
+    monkeypatch.chdir(tmp_path)
+    first = run_study(load_study(path, stub=True, out="x/../o"), progress=False, report=False)
+    assert first.completed == 4 and not (tmp_path / "x").exists()
+    again = run_study(load_study(path, stub=True, out="y/../o"), progress=False, report=False)
+    assert (again.done_before, again.completed) == (4, 0)
