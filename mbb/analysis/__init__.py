@@ -50,7 +50,7 @@ from mbb.analysis.evidence import (
     utterance_predictions,
     worker_round_predictions,
 )
-from mbb.analysis.gold_eval import agreement_table, evaluate_gold, score_gold
+from mbb.analysis.gold_eval import agreement_table, evaluate_gold, score_gold, splits_summary
 from mbb.analysis.institutions import (
     default_imposed,
     institution_summary,
@@ -256,6 +256,7 @@ __all__ = [
     "score_gold",
     "seed_bootstrap_ci",
     "seeds_for_power",
+    "splits_summary",
     "starting_state_seeds",
     "structural_metrics",
     "system_prompt",

@@ -37,6 +37,7 @@ __all__ = [
     "model_behind_dev",
     "provisional_items",
     "score_gold",
+    "splits_summary",
 ]
 
 GOLD_DIR = Path(__file__).resolve().parent / "gold"
@@ -157,3 +158,45 @@ def provisional_items(items: Sequence[Utterance], annotations: str | Path | None
 
     `items`: the scored items; `annotations`: the annotations file (default: the gold folder's)."""
     return len(items) - len(adjudicated_items(items, annotations))
+
+
+def splits_summary(scored: Sequence[tuple[str, int, pl.DataFrame]]) -> pl.DataFrame:
+    """One row per scored gold file, from its `score_gold` table: macro F1 with its interval,
+    the weakest category (lowest F1 among those with gold items), and the share of neutral
+    items given any label with its interval (None, not 0, in a file with no neutral item);
+    what a reader compares across test splits.
+
+    `scored`: (the file's name, its number of items, its 21-category table) per file."""
+    rows = []
+    for name, n_items, t in scored:
+        by = {r["category"]: r for r in t.iter_rows(named=True)}
+        cats = [
+            r for c, r in by.items() if c in CATEGORY_NAMES and r["support"] and r["f1"] is not None
+        ]
+        weakest = min(cats, key=lambda r: r["f1"]) if cats else None
+        macro = by["macro"]
+        neutral = by.get("neutral labelled") or dict.fromkeys(("predicted", "f1", "f1_lo", "f1_hi"))
+        neutral["support"] = neutral.get("support") or 0  # a file without neutral items: none
+        rows.append(
+            {
+                "split": name,
+                "items": n_items,
+                "macro_f1": macro["f1"],
+                "macro_lo": macro["f1_lo"],
+                "macro_hi": macro["f1_hi"],
+                "weakest": None if weakest is None else weakest["category"],
+                "weakest_f1": None if weakest is None else weakest["f1"],
+                "neutral": neutral["support"],
+                "neutral_labelled": neutral["predicted"],
+                "neutral_share": neutral["f1"],
+                "neutral_lo": neutral["f1_lo"],
+                "neutral_hi": neutral["f1_hi"],
+            }
+        )
+    floats = ("weakest_f1", "neutral_share", "neutral_lo", "neutral_hi")
+    schema = {
+        "weakest": pl.String,
+        "neutral_labelled": pl.Int64,
+        **dict.fromkeys(floats, pl.Float64),
+    }
+    return pl.DataFrame(rows, schema_overrides=schema)

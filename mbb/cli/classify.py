@@ -61,7 +61,12 @@ def add_parser(sub: Any) -> None:
         help="also score every frozen test split (gold/test.jsonl and the later test<N>.jsonl)",
     )
     v.add_argument("--boot", type=int, default=1000, help="bootstrap resamples")
-    v.add_argument("--json", default=None, help="also write the tables as JSON here")
+    v.add_argument(
+        "--json",
+        default=None,
+        help="also write the tables as JSON here (one file: its tables; several: each file's "
+        "under its path, and the summary table under `summary`)",
+    )
     _classifier_options(v)
     v.set_defaults(func=_cmd_validate)
 

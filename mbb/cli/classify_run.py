@@ -292,14 +292,22 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from mbb.analysis.gold_eval import model_behind_dev, provisional_items, score_gold
 
     report: dict[str, Any] = {}
-    for path in _gold_paths(args):
+    summary: list[tuple[str, int, pl.DataFrame]] = []
+    pooled_items: list[Utterance] = []
+    pooled_pred: list[list[str]] = []
+    paths = _gold_paths(args)
+    for path in paths:
         items = _read(path, gold=True)
         labels = _labels(items, args)
         missing: set[int] = getattr(labels, "missing", set())
         # the LLM's table is over the items it answered: an unanswered one is not "no label"
         answered = [i for i in range(len(items)) if i not in missing]
         scored = [items[i] for i in answered]
-        t, sep = score_gold(scored, _names([labels[i] for i in answered]), n_boot=args.boot)
+        names = _names([labels[i] for i in answered])
+        t, sep = score_gold(scored, names, n_boot=args.boot)
+        summary.append((Path(path).name, len(scored), t))
+        pooled_items += scored
+        pooled_pred += names
         print(f"{path}: {len(items)} items, classifier {args.classifier}")
         if missing:
             print(
@@ -327,6 +335,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
         if args.classifier == "llm":
             rep.update(_compare(items, labels, args))
         report[path] = rep
+    if len(paths) > 1:
+        t, _ = score_gold(pooled_items, pooled_pred, n_boot=args.boot)
+        summary.append(("pooled", len(pooled_items), t))
+        table = _print_summary(summary, args.classifier)
+        report["summary"] = table.to_dicts()
     # after the tables, so a bad gold file's error stays the one line on stderr
     behind = model_behind_dev(getattr(args, "model_file", None))
     if behind:
@@ -372,6 +385,36 @@ def _compare(
         "combined_separate": sep_c.to_dicts(),
         "combined_llm_decided": asked,
     }
+
+
+def _print_summary(
+    scored: Sequence[tuple[str, int, pl.DataFrame]], classifier: str
+) -> pl.DataFrame:
+    """Print the files side by side (`gold_eval.splits_summary`, the last row all of them pooled)
+    and return the table."""
+    from mbb.analysis.gold_eval import splits_summary
+
+    table = splits_summary(scored)
+    print(
+        f"summary, classifier {classifier} (95% bootstrap CIs over items; pooled: every item "
+        "of the files above):"
+    )
+    print(f"{'file':18s} {'items':>5s}  {'macro F1':21s} {'weakest category':28s} neutral labelled")
+    for r in table.iter_rows(named=True):
+        weakest = "-" if r["weakest"] is None else f"{r['weakest']} {r['weakest_f1']:.2f}"
+        share = (
+            "-"
+            if r["neutral_share"] is None
+            else f"{r['neutral_labelled']}/{r['neutral']} {r['neutral_share']:.1%} "
+            f"[{r['neutral_lo']:.1%},{r['neutral_hi']:.1%}]"
+        )
+        macro = (
+            "-"
+            if r["macro_f1"] is None
+            else f"{r['macro_f1']:.3f} [{r['macro_lo']:.3f},{r['macro_hi']:.3f}]"
+        )
+        print(f"{r['split']:18s} {r['items']:5d}  {macro:21s} {weakest:28s} {share}")
+    return table
 
 
 def _print(t: pl.DataFrame) -> None:

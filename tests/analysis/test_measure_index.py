@@ -316,6 +316,7 @@ NOT_MEASURES: dict[str, str] = {
             "prf_table",
             "review_agreement",
             "score_gold",
+            "splits_summary",
             "validate_commitment_acts",
         ],
         "validation of the classifiers against gold labels and human review",

@@ -267,7 +267,16 @@ def test_one_command_scores_several_splits_with_kappa_and_the_combined_classifie
     assert out.count("agreement of the LLM with the evidence classifier") == 2
     assert out.count("combined (evidence where its margin") == 2
     rep = json.loads(js.read_text())
-    assert list(rep) == paths
+    assert list(rep) == [*paths, "summary"]
+    # the files side by side, then pooled: the oracle is right on every item of both
+    assert [r["split"] for r in rep["summary"]] == ["split0.jsonl", "split1.jsonl", "pooled"]
+    assert [r["items"] for r in rep["summary"]] == [2, 2, 4]
+    assert all(r["macro_f1"] == 1.0 for r in rep["summary"])
+    # split 0 has no neutral item: no share, not 0 %
+    assert [r["neutral_labelled"] for r in rep["summary"]] == [None, 0, 0]
+    assert sum(line.startswith("summary, classifier llm") for line in out.splitlines()) == 1
+    pooled = out.splitlines()[-1].split()
+    assert pooled[:3] == ["pooled", "4", "1.000"] and pooled[-3:-1] == ["0/1", "0.0%"], out
     for path in paths:
         r = rep[path]
         assert set(r) == {
