@@ -3,7 +3,8 @@
 
 Every mean is drawn with its 95 % CI over seeds (the expanded percentile bootstrap of
 `mbb.analysis.stats`, the interval every comparison uses). Conditions sit side by side within a
-subrun (an offset each) and their lines are dashed differently, so no line hides another.
+subrun (an offset each), each in its colour everywhere (`mbb.viz.theme.condition_color`); lines
+of one colour are dashed apart.
 """
 
 from __future__ import annotations
@@ -15,12 +16,20 @@ import altair as alt
 import polars as pl
 
 from mbb.analysis.outcome import outcomes
-from mbb.viz.theme import MIN_SEEDS, PANEL_HEIGHT, WIDE_WIDTH, none_chart, seeds_subtitle
+from mbb.viz.theme import (
+    MIN_SEEDS,
+    PANEL_HEIGHT,
+    WIDE_WIDTH,
+    condition_color,
+    condition_dash,
+    none_chart,
+    seeds_subtitle,
+    shared_colour_note,
+)
 
 __all__ = ["bids_by_condition", "forest_plot", "outcomes_by_condition"]
 
 _MEASURES = {"completion": "completion", "deadline_miss": "deadline miss", "progress": "progress"}
-_DASHES = [[1, 0], [6, 3], [2, 2], [8, 3, 2, 3], [4, 4], [1, 3]]
 
 
 def _per_subrun(
@@ -39,17 +48,15 @@ def _per_subrun(
 def _dodged(
     agg: pl.DataFrame, conditions: list[str], y: alt.Y, y_title: str, fmt: str
 ) -> alt.LayerChart | alt.FacetChart:
-    """Points, lines (dashed per condition) and CI whiskers, conditions offset within a subrun."""
+    """Points, lines and CI whiskers, conditions offset within a subrun, coloured as everywhere
+    (lines of one colour dashed apart)."""
     x = alt.X("subrun:O", title="Subrun", axis=alt.Axis(labelAngle=0))
     offset = alt.XOffset("condition:N", sort=conditions)
     color = alt.Color(
-        "condition:N", title="Condition", sort=conditions, scale=alt.Scale(domain=conditions)
+        "condition:N", title="Condition", sort=conditions, scale=condition_color(conditions)
     )
     dash = alt.StrokeDash(
-        "condition:N",
-        title="Condition",
-        sort=conditions,
-        scale=alt.Scale(domain=conditions, range=[_DASHES[i % 6] for i in range(len(conditions))]),
+        "condition:N", title="Condition", sort=conditions, scale=condition_dash(conditions)
     )
     tooltip = [
         "condition:N",
@@ -84,7 +91,7 @@ def _dodged(
 def outcomes_by_condition(tables: Mapping[str, pl.DataFrame]) -> alt.FacetChart | alt.Chart:
     """Completion and deadline-miss rates and mean progress per subrun: per condition the mean
     over seeds with its 95 % CI (expanded percentile bootstrap over seeds), conditions offset
-    side by side and dashed apart; the three panels share one 0-1 scale.
+    side by side in their own colours; the three panels share one 0-1 scale.
 
     tables: the event tables of several conditions.
     """
@@ -102,7 +109,12 @@ def outcomes_by_condition(tables: Mapping[str, pl.DataFrame]) -> alt.FacetChart 
             column=alt.Column("measure:N", title=None, sort=list(_MEASURES.values())),
             data=agg,
         )
-        .properties(title={"text": title, "subtitle": seeds_subtitle(agg["n"])})
+        .properties(
+            title={
+                "text": title,
+                "subtitle": seeds_subtitle(agg["n"]) + shared_colour_note(conditions),
+            }
+        )
     )
 
 
@@ -110,8 +122,8 @@ def bids_by_condition(
     tables: Mapping[str, pl.DataFrame],
 ) -> alt.Chart | alt.LayerChart | alt.FacetChart:
     """Mean declared bid per subrun: per condition the mean over seeds (each run's mean bid)
-    with its 95 % CI (expanded percentile bootstrap over seeds), conditions offset and dashed
-    apart; conditions in which no bid was declared (centralized mechanisms without bids) are
+    with its 95 % CI (expanded percentile bootstrap over seeds), conditions offset and in their
+    own colours; conditions in which no bid was declared (centralized mechanisms without bids) are
     named in the subtitle rather than silently missing.
 
     tables: the event tables of several conditions.
@@ -130,7 +142,10 @@ def bids_by_condition(
         data=agg,
         width=max(WIDE_WIDTH, 40 * agg["subrun"].n_unique() * len(names)),
         height=240,
-        title={"text": title, "subtitle": seeds_subtitle(agg["n"], first)},
+        title={
+            "text": title,
+            "subtitle": seeds_subtitle(agg["n"], first) + shared_colour_note(names),
+        },
     )
 
 

@@ -16,7 +16,14 @@ import altair as alt
 import polars as pl
 
 from mbb.protocol.scheduling.centralized import CENTRALIZED
-from mbb.viz.theme import WIDE_WIDTH, none_chart, seeds_subtitle, worker_color, worker_order
+from mbb.viz.theme import (
+    PALETTE,
+    WIDE_WIDTH,
+    none_chart,
+    seeds_subtitle,
+    worker_color,
+    worker_order,
+)
 
 __all__ = [
     "BETTER",
@@ -33,9 +40,8 @@ __all__ = [
 ]
 
 MECHANISM_ORDER = ["negotiated", *CENTRALIZED]  # the registry's order: a new mechanism shows up
-_PALETTE = ["#4c78a8", "#72b7b2", "#54a24b", "#eeca3b", "#f58518", "#e45756", "#b279a2", "#9d755d"]
-# the agents' institutions in black, then each registered mechanism its own colour
-_COLORS = ["#222222", *(_PALETTE[i % len(_PALETTE)] for i in range(len(CENTRALIZED)))]
+# the agents' institutions in black, then each registered mechanism its own colour of the palette
+_COLORS = ["#222222", *(PALETTE[i % len(PALETTE)] for i in range(len(CENTRALIZED)))]
 MECHANISM_SCALE = alt.Scale(domain=MECHANISM_ORDER, range=_COLORS)
 # the columns of `mbb.analysis.outcome.outcomes` (definitions there) and their axis titles
 LABELS = {

@@ -3,9 +3,9 @@ worker's spend and wins, and win rates in contested rounds at full vs depleted b
 
 Every mark is a mean over seeds with its 95 % CI (`mbb.analysis.starting_state_seeds`: one value
 per run, expanded percentile bootstrap); a mean of one seed is drawn without an interval and
-says so. A condition keeps one colour and a group (the treated worker, the others, the uniform
-baseline) one dash in every chart of the notebook: the scales' domains are those of the whole
-summary, not of the rows one chart draws.
+says so. A condition keeps its colour of every mbb chart (`mbb.viz.theme.condition_color`) and a
+group (the treated worker, the others, the uniform baseline) one dash in every chart of the
+notebook: the scales' domains are those of the whole summary, not of the rows one chart draws.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 import altair as alt
 import polars as pl
 
-from mbb.viz.theme import PALETTE, none_chart, seeds_subtitle
+from mbb.viz.theme import condition_color, none_chart, seeds_subtitle, shared_colour_note
 
 __all__ = ["contested_win_chart", "rich_worker_chart", "urgency_chart"]
 
@@ -26,14 +26,11 @@ _SHAPES = {"urgent": "circle", "rich": "diamond", "others": "square", "uniform":
 
 
 def _scales(seeds: pl.DataFrame) -> dict[str, alt.Scale]:
-    """Colour per condition and dash / shape per group, over every condition and group of the
-    summary (so a chart that lacks a condition does not shift the others' colours)."""
-    conditions = sorted(seeds["condition"].unique().to_list())
+    """Colour per condition (mbb's, `condition_color`) and dash / shape per group, over every
+    group of the summary (so a chart that lacks a group does not shift the others' looks)."""
     groups = [g for g in GROUPS if g in set(seeds["group"])]
     return {
-        "color": alt.Scale(
-            domain=conditions, range=[PALETTE[i % len(PALETTE)] for i in range(len(conditions))]
-        ),
+        "color": condition_color(seeds["condition"].to_list()),
         "dash": alt.Scale(domain=groups, range=[_DASHES[g] for g in groups]),
         "shape": alt.Scale(domain=groups, range=[_SHAPES[g] for g in groups]),
     }
@@ -51,7 +48,7 @@ def _with_notes(d: pl.DataFrame) -> pl.DataFrame:
 
 
 def _subtitle(d: pl.DataFrame, first: str = "") -> list[str]:
-    lines = seeds_subtitle(d["n"], first)
+    lines = seeds_subtitle(d["n"], first) + shared_colour_note(d["condition"].to_list())
     single = d.filter(pl.col("ci_low").is_null() & (pl.col("n") > 0)).height
     if single:
         lines.append(f"no interval (1 seed) for {single} of {d.height} means: a point alone")

@@ -8,6 +8,8 @@ Conventions the figures follow (mbb's choices):
 - Workers are ordered W1, W2, ... W10 (by the number in their id, not as text), and keep one
   colour each across every figure of a population (`worker_color`); models and personas
   likewise (`model_color`).
+- A condition keeps one colour in every chart of every notebook (`condition_color`): the colour
+  follows from its name alone, never from which conditions a chart happens to draw.
 - Panels that are compared with each other share their scales; a panel whose scale is its own
   says so in its title.
 - A panel (or a whole chart) where nothing happened says "none" (`none_layer`, `none_chart`)
@@ -26,17 +28,23 @@ if TYPE_CHECKING:
     import polars as pl
 
 __all__ = [
+    "DASHES",
     "FONT_SIZES",
     "NONE",
     "PALETTE",
     "PANEL_HEIGHT",
     "PANEL_WIDTH",
     "ROW_HEIGHT",
+    "SHIPPED_CONDITIONS",
     "WIDE_WIDTH",
+    "condition_color",
+    "condition_dash",
+    "condition_hex",
     "model_color",
     "none_chart",
     "none_layer",
     "seeds_subtitle",
+    "shared_colour_note",
     "with_empty_panels",
     "worker_color",
     "worker_key",
@@ -54,6 +62,42 @@ PALETTE = (
     "#9d755d",
     "#bab0ac",
     "#eeca3b",
+)
+# line dashes, solid first: what tells apart lines that share a colour
+DASHES: tuple[tuple[int, ...], ...] = ((1, 0), (6, 3), (2, 2), (8, 3, 2, 3), (4, 4), (1, 3))
+# the shipped conditions (params/*.yaml) in a fixed order: a condition's colour is
+# PALETTE[its position % len(PALETTE)]; the paper study's nine conditions (studies/scarce.yaml),
+# then conversation_off, come first so they all differ; groups drawn together sit side by side
+SHIPPED_CONDITIONS = (
+    "base",
+    "memory_off",
+    "deadline_10",
+    "deadline_15",
+    "deadline_20",
+    "budget_1500",
+    "rich_worker",
+    "urgent_worker",
+    "fixed_bids",
+    "conversation_off",
+    "bids_flat",
+    "rule_makers",
+    "rule_makers_memory_off",
+    "mech_fcfs",
+    "mech_edf",
+    "mech_sjf",
+    "mech_round_robin",
+    "mech_first_price",
+    "mech_second_price",
+    "mech_proportional_share",
+    "mech_mixed_deadlines",
+    "reasoning_low",
+    "reasoning_medium",
+    "reasoning_high",
+    "reasoning_effort",
+    "llm_negotiators",
+    "llm_solvers",
+    "local_llm",
+    "real_tasks_oracle",
 )
 # sizes in pixels: one panel of a faceted chart, a chart alone, one row of a Gantt or bar list
 PANEL_WIDTH = 150
@@ -116,6 +160,72 @@ def model_color(models: Iterable[str]) -> alt.Scale:
 
     domain = sorted({m for m in models if m is not None})
     return alt.Scale(domain=domain, range=[PALETTE[i % len(PALETTE)] for i in range(len(domain))])
+
+
+def condition_hex(cell: str) -> str:
+    """The colour of a condition (or of a cell, `condition.role-model`: its condition part), the
+    same in every chart: a shipped condition's slot in `SHIPPED_CONDITIONS`, any other name's
+    CRC-32 (a stable hash: the same in every process and notebook), modulo the palette.
+
+    cell: a condition or cell name as the runs record it."""
+    import zlib
+
+    from mbb.analysis.runs import condition_part
+
+    name = condition_part(cell)
+    slot = (
+        SHIPPED_CONDITIONS.index(name)
+        if name in SHIPPED_CONDITIONS
+        else zlib.crc32(name.encode("utf-8"))
+    )
+    return PALETTE[slot % len(PALETTE)]
+
+
+def condition_color(conditions: Iterable[str]) -> alt.Scale:
+    """The condition colour scale of every mbb chart (mbb's choice): a condition's colour
+    follows from its name alone (`condition_hex`), so it is the same in every chart of every
+    notebook of a report whichever subset of conditions a chart draws, for the shipped names
+    and for a study's own cell names alike. Cells of one condition (one per role or model)
+    share its colour. There are more names than colours, so two conditions can share one:
+    `condition_dash` then dashes them apart on the charts that draw lines, and
+    `shared_colour_note` says so in the subtitle of every chart that colours by condition.
+
+    conditions: the condition (or cell) names the chart draws; the scale's domain, sorted."""
+    import altair as alt
+
+    domain = sorted({c for c in conditions if c is not None})
+    return alt.Scale(domain=domain, range=[condition_hex(c) for c in domain])
+
+
+def condition_dash(conditions: Iterable[str]) -> alt.Scale:
+    """Line dashes for the conditions a chart draws: solid for the first (in name order) of
+    each colour, then `DASHES` in turn for the others sharing it, so two lines of one colour
+    never share a dash too.
+
+    conditions: the condition (or cell) names the chart draws."""
+    import altair as alt
+
+    domain = sorted({c for c in conditions if c is not None})
+    seen: dict[str, int] = {}
+    dashes = []
+    for c in domain:
+        k = seen[condition_hex(c)] = seen.get(condition_hex(c), -1) + 1
+        dashes.append(list(DASHES[k % len(DASHES)]))
+    return alt.Scale(domain=domain, range=dashes)
+
+
+def shared_colour_note(conditions: Iterable[str]) -> list[str]:
+    """A subtitle line naming the drawn conditions that share a colour (none: no line), since
+    `condition_color` gives a name its colour whatever else a chart draws.
+
+    conditions: the condition (or cell) names the chart draws."""
+    by_colour: dict[str, list[str]] = {}
+    for c in sorted({c for c in conditions if c is not None}):
+        by_colour.setdefault(condition_hex(c), []).append(c)
+    groups = [" and ".join(g) for g in by_colour.values() if len(g) > 1]
+    if not groups:
+        return []
+    return [f"⚠ same colour: {'; '.join(groups)} (hover a mark for its condition)"]
 
 
 def none_layer(x: Any, y: Any, flag: str = "empty") -> alt.Chart:

@@ -20,9 +20,11 @@ import polars as pl
 from mbb.viz.theme import (
     PANEL_HEIGHT,
     PANEL_WIDTH,
+    condition_hex,
     none_chart,
     none_layer,
     seeds_subtitle,
+    shared_colour_note,
     with_empty_panels,
 )
 
@@ -360,7 +362,7 @@ def transmission_rates_chart(
     run's share with its 95 % CI (a run's institutions are not independent); each bar carries
     its value (so 0 % is seen, not a missing bar), "none" marks a kind and condition with no
     institution to transmit (the rate is undefined there, not 0), and a mean of one seed says
-    it has no interval.
+    it has no interval; each condition has its colour of every mbb chart.
 
     rates: `mbb.analysis.transmission_rates` output (by="condition"; without its seed columns
     the pooled rate is drawn and the subtitle says there is no interval).
@@ -403,11 +405,20 @@ def transmission_rates_chart(
         single = drawn.filter(pl.col("seed_mean_rate_ci_low").is_null()).height
         if single:
             subtitle.append(f"no interval (1 seed) for {single} of {drawn.height} bars")
+    # each series in its condition's colour of every mbb chart (the label adds the memory)
+    series = d.select("series", "condition").unique().sort("series")
+    subtitle += shared_colour_note(series["condition"].to_list())
     base = alt.Chart().encode(
         x=alt.X("kind:N", title="Institution", sort=list(_KINDS), axis=alt.Axis(labelAngle=0)),
         xOffset=alt.XOffset("series:N"),
         color=alt.Color(
-            "series:N", title="Condition (scratch memory)", legend=alt.Legend(labelLimit=0)
+            "series:N",
+            title="Condition (scratch memory)",
+            legend=alt.Legend(labelLimit=0),
+            scale=alt.Scale(
+                domain=series["series"].to_list(),
+                range=[condition_hex(c) for c in series["condition"]],
+            ),
         ),
     )
     y_title = "Cited again in the next subrun (% of institutions)"
