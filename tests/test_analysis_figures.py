@@ -288,9 +288,9 @@ def test_mechanism_panels_share_each_measure_scale_across_conditions():
         }
     )
     spec = M.outcome_comparison(out, ["deadline_miss", "progress"]).to_dict()
-    assert len(spec["hconcat"]) == 2  # one column of panels per measure
+    assert len(spec["concat"]) == 2  # one block of panels per measure
     assert spec["resolve"] == {"scale": {"x": "independent"}}  # measures differ in units
-    for column in spec["hconcat"]:  # conditions one above the other: one shared x scale
+    for column in spec["concat"]:  # conditions one above the other: one shared x scale
         assert "facet" in column and "resolve" not in column
     assert M.outcome_comparison(out.clear(), ["progress"]).to_dict()["data"]["values"] == [
         {"text": "none"}

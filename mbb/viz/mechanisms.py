@@ -31,6 +31,7 @@ __all__ = [
     "LABELS",
     "MECHANISM_ORDER",
     "MECHANISM_SCALE",
+    "PER_ROW",
     "axis_title",
     "differences_vs_institutions",
     "execution_by_worker",
@@ -43,6 +44,8 @@ MECHANISM_ORDER = ["negotiated", *CENTRALIZED]  # the registry's order: a new me
 # the agents' institutions in black, then each registered mechanism its own colour of the palette
 _COLORS = ["#222222", *(PALETTE[i % len(PALETTE)] for i in range(len(CENTRALIZED)))]
 MECHANISM_SCALE = alt.Scale(domain=MECHANISM_ORDER, range=_COLORS)
+PER_ROW = 2  # measure blocks per row of the comparison figures
+_PANEL_WIDTH = 200  # a measure's plot area (its mechanism labels and axis title come on top)
 # the columns of `mbb.analysis.outcome.outcomes` (definitions there) and their axis titles
 LABELS = {
     "deadline_miss": "Deadline-miss rate (share of worker-subruns)",
@@ -135,19 +138,21 @@ def _per_measure(
     measures: Sequence[str],
     panel: Callable[[pl.DataFrame, str], alt.LayerChart | alt.FacetChart],
     title: str,
-) -> alt.HConcatChart:
-    """One column per measure, its conditions stacked in rows sharing the measure's scale."""
-    columns = []
+) -> alt.ConcatChart:
+    """One block per measure, its conditions stacked in rows sharing the measure's scale; the
+    blocks wrap `PER_ROW` to a row, so the figure fits a report page (~1,000 px) at the theme's
+    font sizes: four blocks side by side were ~1,800 px, read at ~7 px once scaled to a page."""
+    blocks = []
     for m in measures:
         label = LABELS.get(m, m)
-        columns.append(
+        blocks.append(
             panel(agg.filter(pl.col("measure") == label), m)
-            .properties(width=170, height=30 * max(1, agg["mechanism"].n_unique()))
+            .properties(width=_PANEL_WIDTH, height=22 * max(1, agg["mechanism"].n_unique()))
             .facet(row=alt.Row("condition:N", title="Condition"))
             .properties(title=label)
         )
     return (
-        alt.hconcat(*columns)
+        alt.concat(*blocks, columns=PER_ROW)
         .resolve_scale(x="independent")
         .properties(title={"text": title, "subtitle": seeds_subtitle(agg["runs"])})
     )
@@ -155,7 +160,7 @@ def _per_measure(
 
 def outcome_comparison(
     out: pl.DataFrame, measures: Sequence[str] = DEFAULT_MEASURES
-) -> alt.HConcatChart | alt.Chart:
+) -> alt.ConcatChart | alt.Chart:
     """Mean of each measure per mechanism (point) with its 95 % interval over runs (rule), on
     an axis fitted to the values (not forced to 0: a bar from 0 squeezed the mechanisms'
     differences into its last tenth) and titled with the direction that is better.
@@ -197,7 +202,7 @@ def outcome_comparison(
 
 def differences_vs_institutions(
     out: pl.DataFrame, measures: Sequence[str] = DEFAULT_MEASURES
-) -> alt.HConcatChart | alt.Chart:
+) -> alt.ConcatChart | alt.Chart:
     """Paired difference mechanism − institutions per run (same workload), mean ± 95 %.
 
     Right of zero: the mechanism scores higher than the agents' institutions did on the same
@@ -234,12 +239,11 @@ def differences_vs_institutions(
         base = alt.Chart().encode(y=_mech_axis(None))
         zero = alt.Chart().mark_rule(color="#888", strokeDash=[4, 3]).encode(x=alt.datum(0))
         side = "right" if measure in _HIGHER_BETTER else "left" if measure in BETTER else None
-        x_title = "Mechanism − institutions" + (
-            f" ({'percentage points; ' if measure in _SHARES else ''}{side} of 0 = "
-            "mechanism better)"
-            if side
-            else ""
-        )
+        # two lines: on one, the title set the block's width past the page's share
+        points = "percentage points; " if measure in _SHARES else ""
+        x_title = ["Mechanism − institutions"]
+        if side:
+            x_title.append(f"({points}{side} of 0 = mechanism better)")
         pts = base.mark_point(filled=True, size=60).encode(
             x=alt.X("mean:Q", title=x_title, axis=_axis(measure, signed=True)),
             color=alt.Color("mechanism:N", scale=MECHANISM_SCALE, legend=None),

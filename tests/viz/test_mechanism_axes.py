@@ -59,7 +59,11 @@ def test_outcome_axes_carry_direction_and_do_not_start_at_zero():
 
 def test_differences_say_which_side_is_better():
     spec = M.differences_vs_institutions(_out()).to_dict()
-    titles = {x.get("title") for x in _all(spec, "x") if isinstance(x, dict)}
+    titles = {  # a title of two lines reads as one
+        t if isinstance(t, str) else " ".join(t)
+        for t in (x.get("title") for x in _all(spec, "x") if isinstance(x, dict))
+        if t
+    }
     assert "Mechanism − institutions (left of 0 = mechanism better)" in titles  # the Gini
     assert (
         "Mechanism − institutions (percentage points; right of 0 = mechanism better)" in titles
@@ -117,3 +121,26 @@ def test_shares_are_drawn_in_percent_as_the_tables_write_them():
     assert _axis("score", signed=True).to_dict() == {"format": "+%"}
     assert _axis("gini_exec").to_dict() == {} and _axis("mean_wait_s").to_dict() == {}
     assert '"format": "%"' in json.dumps(_axis("progress").to_dict())
+
+
+@pytest.mark.parametrize("figure", [M.outcome_comparison, M.differences_vs_institutions])
+def test_the_comparison_fits_a_report_page_at_the_theme_font_sizes(figure):
+    """Every mechanism, three conditions, the four default measures: as rendered in a notebook
+    (the theme's 12-15 px fonts), no wider than a report page, so its text is read at its size
+    (side by side the blocks were ~1,800 px, read at ~7 px once scaled to a page)."""
+    import re
+
+    from mbb.protocol.scheduling.centralized import CENTRALIZED
+    from mbb.viz.render import legible, render_svg
+
+    rows = [
+        {"condition": cond, "mechanism": mech, "base_run": f"{cond}-{i}",
+         "deadline_miss": 0.2 + 0.01 * i, "progress": 0.9 - 0.02 * i,
+         "gini_exec": 0.3 + 0.01 * i, "score": 0.8 - 0.01 * i}
+        for cond in ("base", "mech_mixed_deadlines", "urgent_worker")
+        for mech in ("negotiated", *CENTRALIZED)
+        for i in range(3)
+    ]  # fmt: skip
+    spec = legible(figure(pl.DataFrame(rows)).to_dict())
+    width = float(re.search(r'<svg[^>]*\bwidth="([\d.]+)"', render_svg(spec)).group(1))
+    assert width <= 1000, width
