@@ -119,6 +119,33 @@ def test_mechanisms_notebook_executes(tmp_path):
     # of all: each says which (a reviewer read 702 s against 750 s as a contradiction)
     page = " ".join(str(o.get("data", {})) for o in outputs)
     assert "mean of the runs" in page and "the longest wait of any request" in page
+    # base's deadlines are all equal: EDF is FCFS there, and the page says so and why (a
+    # reviewer read the identical rows as a finding)
+    text = " ".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
+    assert "⚠ base: fcfs = edf, the same schedule in all 2 runs" in text
+    assert "every worker has the same deadline" in text
+
+
+def test_identical_schedules_are_found_and_explained(tmp_path):
+    """On urgent_worker the urgent W1 is also first in request order, so EDF and FCFS give the
+    same windows in every run (said, with that reason); on mech_mixed_deadlines the tightest
+    deadline queues last and they differ (not said)."""
+    from mbb.analysis.mechanisms import same_schedules
+    from mbb.batch.build import load_params
+
+    runs = {
+        name: [
+            run_condition(load_params(name, {"subruns": 2}), s, tmp_path / name).out_dir
+            for s in range(2)
+        ]
+        for name in ("urgent_worker", "mech_mixed_deadlines")
+    }
+    urgent = same_schedules(compare(runs["urgent_worker"], mechanisms=("fcfs", "edf", "sjf")))
+    row = urgent.filter(pl.col("mechanisms") == "fcfs = edf").row(0, named=True)
+    assert row["condition"] == "urgent_worker" and row["runs"] == 2
+    assert "earliest deadline (W1) is also first in request order" in row["why"]
+    mixed = compare(runs["mech_mixed_deadlines"], mechanisms=("fcfs", "edf"))
+    assert "fcfs = edf" not in same_schedules(mixed)["mechanisms"].to_list()
 
 
 def test_compare_conditions_refuses_a_misspelled_name_and_says_what_it_leaves_out(tmp_path, capsys):

@@ -16,6 +16,7 @@ from mbb.analysis.mechanisms.compare import (
     Comparison,
     compare,
     compare_conditions,
+    same_schedules,
     summary,
 )
 from mbb.analysis.mechanisms.replay import RecordedDemand, ReplayError, recorded_demand, replay
@@ -36,6 +37,7 @@ __all__ = [
     "gini",
     "recorded_demand",
     "replay",
+    "same_schedules",
     "screens",
     "summary",
     "waits",

@@ -23,9 +23,9 @@ from mbb.analysis.outcome import execution_by_worker, outcomes, waits
 from mbb.analysis.runs import cell_of, excluded_note, find_run_dirs, run_status, selected_runs
 from mbb.core.eventlog import kind_of, read_lines
 from mbb.core.tables import tables_from_lines, write_tables
-from mbb.protocol.scheduling.centralized import CENTRALIZED
+from mbb.protocol.scheduling.centralized import AUCTIONS, CENTRALIZED
 
-__all__ = ["MEASURES", "Comparison", "compare", "compare_conditions", "summary"]
+__all__ = ["MEASURES", "Comparison", "compare", "compare_conditions", "same_schedules", "summary"]
 
 # the columns of `mbb.analysis.outcome.outcomes` that compare allocations on one workload
 MEASURES = (
@@ -192,3 +192,77 @@ def summary(out: pl.DataFrame, measures: Sequence[str] = MEASURES) -> pl.DataFra
         .sort("condition", "_o")
         .drop("_o")
     )
+
+
+def same_schedules(cmp: Comparison) -> pl.DataFrame:
+    """Pairs of mechanisms that gave the same windows (who, when, how long) in every run of a
+    condition, with the reason read from the workloads: their rows in every table and chart
+    are then one result drawn twice, not two that agree by chance (a reviewer read EDF = FCFS
+    on every row as a finding; on the scripted population the urgent W1 is also first in
+    request order). One row per condition and pair: `condition`, `mechanisms` ("a = b"),
+    `runs` and `why`.
+
+    cmp: a `compare` or `compare_conditions` result."""
+    keys = cmp.outcomes.select("run_id", "base_run", "mechanism", "condition")
+    schedule = (
+        cmp.tables["windows"]
+        .join(keys, on="run_id")
+        .sort("run_id", "subrun", "start", "worker")
+        .group_by("condition", "base_run", "mechanism")
+        .agg(pl.concat_str("subrun", "worker", "start", "allocation", separator=":").alias("w"))
+        .with_columns(pl.col("w").list.join(" ").alias("schedule"))
+    )
+    order = {m: i for i, m in enumerate(["negotiated", *CENTRALIZED])}
+    rows = []
+    for (condition,), part in schedule.sort("condition").group_by("condition", maintain_order=True):
+        by_mech = {
+            m: dict(zip(g["base_run"], g["schedule"], strict=True))
+            for (m,), g in part.group_by("mechanism")
+        }
+        mechs = sorted(by_mech, key=lambda m: order.get(m, len(order)))
+        for i, a in enumerate(mechs):
+            for b in mechs[i + 1 :]:
+                if by_mech[a] == by_mech[b]:
+                    rows.append(
+                        (condition, f"{a} = {b}", len(by_mech[a]), _why(cmp, condition, {a, b}))
+                    )
+    return pl.DataFrame(rows, schema=["condition", "mechanisms", "runs", "why"], orient="row")
+
+
+def _why(cmp: Comparison, condition: str, pair: set[str]) -> str:
+    """Why two mechanisms' schedules coincide on a condition's workloads, as far as the
+    recorded deadlines and request order say."""
+    if pair <= set(AUCTIONS):
+        return "both sell each window to the highest bid; only the price paid differs"
+    if pair != {"edf", "fcfs"}:
+        return "their orders agree in every round of these workloads"
+    runs = cmp.outcomes.filter(
+        (pl.col("condition") == condition) & (pl.col("mechanism") == "negotiated")
+    )["run_id"].to_list()
+    deadlines = cmp.tables["subrun_workers"].filter(pl.col("run_id").is_in(runs))
+    if (
+        deadlines.group_by("run_id", "subrun")
+        .agg(pl.col("deadline_s").n_unique() == 1)["deadline_s"]
+        .all()
+    ):
+        return "every worker has the same deadline: EDF's ties go by request order, as FCFS"
+    earliest = deadlines.filter(
+        pl.col("deadline_s") == pl.col("deadline_s").min().over("run_id", "subrun")
+    )
+    first = (
+        cmp.tables["requests"]
+        .filter(pl.col("run_id").is_in(runs))
+        .sort("seq")
+        .group_by("run_id", "subrun")
+        .first()
+        .select("run_id", "subrun", "worker")
+    )
+    led = first.join(earliest, on=["run_id", "subrun", "worker"], how="semi").height
+    if led == first.height:
+        who = ", ".join(sorted(set(earliest["worker"])))
+        return (
+            f"the earliest deadline ({who}) is also first in request order in every subrun: "
+            "EDF and FCFS serve the queue alike (params/mech_mixed_deadlines.yaml makes them "
+            "differ)"
+        )
+    return "their orders agree in every round of these workloads"
