@@ -215,17 +215,33 @@ def condition_dash(conditions: Iterable[str]) -> alt.Scale:
 
 
 def shared_colour_note(conditions: Iterable[str]) -> list[str]:
-    """A subtitle line naming the drawn conditions that share a colour (none: no line), since
-    `condition_color` gives a name its colour whatever else a chart draws.
+    """Subtitle lines saying which drawn names share a colour (none: no line), since
+    `condition_color` gives a name its colour whatever else a chart draws: cells of one
+    condition (a study's roles and models) in one line, however many; conditions whose names
+    fall on one colour by name, at most four groups of them, the rest counted.
 
     conditions: the condition (or cell) names the chart draws."""
+    from mbb.analysis.runs import condition_part
+
     by_colour: dict[str, list[str]] = {}
     for c in sorted({c for c in conditions if c is not None}):
         by_colour.setdefault(condition_hex(c), []).append(c)
-    groups = [" and ".join(g) for g in by_colour.values() if len(g) > 1]
-    if not groups:
-        return []
-    return [f"⚠ same colour: {'; '.join(groups)} (hover a mark for its condition)"]
+    cells = False
+    groups = []
+    for names in by_colour.values():
+        parts = sorted({condition_part(n) for n in names})
+        cells = cells or len(parts) < len(names)
+        if len(parts) > 1:
+            groups.append(" and ".join(parts))
+    lines = []
+    if cells:
+        lines.append("the cells of one condition share its colour (hover a mark for its cell)")
+    if groups:
+        more = f"; {len(groups) - 4} more such groups" if len(groups) > 4 else ""
+        lines.append(
+            f"⚠ same colour: {'; '.join(groups[:4])}{more} (hover a mark for its condition)"
+        )
+    return lines
 
 
 def none_layer(x: Any, y: Any, flag: str = "empty") -> alt.Chart:

@@ -141,3 +141,18 @@ def test_conditions_sharing_a_colour_are_dashed_apart_and_named():
     assert theme.shared_colour_note(["memory_off", "base"]) == []
     (note,) = theme.shared_colour_note(["bids_flat", "base", "memory_off"])
     assert "base and bids_flat" in note
+
+
+def test_a_study_of_many_cells_gets_a_short_note():
+    """72 cells (9 conditions x 8 models, the paper's study): one line for the cells of a
+    condition sharing its colour and one naming the conditions that share one, not 72 names."""
+    models = [f"m{i}" for i in range(8)]
+    cells = [f"{c}.both-{m}" for c in theme.SHIPPED_CONDITIONS[:9] for m in models]
+    assert theme.shared_colour_note(cells) == [
+        "the cells of one condition share its colour (hover a mark for its cell)"
+    ]
+    cells += [f"{c}.both-{m}" for c in ("bids_flat", "rule_makers") for m in models]
+    cells_note, conditions_note = theme.shared_colour_note(cells)
+    assert cells_note.startswith("the cells of one condition")
+    assert conditions_note.startswith("⚠ same colour: base and bids_flat; memory_off and ")
+    assert "m0" not in conditions_note and len(conditions_note) < 150
