@@ -1,5 +1,5 @@
 """Every analysis figure (`mbb.viz`) builds from a small scripted batch, stays under altair's
-row limit and renders offline; lifecycles are a funnel only when their stages nest, compared
+row limit and renders offline; lifecycle stages nest per condition, compared
 panels share scales, and empty panels say "none"."""
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ FIGURES: dict[str, Callable[[dict[str, Any]], alt.TopLevelMixin]] = {
         A.token_efficiency(d["t"], d["audit"])
     ),
     "lifecycle_stages": lambda d: X.transmission_stages(
-        A.rule_lifecycle(d["t"], d["ev"]), A.commitments(d["t"]), runs=d["t"]["runs"].height
+        A.rule_lifecycle(d["t"], d["ev"]), A.commitments(d["t"]), runs=d["t"]["runs"]
     ),
     "transmission_rates": lambda d: X.transmission_rates_chart(
         A.transmission_rates(d["t"], d["ev"])
@@ -172,71 +172,101 @@ def _has_none_text(spec: dict[str, Any]) -> bool:
     )
 
 
-def _lifecycles(nested: bool) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Two runs' rules and commitments; with nested=False one rule is honoured by its
-    proposer without anyone accepting or citing it (what the scripted runs produce)."""
+def _lifecycles(nested: bool) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """Rules and commitments of two conditions, and their runs (memory_off's second run
+    proposed nothing); with nested=False a base rule is honoured by its proposer without anyone
+    accepting or citing it, and a memory_off commitment is claimed and honoured without having
+    been accepted (what the scripted runs produce)."""
+    runs = pl.DataFrame(
+        {
+            "run_id": ["b1", "b2", "m1", "m2"],
+            "condition": ["base", "base", "memory_off", "memory_off"],
+        }
+    )
     rules = pl.DataFrame(
         {
-            "run_id": ["r1", "r1", "r1", "r2"],
-            "subrun": [1, 1, 2, 1],
-            "accepted": [True, True, True, nested],
-            "citing_rounds": [2, 1, 1, 1 if nested else 0],
-            "status": ["honoured", "broken", "open", "honoured"],
+            "run_id": ["b1", "b1", "b1", "b2", "m1"],
+            "subrun": [1, 1, 2, 1, 1],
+            "accepted": [True, True, True, nested, True],
+            "citing_rounds": [2, 1, 1, 1 if nested else 0, 1],
+            "status": ["honoured", "broken", "open", "honoured", "honoured"],
         }
     )
     commits = pl.DataFrame(
         {
-            "run_id": ["r1", "r2"],
+            "run_id": ["b1", "m1"],
             "subrun": [1, 1],
-            "accepted": [True, False],
-            "claim_round": [3, None],
-            "status": ["honoured", "open"],
+            "accepted": [True, nested],
+            "claim_round": [3, 2],
+            "status": ["honoured", "honoured"],
         },
         schema_overrides={"claim_round": pl.Int64},
     )
-    return rules, commits
+    return rules, commits, runs
 
 
-def test_nesting_is_checked_item_by_item():
-    ok = X.nesting_violations(X.stage_flags(*_lifecycles(nested=True)))
-    assert ok.is_empty()
-    bad = X.nesting_violations(X.stage_flags(*_lifecycles(nested=False)))
-    assert bad.rows() == [("rule", "honoured", "cited", 1)]
+def _count(counts: pl.DataFrame, cond: str, kind: str, subrun: int, stage: str) -> dict:
+    return counts.filter(
+        (pl.col("condition") == cond)
+        & (pl.col("kind") == kind)
+        & (pl.col("subrun") == subrun)
+        & (pl.col("stage") == stage)
+    ).row(0, named=True)
 
 
-def test_funnel_is_refused_when_stages_do_not_nest():
-    rules, commits = _lifecycles(nested=False)
-    with pytest.raises(ValueError, match=r"1 honoured rule\(s\) not cited"):
-        X.transmission_funnel(rules, commits)
-    spec = X.transmission_stages(rules, commits).to_dict()
-    assert "Not a funnel" in str(spec["title"]["subtitle"])
-    marks = {
-        n["mark"]["type"] if isinstance(n["mark"], dict) else n["mark"]
-        for n in _walk(spec)
-        if "mark" in n
-    }
-    assert not any("x2" in n.get("encoding", {}) for n in _walk(spec))  # bars from zero
-    assert "bar" in marks
+def test_lifecycle_stages_are_per_condition_and_nest():
+    rules, commits, runs = _lifecycles(nested=False)
+    counts = X.stage_counts(X.stage_flags(rules, commits, runs), runs)
+    # each condition per run of its own: base 3 rules in subrun 1 over 2 runs, memory_off 1
+    # over 2 (m2 proposed none and counts 0)
+    assert _count(counts, "base", "rule", 1, "proposed")["per_run"] == 1.5
+    assert _count(counts, "memory_off", "rule", 1, "proposed")["per_run"] == 0.5
+    assert _count(counts, "memory_off", "rule", 1, "proposed")["runs"] == 2
+    # every stage a subset of the one before, per condition, kind and subrun
+    wide = counts.pivot(on="stage", index=["condition", "kind", "subrun"], values="n")
+    for stage, parent in X.STAGE_PARENT.items():
+        assert (wide[stage] <= wide[parent]).all(), (stage, parent)
+    # the base rule honoured without being accepted or cited: apart, not in "honoured"
+    assert _count(counts, "base", "rule", 1, "honoured")["n"] == 1  # b1's, along the sequence
+    assert _count(counts, "base", "rule", 1, "honoured without accepted")["n"] == 1
+    # the memory_off commitment claimed and honoured without being accepted
+    assert _count(counts, "memory_off", "commitment", 1, "cited")["n"] == 0
+    assert _count(counts, "memory_off", "commitment", 1, "honoured without accepted")["n"] == 1
+    # a condition that proposed no commitment where another did counts 0, it is not left out
+    assert _count(counts, "base", "commitment", 1, "honoured without accepted")["n"] == 0
 
 
-def test_funnel_is_drawn_when_stages_nest():
-    rules, commits = _lifecycles(nested=True)
-    spec = X.transmission_stages(rules, commits, runs=2).to_dict()
-    assert str(spec["title"]["subtitle"]).startswith("A funnel")
-    assert any("x2" in n.get("encoding", {}) for n in _walk(spec))  # centred bars
-    per_run = {
-        (r["kind"], r["subrun"], r["stage"]): r["per_run"] for r in _data(spec) if not r["empty"]
-    }
-    assert per_run[("rule", 1, "proposed")] == 1.5  # 3 rules over the 2 runs given
-    assert X.transmission_funnel(rules, commits).to_dict()["title"] == spec["title"] | {
-        "text": "Rule and commitment lifecycles (2 run(s))"
-    }
+def test_lifecycle_chart_compares_conditions_and_shows_skipped_stages():
+    rules, commits, runs = _lifecycles(nested=False)
+    spec = X.transmission_stages(rules, commits, runs=runs).to_dict()
+    rows = [r for r in _data(spec) if not r["empty"]]
+    assert {r["series"] for r in rows} == {"base (2 runs)", "memory_off (2 runs)"}
+    offsets = [
+        n["encoding"]["yOffset"]["field"] for n in _walk(spec) if "yOffset" in n.get("encoding", {})
+    ]
+    assert offsets and set(offsets) == {"series"}  # conditions side by side in every panel
+    subtitle = " ".join(spec["title"]["subtitle"])
+    assert "rules off the sequence, counted apart: 1 honoured without accepted" in subtitle
+    assert "commitments off the sequence, counted apart: 1 honoured without accepted" in subtitle
+    stages = {r["stage"] for r in rows}
+    assert "honoured without accepted" in stages
+    assert "broken without cited" not in stages  # a category no item is in is not drawn
+    tips = [n["encoding"]["tooltip"] for n in _walk(spec) if "tooltip" in n.get("encoding", {})]
+    assert tips and all(t == tips[0] for t in tips)  # one tooltip for every mark
+
+
+def test_nested_lifecycles_have_nothing_off_the_sequence():
+    rules, commits, runs = _lifecycles(nested=True)
+    counts = X.stage_counts(X.stage_flags(rules, commits, runs), runs)
+    assert counts.filter(pl.col("stage").is_in(X.OFF_SEQUENCE))["n"].sum() == 0
+    spec = X.transmission_stages(rules, commits, runs=runs).to_dict()
+    assert not any("off the sequence" in line for line in spec["title"]["subtitle"])
 
 
 @pytest.mark.parametrize("nested", [True, False])
 def test_lifecycle_panels_share_scales_and_say_none(nested):
-    rules, commits = _lifecycles(nested)
-    spec = X.transmission_stages(rules, commits, subruns=[1, 2, 3]).to_dict()
+    rules, commits, runs = _lifecycles(nested)
+    spec = X.transmission_stages(rules, commits, runs=runs, subruns=[1, 2, 3]).to_dict()
     assert not any("resolve" in n for n in _walk(spec)), "panels must share their scales"
     empty = sorted((r["kind"], r["subrun"]) for r in _data(spec) if r["empty"])
     # nothing proposed: commitments in subruns 2 and 3, rules in subrun 3

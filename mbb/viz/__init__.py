@@ -5,8 +5,8 @@ One module per topic, all drawn with the shared look of `mbb.viz.theme`:
 - `run`: one condition's runs — resource timeline, bids, budgets, outcomes per subrun;
 - `compare`: conditions side by side — outcomes and bids by condition;
 - `taxonomy`: behaviour prevalence, strategic profiles, institutions, drift, classifier checks;
-- `transmission`: rule and commitment lifecycles (a funnel only when the stages nest) and
-  transmission across subruns;
+- `transmission`: rule and commitment lifecycles per condition (nested stages; items that
+  skipped a stage counted apart) and transmission across subruns;
 - `starting_states`: urgent and rich workers, contested wins;
 - `tokens`: the token audit and tokens per credit won;
 - `mechanisms`: the agents' institutions against centralized mechanisms;

@@ -1,13 +1,17 @@
-"""Figures of rule and commitment transmission: lifecycle stages and transmission across
-subruns (`mbb.analysis.rule_lifecycle`, `mbb.analysis.commitments`,
+"""Figures of rule and commitment transmission: lifecycle stages per condition and transmission
+across subruns (`mbb.analysis.rule_lifecycle`, `mbb.analysis.commitments`,
 `mbb.analysis.transmission_rates`).
 
-A lifecycle is drawn as a funnel only when its stages are nested — every accepted item was
-proposed, every cited one accepted, every honoured or broken one cited (`nesting_violations`
-checks it item by item). They often are not: a rule's proposer can honour it in later ballots
-without anyone else accepting it. Then the stages are drawn as side-by-side bars, each counting
-its own stage, and the subtitle says which inclusions fail. Subrun panels share one scale, and
-a panel with nothing proposed says "none".
+A lifecycle follows the stated sequence proposed -> accepted -> cited -> honoured / broken, and
+mbb counts each stage as the items that reached it through every stage before it, so each
+stage is a subset of the one above (a funnel, by construction). An item can reach a stage
+while skipping one before it — in the scripted population a debtor who never accepted an offer
+is called in and repays it; a rule's proposer keeps a rule nobody else took up. Such an item
+is counted apart, in its own visible category ("honoured without accepted": it reached
+honoured, and accepted is the first stage it skipped), never in a stage it did not reach
+through the sequence, and never dropped. Conditions are drawn side by side in every panel,
+each as a count per run of that condition, so they can be compared; subrun panels share one
+scale, and a panel with nothing proposed says "none".
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import altair as alt
 import polars as pl
 
 from mbb.viz.theme import (
-    PANEL_HEIGHT,
+    PALETTE,
     PANEL_WIDTH,
     condition_hex,
     none_chart,
@@ -29,105 +33,174 @@ from mbb.viz.theme import (
 )
 
 __all__ = [
+    "OFF_SEQUENCE",
     "STAGES",
     "STAGE_PARENT",
-    "nesting_violations",
     "stage_counts",
     "stage_flags",
-    "transmission_funnel",
     "transmission_rates_chart",
     "transmission_stages",
 ]
 
 STAGES = ("proposed", "accepted", "cited", "honoured", "broken")
-# the stage each stage must be a subset of for the lifecycle to be a funnel
+# the stage each stage follows in the stated sequence
 STAGE_PARENT = {"accepted": "proposed", "cited": "accepted", "honoured": "cited", "broken": "cited"}
-_COLORS = ("#bab0ac", "#4c78a8", "#72b7b2", "#54a24b", "#e45756")
+# an item that reached a stage (first word) while skipping an earlier one (last word)
+OFF_SEQUENCE = tuple(
+    f"{stage} without {skipped}"
+    for skipped in ("accepted", "cited")
+    for stage in ("cited", "honoured", "broken")
+    if stage != skipped
+)
+CATEGORIES = STAGES + OFF_SEQUENCE
 _KINDS = ("rule", "commitment")
+_BAR_STEP = 9  # pixels per bar (one condition of one category)
 
 
-def stage_flags(rules: pl.DataFrame, commits: pl.DataFrame) -> pl.DataFrame:
-    """One row per rule or commitment: run_id, kind, subrun (proposed in) and one boolean per
-    stage of `STAGES`. A rule is cited when a later round cites it, a commitment when it is
-    claimed; honoured and broken are the item's status.
+def _chain(stage: str) -> list[str]:
+    """The stages before `stage` in the sequence, nearest first (without "proposed")."""
+    out = []
+    while (stage := STAGE_PARENT.get(stage, "proposed")) != "proposed":
+        out.append(stage)
+    return out
+
+
+def _condition_of(run_ids: pl.DataFrame, runs: pl.DataFrame | None) -> pl.DataFrame:
+    """run_id -> condition: from `runs` when given, else the run id without its seed suffix."""
+    if runs is not None:
+        return runs.select("run_id", "condition").unique()
+    return (
+        run_ids.select("run_id")
+        .unique()
+        .with_columns(pl.col("run_id").str.replace(r"-seed\d+$", "").alias("condition"))
+    )
+
+
+def stage_flags(
+    rules: pl.DataFrame, commits: pl.DataFrame, runs: pl.DataFrame | None = None
+) -> pl.DataFrame:
+    """One row per rule or commitment: run_id, condition, kind, subrun (proposed in), one
+    boolean per stage of `STAGES` — true when the item reached the stage through every stage
+    before it (mbb's choice: the stated sequence defines the stages, so they nest per item) —
+    and one per category of `OFF_SEQUENCE`, true when the item reached that stage but skipped
+    the named one (the first it skipped). A rule is cited when a later round cites it, a
+    commitment when it is claimed; honoured and broken are the item's status.
 
     rules: `mbb.analysis.rule_lifecycle` output.
     commits: `mbb.analysis.commitments` output.
+    runs: the runs table (run_id, condition; `mbb.analysis.load_runs`); default: the condition
+        is the run id without its `-seedNNNN` suffix.
     """
 
-    def flags(df: pl.DataFrame, kind: str, cited: pl.Expr) -> pl.DataFrame:
+    def own(df: pl.DataFrame, kind: str, cited: pl.Expr) -> pl.DataFrame:
         return df.select(
             "run_id",
             pl.lit(kind).alias("kind"),
             pl.col("subrun").cast(pl.Int64),
-            pl.lit(True).alias("proposed"),
             pl.col("accepted").fill_null(False).cast(pl.Boolean).alias("accepted"),
             cited.fill_null(False).alias("cited"),
             (pl.col("status") == "honoured").fill_null(False).alias("honoured"),
             (pl.col("status") == "broken").fill_null(False).alias("broken"),
         )
 
-    return pl.concat(
+    raw = pl.concat(
         [
-            flags(rules, "rule", pl.col("citing_rounds") > 0),
-            flags(commits, "commitment", pl.col("claim_round").is_not_null()),
+            own(rules, "rule", pl.col("citing_rounds") > 0),
+            own(commits, "commitment", pl.col("claim_round").is_not_null()),
         ]
     )
-
-
-def nesting_violations(flags: pl.DataFrame) -> pl.DataFrame:
-    """Per kind and stage, the items in the stage but not in its parent stage (`STAGE_PARENT`);
-    only the failing inclusions (no rows: the stages nest, a funnel is honest).
-
-    flags: `stage_flags` output.
-    """
-    rows = [
-        {"kind": kind, "stage": stage, "parent": parent, "items": n}
-        for kind in _KINDS
-        for stage, parent in STAGE_PARENT.items()
-        if (n := flags.filter((pl.col("kind") == kind) & pl.col(stage) & ~pl.col(parent)).height)
-    ]
-    schema = {"kind": pl.String, "stage": pl.String, "parent": pl.String, "items": pl.Int64}
-    return pl.DataFrame(rows, schema=schema)
-
-
-def stage_counts(flags: pl.DataFrame, runs: int | None = None) -> pl.DataFrame:
-    """Per kind, subrun proposed in and stage: `n` items, `per_run` (n / runs) and its 95 % CI
-    over runs (`per_run_ci_low`, `per_run_ci_high`; null with one run).
-
-    flags: `stage_flags` output.
-    runs: how many runs the items come from (default: the runs with at least one item, which
-        overstates per-run counts when some runs had none).
-    """
-    n_runs = runs if runs is not None else max(1, flags["run_id"].n_unique())
-    if n_runs < 1:
-        raise ValueError(f"runs must be at least 1, got {n_runs}")
-    wide = flags.group_by("kind", "subrun").agg(pl.col(list(STAGES)).sum())
-    return (
-        wide.unpivot(
-            index=["kind", "subrun"], on=list(STAGES), variable_name="stage", value_name="n"
-        )
-        .with_columns(pl.col("n").cast(pl.Int64), (pl.col("n") / n_runs).alias("per_run"))
-        .join(_per_run_ci(flags, n_runs), on=["kind", "subrun", "stage"], how="left")
-        .sort("kind", "subrun")
+    along = {s: pl.all_horizontal(pl.col(s), *map(pl.col, _chain(s))) for s in STAGES[1:]}
+    skipped = {}
+    for cat in OFF_SEQUENCE:
+        stage, first = cat.split(" without ")
+        before = _chain(stage)  # nearest first: the first skipped is the farthest one missing
+        outer = before[before.index(first) + 1 :]
+        skipped[cat] = pl.all_horizontal(pl.col(stage), ~pl.col(first), *map(pl.col, outer))
+        if stage == "cited":  # cited without accepted, and no outcome after it
+            skipped[cat] = skipped[cat] & ~pl.col("honoured") & ~pl.col("broken")
+    return raw.join(_condition_of(raw, runs), on="run_id", how="left").select(
+        "run_id",
+        "condition",
+        "kind",
+        "subrun",
+        pl.lit(True).alias("proposed"),
+        *(e.alias(s) for s, e in along.items()),
+        *(e.alias(c) for c, e in skipped.items()),
     )
 
 
-def _per_run_ci(flags: pl.DataFrame, n_runs: int) -> pl.DataFrame:
-    """The 95 % CI over runs of the count per run (`mbb.analysis.stats.bootstrap_ci`, the
-    expanded percentile bootstrap): each run's count of the kind, subrun and stage, a run
-    without any such item counting 0; null with fewer than 2 runs (no spread)."""
+def stage_counts(flags: pl.DataFrame, runs: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Per condition, kind, subrun proposed in and category (`STAGES`, then `OFF_SEQUENCE`):
+    `runs` of the condition, `n` items, `per_run` (n / runs) and its 95 % CI over the
+    condition's runs (`per_run_ci_low`, `per_run_ci_high`; null with one run). Every condition
+    has a row wherever any condition proposed an item of the kind in the subrun: a condition
+    that proposed none there counts 0, it is not left out.
+
+    flags: `stage_flags` output.
+    runs: the runs table (run_id, condition), so that a run without any item counts 0
+        (default: the runs with at least one item, which overstates per-run counts when some
+        runs had none).
+    """
+    run_cond = _condition_of(flags, runs)
+    n_runs = run_cond.group_by("condition").agg(pl.len().cast(pl.Int64).alias("runs"))
+    panels = flags.select("kind", "subrun").unique()
+    grid = n_runs.join(panels, how="cross")
+    wide = flags.group_by("condition", "kind", "subrun").agg(pl.col(list(CATEGORIES)).sum())
+    counts = (
+        grid.join(wide, on=["condition", "kind", "subrun"], how="left")
+        .with_columns(pl.col(list(CATEGORIES)).fill_null(0))
+        .unpivot(
+            index=["condition", "runs", "kind", "subrun"],
+            on=list(CATEGORIES),
+            variable_name="stage",
+            value_name="n",
+        )
+        .with_columns(pl.col("n").cast(pl.Int64))
+        .with_columns((pl.col("n") / pl.col("runs")).alias("per_run"))
+    )
+    order = {c: i for i, c in enumerate(CATEGORIES)}
+    return (
+        counts.join(
+            _per_run_ci(flags, run_cond), on=["condition", "kind", "subrun", "stage"], how="left"
+        )
+        .sort("condition", "kind", "subrun", pl.col("stage").replace_strict(order))
+        .select(
+            "condition",
+            "kind",
+            "subrun",
+            "stage",
+            "runs",
+            "n",
+            "per_run",
+            "per_run_ci_low",
+            "per_run_ci_high",
+        )
+    )
+
+
+def _per_run_ci(flags: pl.DataFrame, run_cond: pl.DataFrame) -> pl.DataFrame:
+    """The 95 % CI over a condition's runs of the count per run
+    (`mbb.analysis.stats.bootstrap_ci`, the expanded percentile bootstrap): each run's count of
+    the kind, subrun and category, a run without any such item counting 0; null with fewer
+    than 2 runs (no spread)."""
     from mbb.analysis.stats import bootstrap_ci
 
-    per_run = flags.group_by("run_id", "kind", "subrun").agg(pl.col(list(STAGES)).sum())
+    per_run = (
+        run_cond.join(flags.select("kind", "subrun").unique(), how="cross")
+        .join(
+            flags.group_by("run_id", "kind", "subrun").agg(pl.col(list(CATEGORIES)).sum()),
+            on=["run_id", "kind", "subrun"],
+            how="left",
+        )
+        .with_columns(pl.col(list(CATEGORIES)).fill_null(0))
+    )
     rows = []
-    for (kind, subrun), part in per_run.group_by("kind", "subrun"):
-        for stage in STAGES:
-            counts = part[stage].cast(pl.Float64).to_list()
-            counts += [0.0] * max(0, n_runs - len(counts))
-            ci = bootstrap_ci(counts)
-            rows.append((kind, subrun, stage, ci[0] if ci else None, ci[1] if ci else None))
+    for (cond, kind, subrun), part in per_run.group_by("condition", "kind", "subrun"):
+        for stage in CATEGORIES:
+            ci = bootstrap_ci(part[stage].cast(pl.Float64).to_list())
+            rows.append((cond, kind, subrun, stage, *(ci if ci else (None, None))))
     schema = {
+        "condition": pl.String,
         "kind": pl.String,
         "subrun": pl.Int64,
         "stage": pl.String,
@@ -146,211 +219,154 @@ def _panels(flags: pl.DataFrame, subruns: Sequence[int] | None) -> pl.DataFrame:
     )
 
 
-def _violations(violations: pl.DataFrame) -> str:
-    return "; ".join(
-        f"{r['items']} {r['stage']} {r['kind']}(s) not {r['parent']}"
-        for r in violations.iter_rows(named=True)
+def _interval_note(runs: pl.Expr) -> pl.Expr:
+    """What a count's interval is, or why it has none (one run: no spread)."""
+    return (
+        pl.when(runs < 2)
+        .then(pl.format("no interval ({} run)", runs))
+        .otherwise(pl.format("95% CI over the condition's {} runs", runs))
+        .alias("interval")
     )
 
 
-def transmission_funnel(
-    rules: pl.DataFrame,
-    commits: pl.DataFrame,
-    *,
-    runs: int | None = None,
-    subruns: Sequence[int] | None = None,
-) -> alt.FacetChart | alt.Chart:
-    """Funnel of rule and commitment lifecycles by the subrun they were proposed in: proposed
-    -> accepted -> cited -> honoured / broken (per run), one panel per kind and subrun on one
-    shared scale. Refused (ValueError) when the stages do not nest: use
-    `transmission_stages`, which then draws bars.
+def _off_sequence_note(counts: pl.DataFrame) -> list[str]:
+    """One line per kind that has items off the sequence: how many, in which categories."""
+    off = counts.filter(pl.col("stage").is_in(OFF_SEQUENCE) & (pl.col("n") > 0))
+    lines = []
+    for kind in _KINDS:
+        part = off.filter(pl.col("kind") == kind).group_by("stage").agg(pl.col("n").sum())
+        if part.height:
+            what = ", ".join(
+                f"{n} {s}" for s, n in sorted(part.rows(), key=lambda r: CATEGORIES.index(r[0]))
+            )
+            lines.append(f"{kind}s off the sequence, counted apart: {what}")
+    return lines
 
-    rules: `mbb.analysis.rule_lifecycle` output.
-    commits: `mbb.analysis.commitments` output.
-    runs: how many runs the items come from (see `stage_counts`).
-    subruns: the subruns to show a panel for, "none" where nothing was proposed (default:
-        those with an item).
-    """
-    flags = stage_flags(rules, commits)
-    bad = nesting_violations(flags)
-    if bad.height:
-        raise ValueError(f"not a funnel, the stages do not nest: {_violations(bad)}")
-    return _funnel(flags, runs, subruns)
+
+# one tooltip for every mark of the lifecycle chart
+_LIFECYCLE_TOOLTIP = [
+    alt.Tooltip("condition:N"),
+    alt.Tooltip("runs:Q", title="runs of the condition"),
+    "kind:N",
+    alt.Tooltip("subrun:O", title="proposed in subrun"),
+    alt.Tooltip("stage:N", title="stage"),
+    alt.Tooltip("n:Q", title="count (the condition's runs)"),
+    alt.Tooltip("per_run:Q", format=".2f", title="per run"),
+    alt.Tooltip("per_run_ci_low:Q", format=".2f", title="95% CI low"),
+    alt.Tooltip("per_run_ci_high:Q", format=".2f", title="95% CI high"),
+    alt.Tooltip("interval:N"),
+    alt.Tooltip("share_of_proposed:Q", format=".0%", title="share of proposed"),
+]
 
 
 def transmission_stages(
     rules: pl.DataFrame,
     commits: pl.DataFrame,
     *,
-    runs: int | None = None,
+    runs: pl.DataFrame | None = None,
     subruns: Sequence[int] | None = None,
 ) -> alt.FacetChart | alt.Chart:
-    """Rule and commitment lifecycles by the subrun they were proposed in: a funnel when the
-    stages nest, else side-by-side bars per stage with a note saying which inclusions fail.
+    """Rule and commitment lifecycles per condition, by the subrun they were proposed in: one
+    panel per kind and subrun on one shared scale; in each, one bar per condition and stage
+    (the count per run of that condition, its 95 % CI over the condition's runs a whisker).
+    The stages nest (`stage_flags`): items that skipped a stage get their own rows under the
+    funnel, shown only when some item is in them (their counts say so in the subtitle).
 
     rules: `mbb.analysis.rule_lifecycle` output.
     commits: `mbb.analysis.commitments` output.
-    runs: how many runs the items come from (see `stage_counts`).
+    runs: the runs table (run_id, condition; see `stage_counts`).
     subruns: the subruns to show a panel for, "none" where nothing was proposed (default:
         those with an item).
     """
-    flags = stage_flags(rules, commits)
-    bad = nesting_violations(flags)
-    if not bad.height:
-        return _funnel(flags, runs, subruns)
-    note = [
-        "Not a funnel: the stages do not nest, so each bar counts its own stage",
-        f"({_violations(bad)})",
-        "whiskers: 95% CI over runs of the count per run (a run without the item counts 0)",
-    ]
-    return _bars(flags, runs, subruns, note)
-
-
-def _interval_note(n_runs: int) -> pl.Expr:
-    """What a count's interval is, or why it has none (one run: no spread)."""
-    if n_runs < 2:
-        return pl.lit(f"no interval ({n_runs} run)").alias("interval")
-    return pl.lit(f"95% CI over {n_runs} runs (expanded percentile bootstrap)").alias("interval")
-
-
-def _title(flags: pl.DataFrame, runs: int | None) -> str:
-    n = runs if runs is not None else flags["run_id"].n_unique()
-    return f"Rule and commitment lifecycles ({n} run(s))"
-
-
-def _funnel(
-    flags: pl.DataFrame, runs: int | None, subruns: Sequence[int] | None
-) -> alt.FacetChart | alt.Chart:
+    title = "Rule and commitment lifecycles per condition"
+    flags = stage_flags(rules, commits, runs)
     if flags.is_empty() and not subruns:
-        return none_chart(_title(flags, runs), "no rule or commitment was proposed")
-    counts = stage_counts(flags, runs).filter(pl.col("per_run").is_not_null())
+        return none_chart(title, "no rule or commitment was proposed")
+    counts = stage_counts(flags, runs)
+    present = set(counts.filter(pl.col("n") > 0)["stage"].to_list())
+    shown = [*STAGES, *(c for c in OFF_SEQUENCE if c in present)]
     proposed = counts.filter(pl.col("stage") == "proposed").select(
-        "kind", "subrun", pl.col("n").alias("proposed_n")
+        "condition", "kind", "subrun", pl.col("n").alias("proposed_n")
     )
     counts = (
-        counts.join(proposed, on=["kind", "subrun"], how="left")
+        counts.filter(pl.col("stage").is_in(shown))
+        .join(proposed, on=["condition", "kind", "subrun"], how="left")
         .with_columns(
-            (-pl.col("per_run") / 2).alias("left"),
-            (pl.col("per_run") / 2).alias("right"),
-            (pl.col("n") / pl.col("proposed_n")).alias("share_of_proposed"),
-            _interval_note(runs if runs is not None else flags["run_id"].n_unique()),
+            pl.when(pl.col("proposed_n") > 0)  # none proposed: no share (not 0, not NaN)
+            .then(pl.col("n") / pl.col("proposed_n"))
+            .alias("share_of_proposed"),
+            _interval_note(pl.col("runs")),
+            pl.format("{} ({} runs)", "condition", "runs").alias("series"),
+            pl.max_horizontal("per_run", "per_run_ci_high").alias("label_at"),  # past the whisker
         )
-        .filter(pl.col("proposed_n") > 0)
     )
+    conditions = counts.select("condition", "series").unique().sort("condition")
+    series = conditions["series"].to_list()
     data = with_empty_panels(counts, _panels(flags, subruns))
-    tooltip = [
-        "kind:N",
-        alt.Tooltip("subrun:O", title="proposed in subrun"),
-        "stage:N",
-        alt.Tooltip("n:Q", title="count (all runs)"),
-        alt.Tooltip("per_run:Q", format=".2f", title="per run"),
-        alt.Tooltip("per_run_ci_low:Q", format=".2f", title="95% CI low"),
-        alt.Tooltip("per_run_ci_high:Q", format=".2f", title="95% CI high"),
-        alt.Tooltip("interval:N"),
-        alt.Tooltip("share_of_proposed:Q", format=".0%", title="share of proposed"),
-    ]
+    y = alt.Y("stage:N", sort=shown, title=None)
+    y_offset = alt.YOffset("series:N", sort=series)
+    x_title = "Count per run"
     bars = (
         alt.Chart()
         .mark_bar()
         .encode(
-            y=alt.Y("stage:N", sort=list(STAGES), title=None),
-            x=alt.X("left:Q", title="Count per run (bar width; number at its right)", axis=None),
-            x2="right:Q",
+            y=y,
+            yOffset=y_offset,
+            x=alt.X("per_run:Q", title=x_title),
             color=alt.Color(
-                "stage:N",
-                sort=list(STAGES),
-                title="Stage",
-                scale=alt.Scale(domain=list(STAGES), range=list(_COLORS)),
+                "series:N",
+                sort=series,
+                title="Condition",
+                scale=alt.Scale(
+                    domain=series, range=[PALETTE[i % len(PALETTE)] for i in range(len(series))]
+                ),
+                legend=alt.Legend(labelLimit=0),
             ),
-            tooltip=tooltip,
-        )
-        .transform_filter("datum.empty !== true")
-    )
-    numbers = (
-        alt.Chart()
-        .mark_text(align="left", dx=3, fontSize=11)
-        .encode(
-            y=alt.Y("stage:N", sort=list(STAGES)),
-            x="right:Q",
-            text=alt.Text("per_run:Q", format=".2~f"),
-        )
-        .transform_filter("datum.empty !== true && datum.n > 0")
-    )
-    none = none_layer(alt.value(PANEL_WIDTH / 2), alt.value(PANEL_HEIGHT * 0.7 / 2))
-    return (
-        alt.layer(bars, numbers, none, data=data)
-        .properties(width=PANEL_WIDTH, height=PANEL_HEIGHT * 0.7)
-        .facet(
-            column=alt.Column("subrun:O", title="Subrun proposed in"),
-            row=alt.Row("kind:N", title=None, sort=list(_KINDS)),
-        )
-        .properties(
-            title={
-                "text": _title(flags, runs),
-                "subtitle": "A funnel: each stage is a subset of the one above (checked per item); "
-                "numbers are counts per run (their 95% CI over runs in the tooltip)",
-            }
-        )
-    )
-
-
-def _bars(
-    flags: pl.DataFrame, runs: int | None, subruns: Sequence[int] | None, note: list[str]
-) -> alt.FacetChart:
-    counts = stage_counts(flags, runs)
-    proposed = counts.filter((pl.col("stage") == "proposed") & (pl.col("n") > 0)).select(
-        "kind", "subrun"
-    )
-    counts = counts.join(proposed, on=["kind", "subrun"], how="semi").with_columns(
-        _interval_note(runs if runs is not None else flags["run_id"].n_unique())
-    )
-    data = with_empty_panels(counts, _panels(flags, subruns))
-    tooltip = [
-        "kind:N",
-        alt.Tooltip("subrun:O", title="proposed in subrun"),
-        "stage:N",
-        alt.Tooltip("n:Q", title="count (all runs)"),
-        alt.Tooltip("per_run:Q", format=".2f", title="per run"),
-        alt.Tooltip("per_run_ci_low:Q", format=".2f", title="95% CI low"),
-        alt.Tooltip("per_run_ci_high:Q", format=".2f", title="95% CI high"),
-        alt.Tooltip("interval:N"),
-    ]
-    bars = (
-        alt.Chart()
-        .mark_bar()
-        .encode(
-            x=alt.X("stage:N", title=None, sort=list(STAGES), axis=alt.Axis(labelAngle=-30)),
-            y=alt.Y("per_run:Q", title="Count per run"),
-            color=alt.Color(
-                "stage:N",
-                sort=list(STAGES),
-                title="Stage",
-                scale=alt.Scale(domain=list(STAGES), range=list(_COLORS)),
-            ),
-            tooltip=tooltip,
+            tooltip=_LIFECYCLE_TOOLTIP,
         )
         .transform_filter("datum.empty !== true")
     )
     whiskers = (
         alt.Chart()
-        .mark_rule(color="black", strokeWidth=1.5)
+        .mark_rule(color="black", strokeWidth=1)
         .encode(
-            x=alt.X("stage:N", sort=list(STAGES)),
-            y=alt.Y("per_run_ci_low:Q", title="Count per run"),
-            y2="per_run_ci_high:Q",
-            tooltip=tooltip,
+            y=y,
+            yOffset=y_offset,
+            x=alt.X("per_run_ci_low:Q", title=x_title),
+            x2="per_run_ci_high:Q",
+            tooltip=_LIFECYCLE_TOOLTIP,
         )
         .transform_filter("datum.empty !== true")
     )
-    none = none_layer(alt.value(PANEL_WIDTH * 0.9 / 2), alt.value(PANEL_HEIGHT * 0.8 / 2))
+    numbers = (  # a bar of 0 is otherwise invisible: every bar says its count per run
+        alt.Chart()
+        .mark_text(align="left", dx=2, fontSize=8)
+        .encode(
+            y=y,
+            yOffset=y_offset,
+            x=alt.X("label_at:Q", title=x_title),
+            text=alt.Text("per_run:Q", format=".2~f"),
+            tooltip=_LIFECYCLE_TOOLTIP,
+        )
+        .transform_filter("datum.empty !== true")
+    )
+    height = _BAR_STEP * len(shown) * max(1, len(series))
+    none = none_layer(alt.value(PANEL_WIDTH / 2), alt.value(height / 2))
+    subtitle = [
+        "Each stage counts the items that reached it through every stage above it, so each is "
+        "a subset of the one above (checked per item)",
+        *_off_sequence_note(counts),
+        "bars and numbers: count per run of the condition; whiskers: 95% CI over its runs "
+        "(expanded percentile bootstrap; a run without the item counts 0)",
+    ]
     return (
-        alt.layer(bars, whiskers, none, data=data)
-        .properties(width=PANEL_WIDTH * 0.9, height=PANEL_HEIGHT * 0.8)
+        alt.layer(bars, whiskers, numbers, none, data=data)
+        .properties(width=PANEL_WIDTH, height=height)
         .facet(
             column=alt.Column("subrun:O", title="Subrun proposed in"),
             row=alt.Row("kind:N", title=None, sort=list(_KINDS)),
         )
-        .properties(title={"text": _title(flags, runs), "subtitle": note})
+        .properties(title={"text": title, "subtitle": subtitle})
     )
 
 

@@ -64,42 +64,47 @@ def test_a_bar_of_one_seed_says_it_has_no_interval():
 
 
 def _flags() -> pl.DataFrame:
-    """`stage_flags` rows: commitments of runs a and b in subrun 1 (run c had none); cited
-    without accepted, so the stages do not nest."""
-    return pl.DataFrame(
+    """`stage_flags` rows: commitments of runs a and b (condition base) in subrun 1; run c
+    (base too) had none."""
+    flags = pl.DataFrame(
         {
             "run_id": ["a", "a", "b"],
+            "condition": ["base"] * 3,
             "kind": ["commitment"] * 3,
             "subrun": [1, 1, 1],
-            "proposed": [True, True, True],
-            "accepted": [False, False, True],
-            "cited": [True, True, True],
-            "honoured": [True, False, False],
-            "broken": [False, False, False],
         }
     )
+    return flags.with_columns(
+        pl.lit(True).alias("proposed"),
+        *(pl.lit(False).alias(c) for c in X.CATEGORIES[1:]),
+    )
+
+
+def _runs(*ids: str) -> pl.DataFrame:
+    return pl.DataFrame({"run_id": list(ids), "condition": ["base"] * len(ids)})
 
 
 def test_lifecycle_counts_carry_a_ci_over_runs():
     from mbb.analysis.stats import bootstrap_ci
 
-    counts = X.stage_counts(_flags(), runs=3)
+    counts = X.stage_counts(_flags(), _runs("a", "b", "c"))
     proposed = counts.filter(pl.col("stage") == "proposed").row(0, named=True)
     assert proposed["per_run"] == 1.0
     lo, hi = bootstrap_ci([2.0, 1.0, 0.0])  # run c proposed none: it counts 0
     assert (proposed["per_run_ci_low"], proposed["per_run_ci_high"]) == (lo, hi)
-    assert (
-        X.stage_counts(_flags().filter(pl.col("run_id") == "a"), runs=1)["per_run_ci_low"]
-        .is_null()
-        .all()
-    )  # one run: no interval
+    one = X.stage_counts(_flags().filter(pl.col("run_id") == "a"), _runs("a"))
+    assert one["per_run_ci_low"].is_null().all()  # one run: no interval
 
 
 def test_lifecycle_bars_draw_their_whiskers():
-    spec = X._bars(_flags(), 3, None, ["not a funnel"]).to_dict()
-    y2 = [n["encoding"]["y2"]["field"] for n in _walk(spec) if "y2" in n.get("encoding", {})]
-    assert y2 == ["per_run_ci_high"]
+    rules = pl.DataFrame(
+        {"run_id": ["a", "a", "b"], "subrun": [1, 1, 1], "accepted": [False, False, True]}
+    ).with_columns(pl.lit(0).alias("citing_rounds"), pl.lit("open").alias("status"))
+    commits = rules.head(0).rename({"citing_rounds": "claim_round"})
+    spec = X.transmission_stages(rules, commits, runs=_runs("a", "b", "c")).to_dict()
+    x2 = [n["encoding"]["x2"]["field"] for n in _walk(spec) if "x2" in n.get("encoding", {})]
+    assert x2 == ["per_run_ci_high"]
     rows = [r for v in spec["datasets"].values() for r in v]
     assert {r.get("interval") for r in rows if not r.get("empty")} == {
-        "95% CI over 3 runs (expanded percentile bootstrap)"
+        "95% CI over the condition's 3 runs"
     }
