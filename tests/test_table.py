@@ -96,6 +96,23 @@ def test_few_seeds_are_flagged_in_the_caption():
     assert not table(corpus, seeds=None).notes  # item counts are not seeds
 
 
+def test_few_seeds_warning_says_seeds_with_a_value_and_n_a():
+    """A row no seed could compute is n/a, not a mean over "as few as 0" seeds; with the n/a
+    count beside `n` (`condition_table`'s `n_na`) the warning says both."""
+    df = pl.DataFrame(
+        {"measure": ["a", "b", "c", "d"], "n": [4, 2, 0, 5], "n_na": [0, 2, 4, 0], "mean": 1.0}
+    )
+    (note,) = table(df).notes
+    assert "as few as 0" not in note
+    assert (
+        "2 of 4 row(s) rest on fewer than 5 seeds with a value (as few as 2 with a value, 2 n/a;"
+        " 1 of these rows have seeds whose value is n/a (up to 2))" in note
+    )
+    assert "1 of 4 row(s) have no seed with a value (4 seeds n/a): not computable" in note
+    (plain,) = table(df.drop("n_na")).notes  # without the n/a count: still not "0 seeds"
+    assert "as few as 2 with a value)" in plain and "1 of 4 row(s) have no seed" in plain
+
+
 def test_strings_are_escaped():
     hostile = '<img src=x onerror="alert(1)"><script>alert(2)</script>'
     df = pl.DataFrame({"condition": [hostile], "note": ["a & b"], "value": [1.0]})

@@ -110,9 +110,12 @@ def condition_table(
     per_run: pl.DataFrame | None = None,
     n_resamples: int = 2000,
 ) -> pl.DataFrame:
-    """One row per condition and measure: n (seeds), the mean over seeds with its 95 %
-    percentile-bootstrap CI, and — against `baseline` — the difference, its bootstrap CI,
-    the effect size and whether the CI excludes 0.
+    """One row per condition and measure: n (seeds with a value), n_na (seeds of the
+    condition whose value is n/a: the measure cannot be computed for that run, e.g. a rule
+    carry-over in a run that stated no rule; counted, neither a seed with a value nor
+    dropped), the mean over seeds with its 95 % percentile-bootstrap CI, and — against
+    `baseline` — the difference, its bootstrap CI, the effect size and whether the CI
+    excludes 0.
 
     tables: tables with a `condition` column (`load_conditions`). baseline: the reference
     condition (default `base` when present, else the first condition). measures: the
@@ -156,6 +159,7 @@ def condition_table(
                     cond,
                     m,
                     int(x.size),
+                    part.height - int(x.size),
                     float(x.mean()) if x.size else None,
                     ci[0] if ci else None,
                     ci[1] if ci else None,
@@ -164,7 +168,7 @@ def condition_table(
             )
     level = pl.DataFrame(
         rows,
-        schema=["condition", "measure", "n", "mean", "ci_low", "ci_high", "_zero"],
+        schema=["condition", "measure", "n", "n_na", "mean", "ci_low", "ci_high", "_zero"],
         orient="row",
     )
     diffs = condition_differences(runs, measures, baseline, n_resamples=n_resamples).select(

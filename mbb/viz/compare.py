@@ -259,7 +259,8 @@ def forest_plot(
             alt.Tooltip("diff:Q", format=fmt, title="difference"),
             alt.Tooltip("diff_ci_low:Q", format=fmt, title="95% CI low"),
             alt.Tooltip("diff_ci_high:Q", format=fmt, title="95% CI high"),
-            alt.Tooltip("n:Q", title="seeds"),
+            alt.Tooltip("n:Q", title="seeds with a value"),
+            *([alt.Tooltip("n_na:Q", title="seeds n/a")] if "n_na" in part.columns else []),
             alt.Tooltip("paired:N", title="paired by seed"),
             alt.Tooltip("note:N", title="note"),
         ]
@@ -305,8 +306,10 @@ def forest_plot(
         *(f"left out: {why}" for why in left_out),
     ]
     if few.height:
+        least = few.sort("n").row(0, named=True)
+        na = f", {least['n_na']} n/a" if "n_na" in few.columns else ""
         subtitle.append(
             f"⚠ {few['condition'].n_unique()} condition(s) rest on fewer than {MIN_SEEDS} seeds "
-            f"(as few as {min(few['n'].to_list())}): read their differences as anecdotes"
+            f"with a value (as few as {least['n']}{na}): read their differences as anecdotes"
         )
     return alt.vconcat(*panels, spacing=14).properties(title={"text": title, "subtitle": subtitle})

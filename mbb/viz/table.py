@@ -208,21 +208,45 @@ def _seed_column(df: pl.DataFrame) -> str | None:
 def few_seeds_note(
     df: pl.DataFrame, min_seeds: int = MIN_SEEDS, column: str | None = None
 ) -> str | None:
-    """A warning when a row of `df` rests on fewer than `min_seeds` seeds, else None.
+    """A warning when a row of `df` rests on fewer than `min_seeds` seeds with a value, else
+    None. A row whose value no seed could compute (0 seeds with a value) is n/a, not a mean
+    over 0 seeds: the warning counts it apart. When `df` has a `<column>_na` column (the seeds
+    whose value is n/a, as `n_na` beside `n` in `mbb.analysis.compare.condition_table`), the
+    warning says how many seeds had a value and how many were n/a.
 
     df: the table shown; min_seeds: the threshold (mbb's: 5); column: the column holding each
-    row's seeds (default: the first of `n_seeds`, `seeds`, `runs`, `n`)."""
+    row's seeds with a value (default: the first of `n_seeds`, `seeds`, `runs`, `n`)."""
     col = column or _seed_column(df)
     if col is None or df.is_empty():
         return None
-    low = df.filter(pl.col(col) < min_seeds)
-    if low.is_empty():
-        return None
-    least = int(low[col].min())  # type: ignore[arg-type]
-    return (
-        f"⚠ {low.height} of {df.height} row(s) rest on fewer than {min_seeds} seeds "
-        f"(as few as {least}): their means and intervals are not to be trusted"
-    )
+    na_col = f"{col}_na" if f"{col}_na" in df.columns else None
+    low = df.filter((pl.col(col) > 0) & (pl.col(col) < min_seeds))
+    none = df.filter(pl.col(col).fill_null(0) == 0)
+    parts = []
+    if low.height:
+        least = low.sort(col).row(0, named=True)
+        detail = f"as few as {least[col]} with a value"
+        if na_col:
+            with_na = low.filter(pl.col(na_col) > 0)
+            detail += f", {least[na_col]} n/a" + (
+                f"; {with_na.height} of these rows have seeds whose value is n/a "
+                f"(up to {int(with_na[na_col].max())})"  # type: ignore[arg-type]
+                if with_na.height
+                else ""
+            )
+        parts.append(
+            f"⚠ {low.height} of {df.height} row(s) rest on fewer than {min_seeds} seeds with a "
+            f"value ({detail}): their means and intervals are not to be trusted"
+        )
+    if none.height:
+        nas = sorted({int(v) for v in none[na_col].drop_nulls()}) if na_col else []
+        seeds = "–".join(str(v) for v in dict.fromkeys([nas[0], nas[-1]])) if nas else ""
+        parts.append(
+            f"⚠ {none.height} of {df.height} row(s) have no seed with a value"
+            + (f" ({seeds} seeds n/a)" if seeds else "")
+            + ": not computable, shown n/a"
+        )
+    return "; ".join(parts) or None
 
 
 @dataclass

@@ -287,6 +287,10 @@ def test_condition_table_reports_n_ci_and_paired_differences(events):
         row = ct.filter(is_x & (pl.col("measure") == measure)).row(0, named=True)
         assert row["note"] == note and row["diff"] is None
         assert row["paired"] is None and row["excludes_zero"] is None
+    # a seed whose value is n/a is counted as n/a: neither a seed with a value nor dropped
+    n = {(r["condition"], r["measure"]): (r["n"], r["n_na"]) for r in ct.iter_rows(named=True)}
+    assert n[("x", "only_base")] == (0, 3) and n[("base", "only_base")] == (3, 0)
+    assert n[("x", "only_x")] == (3, 0) and n[("x", "progress")] == (3, 0)
 
 
 def test_condition_table_says_why_an_effect_size_is_missing(events):
