@@ -15,29 +15,45 @@ from mbb.viz.theme import model_color, none_chart, seeds_subtitle, worker_order
 __all__ = ["token_audit_chart", "tokens_per_credit_chart"]
 
 
-def token_audit_chart(audit: pl.DataFrame, by: str = "worker") -> alt.FacetChart | alt.Chart:
-    """Tokens per run, stacked by phase, per worker (or subrun / model), one panel per role.
-    Each bar's total is the mean over runs with its 95 % CI (expanded percentile bootstrap
-    over seeds: a whisker). Roles differ in size (a solver spends far more than a negotiator,
-    a classifier little), so each panel has its own y scale, which its title says; scripted
-    runs are counted with the approximate tokenizer, which the title says too."""
+def token_audit_chart(
+    audit: pl.DataFrame, by: str = "worker"
+) -> alt.VConcatChart | alt.FacetChart | alt.Chart:
+    """Tokens per run, stacked by phase, per worker (or subrun / model): one panel per
+    condition, one row of panels per role. Each bar's total is the mean over the condition's
+    runs with its 95 % CI (expanded percentile bootstrap over the condition's seeds: a
+    whisker); mbb's choice is per condition, never pooled: runs of different conditions are
+    not seeds of one distribution. Roles differ in size (a solver spends far more than a
+    negotiator, a classifier little), so each role has its own y scale, shared by its
+    conditions so that they can be compared; scripted runs are counted with the approximate
+    tokenizer, which the title says.
+
+    audit: `mbb.analysis.token_audit` output (one row per condition, run, worker, model, role,
+        phase and subrun).
+    by: the bars: "worker", "subrun" or "model".
+    """
     from mbb.analysis.stats import seed_summary
 
     if by not in ("worker", "subrun", "model"):
         raise ValueError(f"by must be 'worker', 'subrun' or 'model', got {by!r}")
-    n_runs = max(1, audit["run_id"].drop_nulls().n_unique())
     if audit.is_empty():
         return none_chart(f"Token audit by {by}", "no token was spent")
-    agg = audit.group_by(by, "role", "phase").agg(
-        (pl.col("total_tokens").sum() / n_runs).alias("tokens_per_run"),
-        pl.col("calls").sum().alias("calls"),
-        total_cost().alias("cost_usd"),
+    runs = audit.select("condition", "run_id").unique()
+    n_runs = runs.group_by("condition").agg(pl.len().alias("runs"))
+    agg = (
+        audit.group_by("condition", by, "role", "phase")
+        .agg(
+            pl.col("total_tokens").sum().alias("tokens"),
+            pl.col("calls").sum().alias("calls"),
+            total_cost().alias("cost_usd"),
+        )
+        .join(n_runs, on="condition")
+        .with_columns((pl.col("tokens") / pl.col("runs")).alias("tokens_per_run"))
     )
-    # a run that spent nothing on a (role, bar) counts as 0 there: every run is a seed
-    runs = audit.select("run_id").unique()
-    cells = audit.select(by, "role").unique()
+    # a run that spent nothing on a (role, bar) of its condition counts 0 there: every run of
+    # the condition is a seed
+    cells = audit.select("condition", by, "role").unique()
     per_run = (
-        runs.join(cells, how="cross")
+        runs.join(cells, on="condition")
         .join(
             audit.group_by("run_id", by, "role").agg(pl.col("total_tokens").sum()),
             on=["run_id", by, "role"],
@@ -45,8 +61,8 @@ def token_audit_chart(audit: pl.DataFrame, by: str = "worker") -> alt.FacetChart
         )
         .with_columns(pl.col("total_tokens").fill_null(0))
     )
-    totals = seed_summary(per_run, [by, "role"], ["total_tokens"])
-    approx = bool(audit["approximate"].all()) if audit.height else False
+    totals = seed_summary(per_run, ["condition", by, "role"], ["total_tokens"])
+    approx = bool(audit["approximate"].all())
     levels = agg[by].unique().to_list()  # an axis in its own order, never in the data's
     sort = (
         worker_order([str(v) for v in levels])
@@ -55,7 +71,7 @@ def token_audit_chart(audit: pl.DataFrame, by: str = "worker") -> alt.FacetChart
     )
     note = " — approximate tokenizer (scripted text)" if approx else ""
     x = alt.X(f"{by}:{'O' if by == 'subrun' else 'N'}", title=by.capitalize(), sort=sort)
-    y_title = "Tokens per run (each panel its own scale)"
+    y_title = "Tokens per run"
     data = pl.concat(
         [
             agg.with_columns(pl.lit("bar").alias("kind"), pl.col(by).cast(pl.String)),
@@ -63,6 +79,7 @@ def token_audit_chart(audit: pl.DataFrame, by: str = "worker") -> alt.FacetChart
         ],
         how="diagonal_relaxed",
     )
+    conditions = sorted(data["condition"].unique().to_list())
     bars = (
         alt.Chart()
         .transform_filter("datum.kind === 'bar'")
@@ -72,12 +89,14 @@ def token_audit_chart(audit: pl.DataFrame, by: str = "worker") -> alt.FacetChart
             y=alt.Y("tokens_per_run:Q", title=y_title, stack="zero"),
             color=alt.Color("phase:N", title="Phase"),
             tooltip=[
+                "condition:N",
                 alt.Tooltip(f"{by}:N"),
                 "role:N",
                 "phase:N",
                 alt.Tooltip("tokens_per_run:Q", format=",.0f", title="tokens per run"),
-                alt.Tooltip("calls:Q", title="calls / utterances (all runs)"),
-                alt.Tooltip("cost_usd:Q", format="$.4f", title="cost (all runs)"),
+                alt.Tooltip("runs:Q", title="runs of the condition"),
+                alt.Tooltip("calls:Q", title="calls / utterances (the condition's runs)"),
+                alt.Tooltip("cost_usd:Q", format="$.4f", title="cost (the condition's runs)"),
             ],
         )
     )
@@ -90,26 +109,35 @@ def token_audit_chart(audit: pl.DataFrame, by: str = "worker") -> alt.FacetChart
             y=alt.Y("ci_low:Q", title=y_title),
             y2="ci_high:Q",
             tooltip=[
+                "condition:N",
                 alt.Tooltip(f"{by}:N"),
                 "role:N",
                 alt.Tooltip("mean:Q", format=",.0f", title="total per run (mean)"),
                 alt.Tooltip("ci_low:Q", format=",.0f", title="95% CI low"),
                 alt.Tooltip("ci_high:Q", format=",.0f", title="95% CI high"),
-                alt.Tooltip("n:Q", title="seeds"),
+                alt.Tooltip("n:Q", title="seeds (runs of the condition)"),
             ],
         )
     )
-    return (
-        alt.layer(bars, whiskers, data=data)
+    rows = [
+        alt.layer(bars, whiskers, data=data.filter(pl.col("role") == role))
         .properties(width=max(160, 40 * agg[by].n_unique()), height=220)
-        .facet(column=alt.Column("role:N", title="Role (each panel its own y scale)"))
-        .resolve_scale(y="independent")
-        .properties(
-            title={
-                "text": f"Token audit by {by}, role and phase ({n_runs} run(s)){note}",
-                "subtitle": seeds_subtitle(totals["n"], "bars: phases stacked; whisker: total"),
-            }
-        )
+        .facet(column=alt.Column("condition:N", title=f"Role: {role}", sort=conditions))
+        .resolve_scale(x="independent")  # a condition's axis lists only its own bars
+        for role in sorted(data["role"].unique().to_list())
+    ]
+    chart = rows[0] if len(rows) == 1 else alt.vconcat(*rows).resolve_scale(y="independent")
+    n_total = int(n_runs["runs"].sum())
+    return chart.properties(
+        title={
+            "text": f"Token audit by {by}, role and phase, per condition "
+            f"({n_runs.height} condition(s), {n_total} run(s)){note}",
+            "subtitle": seeds_subtitle(
+                totals["n"],
+                "bars: phases stacked; whisker: total; per condition (its runs are its seeds); "
+                "each role its own y scale, shared by the conditions",
+            ),
+        }
     )
 
 

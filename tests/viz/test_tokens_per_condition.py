@@ -1,0 +1,59 @@
+"""The token audit chart compares conditions: each bar's mean and CI are over the runs of one
+condition (its seeds), never over the runs of all conditions pooled as if they were seeds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from mbb.viz import tokens as K
+
+
+def _audit() -> pl.DataFrame:
+    """Two conditions of two runs each, one worker: base spends 100 and 120 tokens per run,
+    chatty 300 and 340; the solver role only in chatty."""
+    rows = [
+        ("base", "base-seed0001", "negotiator", 100),
+        ("base", "base-seed0002", "negotiator", 120),
+        ("chatty", "chatty-seed0001", "negotiator", 300),
+        ("chatty", "chatty-seed0002", "negotiator", 340),
+        ("chatty", "chatty-seed0001", "solver", 1000),
+    ]
+    return pl.DataFrame(
+        rows, schema=["condition", "run_id", "role", "total_tokens"], orient="row"
+    ).with_columns(
+        pl.lit("W1").alias("worker"),
+        pl.lit("scripted").alias("model"),
+        pl.lit("conversation").alias("phase"),
+        pl.lit(1, pl.Int64).alias("subrun"),
+        pl.lit(1, pl.Int64).alias("calls"),
+        pl.lit(None, pl.Float64).alias("cost_usd"),
+        pl.lit(True).alias("approximate"),
+    )
+
+
+def _rows(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    return [r for rows in spec["datasets"].values() for r in rows]
+
+
+def test_token_totals_are_per_condition_over_its_seeds():
+    spec = K.token_audit_chart(_audit()).to_dict()
+    totals = {
+        (r["condition"], r["role"]): (r["mean"], r["n"])
+        for r in _rows(spec)
+        if r["kind"] == "total"
+    }
+    assert totals[("base", "negotiator")] == (110.0, 2)  # two seeds of base, not four runs
+    assert totals[("chatty", "negotiator")] == (320.0, 2)
+    # chatty's second run had no solver call: it counts 0 there; base has no solver at all
+    assert totals[("chatty", "solver")] == (500.0, 2)
+    assert ("base", "solver") not in totals
+    bars = {
+        (r["condition"], r["role"]): r["tokens_per_run"] for r in _rows(spec) if r["kind"] == "bar"
+    }
+    assert bars[("base", "negotiator")] == 110.0 and bars[("chatty", "negotiator")] == 320.0
+    assert "per condition (2 condition(s), 4 run(s))" in spec["title"]["text"]
+    # one row of panels per role, each its own y scale shared by its conditions
+    assert spec["resolve"]["scale"]["y"] == "independent"
+    assert [c["facet"]["column"]["field"] for c in spec["vconcat"]] == ["condition"] * 2
