@@ -417,3 +417,16 @@ def check_rounds(r: Run, cond: Condition) -> None:
         assert [(e["position"], e["worker"], e["allocation"]) for e in runs] == [
             (i + 1, x, a) for i, (x, a) in enumerate(zip(want.order, alloc, strict=True))
         ], "windows did not run as published"
+
+
+def spec_values(spec: Any, key: str) -> list[Any]:
+    """Every value under `key` anywhere in a Vega or Vega-Lite spec (nested dicts and lists),
+    in document order; the walk does not descend into a matched value."""
+    out: list[Any] = []
+    if isinstance(spec, dict):
+        for k, v in spec.items():
+            out += [v] if k == key else spec_values(v, key)
+    elif isinstance(spec, list):
+        for v in spec:
+            out += spec_values(v, key)
+    return out

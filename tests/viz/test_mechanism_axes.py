@@ -3,10 +3,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import polars as pl
 import pytest
+from helpers import spec_values
 
 from mbb.viz import mechanisms as M
 
@@ -29,17 +28,6 @@ def _out(runs: int = 3) -> pl.DataFrame:
     return pl.DataFrame(rows)
 
 
-def _all(spec: Any, key: str) -> list[Any]:
-    out: list[Any] = []
-    if isinstance(spec, dict):
-        for k, v in spec.items():
-            out += [v] if k == key else _all(v, key)
-    elif isinstance(spec, list):
-        for v in spec:
-            out += _all(v, key)
-    return out
-
-
 @pytest.mark.parametrize("measure", list(M.LABELS))
 def test_every_measure_says_which_way_is_better(measure):
     assert measure in M.BETTER, f"{measure}: no direction of 'better'"
@@ -48,12 +36,12 @@ def test_every_measure_says_which_way_is_better(measure):
 
 def test_outcome_axes_carry_direction_and_do_not_start_at_zero():
     spec = M.outcome_comparison(_out()).to_dict()
-    xs = [x for x in _all(spec, "x") if isinstance(x, dict) and x.get("field") == "mean"]
+    xs = [x for x in spec_values(spec, "x") if isinstance(x, dict) and x.get("field") == "mean"]
     titles = {x["title"] for x in xs}
     assert "Gini of execution time (0 = equal; lower = more equal)" in titles
     assert "Deadline-miss rate (share of worker-subruns; lower = better)" in titles
     assert all(x.get("scale", {}).get("zero") is False for x in xs)
-    marks = {m if isinstance(m, str) else m["type"] for m in _all(spec, "mark")}
+    marks = {m if isinstance(m, str) else m["type"] for m in spec_values(spec, "mark")}
     assert "bar" not in marks
 
 
@@ -61,7 +49,7 @@ def test_differences_say_which_side_is_better():
     spec = M.differences_vs_institutions(_out()).to_dict()
     titles = {  # a title of two lines reads as one
         t if isinstance(t, str) else " ".join(t)
-        for t in (x.get("title") for x in _all(spec, "x") if isinstance(x, dict))
+        for t in (x.get("title") for x in spec_values(spec, "x") if isinstance(x, dict))
         if t
     }
     assert "Mechanism − institutions (left of 0 = mechanism better)" in titles  # the Gini

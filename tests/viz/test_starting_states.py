@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 import polars as pl
+from helpers import spec_values
 
 from mbb.viz import starting_states as S
 
@@ -60,17 +61,6 @@ def _scale_domains(spec: Any, channel: str) -> list[list[str]]:
     return out
 
 
-def _all(spec: Any, key: str) -> list[Any]:
-    out: list[Any] = []
-    if isinstance(spec, dict):
-        for k, v in spec.items():
-            out += [v] if k == key else _all(v, key)
-    elif isinstance(spec, list):
-        for v in spec:
-            out += _all(v, key)
-    return out
-
-
 CHARTS = (S.urgency_chart, S.rich_worker_chart, S.contested_win_chart)
 
 
@@ -83,9 +73,11 @@ def test_a_condition_keeps_its_colour_in_every_chart():
 def test_means_carry_their_interval_and_seeds():
     for chart in CHARTS:
         spec = chart(_seeds()).to_dict()
-        fields = {e.get("field") for e in _all(spec, "y2") if isinstance(e, dict)}
+        fields = {e.get("field") for e in spec_values(spec, "y2") if isinstance(e, dict)}
         assert "ci_high" in fields, chart.__name__
-        tips = [t.get("title") for t in _all(spec, "tooltip") for t in t if isinstance(t, dict)]
+        tips = [
+            t.get("title") for t in spec_values(spec, "tooltip") for t in t if isinstance(t, dict)
+        ]
         assert "seeds" in tips, chart.__name__
 
 
@@ -100,7 +92,7 @@ def test_axes_carry_units():
     titles = {
         t
         for chart in CHARTS
-        for y in _all(chart(_seeds()).to_dict(), "y")
+        for y in spec_values(chart(_seeds()).to_dict(), "y")
         if isinstance(y, dict) and isinstance(t := y.get("title"), str)
     }
     assert "Mean bid (credits)" in titles

@@ -6,23 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 import polars as pl
+from helpers import spec_values
 
 from mbb.viz import taxonomy as T
 
 
-def _all(spec: Any, key: str) -> list[Any]:
-    out: list[Any] = []
-    if isinstance(spec, dict):
-        for k, v in spec.items():
-            out += [v] if k == key else _all(v, key)
-    elif isinstance(spec, list):
-        for v in spec:
-            out += _all(v, key)
-    return out
-
-
 def _titles(spec: Any) -> set[str]:
-    return {t if isinstance(t, str) else t.get("text", "") for t in _all(spec, "title")}
+    return {t if isinstance(t, str) else t.get("text", "") for t in spec_values(spec, "title")}
 
 
 def test_linguistic_drift_axes_carry_units():
