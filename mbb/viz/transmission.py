@@ -55,6 +55,7 @@ OFF_SEQUENCE = tuple(
 CATEGORIES = STAGES + OFF_SEQUENCE
 _KINDS = ("rule", "commitment")
 _BAR_STEP = 9  # pixels per bar (one condition of one category)
+_ROW_MIN = 20  # pixels per category row, at least: its label is 12 px high
 
 
 def _chain(stage: str) -> list[str]:
@@ -350,7 +351,8 @@ def transmission_stages(
         )
         .transform_filter("datum.empty !== true")
     )
-    height = _BAR_STEP * len(shown) * max(1, len(series))
+    # a category row is never narrower than its label (with one condition too)
+    height = len(shown) * max(_ROW_MIN, _BAR_STEP * len(series))
     none = none_layer(alt.value(PANEL_WIDTH / 2), alt.value(height / 2))
     subtitle = [
         "Each stage counts the items that reached it through every stage above it, so each is "
