@@ -66,17 +66,6 @@ def _chain(stage: str) -> list[str]:
     return out
 
 
-def _condition_of(run_ids: pl.DataFrame, runs: pl.DataFrame | None) -> pl.DataFrame:
-    """run_id -> condition: from `runs` when given, else the run id without its seed suffix."""
-    if runs is not None:
-        return runs.select("run_id", "condition").unique()
-    return (
-        run_ids.select("run_id")
-        .unique()
-        .with_columns(pl.col("run_id").str.replace(r"-seed\d+$", "").alias("condition"))
-    )
-
-
 def stage_flags(
     rules: pl.DataFrame, commits: pl.DataFrame, runs: pl.DataFrame | None = None
 ) -> pl.DataFrame:
@@ -89,8 +78,8 @@ def stage_flags(
 
     rules: `mbb.analysis.rule_lifecycle` output.
     commits: `mbb.analysis.commitments` output.
-    runs: the runs table (run_id, condition; `mbb.analysis.load_runs`); default: the condition
-        is the run id without its `-seedNNNN` suffix.
+    runs: the runs table (run_id, condition; `mbb.analysis.load_runs`); default (and for a run
+        it does not list): the condition is the run id without its `-seedNNNN` suffix.
     """
 
     def own(df: pl.DataFrame, kind: str, cited: pl.Expr) -> pl.DataFrame:
@@ -119,9 +108,15 @@ def stage_flags(
         skipped[cat] = pl.all_horizontal(pl.col(stage), ~pl.col(first), *map(pl.col, outer))
         if stage == "cited":  # cited without accepted, and no outcome after it
             skipped[cat] = skipped[cat] & ~pl.col("honoured") & ~pl.col("broken")
-    return raw.join(_condition_of(raw, runs), on="run_id", how="left").select(
+    named = (
+        raw.join(runs.select("run_id", "condition").unique(), on="run_id", how="left")
+        if runs is not None
+        else raw.with_columns(pl.lit(None, pl.String).alias("condition"))
+    )
+    return named.select(
         "run_id",
-        "condition",
+        # a run the runs table does not list: its condition is read from its id
+        pl.col("condition").fill_null(pl.col("run_id").str.replace(r"-seed\d+$", "")),
         "kind",
         "subrun",
         pl.lit(True).alias("proposed"),
@@ -142,7 +137,7 @@ def stage_counts(flags: pl.DataFrame, runs: pl.DataFrame | None = None) -> pl.Da
         (default: the runs with at least one item, which overstates per-run counts when some
         runs had none).
     """
-    run_cond = _condition_of(flags, runs)
+    run_cond = (runs if runs is not None else flags).select("run_id", "condition").unique()
     n_runs = run_cond.group_by("condition").agg(pl.len().cast(pl.Int64).alias("runs"))
     panels = flags.select("kind", "subrun").unique()
     grid = n_runs.join(panels, how="cross")
