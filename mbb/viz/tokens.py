@@ -14,6 +14,8 @@ from mbb.viz.theme import model_color, none_chart, seeds_subtitle, worker_order
 
 __all__ = ["token_audit_chart", "tokens_per_credit_chart"]
 
+_PANELS_PER_ROW = 4
+
 
 def token_audit_chart(
     audit: pl.DataFrame, by: str = "worker"
@@ -122,7 +124,11 @@ def token_audit_chart(
     rows = [
         alt.layer(bars, whiskers, data=data.filter(pl.col("role") == role))
         .properties(width=max(160, 40 * agg[by].n_unique()), height=220)
-        .facet(column=alt.Column("condition:N", title=f"Role: {role}", sort=conditions))
+        # a study of many cells wraps its panels (72 in the paper's design) four to a row
+        .facet(
+            facet=alt.Facet("condition:N", title=f"Role: {role}", sort=conditions),
+            columns=_PANELS_PER_ROW,
+        )
         .resolve_scale(x="independent")  # a condition's axis lists only its own bars
         for role in sorted(data["role"].unique().to_list())
     ]

@@ -22,7 +22,6 @@ import altair as alt
 import polars as pl
 
 from mbb.viz.theme import (
-    PALETTE,
     PANEL_WIDTH,
     condition_hex,
     none_chart,
@@ -313,8 +312,9 @@ def transmission_stages(
                 "series:N",
                 sort=series,
                 title="Condition",
+                # each condition in its colour of every mbb chart (the label adds its runs)
                 scale=alt.Scale(
-                    domain=series, range=[PALETTE[i % len(PALETTE)] for i in range(len(series))]
+                    domain=series, range=[condition_hex(c) for c in conditions["condition"]]
                 ),
                 legend=alt.Legend(labelLimit=0),
             ),
@@ -355,6 +355,7 @@ def transmission_stages(
         *_off_sequence_note(counts),
         "bars and numbers: count per run of the condition; whiskers: 95% CI over its runs "
         "(expanded percentile bootstrap; a run without the item counts 0)",
+        *shared_colour_note(conditions["condition"].to_list()),
     ]
     return (
         alt.layer(bars, whiskers, numbers, none, data=data)

@@ -11,6 +11,7 @@ import altair as alt
 import polars as pl
 import pytest
 
+from mbb import analysis as A
 from mbb.analysis.runs import load_runs
 from mbb.batch.runner import run_conditions
 from mbb.core.paths import PROJECT_ROOT
@@ -30,7 +31,12 @@ def _colours(chart: alt.TopLevelMixin, field: str) -> dict[str, str]:
     out: dict[str, str] = {}
     spec = chart.to_dict()
     values = sorted(
-        {row[field] for rows in spec.get("datasets", {}).values() for row in rows if field in row}
+        {
+            row[field]
+            for rows in spec.get("datasets", {}).values()
+            for row in rows
+            if row.get(field) is not None
+        }
     )
 
     def walk(spec: Any) -> None:
@@ -99,12 +105,19 @@ def test_a_condition_has_one_colour_in_every_notebook(run_dirs):
     every = load_runs(run_dirs)
     two = load_runs(run_dirs, conditions=["memory_off", "urgent_worker"])
     transmission = _colours(X.transmission_rates_chart(_rates()), "series")
+    lifecycle = _colours(
+        X.transmission_stages(
+            A.rule_lifecycle(two, A.classify_evidence(two)), A.commitments(two), runs=two["runs"]
+        ),
+        "series",
+    )
     charts = {
         "compare, 3 conditions": _colours(C.outcomes_by_condition(every), "condition"),
         "compare, 2 conditions": _colours(C.outcomes_by_condition(two), "condition"),
         "compare bids, 2 conditions": _colours(C.bids_by_condition(two), "condition"),
         "starting_states": _colours(S.urgency_chart(_seeds()), "condition"),
         "transmission": {s.split(" (")[0]: c for s, c in transmission.items()},
+        "lifecycle, 2 conditions": {s.split(" (")[0]: c for s, c in lifecycle.items()},
     }
     seen: dict[str, tuple[str, str]] = {}
     for chart, colours in charts.items():

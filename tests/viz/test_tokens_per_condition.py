@@ -56,4 +56,16 @@ def test_token_totals_are_per_condition_over_its_seeds():
     assert "per condition (2 condition(s), 4 run(s))" in spec["title"]["text"]
     # one row of panels per role, each its own y scale shared by its conditions
     assert spec["resolve"]["scale"]["y"] == "independent"
-    assert [c["facet"]["column"]["field"] for c in spec["vconcat"]] == ["condition"] * 2
+    assert [c["facet"]["field"] for c in spec["vconcat"]] == ["condition"] * 2
+
+
+def test_a_study_of_many_cells_wraps_its_panels():
+    """The paper's design has 72 cells: one panel per cell in one row was ~14,000 px wide."""
+    audit = pl.concat(
+        [
+            _audit().with_columns(pl.format("{}-{}", "condition", pl.lit(i)).alias("condition"))
+            for i in range(9)
+        ]
+    ).with_columns(pl.format("{}/{}", "condition", "run_id").alias("run_id"))
+    spec = K.token_audit_chart(audit).to_dict()
+    assert all(c["columns"] == 4 for c in spec["vconcat"])
