@@ -29,6 +29,7 @@ from mbb.llm import presets
 from mbb.llm.cache import request_key
 from mbb.llm.config import ModelConfig
 from mbb.llm.redact import Redactor, key_values
+from mbb.llm.transport import AnswerRefused, http_client
 from mbb.llm.types import CallMeta, ChatRequest, LlmResult, Usage
 
 __all__ = [
@@ -161,10 +162,15 @@ def _key_source(config: ModelConfig) -> str:
 CHARS_PER_TOKEN = 64
 MIN_ANSWER_CHARS = 65_536
 MAX_REASONING_CHARS = 1_048_576
+# Fields with a short form (a finish reason, a tool's name, a tool call's id): no server sends
+# them long, and 1 MB each had filled ~300 MB of replay cache in a two-run study, the runs
+# valid (a red team's find); at most this many characters (mbb's choice).
+MAX_SHORT_FIELD_CHARS = 256
 
 
 def check_size(parts: Mapping[str, Any], max_tokens: int) -> None:
-    """Raise MalformedResponse when an answer field is longer than `max_tokens` allows.
+    """Raise MalformedResponse when an answer field is longer than `max_tokens` allows, or a
+    field with a short form longer than `MAX_SHORT_FIELD_CHARS`.
 
     parts: `parse_response`'s output; max_tokens: the call's completion token cap."""
     cap = max(MIN_ANSWER_CHARS, CHARS_PER_TOKEN * max_tokens)
@@ -175,6 +181,12 @@ def check_size(parts: Mapping[str, Any], max_tokens: int) -> None:
             raise MalformedResponse(
                 f"{name} of {len(value):,} characters, more than max_tokens {max_tokens} allows "
                 f"({limit:,})"
+            )
+    for name in ("finish_reason", "tool_name", "tool_call_id"):
+        value = parts.get(name)
+        if isinstance(value, str) and len(value) > MAX_SHORT_FIELD_CHARS:
+            raise MalformedResponse(
+                f"{name} of {len(value):,} characters (at most {MAX_SHORT_FIELD_CHARS} are read)"
             )
 
 
@@ -262,6 +274,7 @@ _TRANSIENT = (
     openai.APIConnectionError,
     json.JSONDecodeError,  # a truncated/malformed body (proxies, overloaded servers)
     MalformedResponse,
+    AnswerRefused,  # too long, or in an encoding not asked for (`transport`)
 )
 
 
@@ -346,7 +359,11 @@ class OpenAICompatibleProvider:
                         "replay mode"
                     )
             client = openai.AsyncOpenAI(
-                base_url=config.base_url, api_key=key, max_retries=0, timeout=config.timeout_s
+                base_url=config.base_url,
+                api_key=key,
+                max_retries=0,
+                timeout=config.timeout_s,
+                http_client=http_client(config.timeout_s),  # answers capped, no redirects
             )
             self._clients[slot] = client
         return client
@@ -404,13 +421,27 @@ class OpenAICompatibleProvider:
                 latency_s=self.clock() - t0,
             ) from None
         except _TRANSIENT as exc:
-            what = (
-                f"{describe(exc)}: {exc}" if isinstance(exc, MalformedResponse) else describe(exc)
-            )
+            # the transport's refusal while the body arrived, as the openai client raises it
+            # (as is, or as the cause of a connection error in some of its versions)
+            refused = next((e for e in (exc, exc.__cause__) if isinstance(e, AnswerRefused)), None)
+            if refused is not None:
+                what = f"MalformedResponse: {refused}"
+            elif isinstance(exc, MalformedResponse):
+                what = f"{describe(exc)}: {exc}"
+            else:
+                what = describe(exc)
             raise LlmTransient(
                 what, retry_after_s=_retry_after_s(exc), latency_s=self.clock() - t0
             ) from None
         except openai.APIStatusError as exc:  # 400, 409, 422...: the request itself is wrong
+            if 300 <= exc.status_code < 400:  # never followed (`transport`): said, not obeyed
+                where = (self.redactor.text(exc.response.headers.get("location", "?")) or "?")[:200]
+                raise LlmUnavailable(
+                    f"{describe(exc)}: the endpoint {config.base_url} redirects to {where}; "
+                    "mbb does not follow redirects: set base_url to the endpoint that answers",
+                    attempts=1,
+                    latency_s=self.clock() - t0,
+                ) from None
             raise LlmUnavailable(
                 f"{describe(exc)} for model {config.model!r} at {config.base_url}: "
                 f"{self.redactor.text(_safe_message(exc))}",

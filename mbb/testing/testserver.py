@@ -34,10 +34,11 @@ __all__ = [
 
 @dataclass
 class Reply:
-    """One scripted HTTP answer. `body` dict → JSON; str → sent verbatim (malformed on purpose)."""
+    """One scripted HTTP answer. `body` dict → JSON; str or bytes → sent verbatim (malformed
+    or compressed on purpose)."""
 
     status: int = 200
-    body: dict[str, Any] | str | None = None
+    body: dict[str, Any] | str | bytes | None = None
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
     drop: bool = False  # close the connection without answering
@@ -282,7 +283,9 @@ class FakeOpenAIServer:
 
             def _wire(self, reply: Reply) -> bytes:
                 """Status line, headers and body as one buffer, sent in one write."""
-                if isinstance(reply.body, str):
+                if isinstance(reply.body, bytes):
+                    payload = reply.body
+                elif isinstance(reply.body, str):
                     payload = reply.body.encode()
                 else:
                     payload = json.dumps(reply.body if reply.body is not None else {}).encode()

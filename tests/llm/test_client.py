@@ -479,3 +479,80 @@ def test_usage_is_reported_only_with_both_counts(raw, counts) -> None:
     assert u.reported == (counts is not None)
     if counts is not None:
         assert (u.prompt, u.completion) == counts
+
+
+def _gzip(body: dict | str) -> bytes:
+    import gzip
+
+    return gzip.compress((body if isinstance(body, str) else json.dumps(body)).encode())
+
+
+def test_an_answer_body_over_the_cap_is_refused_as_it_arrives(server, sleeps, monkeypatch) -> None:
+    """A red team's finds: the client read a whole body before mbb checked it (a 200 MB answer
+    took 1.8 GB; an endless one 3 GB in 15 s). The transport counts bytes as they arrive and
+    refuses past the cap: a failed attempt, retried, then unavailable with one line."""
+    from mbb.llm import transport
+
+    monkeypatch.setattr(transport, "MAX_ANSWER_BYTES", 50_000)
+    big = Reply.completion("x" * 60_000)
+    server.push(big, Reply.completion("fine"))
+    res = asyncio.run(make_client(sleeps).call(make_config(server), REQ, meta=META))
+    assert res.text == "fine" and res.attempts == 2
+    server.push(big, big)
+    with pytest.raises(LlmUnavailable, match="MalformedResponse: an answer over 50,000 bytes"):
+        asyncio.run(make_client(sleeps).call(make_config(server, max_retries=1), REQ, meta=META))
+
+
+def test_a_compressed_answer_is_read_and_a_compression_bomb_refused(
+    server, sleeps, monkeypatch
+) -> None:
+    """gzip is inflated under the cap: 2 MB of gzip that inflates to 2 GB had taken 3 GB;
+    an encoding mbb did not ask for is refused, not read raw."""
+    from mbb.llm import transport
+
+    monkeypatch.setattr(transport, "MAX_ANSWER_BYTES", 1_000_000)
+    ok = Reply.completion("zipped fine")
+    server.push(Reply(body=_gzip(ok.body), headers={"Content-Encoding": "gzip"}))
+    res = asyncio.run(make_client(sleeps).call(make_config(server), REQ, meta=META))
+    assert res.text == "zipped fine"
+    bomb = _gzip('{"choices": [' + " " * 20_000_000 + "]}")
+    assert len(bomb) < 100_000
+    server.push(*[Reply(body=bomb, headers={"Content-Encoding": "gzip"})] * 2)
+    with pytest.raises(LlmUnavailable, match="over 1,000,000 bytes once inflated"):
+        asyncio.run(make_client(sleeps).call(make_config(server, max_retries=1), REQ, meta=META))
+    server.push(*[Reply(body=b"\x00" * 10, headers={"Content-Encoding": "br"})] * 2)
+    with pytest.raises(LlmUnavailable, match="an encoding mbb did not ask for"):
+        asyncio.run(make_client(sleeps).call(make_config(server, max_retries=1), REQ, meta=META))
+
+
+def test_a_redirect_is_reported_never_followed(server, sleeps) -> None:
+    """A 307 to another endpoint was followed silently: another server answered every call of
+    a study naming the first (and could be any URL the first chose)."""
+    with FakeOpenAIServer() as other:
+        other.push(Reply.completion("from elsewhere"))
+        to = f"{other.url}/chat/completions"
+        server.push(Reply(status=307, body="", headers={"Location": to}))
+        with pytest.raises(
+            LlmUnavailable, match=r"redirects to http://127\.0\.0\.1:.*does not follow"
+        ):
+            asyncio.run(make_client(sleeps).call(make_config(server), REQ, meta=META))
+        assert other.completions == []
+
+
+def test_an_answer_field_no_server_sends_that_long_is_malformed(server, sleeps) -> None:
+    """finish_reason, a tool's name and a tool call's id of 1 MB each filled ~300 MB of cache
+    in a two-run study, the runs counted valid: fields with a short form are held to it."""
+    long_finish = Reply.completion("ok")
+    assert isinstance(long_finish.body, dict)
+    long_finish.body["choices"][0]["finish_reason"] = "s" * 10_000
+    long_id = Reply.tool_call("act", "{}")
+    assert isinstance(long_id.body, dict)
+    long_id.body["choices"][0]["message"]["tool_calls"][0]["id"] = "i" * 10_000
+    long_name = Reply.tool_call("a" * 10_000, "{}")
+    for reply, field in ((long_finish, "finish_reason"), (long_id, "tool_call_id"),
+                         (long_name, "tool_name")):  # fmt: skip
+        server.push(reply, reply)
+        with pytest.raises(LlmUnavailable, match=f"{field} of 10,000 characters"):
+            asyncio.run(
+                make_client(sleeps).call(make_config(server, max_retries=1), REQ, meta=META)
+            )
