@@ -370,6 +370,7 @@ NOT_MEASURES: dict[str, str] = {
             "compare_conditions",
             "recorded_demand",
             "replay",
+            "same_schedules",
             "summary",
         ],
         "mechanism comparison machinery: replays a recorded workload under each scheduler "
