@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import re
+import urllib.parse
 from typing import Any, Literal
 
 from pydantic import (
@@ -121,7 +122,21 @@ class ModelConfig(BaseModel):
             raise ValueError(f"base_url must start with http:// or https://, got {v!r}")
         if "@" in v.split("//", 1)[1].split("/", 1)[0]:
             raise ValueError("base_url must not embed credentials (user:password@host)")
+        # a port out of range or no host surfaced, at the first call, as "unhandled errors in
+        # a TaskGroup" (a red team's find): refused when read
+        try:
+            parts = urllib.parse.urlsplit(v)
+            parts.port  # noqa: B018 - raises ValueError for a port out of range or not a number
+        except ValueError as exc:
+            raise ValueError(f"base_url {v!r}: {exc}") from None
+        if not parts.hostname:
+            raise ValueError(f"base_url {v!r} names no host")
         return v.rstrip("/")
+
+
+# the highest price mbb reads, USD per million tokens (mbb's choice: the dearest models list
+# a few hundred; a price past this is a typo, not a price)
+MAX_USD_PER_MTOK = 100_000.0
 
 
 class Price(BaseModel):
@@ -130,9 +145,24 @@ class Price(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
-    prompt: float = Field(ge=0, description="USD per 1M prompt tokens.")
-    completion: float = Field(ge=0, description="USD per 1M completion tokens (incl. reasoning).")
-    cached_prompt: float | None = Field(None, ge=0, description="USD per 1M cached prompt tokens.")
+    # finite and at most MAX_USD_PER_MTOK: a price of 1e300 was accepted and its costs broke
+    # mbb's own event log (over i64), `.inf` read as "unpriced" (a red team's find)
+    prompt: float = Field(
+        ge=0, le=MAX_USD_PER_MTOK, allow_inf_nan=False, description="USD per 1M prompt tokens."
+    )
+    completion: float = Field(
+        ge=0,
+        le=MAX_USD_PER_MTOK,
+        allow_inf_nan=False,
+        description="USD per 1M completion tokens (incl. reasoning).",
+    )
+    cached_prompt: float | None = Field(
+        None,
+        ge=0,
+        le=MAX_USD_PER_MTOK,
+        allow_inf_nan=False,
+        description="USD per 1M cached prompt tokens.",
+    )
     date: str | None = Field(
         None,
         pattern=r"^\d{4}-\d{2}(-\d{2})?$",

@@ -50,3 +50,29 @@ def test_params_file_loads() -> None:
     assert all(s.negotiator == "llm" for s in specs)
     assert all(s.model in cond.models for s in specs)
     assert all(m.api_key_env is None or m.api_key_env.isupper() for m in cond.models.values())
+
+
+@pytest.mark.parametrize("bad", [1e300, float("inf"), float("nan"), -1.0])
+def test_a_price_is_finite_and_plausible(bad: float) -> None:
+    """1e300 was read, and its costs (1.8e297 USD) broke mbb's own event log; `.inf` read as
+    'unpriced' (a red team's finds)."""
+    with pytest.raises(ValidationError):
+        Price(prompt=bad, completion=1.0)
+    with pytest.raises(ValidationError):
+        Price(prompt=1.0, completion=1.0, cached_prompt=bad)
+    assert Price(prompt=0.0, completion=100_000.0).completion == 100_000.0
+
+
+@pytest.mark.parametrize(
+    ("url", "needle"),
+    [
+        ("http://127.0.0.1:99999/v1", "Port out of range"),
+        ("http://127.0.0.1:x/v1", "Port could not be cast"),
+        ("http://:80/v1", "names no host"),
+    ],
+)
+def test_a_base_url_with_no_host_or_a_bad_port_is_refused_when_read(url: str, needle: str) -> None:
+    """Port 99999 surfaced at the first call as 'unhandled errors in a TaskGroup' (a red
+    team's find)."""
+    with pytest.raises(ValidationError, match=needle):
+        ModelConfig(model="m", base_url=url)

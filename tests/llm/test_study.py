@@ -677,3 +677,23 @@ def test_an_output_folder_spelled_through_a_missing_folder_is_one_folder(tmp_pat
     assert first.completed == 4 and not (tmp_path / "x").exists()
     again = run_study(load_study(path, stub=True, out="y/../o"), progress=False, report=False)
     assert (again.done_before, again.completed) == (4, 0)
+
+
+@pytest.mark.parametrize(
+    ("price", "needle"),
+    [
+        ("{prompt: 1e300, completion: 1}", "price.prompt: Input should be less than or equal to"),
+        ("{prompt: .inf, completion: 1}", "price.prompt: Input should be a finite number"),
+    ],
+)
+def test_an_implausible_price_is_refused_when_the_study_is_read(tmp_path, price, needle):
+    """A red team's finds: 1e300 ran the study to its end and broke mbb's own log (a cost over
+    i64), and `.inf` read as 'unpriced'."""
+    dead = "base_url: 'http://127.0.0.1:9/v1', api_key_env: null"
+    path = study_file(
+        tmp_path,
+        f"name: s\nconditions: [base]\nmodels: {{a: {{model: m, {dead}, price: {price}}}}}\n",
+    )
+    with pytest.raises(StudyError) as err:
+        load_study(path)
+    assert "\n" not in str(err.value) and needle in str(err.value)
