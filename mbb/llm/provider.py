@@ -129,18 +129,23 @@ def _count(value: Any) -> int | None:
 
 def _usage(raw: Any, data: Any = None) -> Usage:
     """Token counts from a response's `usage` object (any part may be missing or null); cached
-    prompt tokens in any provider's shape (`presets.cached_tokens`). Without a prompt and a
-    completion count the usage is not reported (`Usage.reported` false): unknown, never 0."""
+    prompt tokens in any provider's shape (`presets.cached_tokens`), at most the prompt's count
+    (an endpoint's 1e9 cached of a 50-token prompt read as a 36,665,186 % cached share in the
+    report; the cost was already so bounded). Without a prompt and a completion count the usage
+    is not reported (`Usage.reported` false): unknown, never 0."""
     if not isinstance(raw, dict):
         return Usage(cached=presets.cached_tokens(None, data), reported=False)
     ctd = raw.get("completion_tokens_details") or {}
     prompt, completion = _count(raw.get("prompt_tokens")), _count(raw.get("completion_tokens"))
     reported = prompt is not None and completion is not None
+    cached = presets.cached_tokens(raw, data)
+    if prompt is not None:  # no more of the prompt cached than the prompt (mbb's choice, as cost)
+        cached = min(cached, prompt)
     return Usage(
         prompt=prompt or 0,
         completion=completion or 0,
         reasoning=(_count(ctd.get("reasoning_tokens")) or 0) if isinstance(ctd, dict) else 0,
-        cached=presets.cached_tokens(raw, data),
+        cached=cached,
         reported=reported,
     )
 

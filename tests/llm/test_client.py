@@ -52,6 +52,19 @@ def test_ok_parses_usage_and_emits_event(server, sleeps, log) -> None:
     assert SECRET not in "\n".join(log.lines)
 
 
+def test_more_cached_tokens_than_the_prompt_has_are_the_whole_prompt(server, sleeps) -> None:
+    """1e9 cached tokens of a 50-token prompt read as a 36,665,186 % cached share (a red
+    team's find); the count is the prompt's at most."""
+    usage = {
+        "prompt_tokens": 50,
+        "completion_tokens": 5,
+        "prompt_tokens_details": {"cached_tokens": 10**9},
+    }
+    server.push(Reply.completion("hi", usage=usage))
+    res = asyncio.run(make_client(sleeps).call(make_config(server), REQ, meta=META))
+    assert (res.usage.prompt, res.usage.cached) == (50, 50)
+
+
 def test_a_model_the_endpoint_names_differently_is_recorded(server, sleeps, log) -> None:
     """A router or gateway can answer with another model than the one asked for: the event
     records the model the answer named (`served_model`), and nothing when it is the same; a
