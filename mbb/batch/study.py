@@ -684,10 +684,12 @@ class _Progress:
     redrawn at most every `_REDRAW_S` on a terminal and every `_LOG_S` into a file or pipe, so
     a log of thousands of calls stays readable."""
 
-    _REDRAW_S, _LOG_S = 0.25, 30.0
+    _REDRAW_S, _LOG_S, _RETRY_LINE_S = 0.25, 30.0, 30.0
 
     def __init__(self, total: int, enabled: bool) -> None:
         self.calls = self.failed = self.without_usage = 0
+        self._retries: dict[str, int] = {}  # per endpoint, since its last line
+        self._retry_said: dict[str, float] = {}
         self.bar: Any = None
         self._every = self._REDRAW_S if sys.stderr.isatty() else self._LOG_S
         self._drawn = 0.0
@@ -709,6 +711,26 @@ class _Progress:
             if now - self._drawn >= self._every:
                 self._drawn = now
                 self.bar.refresh()
+
+    def retry(self, config: Any, why: str, wait_s: float, attempt: int, allowed: int) -> None:
+        """A line when a call of an endpoint failed and will be tried again: an endpoint that
+        holds its answers (no answer in timeout_s, a long Retry-After) kept the bar still for
+        minutes with no word (a red team's find). At most one line per endpoint every
+        `_RETRY_LINE_S`, counting the retries it stands for."""
+        if self.bar is None:
+            return
+        key = f"{config.model} at {config.base_url}"
+        self._retries[key] = self._retries.get(key, 0) + 1
+        now = time.monotonic()
+        if now - self._retry_said.get(key, -self._RETRY_LINE_S) < self._RETRY_LINE_S:
+            return
+        n, self._retries[key], self._retry_said[key] = self._retries[key], 0, now
+        more = f"; {n} calls retried since the last such line" if n > 1 else ""
+        self.bar.write(
+            f"retrying {key}: {' '.join(why.split())[:200]} (attempt {attempt} of {allowed} "
+            f"failed; next in {wait_s:.0f} s{more})",
+            file=sys.stderr,
+        )
 
     def run_done(self) -> None:
         if self.bar is not None:
@@ -743,6 +765,7 @@ async def _run_all(
         stop_after=spec.failures.stop_after,
         on_call=progress.call,
         secret_envs=_key_variables(study),
+        on_retry=progress.retry,
     )
     cache = LlmCache(study.out / "llm_cache.sqlite", "read_write")
     at_once = spec.runs_at_once or (

@@ -48,6 +48,7 @@ from mbb.llm.wrappers import (
     Budgeted,
     Cached,
     ConcurrencyLimit,
+    OnRetry,
     Pricing,
     Retrying,
     Sleep,
@@ -89,6 +90,7 @@ class LlmClient:
         stop_after: int = STOP_AFTER,
         on_call: Callable[[CallMeta, LlmResult, str | None], None] | None = None,
         secret_envs: Iterable[str] = (),
+        on_retry: OnRetry | None = None,
     ) -> None:
         """`prices`: USD per model name (audit and spend caps); `sleep`, `rng`,
         `backoff_base_s`, `backoff_cap_s`, `max_retry_after_s`: the retry policy
@@ -99,7 +101,8 @@ class LlmClient:
         (`mbb.llm.limits.EndpointBreaker`); `on_call`: told of every audited call (who asked,
         the result, the error or None), e.g. to show progress per call; `secret_envs`: the key
         variables of the run's params, whose values (with the key of every config called) are
-        redacted from answers, errors and cache entries."""
+        redacted from answers, errors and cache entries; `on_retry`: told of every failed
+        attempt about to be retried (`mbb.llm.wrappers.OnRetry`)."""
         self.pricing = Pricing(dict(prices or {}))
         self.budget = budget
         self._openai = OpenAICompatibleProvider(
@@ -116,6 +119,7 @@ class LlmClient:
             backoff_base_s=backoff_base_s,
             backoff_cap_s=backoff_cap_s,
             max_retry_after_s=max_retry_after_s,
+            on_retry=on_retry,
         )
         # the network part: spend caps checked before each call goes out; the breaker sits
         # above it, and above a run's replay cache (`stack`), so cached failures count too

@@ -38,7 +38,7 @@ from mbb.core.errors import (
 from mbb.core.events import LlmCall
 from mbb.llm.budget import SpendLedger
 from mbb.llm.cache import LlmCache
-from mbb.llm.config import Price
+from mbb.llm.config import ModelConfig, Price
 from mbb.llm.provider import Call, Clock, Provider, endpoint_of
 from mbb.llm.redact import Redactor
 from mbb.llm.types import CallMeta, Emit, LlmResult, Usage
@@ -48,12 +48,15 @@ __all__ = [
     "Budgeted",
     "Cached",
     "ConcurrencyLimit",
+    "OnRetry",
     "Pricing",
     "Retrying",
     "Sleep",
 ]
 
 Sleep = Callable[[float], Awaitable[None]]
+# (config, why the attempt failed, seconds to the next, the attempt that failed, attempts allowed)
+OnRetry = Callable[[ModelConfig, str, float, int, int], None]
 
 
 @dataclass(frozen=True)
@@ -102,11 +105,14 @@ class Retrying:
         backoff_base_s: float = 1.0,
         backoff_cap_s: float = 60.0,
         max_retry_after_s: float = MAX_RETRY_AFTER_S,
+        on_retry: OnRetry | None = None,
     ) -> None:
         """`inner`: the provider retried; `sleep`: waits a backoff (injected in tests); `rng`:
         the jitter's source; `clock`: measures the call; `backoff_base_s`, `backoff_cap_s`:
         the envelope `min(cap, base * 2**attempt)`; `max_retry_after_s`: the longest
-        `Retry-After` waited for (a longer one fails the call)."""
+        `Retry-After` waited for (a longer one fails the call); `on_retry`: told of each
+        failed attempt about to be retried (config, why, the wait in s, the attempt that
+        failed, the attempts allowed), so a study can say why it waits."""
         self.inner = inner
         self.sleep = sleep
         self.rng = rng or random.Random(0)
@@ -114,6 +120,7 @@ class Retrying:
         self.backoff_base_s = backoff_base_s
         self.backoff_cap_s = backoff_cap_s
         self.max_retry_after_s = max_retry_after_s
+        self.on_retry = on_retry
         self.sleeps: list[float] = []
 
     def backoff(self, attempt: int, exc: LlmTransient) -> float:
@@ -149,6 +156,8 @@ class Retrying:
                     ) from None
                 delay = self.backoff(len(retried) - 1, exc)
                 self.sleeps.append(delay)
+                if self.on_retry is not None:
+                    self.on_retry(config, str(exc), delay, len(retried), config.max_retries + 1)
                 await self.sleep(delay)
                 continue
             except LlmError as exc:  # not retryable: say what the whole call cost

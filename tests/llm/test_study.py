@@ -697,3 +697,25 @@ def test_an_implausible_price_is_refused_when_the_study_is_read(tmp_path, price,
     with pytest.raises(StudyError) as err:
         load_study(path)
     assert "\n" not in str(err.value) and needle in str(err.value)
+
+
+def test_a_study_says_when_it_retries_an_endpoint(tmp_path, capsys):
+    """An endpoint holding its answers kept the bar still for minutes with no word (a red
+    team's find: 4 min at timeout_s 20, ~27 min at the default 120): a failed attempt about to
+    be retried is said, at most one line per endpoint every 30 s, counting the rest."""
+    with FakeOpenAIServer(models=("flaky-m",)) as server:
+        loopback = f"preset: vllm, base_url: '{server.url}', api_key_env: null, price: {PRICE}"
+        path = small(tmp_path, f"flaky: {{model: flaky-m, {loopback}}}", seeds="0..0")
+        router = StubRouter(load_study(path).configs)
+        seen = [0]
+
+        def every_fifth_fails(body):
+            seen[0] += 1
+            return Reply.error(500, "busy") if seen[0] % 5 == 3 else router(body)
+
+        server.responder = every_fifth_fails
+        assert main(["study", str(path), "--no-report"]) == 0
+    err = capsys.readouterr().err
+    lines = [x for x in err.splitlines() if x.startswith("retrying flaky-m at ")]
+    assert len(lines) == 1, err  # many retries, one line within 30 s
+    assert "InternalServerError (HTTP 500)" in lines[0] and "attempt 1 of 5 failed" in lines[0]
