@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     import polars as pl
 
 __all__ = [
+    "CONDITION_SLOTS",
     "DASHES",
     "FONT_SIZES",
     "NONE",
@@ -35,7 +36,6 @@ __all__ = [
     "PANEL_HEIGHT",
     "PANEL_WIDTH",
     "ROW_HEIGHT",
-    "SHIPPED_CONDITIONS",
     "WIDE_WIDTH",
     "condition_color",
     "condition_dash",
@@ -65,40 +65,43 @@ PALETTE = (
 )
 # line dashes, solid first: what tells apart lines that share a colour
 DASHES: tuple[tuple[int, ...], ...] = ((1, 0), (6, 3), (2, 2), (8, 3, 2, 3), (4, 4), (1, 3))
-# the shipped conditions (params/*.yaml) in a fixed order: a condition's colour is
-# PALETTE[its position % len(PALETTE)]; the paper study's nine conditions (studies/scarce.yaml),
-# then conversation_off, come first so they all differ; groups drawn together sit side by side
-SHIPPED_CONDITIONS = (
-    "base",
-    "memory_off",
-    "deadline_10",
-    "deadline_15",
-    "deadline_20",
-    "budget_1500",
-    "rich_worker",
-    "urgent_worker",
-    "fixed_bids",
-    "conversation_off",
-    "bids_flat",
-    "rule_makers",
-    "rule_makers_memory_off",
-    "mech_fcfs",
-    "mech_edf",
-    "mech_sjf",
-    "mech_round_robin",
-    "mech_first_price",
-    "mech_second_price",
-    "mech_proportional_share",
-    "mech_mixed_deadlines",
-    "reasoning_low",
-    "reasoning_medium",
-    "reasoning_high",
-    "reasoning_effort",
-    "llm_negotiators",
-    "llm_solvers",
-    "local_llm",
-    "real_tasks_oracle",
-)
+# the shipped conditions (params/*.yaml) -> their place in PALETTE (mbb's choice). The paper
+# study's nine conditions (studies/scarce.yaml) and conversation_off take the ten colours; the
+# others share one with a condition they are rarely drawn beside, never with base or
+# memory_off: the rule makers with deadline_15 and deadline_20 (the transmission notebook draws
+# them with base, memory_off, rich_worker, urgent_worker, conversation_off and mech_fcfs, all
+# apart), the eight mechanisms apart from each other, the LLM conditions apart from each other.
+CONDITION_SLOTS: dict[str, int] = {
+    "base": 0,
+    "memory_off": 1,
+    "deadline_10": 2,
+    "deadline_15": 3,
+    "deadline_20": 4,
+    "budget_1500": 5,
+    "rich_worker": 6,
+    "urgent_worker": 7,
+    "fixed_bids": 8,
+    "conversation_off": 9,
+    "rule_makers": 3,
+    "rule_makers_memory_off": 4,
+    "bids_flat": 5,
+    "mech_fcfs": 2,
+    "mech_edf": 5,
+    "mech_sjf": 8,
+    "mech_round_robin": 9,
+    "mech_first_price": 3,
+    "mech_second_price": 4,
+    "mech_proportional_share": 6,
+    "mech_mixed_deadlines": 7,
+    "reasoning_low": 2,
+    "reasoning_medium": 3,
+    "reasoning_high": 4,
+    "reasoning_effort": 5,
+    "llm_negotiators": 6,
+    "llm_solvers": 7,
+    "local_llm": 8,
+    "real_tasks_oracle": 9,
+}
 # sizes in pixels: one panel of a faceted chart, a chart alone, one row of a Gantt or bar list
 PANEL_WIDTH = 150
 PANEL_HEIGHT = 200
@@ -164,7 +167,7 @@ def model_color(models: Iterable[str]) -> alt.Scale:
 
 def condition_hex(cell: str) -> str:
     """The colour of a condition (or of a cell, `condition.role-model`: its condition part), the
-    same in every chart: a shipped condition's slot in `SHIPPED_CONDITIONS`, any other name's
+    same in every chart: a shipped condition's slot in `CONDITION_SLOTS`, any other name's
     CRC-32 (a stable hash: the same in every process and notebook), modulo the palette.
 
     cell: a condition or cell name as the runs record it."""
@@ -173,11 +176,7 @@ def condition_hex(cell: str) -> str:
     from mbb.analysis.runs import condition_part
 
     name = condition_part(cell)
-    slot = (
-        SHIPPED_CONDITIONS.index(name)
-        if name in SHIPPED_CONDITIONS
-        else zlib.crc32(name.encode("utf-8"))
-    )
+    slot = CONDITION_SLOTS.get(name, zlib.crc32(name.encode("utf-8")))
     return PALETTE[slot % len(PALETTE)]
 
 

@@ -128,12 +128,35 @@ def test_a_condition_has_one_colour_in_every_notebook(run_dirs):
     assert set(seen) == {"base", "memory_off", "rich_worker", "urgent_worker"}
 
 
+PAPER = [
+    "base", "memory_off", "deadline_10", "deadline_15", "deadline_20", "budget_1500",
+    "rich_worker", "urgent_worker", "fixed_bids", "conversation_off",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "drawn_together",
+    [
+        PAPER,  # the paper's study (studies/scarce.yaml) and conversation off
+        # the transmission and starting-state notebooks on the scripted conditions (a reviewer
+        # found memory_off and rule_makers one orange, the result read backwards)
+        ["base", "memory_off", "rule_makers", "rule_makers_memory_off", "rich_worker",
+         "urgent_worker", "conversation_off", "mech_fcfs"],
+        ["base", *(c for c in theme.CONDITION_SLOTS if c.startswith("mech_"))],
+        ["base", "memory_off", *(c for c in theme.CONDITION_SLOTS if c.startswith("reasoning"))],
+        ["base", "llm_negotiators", "llm_solvers", "local_llm", "real_tasks_oracle"],
+    ],
+)  # fmt: skip
+def test_conditions_drawn_together_have_colours_of_their_own(drawn_together):
+    colours = [theme.condition_hex(c) for c in drawn_together]
+    assert len(set(colours)) == len(colours), dict(zip(drawn_together, colours, strict=True))
+
+
 def test_every_shipped_condition_has_a_fixed_slot():
     """A new params/ file must be given its colour slot deliberately (else it would hash)."""
     shipped = {p.stem for p in (PROJECT_ROOT / "params").glob("*.yaml")}
-    assert shipped <= set(theme.SHIPPED_CONDITIONS), shipped - set(theme.SHIPPED_CONDITIONS)
-    # the paper study's conditions all differ
-    assert len({theme.condition_hex(c) for c in theme.SHIPPED_CONDITIONS[:10]}) == 10
+    assert shipped <= set(theme.CONDITION_SLOTS), shipped - set(theme.CONDITION_SLOTS)
+    assert all(0 <= slot < len(theme.PALETTE) for slot in theme.CONDITION_SLOTS.values())
 
 
 def test_a_cell_has_its_conditions_colour_and_any_name_a_stable_one():
@@ -145,27 +168,26 @@ def test_a_cell_has_its_conditions_colour_and_any_name_a_stable_one():
 
 
 def test_conditions_sharing_a_colour_are_dashed_apart_and_named():
-    same = [n for n in theme.SHIPPED_CONDITIONS if theme.condition_hex(n) == theme.PALETTE[0]]
-    assert same[:2] == ["base", "bids_flat"]
-    dashes = theme.condition_dash(["bids_flat", "base", "memory_off"]).to_dict()
-    assert dashes["domain"] == ["base", "bids_flat", "memory_off"]
+    assert theme.condition_hex("bids_flat") == theme.condition_hex("budget_1500")
+    dashes = theme.condition_dash(["bids_flat", "budget_1500", "memory_off"]).to_dict()
+    assert dashes["domain"] == ["bids_flat", "budget_1500", "memory_off"]
     assert dashes["range"][0] == list(theme.DASHES[0]) == dashes["range"][2]
     assert dashes["range"][1] != dashes["range"][0]
     assert theme.shared_colour_note(["memory_off", "base"]) == []
-    (note,) = theme.shared_colour_note(["bids_flat", "base", "memory_off"])
-    assert "base and bids_flat" in note
+    (note,) = theme.shared_colour_note(["bids_flat", "budget_1500", "memory_off"])
+    assert "bids_flat and budget_1500" in note
 
 
 def test_a_study_of_many_cells_gets_a_short_note():
     """72 cells (9 conditions x 8 models, the paper's study): one line for the cells of a
     condition sharing its colour and one naming the conditions that share one, not 72 names."""
     models = [f"m{i}" for i in range(8)]
-    cells = [f"{c}.both-{m}" for c in theme.SHIPPED_CONDITIONS[:9] for m in models]
+    cells = [f"{c}.both-{m}" for c in PAPER[:9] for m in models]
     assert theme.shared_colour_note(cells) == [
         "the cells of one condition share its colour (hover a mark for its cell)"
     ]
     cells += [f"{c}.both-{m}" for c in ("bids_flat", "rule_makers") for m in models]
     cells_note, conditions_note = theme.shared_colour_note(cells)
     assert cells_note.startswith("the cells of one condition")
-    assert conditions_note.startswith("⚠ same colour: base and bids_flat; memory_off and ")
+    assert conditions_note.startswith("⚠ same colour: bids_flat and budget_1500; deadline_15 and ")
     assert "m0" not in conditions_note and len(conditions_note) < 150
