@@ -173,10 +173,12 @@ def _tick_decimals(span: float, ticks: int = _TICKS) -> int:
     return max(0, -math.floor(math.log10(step) + 1e-9))
 
 
-def _axis_format(measure: str, part: pl.DataFrame) -> tuple[str, str]:
-    """(d3 format, unit) of a measure's difference on its own axis: shares in percent, money
-    in dollars, other numbers; each with as many decimals as the axis's range (0 included:
-    the line at 0 is drawn) needs for its ticks to differ, never an exponent."""
+def _axis_format(measure: str, part: pl.DataFrame) -> tuple[str, str, float]:
+    """(d3 format, unit, scale) of a measure's difference on its own axis: shares in
+    percentage points (the values drawn times `scale` 100, signed: "+10", not "10%", as the
+    table beside it reads "+9.9 pp"), money in dollars, other numbers; each with as many
+    decimals as the axis's range (0 included: the line at 0 is drawn) needs for its ticks to
+    differ, never an exponent."""
     from mbb.viz.table import kind_of
 
     kind = kind_of(measure, pl.Float64())
@@ -186,10 +188,10 @@ def _axis_format(measure: str, part: pl.DataFrame) -> tuple[str, str]:
     ]
     span = max(values) - min(values)
     if kind == "share":
-        return f".{_tick_decimals(span * 100)}%", "percentage points"
+        return f"+.{_tick_decimals(span * 100)}f", "percentage points", 100.0
     if kind == "usd":
-        return f"$.{max(2, _tick_decimals(span))}f", "USD"
-    return f",.{_tick_decimals(span)}f", ""
+        return f"$.{max(2, _tick_decimals(span))}f", "USD", 1.0
+    return f",.{_tick_decimals(span)}f", "", 1.0
 
 
 def forest_plot(
@@ -247,7 +249,8 @@ def forest_plot(
         )
         if part.is_empty():
             continue
-        fmt, unit = _axis_format(m, part)
+        fmt, unit, scale = _axis_format(m, part)
+        part = part.with_columns(pl.col("diff", "diff_ci_low", "diff_ci_high") * scale)
         label = labels.get(m, m)
         x_title = f"Δ {label}"
         if unit and unit not in label:  # "Δ Rule-making (share of rounds, percentage points)"
