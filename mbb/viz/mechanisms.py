@@ -116,12 +116,13 @@ _SHARES = frozenset({"deadline_miss", "completion", "progress", "score"})
 
 
 def _axis(measure: str, *, signed: bool = False) -> alt.Axis:
-    """A share's axis in percent (its differences in signed percent, i.e. points), as the
-    tables write it (they drew 0.0-0.8 beside tables in %); vega picks the decimals from the
-    tick step. Other measures keep their own numbers."""
+    """A share's axis in percent, as the tables write it (they drew 0.0-0.8 beside tables in
+    %), its differences in signed percentage points ("+10", drawn from values times 100 by
+    `differences_vs_institutions`: "+10%" read as a relative change beside a table in pp);
+    vega picks the decimals from the tick step. Other measures keep their own numbers."""
     if measure not in _SHARES:
         return alt.Axis()
-    return alt.Axis(format="+%" if signed else "%")
+    return alt.Axis(format="+~r" if signed else "%")
 
 
 def _long(out: pl.DataFrame, measures: Sequence[str]) -> pl.DataFrame:
@@ -219,7 +220,15 @@ def differences_vs_institutions(
     diff = (
         long.filter(pl.col("mechanism") != "negotiated")
         .join(inst, on=["condition", "base_run", "measure"])
-        .with_columns((pl.col("value") - pl.col("institutions")).alias("diff"))
+        .with_columns(
+            # a share's difference in percentage points (`_axis`), the others as they are
+            (
+                (pl.col("value") - pl.col("institutions"))
+                * pl.when(pl.col("measure").is_in([LABELS.get(m, m) for m in _SHARES]))
+                .then(100.0)
+                .otherwise(1.0)
+            ).alias("diff")
+        )
     )
     if diff.is_empty():
         return none_chart(title, "no run has both the institutions and a mechanism")

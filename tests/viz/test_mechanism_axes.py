@@ -106,7 +106,23 @@ def test_shares_are_drawn_in_percent_as_the_tables_write_them():
     from mbb.viz.mechanisms import _axis
 
     assert _axis("deadline_miss").to_dict() == {"format": "%"}
-    assert _axis("score", signed=True).to_dict() == {"format": "+%"}
+    # differences in signed percentage points, drawn from values times 100 ("+10", not "+10%")
+    assert _axis("score", signed=True).to_dict() == {"format": "+~r"}
+    out = _out().with_columns(  # fcfs misses 10 points more deadlines, its Gini 0.02 higher
+        pl.when(pl.col("mechanism") == "fcfs")
+        .then(pl.col("deadline_miss") + 0.1)
+        .otherwise(pl.col("deadline_miss"))
+        .alias("deadline_miss")
+    )
+    spec = M.differences_vs_institutions(out).to_dict()
+    means = {
+        (r["measure"], r["mechanism"]): round(r["mean"], 6)
+        for v in spec["datasets"].values()
+        for r in v
+        if "mean" in r
+    }
+    assert means[(M.LABELS["deadline_miss"], "fcfs")] == 10.0
+    assert means[(M.LABELS["gini_exec"], "fcfs")] == 0.02
     assert _axis("gini_exec").to_dict() == {} and _axis("mean_wait_s").to_dict() == {}
     assert '"format": "%"' in json.dumps(_axis("progress").to_dict())
 
