@@ -242,6 +242,23 @@ def test_report_skips_foreign_and_malformed_notebooks(tmp_path: Path, capsys) ->
     assert str(tmp_path) not in page
 
 
+def _assert_forest_shows(compare: str, section: str, svg_file: Path) -> None:
+    """The section's forest plot is an image the page's policy lets load (`img-src data:`
+    only; a link to the SVG file showed only the alt text), and it is the exported SVG."""
+    from mbb.batch.report import content_security_policy
+
+    policy = re.search(r'http-equiv="Content-Security-Policy" content="([^"]+)"', compare)
+    assert policy and "img-src data:;" in policy.group(1)
+    assert "img-src data:;" in content_security_policy([])  # not loosened
+    srcs = re.findall(r"<img src='([^']*)'", compare)
+    assert srcs and all(s.startswith("data:image/") for s in srcs), srcs
+    forest = re.search(
+        r"<figure class=forest><img src='data:image/svg\+xml;base64,([^']+)'", section
+    )
+    assert forest, section[:500]
+    assert base64.b64decode(forest.group(1)).decode() == svg_file.read_text()
+
+
 def test_comparison_page_and_viewer_links(tmp_path: Path, capsys) -> None:
     from mbb.batch.build import load_params
     from mbb.batch.report import build_report
@@ -268,7 +285,7 @@ def test_comparison_page_and_viewer_links(tmp_path: Path, capsys) -> None:
     assert (tmp_path / "viewer" / "data" / "index.js").is_file()
     assert "fewer than 5 seeds" in shown  # 3 seeds: said where the numbers are
     # a forest plot and the table's exports, written next to the page and linked from it
-    assert "<img src='compare/forest-00.svg'" in shown
+    _assert_forest_shows(compare, shown, tmp_path / "compare" / "forest-00.svg")
     for link in ("compare/against-00.csv", "compare/against-00.json", "compare/forest-00.png"):
         assert f"href='{link}'" in shown and (tmp_path / link).is_file(), link
     assert "href='compare/comparison.csv'" in compare and "href='compare/runs.json'" in compare

@@ -930,3 +930,22 @@ def test_the_page_follows_its_link_and_back_returns_to_the_table(browser, viewer
         page.select_option("#search-scope", "all")
         page.wait_for_selector("#search-all[data-runs='0']")
         assert page.locator("#search-all strong").inner_text().startswith("No match for")
+
+
+def test_the_compare_pages_forest_plot_shows_under_its_policy(browser, tmp_path):
+    """The study report's compare page showed only its forest plot's alt text: the page's
+    policy loads images from data: only, and the plot was linked as compare/forest-00.svg."""
+    from mbb.batch.report import build_report
+
+    for name in ("base", "memory_off"):
+        run_many(load_params(name, {"subruns": 2}), runs=2, out_dir=tmp_path / name, processes=1)
+    build_report(tmp_path, viewer=False, quiet=True)
+    with offline_page(browser) as page:
+        page.goto((tmp_path / "compare.html").as_uri())
+        forest = page.locator("section.cmp:not([hidden]) figure.forest img")
+        assert forest.count() == 1
+        page.wait_for_function(
+            "() => document.querySelector('section.cmp:not([hidden]) figure.forest img').complete"
+        )
+        assert forest.evaluate("img => img.naturalWidth") > 0
+        assert forest.evaluate("img => img.getBoundingClientRect().height") > 50

@@ -967,8 +967,10 @@ def write_comparison_files(
     """Write the compare page's files into `root/compare/`: per baseline the comparison table as
     CSV and JSON and its forest plot as SVG and PNG; all baselines in one CSV/JSON; the per-run
     values every comparison is computed from. Returns baseline -> {kind: path relative to
-    root}, with "" for the files of all baselines. Files are numbered, never named after a
-    condition (names come from colleagues' folders).
+    root}, with "" for the files of all baselines, and under "inline" the forest plot as a
+    ``data:`` URI: the page's policy loads images from ``data:`` only, so a link to the SVG
+    file would show its alt text. Files are numbered, never named after a condition (names come
+    from colleagues' folders).
 
     root: the report folder; tables: baseline -> `mbb.analysis.compare.condition_table`;
     loaded: the runs' tables (`comparison_tables`), for the per-run export."""
@@ -990,13 +992,15 @@ def write_comparison_files(
         replace_file(out / f"{stem}.csv", _csv(table))
         replace_file(out / f"{stem}.json", _json_rows(table))
         spec = render.legible(forest_plot(table).to_dict())
-        replace_file(out / f"forest-{i:02d}.svg", render.render_svg(spec))
+        svg = render.render_svg(spec)
+        replace_file(out / f"forest-{i:02d}.svg", svg)
         replace_file(out / f"forest-{i:02d}.png", render.render_png(spec))
         links[baseline] = {
             "csv": f"{COMPARE_DIR}/{stem}.csv",
             "json": f"{COMPARE_DIR}/{stem}.json",
             "svg": f"{COMPARE_DIR}/forest-{i:02d}.svg",
             "png": f"{COMPARE_DIR}/forest-{i:02d}.png",
+            "inline": _svg_data_uri(svg),
         }
     every = pl.concat(list(tables.values()), how="diagonal_relaxed")
     replace_file(out / "comparison.csv", _csv(every))
@@ -1013,6 +1017,13 @@ def write_comparison_files(
             "runs_json": f"{COMPARE_DIR}/runs.json",
         }
     return links
+
+
+def _svg_data_uri(svg: str) -> str:
+    """`svg` as a ``data:image/svg+xml`` URI: an image the page's Content-Security-Policy
+    (``img-src data:``) lets show, and inert (no script runs and nothing loads in an SVG shown
+    as an image), as the notebook pages show their charts (`_chart_html`)."""
+    return "data:image/svg+xml;base64," + base64.b64encode(svg.encode()).decode()
 
 
 def _compare_html(
@@ -1054,7 +1065,7 @@ def _compare_html(
             else ""
         )
         forest = (
-            f"<figure class=forest><img src='{esc(own['svg'])}' alt='forest plot: each "
+            f"<figure class=forest><img src='{esc(own['inline'])}' alt='forest plot: each "
             f"measure&#39;s difference from {esc(baseline)} with its 95% CI'></figure>"
             if own
             else ""
