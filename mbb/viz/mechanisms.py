@@ -152,10 +152,12 @@ def _per_measure(
             .facet(row=alt.Row("condition:N", title="Condition"))
             .properties(title=label)
         )
+    # rows of no run (a condition's note that it negotiated nothing) are not "few seeds"
+    seeds = agg.filter(pl.col("runs") > 0)["runs"]
     return (
         alt.concat(*blocks, columns=PER_ROW)
         .resolve_scale(x="independent")
-        .properties(title={"text": title, "subtitle": seeds_subtitle(agg["runs"])})
+        .properties(title={"text": title, "subtitle": seeds_subtitle(seeds)})
     )
 
 
@@ -172,7 +174,9 @@ def outcome_comparison(
     title = "Institutions (negotiated, black) vs centralized mechanisms, same workloads"
     if out.is_empty():
         return none_chart(title, "no runs to compare")
-    agg = _ci(_long(out, measures), ["condition", "measure", "mechanism"])
+    agg = _with_no_institutions(
+        _ci(_long(out, measures), ["condition", "measure", "mechanism"]), out, measures
+    )
     tooltip = [
         "condition:N",
         "mechanism:N",
@@ -196,9 +200,41 @@ def outcome_comparison(
             tooltip=tooltip,
         )
         pts = base.mark_point(filled=True, size=70).encode(x=x, color=color, tooltip=tooltip)
-        return alt.layer(err, pts, data=data)
+        # a condition that imposes a mechanism has no institutions: its row says so
+        none = (
+            base.mark_text(align="left", dx=4, fontStyle="italic", color="#555")
+            .encode(x=alt.value(0), text="note:N")
+            .transform_filter("isValid(datum.note)")
+        )
+        return alt.layer(err, pts, none, data=data)
 
     return _per_measure(agg, measures, panel, title)
+
+
+def _with_no_institutions(
+    agg: pl.DataFrame, out: pl.DataFrame, measures: Sequence[str]
+) -> pl.DataFrame:
+    """`agg` with, for each condition that imposes a mechanism (no negotiated run), a
+    `negotiated` row per measure carrying only a `note` that says so: the row was blank.
+
+    agg: `_ci`'s means per condition, measure and mechanism; out: `Comparison.outcomes`;
+    measures: the measures drawn."""
+    from mbb.analysis.mechanisms.compare import imposed, no_institutions_note
+
+    agg = agg.with_columns(pl.lit(None, pl.String).alias("note"))
+    rows = [
+        {
+            "condition": cond,
+            "measure": LABELS.get(m, m),
+            "mechanism": "negotiated",
+            "runs": 0,
+            "interval": "no run",
+            "note": no_institutions_note(mech),
+        }
+        for cond, mech in imposed(out).items()
+        for m in measures
+    ]
+    return pl.concat([agg, pl.DataFrame(rows)], how="diagonal_relaxed") if rows else agg
 
 
 def differences_vs_institutions(

@@ -160,3 +160,36 @@ def test_compare_conditions_refuses_a_misspelled_name_and_says_what_it_leaves_ou
     c = compare_conditions([tmp_path / "runs"], conditions=[cell], mechanisms=("fcfs",))
     assert set(c.outcomes["base_run"]) == {runs[0].name}
     assert f"left out 1 run(s): not finished (e.g. {runs[1].name})" in capsys.readouterr().out
+
+
+def test_a_condition_that_imposes_a_mechanism_counts_each_seed_once(tmp_path):
+    """mech_fcfs's runs are FCFS's runs: replayed under FCFS too, each seed counted twice (runs
+    10 for 5 seeds, its interval over pseudo-seeds) and its `negotiated` row left blank."""
+    import json
+
+    from mbb.batch.build import load_params
+    from mbb.viz import mechanisms as mf
+
+    runs = [
+        run_condition(load_params("mech_fcfs", {"subruns": 2}), s, tmp_path / "runs").out_dir
+        for s in range(2)
+    ]
+    c = compare(runs, mechanisms=("fcfs", "edf"))
+    fcfs = c.outcomes.filter(pl.col("mechanism") == "fcfs")
+    assert sorted(fcfs["run_id"]) == [r.name for r in runs]  # the runs themselves, once each
+    from mbb.analysis.mechanisms.compare import configured_mechanism
+
+    assert configured_mechanism((runs[0] / "events.jsonl").read_text().splitlines()) == "fcfs"
+    assert c.outcomes.filter(pl.col("mechanism") == "edf").height == 2
+    s = summary(c.outcomes).filter(pl.col("condition") == "mech_fcfs")
+    by_mech = {r["mechanism"]: r for r in s.iter_rows(named=True)}
+    assert list(by_mech) == ["negotiated", "fcfs", "edf"]
+    assert by_mech["fcfs"]["runs"] == 2 and by_mech["edf"]["runs"] == 2
+    assert by_mech["fcfs"]["played"] == "as played: imposed by the condition"
+    assert by_mech["edf"]["played"] == "replay of the recorded demand"
+    neg = by_mech["negotiated"]
+    assert neg["runs"] == 0 and neg["deadline_miss"] is None  # n/a, with the reason beside it
+    assert neg["played"] == "none: the condition imposes fcfs, nothing was negotiated"
+    spec = json.dumps(mf.outcome_comparison(c.outcomes).to_dict())
+    assert "none: the condition imposes fcfs, nothing was negotiated" in spec
+    assert "fewer than 5 seeds" in spec and "of 0 runs" not in spec

@@ -9,6 +9,7 @@ together. The runs are read from their folders, never run again here (`mbb.batch
 
 from __future__ import annotations
 
+import json
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -25,7 +26,17 @@ from mbb.core.eventlog import kind_of, read_lines
 from mbb.core.tables import tables_from_lines, write_tables
 from mbb.protocol.scheduling.centralized import AUCTIONS, CENTRALIZED
 
-__all__ = ["MEASURES", "Comparison", "compare", "compare_conditions", "same_schedules", "summary"]
+__all__ = [
+    "MEASURES",
+    "Comparison",
+    "compare",
+    "compare_conditions",
+    "configured_mechanism",
+    "imposed",
+    "no_institutions_note",
+    "same_schedules",
+    "summary",
+]
 
 # the columns of `mbb.analysis.outcome.outcomes` that compare allocations on one workload
 MEASURES = (
@@ -71,7 +82,9 @@ def compare(
     mechanisms: Sequence[str] = CENTRALIZED,
     out_dir: Path | None = None,
 ) -> Comparison:
-    """Replay each recorded run under every mechanism in `mechanisms`.
+    """Replay each recorded run under every mechanism in `mechanisms` but the one it was played
+    under: a run of a condition that imposes a centralized mechanism (mech_fcfs) is that
+    mechanism's run, one per seed (its replay under it was counted too: 10 runs of 5 seeds).
 
     run_dirs: run folders (each with its `events.jsonl`) of one condition;
     mechanisms: centralized mechanisms to replay under (default: all);
@@ -92,7 +105,10 @@ def compare(
         names.add(cell_of(d.name))
         for line in lines:
             by_kind[kind_of(line)].append(line)
+        played = configured_mechanism(lines)
         for m in mechanisms:
+            if m == played:  # the run itself is that mechanism's run: a replay would count twice
+                continue
             r = replay(lines, m, replays)
             for k, rlines in r.log.by_kind.items():
                 by_kind[k].extend(rlines)
@@ -123,6 +139,19 @@ def compare(
         write_tables(tables, out_dir / "tables")
         result.write(out_dir / "mechanisms")
     return result
+
+
+def configured_mechanism(lines: Iterable[str]) -> str:
+    """The mechanism a run was played under, from its `run_started` params: "negotiated" (the
+    agents' institutions) or the centralized mechanism its condition imposes.
+
+    lines: the run's event lines (`events.jsonl`)."""
+    for line in lines:
+        if kind_of(line) == "run_started":
+            params = json.loads(line).get("params") or {}
+            kind = (params.get("mechanism") or {}).get("kind", "negotiated")
+            return str(kind)
+    return "negotiated"
 
 
 def compare_conditions(
@@ -178,19 +207,72 @@ def compare_conditions(
     )
 
 
+def imposed(out: pl.DataFrame) -> dict[str, str]:
+    """Condition -> the centralized mechanism it imposes, for every condition of `out` whose runs
+    were not negotiated (mech_fcfs): it has no institutions to compare with, which its tables
+    and charts say rather than leave the `negotiated` row blank.
+
+    out: `Comparison.outcomes` (one row per run and mechanism)."""
+    negotiated = set(out.filter(pl.col("mechanism") == "negotiated")["condition"])
+    others = out.filter(~pl.col("condition").is_in(negotiated))
+    if "run_id" in out.columns:  # the runs as played, not their replays
+        others = others.filter(pl.col("run_id") == pl.col("base_run"))
+    else:  # outcomes without run ids cannot tell the played mechanism from the replays
+        return dict.fromkeys(sorted(set(others["condition"])), "a centralized mechanism")
+    return {
+        cond: ", ".join(sorted(set(g["mechanism"]))) for (cond,), g in others.group_by("condition")
+    }
+
+
+def no_institutions_note(mechanism: str) -> str:
+    """What a condition that imposes `mechanism` shows in place of the institutions' values."""
+    return f"none: the condition imposes {mechanism}, nothing was negotiated"
+
+
 def summary(out: pl.DataFrame, measures: Sequence[str] = MEASURES) -> pl.DataFrame:
-    """Mean of each measure per condition and mechanism, institutions first, with run counts."""
+    """Mean of each measure per condition and mechanism, institutions first, with run counts
+    and `played`: the runs as played (the agents' institutions, or the mechanism the condition
+    imposes) or replays of their recorded demand. A condition that imposes a mechanism has a
+    `negotiated` row saying so (0 runs, measures n/a), not a missing or blank one.
+
+    out: `Comparison.outcomes`; measures: its columns to average."""
     order = ["negotiated", *CENTRALIZED]
-    return (
+    if "run_id" not in out.columns:  # which runs are replays is read from their ids
+        out = out.with_columns(pl.lit(None, pl.String).alias("run_id"))
+    rows = (
         out.group_by("condition", "mechanism")
-        .agg(pl.len().alias("runs"), *[pl.col(m).mean().round(3) for m in measures])
+        .agg(
+            pl.len().alias("runs"),
+            *[pl.col(m).mean().round(3) for m in measures],
+            (pl.col("run_id") == pl.col("base_run")).any(ignore_nulls=False).alias("_played"),
+        )
         .with_columns(
+            pl.when(pl.col("_played").is_null())
+            .then(pl.lit("n/a (no run ids to tell)"))
+            .when(~pl.col("_played"))
+            .then(pl.lit("replay of the recorded demand"))
+            .when(pl.col("mechanism") == "negotiated")
+            .then(pl.lit("as played: the agents' institutions"))
+            .otherwise(pl.lit("as played: imposed by the condition"))
+            .alias("played")
+        )
+        .drop("_played")
+    )
+    missing = [
+        {"condition": c, "mechanism": "negotiated", "runs": 0, "played": no_institutions_note(m)}
+        for c, m in imposed(out).items()
+    ]
+    if missing:
+        rows = pl.concat([rows, pl.DataFrame(missing)], how="diagonal_relaxed")
+    return (
+        rows.with_columns(
             pl.col("mechanism")
             .replace_strict({m: i for i, m in enumerate(order)}, default=len(order))
             .alias("_o")
         )
         .sort("condition", "_o")
         .drop("_o")
+        .select("condition", "mechanism", "played", "runs", *measures)
     )
 
 
