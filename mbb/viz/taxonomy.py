@@ -12,13 +12,23 @@ show says "none".
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import altair as alt
 import polars as pl
 
 from mbb import analysis as A
 from mbb.core.taxonomy import CATEGORIES, SEPARATE
-from mbb.viz.theme import model_color, none_chart, none_layer, with_empty_panels, worker_order
+from mbb.viz.theme import (
+    condition_color,
+    condition_dash,
+    model_color,
+    none_chart,
+    none_layer,
+    shared_colour_note,
+    with_empty_panels,
+    worker_order,
+)
 
 __all__ = [
     "behaviour_drift_chart",
@@ -508,6 +518,12 @@ def relational_vs_bid_chart(rvb: pl.DataFrame) -> alt.Chart:
     rvb: `mbb.analysis.relational_vs_bid` output."""
     if rvb.is_empty():
         return none_chart("Relational behaviour vs mean bid", "no round to bin")
+    # each condition in its colour of every mbb chart, lines of one colour dashed apart (it
+    # drew vega's default scheme: memory_off red here, orange in compare)
+    conditions = rvb["condition"].drop_nulls().unique().to_list()
+    title: dict[str, Any] = {"text": "Relational behaviour vs mean bid (Fig. 12)"}
+    if note := shared_colour_note(conditions):
+        title["subtitle"] = note
     return (
         alt.Chart(rvb)
         .mark_line(point=True)
@@ -519,7 +535,10 @@ def relational_vs_bid_chart(rvb: pl.DataFrame) -> alt.Chart:
                 axis=alt.Axis(format="%"),
                 scale=alt.Scale(domain=[0, 1]),
             ),
-            color=alt.Color("condition:N", title="Condition"),
+            color=alt.Color("condition:N", title="Condition", scale=condition_color(conditions)),
+            strokeDash=alt.StrokeDash(
+                "condition:N", title="Condition", scale=condition_dash(conditions)
+            ),
             tooltip=[
                 "condition:N",
                 alt.Tooltip("bid_bin:O", title="bid bin"),
@@ -529,7 +548,7 @@ def relational_vs_bid_chart(rvb: pl.DataFrame) -> alt.Chart:
                 alt.Tooltip("corr:Q", format=".2f", title="corr (rounds)"),
             ],
         )
-        .properties(width=360, height=220, title="Relational behaviour vs mean bid (Fig. 12)")
+        .properties(width=360, height=220, title=title)
     )
 
 

@@ -17,6 +17,7 @@ from mbb.batch.runner import run_conditions
 from mbb.core.paths import PROJECT_ROOT
 from mbb.viz import compare as C
 from mbb.viz import starting_states as S
+from mbb.viz import taxonomy as T
 from mbb.viz import theme
 from mbb.viz import transmission as X
 
@@ -99,6 +100,18 @@ def _rates() -> pl.DataFrame:
     )
 
 
+def _rvb() -> pl.DataFrame:
+    """A `relational_vs_bid` frame (by condition) of memory_off and urgent_worker (it drew
+    memory_off red, urgent_worker purple: vega's default scheme)."""
+    rows = [
+        dict(condition=c, bid_bin=b, rounds=5, mean_bid=40.0 + 10 * b,
+             relational_share=0.1 * b, corr=0.3)
+        for c in ("memory_off", "urgent_worker")
+        for b in range(3)
+    ]  # fmt: skip
+    return pl.DataFrame(rows)
+
+
 def test_a_condition_has_one_colour_in_every_notebook(run_dirs):
     """compare_conditions' charts on two subsets of the conditions, starting_states' and
     transmission's: each condition's colour is the same wherever it is drawn."""
@@ -118,6 +131,7 @@ def test_a_condition_has_one_colour_in_every_notebook(run_dirs):
         "starting_states": _colours(S.urgency_chart(_seeds()), "condition"),
         "transmission": {s.split(" (")[0]: c for s, c in transmission.items()},
         "lifecycle, 2 conditions": {s.split(" (")[0]: c for s, c in lifecycle.items()},
+        "taxonomy relational vs bid": _colours(T.relational_vs_bid_chart(_rvb()), "condition"),
     }
     seen: dict[str, tuple[str, str]] = {}
     for chart, colours in charts.items():
@@ -191,3 +205,31 @@ def test_a_study_of_many_cells_gets_a_short_note():
     assert cells_note.startswith("the cells of one condition")
     assert conditions_note.startswith("⚠ same colour: bids_flat and budget_1500; deadline_15 and ")
     assert "m0" not in conditions_note and len(conditions_note) < 150
+
+
+# the fields a chart colours conditions by (a series is a condition and its label)
+_CONDITION_FIELDS = ("condition", "series", "cell")
+
+
+def test_no_chart_colours_conditions_by_vegas_default_scheme():
+    """Every `alt.Color` on a condition field in mbb/viz gives a scale (`condition_color`, or a
+    range of `condition_hex`): without one vega colours by its default scheme, in the order of
+    the conditions the chart happens to draw (taxonomy's relational-vs-bid chart did)."""
+    import ast
+
+    missing = []
+    for path in sorted((PROJECT_ROOT / "mbb" / "viz").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "Color"
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str)
+            ):
+                continue
+            field = node.args[0].value.split(":")[0]
+            if field in _CONDITION_FIELDS and not any(k.arg == "scale" for k in node.keywords):
+                missing.append(f"{path.name}:{node.lineno} {field}")
+    assert missing == []
