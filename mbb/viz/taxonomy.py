@@ -450,11 +450,30 @@ def _binned_levels(drift: pl.DataFrame, level: str) -> tuple[pl.DataFrame, str]:
     return binned, f"{level.capitalize()} (bins of {width})"
 
 
-def linguistic_drift_chart(ling: pl.DataFrame) -> alt.HConcatChart | alt.Chart:
+# the conditions' line dashes on the linguistic-drift chart (colour there is the model), in an
+# order that keeps neighbours in the legend unlike: solid, long dash, dots, dash-dot, ...
+_DRIFT_DASHES: tuple[tuple[int, ...], ...] = (
+    (1, 0),
+    (8, 4),
+    (2, 3),
+    (8, 3, 2, 3),
+    (16, 6),
+    (12, 3, 2, 3, 2, 3),
+    (1, 7),
+    (4, 2, 4, 8),
+)
+_DRIFT_PER_ROW = 2  # measure panels per row: four side by side were ~1,280 px
+
+
+def linguistic_drift_chart(ling: pl.DataFrame) -> alt.ConcatChart | alt.Chart:
     """The four linguistic measures by subrun (means over workers), one line per model and
     condition: vocabulary renewal, similarity to the previous subrun, institutional talk. One
-    panel per measure, its axis titled with its unit (`LINGUISTIC_LABELS`: shares in %,
-    similarities 0-1), all on the 0-1 range so panels compare."""
+    panel per measure, two to a row so the figure fits a page (~1,000 px), its axis titled with
+    its unit (`LINGUISTIC_LABELS`: shares in %, similarities 0-1), all on the 0-1 range so
+    panels compare. Colour is the model, the line's dash the condition; the legend draws the
+    dashes (it drew every condition as the same black circle).
+
+    ling: `mbb.analysis.linguistic_drift` output (by condition)."""
     from mbb.analysis.linguistic import LINGUISTIC_LABELS
 
     measures = ["new_vocab_share", "bow_similarity", "trigram_similarity", "institutional_share"]
@@ -467,38 +486,57 @@ def linguistic_drift_chart(ling: pl.DataFrame) -> alt.HConcatChart | alt.Chart:
     if long.is_empty():
         return none_chart("Linguistic drift across subruns", "no negotiation text")
     colors = model_color(long["model"].to_list())
+    conditions = sorted(set(long["condition"].drop_nulls()))
+    dashes = alt.Scale(
+        domain=conditions,
+        range=[list(_DRIFT_DASHES[i % len(_DRIFT_DASHES)]) for i in range(len(conditions))],
+    )
+    dash_legend = alt.Legend(
+        symbolType="stroke", symbolStrokeWidth=2, symbolSize=900, symbolStrokeColor="#333"
+    )
+    title: dict[str, Any] = {"text": "Linguistic drift across subruns (mean over workers)"}
+    if len(conditions) > len(_DRIFT_DASHES):
+        title["subtitle"] = (
+            f"⚠ {len(conditions)} conditions, {len(_DRIFT_DASHES)} dashes: some conditions "
+            "share a dash (hover a line for its condition)"
+        )
     panels = []
     for m in measures:
         label = LINGUISTIC_LABELS[m]
         name, unit = label.removesuffix(")").rsplit(" (", 1)  # panel title, axis title
         share = "%" in unit
         fmt = ".1%" if share else ".3f"
-        panels.append(
-            alt.Chart(long.filter(pl.col("measure") == m))
-            .mark_line(point=True)
-            .encode(
-                x=alt.X("subrun:O", title="Subrun", axis=alt.Axis(labelAngle=0)),
-                y=alt.Y(
-                    "value:Q",
-                    title=unit,
-                    scale=alt.Scale(domain=[0, 1]),
-                    axis=alt.Axis(format="%" if share else ".1f"),
-                ),
-                color=alt.Color("model:N", scale=colors, title="Model / persona"),
-                strokeDash=alt.StrokeDash("condition:N", title="Condition"),
-                tooltip=[
-                    "condition:N",
-                    "model:N",
-                    "subrun:O",
-                    alt.Tooltip("value:Q", format=fmt, title=label),
-                    alt.Tooltip("workers:Q", title="worker-subruns"),
-                ],
-            )
-            .properties(width=160, height=180, title=name)
+        tooltip: list[str | alt.Tooltip] = [
+            "condition:N",
+            "model:N",
+            "subrun:O",
+            alt.Tooltip("value:Q", format=fmt, title=label),
+            alt.Tooltip("workers:Q", title="worker-subruns"),
+        ]
+        base = alt.Chart(long.filter(pl.col("measure") == m)).encode(
+            x=alt.X("subrun:O", title="Subrun", axis=alt.Axis(labelAngle=0)),
+            y=alt.Y(
+                "value:Q",
+                title=unit,
+                scale=alt.Scale(domain=[0, 1]),
+                axis=alt.Axis(format="%" if share else ".1f"),
+            ),
+            color=alt.Color("model:N", scale=colors, title="Model / persona"),
+            tooltip=tooltip,
         )
-    return alt.hconcat(*panels).properties(
-        title="Linguistic drift across subruns (mean over workers)"
-    )
+        # the points in a layer of their own: on a line with points, vega-lite drew the dash
+        # legend's symbols as filled circles (or, as strokes, transparent)
+        lines = base.mark_line().encode(
+            strokeDash=alt.StrokeDash(
+                "condition:N", title="Condition", scale=dashes, legend=dash_legend
+            ),
+        )
+        panels.append(
+            alt.layer(lines, base.mark_point(filled=True, size=30)).properties(
+                width=260, height=170, title=name
+            )
+        )
+    return alt.concat(*panels, columns=_DRIFT_PER_ROW).properties(title=title)
 
 
 def _workers(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:

@@ -58,3 +58,40 @@ def test_behaviour_drift_axis_says_percent():
     )
     titles = _titles(T.behaviour_drift_chart(drift, tests).to_dict())
     assert "Worker-rounds showing the group (%)" in titles
+
+
+def test_linguistic_drift_legend_draws_each_conditions_dash_and_fits_a_page():
+    """Conditions are told apart only by their line's dash: the legend drew each as the same
+    black circle, and the four panels side by side were ~1,280 px wide."""
+    import struct
+
+    import vl_convert as vlc
+
+    conditions = ["base", "conversation_off", "memory_off", "rich_worker", "rule_makers",
+                  "rule_makers_memory_off", "urgent_worker"]  # fmt: skip
+    rows = [
+        dict(
+            condition=c,
+            model=m,
+            subrun=s,
+            workers=5,
+            new_vocab_share=0.3 / s,
+            bow_similarity=0.9,
+            trigram_similarity=0.6,
+            institutional_share=0.5,
+        )
+        for c in conditions
+        for m in ("price_first", "reciprocator", "shortest_job_advocate")
+        for s in (1, 2, 3, 4)
+    ]
+    chart = T.linguistic_drift_chart(pl.DataFrame(rows))
+    vega = vlc.vegalite_to_vega(chart.to_json())
+    (legend,) = [g for g in vega["legends"] if "strokeDash" in g]
+    assert legend["symbolType"] == "stroke", legend
+    symbols = legend.get("encode", {}).get("symbols", {}).get("update", {})
+    assert symbols.get("stroke", {}).get("value") != "transparent", legend
+    dashes = next(s for s in vega["scales"] if s["name"] == "strokeDash")["range"]
+    assert len({tuple(d) for d in dashes}) == len(conditions)  # one dash each
+    png = vlc.vegalite_to_png(chart.to_json(), scale=1)
+    width = struct.unpack(">II", png[16:24])[0]
+    assert width <= 1000, width
