@@ -193,3 +193,22 @@ def test_a_condition_that_imposes_a_mechanism_counts_each_seed_once(tmp_path):
     spec = json.dumps(mf.outcome_comparison(c.outcomes).to_dict())
     assert "none: the condition imposes fcfs, nothing was negotiated" in spec
     assert "fewer than 5 seeds" in spec and "of 0 runs" not in spec
+
+
+def test_mechanisms_that_give_one_schedule_are_one_line_with_the_reason(tmp_path):
+    """On mech_fcfs nobody bids: the auctions fall back to request order, as FCFS and (equal
+    deadlines) EDF do. Said as one group with that reason; it printed four pairwise lines
+    ("edf = first_price: their orders agree") and left out FCFS, the mechanism played."""
+    from mbb.analysis.mechanisms import same_schedules
+    from mbb.batch.build import load_params
+
+    runs = [
+        run_condition(load_params("mech_fcfs", {"subruns": 2}), s, tmp_path).out_dir
+        for s in range(2)
+    ]
+    same = same_schedules(compare(runs, mechanisms=("fcfs", "edf", "first_price", "second_price")))
+    assert same["mechanisms"].to_list() == ["fcfs = edf = first_price = second_price"]
+    why = same["why"].item()
+    assert "no bid was declared in these runs (the condition imposes fcfs" in why
+    assert "the auctions have nothing to rank by" in why
+    assert "every worker has the same deadline" in why

@@ -277,12 +277,12 @@ def summary(out: pl.DataFrame, measures: Sequence[str] = MEASURES) -> pl.DataFra
 
 
 def same_schedules(cmp: Comparison) -> pl.DataFrame:
-    """Pairs of mechanisms that gave the same windows (who, when, how long) in every run of a
-    condition, with the reason read from the workloads: their rows in every table and chart
-    are then one result drawn twice, not two that agree by chance (a reviewer read EDF = FCFS
-    on every row as a finding; on the scripted population the urgent W1 is also first in
-    request order). One row per condition and pair: `condition`, `mechanisms` ("a = b"),
-    `runs` and `why`.
+    """Mechanisms that gave the same windows (who, when, how long) in every run of a condition,
+    grouped ("edf = fcfs = first_price = second_price"), with the reason read from the
+    workloads: their rows in every table and chart are then one result drawn several times,
+    not results that agree by chance (a reviewer read EDF = FCFS on every row as a finding; on
+    the scripted population the urgent W1 is also first in request order). One row per
+    condition and group: `condition`, `mechanisms` ("a = b = c"), `runs` and `why`.
 
     cmp: a `compare` or `compare_conditions` result."""
     keys = cmp.outcomes.select("run_id", "base_run", "mechanism", "condition")
@@ -301,27 +301,61 @@ def same_schedules(cmp: Comparison) -> pl.DataFrame:
             m: dict(zip(g["base_run"], g["schedule"], strict=True))
             for (m,), g in part.group_by("mechanism")
         }
-        mechs = sorted(by_mech, key=lambda m: order.get(m, len(order)))
-        for i, a in enumerate(mechs):
-            for b in mechs[i + 1 :]:
-                if by_mech[a] == by_mech[b]:
-                    rows.append(
-                        (condition, f"{a} = {b}", len(by_mech[a]), _why(cmp, condition, {a, b}))
-                    )
+        left = sorted(by_mech, key=lambda m: order.get(m, len(order)))
+        while left:
+            first, *rest = left
+            group = [first, *(m for m in rest if by_mech[m] == by_mech[first])]
+            left = [m for m in left if m not in group]
+            if len(group) > 1:
+                why = _why(cmp, condition, set(group))
+                rows.append((condition, " = ".join(group), len(by_mech[first]), why))
     return pl.DataFrame(rows, schema=["condition", "mechanisms", "runs", "why"], orient="row")
 
 
-def _why(cmp: Comparison, condition: str, pair: set[str]) -> str:
-    """Why two mechanisms' schedules coincide on a condition's workloads, as far as the
-    recorded deadlines and request order say."""
-    if pair <= set(AUCTIONS):
-        return "both sell each window to the highest bid; only the price paid differs"
-    if pair != {"edf", "fcfs"}:
-        return "their orders agree in every round of these workloads"
-    runs = cmp.outcomes.filter(
-        (pl.col("condition") == condition) & (pl.col("mechanism") == "negotiated")
+def _played_runs(cmp: Comparison, condition: str) -> list[str]:
+    """The condition's runs as they were played (negotiated or imposed), not their replays."""
+    out = cmp.outcomes
+    return out.filter(
+        (pl.col("condition") == condition) & (pl.col("run_id") == pl.col("base_run"))
     )["run_id"].to_list()
+
+
+def _why(cmp: Comparison, condition: str, group: set[str]) -> str:
+    """Why mechanisms' schedules coincide on a condition's workloads, as far as the recorded
+    bids, deadlines and request order say."""
+    runs = _played_runs(cmp, condition)
+    bid_mechs = group & {*AUCTIONS, "proportional_share"}
+    reasons = []
+    declared = cmp.tables["declarations"].filter(
+        pl.col("run_id").is_in(runs) & (pl.col("bid").fill_null(0) > 0)
+    )
+    if bid_mechs and declared.is_empty():
+        played = sorted(set(imposed(cmp.outcomes).get(condition, "").split(", ")) - {""})
+        who = (
+            f"the condition imposes {', '.join(played)}: nobody negotiated"
+            if played
+            else "the negotiators declared none"
+        )
+        said = f"no bid was declared in these runs ({who}), so every replayed bid is 0"
+        if bid_mechs & set(AUCTIONS):
+            said += ": the auctions have nothing to rank by and sell each window in request order"
+        if "proportional_share" in bid_mechs:
+            said += "; proportional share splits the window equally" + (
+                ", as round robin does" if "round_robin" in group else ""
+            )
+        reasons.append(said)
+    elif len(group) == len(bid_mechs & set(AUCTIONS)):
+        reasons.append("both sell each window to the highest bid; only the price paid differs")
+    if {"edf", "fcfs"} <= group:
+        reasons.append(_edf_is_fcfs(cmp, runs))
+    return "; ".join(reasons) or "their orders agree in every round of these workloads"
+
+
+def _edf_is_fcfs(cmp: Comparison, runs: list[str]) -> str:
+    """Why EDF and FCFS gave the same windows on `runs` (the runs as played)."""
     deadlines = cmp.tables["subrun_workers"].filter(pl.col("run_id").is_in(runs))
+    if deadlines.is_empty():
+        return "EDF and FCFS: their orders agree in every round of these workloads"
     if (
         deadlines.group_by("run_id", "subrun")
         .agg(pl.col("deadline_s").n_unique() == 1)["deadline_s"]
@@ -347,4 +381,4 @@ def _why(cmp: Comparison, condition: str, pair: set[str]) -> str:
             "EDF and FCFS serve the queue alike (params/mech_mixed_deadlines.yaml makes them "
             "differ)"
         )
-    return "their orders agree in every round of these workloads"
+    return "EDF and FCFS: their orders agree in every round of these workloads"
