@@ -635,7 +635,9 @@ def _last_minus_first(column: str) -> pl.Expr:
 
 def _winners(tables: Mapping[str, pl.DataFrame]) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(rounds with winner and winning bid, consecutive-round pairs with `repeat` and its
-    chance level)."""
+    chance level). A run in which no bid was declared (a centralized mechanism without bids)
+    has no winning bid: null, not the 0 its rounds record (Table 8 read "0 0 0 0" for it)."""
+    declared = tables["declarations"]["run_id"].unique().implode()
     r = (
         tables["rounds"]
         .select(
@@ -643,7 +645,9 @@ def _winners(tables: Mapping[str, pl.DataFrame]) -> tuple[pl.DataFrame, pl.DataF
             "subrun",
             "round",
             pl.col("order").list.first().alias("winner"),
-            pl.col("bids").list.first().alias("winning_bid"),
+            pl.when(pl.col("run_id").is_in(declared))
+            .then(pl.col("bids").list.first())
+            .alias("winning_bid"),
             "candidates",
         )
         .sort("run_id", "subrun", "round")

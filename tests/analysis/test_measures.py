@@ -277,3 +277,24 @@ def test_a_missing_bid_ratio_says_why_and_durations_have_units(scen):
     assert set(uniform["note"]) == {"no bid ratio: every worker starts with the same deadline"}
     headers = [c.header for c in table(u).columns]
     assert "mean duration (s)" in headers
+
+
+def test_a_run_without_declared_bids_has_no_winning_bid(tmp_path):
+    """A centralized mechanism without bids records rounds with bids of 0: Table 8 read a
+    median winning bid of 0 for mech_fcfs (a reviewer's find); it has none."""
+    from mbb.analysis.runs import load_runs
+    from mbb.batch.runner import run_conditions
+
+    dirs = run_conditions(
+        ["params/mech_fcfs.yaml", "params/base.yaml"],
+        runs=1,
+        out_root=tmp_path,
+        overrides={"subruns": 2},
+    )
+    rows = structural_metrics(load_runs(dirs)).filter(
+        pl.col("metric").is_in(["median_winning_bid", "winning_bid_drift"])
+    )
+    fcfs = rows.filter(pl.col("condition") == "mech_fcfs")["value"].to_list()
+    base = rows.filter(pl.col("condition") == "base")["value"].to_list()
+    assert fcfs and all(v is None for v in fcfs), fcfs
+    assert base and all(v is not None for v in base), base
