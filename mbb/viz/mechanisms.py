@@ -406,8 +406,14 @@ def screen_trips(screens: pl.DataFrame) -> alt.FacetChart | alt.Chart:
     rows = []
     for (cond,), grp in screens.group_by("condition"):
         n = grp.height
+        # no private message in any run (conversation off, or none sent): the private screen
+        # had nothing to read, n/a, not "0 of n" (a reviewer's find)
+        unread = "private_rounds" in grp.columns and not grp["private_rounds"].sum()
         for name, prefixes in _SCREENS.items():
             hit = sum(any(e.startswith(prefixes) for e in ev) for ev in grp["evidence"])
+            if name == "private agreement" and unread:
+                rows.append({"condition": cond, "screen": name, "hits": None, "runs": n})
+                continue
             rows.append({"condition": cond, "screen": name, "hits": hit, "runs": n})
         rows.append(
             {
@@ -417,9 +423,13 @@ def screen_trips(screens: pl.DataFrame) -> alt.FacetChart | alt.Chart:
                 "runs": n,
             }
         )
-    df = pl.DataFrame(rows).with_columns(
+    df = pl.DataFrame(rows, schema_overrides={"hits": pl.Int64}).with_columns(
         (pl.col("hits") / pl.col("runs")).alias("share"),
-        pl.format("{} of {} runs", "hits", "runs").alias("count"),
+        pl.when(pl.col("hits").is_null())
+        .then(pl.lit("n/a: no private message in any run"))
+        .otherwise(pl.format("{} of {} runs", "hits", "runs"))
+        .alias("count"),
+        (pl.col("hits") / pl.col("runs")).fill_null(0.0).alias("label_at"),  # n/a: at 0
     )
     quiet = sorted(
         df.group_by("condition").agg(pl.col("hits").sum()).filter(pl.col("hits") == 0)["condition"]
@@ -439,7 +449,7 @@ def screen_trips(screens: pl.DataFrame) -> alt.FacetChart | alt.Chart:
             x=alt.X(
                 "share:Q",
                 title="Share of runs that tripped the screen (%)",
-                axis=alt.Axis(format="%"),
+                axis=alt.Axis(format="%", tickCount=5),  # 0-100 %: labels never touch
                 scale=alt.Scale(domain=[0, 1]),
             ),
             color=alt.condition(
@@ -453,7 +463,7 @@ def screen_trips(screens: pl.DataFrame) -> alt.FacetChart | alt.Chart:
     counts = (
         alt.Chart()
         .mark_text(align="left", dx=4, fontSize=11, color="#444")
-        .encode(y=y, x="share:Q", text="count:N")
+        .encode(y=y, x="label_at:Q", text="count:N")
     )
     subtitle = ["each bar: runs that tripped the screen, of the condition's runs"]
     if quiet:

@@ -98,6 +98,25 @@ def test_a_condition_where_no_screen_tripped_says_so():
     assert any(r["count"] == "1 of 2 runs" for r in rows if r["screen"] == "private agreement")
 
 
+def test_the_private_screen_is_na_where_no_private_message_was_sent():
+    """Conversation off: 'private agreement 0 of 3' read as measured; the screen had nothing
+    to read (a reviewer's find)."""
+    screens = pl.DataFrame(
+        {
+            "condition": ["conversation_off"] * 3 + ["base"] * 2,
+            "evidence": [[], [], [], [], []],
+            "flagged": [False] * 5,
+            "private_rounds": [0, 0, 0, 4, 0],
+        },
+        schema_overrides={"evidence": pl.List(pl.String)},
+    )
+    rows = [r for v in M.screen_trips(screens).to_dict()["datasets"].values() for r in v]
+    private = {r["condition"]: r for r in rows if r["screen"] == "private agreement"}
+    assert private["conversation_off"]["count"] == "n/a: no private message in any run"
+    assert private["conversation_off"]["share"] is None
+    assert private["base"]["count"] == "0 of 2 runs"  # sent, and no side deal: measured
+
+
 def test_shares_are_drawn_in_percent_as_the_tables_write_them():
     """Deadline miss, progress and score were drawn 0.0-0.8 beside tables in % and pp (a
     reviewer's find); the Gini and the seconds keep their numbers."""

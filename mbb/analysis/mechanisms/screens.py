@@ -28,7 +28,9 @@ more candidates) is its first window; the "bid" is each candidate's final declar
 - cover bids: a losing bid below `cover_ratio` × the winning bid, by a worker who in another
   contested round of the run won with at least twice that bid — a bid that could not win, from
   someone who bids to win when it is their turn. `cover_share` = cover bids / losing bids.
-- private agreement: `private_share` = share of contested rounds whose schedule order differs
+- private agreement (`private_rounds`: rounds with a private message; with none, as under
+  conversation off, the screen has nothing to read): `private_share` = share of contested
+  rounds whose schedule order differs
   from price order (bid, then queue) AND in which a private message was sent before the
   schedule was published.
 
@@ -329,6 +331,7 @@ def _screen_run(
         "cv_drop": cv_drop,
         "cover_share": cover_share,
         "private_share": private_share,
+        "private_rounds": len(private),
         "screens_tripped": len(evidence),
         "flagged": len(evidence) >= th.min_screens,
         "evidence": evidence,
@@ -374,6 +377,7 @@ def screens(
         "cv_drop": pl.Float64,
         "cover_share": pl.Float64,
         "private_share": pl.Float64,
+        "private_rounds": pl.Int64,
         "screens_tripped": pl.Int64,
         "flagged": pl.Boolean,
         "evidence": pl.List(pl.String),
