@@ -368,7 +368,8 @@ class OpenAICompatibleProvider:
                 api_key=key,
                 max_retries=0,
                 timeout=config.timeout_s,
-                http_client=http_client(config.timeout_s),  # answers capped, no redirects
+                # answers capped, no redirects
+                http_client=http_client(config.timeout_s, config.base_url),
             )
             self._clients[slot] = client
         return client

@@ -10,6 +10,8 @@ every prompt.
 
 from __future__ import annotations
 
+import urllib.parse
+import urllib.request
 import zlib
 from collections.abc import AsyncIterator
 from typing import Any
@@ -87,8 +89,8 @@ class _CappedTransport(http.AsyncBaseTransport):
     """A connection pool whose answers are `_CappedBody`s: decoded here, under the cap, so
     the client above never inflates anything itself."""
 
-    def __init__(self, cap: int) -> None:
-        self._pool = http.AsyncHTTPTransport(limits=openai.DEFAULT_CONNECTION_LIMITS)
+    def __init__(self, cap: int, proxy: str | None = None) -> None:
+        self._pool = http.AsyncHTTPTransport(limits=openai.DEFAULT_CONNECTION_LIMITS, proxy=proxy)
         self._cap = cap
 
     async def handle_async_request(self, request: Any) -> Any:
@@ -116,14 +118,28 @@ class _CappedTransport(http.AsyncBaseTransport):
         await self._pool.aclose()
 
 
-def http_client(timeout_s: float, cap: int | None = None) -> Any:
-    """The HTTP client for one `openai.AsyncOpenAI`: answers capped at `cap` bytes, redirects
-    answered as what they are (a 3xx the caller reports), never followed.
+def env_proxy(base_url: str) -> str | None:
+    """The proxy the environment names for `base_url` (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY and
+    NO_PROXY, as the HTTP client would read them), or None.
 
-    timeout_s: each read's timeout, as the openai client would set it; cap: the byte cap
-    (default `MAX_ANSWER_BYTES`, read when the client is made)."""
+    base_url: the endpoint's base URL."""
+    parts = urllib.parse.urlsplit(base_url)
+    if not parts.hostname or urllib.request.proxy_bypass(parts.hostname):
+        return None
+    proxies = urllib.request.getproxies()
+    return proxies.get(parts.scheme) or proxies.get("all")
+
+
+def http_client(timeout_s: float, base_url: str, cap: int | None = None) -> Any:
+    """The HTTP client for one `openai.AsyncOpenAI`: answers capped at `cap` bytes, redirects
+    answered as what they are (a 3xx the caller reports), never followed. A proxy the
+    environment names is used by the capped transport: the client reads no proxy from the
+    environment once it is given a transport, so behind a proxy every call failed to connect.
+
+    timeout_s: each read's timeout, as the openai client would set it; base_url: the endpoint
+    (for its proxy); cap: the byte cap (default `MAX_ANSWER_BYTES`, read when the client is
+    made)."""
+    transport = _CappedTransport(MAX_ANSWER_BYTES if cap is None else cap, env_proxy(base_url))
     return openai.DefaultAsyncHttpxClient(
-        transport=_CappedTransport(MAX_ANSWER_BYTES if cap is None else cap),
-        timeout=timeout_s,
-        follow_redirects=False,
+        transport=transport, timeout=timeout_s, follow_redirects=False, trust_env=False
     )

@@ -569,3 +569,29 @@ def test_an_answer_field_no_server_sends_that_long_is_malformed(server, sleeps) 
             asyncio.run(
                 make_client(sleeps).call(make_config(server, max_retries=1), REQ, meta=META)
             )
+
+
+def test_a_proxy_the_environment_names_is_used_and_its_answers_capped(
+    server, sleeps, monkeypatch
+) -> None:
+    """Given mbb's capped transport, the client no longer read the environment's proxy: behind
+    one, every call failed to connect. The capped transport uses it, and caps what comes
+    through. The loopback server plays the proxy here (it answers the absolute URL a proxy
+    receives)."""
+    from mbb.llm import transport
+
+    monkeypatch.setattr(transport, "MAX_ANSWER_BYTES", 50_000)
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", server.url.rsplit("/v1", 1)[0])
+    big = Reply.completion("x" * 60_000)
+    server.push(big, big)
+    config = make_config(server, max_retries=1).model_copy(
+        update={"base_url": "http://api.example.invalid/v1"}
+    )
+    with pytest.raises(LlmUnavailable, match="an answer over 50,000 bytes"):
+        asyncio.run(make_client(sleeps).call(config, REQ, meta=META))
+    assert len(server.completions) == 2  # through the proxy, both attempts
+    assert transport.env_proxy("http://api.example.invalid/v1") is not None
+    monkeypatch.setenv("NO_PROXY", "api.example.invalid")
+    assert transport.env_proxy("http://api.example.invalid/v1") is None
