@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime
 import re
 import urllib.parse
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -137,6 +137,9 @@ class ModelConfig(BaseModel):
 # the highest price mbb reads, USD per million tokens (mbb's choice: the dearest models list
 # a few hundred; a price past this is a typo, not a price)
 MAX_USD_PER_MTOK = 100_000.0
+# a price: finite, 0 to MAX_USD_PER_MTOK (a price of 1e300 was accepted and its costs broke
+# mbb's own event log, over i64; `.inf` read as "unpriced": a red team's finds)
+UsdPerMTok = Annotated[float, Field(ge=0, le=MAX_USD_PER_MTOK, allow_inf_nan=False)]
 
 
 class Price(BaseModel):
@@ -145,24 +148,9 @@ class Price(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
-    # finite and at most MAX_USD_PER_MTOK: a price of 1e300 was accepted and its costs broke
-    # mbb's own event log (over i64), `.inf` read as "unpriced" (a red team's find)
-    prompt: float = Field(
-        ge=0, le=MAX_USD_PER_MTOK, allow_inf_nan=False, description="USD per 1M prompt tokens."
-    )
-    completion: float = Field(
-        ge=0,
-        le=MAX_USD_PER_MTOK,
-        allow_inf_nan=False,
-        description="USD per 1M completion tokens (incl. reasoning).",
-    )
-    cached_prompt: float | None = Field(
-        None,
-        ge=0,
-        le=MAX_USD_PER_MTOK,
-        allow_inf_nan=False,
-        description="USD per 1M cached prompt tokens.",
-    )
+    prompt: UsdPerMTok = Field(description="USD per 1M prompt tokens.")
+    completion: UsdPerMTok = Field(description="USD per 1M completion tokens (incl. reasoning).")
+    cached_prompt: UsdPerMTok | None = Field(None, description="USD per 1M cached prompt tokens.")
     date: str | None = Field(
         None,
         pattern=r"^\d{4}-\d{2}(-\d{2})?$",
