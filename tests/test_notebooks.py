@@ -119,3 +119,36 @@ def test_compare_conditions_notebook_executes(root, tmp_path):
     assert "fewer than 5 seeds" in diff_html  # 2 seeds: said next to the numbers
     text = "".join(str(o.get("data", {}).get("text/plain", "")) for o in outputs)
     assert "shape: (" not in text
+
+
+def test_kernel_is_shut_down_without_an_interrupt(tmp_path, monkeypatch):
+    """jupyter_client interrupts a kernel (SIGINT) before asking it to shut down, and a kernel
+    still handling a message then prints "KeyboardInterrupt caught in kernel." to the terminal
+    of a study's analyses. mbb's kernels are asked to shut down and never sent SIGINT."""
+    import signal
+
+    from jupyter_client import AsyncKernelManager
+
+    sent: list[int] = []
+    original = AsyncKernelManager._async_signal_kernel
+
+    async def recording(self, signum):
+        sent.append(signum)
+        await original(self, signum)
+
+    monkeypatch.setattr(AsyncKernelManager, "_async_signal_kernel", recording)
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    params = nbformat.v4.new_code_cell("x = 1")
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [params, nbformat.v4.new_code_cell("print(x + 1)")]
+    src = tmp_path / "tiny.ipynb"
+    nbformat.write(nb, src)
+    target, _ = execute_notebook(src, tmp_path / "out", {"x": 2}, html=False)
+    out = nbformat.read(target, as_version=4).cells[-1].outputs
+    assert out[0]["text"] == "3\n"
+    assert signal.SIGINT not in sent

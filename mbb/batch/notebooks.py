@@ -16,6 +16,26 @@ from mbb.core.paths import notebook_file, user_path
 __all__ = ["execute_notebook"]
 
 
+def _kernel_manager_class() -> type:
+    """jupyter_client's kernel manager, asking the kernel to shut down without interrupting it
+    first. Its shutdown sends SIGINT before the shutdown request, and a kernel still handling a
+    message then logs "KeyboardInterrupt caught in kernel." to the terminal of whoever ran the
+    notebook, an alarm about nothing (seen between a study's analyses). mbb's choice: a kernel
+    that does not stop on the request is still sent SIGTERM, then SIGKILL, by jupyter_client
+    (`finish_shutdown`); an interrupt asked for outside a shutdown is sent as before."""
+    from jupyter_client import AsyncKernelManager  # type: ignore[attr-defined]
+
+    class QuietShutdownKernelManager(AsyncKernelManager):
+        async def _async_interrupt_kernel(self) -> None:
+            if self.shutting_down:
+                return
+            await super()._async_interrupt_kernel()
+
+        interrupt_kernel = _async_interrupt_kernel
+
+    return QuietShutdownKernelManager
+
+
 def execute_notebook(
     notebook: str | Path,
     out_dir: str | Path,
@@ -55,6 +75,7 @@ def execute_notebook(
             kernel_name=kernel_name,
             progress_bar=False,
             report_mode=False,
+            kernel_manager_class=_kernel_manager_class(),
             # the kernel logs a warning about its local TCP ports at start-up, over progress bars
             extra_arguments=["--IPKernelApp.log_level=ERROR"],
         )
