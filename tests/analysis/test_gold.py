@@ -136,6 +136,9 @@ TEST27_SHA256 = "ffe76089b1ca1edc15782ed51b7d82ef1a982eb4c9603d260ab16607d8e97ec
 # the twenty-eighth round's test split (writers EJ and EK), pinned the same way
 TEST28_ITEMS_SHA256 = "118b0d5abdc45c1b6541f24f28f6df99b1e2f553383d7922f21928185bc8df33"
 TEST28_SHA256 = "9ea23afc1d6a0be9dc28db6c820b59cf1c59813aa567227a10a28b40327a0714"
+# the twenty-ninth round's test split (writers EL and EM), pinned the same way
+TEST29_ITEMS_SHA256 = "bcc8328b16b72756b82d10d22e0d9a3e8cc610578a6c8fa430c5e659a9bfa9d7"
+TEST29_SHA256 = "9339ca861821cbe8b0325983f6ea373925463afbc884d25da8db3f40810cef0c"
 SEPARATE = ["exclusionary_coalition", "divide_and_conquer", "metagaming"]
 FIRST_DEV = set("ACDEGHIJ")
 
@@ -189,6 +192,7 @@ LATER_SPLIT_PINS = {
     "test26": (TEST26_ITEMS_SHA256, TEST26_SHA256),
     "test27": (TEST27_ITEMS_SHA256, TEST27_SHA256),
     "test28": (TEST28_ITEMS_SHA256, TEST28_SHA256),
+    "test29": (TEST29_ITEMS_SHA256, TEST29_SHA256),
 }
 
 
@@ -230,6 +234,7 @@ SPLIT_WRITERS = {
     "test26": {"EF", "EG"},
     "test27": {"EH", "EI"},
     "test28": {"EJ", "EK"},
+    "test29": {"EL", "EM"},
 }
 
 
