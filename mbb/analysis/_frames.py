@@ -24,6 +24,7 @@ from mbb.core import safejson
 __all__ = [
     "RUN_SCHEMA",
     "WORKER_SCHEMA",
+    "measured_runs",
     "run_info",
     "run_info_from_dirs",
     "utterances",
@@ -239,6 +240,32 @@ def utterances(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
         .with_columns(pl.col("text").fill_null(""), pl.col("labels").fill_null([]))
         .sort("run_id", "seq")
     )
+
+
+# what each kind of measure is read from: a run that holds none of it (no negotiation text under
+# a centralized mechanism, no message with conversation off, no bid declared) has no value of
+# the measure, n/a, never the 0 a count over nothing gives
+_MEASURED_FROM: dict[str, tuple[str, ...]] = {
+    "text": ("declarations", "messages", "ballots"),
+    "conversation": ("messages",),
+    "bids": ("declarations",),
+}
+
+
+def measured_runs(
+    tables: Mapping[str, pl.DataFrame], source: Literal["text", "conversation", "bids"]
+) -> pl.Series:
+    """The run ids that hold what a measure of `source` is read from: "text" (any declaration
+    note, message or ballot: the workers negotiated), "conversation" (any message) or "bids"
+    (any declaration). mbb's one rule for a measure a run could not have: outside these runs it
+    is n/a (null), never 0 (a rule-making share of 0 % read as measured for a centralized
+    mechanism, a reviewer's find).
+
+    tables: the run tables of `mbb.core.tables`; source: the kind of measure."""
+    parts = [tables[name].select("run_id") for name in _MEASURED_FROM[source] if name in tables]
+    if not parts:
+        return pl.Series("run_id", [], pl.String)
+    return pl.concat(parts).get_column("run_id").unique()
 
 
 def condition_of(df: pl.DataFrame, tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:

@@ -15,7 +15,14 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import polars as pl
 
-from mbb.analysis._frames import By, by_keys, condition_of, labels_of, run_seeds
+from mbb.analysis._frames import (
+    By,
+    by_keys,
+    condition_of,
+    labels_of,
+    measured_runs,
+    run_seeds,
+)
 from mbb.analysis.rules import rule_statements
 from mbb.analysis.stats import chi2_contingency
 from mbb.core.taxonomy import CATEGORIES, CATEGORY_NAMES
@@ -165,7 +172,9 @@ def rule_dynamics(tables: Mapping[str, pl.DataFrame], evidence: pl.DataFrame) ->
     rule (`mbb.analysis.rules.rule_statements`): a round has rule-making when some utterance
     states a rule for the first time in the run (or repeats it in the round it was first
     stated), rule-citation when some utterance invokes a rule stated in an earlier round or
-    refers to it as agreed. Renegotiation comes from the classifier's `evidence`.
+    refers to it as agreed. Renegotiation comes from the classifier's `evidence`. A run
+    without negotiation text (a centralized mechanism) has no value: its rounds are not counted
+    (`rounds_with` and the share are n/a where no round had text, never 0).
     """
     st = rule_statements(tables)
     per_round = st.group_by("run_id", "subrun", "round").agg(
@@ -183,6 +192,12 @@ def rule_dynamics(tables: Mapping[str, pl.DataFrame], evidence: pl.DataFrame) ->
         rounds.join(per_round, on=["run_id", "subrun", "round"], how="left")
         .join(reneg, on=["run_id", "subrun", "round"], how="left")
         .with_columns(pl.col("rule_making", "rule_citation", "renegotiation").fill_null(False))
+        .with_columns(  # a round of a run without text: nothing measured (n/a), not "absent"
+            pl.when(pl.col("run_id").is_in(measured_runs(tables, "text").implode()))
+            .then(pl.col(c))
+            .alias(c)
+            for c in ("rule_making", "rule_citation", "renegotiation")
+        )
     )
     r = condition_of(r, tables)
     if "runs" in tables:
@@ -199,7 +214,9 @@ def rule_dynamics(tables: Mapping[str, pl.DataFrame], evidence: pl.DataFrame) ->
         long.group_by("condition", "bids", "subrun", "behaviour")
         .agg(
             pl.len().alias("rounds"),
-            pl.col("present").sum().alias("rounds_with"),
+            pl.when(pl.col("present").is_not_null().any())
+            .then(pl.col("present").sum())
+            .alias("rounds_with"),
             pl.col("present").mean().alias("share_of_rounds"),
         )
         .sort("condition", "behaviour", "subrun")

@@ -16,6 +16,9 @@ condition difference comes with a bootstrap CI over seeds. Each measure's defini
 - new_vocab_share, new_vocab_first, new_vocab_last: `mbb.analysis.linguistic`'s share of
   words new to the run, over all worker-subruns, the first subrun's and the last subrun's;
 - metagaming: share of worker-rounds with metagaming evidence (when `evidence` is given).
+
+Every measure is read from the negotiation text: a run without any (a centralized mechanism)
+has none of them, n/a rather than 0 (`mbb.analysis._frames.measured_runs`).
 """
 
 from __future__ import annotations
@@ -25,7 +28,14 @@ from collections.abc import Mapping
 
 import polars as pl
 
-from mbb.analysis._frames import condition_of, labels_of, run_seeds, seed_of, utterances
+from mbb.analysis._frames import (
+    condition_of,
+    labels_of,
+    measured_runs,
+    run_seeds,
+    seed_of,
+    utterances,
+)
 from mbb.analysis.measures import group_presence
 from mbb.analysis.rules import forward_commitments, rule_statements
 
@@ -151,6 +161,10 @@ def text_measures_by_run(
         out = out.join(mg, on="run_id", how="left")
     else:
         out = out.with_columns(pl.lit(None, pl.Float64).alias("metagaming"))
+    spoke = pl.col("run_id").is_in(measured_runs(tables, "text").implode())
+    out = out.with_columns(  # no negotiation text: nothing measured (n/a), not 0
+        pl.when(spoke).then(pl.col(m)).alias(m) for m in TEXT_MEASURES
+    )
     return out.select("run_id", "condition", "seed", *TEXT_MEASURES).sort(
         "condition", "seed", "run_id"
     )

@@ -150,3 +150,24 @@ def test_workload_counts_seeds_without_a_completion_rate(pair):
     assert w["n"] == len(SEEDS) and w["seeds_without_completion"] == 1
     per_run = workload(cut, by=("run_id", "subrun")).filter(pl.col("subrun") == 2)
     assert w["completion_rate"] == pytest.approx(per_run["completion_rate"].drop_nulls().mean())
+
+
+@pytest.fixture(scope="module")
+def centralized():
+    """mech_fcfs: a centralized mechanism, so nobody negotiates (no declaration, message or
+    ballot: no text and no bid)."""
+    return batch("mech_fcfs", seeds=range(2))
+
+
+def test_text_measures_of_a_run_without_negotiation_text_are_na_not_0(centralized, pair):
+    # compare_conditions read "Rule-making 0.0 %" for mech_fcfs, as if measured (a reviewer)
+    per_run = A.text_measures_by_run(centralized, A.classify_evidence(centralized))
+    for m in A.TEXT_MEASURES:
+        assert per_run[m].null_count() == per_run.height, m
+    dyn = A.rule_dynamics(centralized, A.classify_evidence(centralized))
+    assert dyn.height and dyn["share_of_rounds"].null_count() == dyn.height
+    assert dyn["rounds_with"].null_count() == dyn.height
+    _, base = pair  # a run that negotiated and stated no rule still measures 0
+    measured = A.text_measures_by_run(base, A.classify_evidence(base))
+    assert (measured["rule_making"] == 0).all()
+    assert (A.rule_dynamics(base, A.classify_evidence(base))["rounds_with"].is_not_null()).all()
