@@ -97,7 +97,14 @@ def run_table(
             pl.col(*measures).cast(pl.Float64),
             seed_of(pl.col("run_id")).alias("seed"),
         )
-        .select("condition", "run_id", "seed", *measures)
+        .select(
+            "condition",
+            "run_id",
+            "seed",
+            *measures,
+            # why a cost is n/a (`mbb.table` shows it in the cell)
+            *(["cost_per_run_usd_why"] if "cost_per_run_usd" in measures else []),
+        )
         .sort("condition", "seed", "run_id")
     )
 

@@ -34,8 +34,10 @@ Columns, besides the grouping keys (definitions; "share" = share of the group's 
 - `rounds_per_subrun`: negotiation rounds per subrun, over the (run, subrun) pairs the group
   covers (a subrun-free count, so conditions with different subrun counts compare).
 - `private_msgs_per_run`: private (addressed) messages sent by the group's workers, per run.
-- `cost_per_run_usd`: LLM cost per run of the calls made by the group's workers (0 for scripted
-  runs; null, unknown, when a call's model has no price).
+- `cost_per_run_usd`: LLM cost per run of the calls made by the group's workers (null for
+  scripted runs, which call no model: n/a, never "$0"; null, unknown, when a call's model has no
+  price); `cost_per_run_usd_why` says which ("scripted: no API calls" or "unpriced"), and
+  `mbb.table` shows it in the cell.
 
 Grouping keys: `run_id`, `subrun`, `worker`, `task` (from `subrun_started`), `condition` (a
 `condition` column already on the tables, else the `runs` table, else the run id without its
@@ -53,7 +55,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import polars as pl
 
-from mbb.analysis.tokens import total_cost
+from mbb.analysis.tokens import NO_API_CALLS, total_cost
 
 __all__ = [
     "OUTCOME_COLUMNS",
@@ -81,6 +83,7 @@ OUTCOME_COLUMNS = (
     "rounds_per_subrun",
     "private_msgs_per_run",
     "cost_per_run_usd",
+    "cost_per_run_usd_why",
 )
 _UNIT = ["run_id", "subrun", "worker"]
 
@@ -339,11 +342,13 @@ def outcomes(
         out.with_columns(
             (pl.col("_credits").fill_null(0) / pl.col("runs")).alias("credits_per_run"),
             (pl.col("_private").fill_null(0) / pl.col("runs")).alias("private_msgs_per_run"),
-            # no call: 0; calls of a model without a price: unknown (null), never 0
-            (
-                pl.when(pl.col("_llm").is_null()).then(0.0).otherwise(pl.col("_cost"))
-                / pl.col("runs")
-            ).alias("cost_per_run_usd"),
+            # no call (scripted): n/a; a model without a price: unknown; null both, never $0
+            (pl.col("_cost") / pl.col("runs")).alias("cost_per_run_usd"),
+            pl.when(pl.col("_llm").is_null())
+            .then(pl.lit(NO_API_CALLS))
+            .when(pl.col("_cost").is_null())
+            .then(pl.lit("unpriced"))
+            .alias("cost_per_run_usd_why"),
         )
         .select(*by, *OUTCOME_COLUMNS)
         .sort(by, nulls_last=True)

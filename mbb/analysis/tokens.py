@@ -79,6 +79,12 @@ def _partly_unknown(known: str | None, calls_without_usage: int) -> str:
     return f"≥ {known} + {unknown}" if known else unknown
 
 
+NO_API_CALLS = "scripted: no API calls"
+"""Why a cost is n/a for scripted work (no model was called): the one wording of every table."""
+STUB_CALLS = "stub: no API calls"
+"""Why a cost is n/a for a stub model (`mbb study --stub`: answered on loopback, never billed)."""
+
+
 def cost_text(value: float | None, calls_without_usage: int = 0, known: float | None = None) -> str:
     """A cost as the tables show it: "unknown (N calls without usage)" when some calls have
     no token counts (none reported, or the call failed), after "≥ $X + " when the others are
@@ -282,7 +288,7 @@ def cost_by_model(audit: pl.DataFrame, by: Sequence[str] = ("condition", "model"
             pl.when(pl.col("cost_usd").is_not_null())
             .then(None)
             .when(pl.col("approximate"))
-            .then(pl.lit("scripted: no API calls"))
+            .then(pl.lit(NO_API_CALLS))
             .when(pl.col("calls_without_usage") > 0)
             .then(pl.format("{} calls without usage", pl.col("calls_without_usage")))
             .otherwise(pl.lit("no price for this model"))

@@ -121,7 +121,14 @@ def spend_table_html(calls: Any, note: str = "") -> str:
 
     import polars as pl
 
-    from mbb.analysis.tokens import cost_text, known_cost, tokens_text, total_cost, without_usage
+    from mbb.analysis.tokens import (
+        STUB_CALLS,
+        cost_text,
+        known_cost,
+        tokens_text,
+        total_cost,
+        without_usage,
+    )
 
     if calls is None or calls.is_empty():
         return ""
@@ -160,6 +167,11 @@ def spend_table_html(calls: Any, note: str = "") -> str:
             return "unknown" if r["calls_without_usage"] else "–"
         return f"{r['cached_tokens'] / r['prompt_tokens']:.1%}"
 
+    def cost(r: dict[str, Any], value: str, known: str) -> str:
+        if r["model"].startswith("stub-"):  # answered on loopback: nothing billed, no "$0"
+            return f"n/a ({STUB_CALLS})"
+        return cost_text(r[value], r["calls_without_usage"], r[known])
+
     rows = "".join(
         "<tr>"
         f"<td class=l>{model_cell(r)}</td><td class=l>{html.escape(r['conditions'])}</td>"
@@ -167,9 +179,8 @@ def spend_table_html(calls: Any, note: str = "") -> str:
         f"<td>{tokens_text(r['prompt_tokens'], r['calls_without_usage'])}</td>"
         f"<td>{cached(r)}</td>"
         f"<td>{tokens_text(r['completion_tokens'], r['calls_without_usage'])}</td>"
-        f"<td>{cost_text(r['cost_usd'], r['calls_without_usage'], r['known_cost_usd'])}</td>"
-        f"<td>{cost_text(r['cost_per_run'], r['calls_without_usage'], r['known_per_run'])}"
-        "</td></tr>"
+        f"<td>{cost(r, 'cost_usd', 'known_cost_usd')}</td>"
+        f"<td>{cost(r, 'cost_per_run', 'known_per_run')}</td></tr>"
         for r in t.iter_rows(named=True)
     )
     return (

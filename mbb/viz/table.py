@@ -18,7 +18,8 @@ How a column is shown (mbb's choices; `formats=` overrides any):
 - an interval `x` with `x_ci_low`/`x_ci_high` (also `_low`/`_high`, `_lo`/`_hi`, and a bare
   `ci_low`/`ci_high` after `mean`) becomes one column "x [low, high]";
 - a value that cannot be computed says so ("n/a", or "n/a (1 seed)" for an interval of one
-  seed), never 0 or a blank;
+  seed), never 0 or a blank; a text column `x_why` beside `x` is not shown as a column but says
+  why in each of `x`'s missing cells ("n/a (scripted: no API calls)");
 - a table whose rows rest on fewer than `MIN_SEEDS` seeds (an `n`, `seeds` or `runs` column)
   says so in its caption.
 """
@@ -184,6 +185,7 @@ class _Col:
     high: str | None = None
     signed: bool = False
     per_measure: bool = False  # the row's measure (`measure_column`) decides the format
+    why: str | None = None  # a text column saying why a missing value is missing
 
 
 def _intervals(columns: Sequence[str]) -> dict[str, tuple[str, str]]:
@@ -274,6 +276,8 @@ class Table:
                 k = c.kind
                 if c.per_measure and self.measure_column is not None:
                     k = kind_of(str(r[self.measure_column]), pl.Float64())
+                if c.why is not None and r[c.name] is None and r[c.why]:
+                    na = f"{NA} ({r[c.why]})"
                 text = format_value(r[c.name], k, signed=c.signed, na=na)
                 if c.name == self.measure_column and r[c.name] is not None:
                     text = self.measure_labels.get(str(r[c.name]), text)
@@ -455,9 +459,16 @@ def table(
     formats = formats or {}
     spans = _intervals(df.columns)
     bounds = {b for pair in spans.values() for b in pair}
+    whys = {
+        name.removesuffix("_why"): name
+        for name in df.columns
+        if name.endswith("_why")
+        and name.removesuffix("_why") in df.columns
+        and df.schema[name] == pl.String
+    }
     cols = []
     for name in df.columns:
-        if name in bounds or name in hide:
+        if name in bounds or name in hide or name in whys.values():
             continue
         kind = formats.get(name) or kind_of(name, df.schema[name])
         low, high = spans.get(name, (None, None))
@@ -470,6 +481,7 @@ def table(
                 high=high,
                 signed=name in signed or name.endswith("_diff"),
                 per_measure=measure_column is not None and name in per_measure,
+                why=whys.get(name),
             )
         )
     seeds_col = _seed_column(df) if seeds == "auto" else seeds
