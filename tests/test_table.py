@@ -35,6 +35,10 @@ def test_a_share_never_rounds_onto_done_or_nothing():
         ("corrected", pl.Float64, "share"),
         ("win_rate_diff", pl.Float64, "share"),
         ("spent_diff", pl.Int64, "int"),
+        # a share named first read 1.00 and 0.800 beside percentages (a reviewer's find, M7)
+        ("share_of_rounds", pl.Float64, "share"),
+        ("share_relational_institution", pl.Float64, "share"),
+        ("shares_traded", pl.Int64, "int"),
     ],
 )
 def test_kinds_follow_the_measure(name, dtype, kind):
@@ -111,6 +115,10 @@ def test_few_seeds_warning_says_seeds_with_a_value_and_n_a():
     assert "1 of 4 row(s) have no seed with a value (4 seeds n/a): not computable" in note
     (plain,) = table(df.drop("n_na")).notes  # without the n/a count: still not "0 seeds"
     assert "as few as 2 with a value)" in plain and "1 of 4 row(s) have no seed" in plain
+    # the fewest with no n/a seed says no "0 n/a" (a reviewer read "(as few as 3 with a value,
+    # 0 n/a)" as odd, L3)
+    (fewest,) = table(df.with_columns(pl.Series("n_na", [0, 0, 4, 0]))).notes
+    assert "(as few as 2 with a value)" in fewest and "0 n/a" not in fewest
 
 
 def test_strings_are_escaped():

@@ -11,8 +11,9 @@ the same rules into notebooks, reports and the compare page.
 How a column is shown (mbb's choices; `formats=` overrides any):
 
 - text left-aligned, numbers right-aligned;
-- shares and rates (`completion`, `deadline_miss`, `progress`, `score`, `*_rate`, `*_share`)
-  as percentages, with more digits where rounding would make an unfinished 0.9992 read 100 %;
+- shares and rates (`completion`, `deadline_miss`, `progress`, `score`, `*_rate`, `*_share`,
+  `share_*`) as percentages, with more digits where rounding would make an unfinished 0.9992
+  read 100 %;
 - money (`*_usd`) in dollars; counts with thousands separators; other numbers to 3
   significant digits;
 - an interval `x` with `x_ci_low`/`x_ci_high` (also `_low`/`_high`, `_lo`/`_hi`, and a bare
@@ -66,7 +67,9 @@ _SHARES = frozenset(
         "corrected",  # a corrected prevalence, beside its raw share
     }
 )
-_SHARE_RX = re.compile(r"(_rate|_share|^share|^rate|_prevalence|^prevalence)$")
+# `share_of_rounds`, `share_relational_institution`: a share named first is one too (they read
+# 1.00 and 0.800 beside percentages elsewhere in the same report, a reviewer's find)
+_SHARE_RX = re.compile(r"(_rate|_share|^share|^share_.*|^rate|_prevalence|^prevalence)$")
 _USD_RX = re.compile(r"(_usd|^usd|^cost)$")
 _COUNT_COLUMNS = frozenset({"n", "runs", "seeds", "calls"})
 _ID_COLUMNS = frozenset({"subrun", "round", "seed", "seq", "worker_subruns"})
@@ -230,7 +233,8 @@ def few_seeds_note(
         detail = f"as few as {least[col]} with a value"
         if na_col:
             with_na = low.filter(pl.col(na_col) > 0)
-            detail += f", {least[na_col]} n/a" + (
+            # "0 n/a" reads oddly beside "as few as 3 with a value" (a reviewer's find)
+            detail += (f", {least[na_col]} n/a" if least[na_col] else "") + (
                 f"; {with_na.height} of these rows have seeds whose value is n/a "
                 f"(up to {int(with_na[na_col].max())})"  # type: ignore[arg-type]
                 if with_na.height
