@@ -4,7 +4,8 @@ across subruns (`mbb.analysis.rule_lifecycle`, `mbb.analysis.commitments`,
 
 A lifecycle follows the stated sequence proposed -> accepted -> cited -> honoured / broken, and
 mbb counts each stage as the items that reached it through every stage before it, so each
-stage is a subset of the one above (a funnel, by construction). An item can reach a stage
+stage is a subset of the stage it follows (a funnel, by construction; honoured and broken are
+the two outcomes of a cited item, side by side). An item can reach a stage
 while skipping one before it — in the scripted population a debtor who never accepted an offer
 is called in and repays it; a rule's proposer keeps a rule nobody else took up. Such an item
 is counted apart, in its own visible category ("honoured without accepted": it reached
@@ -350,8 +351,10 @@ def transmission_stages(
     height = len(shown) * max(_ROW_MIN, _BAR_STEP * len(series))
     none = none_layer(alt.value(PANEL_WIDTH / 2), alt.value(height / 2))
     subtitle = [
-        "Each stage counts the items that reached it through every stage above it, so each is "
-        "a subset of the one above (checked per item)",
+        # honoured and broken are two outcomes of a cited item, not one inside the other
+        "Each stage counts the items that reached it through every stage before it (proposed, "
+        "accepted, cited, then honoured or broken: two outcomes of a cited item, side by side), "
+        "so each is a subset of the stage it follows (checked per item)",
         *_off_sequence_note(counts),
         "bars and numbers: count per run of the condition; whiskers: 95% CI over its runs "
         "(expanded percentile bootstrap; a run without the item counts 0)",

@@ -108,3 +108,15 @@ def test_lifecycle_bars_draw_their_whiskers():
     assert {r.get("interval") for r in rows if not r.get("empty")} == {
         "95% CI over the condition's 3 runs"
     }
+
+
+def test_lifecycle_subtitle_says_honoured_and_broken_are_siblings():
+    # "each is a subset of the one above" where broken sits below honoured, its sibling (L1)
+    rules = pl.DataFrame(
+        {"run_id": ["a"], "subrun": [1], "accepted": [True], "citing_rounds": [1]}
+    ).with_columns(pl.lit("honoured").alias("status"))
+    commits = rules.head(0).rename({"citing_rounds": "claim_round"})
+    spec = X.transmission_stages(rules, commits, runs=_runs("a")).to_dict()
+    subtitle = " ".join(spec["title"]["subtitle"])
+    assert "subset of the one above" not in subtitle
+    assert "honoured or broken: two outcomes of a cited item" in subtitle
