@@ -18,6 +18,7 @@ __all__ = [
     "condition_differences",
     "diff_bootstrap_ci",
     "hedges_g",
+    "holm_adjust",
     "paired_bootstrap_ci",
     "paired_effect_size",
     "permutation_pvalue",
@@ -84,6 +85,21 @@ def chi2_contingency(table: np.ndarray) -> tuple[float, int, float]:
     stat = float(((t - expected) ** 2 / expected).sum())
     dof = (t.shape[0] - 1) * (t.shape[1] - 1)
     return stat, dof, chi2_sf(stat, dof)
+
+
+def holm_adjust(p_values: Sequence[float | None]) -> list[float | None]:
+    """Holm's step-down adjustment of a family of p-values (controls the family-wise error
+    rate): the k-th smallest of m is multiplied by m - k + 1, then made non-decreasing in that
+    order and capped at 1. A missing p (None or NaN: nothing was tested) stays None and is not
+    counted in m. Returned in the order given."""
+    tested = [(p, i) for i, p in enumerate(p_values) if p is not None and not math.isnan(float(p))]
+    out: list[float | None] = [None] * len(p_values)
+    m = len(tested)
+    running = 0.0
+    for k, (p, i) in enumerate(sorted(tested)):
+        running = max(running, min(1.0, (m - k) * float(p)))
+        out[i] = running
+    return out
 
 
 def permutation_pvalue(x: np.ndarray, groups: np.ndarray, *, n: int = 2000, seed: int = 0) -> float:

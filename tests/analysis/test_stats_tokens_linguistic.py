@@ -46,6 +46,23 @@ def test_chi2_contingency_exact():
         chi2_sf(1.0, 0)
 
 
+def test_holm_adjust_exact():
+    """Holm's step-down: the k-th smallest of m tested p-values times m - k + 1, made
+    non-decreasing, capped at 1; an untested series (None, NaN) is not counted and stays None.
+    (The behaviour-drift chart counted 11 of 45 series at an uncorrected p < 0.05.)"""
+    from mbb.analysis.stats import holm_adjust
+
+    got = holm_adjust([0.01, None, 0.04, 0.03, float("nan"), 0.5])
+    assert got[1] is None and got[4] is None
+    # m = 4: 0.01 * 4, 0.03 * 3, max(0.04 * 2, 0.09), min(1, 0.5 * 1)
+    assert got[0] == pytest.approx(0.04)
+    assert got[3] == pytest.approx(0.09)
+    assert got[2] == pytest.approx(0.09)
+    assert got[5] == pytest.approx(0.5)
+    assert holm_adjust([0.6, 0.7]) == [1.0, 1.0]
+    assert holm_adjust([]) == []
+
+
 def test_permutation_pvalue():
     x = np.array([0.0] * 10 + [1.0] * 10)
     g = np.array([1] * 10 + [2] * 10)
