@@ -41,7 +41,13 @@ percentile-bootstrap CI over seeds (paired when the seeds are shared), an effect
 `seeds_for_power` says how many seeds a study needs, simulated from a pilot's per-seed values.
 """
 
-from mbb.analysis._frames import run_info, run_info_from_dirs, utterances, with_run_info
+from mbb.analysis._frames import (
+    measured_runs,
+    run_info,
+    run_info_from_dirs,
+    utterances,
+    with_run_info,
+)
 from mbb.analysis.evidence import (
     CUES,
     classify_evidence,
@@ -227,6 +233,7 @@ __all__ = [
     "llm_layer_complete_json",
     "load_runs",
     "mean_bid",
+    "measured_runs",
     "metagaming",
     "outcomes",
     "pair_institution_summary",

@@ -17,6 +17,7 @@ import polars as pl
 
 from mbb.analysis.outcome import outcomes
 from mbb.viz.theme import (
+    MAX_WIDTH,
     MIN_SEEDS,
     PANEL_HEIGHT,
     WIDE_WIDTH,
@@ -104,7 +105,8 @@ def outcomes_by_condition(tables: Mapping[str, pl.DataFrame]) -> alt.FacetChart 
     y = alt.Y("mean:Q", title=y_title, axis=alt.Axis(format="%"), scale=alt.Scale(domain=[0, 1]))
     return (
         _dodged(agg, conditions, y, y_title, ".1%")
-        .properties(width=60 * max(3, agg["subrun"].n_unique()), height=PANEL_HEIGHT)
+        # three panels and a legend of long condition names within a page
+        .properties(width=50 * max(3, agg["subrun"].n_unique()), height=PANEL_HEIGHT)
         .facet(
             column=alt.Column("measure:N", title=None, sort=list(_MEASURES.values())),
             data=agg,
@@ -140,7 +142,8 @@ def bids_by_condition(
     names = [c for c in names if c not in silent]
     return _dodged(agg, names, alt.Y("mean:Q", title=y_title), y_title, ".1f").properties(
         data=agg,
-        width=max(WIDE_WIDTH, 40 * agg["subrun"].n_unique() * len(names)),
+        # room for its legend within a page (eight conditions of four subruns were 1,345 px)
+        width=min(MAX_WIDTH - 260, max(WIDE_WIDTH, 40 * agg["subrun"].n_unique() * len(names))),
         height=240,
         title={
             "text": title,

@@ -20,6 +20,7 @@ import polars as pl
 from mbb import analysis as A
 from mbb.core.taxonomy import CATEGORIES, SEPARATE
 from mbb.viz.theme import (
+    MAX_WIDTH,
     condition_color,
     condition_dash,
     model_color,
@@ -360,7 +361,10 @@ def behaviour_drift_chart(drift: pl.DataFrame, tests: pl.DataFrame) -> alt.Facet
     """Prevalence of each strategy group by subrun, one panel per model and condition (all on
     one 0-100 % scale; "none" for a model absent from a condition); the chi-square test of
     change across subruns is in each line's tooltip, and the count of significant changes in
-    the title.
+    the subtitle, Holm-adjusted over the series tested (`mbb.analysis.stats.holm_adjust`: 45
+    tests at an uncorrected 0.05 would find about two by chance alone). Panels are narrowed to
+    keep the chart within a page, and the y axis is titled once, in the subtitle (a title per
+    row of panels overprinted its neighbours).
 
     drift: `mbb.analysis.behaviour_drift` output.
     tests: `mbb.analysis.drift_tests` output.
@@ -370,11 +374,20 @@ def behaviour_drift_chart(drift: pl.DataFrame, tests: pl.DataFrame) -> alt.Facet
         return none_chart("Behaviour drift", "no worker-round to classify")
     level = "subrun" if "subrun" in drift.columns else "round"
     drift, level_title = _binned_levels(drift, level)
-    t = tests.select(*keys, "chi2", "dof", "p_value", "delta")
+    from mbb.analysis.stats import holm_adjust
+
+    tests = tests.with_columns(
+        pl.Series("p_holm", holm_adjust(tests["p_value"].to_list()), pl.Float64)
+    )
+    t = tests.select(*keys, "chi2", "dof", "p_value", "p_holm", "delta")
     d = drift.join(t, on=keys, how="left")
-    n_sig = tests.filter(pl.col("p_value") < 0.05).height
+    n_sig = tests.filter(pl.col("p_holm") < 0.05).height
     n_tested = tests["p_value"].drop_nulls().len()  # a series that cannot change is not tested
     untested = tests.height - n_tested
+    why_untested = f"one {level}, or the group in all or none"
+    n_models = max(1, d["model"].n_unique())
+    # the models side by side within a page: the row labels and y axis left, the legend below
+    width = max(60, min(130, (MAX_WIDTH - 120) // n_models - 20))
     panels = d.select("condition").unique().join(d.select("model").unique(), how="cross")
     data = with_empty_panels(d, panels)
     lines = (
@@ -384,11 +397,15 @@ def behaviour_drift_chart(drift: pl.DataFrame, tests: pl.DataFrame) -> alt.Facet
             x=alt.X(f"{level}:O", title=level_title),
             y=alt.Y(
                 "prevalence:Q",
-                title="Worker-rounds showing the group (%)",
+                title=None,  # one title for all rows, in the subtitle
                 axis=alt.Axis(format="%"),
                 scale=alt.Scale(domain=[0, 1]),
             ),
-            color=alt.Color("group:N", title="Strategy group"),
+            color=alt.Color(
+                "group:N",
+                title="Strategy group",
+                legend=alt.Legend(orient="bottom", direction="horizontal", columns=3),
+            ),
             tooltip=[
                 "condition:N",
                 "model:N",
@@ -399,6 +416,7 @@ def behaviour_drift_chart(drift: pl.DataFrame, tests: pl.DataFrame) -> alt.Facet
                 alt.Tooltip("chi2:Q", format=".2f", title="chi-square"),
                 alt.Tooltip("dof:Q", title="dof"),
                 alt.Tooltip("p_value:Q", format=".3g", title="p (change across levels)"),
+                alt.Tooltip("p_holm:Q", format=".3g", title="p, Holm-adjusted over series"),
                 alt.Tooltip("delta:Q", format="+.1%", title="last minus first"),
             ],
         )
@@ -407,19 +425,21 @@ def behaviour_drift_chart(drift: pl.DataFrame, tests: pl.DataFrame) -> alt.Facet
     none = none_layer(alt.value(65), alt.value(75))
     return (
         alt.layer(lines, none, data=data)
-        .properties(width=130, height=150)
+        .properties(width=width, height=150)
         .facet(
             column=alt.Column("model:N", title="Model"),
             row=alt.Row("condition:N", title="Condition"),
         )
         .properties(
-            title=f"Behaviour drift over {level}s — chi-square test: {n_sig} of {n_tested} "
-            "(model, group) series change at p < 0.05"
-            + (
-                f" ({untested} not testable: one {level}, or the group in all or none)"
-                if untested
-                else ""
-            )
+            title={
+                "text": f"Behaviour drift over {level}s",
+                "subtitle": [
+                    "y: worker-rounds showing the group (%), per condition (rows) and model",
+                    f"chi-square test of change per (model, group) series: {n_sig} of "
+                    f"{n_tested} change at p < 0.05, Holm-adjusted over the {n_tested} tests",
+                    *([f"{untested} series not testable: {why_untested}"] if untested else []),
+                ],
+            }
         )
     )
 

@@ -31,6 +31,7 @@ __all__ = [
     "CONDITION_SLOTS",
     "DASHES",
     "FONT_SIZES",
+    "MAX_WIDTH",
     "NONE",
     "PALETTE",
     "PANEL_HEIGHT",
@@ -106,6 +107,7 @@ CONDITION_SLOTS: dict[str, int] = {
 PANEL_WIDTH = 150
 PANEL_HEIGHT = 200
 WIDE_WIDTH = 420
+MAX_WIDTH = 1000  # no chart wider than a page: a wider one scrolls sideways or shrinks illegibly
 ROW_HEIGHT = 26
 # Vega-Lite's defaults (10-11 px) are small on screen and in shared pages
 FONT_SIZES: dict[str, dict[str, Any]] = {

@@ -10,11 +10,27 @@ import altair as alt
 import polars as pl
 
 from mbb.analysis.tokens import total_cost
-from mbb.viz.theme import model_color, none_chart, seeds_subtitle, worker_order
+from mbb.viz.theme import MAX_WIDTH, model_color, none_chart, seeds_subtitle, worker_order
 
 __all__ = ["token_audit_chart", "tokens_per_credit_chart"]
 
 _PANELS_PER_ROW = 4
+_BAR_WIDTH = 32  # pixels per bar of a panel
+_Y_AXIS = 80  # pixels left of the first panel (the y axis, its labels and title)
+_LEGEND = 130  # pixels right of the panels (a legend)
+_GAP = 25  # pixels between panels
+
+
+def _panel_width(df: pl.DataFrame, by: str) -> int:
+    """A panel as wide as the most bars one condition draws (its axis lists only its own)."""
+    bars = df.group_by("condition").agg(pl.col(by).n_unique().alias("bars"))["bars"]
+    return max(120, _BAR_WIDTH * max([1, *bars.to_list()]))
+
+
+def _columns(width: int, panels: int, *, legend: bool) -> int:
+    """Panels to a row, at most `_PANELS_PER_ROW`, that keep the chart within `MAX_WIDTH`."""
+    room = MAX_WIDTH - _Y_AXIS - (_LEGEND if legend else 0)
+    return max(1, min(_PANELS_PER_ROW, panels, room // (width + _GAP)))
 
 
 def token_audit_chart(
@@ -121,13 +137,16 @@ def token_audit_chart(
             ],
         )
     )
+    # a condition's axis lists only its own bars: a panel is as wide as the most any draws
+    width = _panel_width(agg, by)
     rows = [
         alt.layer(bars, whiskers, data=data.filter(pl.col("role") == role))
-        .properties(width=max(160, 40 * agg[by].n_unique()), height=220)
-        # a study of many cells wraps its panels (72 in the paper's design) four to a row
+        .properties(width=width, height=220)
+        # a study of many cells wraps its panels (72 in the paper's design), as many to a row
+        # as a page holds
         .facet(
             facet=alt.Facet("condition:N", title=f"Role: {role}", sort=conditions),
-            columns=_PANELS_PER_ROW,
+            columns=_columns(width, len(conditions), legend=True),
         )
         .resolve_scale(x="independent")  # a condition's axis lists only its own bars
         for role in sorted(data["role"].unique().to_list())
@@ -155,14 +174,23 @@ def tokens_per_credit_chart(efficiency: pl.DataFrame) -> alt.Chart:
         return none_chart("Tokens per credit won", "no credit was paid for a won window")
     colors = model_color(d["model"].to_list())
     approx = bool(d["approximate"].all()) if d.height else False
+    # one panel per condition, wrapped to a page (seven side by side were 1,880 px), each
+    # listing only its own models
+    width = _panel_width(d, "model")
+    conditions = sorted(d["condition"].unique().to_list())
     return (
         alt.Chart(d)
         .mark_bar()
         .encode(
-            x=alt.X("model:N", title="Model / persona", axis=alt.Axis(labelAngle=-30)),
+            x=alt.X("model:N", title="Model / persona", axis=alt.Axis(labelAngle=-90)),
             y=alt.Y("tokens_per_credit_won:Q", title="Tokens per credit won"),
             color=alt.Color("model:N", scale=colors, legend=None),
-            column=alt.Column("condition:N", title="Condition"),
+            facet=alt.Facet(
+                "condition:N",
+                title="Condition",
+                sort=conditions,
+                columns=_columns(width, len(conditions), legend=False),
+            ),
             tooltip=[
                 "condition:N",
                 "model:N",
@@ -175,8 +203,9 @@ def tokens_per_credit_chart(efficiency: pl.DataFrame) -> alt.Chart:
             ],
         )
         .properties(
-            width=40 * max(3, d["model"].n_unique()),
+            width=width,
             height=220,
             title="Tokens per credit won" + (" (approximate tokenizer)" if approx else ""),
         )
+        .resolve_scale(x="independent")
     )

@@ -54,7 +54,8 @@ OFF_SEQUENCE = tuple(
 )
 CATEGORIES = STAGES + OFF_SEQUENCE
 _KINDS = ("rule", "commitment")
-_BAR_STEP = 9  # pixels per bar (one condition of one category)
+_BAR_STEP = 13  # pixels per bar (one condition of one category): room for its 11 px number
+_LABEL_SIZE = 11  # the numbers beside the bars (8 read as 7 px on a page)
 _ROW_MIN = 20  # pixels per category row, at least: its label is 12 px high
 
 
@@ -125,7 +126,14 @@ def stage_flags(
     )
 
 
-def stage_counts(flags: pl.DataFrame, runs: pl.DataFrame | None = None) -> pl.DataFrame:
+_NO_TALK = "no messages in its runs: nothing to propose or accept"
+
+
+def stage_counts(
+    flags: pl.DataFrame,
+    runs: pl.DataFrame | None = None,
+    talked: Sequence[str] | pl.Series | None = None,
+) -> pl.DataFrame:
     """Per condition, kind, subrun proposed in and category (`STAGES`, then `OFF_SEQUENCE`):
     `runs` of the condition, `n` items, `per_run` (n / runs) and its 95 % CI over the
     condition's runs (`per_run_ci_low`, `per_run_ci_high`; null with one run). Every condition
@@ -136,6 +144,9 @@ def stage_counts(flags: pl.DataFrame, runs: pl.DataFrame | None = None) -> pl.Da
     runs: the runs table (run_id, condition), so that a run without any item counts 0
         (default: the runs with at least one item, which overstates per-run counts when some
         runs had none).
+    talked: the runs with any message (`mbb.analysis.measured_runs(tables, "conversation")`):
+        a condition none of whose runs sent one could not propose or accept anything, so its
+        counts are n/a (null), never 0, and `per_run_why` says why (default: every run talked).
     """
     run_cond = (runs if runs is not None else flags).select("run_id", "condition").unique()
     n_runs = run_cond.group_by("condition").agg(pl.len().cast(pl.Int64).alias("runs"))
@@ -155,21 +166,29 @@ def stage_counts(flags: pl.DataFrame, runs: pl.DataFrame | None = None) -> pl.Da
         .with_columns((pl.col("n") / pl.col("runs")).alias("per_run"))
     )
     order = {c: i for i, c in enumerate(CATEGORIES)}
+    silent = pl.lit(False)
+    if talked is not None:
+        spoke = run_cond.filter(
+            pl.col("run_id").is_in(pl.Series(talked, dtype=pl.String).implode())
+        )
+        silent = ~pl.col("condition").is_in(spoke["condition"].unique().implode())
     return (
         counts.join(
             _per_run_ci(flags, run_cond), on=["condition", "kind", "subrun", "stage"], how="left"
         )
         .sort("condition", "kind", "subrun", pl.col("stage").replace_strict(order))
+        .with_columns(silent.alias("_silent"))
         .select(
             "condition",
             "kind",
             "subrun",
             "stage",
             "runs",
-            "n",
-            "per_run",
-            "per_run_ci_low",
-            "per_run_ci_high",
+            *(
+                pl.when(pl.col("_silent")).then(None).otherwise(pl.col(c)).alias(c)
+                for c in ("n", "per_run", "per_run_ci_low", "per_run_ci_high")
+            ),
+            pl.when(pl.col("_silent")).then(pl.lit(_NO_TALK)).alias("per_run_why"),
         )
     )
 
@@ -239,6 +258,9 @@ def _off_sequence_note(counts: pl.DataFrame) -> list[str]:
     return lines
 
 
+# the count axis: few ticks, so that "0.0" and "0.5" do not run together in a narrow panel
+_X_AXIS = alt.Axis(tickCount=3, format="~g", labelOverlap=True)
+
 # one tooltip for every mark of the lifecycle chart
 _LIFECYCLE_TOOLTIP = [
     alt.Tooltip("condition:N"),
@@ -261,6 +283,7 @@ def transmission_stages(
     *,
     runs: pl.DataFrame | None = None,
     subruns: Sequence[int] | None = None,
+    talked: Sequence[str] | pl.Series | None = None,
 ) -> alt.FacetChart | alt.Chart:
     """Rule and commitment lifecycles per condition, by the subrun they were proposed in: one
     panel per kind and subrun on one shared scale; in each, one bar per condition and stage
@@ -273,12 +296,20 @@ def transmission_stages(
     runs: the runs table (run_id, condition; see `stage_counts`).
     subruns: the subruns to show a panel for, "none" where nothing was proposed (default:
         those with an item).
+    talked: the runs with any message (see `stage_counts`): a condition none of whose runs
+        talked is n/a, named in the subtitle, not drawn as rows of 0.
     """
     title = "Rule and commitment lifecycles per condition"
     flags = stage_flags(rules, commits, runs)
     if flags.is_empty() and not subruns:
         return none_chart(title, "no rule or commitment was proposed")
-    counts = stage_counts(flags, runs)
+    counts = stage_counts(flags, runs, talked)
+    silent = counts.filter(pl.col("per_run_why").is_not_null()).select("condition", "runs")
+    silent_note = [
+        "n/a (no messages in any run, so nothing to propose or accept): "
+        + ", ".join(f"{c} ({r} runs)" for c, r in silent.unique().sort("condition").rows())
+    ]
+    counts = counts.filter(pl.col("per_run_why").is_null())
     present = set(counts.filter(pl.col("n") > 0)["stage"].to_list())
     shown = [*STAGES, *(c for c in OFF_SEQUENCE if c in present)]
     proposed = counts.filter(pl.col("stage") == "proposed").select(
@@ -308,7 +339,7 @@ def transmission_stages(
         .encode(
             y=y,
             yOffset=y_offset,
-            x=alt.X("per_run:Q", title=x_title),
+            x=alt.X("per_run:Q", title=x_title, axis=_X_AXIS),
             color=alt.Color(
                 "series:N",
                 sort=series,
@@ -317,7 +348,8 @@ def transmission_stages(
                 scale=alt.Scale(
                     domain=series, range=[condition_hex(c) for c in conditions["condition"]]
                 ),
-                legend=alt.Legend(labelLimit=0),
+                # below the panels: beside them it took a page's width from them
+                legend=alt.Legend(labelLimit=0, orient="bottom", columns=3),
             ),
             tooltip=_LIFECYCLE_TOOLTIP,
         )
@@ -329,34 +361,38 @@ def transmission_stages(
         .encode(
             y=y,
             yOffset=y_offset,
-            x=alt.X("per_run_ci_low:Q", title=x_title),
+            x=alt.X("per_run_ci_low:Q", title=x_title, axis=_X_AXIS),
             x2="per_run_ci_high:Q",
             tooltip=_LIFECYCLE_TOOLTIP,
         )
         .transform_filter("datum.empty !== true")
     )
-    numbers = (  # a bar of 0 is otherwise invisible: every bar says its count per run
+    numbers = (  # each bar says its count per run; a 0 says nothing (a stack of "0 0 0 0"
+        # per stage hid the counts that were not): its row is empty, its tooltip says 0
         alt.Chart()
-        .mark_text(align="left", dx=2, fontSize=8)
+        .mark_text(align="left", dx=2, fontSize=_LABEL_SIZE)
         .encode(
             y=y,
             yOffset=y_offset,
-            x=alt.X("label_at:Q", title=x_title),
+            x=alt.X("label_at:Q", title=x_title, axis=_X_AXIS),
             text=alt.Text("per_run:Q", format=".2~f"),
             tooltip=_LIFECYCLE_TOOLTIP,
         )
-        .transform_filter("datum.empty !== true")
+        .transform_filter("datum.empty !== true && datum.per_run > 0")
     )
     # a category row is never narrower than its label (with one condition too)
     height = len(shown) * max(_ROW_MIN, _BAR_STEP * len(series))
     none = none_layer(alt.value(PANEL_WIDTH / 2), alt.value(height / 2))
-    subtitle = [
+    subtitle = [  # lines short enough for the chart's width (one of 200 characters was not)
         # honoured and broken are two outcomes of a cited item, not one inside the other
-        "Each stage counts the items that reached it through every stage before it (proposed, "
-        "accepted, cited, then honoured or broken: two outcomes of a cited item, side by side), "
-        "so each is a subset of the stage it follows (checked per item)",
+        "Each stage counts the items that reached it through every stage before it: proposed, "
+        "accepted, cited,",
+        "then honoured or broken: two outcomes of a cited item, side by side; so each is a "
+        "subset of the stage it follows",
         *_off_sequence_note(counts),
-        "bars and numbers: count per run of the condition; whiskers: 95% CI over its runs "
+        *(silent_note if silent.height else []),
+        "bars and numbers: count per run of the condition (no number: 0); whiskers: 95% CI over "
+        "its runs",
         "(expanded percentile bootstrap; a run without the item counts 0)",
         *shared_colour_note(conditions["condition"].to_list()),
     ]

@@ -12,7 +12,12 @@ from mbb.viz import taxonomy as T
 
 
 def _titles(spec: Any) -> set[str]:
-    return {t if isinstance(t, str) else t.get("text", "") for t in spec_values(spec, "title")}
+    return {
+        line
+        for t in spec_values(spec, "title")
+        if t is not None
+        for line in ([t] if isinstance(t, str) else [t.get("text", ""), *(t.get("subtitle") or [])])
+    }
 
 
 def test_linguistic_drift_axes_carry_units():
@@ -56,8 +61,12 @@ def test_behaviour_drift_axis_says_percent():
             "delta": [0.1],
         }
     )
-    titles = _titles(T.behaviour_drift_chart(drift, tests).to_dict())
-    assert "Worker-rounds showing the group (%)" in titles
+    spec = T.behaviour_drift_chart(drift, tests).to_dict()
+    # said once, in the subtitle: a y title per row of panels overprinted its neighbours (M6)
+    assert any("worker-rounds showing the group (%)" in t for t in _titles(spec))
+    assert not any("Worker-rounds" in str(e.get("title")) for e in spec_values(spec, "y") if e), (
+        "a y title per row of panels"
+    )
 
 
 def test_linguistic_drift_legend_draws_each_conditions_dash_and_fits_a_page():

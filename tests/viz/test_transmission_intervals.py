@@ -120,3 +120,36 @@ def test_lifecycle_subtitle_says_honoured_and_broken_are_siblings():
     subtitle = " ".join(spec["title"]["subtitle"])
     assert "subset of the one above" not in subtitle
     assert "honoured or broken: two outcomes of a cited item" in subtitle
+
+
+def test_a_condition_without_messages_is_na_not_zero_and_draws_no_zeros():
+    """conversation_off and mech_fcfs send no message, so they cannot propose or accept: the
+    lifecycle drew them as rows of 0 (M2); they are n/a with the reason, named in the subtitle.
+    A bar of 0 carries no number (stacks of "0 0 0 0" hid the counts that were not 0; M4)."""
+    runs = pl.concat([_runs("a", "b"), pl.DataFrame({"run_id": ["q"], "condition": ["quiet"]})])
+    counts = X.stage_counts(_flags(), runs, talked=["a", "b"])
+    quiet = counts.filter(pl.col("condition") == "quiet")
+    assert quiet.height and quiet["per_run"].is_null().all() and quiet["n"].is_null().all()
+    assert quiet["per_run_why"].str.contains("no messages").all()
+    assert counts.filter(pl.col("condition") != "quiet")["per_run_why"].is_null().all()
+    rules = pl.DataFrame(
+        {"run_id": ["a"], "subrun": [1], "accepted": [True], "citing_rounds": [1]}
+    ).with_columns(pl.lit("honoured").alias("status"))
+    commits = rules.head(0).rename({"citing_rounds": "claim_round"})
+    spec = X.transmission_stages(rules, commits, runs=runs, talked=["a", "b"]).to_dict()
+    assert "nothing to propose or accept): quiet (1 runs)" in " ".join(spec["title"]["subtitle"])
+    texts = [m for m in _marks(spec) if m.get("mark", {}).get("type") == "text"]
+    numbers = [m for m in texts if m.get("encoding", {}).get("text", {}).get("field") == "per_run"]
+    assert numbers and all(m["mark"]["fontSize"] >= 11 for m in numbers)
+    assert all("datum.per_run > 0" in str(m.get("transform")) for m in numbers), "a 0 is labelled"
+    assert not [r for r in _data(spec) if r.get("condition") == "quiet"]
+
+
+def _marks(spec):
+    from helpers import spec_values
+
+    return [layer for layers in spec_values(spec, "layer") for layer in layers]
+
+
+def _data(spec):
+    return [row for rows in spec.get("datasets", {}).values() for row in rows]
