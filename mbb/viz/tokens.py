@@ -55,6 +55,20 @@ def token_audit_chart(
         raise ValueError(f"by must be 'worker', 'subrun' or 'model', got {by!r}")
     if audit.is_empty():
         return none_chart(f"Token audit by {by}", "no token was spent")
+    seats_note = ""
+    if by == "model":
+        # a persona of several seats (rule_makers: five rule_maker workers) pooled them into
+        # one bar beside one-seat personas, reading as five times the spend: per seat instead
+        seats = audit.group_by("run_id", "model").agg(pl.col("worker").n_unique().alias("_seats"))
+        audit = audit.join(seats, on=["run_id", "model"], how="left").with_columns(
+            pl.col("total_tokens") / pl.col("_seats"), pl.col("calls") / pl.col("_seats")
+        )
+        many = seats.filter(pl.col("_seats") > 1).group_by("model").agg(pl.col("_seats").max())
+        seats_note = "; a model's tokens per seat it held" + (
+            " (" + ", ".join(f"{m}: {n} seats" for m, n in sorted(many.rows())) + ")"
+            if many.height
+            else ""
+        )
     runs = audit.select("condition", "run_id").unique()
     n_runs = runs.group_by("condition").agg(pl.len().alias("runs"))
     agg = (
@@ -88,8 +102,9 @@ def token_audit_chart(
         else [str(v) for v in sorted(levels)]
     )
     note = " — approximate tokenizer (scripted text)" if approx else ""
-    x = alt.X(f"{by}:{'O' if by == 'subrun' else 'N'}", title=by.capitalize(), sort=sort)
-    y_title = "Tokens per run"
+    x_title = "Model / persona" if by == "model" else by.capitalize()
+    x = alt.X(f"{by}:{'O' if by == 'subrun' else 'N'}", title=x_title, sort=sort)
+    y_title = "Tokens per run and seat" if by == "model" else "Tokens per run"
     data = pl.concat(
         [
             agg.with_columns(pl.lit("bar").alias("kind"), pl.col(by).cast(pl.String)),
@@ -157,11 +172,14 @@ def token_audit_chart(
         title={
             "text": f"Token audit by {by}, role and phase, per condition "
             f"({n_runs.height} condition(s), {n_total} run(s)){note}",
-            "subtitle": seeds_subtitle(
-                totals["n"],
-                "bars: phases stacked; whisker: total; per condition (its runs are its seeds); "
+            "subtitle": [
+                *seeds_subtitle(
+                    totals["n"],
+                    "bars: phases stacked; whisker: total; per condition (its runs are its seeds)"
+                    + seats_note,
+                ),
                 "each role its own y scale, shared by the conditions",
-            ),
+            ],
         }
     )
 

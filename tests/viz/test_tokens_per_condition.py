@@ -69,3 +69,27 @@ def test_a_study_of_many_cells_wraps_its_panels():
     ).with_columns(pl.format("{}/{}", "condition", "run_id").alias("run_id"))
     spec = K.token_audit_chart(audit).to_dict()
     assert all(c["columns"] == 4 for c in spec["vconcat"])
+
+
+def test_by_model_is_per_seat_and_says_so():
+    """rule_makers' one 'rule_maker' bar pooled its five seats (~5,300 tokens per run) beside
+    one-seat persona bars (~1,500) on one scale, reading as 3.5x the spend (M5): by model, a
+    bar is per run and seat, the axes say so and the subtitle names the seats pooled."""
+    one = _audit().filter(pl.col("role") == "negotiator")
+    five = pl.concat(
+        [
+            one.filter(pl.col("condition") == "base").with_columns(
+                pl.lit(f"W{i}").alias("worker"),
+                pl.lit("rule_maker").alias("model"),
+                pl.lit("rule_makers").alias("condition"),
+                pl.col("run_id").str.replace("base", "rule_makers"),
+            )
+            for i in range(1, 6)
+        ]
+    )
+    spec = K.token_audit_chart(pl.concat([one, five]), by="model").to_dict()
+    totals = {r["condition"]: r["mean"] for r in _rows(spec) if r.get("kind") == "total"}
+    assert totals["rule_makers"] == totals["base"] == 110  # per seat: (100 + 120) / 2
+    text = str(spec)
+    assert "Model / persona" in text and "Tokens per run and seat" in text
+    assert "rule_maker: 5 seats" in " ".join(spec["title"]["subtitle"])
