@@ -597,6 +597,9 @@ def relational_vs_bid(
             pl.col("relational_share").mean().alias("relational_share"),
         )
         .join(r.group_by(keys).agg(corr), on=keys)
+        # constant shares (a condition with no relational round): no correlation, null, not
+        # NaN (it leaked "Out of range float values are not JSON compliant" into a report)
+        .with_columns(pl.col("corr").fill_nan(None))
         .sort("condition", "bid_bin")
     )
 

@@ -81,3 +81,16 @@ def test_no_chart_is_wider_than_a_page(tables):
     widths = {name: _width(build()) for name, build in _charts(tables).items()}
     wide = {name: round(w) for name, w in widths.items() if w > theme.MAX_WIDTH}
     assert wide == {}
+
+
+def test_relational_vs_bid_has_no_nan_for_a_report(tables):
+    """A condition whose rounds' relational share is constant has no correlation: it was NaN,
+    and the chart's data leaked 'Out of range float values are not JSON compliant' into the
+    taxonomy audit (L7); null, so the spec is strict JSON."""
+    import json
+
+    evidence, _ = A.evidence_and_withheld(tables)
+    rvb = A.relational_vs_bid(tables, A.worker_round_predictions(evidence))
+    floats = [c for c, t in rvb.schema.items() if t.is_float()]
+    assert rvb.select(pl.any_horizontal(pl.col(floats).is_nan()).any()).item() is False
+    json.dumps(T.relational_vs_bid_chart(rvb).to_dict(), allow_nan=False)
