@@ -136,6 +136,7 @@ from mbb.analysis.stats import (
     paired_effect_size,
     permutation_pvalue,
     power_curve,
+    power_sentence,
     seeds_for_power,
 )
 from mbb.analysis.text_measures import (
@@ -243,6 +244,7 @@ __all__ = [
     "paired_seed_difference",
     "permutation_pvalue",
     "power_curve",
+    "power_sentence",
     "prf_table",
     "reasoning_effort_table",
     "recorded_conditions",

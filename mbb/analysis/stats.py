@@ -23,6 +23,7 @@ __all__ = [
     "paired_effect_size",
     "permutation_pvalue",
     "power_curve",
+    "power_sentence",
     "seed_summary",
     "seeds_for_power",
 ]
@@ -558,3 +559,24 @@ def seeds_for_power(
         else:
             lo = mid
     return hi
+
+
+PILOT_SEEDS = 5  # a pilot of fewer seeds gives a spread too uncertain to plan on without a caveat
+
+
+def power_sentence(
+    measure: str, needed: int | None, effect: float, pilot_seeds: int, baseline: str
+) -> str:
+    """The line a report prints for `seeds_for_power`'s answer, with its caveat in the same
+    line when the pilot had fewer than `PILOT_SEEDS` seeds (a reviewer read "177 seeds ...
+    (pilot: 2 seeds)" printed as if it were a plan)."""
+    line = (
+        f"{measure}: {needed or 'more than 256'} seeds per condition detect a difference of "
+        f"{effect} with 80 % power (pilot: {pilot_seeds} seeds of {baseline})"
+    )
+    if pilot_seeds < PILOT_SEEDS:
+        line += (
+            f" — a rough guide only: the spread of {pilot_seeds} seeds is itself uncertain "
+            f"(run at least {PILOT_SEEDS} pilot seeds to plan on it)"
+        )
+    return line

@@ -212,3 +212,14 @@ def test_new_vocabulary_is_new_to_the_run_not_to_the_worker(events):
     told = worker_linguistics(t, ev, reference="Alpha and gamma are in the prompt.")
     a = told.filter(pl.col("worker") == "A")["new_vocab_share"].item()
     assert a == pytest.approx(1 / 4)  # only beta is new
+
+
+def test_power_from_a_small_pilot_says_so_in_the_same_line():
+    """'177 seeds ... (pilot: 2 seeds)' was printed with no caveat (L3)."""
+    from mbb.analysis import power_sentence
+
+    small = power_sentence("completion", 177, 0.1, 2, "base")
+    assert small.startswith("completion: 177 seeds per condition") and "\n" not in small
+    assert "rough guide only: the spread of 2 seeds is itself uncertain" in small
+    assert "rough guide" not in power_sentence("completion", 12, 0.1, 5, "base")
+    assert "more than 256 seeds" in power_sentence("completion", None, 0.1, 8, "base")
