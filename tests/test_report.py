@@ -418,3 +418,19 @@ def test_a_report_with_invalid_runs_reads_each_log_once(
     assert reads == {f"base-seed000{i}": 1 for i in range(3)}, reads
     assert "warning" not in capsys.readouterr().err
     # (the spend note on invalid runs is checked on an LLM study: tests/llm/test_study.py)
+
+
+def test_comparison_page_and_index_name_the_study(tmp_path: Path) -> None:
+    """compare.html was titled 'mbb comparison of conditions' under the heading 'Conditions
+    compared', the index's heading 'mbb report': neither said which study (L6)."""
+    from mbb.batch.build import load_params
+    from mbb.batch.report import build_report
+    from mbb.batch.runner import run_many
+
+    for name in ("memory_off", "base"):
+        run_many(load_params(name, {"subruns": 2}), runs=2, out_dir=tmp_path / name, processes=1)
+    index = build_report(tmp_path, study_name="my_study").read_text(encoding="utf-8")
+    compare = (tmp_path / "compare.html").read_text(encoding="utf-8")
+    assert "<title>my_study — conditions compared (mbb)</title>" in compare
+    assert "<h1>Conditions compared: my_study</h1>" in compare
+    assert "<h1>my_study — mbb report</h1>" in index

@@ -1031,7 +1031,10 @@ def _compare_html(
     default: str,
     viewer: bool,
     files: dict[str, dict[str, str]] | None = None,
+    name: str = "",
 ) -> str:
+    """The comparison page; `name`: the study (else the folder) it compares, in its title
+    and heading (a reviewer's find: 'Conditions compared' did not say of what)."""
     import polars as pl
 
     from mbb.analysis.compare import MEASURE_LABELS
@@ -1108,8 +1111,9 @@ def _compare_html(
     )
     return (
         "<!doctype html><html lang=en><head><meta charset='utf-8'>"
-        f"{_csp_meta([switch])}<title>mbb comparison of conditions</title>"
-        f"<style>{_INDEX_CSS}</style></head><body><h1>Conditions compared</h1>"
+        f"{_csp_meta([switch])}<title>{esc(name) + ' — ' if name else ''}conditions compared "
+        f"(mbb)</title><style>{_INDEX_CSS}</style></head><body>"
+        f"<h1>Conditions compared{': ' + esc(name) if name else ''}</h1>"
         f"<nav class=links><a href='index.html'>report index</a>{viewer_link}</nav>"
         "<p>One value per run (seed), then per condition: the mean over seeds, its 95% "
         "percentile bootstrap CI (2,000 resamples, expanded for few seeds), and the difference "
@@ -1192,7 +1196,9 @@ def build_report(
         files = write_comparison_files(root, tables, loaded)
         replace_file(
             root / COMPARE_PAGE,
-            _compare_html(tables, default, viewer_index is not None, files),
+            _compare_html(
+                tables, default, viewer_index is not None, files, study_name or root.name
+            ),
         )
 
     def fmt(v: Any, pct: bool = False) -> str:
@@ -1279,7 +1285,8 @@ def build_report(
         "<!doctype html><html lang=en><head><meta charset='utf-8'>"
         f"{_csp_meta([])}<title>{esc(study_name or root.name)} — mbb report</title>"
         f"<style>{_INDEX_CSS}</style></head><body>"
-        f"<h1>mbb report</h1><nav class=links>{''.join(links)}</nav>"
+        f"<h1>{esc(study_name or root.name)} — mbb report</h1>"
+        f"<nav class=links>{''.join(links)}</nav>"
         f"<p>{heading} — {len(rows)} notebook(s), {n_failed} failed.</p>"
         + (explain if body else "")  # before the first table whose cells it explains
         + notebook_tables
