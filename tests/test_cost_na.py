@@ -48,3 +48,20 @@ def test_a_stub_models_cost_is_na_not_0():
     stub, local = rows["stub-smollm2"], rows["qwen-local"]
     assert "n/a (stub: no API calls)" in stub and "$0" not in stub
     assert "$0.0000" in local  # a model priced at 0 that was called: its cost is $0
+
+
+def test_private_messages_without_conversation_are_na_not_0():
+    """conversation_off and mech_fcfs send no message at all: their private messages per run
+    read 0, as if measured (M2); n/a with the reason. A talking run keeps its count."""
+
+    def run(name: str) -> dict:
+        log = run_condition(mbb.load_params(name, {"subruns": 1}), 0).log
+        return mbb.analysis.with_run_info(tables_from_lines(log.by_kind), by_kind=log.by_kind)
+
+    quiet = outcomes(run("conversation_off"), "condition")
+    assert quiet["private_msgs_per_run"].null_count() == quiet.height
+    assert quiet["private_msgs_per_run_why"].str.starts_with("no messages").all()
+    assert "n/a (no messages" in str(mbb.table(quiet))
+    talk = outcomes(_scripted(), "condition")
+    assert talk["private_msgs_per_run"].is_not_null().all()
+    assert talk["private_msgs_per_run_why"].is_null().all()

@@ -62,7 +62,7 @@ def test_per_subrun_numbers_are_the_old_outcome_summary(base_batch):
 
 def test_per_condition_numbers_are_the_old_condition_table(two_conditions):
     """compare.condition_table: runs, rates, bids, credits and private messages per run; a
-    condition without payments or messages now says 0 (it said null)."""
+    condition without payments says 0 (it said null); one without any message n/a, with why."""
     t = two_conditions
     got = {r["condition"]: r for r in _rows(outcomes(t, "condition"))}
     assert set(got) == {"base", "mech_sjf"}
@@ -76,11 +76,14 @@ def test_per_condition_numbers_are_the_old_condition_table(two_conditions):
         n_rounds = sum(1 for r in _rows(t["rounds"]) if r["condition"] == cond)
         assert g["runs"] == runs
         assert g["completion"] == pytest.approx(mean(r["outcome"] == "completed" for r in ev))
-        assert g["private_msgs_per_run"] == pytest.approx(len(msgs) / runs)
+        if any(r["condition"] == cond for r in _rows(t["messages"])):
+            assert g["private_msgs_per_run"] == pytest.approx(len(msgs) / runs)
+        else:  # no message at all (a centralized mechanism): n/a, not 0 (M2)
+            assert g["private_msgs_per_run"] is None and g["private_msgs_per_run_why"]
         assert g["credits_per_run"] == pytest.approx(sum(paid) / runs)
         assert g["mean_bid"] == (pytest.approx(mean(bids)) if bids else None)
         assert g["rounds_per_subrun"] == pytest.approx(n_rounds / len(subruns))
-    assert got["mech_sjf"]["private_msgs_per_run"] == 0.0
+    assert got["mech_sjf"]["private_msgs_per_run"] is None  # no message at all: n/a (M2)
 
 
 def test_per_run_numbers_are_the_old_mechanism_outcomes(two_conditions):

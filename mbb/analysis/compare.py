@@ -104,6 +104,7 @@ def run_table(
             *measures,
             # why a cost is n/a (`mbb.table` shows it in the cell)
             *(["cost_per_run_usd_why"] if "cost_per_run_usd" in measures else []),
+            *(["private_msgs_per_run_why"] if "private_msgs_per_run" in measures else []),
         )
         .sort("condition", "seed", "run_id")
     )

@@ -33,7 +33,10 @@ Columns, besides the grouping keys (definitions; "share" = share of the group's 
 - `mean_bid`: mean declared bid (every declaration, revisions included), credits.
 - `rounds_per_subrun`: negotiation rounds per subrun, over the (run, subrun) pairs the group
   covers (a subrun-free count, so conditions with different subrun counts compare).
-- `private_msgs_per_run`: private (addressed) messages sent by the group's workers, per run.
+- `private_msgs_per_run`: private (addressed) messages sent by the group's workers, per run;
+  null (n/a) for a group none of whose runs sent any message (conversation off, a centralized
+  mechanism: nothing could be sent, privately or not), never 0, with
+  `private_msgs_per_run_why` saying so (`mbb.analysis._frames.measured_runs`).
 - `cost_per_run_usd`: LLM cost per run of the calls made by the group's workers (null for
   scripted runs, which call no model: n/a, never "$0"; null, unknown, when a call's model has no
   price); `cost_per_run_usd_why` says which ("scripted: no API calls" or "unpriced"), and
@@ -55,6 +58,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import polars as pl
 
+from mbb.analysis._frames import measured_runs
 from mbb.analysis.tokens import NO_API_CALLS, total_cost
 
 __all__ = [
@@ -82,10 +86,12 @@ OUTCOME_COLUMNS = (
     "mean_bid",
     "rounds_per_subrun",
     "private_msgs_per_run",
+    "private_msgs_per_run_why",
     "cost_per_run_usd",
     "cost_per_run_usd_why",
 )
 _UNIT = ["run_id", "subrun", "worker"]
+NO_MESSAGES = "no messages in its runs (none could be sent)"
 
 
 def gini(values: Iterable[float]) -> float:
@@ -317,6 +323,17 @@ def outcomes(
         .group_by(by)
         .agg(pl.col("to").is_not_null().sum().alias("_private"))
     )
+    talked = (  # a group with a run that sent any message: its private count is measured
+        units.select(*dict.fromkeys([*by, "run_id"]))
+        .unique()
+        .group_by(by)
+        .agg(
+            pl.col("run_id")
+            .is_in(measured_runs(tables, "conversation").implode())
+            .any()
+            .alias("_talked")
+        )
+    )
     subruns = units.select(*dict.fromkeys([*by, "run_id", "subrun"])).unique()
     per_subrun = tables["rounds"].group_by("run_id", "subrun").agg(pl.len().alias("_rounds"))
     rounds = (
@@ -336,12 +353,17 @@ def outcomes(
         )
     )
     out = base
-    for part in (w, g, paid, bids, msgs, rounds, cost):
+    for part in (w, g, paid, bids, msgs, talked, rounds, cost):
         out = out.join(part, on=by, how="left", nulls_equal=True)
     return (
         out.with_columns(
             (pl.col("_credits").fill_null(0) / pl.col("runs")).alias("credits_per_run"),
-            (pl.col("_private").fill_null(0) / pl.col("runs")).alias("private_msgs_per_run"),
+            pl.when(pl.col("_talked"))
+            .then(pl.col("_private").fill_null(0) / pl.col("runs"))
+            .alias("private_msgs_per_run"),
+            pl.when(~pl.col("_talked").fill_null(False))
+            .then(pl.lit(NO_MESSAGES))
+            .alias("private_msgs_per_run_why"),
             # no call (scripted): n/a; a model without a price: unknown; null both, never $0
             (pl.col("_cost") / pl.col("runs")).alias("cost_per_run_usd"),
             pl.when(pl.col("_llm").is_null())

@@ -273,6 +273,7 @@ NOT_MEASURES: dict[str, str] = {
             "power_curve",
             "seed_bootstrap_ci",
             "seeds_for_power",
+            "power_sentence",
         ],
         "statistics (tests/analysis/test_comparisons.py, test_planted_effects.py)",
     ),
@@ -325,6 +326,7 @@ NOT_MEASURES: dict[str, str] = {
         [
             "run_info",
             "run_info_from_dirs",
+            "measured_runs",
             "baseline_cell",
             "cell_of",
             "cells_of",
