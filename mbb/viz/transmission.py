@@ -225,6 +225,23 @@ def _per_run_ci(flags: pl.DataFrame, run_cond: pl.DataFrame) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=schema, orient="row")
 
 
+def _silent_conditions(
+    runs: pl.DataFrame | None, talked: Sequence[str] | pl.Series | None
+) -> pl.DataFrame:
+    """condition and runs of each condition none of whose runs sent a message."""
+    if runs is None or talked is None:
+        return pl.DataFrame(schema={"condition": pl.String, "runs": pl.Int64})
+    spoke = pl.Series(talked, dtype=pl.String).implode()
+    return (
+        runs.select("run_id", "condition")
+        .unique()
+        .group_by("condition")
+        .agg(pl.len().cast(pl.Int64).alias("runs"), pl.col("run_id").is_in(spoke).any().alias("t"))
+        .filter(~pl.col("t"))
+        .select("condition", "runs")
+    )
+
+
 def _panels(flags: pl.DataFrame, subruns: Sequence[int] | None) -> pl.DataFrame:
     subs = sorted(set(subruns) if subruns is not None else set(flags["subrun"].to_list()))
     return pl.DataFrame(
@@ -301,10 +318,16 @@ def transmission_stages(
     """
     title = "Rule and commitment lifecycles per condition"
     flags = stage_flags(rules, commits, runs)
+    # named from the runs, not the counts: with nothing proposed anywhere there are no counts
+    silent = _silent_conditions(runs, talked)
     if flags.is_empty() and not subruns:
-        return none_chart(title, "no rule or commitment was proposed")
+        return none_chart(
+            title,
+            "n/a: no messages in any run, so nothing to propose or accept"
+            if runs is not None and silent.height == runs["condition"].n_unique()
+            else "no rule or commitment was proposed",
+        )
     counts = stage_counts(flags, runs, talked)
-    silent = counts.filter(pl.col("per_run_why").is_not_null()).select("condition", "runs")
     silent_note = [
         "n/a (no messages in any run, so nothing to propose or accept): "
         + ", ".join(f"{c} ({r} runs)" for c, r in silent.unique().sort("condition").rows())

@@ -153,3 +153,19 @@ def _marks(spec):
 
 def _data(spec):
     return [row for rows in spec.get("datasets", {}).values() for row in rows]
+
+
+def test_a_condition_alone_without_messages_says_na():
+    """run_condition on conversation_off: nothing proposed anywhere, so no counts to mark n/a;
+    the chart still names it (it read 'none' in every panel, as if nothing happened to be
+    proposed)."""
+    rules = pl.DataFrame(
+        schema={"run_id": pl.String, "subrun": pl.Int64, "accepted": pl.Boolean,
+                "citing_rounds": pl.Int64, "status": pl.String}
+    )  # fmt: skip
+    commits = rules.rename({"citing_rounds": "claim_round"})
+    runs = pl.DataFrame({"run_id": ["q"], "condition": ["quiet"]})
+    spec = X.transmission_stages(rules, commits, runs=runs, subruns=[1, 2], talked=[]).to_dict()
+    assert "nothing to propose or accept): quiet (1 runs)" in " ".join(spec["title"]["subtitle"])
+    alone = X.transmission_stages(rules, commits, runs=runs, talked=[]).to_dict()
+    assert "n/a: no messages" in str(alone)
