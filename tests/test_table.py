@@ -142,3 +142,11 @@ def test_the_model_column_says_it_holds_a_persona_for_scripted_workers():
     assert "model / persona" not in str(
         table(pl.DataFrame({"model": ["x"]}), labels={"model": "m"})
     )
+
+
+def test_to_csv_does_not_carry_a_worker_name_as_a_formula():
+    # a colleague's worker name reaches the exported CSV: a spreadsheet must show it as text
+    t = table(pl.DataFrame({"worker": ['=HYPERLINK("http://x/")', "W2"], "bid": [1, 2]}))
+    rows = pl.read_csv(t.to_csv().encode())
+    assert rows["worker"].to_list() == ['\'=HYPERLINK("http://x/")', "W2"]
+    assert rows["bid"].to_list() == [1, 2]

@@ -13,6 +13,7 @@ import numpy as np
 import polars as pl
 
 from mbb.analysis._frames import utterances
+from mbb.core.csvsafe import write_csv
 from mbb.core.taxonomy import ALL_LABELS, CATEGORY_NAMES
 
 __all__ = [
@@ -207,7 +208,8 @@ def export_review_sample(
             pl.lit("").alias("human_labels"),
         )
     )
-    sample.write_csv(path)
+    # a person opens it in a spreadsheet: texts from a colleague's runs are not run as formulas
+    write_csv(sample, path, keep=UTT)
     return sample
 
 
@@ -433,7 +435,9 @@ def export_ipw_sample(
         pl.col("predicted").list.join(";").alias("predicted"),
         pl.lit("").alias("human_labels"),
     )
-    sample.write_csv(path)
+    # a person opens it in a spreadsheet: texts from a colleague's runs are not run as formulas
+    # (the keys are left as they are: `ipw_estimates`' caller joins the labels back on them)
+    write_csv(sample, path, keep=keys)
     return sample
 
 

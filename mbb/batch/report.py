@@ -60,7 +60,7 @@ from nbconvert import HTMLExporter
 
 from mbb.batch.outdir import replace_file
 from mbb.batch.runs import spend_table_html
-from mbb.core import safejson
+from mbb.core import csvsafe, safejson
 from mbb.core.errors import for_terminal
 from mbb.viz.render import MIMETYPE, render_svg, vl_version
 from mbb.viz.table import REPORT_CSS as TABLE_REPORT_CSS
@@ -947,18 +947,8 @@ def _json_rows(df: Any) -> str:
 
 
 def _csv(df: Any) -> str:
-    """A table as CSV; a text cell a spreadsheet would run as a formula (=, +, -, @ first) gets
-    a leading ' (runs from colleagues are hostile input)."""
-    import polars as pl
-
-    text = [c for c, t in df.schema.items() if t == pl.String]
-    return df.with_columns(
-        pl.when(pl.col(c).str.contains(r"^[=+\-@\t\r]"))
-        .then(pl.lit("'") + pl.col(c))
-        .otherwise(pl.col(c))
-        .alias(c)
-        for c in text
-    ).write_csv()
+    """A table as CSV, its text cells guarded against being read as formulas (`csvsafe`)."""
+    return csvsafe.write_csv(df) or ""
 
 
 def write_comparison_files(

@@ -361,8 +361,12 @@ class Table:
         return str(self)
 
     def to_csv(self) -> str:
-        """The unformatted values as CSV (every column, full precision): for export."""
-        return self.frame.write_csv()
+        """The unformatted values as CSV (every column, full precision): for export; a text
+        cell a spreadsheet would read as a formula (a colleague's worker name) is guarded
+        (`mbb.core.csvsafe`)."""
+        from mbb.core.csvsafe import write_csv
+
+        return write_csv(self.frame) or ""
 
 
 # the table's look, in the notebook (a style block in the output) and in a report's pages

