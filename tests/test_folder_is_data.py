@@ -333,6 +333,38 @@ def test_a_deeply_nested_record_file_is_corrupt_input_not_a_crash(finished, tmp_
     assert _one_line_error(capsys).endswith("condition.json: not a condition record (corrupt)\n")
 
 
+def test_a_huge_sparse_meta_file_is_refused_not_read(finished, tmp_path, capsys):
+    """A red team's find: a 3 GB sparse meta.json (0 bytes on disk, and in a tarball) beside a
+    real log was read whole by `mbb view` and `load_runs`, which died with a MemoryError. Now
+    it is not read: both say the run is invalid, with the file's size and mbb's cap as the
+    reason (a meta.json may mark a run invalid, so an unread one cannot leave it valid)."""
+    import os
+
+    from mbb.analysis.runs import load_runs
+    from mbb.batch.viewer import read_run
+    from mbb.core import safejson
+
+    _cond, run = finished
+    meta = run / "meta.json"
+    meta.unlink(missing_ok=True)
+    with open(meta, "wb") as fh:
+        os.truncate(fh.fileno(), 3 << 30)
+    with pytest.raises(safejson.TooLarge, match=r"meta.json: 3,221,225,472 bytes, larger"):
+        safejson.read_object(meta)
+    tables = load_runs([run.parent], include_invalid=True)
+    (reason,) = tables["runs"]["invalid_reason"].to_list()
+    assert reason.startswith("invalid: meta.json 3,221,225,472 bytes, larger than any record")
+    assert read_run(run).meta["valid"] is False
+    assert main(["view", str(run.parent), "--out", str(tmp_path / "v")]) == 0
+    assert "Traceback" not in capsys.readouterr().err
+    # the cap is read on the open file: a file that grows past it after the check is refused
+    small = tmp_path / "small.json"
+    small.write_text('{"a": "' + "x" * 100 + '"}')
+    with pytest.raises(safejson.TooLarge, match="at most 50 bytes read"):
+        safejson.read_text(small, cap=50)
+    assert safejson.read_text(small, cap=200).startswith('{"a"')
+
+
 @pytest.mark.parametrize("first", ["[1]", "1" * 5000, '{"kind": "run_started", "params": 5}'])
 def test_a_first_line_that_is_no_event_is_neither_kept_nor_a_crash(finished, first, capsys):
     """The readers of a log's first line (the foreign-run guard, `recorded_conditions`) took

@@ -39,6 +39,7 @@ __all__ = [
     "excluded_note",
     "find_run_dirs",
     "load_runs",
+    "read_meta",
     "recorded_conditions",
     "run_status",
     "selected_runs",
@@ -155,7 +156,7 @@ def checked_log(run_dir: Path) -> tuple[bool, str | None, list[str]]:
     status = last.get("status")
     if status != "completed":
         return False, f"run {status}", []
-    meta = _meta(run_dir)
+    meta = read_meta(run_dir)
     why = invalid_reason(run_validity(lines, recorded_threshold(meta)))
     if why is not None:
         return False, f"invalid: {why}", lines
@@ -288,10 +289,18 @@ def valid_only(tables: Mapping[str, pl.DataFrame]) -> dict[str, pl.DataFrame]:
     return out
 
 
-def _meta(run_dir: Path) -> dict[str, Any]:
+def read_meta(run_dir: Path) -> dict[str, Any]:
     """A run's meta.json, or {} when missing, a link (it could point anywhere), a pipe or not
-    an object (`safejson.read_object`)."""
-    return safejson.read_object(run_dir / "meta.json") or {}
+    an object (`safejson.read_object`). One larger than any mbb writes is not read: the run is
+    then marked invalid with the reason (meta.json may mark a run invalid, so an unread one
+    cannot leave it valid); every reader (`load_runs`, the viewer) judges it so.
+
+    run_dir: the run folder."""
+    path = run_dir / "meta.json"
+    try:
+        return safejson.read_object(path) or {}
+    except safejson.TooLarge as exc:
+        return {"valid": False, "invalid_reason": f"meta.json {str(exc).removeprefix(f'{path}: ')}"}
 
 
 def excluded_note(tables: dict[str, pl.DataFrame]) -> None:

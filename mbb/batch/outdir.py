@@ -54,8 +54,10 @@ def _held_condition(out_dir: Path) -> tuple[str, dict[str, Any], str] | None:
     marker = out_dir / MARKER_NAME
     if marker.is_file():
         try:
-            d = safejson.loads(marker.read_text(encoding="utf-8"))
+            d = safejson.loads(safejson.read_text(marker))
             return str(d["condition"]), dict(d["params"]), str(marker)
+        except safejson.TooLarge as exc:
+            raise OutputError(str(exc)) from None
         except (ValueError, KeyError, TypeError):
             raise OutputError(f"{marker}: not a condition record (corrupt)") from None
     for log in sorted(out_dir.glob("*/events.jsonl")):  # a folder written before the record

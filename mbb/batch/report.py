@@ -620,7 +620,7 @@ def _manifest(folder: Path) -> tuple[dict[str, Any] | None, str]:
     if not path.is_file():
         return None, f"not executed by mbb (no {EXECUTED} beside it)"
     try:
-        d = safejson.loads(path.read_text(encoding="utf-8"))
+        d = safejson.loads(safejson.read_text(path))
         entries, mac = d["notebooks"], d["hmac"]
     except (OSError, ValueError, KeyError, TypeError):
         return None, f"its folder's {EXECUTED} is not a manifest mbb wrote"
@@ -1144,7 +1144,7 @@ def build_report(
     sweep_record = root / "sweep.json"
     if sweep_record.is_file():
         try:
-            for r in safejson.loads(sweep_record.read_text()).get("results", []):
+            for r in safejson.loads(safejson.read_text(sweep_record)).get("results", []):
                 status_of[str(Path(r["notebook"]).resolve())] = str(r["status"])
         except (ValueError, KeyError, TypeError, AttributeError):
             _warn(f"{sweep_record.name}: unreadable, ignored")

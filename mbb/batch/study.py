@@ -522,9 +522,11 @@ def _claim_study(study: Study) -> None:
     record = out / STUDY_RECORD
     if record.is_file():
         try:
-            held = safejson.loads(record.read_text(encoding="utf-8"))
+            held = safejson.loads(safejson.read_text(record))
             if not isinstance(held, dict) or not isinstance(held.get("runs", {}), dict):
                 raise ValueError("not an object")
+        except safejson.TooLarge as exc:
+            raise StudyError(f"{exc}; choose another out") from None
         except ValueError:
             raise StudyError(
                 f"{record}: not a study record (corrupt); choose another out"
@@ -864,7 +866,7 @@ def run_study(
     record_path = study.out / STUDY_RECORD
     records: dict[str, dict[str, Any]] = {}
     if record_path.is_file():
-        records = safejson.loads(record_path.read_text()).get("runs", {})  # checked on claim
+        records = safejson.loads(safejson.read_text(record_path)).get("runs", {})  # claimed
     records.update(judged)  # a finished run's record is its log's verdict, never the old one
     _write_record(study, records, {"status": "running"})
     interrupted = False
@@ -1147,7 +1149,10 @@ def _analysis_current(study: Study, inputs: str) -> bool:
     except OSError:
         return False
     # a link, a pipe, not JSON, not an object: None, and the notebooks run again
-    last = safejson.read_object(path) or {}
+    try:
+        last = safejson.read_object(path) or {}
+    except safejson.TooLarge:  # grown past the check above
+        return False
     return (
         last.get("inputs") == inputs
         and last.get("failed") == []

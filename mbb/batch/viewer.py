@@ -39,6 +39,7 @@ and the runs around it are shown.
 from __future__ import annotations
 
 import csv
+import io
 import itertools
 import json
 import math
@@ -52,7 +53,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mbb.analysis.runs import LINKED_RUN, find_run_dirs
+from mbb.analysis.runs import LINKED_RUN, find_run_dirs, read_meta
 from mbb.analysis.tokens import cost_text, known_cost, tokens_text, total_cost, without_usage
 from mbb.batch.outdir import OutputError, replace_file
 from mbb.core import safejson
@@ -145,10 +146,10 @@ class RunLog:
 
 
 def _read_meta(run_dir: Path) -> dict[str, Any]:
-    """`valid` (bool) and `invalid_reason` (str) from meta.json, when present with those types."""
-    meta = safejson.read_object(run_dir / "meta.json")
-    if meta is None:
-        return {}
+    """`valid` (bool) and `invalid_reason` (str) from meta.json, when present with those types
+    (`read_meta`: `load_runs`'s reading, so a meta.json too large to read marks the run invalid
+    in both)."""
+    meta = read_meta(run_dir)
     out: dict[str, Any] = {}
     if isinstance(meta.get("valid"), bool):
         out["valid"] = meta["valid"]
@@ -791,8 +792,8 @@ def read_columns(path: Path) -> tuple[dict[str, dict[str, Any]], list[str]]:
     path = Path(path)
     try:
         if path.suffix.lower() == ".json":
-            with safejson.open_text(path) as fh:  # a pipe is refused, not waited on
-                data = safejson.loads(fh.read())
+            # a pipe is refused, not waited on; a file larger than any record, not read
+            data = safejson.loads(safejson.read_text(path))
             if isinstance(data, dict):
                 rows = [
                     {"run_id": k, **v} if isinstance(v, dict) else None for k, v in data.items()
@@ -802,9 +803,9 @@ def read_columns(path: Path) -> tuple[dict[str, dict[str, Any]], list[str]]:
             else:
                 raise ValueError("expected an object keyed by run id or a list of objects")
         else:
-            with safejson.open_text(path, newline="") as fh:
-                rows = list(csv.DictReader(fh))
-    except (OSError, UnicodeDecodeError, csv.Error, json.JSONDecodeError) as exc:
+            text = safejson.read_text(path)
+            rows = list(csv.DictReader(io.StringIO(text, newline="")))
+    except (OSError, UnicodeDecodeError, csv.Error, json.JSONDecodeError, safejson.TooLarge) as exc:
         raise ValueError(f"{path.name}: cannot be read ({exc})") from None
     values: dict[str, dict[str, Any]] = {}
     names: list[str] = []

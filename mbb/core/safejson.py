@@ -16,12 +16,32 @@ import stat
 from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
-__all__ = ["NotRegularFile", "loads", "open_binary", "open_text", "read_object"]
+__all__ = [
+    "MAX_RECORD_BYTES",
+    "NotRegularFile",
+    "TooLarge",
+    "loads",
+    "open_binary",
+    "open_text",
+    "read_object",
+    "read_text",
+]
+
+# the largest JSON record read from a folder (mbb's choice): a run's meta.json is about 6 KB,
+# a condition.json 5 KB, a study's record a few hundred bytes per run; a 3 GB sparse meta.json
+# (0 bytes on disk, in a tarball too) had been read whole by `mbb view` and `load_runs` and
+# ended in a MemoryError
+MAX_RECORD_BYTES = 64 << 20
 
 
 class NotRegularFile(OSError):
     """A path that is not read: a symbolic link (where links are refused), a pipe, a device or
     a folder."""
+
+
+class TooLarge(ValueError):
+    """A record larger than any mbb writes (`MAX_RECORD_BYTES`): refused before it is read
+    whole; the message is one line naming the file, its size and the cap."""
 
 
 def loads(text: str | bytes) -> Any:
@@ -84,15 +104,38 @@ def open_binary(path: str | Path, *, follow_links: bool = True) -> BinaryIO:
         raise
 
 
+def read_text(path: str | Path, *, follow_links: bool = True, cap: int = MAX_RECORD_BYTES) -> str:
+    """The UTF-8 text of the record file `path`, refused (TooLarge, a ValueError) when it is
+    larger than `cap` bytes: its size is checked on the open file, and at most `cap` + 1 bytes
+    are read, so a file that grows after the check is refused too. A link (unless
+    `follow_links`), a pipe or a device raises NotRegularFile (an OSError); text that is not
+    UTF-8 a UnicodeDecodeError (a ValueError).
+
+    path: the file; follow_links: read a symbolic link's target; cap: the most bytes read."""
+    with open_binary(path, follow_links=follow_links) as fh:
+        size = os.fstat(fh.fileno()).st_size
+        data = b"" if size > cap else fh.read(cap + 1)
+    if size > cap or len(data) > cap:
+        shown = max(size, len(data))
+        raise TooLarge(
+            f"{path}: {shown:,} bytes, larger than any record mbb writes (at most "
+            f"{cap:,} bytes read, mbb's choice): not read"
+        )
+    return data.decode("utf-8")
+
+
 def read_object(path: str | Path, *, follow_links: bool = False) -> dict[str, Any] | None:
     """The JSON object file `path` holds, or None when it is missing, a link (unless
     `follow_links`), not a regular file, unreadable, not UTF-8, not JSON or not an object: for
-    records that are optional to their reader (a run's meta.json).
+    records that are optional to their reader (a run's meta.json). A file larger than any
+    record mbb writes raises TooLarge (a ValueError, one line): it is not a record of mbb's,
+    and its reader says so rather than reading it as missing.
 
     path: the file; follow_links: read a symbolic link's target."""
     try:
-        with open_text(path, follow_links=follow_links) as fh:
-            value = loads(fh.read())
+        value = loads(read_text(path, follow_links=follow_links))
+    except TooLarge:
+        raise
     except (OSError, ValueError):  # UnicodeDecodeError is a ValueError
         return None
     return value if isinstance(value, dict) else None
