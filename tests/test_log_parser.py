@@ -350,3 +350,33 @@ def test_a_log_larger_than_mbb_writes_is_refused_not_read_whole(tmp_path) -> Non
         fh.truncate(eventlog.MAX_LOG_BYTES + 1)  # sparse: no disk used
     with pytest.raises(EventLogError, match=r"1\.0 GiB, larger than any log mbb writes"):
         read_lines(big)
+
+
+def test_a_line_longer_than_any_event_of_mbbs_is_refused_with_its_line(
+    base_batch, tmp_path, capsys
+) -> None:
+    """A red team's find: one 50 MiB message text inside the 1 GiB log cap cost `mbb view`
+    138 s (200 MiB: a MemoryError), and the tables counted it. Past MAX_LINE_CHARS a line is
+    refused with its file and line, by the tables and the viewer alike; the longest text a
+    condition may ask for (TEXT_LIMIT_MAX characters, each written as \\uXXXX) still fits."""
+    from mbb.batch.viewer import read_run
+
+    src = base_batch.run_dirs[0] / "events.jsonl"
+    lines = src.read_text(encoding="utf-8").splitlines()
+    i = next(i for i, ln in enumerate(lines) if ln.startswith('{"kind":"message"'))
+    d = json.loads(lines[i])
+    lines[i] = _line({**d, "text": "x" * eventlog.MAX_LINE_CHARS})
+    run = _write_run(tmp_path / "out" / base_batch.run_ids[0], lines)
+    assert main(["tables", str(run.parent)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"events.jsonl:{i + 1}: a line of 1,048," in err, err
+    with pytest.raises(ValueError, match="longer than any event mbb writes"):
+        parse_line(lines[i])
+    shown = read_run(run)
+    assert any(p.startswith(f"line {i + 1}: a line of") for p in shown.problems), shown.problems
+    assert len(shown.events) == len(lines) - 1
+    # the longest text a condition may ask for, of the characters JSON writes longest, is read
+    text = "\U0001f600" * eventlog.TEXT_LIMIT_MAX
+    longest = _line({**d, "text": text})  # ensure_ascii: "\ud83d\ude00", 12 characters each
+    assert len(longest) > 12 * eventlog.TEXT_LIMIT_MAX
+    assert parse_line(longest)[0]["text"] == text

@@ -20,6 +20,7 @@ from typing import Any, Literal
 import polars as pl
 
 from mbb.core import safejson
+from mbb.core.eventlog import MAX_LINE_CHARS
 
 __all__ = [
     "RUN_SCHEMA",
@@ -158,7 +159,7 @@ def run_info_from_dirs(run_dirs: Iterable[Path]) -> tuple[pl.DataFrame, pl.DataF
     lines = []
     for d in run_dirs:
         with (Path(d) / "events.jsonl").open(encoding="utf-8") as fh:
-            first = fh.readline()
+            first = fh.readline(MAX_LINE_CHARS + 1)  # a longer one is no event
         event = safejson.loads(first) if first.strip() else None  # ValueError when corrupt
         if isinstance(event, dict) and event.get("kind") == "run_started":
             lines.append(first.rstrip("\n"))

@@ -24,7 +24,7 @@ from pydantic import ValidationError
 
 from mbb.analysis._frames import run_info_from_dirs
 from mbb.core import safejson
-from mbb.core.eventlog import EventLogError, read_lines
+from mbb.core.eventlog import MAX_LINE_CHARS, EventLogError, read_lines
 from mbb.core.paths import user_path
 from mbb.core.tables import concat_tables, tables_from_checked
 from mbb.core.validity import invalid_reason, recorded_threshold, run_validity
@@ -365,7 +365,7 @@ def recorded_conditions(
             continue
         try:
             with safejson.open_text(run / "events.jsonl", follow_links=False) as fh:
-                first = fh.readline()
+                first = fh.readline(MAX_LINE_CHARS + 1)  # a longer one is no event
             event = safejson.loads(first)
         except (OSError, ValueError):
             continue  # a link, a pipe, not even one complete event: `load_runs` says why

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from mbb.core import safejson
+from mbb.core.eventlog import MAX_LINE_CHARS
 from mbb.core.nested import comparable_params, first_difference
 from mbb.core.paths import replace_file
 from mbb.params import Condition
@@ -63,7 +64,7 @@ def _held_condition(out_dir: Path) -> tuple[str, dict[str, Any], str] | None:
     for log in sorted(out_dir.glob("*/events.jsonl")):  # a folder written before the record
         try:
             with safejson.open_text(log, follow_links=False) as fh:
-                first = safejson.loads(fh.readline())
+                first = safejson.loads(fh.readline(MAX_LINE_CHARS + 1))
             return str(first["condition"]), dict(first["params"]), str(log)
         except (ValueError, KeyError, TypeError, OSError):
             continue  # not readable as a run: reported when it is read

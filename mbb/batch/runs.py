@@ -19,6 +19,7 @@ from typing import Any
 
 from mbb.agents.backends import NEGOTIATORS, SOLVERS
 from mbb.core import safejson
+from mbb.core.eventlog import MAX_LINE_CHARS
 from mbb.core.nested import comparable_params
 
 __all__ = [
@@ -87,7 +88,7 @@ def check_not_foreign(run_dir: Path, condition: Any) -> None:
     if not path.is_file():
         return
     with path.open(encoding="utf-8") as fh:
-        first = fh.readline()
+        first = fh.readline(MAX_LINE_CHARS + 1)  # a longer one is no event
     try:
         started = safejson.loads(first)
     except ValueError:

@@ -38,6 +38,8 @@ from mbb.core.nested import comparable_params
 
 __all__ = [
     "KILL_ENV",
+    "MAX_LINE_CHARS",
+    "TEXT_LIMIT_MAX",
     "EventLog",
     "EventLogError",
     "OtherVersion",
@@ -519,12 +521,34 @@ def _failure(exc: ValidationError) -> ValueError:
     return ValueError(f"{'.'.join(loc) or '(event)'}: {err['msg']}{shown}")
 
 
+# the longest line read as an event (mbb's choice), in characters: the longest line of 1,305 logs
+# of mbb's (scripted, LLM and real-task runs) was a run_started of 5,626; texts are cut to their
+# params' limits (each at most TEXT_LIMIT_MAX characters), commands to 2,000, answers' details to
+# 500, and no event carries a command's output or a model's prompt. A 50 MiB message inside the
+# log cap had cost `mbb view` 138 s, and 200 MiB a MemoryError.
+MAX_LINE_CHARS = 1 << 20
+# the largest text limit a condition may set (a note, a message, a ballot's reasoning, a scratch;
+# 80 times the default message's), so that a text of mbb's fits a line even when each character
+# is written escaped (12 characters for one outside the BMP, as a JSON writer may)
+TEXT_LIMIT_MAX = 50_000
+
+
+def _too_long(line: str) -> str:
+    return (
+        f"a line of {len(line):,} characters, longer than any event mbb writes (at most "
+        f"{MAX_LINE_CHARS:,} read, mbb's choice): a corrupt or hostile log"
+    )
+
+
 def parse_line(line: str) -> tuple[dict[str, Any], str]:
     """(the event's fields, the line as mbb's writer writes them) — or ValueError saying why
     `line` is not one event: not JSON, an unknown kind, a missing or unknown field, a wrong
     type, a number out of range, a key given twice. A line mbb wrote comes back unchanged; an
     equivalent one written otherwise (key order, spacing) comes back in the writer's form, so
-    every reader after this one (polars) reads exactly the values checked here."""
+    every reader after this one (polars) reads exactly the values checked here. A line longer
+    than MAX_LINE_CHARS is refused unread."""
+    if len(line) > MAX_LINE_CHARS:
+        raise ValueError(_too_long(line))
     reader = _reader()
     try:
         fields = reader.validator.validate_json(line, strict=True)
@@ -600,7 +624,8 @@ def read_lines(path: str | Path, *, check: bool = True) -> list[str]:
 
 
 def check_lines(path: str | Path, lines: Sequence[str]) -> list[str]:
-    """The lines, each parsed as `parse_line` does (and in the writer's form), `seq` counting
+    """The lines, each parsed as `parse_line` does (and in the writer's form, none longer than
+    MAX_LINE_CHARS), `seq` counting
     0, 1, 2, ... and one run id throughout; `EventLogError` naming the file and the first line
     that breaks the log. (`parse_line` inlined: this loop runs for every event read.)"""
     reader = _reader()
@@ -609,6 +634,8 @@ def check_lines(path: str | Path, lines: Sequence[str]) -> list[str]:
     out: list[str] = []
     append = out.append
     for i, line in enumerate(lines):
+        if len(line) > MAX_LINE_CHARS:  # before the parser spends time and memory on it
+            raise EventLogError(f"{path}:{i + 1}: {_too_long(line)}")
         try:
             d = validate(line, strict=True)
             canonical = serializers[d["kind"]].to_json(d).decode()

@@ -25,6 +25,7 @@ from pydantic import (
     model_validator,
 )
 
+from mbb.core.eventlog import TEXT_LIMIT_MAX
 from mbb.core.paths import outputs_root, user_path
 from mbb.llm.config import ModelConfig, Price
 
@@ -277,7 +278,10 @@ class MemoryParams(_Strict):
         True, description="After-action reports at a subrun's end (mbb.protocol.rules.SWITCHES)."
     )
     max_chars: int = Field(
-        4000, ge=0, description="Scratch size bound per worker (oldest dropped)."
+        4000,
+        ge=0,
+        le=TEXT_LIMIT_MAX,
+        description="Scratch size bound per worker (oldest dropped).",
     )
 
     @model_serializer(mode="wrap")
@@ -297,9 +301,10 @@ class NegotiationParams(_Strict):
     ballot_reasoning: str = Field(
         "published", description="published or secret (mbb.protocol.rules.SWITCHES)."
     )
-    note_max_chars: int = Field(280, ge=0)
-    message_max_chars: int = Field(600, ge=1)
-    reasoning_max_chars: int = Field(600, ge=0)
+    # bounded so that no event of mbb's is longer than the log reader reads (MAX_LINE_CHARS)
+    note_max_chars: int = Field(280, ge=0, le=TEXT_LIMIT_MAX)
+    message_max_chars: int = Field(600, ge=1, le=TEXT_LIMIT_MAX)
+    reasoning_max_chars: int = Field(600, ge=0, le=TEXT_LIMIT_MAX)
 
     @model_serializer(mode="wrap")
     def _new_fields_at_default_left_out(self, handler: Any) -> Any:
