@@ -388,6 +388,26 @@ def test_a_number_too_long_for_an_int_is_a_bad_line_not_a_crash(sweep_copy) -> N
     assert f"line {n_events + 1}: not valid JSON (a corrupt log); line left out" in run.problems
 
 
+def test_a_blank_line_is_a_refused_line_as_in_the_tables(sweep_copy) -> None:
+    """A red team's find: three spaces as line 6 made `mbb tables` refuse the log and
+    `load_runs` leave the run out, while the viewer skipped the line without a word and showed
+    the run with no problem. Now the viewer lists it as the tables name it; empty lines at the
+    end (an editor's) are no events for either."""
+    from mbb.core.eventlog import EventLogError, read_lines
+
+    log = sweep_copy / "base" / "base-seed0000" / "events.jsonl"
+    lines = _lines(log)
+    log.write_text("\n".join([*lines[:5], "   ", *lines[5:]]) + "\n\n\n")
+    with pytest.raises(EventLogError, match=r"events.jsonl:6: an empty line \(a corrupt log\)"):
+        read_lines(log)
+    run = read_run(log.parent)
+    assert run.problems[0] == "line 6: an empty line (a corrupt log); line left out"
+    assert len(run.events) == len(lines)
+    log.write_text("\n".join(lines) + "\n\n\n")  # only trailing empty lines: clean for both
+    assert len(read_lines(log)) == len(lines)
+    assert read_run(log.parent).problems == []
+
+
 def test_the_page_shows_only_lines_the_tables_accept(sweep_copy) -> None:
     """A negative bid, a bid past int64 (JavaScript would round it) and a key given twice (the
     viewer's json.loads kept the last `worker`, the tables refuse the line): the viewer showed

@@ -209,8 +209,15 @@ def read_run(run_dir: Path, held: set[str] | None = None) -> RunLog:
         if bad <= _MAX_PROBLEMS:
             run.problems.append(msg)
 
-    for i, line in enumerate(pieces, start=1):
+    # empty lines at the end (an editor's) are no events, as for the tables (`read_lines`); any
+    # other blank line is a corrupt log there, so it is a refused line here (it had been skipped
+    # without a word, and a run every analysis leaves out looked clean)
+    end = len(pieces)
+    while end and not pieces[end - 1]:
+        end -= 1
+    for i, line in enumerate(pieces[:end], start=1):
         if not line.strip():
+            problem(f"line {i}: an empty line (a corrupt log); line left out")
             continue
         try:  # the tables' parser: the page shows exactly the events the tables would count
             ev, line = parse_line(line)
