@@ -24,7 +24,8 @@ from pydantic import ValidationError
 
 from mbb.analysis._frames import run_info_from_dirs
 from mbb.core import safejson
-from mbb.core.eventlog import MAX_LINE_CHARS, EventLogError, read_lines
+from mbb.core.errors import for_terminal
+from mbb.core.eventlog import MAX_LINE_CHARS, EventLogError, folder_problem, read_lines
 from mbb.core.paths import user_path
 from mbb.core.tables import concat_tables, tables_from_checked
 from mbb.core.validity import invalid_reason, recorded_threshold, run_validity
@@ -92,6 +93,12 @@ def find_run_dirs(paths: Iterable[str | Path], exclude: Iterable[str | Path] = (
     return sorted(found)
 
 
+def _shown(names: Iterable[str]) -> str:
+    """Folder names for a one-line message, their control characters written out (a name from
+    a colleague's folder may hold an escape sequence or a newline), as the CLI writes its own."""
+    return for_terminal(", ".join(names), one_line=True)
+
+
 def in_condition(cell: str, condition: str) -> bool:
     """Whether `cell` is `condition` or one of its cells (`base` holds `base`,
     `base.negotiators-glm` and `base-<variant>`)."""
@@ -111,7 +118,7 @@ def selected_runs(runs: Sequence[Path], conditions: Sequence[str] | None) -> lis
     if unmatched:
         raise ValueError(
             f"conditions: {', '.join(map(repr, unmatched))} match no run; the runs found "
-            f"are of: {', '.join(cells)}"
+            f"are of: {_shown(cells)}"
         )
     return [r for r in runs if any(in_condition(cell_of(r.name), c) for c in conditions)]
 
@@ -126,7 +133,8 @@ def run_status(run_dir: Path) -> tuple[bool, str | None]:
     return ok, why
 
 
-_RUN_ID = re.compile(r"[A-Za-z0-9_.-]+")  # the characters of mbb's names (params `name`, models)
+# the characters of a run's id (a mechanism replay's `~<mechanism>` is no run to analyse)
+_RUN_ID = re.compile(r"[A-Za-z0-9_.-]+")
 
 
 # why a run folder found as a link is not read (it could point at any folder of the reader's)
@@ -148,11 +156,11 @@ def checked_log(run_dir: Path) -> tuple[bool, str | None, list[str]]:
     if not lines or not lines[-1].startswith('{"kind":"run_ended"'):
         return False, "not finished", []
     last = json.loads(lines[-1])
-    if last.get("run_id") != run_dir.name:  # a folder renamed: counted in another cell
-        shown = str(last.get("run_id"))[:60]
-        return False, f"its log is of run {shown!r}, not of a run named as its folder", []
-    if not _RUN_ID.fullmatch(run_dir.name):  # no mbb name holds a control character, say
-        return False, f"run id {run_dir.name[:60]!r} holds characters mbb never writes", []
+    why = folder_problem(run_dir, last["run_id"])  # `mbb tables`' and the viewer's rule too
+    if why is None and not _RUN_ID.fullmatch(run_dir.name):
+        why = f"run id {run_dir.name[:60]!r} is a mechanism replay's, not a run's"
+    if why is not None:
+        return False, why, []
     status = last.get("status")
     if status != "completed":
         return False, f"run {status}", []
@@ -202,7 +210,7 @@ def load_runs(
         by_cell[cell].append(run)
         checked[run] = lines
     if not by_cell:
-        names = ", ".join(sorted({cell_of(r.name) for r in found}))
+        names = _shown(sorted({cell_of(r.name) for r in found}))
         reasons: dict[str, int] = defaultdict(int)
         for _, _, why in excluded:
             reasons[why.split(":", 1)[0].split(" (", 1)[0] or "unfinished"] += 1
@@ -321,7 +329,8 @@ def excluded_note(tables: dict[str, pl.DataFrame]) -> None:
     )
     for r in counts.sort("n", descending=True, maintain_order=True).iter_rows(named=True):
         detail = f": {r['reason'].split(':', 1)[1].strip()}" if ":" in r["reason"] else ""
-        print(f"left out {r['n']} run(s): {r['kind'] or 'unfinished'} (e.g. {r['run_id']}{detail})")
+        said = f"left out {r['n']} run(s): {r['kind'] or 'unfinished'} (e.g. {r['run_id']}{detail})"
+        print(for_terminal(said, one_line=True))
 
 
 def cells_of(tables: dict[str, pl.DataFrame]) -> dict[str, dict[str, pl.DataFrame]]:

@@ -57,7 +57,13 @@ from mbb.analysis.runs import LINKED_RUN, find_run_dirs, read_meta
 from mbb.analysis.tokens import cost_text, known_cost, tokens_text, total_cost, without_usage
 from mbb.batch.outdir import OutputError, replace_file
 from mbb.core import safejson
-from mbb.core.eventlog import EventLogError, OtherVersion, parse_line, read_log_bytes
+from mbb.core.eventlog import (
+    EventLogError,
+    OtherVersion,
+    folder_problem,
+    parse_line,
+    read_log_bytes,
+)
 from mbb.core.events import SCHEMA_VERSION
 from mbb.core.validity import INVALID_SHARE, recorded_threshold, run_validity
 from mbb.llm.cache import schema_problem
@@ -267,6 +273,10 @@ def read_run(run_dir: Path, held: set[str] | None = None) -> RunLog:
     if not run.events:
         if not run.running:
             run.fatal = "no valid event in events.jsonl"
+        return run
+    why = folder_problem(run.path, run_id or "")  # the tables' and `load_runs`' one rule
+    if why is not None:  # a renamed or copied folder: not shown as the run its name says
+        run.fatal = why
         return run
     if run.events[0]["kind"] != "run_started":
         run.problems.append("the log does not begin with run_started (its start is missing)")

@@ -24,16 +24,18 @@ __all__ = [
 ]
 
 
-_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x20), *range(0x7F, 0xA0)] if c not in (9, 10)}
+_ALL_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x20), *range(0x7F, 0xA0)]}
+_CONTROL = {c: e for c, e in _ALL_CONTROL.items() if c not in (9, 10)}
 
 
-def for_terminal(text: str) -> str:
+def for_terminal(text: str, *, one_line: bool = False) -> str:
     """`text` with its control characters written as `\\xNN`, for a message printed to a
     terminal: a file or run name from a colleague's folder holding an escape sequence (ESC)
     would otherwise restyle, move or clear the user's terminal.
 
-    text: the message."""
-    return text.translate(_CONTROL)
+    text: the message; one_line: tabs and newlines written out too (a name from a folder put
+    into a one-line message, say an exception's, that no CLI flattens first)."""
+    return text.translate(_ALL_CONTROL if one_line else _CONTROL)
 
 
 class BackendFatal(Exception):

@@ -46,6 +46,7 @@ __all__ = [
     "ResumeMismatch",
     "check_lines",
     "comparable",
+    "folder_problem",
     "kind_of",
     "parse_line",
     "read_events",
@@ -671,6 +672,27 @@ def _refuse_duplicates_at(where: str, line: str) -> None:
         _refuse_duplicates(line)
     except ValueError as exc:
         raise EventLogError(f"{where}: {exc}") from None
+
+
+# the characters of the run ids mbb writes: params `name`s and model names, `-seedNNNN`, and a
+# mechanism replay's `~<mechanism>`
+RUN_ID_CHARS = re.compile(r"[A-Za-z0-9_.~-]+")
+
+
+def folder_problem(run_dir: str | Path, run_id: str) -> str | None:
+    """Why the run folder `run_dir` cannot hold a log of the run `run_id` (one line, names
+    shown escaped), or None: mbb names a run's folder by its run id, and every reader counts a
+    run in the condition its folder's name says, so a renamed or copied folder would be counted
+    in another cell; a name with characters mbb never writes (an escape sequence, a newline) is
+    no folder of mbb's either. The one rule of `mbb tables`, `mbb view` and `load_runs`.
+
+    run_dir: the run folder; run_id: the run id its log's events carry."""
+    name = Path(os.path.abspath(run_dir)).name  # `.` is the folder it names
+    if run_id != name:
+        return f"its log is of run {str(run_id)[:60]!r}, not of a run named as its folder"
+    if not RUN_ID_CHARS.fullmatch(name):
+        return f"run id {name[:60]!r} holds characters mbb never writes"
+    return None
 
 
 def read_events(path: str | Path) -> Iterator[dict[str, Any]]:

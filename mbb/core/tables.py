@@ -13,13 +13,13 @@ import json
 import os
 import tempfile
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import polars as pl
 from polars.datatypes import DataType, DataTypeClass
 
-from mbb.core.eventlog import EventLog, EventLogError, kind_of, read_lines
+from mbb.core.eventlog import EventLog, EventLogError, folder_problem, kind_of, read_lines
 from mbb.core.nested import comparable_params, first_difference
 
 __all__ = [
@@ -230,11 +230,22 @@ def _group(lines: Iterable[str], into: dict[str, list[str]]) -> None:
 
 def tables_from_run_dirs(run_dirs: Iterable[str | Path]) -> dict[str, pl.DataFrame]:
     """Tables of many runs at once (one parse per kind across all runs). Every log is checked
-    (`read_lines`); a run found twice (a copied folder) or runs of two conditions are refused,
-    not counted together."""
-    return tables_from_checked(
-        (Path(d) / "events.jsonl", read_lines(Path(d) / "events.jsonl")) for d in run_dirs
-    )
+    (`read_lines`); a run found twice (a copied folder), a folder not named by its log's run
+    (`folder_problem`) or runs of two conditions are refused, not counted together."""
+    return tables_from_checked(_named_by_their_runs(run_dirs))
+
+
+def _named_by_their_runs(run_dirs: Iterable[str | Path]) -> Iterator[tuple[Path, list[str]]]:
+    """(log, its checked lines) of each run folder, refused (EventLogError) when the folder is
+    not named by its log's run id (`folder_problem`, `load_runs`'s rule too)."""
+    for d in run_dirs:
+        log = Path(d) / "events.jsonl"
+        lines = read_lines(log)
+        if lines:
+            why = folder_problem(d, json.loads(lines[0])["run_id"])
+            if why is not None:
+                raise EventLogError(f"{log}: {why}")
+        yield log, lines
 
 
 def tables_from_checked(logs: Iterable[tuple[Path, Sequence[str]]]) -> dict[str, pl.DataFrame]:

@@ -206,6 +206,35 @@ def test_a_run_id_with_a_control_character_is_left_out_with_the_reason(tmp_path)
     assert loaded["runs"]["run_id"].to_list() == ["base-seed0000"]
 
 
+def test_a_folder_not_named_by_its_run_is_refused_by_every_reader(tmp_path, capsys) -> None:
+    """A red team's find: a folder named `base-seed0000<ESC>[31m<newline>INJECTED LINE` holding
+    the log of base-seed0000 was left out by `load_runs` but accepted by `mbb tables` and `mbb
+    view`, and `load_runs`' error carried the raw name (ESC, newline) to the notebook. One rule
+    now (`folder_problem`) for the three, and no name reaches a message unescaped."""
+    import shutil
+
+    from mbb.batch.viewer import read_run
+    from mbb.cli import main
+    from mbb.core.eventlog import folder_problem
+
+    run_many(load_params("base", {"subruns": 1}), runs=1, out_dir=tmp_path / "c", processes=1)
+    src = tmp_path / "c" / "base-seed0000"
+    evil = tmp_path / "evil" / "base-seed0000\x1b[31m\nINJECTED LINE"
+    shutil.copytree(src, evil)
+    assert main(["tables", str(evil.parent)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "\x1b" not in err, err
+    assert "not of a run named as its folder" in err
+    run = read_run(evil)
+    assert run.fatal == "its log is of run 'base-seed0000', not of a run named as its folder"
+    with pytest.raises(ValueError) as info:
+        load_runs([evil.parent])
+    said = str(info.value)
+    assert "\x1b" not in said and "\n" not in said and "base-seed0000\\x1b[31m\\x0a" in said
+    assert folder_problem(src, "base-seed0000") is None
+    assert folder_problem(Path("."), "x") is not None  # `.` is the folder it names
+
+
 _PIPE_CHECKS = """
 import json, os, sys
 from pathlib import Path
