@@ -5,5 +5,6 @@ of a run's log), tables (event logs -> polars tables), actions and agent_api (wh
 answer and the interface they implement), board and scratch (the posts agents read and their
 memory), registry (named entries looked up by name), errors, paths (the project root and the cwd
 rule), provenance, aio (running a coroutine from any caller), nested (params dumps compared)
-and taxonomy (the 21 categories and their ground-truth labels).
+taxonomy (the 21 categories and their ground-truth labels), safejson (records read
+from folders anyone can write) and csvsafe (CSV a spreadsheet opens without running formulas).
 """
