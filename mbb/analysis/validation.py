@@ -436,8 +436,9 @@ def export_ipw_sample(
         pl.lit("").alias("human_labels"),
     )
     # a person opens it in a spreadsheet: texts from a colleague's runs are not run as formulas
-    # (the keys are left as they are: `ipw_estimates`' caller joins the labels back on them)
-    write_csv(sample, path, keep=keys)
+    # (the run id is left as it is, so a filled-in file still joins back on it; a worker name
+    # is a colleague's text like any other: a worker-round sample guards it too)
+    write_csv(sample, path, keep=("run_id",))
     return sample
 
 

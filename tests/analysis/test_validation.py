@@ -165,3 +165,20 @@ def test_review_csvs_do_not_carry_formulas(export, tmp_path):
         labelled.write_csv(tmp_path / "labelled.csv")
         est = ipw_estimates(tmp_path / "labelled.csv", ["anchoring"], n_boot=10)
         assert est.row(0, named=True)["precision"] == 1.0
+
+
+def test_a_worker_round_review_sample_guards_the_worker_name(tmp_path):
+    """The worker is a key of a worker-round sample, but a colleague's log can name a worker
+    anything: its name is guarded like any text (only the run id is left as it is)."""
+    from mbb.analysis.validation import WR, export_ipw_sample
+
+    u, _ = _hostile_utterances()
+    p = pl.DataFrame(
+        {"run_id": ["base-seed0000"], "subrun": [0], "round": [1], "worker": ["=W1()"]}
+    ).with_columns(pl.lit("anchoring").alias("category"))
+    path = tmp_path / "wr.csv"
+    export_ipw_sample(u, p, path, per_stratum=10, unlabelled=10, keys=WR)
+    back = pl.read_csv(path, infer_schema_length=0)
+    assert "=W1()" not in back["worker"].to_list()
+    assert "'=W1()" in back["worker"].to_list()
+    assert set(back["run_id"].to_list()) == {"base-seed0000"}
