@@ -97,6 +97,8 @@ def _bad_field(lines: list[str]) -> list[str]:
 
 
 def _copied(tmp: Path, run: Path, _mp: pytest.MonkeyPatch) -> None:
+    """One run copied into two folders under other names: the first is refused as a folder not
+    named by its run (every reader counts a run in the cell its folder's name says)."""
     shutil.copytree(run, tmp / "c" / "a")
     shutil.copytree(run, tmp / "c" / "b")
 
@@ -380,8 +382,8 @@ CASES: dict[str, Case] = {
     ),
     "log-copied-run": Case(
         ["tables", "{tmp}/c"],
-        f"error: {{tmp}}/c/b/events.jsonl: run '{RUN_ID}' is also in {{tmp}}/c/a/events.jsonl "
-        "(a copy?)",
+        f"error: {{tmp}}/c/a/events.jsonl: its log is of run '{RUN_ID}', not of a run named as "
+        "its folder",
         setup=_copied,
     ),
     "log-two-conditions": Case(

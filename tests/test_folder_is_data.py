@@ -397,3 +397,50 @@ def test_recorded_params_this_mbb_cannot_read_are_one_line(finished) -> None:
     log.write_text("\n".join([json.dumps(started), *lines[1:]]) + "\n")
     with pytest.raises(ParamsError, match=r"events\.jsonl:1: the recorded params are not a "):
         recorded_conditions([run.parent])
+
+
+# --- a folder's tables are a cache anyone could rewrite --------------------------------------
+def test_conditions_are_compared_from_their_logs_not_their_tables(root, tmp_path) -> None:
+    """A colleague's condition folder whose `tables/evaluations.parquet` says every task was
+    completed with full marks: the comparison reads the runs' logs, not the forged table."""
+    import polars as pl
+
+    from mbb.analysis.compare import load_conditions
+    from mbb.core.tables import tables_from_run_dirs, write_tables
+
+    cond = load_params(root / "params" / "base.yaml", {"subruns": 1, "name": "forged"})
+    run = run_condition(cond, 1, tmp_path / "out").out_dir
+    out = tmp_path / "out"
+    write_tables(tables_from_run_dirs([run]), out / "tables")
+    honest = load_conditions([out])["evaluations"]
+    forged = pl.read_parquet(out / "tables" / "evaluations.parquet").with_columns(
+        pl.lit(1.0).alias("score"), pl.lit("completed").alias("outcome")
+    )
+    forged.write_parquet(out / "tables" / "evaluations.parquet")
+    read = load_conditions([out])["evaluations"]
+    assert read["score"].to_list() == honest["score"].to_list()
+    assert read["score"].to_list() != [1.0] * read.height
+
+
+def test_a_table_not_as_mbb_writes_it_is_one_line(root, tmp_path) -> None:
+    """A parquet table whose column has another type (a forged or foreign file) is refused
+    with one line naming the file and the column, not a polars error deep in an analysis."""
+    import polars as pl
+
+    from mbb.core.tables import load_tables, tables_from_run_dirs, write_tables
+
+    cond = load_params(root / "params" / "base.yaml", {"subruns": 1, "name": "typed"})
+    run = run_condition(cond, 1, tmp_path / "out").out_dir
+    out = tmp_path / "out"
+    write_tables(tables_from_run_dirs([run]), out / "tables")
+    path = out / "tables" / "evaluations.parquet"
+    pl.read_parquet(path).with_columns(pl.col("score").cast(pl.String)).write_parquet(path)
+    with pytest.raises(
+        ValueError,
+        match=r"evaluations\.parquet: not a table as mbb writes it \(column 'score' is String",
+    ) as exc:
+        load_tables(out)
+    assert "\n" not in str(exc.value)
+    (out / "tables" / "rounds.parquet").write_bytes(b"not parquet")
+    with pytest.raises(ValueError, match=r"rounds\.parquet: not a parquet table"):
+        load_tables(out)

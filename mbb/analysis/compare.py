@@ -12,7 +12,7 @@ from mbb.analysis._frames import seed_of
 from mbb.analysis.text_measures import TEXT_MEASURE_LABELS
 from mbb.analysis.tokens import total_cost
 from mbb.core.paths import user_path
-from mbb.core.tables import TABLES, load_tables
+from mbb.core.tables import TABLES
 
 __all__ = [
     "MEASURE_LABELS",
@@ -30,18 +30,21 @@ def load_conditions(
 ) -> dict[str, pl.DataFrame]:
     """Tables of several condition folders, concatenated with a `condition` column.
 
-    dirs: condition outputs (`<dir>/tables/*.parquet`); names: the condition label of each
+    Read from the runs' checked logs (`mbb.analysis.load_runs`: finished, valid runs only),
+    never from the folders' `tables/*.parquet`, which anyone who had a folder could have
+    rewritten (a red team's find: a forged evaluations table read as every task completed).
+
+    dirs: condition folders (their run folders are read); names: the condition label of each
     folder, in order (default: the folder's name)."""
+    from mbb.analysis.runs import load_runs
+
     folders = [user_path(d) for d in dirs]
     labels = list(names) if names is not None else [f.name for f in folders]
     if len(labels) != len(folders):
         raise ValueError(f"{len(labels)} names for {len(folders)} condition folders")
     parts: dict[str, list[pl.DataFrame]] = {n: [] for n in TABLES}
     for folder, label in zip(folders, labels, strict=True):
-        tdir = folder / "tables"
-        if not tdir.is_dir():
-            raise FileNotFoundError(f"{folder}: no tables/ folder (run the condition first)")
-        tables = load_tables(tdir)
+        tables = load_runs([folder])
         for name in TABLES:
             parts[name].append(tables[name].with_columns(pl.lit(label).alias("condition")))
     return {n: pl.concat(v, how="diagonal_relaxed") for n, v in parts.items() if v}

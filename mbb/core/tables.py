@@ -8,6 +8,7 @@ here, so tables from different runs and conditions always concatenate.
 from __future__ import annotations
 
 import errno
+import functools
 import io
 import json
 import os
@@ -312,9 +313,20 @@ def write_tables(tables: Mapping[str, pl.DataFrame], out_dir: Path) -> list[Path
     return paths
 
 
+@functools.cache
+def _written_schemas() -> dict[str, pl.Schema]:
+    """The schema of each table as mbb writes it (the tables of no events)."""
+    return {name: df.schema for name, df in tables_from_lines({}).items()}
+
+
 def load_tables(tables_dir: str | Path, names: Iterable[str] = TABLES) -> dict[str, pl.DataFrame]:
     """The parquet tables in `tables_dir` (a path or a str; a condition folder is taken to mean
-    its `tables/`)."""
+    its `tables/`), each checked to have the columns and types mbb writes (a one-line
+    ValueError otherwise, never a polars error deep in an analysis).
+
+    They are read as they are: a folder's tables are a cache of its logs that anyone who had
+    the folder could have rewritten, so analyses of runs from elsewhere read the logs
+    (`mbb.analysis.load_runs`, which checks every event); these are for your own outputs."""
     tables_dir = Path(tables_dir)
     if not (tables_dir / "rounds.parquet").is_file() and (tables_dir / "tables").is_dir():
         tables_dir = tables_dir / "tables"
@@ -325,4 +337,27 @@ def load_tables(tables_dir: str | Path, names: Iterable[str] = TABLES) -> dict[s
             f"{tables_dir}: no table {missing[0]}.parquet here (`mbb tables DIR` derives them "
             "from the runs' events)"
         )
-    return {n: pl.read_parquet(tables_dir / f"{n}.parquet") for n in names}
+    written = _written_schemas()
+    out = {}
+    for n in names:
+        path = tables_dir / f"{n}.parquet"
+        try:
+            df = pl.read_parquet(path)
+        except (OSError, pl.exceptions.PolarsError) as exc:
+            raise ValueError(f"{path}: not a parquet table ({type(exc).__name__})") from None
+        want = written.get(n)
+        if want is not None and df.schema != want:
+            bad = next(
+                (
+                    f"column {c!r} is {df.schema.get(c)}, mbb writes {t}"
+                    for c, t in want.items()
+                    if df.schema.get(c) != t
+                ),
+                f"columns {list(df.columns)}, mbb writes {list(want)}",
+            )
+            raise ValueError(
+                f"{path}: not a table as mbb writes it ({bad}); derive the tables again from "
+                "the runs' events with `mbb tables DIR`"
+            )
+        out[n] = df
+    return out
