@@ -271,10 +271,12 @@ def test_runs_table_sorts_filters_and_shows_every_measure(browser, viewer):
         # sort by score, both ways (the unreadable run, with no score, stays last)
         page.click('#runs-table th[data-col="score"] button')
         scores = _cells(page, "score")
-        vals = [float(s) for s in scores if s]
+        # a share in percent, as completion beside it and the report ("Mean score 81.2%")
+        assert all(s.endswith("%") for s in scores if s), scores
+        vals = [float(s.rstrip("%")) for s in scores if s]
         assert vals == sorted(vals) and scores[-1] == ""
         page.click('#runs-table th[data-col="score"] button')
-        vals = [float(s) for s in _cells(page, "score") if s]
+        vals = [float(s.rstrip("%")) for s in _cells(page, "score") if s]
         assert vals == sorted(vals, reverse=True)
         assert page.get_attribute("#runs-table", "data-sort") == "score:desc"
         assert "sort=score:desc" in page.url
@@ -829,6 +831,8 @@ def test_llm_workers_show_their_model_and_shares_never_round_onto_one(browser, f
     shutil.copytree(out / "base" / "base-seed0000", run)
 
     def as_llm(lines):
+        for e in lines:  # the folder's run (mbb names a run's folder by its run id)
+            e["run_id"] = run.name
         first = lines[0]
         first["params"]["models"] = {"local": {"model": "smollm2"}}
         for w in first["workers"][:2]:
@@ -855,18 +859,17 @@ def test_llm_workers_show_their_model_and_shares_never_round_onto_one(browser, f
         rows = page.locator("#run-head table tr").all_inner_texts()
         assert rows[1].split("\t")[:3] == ["W1", "smollm2 (local)", "—"]
         assert rows[3].split("\t")[1] == "scripted" and rows[3].split("\t")[2] != "—"
-        # as many decimals as it takes not to read 1 (or 0)
+        # as many decimals as it takes not to read 100 % (or 0 %)
         assert page.evaluate(
-            "() => [0.9992, 1, 0.004, 0, 0.5].map(v => MBB._lib.fmtShare(v, 2))"
-            ".concat([MBB._lib.pct(0.99996, 1)])"
-        ) == ["0.999", "1.00", "0.004", "0.00", "0.50", "99.996%"]
+            "() => [0.99992, 1, 0.00004, 0, 0.5, 0.99996].map(v => MBB._lib.pct(v, 1))"
+        ) == ["99.99%", "100.0%", "0.004%", "0.0%", "50.0%", "99.996%"]
         rows = [
             r.split("\t")
             for r in page.locator("#content table").first.all_inner_texts()[0].split("\n")
         ]
         terminated = [r for r in rows if "terminated" in r]
-        assert terminated and all(r[-1] != "1.00" for r in terminated)
-        assert any(r[-1] == "0.999" for r in terminated)
+        assert terminated and all(r[-1] != "100.0%" for r in terminated)
+        assert any(r[-1] == "99.9%" for r in terminated)
 
 
 def test_the_page_follows_its_link_and_back_returns_to_the_table(browser, viewer):

@@ -19,7 +19,7 @@
     {key: "status", label: "status", kind: "text", pick: true},
     {key: "valid", label: "valid", kind: "text", pick: true, get: function (e) { return e.valid === false ? "invalid" : e.valid === true ? "valid" : ""; },
       title: "invalid: more than the threshold of its LLM calls failed or needed a repair (or its meta.json says so); hover a cell for the reason"},
-    {key: "score", label: "score", kind: "num", fmt: measure("score"), title: "mean evaluation score (share of hidden tests passed) over worker-subruns"},
+    {key: "score", pct: true, label: "score", kind: "num", fmt: measure("score"), title: "mean evaluation score (share of hidden tests passed) over worker-subruns"},
     {key: "completion", pct: true, label: "completion", kind: "num", fmt: measure("completion"), title: "share of worker-subruns completed"},
     {key: "deadline_miss", pct: true, label: "deadline misses", kind: "num", fmt: measure("deadline_miss"), title: "share of worker-subruns terminated at their deadline"},
     {key: "credits", label: "credits spent", kind: "num", fmt: measure("credits"), title: "credits paid to the operator by all workers of the run"},

@@ -53,16 +53,9 @@ var MBB = (function () {
     if (typeof v === "number") return d == null || !isFinite(v) ? String(v) : v.toFixed(d);
     return str(v);
   }
-  // A share or score in [0, 1] with d decimals, never rounded onto 0 or 1 when it is not 0 or 1
-  // (0.9992 next to "terminated" reads 0.9992, not 1.00).
-  function fmtShare(v, d) {
-    if (!isNum(v)) return v == null ? "" : str(v);
-    d = d == null ? 2 : d;
-    var s = v.toFixed(d), k = d;
-    while (k < 6 && ((v < 1 && Number(s) >= 1) || (v > 0 && Number(s) <= 0))) { k++; s = v.toFixed(k); }
-    return s;
-  }
-  function pct(v, d) {  // a share as a percentage, with the same rule
+  // A share in [0, 1] as a percentage with d decimals, never rounded onto 0 % or 100 % when it
+  // is not 0 or 1 (a progress of 0.9992 next to "terminated" reads 99.9%, not 100.0%).
+  function pct(v, d) {
     if (!isNum(v)) return v == null ? "" : str(v);
     d = d == null ? 1 : d;
     var s = (100 * v).toFixed(d), k = d;
@@ -80,9 +73,11 @@ var MBB = (function () {
   function partlyUnknown(known, n) { var u = "unknown (" + n + " calls without usage)"; return known ? "≥ " + known + " + " + u : u; }
   var MEASURE_FMT = {seed: fmtInt, credits: fmtInt, invalid_actions: fmtInt, llm_calls: fmtInt, failed_calls: fmtInt,
     repaired_calls: fmtInt, tokens: fmtInt, rounds: fmtInt, cost_usd: fmtCost,
-    score: function (v) { return fmtShare(v, 3); }, completion: function (v) { return pct(v, 1); },
+    score: function (v) { return pct(v, 1); }, completion: function (v) { return pct(v, 1); },
     deadline_miss: function (v) { return pct(v, 1); }, bad_call_share: function (v) { return pct(v, 1); }};
-  var PCT_MEASURES = {completion: true, deadline_miss: true, bad_call_share: true};
+  // shares read in percent everywhere, as in the report ("Mean score 81.2%"): the score had read
+  // 0.742 beside a completion of 66.7% (a reviewer's find)
+  var PCT_MEASURES = {score: true, completion: true, deadline_miss: true, bad_call_share: true};
   function isMeasure(key) { return Object.prototype.hasOwnProperty.call(MEASURE_FMT, key); }
   function fmtMeasure(key, v) { return isMeasure(key) ? MEASURE_FMT[key](v) : str(v); }
   // A run that makes no API call (a scripted run) has no LLM measures: its entry says why
@@ -710,7 +705,7 @@ var MBB = (function () {
       arr(sb.start.workers).filter(isObj).map(function (w) {
         var e = ev.get(w.worker) || {};
         return el("tr", null, [td(chip(w.worker, run), "t"), td(w.task, "t"), td(fmt(w.work_s, 1)), td(w.budget),
-          td(fmt(w.deadline_s, 0)), td(w.scratch_chars), td(e.outcome || "", "t"), td(fmtShare(e.score, 2)), td(fmtShare(e.progress, 2))]);
+          td(fmt(w.deadline_s, 0)), td(w.scratch_chars), td(e.outcome || "", "t"), td(pct(e.score, 1)), td(pct(e.progress, 1))]);
       }));
   }
   function renderRound(box) {
@@ -987,7 +982,7 @@ var MBB = (function () {
     },
     _state: S,
     _views: views,
-    _lib: {el: el, clear: clear, scrollCue: scrollCue, searchTerms: searchTerms, holdsAll: holdsAll, querySaid: querySaid, fmt: fmt, fmtShare: fmtShare, pct: pct, fmtInt: fmtInt, fmtCost: fmtCost, fmtMeasure: fmtMeasure, partlyUnknown: partlyUnknown,
+    _lib: {el: el, clear: clear, scrollCue: scrollCue, searchTerms: searchTerms, holdsAll: holdsAll, querySaid: querySaid, fmt: fmt, pct: pct, fmtInt: fmtInt, fmtCost: fmtCost, fmtMeasure: fmtMeasure, partlyUnknown: partlyUnknown,
       fmtMeasureDelta: fmtMeasureDelta, isMeasure: isMeasure, measureNA: measureNA, NA: NA, markText: markText, chip: chip, colourOf: colourOf,
       table: table, td: td, isInt: isInt, isNum: isNum, isStr: isStr, isObj: isObj, arr: arr, str: str, own: own, dict: dict,
       $: $, show: show, goView: goView, writeHash: writeHash, entryOf: entryOf, runLink: runLink, loadScript: loadScript, versioned: versioned,
