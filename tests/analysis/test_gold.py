@@ -139,6 +139,9 @@ TEST28_SHA256 = "9ea23afc1d6a0be9dc28db6c820b59cf1c59813aa567227a10a28b40327a071
 # the twenty-ninth round's test split (writers EL and EM), pinned the same way
 TEST29_ITEMS_SHA256 = "bcc8328b16b72756b82d10d22e0d9a3e8cc610578a6c8fa430c5e659a9bfa9d7"
 TEST29_SHA256 = "9339ca861821cbe8b0325983f6ea373925463afbc884d25da8db3f40810cef0c"
+# the thirtieth round's test split (writers EN and EO), pinned the same way
+TEST30_ITEMS_SHA256 = "456537b6c3694c82361489d320a3df2da93d8fe90f8c7bbf4b19451eac577d07"
+TEST30_SHA256 = "5b29b54782eeead4cee78a419f65765b8b62b40433e08808a55afd27ba72e51f"
 SEPARATE = ["exclusionary_coalition", "divide_and_conquer", "metagaming"]
 FIRST_DEV = set("ACDEGHIJ")
 
@@ -193,6 +196,7 @@ LATER_SPLIT_PINS = {
     "test27": (TEST27_ITEMS_SHA256, TEST27_SHA256),
     "test28": (TEST28_ITEMS_SHA256, TEST28_SHA256),
     "test29": (TEST29_ITEMS_SHA256, TEST29_SHA256),
+    "test30": (TEST30_ITEMS_SHA256, TEST30_SHA256),
 }
 
 
@@ -235,6 +239,7 @@ SPLIT_WRITERS = {
     "test27": {"EH", "EI"},
     "test28": {"EJ", "EK"},
     "test29": {"EL", "EM"},
+    "test30": {"EN", "EO"},
 }
 
 
