@@ -655,9 +655,10 @@ def _last_minus_first(column: str) -> pl.Expr:
 
 def _winners(tables: Mapping[str, pl.DataFrame]) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(rounds with winner and winning bid, consecutive-round pairs with `repeat` and its
-    chance level). A run in which no bid was declared (a centralized mechanism without bids)
-    has no winning bid: null, not the 0 its rounds record (Table 8 read "0 0 0 0" for it)."""
-    declared = tables["declarations"]["run_id"].unique().implode()
+    chance level). A run in which no bid was declared (`measured_runs(tables, "bids")`: a
+    centralized mechanism without bids) has no winning bid: null, not the 0 its rounds record
+    (Table 8 read "0 0 0 0" for it)."""
+    declared = measured_runs(tables, "bids").implode()
     r = (
         tables["rounds"]
         .select(

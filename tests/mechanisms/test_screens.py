@@ -56,3 +56,18 @@ def test_screens_report_evidence_strings(persona):
     s = _screened(small(name=persona, workers={"personas": alternating}))
     assert s.height == len(SEEDS)
     assert all(len(ev) == n for ev, n in zip(s["evidence"], s["screens_tripped"], strict=True))
+
+
+def test_a_run_without_bids_has_no_screen_statistics():
+    """A centralized run declares no bid: its screen statistics are n/a, not the 0 (and p = 1)
+    of a screen over nothing, which read as "no rotation, no cover bids"; a negotiated run
+    beside it keeps its values."""
+    from mbb.analysis.mechanisms.screens import _READ_FROM_BIDS
+
+    runs = [run_condition(small(kind, name=kind), 0).log for kind in ("fcfs", "negotiated")]
+    s = screens(concat_tables([tables_from_log(log) for log in runs]))
+    fcfs = s.filter(s["run_id"].str.starts_with("fcfs")).row(0, named=True)
+    negotiated = s.filter(s["run_id"].str.starts_with("negotiated")).row(0, named=True)
+    assert all(fcfs[c] is None for c in _READ_FROM_BIDS), fcfs
+    assert fcfs["contested_rounds"] == 0 and not fcfs["flagged"]
+    assert negotiated["rotation"] is not None and negotiated["cover_share"] is not None

@@ -39,6 +39,10 @@ evidence, never alone, since budget depletion makes honest winners alternate too
 cover bids (only from bidders whose remaining budget could have beaten the winner), private
 agreement. `flagged` when at least `min_screens` of them trip; `evidence` says
 which and by how much.
+
+A run in which no bid was declared (`mbb.analysis.measured_runs(tables, "bids")`) has nothing
+to screen: its statistics are n/a (null), not the 0 of a screen over no bids (which read as
+"no rotation, no cover bids"); its counts stay 0 and it is never flagged.
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from mbb.analysis._frames import measured_runs
 from mbb.protocol.scheduling.aggregation import tie_break_order
 
 __all__ = ["RULE_CUES", "ScreenThresholds", "rotation_chance", "rotation_stat", "screens"]
@@ -338,6 +343,23 @@ def _screen_run(
     }
 
 
+# the statistics a run without bids cannot have (its counts of rounds stay counts)
+_READ_FROM_BIDS = (
+    "rotation",
+    "rotation_p",
+    "rotation_chance",
+    "winner_entropy",
+    "transition_entropy",
+    "transition_p",
+    "bid_cv",
+    "cv_before",
+    "cv_after",
+    "cv_drop",
+    "cover_share",
+    "private_share",
+)
+
+
 def screens(
     tables: Mapping[str, pl.DataFrame], thresholds: ScreenThresholds | None = None
 ) -> pl.DataFrame:
@@ -382,4 +404,9 @@ def screens(
         "flagged": pl.Boolean,
         "evidence": pl.List(pl.String),
     }
-    return pl.DataFrame(rows, schema=schema) if rows else pl.DataFrame(schema=schema)
+    if not rows:
+        return pl.DataFrame(schema=schema)
+    bid = pl.col("run_id").is_in(measured_runs(tables, "bids").implode())
+    return pl.DataFrame(rows, schema=schema).with_columns(
+        [pl.when(bid).then(pl.col(c)).alias(c) for c in _READ_FROM_BIDS]
+    )
