@@ -1,4 +1,5 @@
-"""Shared helpers for the protocol tests: run a condition, read its events, check invariants.
+"""Shared helpers for the tests: run a condition, read its events, check invariants; write a tiny
+notebook.
 
 Nothing here talks to the internet or an LLM; every run uses the scripted/modeled backends or
 the tiny test backends defined below.
@@ -13,6 +14,7 @@ import json
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from mbb.agents.backends import NEGOTIATORS, SOLVERS
@@ -430,3 +432,22 @@ def spec_values(spec: Any, key: str) -> list[Any]:
         for v in spec:
             out += spec_values(v, key)
     return out
+
+
+def tiny_notebook(path: Path, last_cell: str) -> Path:
+    """Write a two-cell Python notebook to `path` for the notebook-execution tests: a
+    "parameters" cell (`x = 1`, for a run to override) and then `last_cell`; return `path`."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    params = nbformat.v4.new_code_cell("x = 1")
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [params, nbformat.v4.new_code_cell(last_cell)]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+    return path

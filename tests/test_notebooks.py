@@ -6,6 +6,7 @@ import json
 
 import nbformat
 import pytest
+from helpers import tiny_notebook
 
 from mbb.batch.notebooks import execute_notebook
 from mbb.batch.report import external_urls
@@ -137,17 +138,7 @@ def test_kernel_is_shut_down_without_an_interrupt(tmp_path, monkeypatch):
         await original(self, signum)
 
     monkeypatch.setattr(AsyncKernelManager, "_async_signal_kernel", recording)
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
-    params = nbformat.v4.new_code_cell("x = 1")
-    params.metadata["tags"] = ["parameters"]
-    nb.cells = [params, nbformat.v4.new_code_cell("print(x + 1)")]
-    src = tmp_path / "tiny.ipynb"
-    nbformat.write(nb, src)
+    src = tiny_notebook(tmp_path / "tiny.ipynb", "print(x + 1)")
     target, _ = execute_notebook(src, tmp_path / "out", {"x": 2}, html=False)
     out = nbformat.read(target, as_version=4).cells[-1].outputs
     assert out[0]["text"] == "3\n"

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from helpers import tiny_notebook
 
 from mbb.batch.report import (
     _ATTRIBUTES,
@@ -491,18 +492,7 @@ def test_a_page_planted_beside_a_recorded_notebook_is_replaced(tmp_path: Path) -
 def test_a_notebook_mbb_executed_is_recorded_even_when_it_fails(tmp_path: Path) -> None:
     from mbb.batch.notebooks import execute_notebook
 
-    src = tmp_path / "src" / "boom.ipynb"
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
-    params = nbformat.v4.new_code_cell("x = 1")
-    params.metadata["tags"] = ["parameters"]
-    nb.cells = [params, nbformat.v4.new_code_cell("raise RuntimeError('boom')")]
-    src.parent.mkdir()
-    nbformat.write(nb, src)
+    src = tiny_notebook(tmp_path / "src" / "boom.ipynb", "raise RuntimeError('boom')")
     with pytest.raises(Exception, match="boom"):
         execute_notebook(src, tmp_path / "out", {"x": 2}, html=False)
     kept, _ = own_notebooks(tmp_path / "out")
