@@ -143,3 +143,20 @@ def test_kernel_is_shut_down_without_an_interrupt(tmp_path, monkeypatch):
     out = nbformat.read(target, as_version=4).cells[-1].outputs
     assert out[0]["text"] == "3\n"
     assert signal.SIGINT not in sent
+
+
+def test_the_quiet_kernel_manager_is_built_once_and_only_when_asked_for():
+    """The kernel manager class is one class for every notebook run (it was built anew on each
+    call), and importing mbb's notebook runner still leaves jupyter_client unimported."""
+    import subprocess
+    import sys
+
+    from mbb.batch.notebooks import _kernel_manager_class
+
+    assert _kernel_manager_class() is _kernel_manager_class()
+    code = (
+        "import sys, mbb.batch.notebooks\n"
+        "assert 'jupyter_client' not in sys.modules, 'imported by mbb.batch.notebooks'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]

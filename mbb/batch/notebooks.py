@@ -8,6 +8,7 @@ because papermill replaces a nested default instead of merging it.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -16,13 +17,17 @@ from mbb.core.paths import notebook_file, user_path
 __all__ = ["execute_notebook"]
 
 
+@functools.cache
 def _kernel_manager_class() -> type:
     """jupyter_client's kernel manager, asking the kernel to shut down without interrupting it
     first. Its shutdown sends SIGINT before the shutdown request, and a kernel still handling a
     message then logs "KeyboardInterrupt caught in kernel." to the terminal of whoever ran the
     notebook, an alarm about nothing (seen between a study's analyses). mbb's choice: a kernel
     that does not stop on the request is still sent SIGTERM, then SIGKILL, by jupyter_client
-    (`finish_shutdown`); an interrupt asked for outside a shutdown is sent as before."""
+    (`finish_shutdown`); an interrupt asked for outside a shutdown is sent as before.
+
+    Built on the first call, not at import (jupyter_client is slow to import and `mbb`'s start-up
+    time matters), and once: every later call returns the same class."""
     from jupyter_client import AsyncKernelManager  # type: ignore[attr-defined]
 
     class QuietShutdownKernelManager(AsyncKernelManager):
