@@ -10,6 +10,7 @@ of one colour are dashed apart.
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Mapping, Sequence
 
 import altair as alt
@@ -152,7 +153,16 @@ def bids_by_condition(
     )
 
 
-_TICKS = 8  # the forest plot's tick count (vega's, set on its axes): its steps are d3's
+_TICKS = 5  # the forest plot's tick count (vega's, set on its axes): its steps are d3's
+# the forest plot's grid: panels side by side (the conditions' names only left of the first),
+# rows of conditions this tall, and no taller than a screen and a half: the measures past it
+# are named under the title and left to the table (one panel a measure reached 4,345 px)
+FOREST_COLUMNS = 3
+FOREST_PANEL_WIDTH = 230
+FOREST_ROW = 16
+FOREST_MAX_HEIGHT = 1600
+_FOREST_CHROME = 95  # a grid row's panel titles (two lines), x axes and spacing
+_FOREST_HEADER = 90  # the chart's title and subtitle
 
 
 def _tick_decimals(span: float, ticks: int = _TICKS) -> int:
@@ -202,12 +212,17 @@ def forest_plot(
     *,
     labels: Mapping[str, str] | None = None,
     measures: Sequence[str] | None = None,
-) -> alt.VConcatChart | alt.Chart:
+) -> alt.ConcatChart | alt.Chart:
     """Each measure's difference from the baseline condition with its 95 % CI, one panel per
     measure (each on its own axis: measures have different units), one row per condition; a
     line at 0; a difference whose CI excludes 0 drawn filled. The CI is that of
     `mbb.analysis.compare.condition_table`: seeds paired when both conditions ran them, else
     resampled independently (expanded percentile bootstrap).
+
+    Panels sit `FOREST_COLUMNS` to a row, so the chart fits a page's width and stays under
+    `FOREST_MAX_HEIGHT`; the measures that would make it taller are not drawn, and the
+    subtitle names them (they are in `table`, which a report shows beside the chart). Every
+    condition is drawn, in at least one row of panels, however many there are.
 
     table: `mbb.analysis.compare.condition_table` (one baseline); labels: measure -> title,
     over `mbb.analysis.compare.MEASURE_LABELS` (the one map of readable names); measures: the
@@ -226,8 +241,12 @@ def forest_plot(
             left_out.append("LLM cost per run: no run made a paid call")
     if d.is_empty():
         return none_chart(title, "no condition besides the baseline")
-    order = list(measures or dict.fromkeys(d["measure"].to_list()))
+    present = set(d["measure"].to_list())
+    order = [m for m in (measures or dict.fromkeys(d["measure"].to_list())) if m in present]
     conditions = sorted(d["condition"].unique().to_list())
+    panel_height = FOREST_ROW * len(conditions)
+    grid_rows = max(1, (FOREST_MAX_HEIGHT - _FOREST_HEADER) // (panel_height + _FOREST_CHROME))
+    order, undrawn = order[: grid_rows * FOREST_COLUMNS], order[grid_rows * FOREST_COLUMNS :]
     # measures that are 0 in every seed of every condition (condition_table's note says so)
     notes = (
         d.group_by("measure").agg(
@@ -238,7 +257,7 @@ def forest_plot(
     )
     zeros = dict(notes.iter_rows())
     panels = []
-    for m in order:
+    for i, m in enumerate(order):
         part = d.filter(pl.col("measure") == m).with_columns(
             pl.col("excludes_zero").fill_null(False),
             pl.when(pl.col("n") == 0)
@@ -250,16 +269,24 @@ def forest_plot(
             .otherwise(pl.lit(""))
             .alias("note"),
         )
-        if part.is_empty():
-            continue
         fmt, unit, scale = _axis_format(m, part)
         part = part.with_columns(pl.col("diff", "diff_ci_low", "diff_ci_high") * scale)
         label = labels.get(m, m)
         x_title = f"Δ {label}"
         if unit and unit not in label:  # "Δ Rule-making (share of rounds, percentage points)"
             x_title = f"{x_title[:-1]}, {unit})" if x_title.endswith(")") else f"{x_title} ({unit})"
-        y = alt.Y("condition:N", title=None, sort=conditions)
-        x = alt.X("diff:Q", title=x_title, axis=alt.Axis(format=fmt, tickCount=_TICKS))
+        first = i % FOREST_COLUMNS == 0  # the conditions' names: left of a grid row only
+        y = alt.Y(
+            "condition:N",
+            title=None,
+            sort=conditions,
+            axis=alt.Axis(labels=first, ticks=first, domain=first),
+        )
+        x = alt.X(
+            "diff:Q",
+            title=_lines(x_title, 34),
+            axis=alt.Axis(format=fmt, tickCount=_TICKS),
+        )
         tooltip = [
             "condition:N",
             alt.Tooltip("diff:Q", format=fmt, title="difference"),
@@ -275,7 +302,7 @@ def forest_plot(
         ci = (
             alt.Chart(part)
             .mark_rule(strokeWidth=2, color="#4c78a8")
-            .encode(x=alt.X("diff_ci_low:Q", title=x_title), x2="diff_ci_high:Q", y=y)
+            .encode(x=alt.X("diff_ci_low:Q", title=_lines(x_title, 34)), x2="diff_ci_high:Q", y=y)
         )
         point = (
             alt.Chart(part)
@@ -292,15 +319,15 @@ def forest_plot(
             .mark_text(align="left", dx=4, color="#8a5a00", fontStyle="italic")
             .encode(x=alt.value(0), y=y, text="note:N")
         )
-        heading: str | dict[str, str] = label
+        heading: str | list[str] | dict[str, str | list[str]] = _lines(label, 28)
         if zeros.get(m):  # all dots on the line at 0: say that nothing happened, not a bug
             heading = {
-                "text": label,
-                "subtitle": f"0 in every seed of every condition ({baseline} too)",
+                "text": _lines(label, 28),
+                "subtitle": _lines(f"0 in every seed of every condition ({baseline} too)", 40),
             }
         panels.append(
             alt.layer(zero, ci, point, missing).properties(
-                width=WIDE_WIDTH, height=24 * len(conditions), title=heading
+                width=FOREST_PANEL_WIDTH, height=panel_height, title=heading
             )
         )
     if not panels:
@@ -311,6 +338,13 @@ def forest_plot(
         "ran them (expanded percentile bootstrap)",
         *(f"left out: {why}" for why in left_out),
     ]
+    if undrawn:
+        names = ", ".join(labels.get(m, m) for m in undrawn)
+        subtitle += textwrap.wrap(
+            f"not drawn, to keep the chart to a page: {len(undrawn)} more measure(s), in the "
+            f"table: {names}",
+            110,
+        )
     if few.height:
         least = few.sort("n").row(0, named=True)
         na = f", {least['n_na']} n/a" if "n_na" in few.columns else ""
@@ -318,4 +352,11 @@ def forest_plot(
             f"⚠ {few['condition'].n_unique()} condition(s) rest on fewer than {MIN_SEEDS} seeds "
             f"with a value (as few as {least['n']}{na}): read their differences as anecdotes"
         )
-    return alt.vconcat(*panels, spacing=14).properties(title={"text": title, "subtitle": subtitle})
+    return alt.concat(*panels, columns=FOREST_COLUMNS, spacing=16).properties(
+        title={"text": title, "subtitle": subtitle}
+    )
+
+
+def _lines(text: str, width: int) -> str | list[str]:
+    """`text` as it fits a narrow panel: itself when short, else wrapped into lines."""
+    return text if len(text) <= width else textwrap.wrap(text, width, break_on_hyphens=False)

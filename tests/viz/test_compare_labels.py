@@ -9,7 +9,7 @@ import pytest
 
 from mbb.analysis.compare import MEASURE_LABELS, OUTCOME_MEASURES
 from mbb.analysis.text_measures import TEXT_MEASURES
-from mbb.viz.compare import forest_plot
+from mbb.viz.compare import _TICKS, forest_plot
 from mbb.viz.table import table
 
 
@@ -48,15 +48,20 @@ def test_every_compared_measure_has_a_readable_label(measure):
     assert "_" not in label and label[0].isupper()
 
 
+def _text(title: object) -> object:
+    """A title's text, its lines joined (narrow panels wrap long titles)."""
+    return " ".join(title) if isinstance(title, list) else title
+
+
 def _titles(spec: object) -> list[str]:
     """Every panel and axis title of a chart's spec."""
     out: list[str] = []
     if isinstance(spec, dict):
         for k, v in spec.items():
-            if k == "title" and isinstance(v, str):
-                out.append(v)
-            elif k == "title" and isinstance(v, dict) and isinstance(v.get("text"), str):
-                out.append(v["text"])
+            if k == "title" and isinstance(_text(v), str):
+                out.append(_text(v))
+            elif k == "title" and isinstance(v, dict) and isinstance(_text(v.get("text")), str):
+                out.append(_text(v["text"]))
             else:
                 out += _titles(v)
     elif isinstance(spec, list):
@@ -83,7 +88,7 @@ def test_comparison_table_names_measures_by_their_labels():
     assert "mean_bid" not in page and "metagaming<" not in page
 
 
-def _tick_texts(fmt: str, lo: float, hi: float, ticks: int = 8) -> list[str]:
+def _tick_texts(fmt: str, lo: float, hi: float, ticks: int = _TICKS) -> list[str]:
     """The tick labels a d3 format gives at vega-lite-like steps over [lo, hi] (percent and
     fixed formats only: what forest_plot uses)."""
     import math
@@ -105,9 +110,9 @@ def _tick_texts(fmt: str, lo: float, hi: float, ticks: int = 8) -> list[str]:
 )
 def test_forest_axis_ticks_differ_on_a_narrow_range(measure, diff, span):
     spec = forest_plot(_differences([measure], diff, span)).to_dict()
-    panel = spec["vconcat"][0]["layer"][2]["encoding"]["x"]
+    panel = spec["concat"][0]["layer"][2]["encoding"]["x"]
     fmt = panel["axis"]["format"]
-    scale = 100 if "percentage points" in panel["title"] else 1  # shares drawn in points
+    scale = 100 if "percentage points" in _text(panel["title"]) else 1  # shares in points
     ticks = _tick_texts(fmt, min(0.0, diff - span) * scale, (diff + span) * scale)
     assert len(set(ticks)) == len(ticks), f"{fmt}: ticks repeat {ticks}"
 
@@ -121,11 +126,10 @@ def test_a_panel_of_zeros_says_so():
         .otherwise(None)
         .alias("note")
     )
-    panels = forest_plot(d).to_dict()["vconcat"]
-    assert panels[0]["title"] == {
-        "text": "Rule-making (share of rounds)",
-        "subtitle": "0 in every seed of every condition (base too)",
-    }
+    panels = forest_plot(d).to_dict()["concat"]
+    title = panels[0]["title"]
+    assert _text(title["text"]) == "Rule-making (share of rounds)"
+    assert _text(title["subtitle"]) == "0 in every seed of every condition (base too)"
     assert panels[1]["title"] == "Mean bid (credits)"  # 0 here, but not said to be in every seed
 
 
