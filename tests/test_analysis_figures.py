@@ -4,6 +4,7 @@ panels share scales, and empty panels say "none"."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -143,7 +144,13 @@ def test_drift_title_reports_the_test(data):
     tested = tests["p_value"].drop_nulls().len()
     assert f"{n_sig} of {tested} change at p < 0.05, Holm-adjusted" in title, title
     untested = tests.height - tested  # a group in all or none of its worker-rounds: no test
-    assert untested > 0 and f"{untested} series not testable" in title, title
+    # said in words, by why ("90 not testable: one subrun, or the group in all or none" was
+    # shorthand a reader had to decode), and the reasons add up
+    assert untested > 0 and f"no test for {untested} series" in title, title
+    assert "a change needs the group both present and absent, in two or more subruns" in title
+    line = title[title.index("no test") :]
+    counts = re.findall(r"(?:in )?(\d+) (?:the group never appears|it is in every|span one)", line)
+    assert sum(map(int, counts)) == untested, line
 
 
 def test_model_colours_are_stable():

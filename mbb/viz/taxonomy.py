@@ -11,6 +11,7 @@ show says "none".
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping
 from typing import Any
 
@@ -362,7 +363,8 @@ def behaviour_drift_chart(drift: pl.DataFrame, tests: pl.DataFrame) -> alt.Facet
     one 0-100 % scale; "none" for a model absent from a condition); the chi-square test of
     change across subruns is in each line's tooltip, and the count of significant changes in
     the subtitle, Holm-adjusted over the series tested (`mbb.analysis.stats.holm_adjust`: 45
-    tests at an uncorrected 0.05 would find about two by chance alone). Panels are narrowed to
+    tests at an uncorrected 0.05 would find about two by chance alone); the series with no test
+    are counted there too, by why (`_untested`). Panels are narrowed to
     keep the chart within a page, and the y axis is titled once, in the subtitle (a title per
     row of panels overprinted its neighbours).
 
@@ -373,6 +375,7 @@ def behaviour_drift_chart(drift: pl.DataFrame, tests: pl.DataFrame) -> alt.Facet
     if drift.is_empty():
         return none_chart("Behaviour drift", "no worker-round to classify")
     level = "subrun" if "subrun" in drift.columns else "round"
+    untested_lines = textwrap.wrap(_untested(drift, tests, keys, level), 110)
     drift, level_title = _binned_levels(drift, level)
     from mbb.analysis.stats import holm_adjust
 
@@ -383,8 +386,6 @@ def behaviour_drift_chart(drift: pl.DataFrame, tests: pl.DataFrame) -> alt.Facet
     d = drift.join(t, on=keys, how="left")
     n_sig = tests.filter(pl.col("p_holm") < 0.05).height
     n_tested = tests["p_value"].drop_nulls().len()  # a series that cannot change is not tested
-    untested = tests.height - n_tested
-    why_untested = f"one {level}, or the group in all or none"
     n_models = max(1, d["model"].n_unique())
     # the models side by side within a page: the row labels and y axis left, the legend below
     width = max(60, min(130, (MAX_WIDTH - 120) // n_models - 20))
@@ -437,10 +438,41 @@ def behaviour_drift_chart(drift: pl.DataFrame, tests: pl.DataFrame) -> alt.Facet
                     "y: worker-rounds showing the group (%), per condition (rows) and model",
                     f"chi-square test of change per (model, group) series: {n_sig} of "
                     f"{n_tested} change at p < 0.05, Holm-adjusted over the {n_tested} tests",
-                    *([f"{untested} series not testable: {why_untested}"] if untested else []),
+                    *untested_lines,
                 ],
             }
         )
+    )
+
+
+def _untested(drift: pl.DataFrame, tests: pl.DataFrame, keys: list[str], level: str) -> str:
+    """The subtitle line on the series with no chi-square test, by why: a change needs the group
+    both present and absent, in two or more levels, so a group that never appears (often: a
+    behaviour the condition's workers do not show), one in every worker-round, and a series
+    over one level have nothing to test. "" when every series was tested."""
+    untested = tests.filter(pl.col("p_value").is_null()).select(keys)
+    if untested.is_empty():
+        return ""
+    per = untested.join(
+        drift.group_by(keys).agg(
+            pl.col("prevalence").max().alias("most"),
+            pl.col("prevalence").min().alias("least"),
+            pl.col(level).n_unique().alias("levels"),
+        ),
+        on=keys,
+        how="left",
+    )
+    never = per.filter(pl.col("most") == 0).height
+    always = per.filter(pl.col("least") == 1).height
+    single = per.filter((pl.col("most") > 0) & (pl.col("least") < 1)).height
+    reasons = [
+        *([f"in {never} the group never appears"] if never else []),
+        *([f"in {always} it is in every worker-round"] if always else []),
+        *([f"{single} span one {level}"] if single else []),
+    ]
+    return (
+        f"no test for {untested.height} series (a change needs the group both present and "
+        f"absent, in two or more {level}s): {', '.join(reasons)}"
     )
 
 
