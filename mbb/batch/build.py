@@ -33,7 +33,7 @@ from mbb.batch.runs import check_not_foreign, run_id_of
 from mbb.core import eventlog
 from mbb.core import events as ev
 from mbb.core.aio import run_coroutine
-from mbb.core.errors import RunStopped
+from mbb.core.errors import RunStopped, no_surrogates
 from mbb.core.registry import Registry
 from mbb.llm.budget import unpriced_cap
 from mbb.params import Condition, ParamsError, format_problems, read_params
@@ -317,15 +317,25 @@ async def run_condition_async(
         finally:
             await services.aclose()
     except RunStopped as exc:  # a spend cap, an endpoint down: a recorded stop, resumable
-        result.status, result.error = "stopped", str(exc)
+        result.status, result.error = "stopped", _redacted(condition, str(exc))
         log.emit(ev.RunEnded, status="stopped", error=result.error[:2000])
     except Exception as exc:
-        result.status, result.error = "failed", f"{type(exc).__name__}: {exc}"
+        result.status, result.error = "failed", _redacted(condition, f"{type(exc).__name__}: {exc}")
         log.emit(ev.RunEnded, status="failed", error=result.error[:2000])
         raise
     finally:
         log.close()
     return result
+
+
+def _redacted(condition: Condition, text: str) -> str:
+    """An error's text as a run records it (`run_ended`): the values of the condition's key
+    variables cut out, lone surrogates replaced; behind the provider's own redaction, for a
+    text that reached the run by another way (F1 of red team rt37)."""
+    from mbb.llm.redact import Redactor, key_values
+
+    names = [m.api_key_env for m in condition.models.values() if m.api_key_env]
+    return no_surrogates(Redactor(key_values(names)).text(text) or "")
 
 
 def run_condition(

@@ -65,6 +65,7 @@ from mbb.core.paths import (
 from mbb.core.tables import tables_from_run_dirs, write_tables
 from mbb.core.validity import INVALID_SHARE, MAX_INVALID_SHARE, run_validity
 from mbb.llm.config import ModelConfig, Price
+from mbb.llm.redact import Redactor, key_values
 from mbb.params import Condition, ParamsError, deep_merge, safe_yaml
 
 __all__ = [
@@ -541,6 +542,11 @@ def _claim_study(study: Study) -> None:
 
 
 def _write_record(study: Study, runs: Mapping[str, dict[str, Any]], extra: dict[str, Any]) -> None:
+    red = _secrets(study)
+    runs = {
+        k: {**r, "error": red.text(r["error"])} if isinstance(r.get("error"), str) else r
+        for k, r in runs.items()
+    }
     record = {
         "name": study.spec.name,
         "fingerprint": study.fingerprint(),
@@ -619,6 +625,13 @@ def _key_variables(study: Study) -> list[str]:
     )
 
 
+def _secrets(study: Study) -> Redactor:
+    """The study's keys (the values of its key variables), to cut out of every error text it
+    prints or writes: a second layer behind the provider's own redaction (F1 of red team
+    rt37)."""
+    return Redactor(key_values(_key_variables(study)))
+
+
 def _reopen(run_dir: Path) -> None:
     """A stopped or failed run goes on from just before its `run_ended` (the log is checked)."""
     path = run_dir / "events.jsonl"
@@ -662,7 +675,7 @@ def preflight(study: Study, environ: Mapping[str, str] | None = None) -> list[st
             try:
                 await client.complete(quick, req)
             except Exception as exc:
-                why = " ".join(str(exc).split())[:300]
+                why = " ".join((client.redactor.text(str(exc)) or "").split())[:300]
                 return f"model {slot} ({cfg.model} at {cfg.base_url}) does not answer: {why}"
             return None
 
@@ -693,6 +706,7 @@ class _Progress:
         self._retries: dict[str, int] = {}  # per endpoint, since its last line
         self._retry_said: dict[str, float] = {}
         self.bar: Any = None
+        self.redactor = Redactor()  # the study's keys, cut out of a retry line (`_run_all`)
         self._every = self._REDRAW_S if sys.stderr.isatty() else self._LOG_S
         self._drawn = 0.0
         if enabled:
@@ -728,8 +742,9 @@ class _Progress:
             return
         n, self._retries[key], self._retry_said[key] = self._retries[key], 0, now
         more = f"; {n} calls retried since the last such line" if n > 1 else ""
+        why = " ".join((self.redactor.text(why) or "").split())[:200]
         self.bar.write(
-            f"retrying {key}: {' '.join(why.split())[:200]} (attempt {attempt} of {allowed} "
+            f"retrying {key}: {why} (attempt {attempt} of {allowed} "
             f"failed; next in {wait_s:.0f} s{more})",
             file=sys.stderr,
         )
@@ -769,6 +784,7 @@ async def _run_all(
         secret_envs=_key_variables(study),
         on_retry=progress.retry,
     )
+    progress.redactor = client.redactor
     cache = LlmCache(study.out / "llm_cache.sqlite", "read_write")
     at_once = spec.runs_at_once or (
         max(1, len(os.sched_getaffinity(0)))
@@ -787,8 +803,9 @@ async def _run_all(
                 )
             except Exception as exc:
                 outcome.failed += 1
-                records[rid] = {"cell": cell.label, "status": "failed", "error": str(exc)[:500]}
-                outcome.errors.append(f"{rid}: {type(exc).__name__}: {exc}")
+                said = client.redactor.text(str(exc)) or ""
+                records[rid] = {"cell": cell.label, "status": "failed", "error": said[:500]}
+                outcome.errors.append(f"{rid}: {type(exc).__name__}: {said}")
                 progress.run_done()
                 return
             validity = run_validity(result.log.lines, spec.failures.invalid_share)
@@ -798,7 +815,7 @@ async def _run_all(
             rec: dict[str, Any] = {"cell": cell.label, "status": result.status, **validity}
             if result.status == "stopped":
                 outcome.stopped += 1
-                rec["error"] = result.error
+                rec["error"] = client.redactor.text(result.error)
             else:
                 outcome.completed += 1
                 outcome.invalid += not validity["valid"]
@@ -893,7 +910,9 @@ def run_study(
             records[run_id_of(cell.condition, seed)].setdefault("status", "interrupted")
         status = "interrupted" if interrupted else "stopped" if outcome.stopped else "done"
         _write_record(study, records, {"status": status})
+    red = _secrets(study)
     for endpoint, why in outcome.endpoints_down.items():
+        why = red.text(why) or ""
         say(
             f"stopped: endpoint {endpoint} is down ({why}); its runs are resumable: run the "
             "same command again once it answers"

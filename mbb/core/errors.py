@@ -9,6 +9,8 @@ repairs with its stated default.
 
 from __future__ import annotations
 
+import re
+
 __all__ = [
     "BackendFatal",
     "BudgetExhausted",
@@ -21,6 +23,8 @@ __all__ = [
     "LlmUnavailable",
     "RunStopped",
     "for_terminal",
+    "no_surrogates",
+    "one_line",
 ]
 
 
@@ -36,6 +40,29 @@ def for_terminal(text: str, *, one_line: bool = False) -> str:
     text: the message; one_line: tabs and newlines written out too (a name from a folder put
     into a one-line message, say an exception's, that no CLI flattens first)."""
     return text.translate(_ALL_CONTROL if one_line else _CONTROL)
+
+
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def no_surrogates(text: str) -> str:
+    """`text` with every lone UTF-16 surrogate (a `\\ud800` an endpoint's JSON can hold) replaced
+    by U+FFFD: such a string cannot be encoded as UTF-8, and a report, a viewer page or an
+    event written from it raised UnicodeEncodeError (F3 of red team rt37)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATES.sub("\ufffd", text)
+    return text
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """An endpoint's or an error's text as part of one terminal line: whitespace runs folded,
+    cut to `limit` characters, lone surrogates replaced and every control character (C0, DEL,
+    C1, ESC among them) written as `\\xNN` — the same on every path that prints such a text
+    (the retry line, the stop line, the pre-run check, a failed run), so an endpoint cannot
+    move the cursor, erase lines or restyle the terminal (F6 of red team rt37)."""
+    return for_terminal(no_surrogates(" ".join(text.split())[:limit]), one_line=True)
 
 
 class BackendFatal(Exception):

@@ -24,7 +24,13 @@ from typing import Any, Protocol
 
 import openai
 
-from mbb.core.errors import LlmConfigError, LlmTransient, LlmUnavailable
+from mbb.core.errors import (
+    LlmConfigError,
+    LlmError,
+    LlmTransient,
+    LlmUnavailable,
+    no_surrogates,
+)
 from mbb.llm import presets
 from mbb.llm.cache import request_key
 from mbb.llm.config import ModelConfig
@@ -374,7 +380,22 @@ class OpenAICompatibleProvider:
             self._clients[slot] = client
         return client
 
+    def clean(self, text: str) -> str:
+        """An error's text as it may leave this class: every key redacted, lone surrogates
+        replaced (`no_surrogates`)."""
+        return no_surrogates(self.redactor.text(text) or "")
+
     async def complete(self, call: Call) -> LlmResult:
+        """One attempt (`_attempt`); every error it raises leaves with its text redacted: a
+        gateway's "quota exceeded for key sk-..." sent with HTTP 200 went unredacted into the
+        retry line, the stop line, study.json and `run_ended` (F1 of red team rt37)."""
+        try:
+            return await self._attempt(call)
+        except LlmError as exc:
+            exc.args = (self.clean(str(exc)), *exc.args[1:])
+            raise
+
+    async def _attempt(self, call: Call) -> LlmResult:
         """One attempt. The preset's prefix-cache hints (`presets.cache_hints`) are added to
         the body here, after it was keyed for the replay cache: they steer the server, not the
         answer."""

@@ -13,9 +13,12 @@ alignments it can take inside a longer base64 text (an echoed `Basic`/`Bearer` h
 whole) — all replaced by `[redacted]`; and any run of at least `FRAGMENT` consecutive
 characters of the value (an endpoint echoed a key without its `sk-` prefix, "token
 rt-SECRET-123456 is not allowed", and 16 of its 19 characters reached the events, the cache,
-study.json and the terminal). A key shorter than `MIN_SECRET` characters is not redacted: it
-would garble ordinary text and protects nothing. An endpoint that wants to leak a key it was
-sent can always encode it some other way; the guarantee is about echoes, whole or in part.
+study.json and the terminal). Matching ignores letter case, fragments too: an endpoint that
+lower-cased the key it echoed (a `Content-Encoding` header turned into an error text) got the
+whole key past an exact match (F2 of red team rt37). A key shorter than `MIN_SECRET` characters
+is not redacted: it would garble ordinary text and protects nothing. An endpoint that wants
+to leak a key it was sent can always encode it some other way; the guarantee is about echoes,
+whole or in part.
 """
 
 from __future__ import annotations
@@ -38,6 +41,9 @@ _MIN_ENCODED = 12  # base64 cores shorter than this are too likely to occur by c
 FRAGMENT = 10
 _BLOCK = FRAGMENT // 2  # a run of FRAGMENT characters holds a whole block at a multiple of this
 _BLOCKS = re.compile(f".{{{_BLOCK}}}", re.DOTALL)
+# ASCII letters folded to lower case, nothing else: the text keeps its length, so a span found
+# in the folded text is the same span of the original (str.lower can change lengths)
+_FOLD = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 
 
 def _encodings(secret: str) -> set[str]:
@@ -77,16 +83,18 @@ class Redactor:
             return
         self._secrets |= new
         forms = sorted({f for s in self._secrets for f in _encodings(s)}, key=len, reverse=True)
-        self._pattern = re.compile("|".join(map(re.escape, forms)))
+        self._pattern = re.compile("|".join(map(re.escape, forms)), re.IGNORECASE)
         for secret in new:
-            for i in range(len(secret) - _BLOCK + 1):
-                self._blocks.setdefault(secret[i : i + _BLOCK], []).append((secret, i))
+            low = secret.translate(_FOLD)
+            for i in range(len(low) - _BLOCK + 1):
+                self._blocks.setdefault(low[i : i + _BLOCK], []).append((low, i))
 
     def _runs(self, value: str, blocks: list[str]) -> list[tuple[int, int]]:
         """The spans of `value` that are runs of FRAGMENT or more of a secret's consecutive
         characters, each as long as the echo follows the secret, merged where they overlap.
 
-        value: the text; blocks: its _BLOCK-long pieces at multiples of _BLOCK."""
+        value: the text, its ASCII letters lower-cased (`_FOLD`); blocks: its _BLOCK-long
+        pieces at multiples of _BLOCK."""
         spans = []
         for k in [k for k, b in enumerate(blocks) if b in self._blocks]:
             p = k * _BLOCK
@@ -114,12 +122,13 @@ class Redactor:
         value = self._pattern.sub(REDACTED, value)
         # most texts hold no block of a secret at a multiple of _BLOCK: one set test (1 ms on
         # 60 kB) settles them
-        blocks = _BLOCKS.findall(value)
+        folded = value.translate(_FOLD)
+        blocks = _BLOCKS.findall(folded)
         if self._blocks.keys().isdisjoint(blocks):
             return value
         out: list[str] = []
         pos = 0
-        for start, end in self._runs(value, blocks):
+        for start, end in self._runs(folded, blocks):
             out += [value[pos:start], REDACTED]
             pos = end
         out.append(value[pos:])

@@ -1,0 +1,126 @@
+"""`mbb study` against hostile OpenAI-compatible endpoints (red team rt37's findings F1-F9), each
+a loopback `FakeOpenAIServer` talked to through the real `openai` client: the pre-run check
+gets a good answer, the calls after it the hostile one. Every key here is a fake one."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mbb.batch.study import load_study
+from mbb.cli import main
+from mbb.llm.redact import Redactor
+from mbb.testing.stub import StubRouter
+from mbb.testing.testserver import FakeOpenAIServer, Reply
+
+# a fake key, mixed case: an echo lower-cased by the endpoint must be cut too (F2)
+KEY = "sk-test-RT37SecretKey0123456789abcDEF"
+KEY_ENV = "MBB_RT37_TEST_KEY"
+PRICE = "{prompt: 1.0, completion: 2.0, date: 2026-11-01, source: test}"
+PING = "Reply with OK."
+
+Responder = Callable[[dict[str, Any], Reply], Reply]
+
+
+def _study(tmp_path: Path, url: str, **extra: str) -> Path:
+    """A one-run study (base, negotiators, one seed, 3 workers, one turn) of model `adv-m` at
+    `url`, its key read from KEY_ENV, priced, retried once per call."""
+    fields = {
+        "conditions": "[base]",
+        "roles": "[negotiators]",
+        "seeds": "0..0",
+        "overrides": "{subruns: 1, workers: {count: 3}, negotiation: {max_turns: 1}}",
+        "notebooks": "[]",
+        **extra,
+    }
+    body = f"name: s\nout: {tmp_path / 'out'}\n" + "".join(f"{k}: {v}\n" for k, v in fields.items())
+    model = (
+        f"adv: {{model: adv-m, preset: vllm, base_url: '{url}', api_key_env: {KEY_ENV}, "
+        f"max_retries: 1, timeout_s: 10, price: {PRICE}}}"
+    )
+    path = tmp_path / "s.yaml"
+    path.write_text(body + "models:\n" + textwrap.indent(textwrap.dedent(model), "  "))
+    return path
+
+
+def run_against(
+    tmp_path: Path, hostile: Responder, *args: str, ping_too: bool = False, **extra: str
+) -> tuple[int, FakeOpenAIServer]:
+    """Run the study command against a server whose answers (the emulator's, passed in as
+    `good`) `hostile(body, good)` turns into its own; the pre-run check is answered well
+    unless `ping_too`."""
+    with FakeOpenAIServer(models=("adv-m",)) as server:
+        path = _study(tmp_path, server.url, **extra)
+        router = StubRouter(load_study(path).configs)
+
+        def respond(body: dict[str, Any]) -> Reply:
+            good = router(body)
+            if body["messages"][-1].get("content") == PING and not ping_too:
+                return good
+            return hostile(body, good)
+
+        server.responder = respond
+        code = main(["study", str(path), *args])
+    return code, server
+
+
+def _leaks(text: str, secret: str = KEY, n: int = 12) -> list[str]:
+    """Every run of `n` characters of `secret` found in `text`, letter case ignored."""
+    low, sec = text.lower(), secret.lower()
+    return [sec[i : i + n] for i in range(len(sec) - n + 1) if sec[i : i + n] in low]
+
+
+def _folder_leaks(out: Path) -> dict[str, list[str]]:
+    """Each file of the study folder (its bytes, the SQLite cache's too) holding part of KEY."""
+    found = {}
+    for path in out.rglob("*"):
+        if path.is_file():
+            hits = _leaks(path.read_bytes().decode("utf-8", errors="replace"))
+            if hits:
+                found[str(path.relative_to(out))] = hits
+    return found
+
+
+# --- F1, F2: the key never leaves in an error text -------------------------------------------
+def _error_200_with_key(body: dict[str, Any], good: Reply) -> Reply:
+    """A gateway's quota error sent with HTTP 200, echoing the key it was sent."""
+    return Reply(body={"error": {"message": f"quota exceeded for key {KEY} (upstream)"}})
+
+
+def _key_in_content_encoding(body: dict[str, Any], good: Reply) -> Reply:
+    """A good answer whose Content-Encoding header is the key (mbb lower-cased it)."""
+    return Reply(body=good.body, headers={"Content-Encoding": KEY})
+
+
+@pytest.mark.parametrize("hostile", [_error_200_with_key, _key_in_content_encoding])
+def test_a_key_echoed_in_an_error_reaches_no_terminal_line_and_no_file(
+    tmp_path, capsys, monkeypatch, hostile
+):
+    """F1, F2: the key, echoed in an error body sent with HTTP 200 or in a header, reached the
+    retry and stop lines, study.json, `run_ended` and (lower-cased, past a case-sensitive
+    redactor) the LLM cache. Now the endpoint is stopped with one line, and no run of 12 of
+    the key's characters, in any letter case, is in stderr, stdout or any file."""
+    monkeypatch.setenv(KEY_ENV, KEY)
+    code, server = run_against(tmp_path, hostile, "--no-report")
+    assert code == 3 and len(server.completions) > 3  # stopped, after real calls
+    said = capsys.readouterr()
+    assert "stopped: endpoint adv-m at" in said.out + said.err
+    assert "retrying adv-m at" in said.err  # the retry line was printed, and checked
+    assert _leaks(said.out + said.err) == []
+    out = tmp_path / "out"
+    assert (out / "llm_cache.sqlite").is_file() and (out / "study.json").is_file()
+    assert _folder_leaks(out) == {}
+    runs = json.loads((out / "study.json").read_text())["runs"]
+    assert [r["status"] for r in runs.values()] == ["stopped"]
+
+
+def test_the_redactor_ignores_letter_case_whole_and_in_part():
+    """F2: a key echoed lower-cased, or partly upper-cased, whole or without its prefix."""
+    red = Redactor([KEY])
+    for echo in (KEY.lower(), KEY.upper(), KEY.lower()[3:], KEY.swapcase()[5:-3]):
+        assert _leaks(red.text(f"the key {echo} is not allowed") or "", n=10) == [], echo
