@@ -23,6 +23,8 @@ import os
 import time
 from pathlib import Path
 
+from mbb.core.errors import no_surrogates
+
 __all__ = [
     "NOTEBOOKS_DIR",
     "OUTPUTS_DIR",
@@ -163,12 +165,14 @@ def study_file(spec: str | os.PathLike[str], near: Path | None = None) -> Path:
 def replace_file(path: Path, text: str | bytes) -> None:
     """Write `path` whole, atomically, and never through a link: a fresh file (O_EXCL, so not
     one planted in a shared folder) renamed over it — a symbolic link there is replaced, its
-    target untouched. `text`: str (written as UTF-8) or bytes."""
+    target untouched. `text`: str (written as UTF-8, lone surrogates as U+FFFD) or bytes."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(text.encode("utf-8") if isinstance(text, str) else text)
+            # lone surrogates written as U+FFFD: a text from an endpoint holding one crashed the
+            # report and the viewer, on every later attempt (F3 of red team rt37)
+            fh.write(no_surrogates(text).encode("utf-8") if isinstance(text, str) else text)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

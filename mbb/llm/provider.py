@@ -201,6 +201,21 @@ def check_size(parts: Mapping[str, Any], max_tokens: int) -> None:
             )
 
 
+def check_text(parts: Mapping[str, Any]) -> None:
+    """Raise MalformedResponse when a text of the answer holds a lone UTF-16 surrogate (a
+    `\\ud800` escape in its JSON): no UTF-8 text holds one, so it is not text a model wrote.
+    mbb's choice: such an answer is malformed (retried, then a failed call that counts toward
+    the endpoint's stop), the same as an answer whose bytes are not UTF-8, never kept: kept, it
+    crashed the report's writers and, in `model`, the run's events, and its cached copy failed
+    the same run again against a healthy endpoint (F3, F4 of red team rt37).
+
+    parts: `parse_response`'s output."""
+    for name in _REPLY_TEXT:
+        value = parts.get(name)
+        if isinstance(value, str) and no_surrogates(value) is not value:
+            raise MalformedResponse(f"{name} holds a lone UTF-16 surrogate (not UTF-8 text)")
+
+
 def _text(value: Any) -> str | None:
     """A reply field as text: some servers send tool arguments as an object, not a string."""
     if value is None or isinstance(value, str):
@@ -418,6 +433,7 @@ class OpenAICompatibleProvider:
             try:
                 parts = parse_response(data)
                 check_size(parts, config.max_tokens)
+                check_text(parts)
             except (TypeError, ValueError, AttributeError, KeyError) as exc:
                 if isinstance(exc, json.JSONDecodeError | MalformedResponse):
                     raise
@@ -474,6 +490,16 @@ class OpenAICompatibleProvider:
                 f"{self.redactor.text(_safe_message(exc))}",
                 attempts=1,
                 latency_s=self.clock() - t0,
+            ) from None
+        except Exception as exc:
+            # anything else the request or its answer raised (the answer's bytes not UTF-8 in
+            # `response.json()`, a request that does not serialize): a malformed answer, failed
+            # and retried, that counts toward the endpoint's stop. Unmapped, it escaped as the
+            # agent's `(backend)` default: 39 calls billed, none recorded, nothing retried, the
+            # endpoint never stopped and the run final (F5 of red team rt37). Only its type is
+            # kept: its text may quote anything the endpoint sent
+            raise LlmTransient(
+                f"MalformedResponse: {type(exc).__name__}", latency_s=self.clock() - t0
             ) from None
         red = self.redactor
         if red:

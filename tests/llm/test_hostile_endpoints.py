@@ -5,6 +5,7 @@ gets a good answer, the calls after it the hostile one. Every key here is a fake
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -124,3 +125,86 @@ def test_the_redactor_ignores_letter_case_whole_and_in_part():
     red = Redactor([KEY])
     for echo in (KEY.lower(), KEY.upper(), KEY.lower()[3:], KEY.swapcase()[5:-3]):
         assert _leaks(red.text(f"the key {echo} is not allowed") or "", n=10) == [], echo
+
+
+# --- F5, F3, F4: bytes that are not UTF-8, lone surrogates ------------------------------------
+def _raw(good: Reply) -> bytes:
+    assert isinstance(good.body, dict)
+    return json.dumps(good.body).encode()
+
+
+def _not_utf8_json(body: dict[str, Any], good: Reply) -> Reply:
+    """F5: `application/json` with the bytes ff fe inside a string."""
+    raw = _raw(good)
+    field = b'"content": "' if b'"content": "' in raw else b'"model": "'
+    return Reply(body=raw.replace(field, field + b"\xff\xfe", 1))
+
+
+def _surrogate_in(where: str) -> Responder:
+    """F3 (`content`), F4 (`model`): a lone surrogate, `\\ud800` in the JSON, in that field."""
+
+    def hostile(body: dict[str, Any], good: Reply) -> Reply:
+        assert isinstance(good.body, dict)
+        data = json.loads(json.dumps(good.body))
+        if where == "model":
+            data["model"] = "adv-m\ud800x"
+        else:
+            msg = data["choices"][0]["message"]
+            msg["content"] = (msg.get("content") or "") + "\ud800"
+        return Reply(body=data)
+
+    hostile.__name__ = f"surrogate_in_{where}"
+    return hostile
+
+
+def _events(out: Path) -> list[dict[str, Any]]:
+    return [
+        json.loads(line)
+        for log in sorted(out.glob("runs/*/*/events.jsonl"))
+        for line in log.read_text().splitlines()
+    ]
+
+
+@pytest.mark.parametrize(
+    "hostile", [_not_utf8_json, _surrogate_in("content"), _surrogate_in("model")]
+)
+def test_an_answer_that_is_not_text_is_a_failed_call_and_a_healthy_rerun_finishes(
+    tmp_path, capsys, monkeypatch, hostile
+):
+    """F5: bytes not UTF-8 escaped the provider (UnicodeDecodeError): no call recorded, none
+    retried, the endpoint never stopped, the run completed on defaults and final. F3, F4: a
+    lone surrogate in the answer's text or model crashed the report (on every later attempt),
+    or failed the run, and the cached answer failed the rerun against a healthy endpoint. Now
+    each such answer is a malformed one: recorded as a failed call of unknown cost, retried,
+    the endpoint stopped (exit 3, resumable); the same command against a healthy endpoint
+    makes the calls again and finishes, report and all."""
+    monkeypatch.setenv(KEY_ENV, KEY)
+    code, server = run_against(tmp_path, hostile, "--quiet")
+    said = capsys.readouterr()
+    assert code == 3, said
+    # every call counted, as failed (the old summary: "0 LLM calls (0 failed)")
+    m = re.search(r"(\d+) LLM calls \((\d+) failed\)", said.out)
+    assert m and int(m[1]) == int(m[2]) >= 3, said.out
+    assert "stopped: endpoint adv-m at" in said.err and "MalformedResponse" in said.err
+    out = tmp_path / "out"
+    ended = [e for e in _events(out) if e["kind"] == "run_ended"]
+    assert [e["status"] for e in ended] == ["stopped"]
+    sent = len(server.completions)
+
+    code, server = run_against(tmp_path, lambda body, good: good, "--quiet")
+    assert code == 0, capsys.readouterr()
+    assert len(server.completions) > 1  # the calls were made again, not served from the cache
+    ended = [e for e in _events(out) if e["kind"] == "run_ended"]
+    assert [e["status"] for e in ended] == ["completed"] and sent > 1
+    assert (out / "index.html").is_file()
+
+
+def test_a_text_holding_a_lone_surrogate_is_written_with_a_replacement_character(tmp_path):
+    """F3: the report's and the viewer's writer (`replace_file`) wrote such a text with a
+    traceback (UnicodeEncodeError); a request holding one is keyed, not raised on."""
+    from mbb.core.paths import replace_file
+    from mbb.llm.cache import request_key
+
+    replace_file(tmp_path / "page.html", "answer \ud800 end")
+    assert (tmp_path / "page.html").read_text() == "answer \ufffd end"
+    assert len(request_key({"messages": [{"role": "user", "content": "x\ud800"}]})) == 64
