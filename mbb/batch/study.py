@@ -52,6 +52,7 @@ from mbb.batch.runner import finished_log, write_meta
 from mbb.batch.runs import run_id_of
 from mbb.core import safejson
 from mbb.core.aio import run_coroutine
+from mbb.core.errors import one_line
 from mbb.core.eventlog import read_lines
 from mbb.core.nested import comparable_params
 from mbb.core.paths import (
@@ -675,7 +676,7 @@ def preflight(study: Study, environ: Mapping[str, str] | None = None) -> list[st
             try:
                 await client.complete(quick, req)
             except Exception as exc:
-                why = " ".join((client.redactor.text(str(exc)) or "").split())[:300]
+                why = one_line(client.redactor.text(str(exc)) or "")
                 return f"model {slot} ({cfg.model} at {cfg.base_url}) does not answer: {why}"
             return None
 
@@ -742,7 +743,7 @@ class _Progress:
             return
         n, self._retries[key], self._retry_said[key] = self._retries[key], 0, now
         more = f"; {n} calls retried since the last such line" if n > 1 else ""
-        why = " ".join((self.redactor.text(why) or "").split())[:200]
+        why = one_line(self.redactor.text(why) or "", 200)
         self.bar.write(
             f"retrying {key}: {why} (attempt {attempt} of {allowed} "
             f"failed; next in {wait_s:.0f} s{more})",
@@ -912,7 +913,7 @@ def run_study(
         _write_record(study, records, {"status": status})
     red = _secrets(study)
     for endpoint, why in outcome.endpoints_down.items():
-        why = red.text(why) or ""
+        why = one_line(red.text(why) or "", 600)
         say(
             f"stopped: endpoint {endpoint} is down ({why}); its runs are resumable: run the "
             "same command again once it answers"

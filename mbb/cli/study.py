@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from mbb.cli import common
+from mbb.core.errors import one_line
 
 __all__ = ["add_parser"]
 
@@ -104,7 +105,7 @@ def _run(args: argparse.Namespace) -> int:
     for line in summary_lines(study, outcome):
         print(line)
     for err in outcome.errors:
-        print(f"FAILED {err}", file=sys.stderr)
+        print(f"FAILED {one_line(err, 2000)}", file=sys.stderr)  # no control character
     return outcome.status
 
 

@@ -208,3 +208,36 @@ def test_a_text_holding_a_lone_surrogate_is_written_with_a_replacement_character
     replace_file(tmp_path / "page.html", "answer \ud800 end")
     assert (tmp_path / "page.html").read_text() == "answer \ufffd end"
     assert len(request_key({"messages": [{"role": "user", "content": "x\ud800"}]})) == 64
+
+
+# --- F6: no control character of an endpoint's reaches the terminal ---------------------------
+ANSI = "\x1b[2K\x1b[1A\x1b[31mFAKE: all runs finished OK\x1b[0m\x9b2J\x7f\x07"
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        lambda body, good: Reply(body={"error": {"message": f"quota {ANSI} exceeded"}}),
+        lambda body, good: Reply.error(400, f"bad request\nline two\r{ANSI}"),
+    ],
+    ids=["error_200", "error_400"],
+)
+def test_an_endpoints_escape_codes_are_written_out_in_every_line_it_reaches(
+    tmp_path, capsys, monkeypatch, hostile
+):
+    """F6: ESC sequences (erase the line above, print in red), a C1 CSI, DEL and BEL in an
+    error's text reached stderr raw in the retry and stop lines, while the pre-run check's line
+    wrote them out. Now every such line writes them as `\\xNN`, the same on every path."""
+    monkeypatch.setenv(KEY_ENV, KEY)
+    code, _ = run_against(tmp_path, hostile, "--no-report")
+    said = capsys.readouterr()
+    assert code == 3
+    text = said.out + said.err
+    assert "stopped: endpoint adv-m at" in text and "\\x1b[2K" in text
+    assert not set(text) & {"\x1b", "\x9b", "\x7f", "\x07"}
+    # the pre-run check's line, the same way
+    (tmp_path / "ping").mkdir()
+    code, _ = run_against(tmp_path / "ping", hostile, "--no-report", ping_too=True)
+    said = capsys.readouterr()
+    assert code != 0 and "does not answer" in said.err and "\\x1b[2K" in said.err
+    assert not set(said.out + said.err) & {"\x1b", "\x9b", "\x7f", "\x07"}
