@@ -592,6 +592,7 @@ class StudyOutcome:
     calls: int = 0
     failed_calls: int = 0
     calls_without_usage: int = 0  # answers whose endpoint reported no token counts
+    calls_implausible_usage: int = 0  # of them: counts that cannot be true (not taken)
     endpoints_down: dict[str, str] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     seconds: float = 0.0
@@ -703,7 +704,7 @@ class _Progress:
     _REDRAW_S, _LOG_S, _RETRY_LINE_S = 0.25, 30.0, 30.0
 
     def __init__(self, total: int, enabled: bool) -> None:
-        self.calls = self.failed = self.without_usage = 0
+        self.calls = self.failed = self.without_usage = self.implausible = 0
         self._retries: dict[str, int] = {}  # per endpoint, since its last line
         self._retry_said: dict[str, float] = {}
         self.bar: Any = None
@@ -722,6 +723,7 @@ class _Progress:
         self.failed += error is not None
         usage = getattr(result, "usage", None)
         self.without_usage += error is None and usage is not None and not usage.reported
+        self.implausible += error is None and usage is not None and usage.implausible
         if self.bar is not None:
             self.bar.set_postfix_str(f"{self.calls} calls, {self.failed} failed", refresh=False)
             now = time.monotonic()
@@ -829,6 +831,7 @@ async def _run_all(
         outcome.endpoints_down = dict(client.breaker.down)
         outcome.calls, outcome.failed_calls = progress.calls, progress.failed
         outcome.calls_without_usage = progress.without_usage
+        outcome.calls_implausible_usage = progress.implausible
         await client.aclose()
         cache.close()
 
@@ -1032,6 +1035,7 @@ def _dask_group(
     }
     counts["failed_calls"] = outcome.failed_calls
     counts["calls_without_usage"] = outcome.calls_without_usage
+    counts["calls_implausible_usage"] = outcome.calls_implausible_usage
     counts["endpoints_down"] = outcome.endpoints_down
     counts["errors"] = outcome.errors
     return counts, records
@@ -1099,6 +1103,7 @@ def _execute_on_dask(
                 "calls",
                 "failed_calls",
                 "calls_without_usage",
+                "calls_implausible_usage",
             ):
                 setattr(outcome, k, getattr(outcome, k) + counts[k])
             outcome.endpoints_down.update(counts["endpoints_down"])
@@ -1289,6 +1294,13 @@ def summary_lines(study: Study, outcome: StudyOutcome) -> list[str]:
             f"usage: {outcome.calls_without_usage} of the answers reported no token counts; "
             "their tokens and cost are unknown (null in the llm_calls table, cost shown as "
             "unknown), never counted as 0"
+            + (
+                f"; {outcome.calls_implausible_usage} of them reported counts that cannot be "
+                "true (0 tokens for an answer, far more than max_tokens or the prompt allows), "
+                "not taken"
+                if outcome.calls_implausible_usage
+                else ""
+            )
         )
     if outcome.notebooks_failed:
         lines.append(

@@ -179,6 +179,40 @@ MAX_REASONING_CHARS = 1_048_576
 MAX_SHORT_FIELD_CHARS = 256
 
 
+# Token counts that cannot be true (mbb's choice; F7 of red team rt37: 0 tokens priced a real
+# answer at $0, 10**9 tokens a 512-token answer at $54,000). A completion may exceed max_tokens
+# by at most REASONING_ALLOWANCE tokens (some providers count thinking, budgets up to ~32K
+# tokens, outside max_tokens: twice that); a prompt may count at most one token per UTF-8 byte
+# of the request's JSON body (messages, tools, format; a token holds at least one byte) plus
+# PROMPT_SLACK tokens (a chat template, a provider's own system prompt).
+REASONING_ALLOWANCE = 65_536
+PROMPT_SLACK = 4_096
+
+
+def plausible_usage(
+    usage: Usage, parts: Mapping[str, Any], body: Mapping[str, Any], max_tokens: int
+) -> Usage:
+    """`usage`, or, when its counts cannot be true, the usage not reported (unknown, never $0
+    or an absurd cost) and marked `implausible`: 0 completion tokens for an answer with text,
+    tool arguments or a refusal; more completion tokens than `max_tokens +
+    REASONING_ALLOWANCE`; 0 prompt tokens for a request with messages; more prompt tokens than
+    the request body's UTF-8 bytes plus PROMPT_SLACK.
+
+    usage: the answer's counts; parts: `parse_response`'s output; body: the JSON sent;
+    max_tokens: the call's completion token cap."""
+    if not usage.reported:
+        return usage
+    answered = any(parts.get(k) for k in ("text", "tool_arguments", "refusal", "tool_name"))
+    request_bytes = len(json.dumps(body, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+    wrong = (
+        (usage.completion == 0 and answered)
+        or usage.completion > max_tokens + REASONING_ALLOWANCE
+        or (usage.prompt == 0 and bool(body.get("messages")))
+        or usage.prompt > request_bytes + PROMPT_SLACK
+    )
+    return Usage(reported=False, implausible=True) if wrong else usage
+
+
 def check_size(parts: Mapping[str, Any], max_tokens: int) -> None:
     """Raise MalformedResponse when an answer field is longer than `max_tokens` allows, or a
     field with a short form longer than `MAX_SHORT_FIELD_CHARS`.
@@ -434,6 +468,8 @@ class OpenAICompatibleProvider:
                 parts = parse_response(data)
                 check_size(parts, config.max_tokens)
                 check_text(parts)
+                usage = plausible_usage(parts["usage"], parts, call.body, config.max_tokens)
+                parts = {**parts, "usage": usage}
             except (TypeError, ValueError, AttributeError, KeyError) as exc:
                 if isinstance(exc, json.JSONDecodeError | MalformedResponse):
                     raise

@@ -31,6 +31,9 @@ class Usage(BaseModel):
     reasoning: int = 0
     cached: int = 0
     reported: bool = True
+    # the endpoint sent counts that cannot be true (`provider.plausible_usage`): not reported,
+    # their cost unknown, and said so
+    implausible: bool = False
 
 
 class LlmResult(BaseModel):

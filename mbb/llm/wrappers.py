@@ -235,8 +235,9 @@ class Budgeted:
             # the answer is kept (the replay cache has it); the cap cannot be counted past it
             raise LlmConfigError(
                 f"a spend cap cannot be kept: the endpoint of model {model!r} reports no token "
-                "usage in its answers; drop the cap (caps.max_cost_usd, caps.max_tokens_total) "
-                "or use an endpoint that reports usage"
+                f"usage{' that can be true' if u.implausible else ''} in its answers; drop "
+                "the cap (caps.max_cost_usd, caps.max_tokens_total) or use an endpoint that "
+                "reports usage"
             )
         self.ledger.add(u.prompt + u.completion, self.pricing.cost(model, u) or 0.0)
         return result

@@ -241,3 +241,58 @@ def test_an_endpoints_escape_codes_are_written_out_in_every_line_it_reaches(
     said = capsys.readouterr()
     assert code != 0 and "does not answer" in said.err and "\\x1b[2K" in said.err
     assert not set(said.out + said.err) & {"\x1b", "\x9b", "\x7f", "\x07"}
+
+
+# --- F7: token counts that cannot be true -----------------------------------------------------
+def _usage(prompt: int, completion: int) -> Responder:
+    def hostile(body: dict[str, Any], good: Reply) -> Reply:
+        assert isinstance(good.body, dict)
+        data = json.loads(json.dumps(good.body))
+        data["usage"] = {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        }
+        return Reply(body=data)
+
+    hostile.__name__ = f"usage_{prompt}_{completion}"
+    return hostile
+
+
+@pytest.mark.parametrize("hostile", [_usage(0, 0), _usage(10**9, 10**9), _usage(50, 10**6)])
+def test_token_counts_that_cannot_be_true_are_unknown_and_said(
+    tmp_path, capsys, monkeypatch, hostile
+):
+    """F7: 0 tokens for real answers priced them at $0, 10**9 at $54,000, without a word. Now
+    such counts are not taken: each call's tokens and cost are unknown (null), the report's
+    spend reads unknown, and the study's last lines say how many answers sent such counts."""
+    monkeypatch.setenv(KEY_ENV, KEY)
+    code, _ = run_against(tmp_path, hostile, "--quiet")
+    out = capsys.readouterr().out
+    assert code == 0, out
+    calls = [e for e in _events(tmp_path / "out") if e["kind"] == "llm_call"]
+    assert calls and all(e["cost_usd"] is None and e["prompt_tokens"] is None for e in calls)
+    (line,) = [x for x in out.splitlines() if x.startswith("usage: ")]
+    assert f"{len(calls)} of them reported counts that cannot be true" in line, line
+    report = (tmp_path / "out" / "index.html").read_text()
+    assert f"unknown ({len(calls)} calls without usage)" in report
+
+
+def test_the_bounds_of_believable_token_counts():
+    """F7: the bounds `plausible_usage` states, each side of each."""
+    from mbb.llm.provider import PROMPT_SLACK, REASONING_ALLOWANCE, plausible_usage
+    from mbb.llm.types import Usage
+
+    body = {"messages": [{"role": "user", "content": "hello"}]}
+    size = len(json.dumps(body))
+    parts = {"text": "hi"}
+
+    def ok(prompt: int, completion: int, **p: Any) -> bool:
+        u = plausible_usage(Usage(prompt=prompt, completion=completion), p or parts, body, 512)
+        return u.reported and not u.implausible
+
+    assert ok(10, 5) and ok(size + PROMPT_SLACK, 512 + REASONING_ALLOWANCE)
+    assert not ok(10, 0) and ok(10, 0, text="")  # an empty answer may cost 0 tokens
+    assert not ok(0, 5) and not ok(size + PROMPT_SLACK + 1, 5)
+    assert not ok(10, 512 + REASONING_ALLOWANCE + 1)
+    assert plausible_usage(Usage(reported=False), parts, body, 512) == Usage(reported=False)
