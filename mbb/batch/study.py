@@ -783,6 +783,7 @@ async def _run_all(
         prices={m: p for c in study.cells for m, p in c.condition.prices.items()},
         budget=budget,
         stop_after=spec.failures.stop_after,
+        stop_share=spec.failures.invalid_share,  # an endpoint failing that often stops (F8)
         on_call=progress.call,
         secret_envs=_key_variables(study),
         on_retry=progress.retry,

@@ -88,6 +88,7 @@ class LlmClient:
         clock: Clock = time.perf_counter,
         provider: Provider | None = None,
         stop_after: int = STOP_AFTER,
+        stop_share: float | None = None,
         on_call: Callable[[CallMeta, LlmResult, str | None], None] | None = None,
         secret_envs: Iterable[str] = (),
         on_retry: OnRetry | None = None,
@@ -98,7 +99,9 @@ class LlmClient:
         caps checked before each network call; `clock`: measures latencies (a test's fake clock
         makes them exact); `provider`: the endpoint implementation (default: OpenAI-compatible);
         `stop_after`: consecutive failed calls of one endpoint that stop its runs
-        (`mbb.llm.limits.EndpointBreaker`); `on_call`: told of every audited call (who asked,
+        (`mbb.llm.limits.EndpointBreaker`); `stop_share`: the share of failed calls among
+        an endpoint's recent ones that stops it too (None: off); `on_call`: told of every
+        audited call (who asked,
         the result, the error or None), e.g. to show progress per call; `secret_envs`: the key
         variables of the run's params, whose values (with the key of every config called) are
         redacted from answers, errors and cache entries; `on_retry`: told of every failed
@@ -126,7 +129,7 @@ class LlmClient:
         self.network: Provider = (
             self.retrying if budget is None else Budgeted(self.retrying, budget, self.pricing)
         )
-        self.breaker = EndpointBreaker(self.network, stop_after=stop_after)
+        self.breaker = EndpointBreaker(self.network, stop_after=stop_after, stop_share=stop_share)
         self.on_call = on_call
 
     @property

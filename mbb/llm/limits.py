@@ -15,6 +15,13 @@
   resets the count. mbb's choice: 3 in a row. The count is per endpoint across every run of
   the client (a batch's seeds share it: a dead endpoint stops them all), so a replay of one
   seed does not count: it stops where the recording's marker says.
+  Given a `stop_share` (a study passes its `failures.invalid_share`), the breaker also opens
+  when more than that share of the endpoint's last `STOP_WINDOW` calls failed, in a row or not
+  (calls not yet made count as successes): an endpoint failing every other call had its count
+  reset by each success and played a whole study through, every run completed and invalid
+  (F8 of red team rt37). mbb's choice: a window of 40 calls, so at the default 5 % the third
+  failure among the last 40 calls stops the endpoint, its runs resumable — a run with that
+  share of failed calls would be invalid anyway.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ from mbb.llm.types import LlmResult
 __all__ = ["STOP_AFTER", "EndpointBreaker", "RateLimit", "endpoint_of"]
 
 STOP_AFTER = 3  # consecutive failed calls of one endpoint that stop its runs
+STOP_WINDOW = 40  # the recent calls of one endpoint whose failed share can stop it (stop_share)
 _WINDOW_S = 60.0
 
 
@@ -115,12 +123,19 @@ class EndpointBreaker:
     """Stops an endpoint's runs after `stop_after` consecutive failures (see the module
     docstring). `down` maps each stopped endpoint to the line saying why."""
 
-    def __init__(self, inner: Provider, *, stop_after: int = STOP_AFTER) -> None:
+    def __init__(
+        self, inner: Provider, *, stop_after: int = STOP_AFTER, stop_share: float | None = None
+    ) -> None:
+        """`inner`: the provider whose calls are counted; `stop_after`: failures in a row that
+        stop an endpoint; `stop_share`: the share of failures among its last `STOP_WINDOW`
+        calls above which it stops too (None: only failures in a row count)."""
         if stop_after < 1:
             raise ValueError(f"stop_after must be at least 1, got {stop_after}")
         self.inner = inner
         self.stop_after = stop_after
+        self.stop_share = stop_share
         self._failures: dict[str, int] = {}
+        self._recent: dict[str, deque[bool]] = {}  # per endpoint, its last calls: failed?
         self.down: dict[str, str] = {}
 
     def _open(self, endpoint: str, why: str) -> EndpointDown:
@@ -165,14 +180,30 @@ class EndpointBreaker:
             raise
         except LlmUnavailable as exc:
             n = self._failures[endpoint] = self._failures.get(endpoint, 0) + 1
-            if n >= self.stop_after and not replay:
-                why = f"{n} call(s) in a row failed; the last: {' '.join(str(exc).split())[:300]}"
+            failed = self._count(endpoint, failed=True)
+            last = " ".join(str(exc).split())[:300]
+            why = None
+            if n >= self.stop_after:
+                why = f"{n} call(s) in a row failed; the last: {last}"
+            elif self.stop_share is not None and failed > self.stop_share * STOP_WINDOW:
+                why = (
+                    f"{failed} of its last {STOP_WINDOW} calls failed, more than "
+                    f"{self.stop_share:.0%}; the last: {last}"
+                )
+            if why is not None and not replay:
                 down = self._open(endpoint, why)
                 down.failed_call = exc  # a call made, and failed: the study's count has it
                 raise down from None
             raise
         self._failures[endpoint] = 0
+        self._count(endpoint, failed=False)
         return result
+
+    def _count(self, endpoint: str, *, failed: bool) -> int:
+        """Record a call of `endpoint`; the failures among its last STOP_WINDOW calls."""
+        recent = self._recent.setdefault(endpoint, deque(maxlen=STOP_WINDOW))
+        recent.append(failed)
+        return sum(recent)
 
     async def aclose(self) -> None:
         await self.inner.aclose()

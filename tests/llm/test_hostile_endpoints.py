@@ -4,6 +4,7 @@ gets a good answer, the calls after it the hostile one. Every key here is a fake
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import textwrap
@@ -296,3 +297,29 @@ def test_the_bounds_of_believable_token_counts():
     assert not ok(0, 5) and not ok(size + PROMPT_SLACK + 1, 5)
     assert not ok(10, 512 + REASONING_ALLOWANCE + 1)
     assert plausible_usage(Usage(reported=False), parts, body, 512) == Usage(reported=False)
+
+
+# --- F8: an endpoint failing every other call -------------------------------------------------
+def test_an_endpoint_failing_every_other_call_is_stopped_and_its_runs_resume(
+    tmp_path, capsys, monkeypatch
+):
+    """F8: each success reset the count of failures in a row, so an endpoint failing every
+    other call played the study through: completed, invalid, not resumable. Now more than
+    `invalid_share` failed calls among its last 40 stop it (the third failure at 5 %): the run
+    stops, resumable, and the same command against a healthy endpoint finishes it."""
+    monkeypatch.setenv(KEY_ENV, KEY)
+    seen = itertools.count()
+
+    def every_other(body: dict[str, Any], good: Reply) -> Reply:
+        return Reply.error(400, "not now") if next(seen) % 2 else good
+
+    code, _ = run_against(tmp_path, every_other, "--quiet")
+    said = capsys.readouterr()
+    assert code == 3, said
+    assert "3 of its last 40 calls failed, more than 5%" in said.err
+    ended = [e for e in _events(tmp_path / "out") if e["kind"] == "run_ended"]
+    assert [e["status"] for e in ended] == ["stopped"]
+    code, _ = run_against(tmp_path, lambda body, good: good, "--quiet")
+    assert code == 0, capsys.readouterr()
+    ended = [e for e in _events(tmp_path / "out") if e["kind"] == "run_ended"]
+    assert [e["status"] for e in ended] == ["completed"]
