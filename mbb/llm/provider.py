@@ -257,6 +257,34 @@ def _text(value: Any) -> str | None:
     return json.dumps(value, sort_keys=True)
 
 
+def _content(value: Any) -> str | None:
+    """A message's `content`: a string, or a list of parts (some gateways send
+    `[{"type": "text", "text": ...}]`) whose texts are joined. mbb's choice: a part of any
+    other type (an image, audio) is not an answer mbb reads, so the answer is malformed; before,
+    the list's JSON was taken as the text and every answer repaired (F9 of red team rt37)."""
+    if not isinstance(value, list):
+        return _text(value)
+    texts = []
+    for part in value:
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind not in ("text", "output_text") or not isinstance(part.get("text"), str):
+            raise MalformedResponse(f"a content part of type {str(kind)[:40]!r}, not text")
+        texts.append(part["text"])
+    return "".join(texts)
+
+
+def json_of(raw: bytes) -> Any:
+    """The answer's body as JSON, whatever its Content-Type: its bytes must be UTF-8 (a BOM
+    allowed). mbb's choice: bytes that are not are a malformed answer; the HTTP client had
+    read a `text/plain` body's with replacement characters, as a success, and a JSON one's
+    as an error (F9 of red team rt37)."""
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise MalformedResponse(f"an answer that is not UTF-8 (at byte {exc.start})") from None
+    return json.loads(text)  # JSONDecodeError: malformed, retried like any other
+
+
 def parse_response(data: Any) -> dict[str, Any]:
     """The reply's parts, read from the JSON body (`choices[0]`, its message, `usage`)."""
     if isinstance(data, str | bytes):  # served without a JSON content type
@@ -289,7 +317,7 @@ def parse_response(data: Any) -> dict[str, Any]:
         if isinstance(fn, dict):
             tool_name, tool_args = _text(fn.get("name")), _text(fn.get("arguments"))
     return {
-        "text": _text(msg.get("content")),
+        "text": _content(msg.get("content")),
         "tool_name": tool_name,
         "tool_arguments": tool_args,
         "tool_call_id": tool_id,
@@ -463,9 +491,9 @@ class OpenAICompatibleProvider:
             # byte at a time would hold a call (and a study) for ever, so the whole call has
             # timeout_s too
             async with asyncio.timeout(config.timeout_s):
-                data = await client.post("/chat/completions", body=body, cast_to=object)
+                raw = await client.post("/chat/completions", body=body, cast_to=bytes)
             try:
-                parts = parse_response(data)
+                parts = parse_response(json_of(raw))
                 check_size(parts, config.max_tokens)
                 check_text(parts)
                 usage = plausible_usage(parts["usage"], parts, call.body, config.max_tokens)

@@ -323,3 +323,39 @@ def test_an_endpoint_failing_every_other_call_is_stopped_and_its_runs_resume(
     assert code == 0, capsys.readouterr()
     ended = [e for e in _events(tmp_path / "out") if e["kind"] == "run_ended"]
     assert [e["status"] for e in ended] == ["completed"]
+
+
+# --- F9: answers in accepted formats, read the same whatever their label -----------------------
+def _not_utf8_text_plain(body: dict[str, Any], good: Reply) -> Reply:
+    """F9: the bytes of F5, labelled `text/plain` (the HTTP client read them with U+FFFD)."""
+    reply = _not_utf8_json(body, good)
+    reply.headers["Content-Type"] = "text/plain"
+    return reply
+
+
+def test_bytes_that_are_not_utf8_fail_the_call_whatever_the_content_type(
+    tmp_path, capsys, monkeypatch
+):
+    """F9: the same bad bytes were a failed call as JSON and 25 successful calls as text; now
+    both are malformed answers: failed calls, the endpoint stopped."""
+    monkeypatch.setenv(KEY_ENV, KEY)
+    code, _ = run_against(tmp_path, _not_utf8_text_plain, "--quiet")
+    said = capsys.readouterr()
+    assert code == 3, said
+    assert "an answer that is not UTF-8" in said.err
+
+
+def test_content_as_a_list_of_text_parts_is_joined_and_other_parts_refused():
+    """F9: the list's JSON was read as the answer (every answer repaired); now its text parts
+    are joined, and a part that is not text makes the answer malformed."""
+    from mbb.llm.provider import MalformedResponse, parse_response
+
+    def answer(content: Any) -> dict[str, Any]:
+        return {"choices": [{"message": {"role": "assistant", "content": content}}]}
+
+    parts = [{"type": "text", "text": '{"a": '}, {"type": "output_text", "text": "1}"}]
+    assert parse_response(answer(parts))["text"] == '{"a": 1}'
+    assert parse_response(answer([]))["text"] == ""
+    for bad in ([{"type": "image_url", "image_url": {"url": "x"}}], ["plain"], [{"type": "text"}]):
+        with pytest.raises(MalformedResponse):
+            parse_response(answer(bad))
