@@ -77,6 +77,7 @@ def _negotiator_parts(cond: Condition) -> list[tuple[str, str, str, str]]:
     from mbb.agents.negotiator import make_llm_negotiator
     from mbb.agents.negotiator.conversation import Conversation
     from mbb.core.actions import Declaration
+    from mbb.agents.prompts import negotiator as prompts
     from mbb.core.agent_api import SubrunRecap
     from mbb.core.scratch import Scratch
     from mbb.protocol.explain import explain
@@ -112,6 +113,11 @@ def _negotiator_parts(cond: Condition) -> list[tuple[str, str, str, str]]:
         spent=0,
         windows=1,
         granted_s=60.0,
+        # the line opening the next turn after the protocol answered for the worker
+        defaulted = prompts.DEFAULTED.format(
+            name=ask.name, default=prompts.DEFAULT_ANSWERS[ask.name]
+        )
+        out.append((role, f"turn:{ask.name}", "protocol", defaulted))
         used_s=60.0,
         waited_s=0.0,
         rounds=[],

@@ -48,6 +48,9 @@ USE_TOOL = "Submit your answer by calling the function `{name}`."
 REPAIR = """\
 Your previous answer could not be used: {error}
 Answer again with a corrected JSON object that follows the rules and the schema exactly."""
+REPAIR_TOOL = """\
+Your previous answer could not be used: {error}
+Call `{name}` again with corrected arguments that follow the rules and the schema exactly."""
 
 OutT = TypeVar("OutT", bound=BaseModel)
 A = TypeVar("A")
@@ -299,7 +302,7 @@ async def ask_action(
                 messages=[
                     *req.messages,
                     answer,
-                    {"role": "user", "content": REPAIR.format(error=str(error))},
+                    {"role": "user", "content": _repair(req, spec.name, str(error))},
                 ],
                 response_format=req.response_format,
                 tools=req.tools,
@@ -309,6 +312,14 @@ async def ask_action(
     _record_default(emit, meta, error.field, raw[:500], str(error), spec)
     exchange = (*req.messages[sent:], {"role": "assistant", "content": raw or "(no content)"})
     return StructuredOutcome(spec.default, calls, True, True, str(error), exchange=exchange)
+
+
+def _repair(req: ChatRequest, name: str, error: str) -> str:
+    """The repair request, in the protocol the answer is given in: a native tool call is asked
+    for again as a call, not as "a JSON object" (F-7)."""
+    if req.tools:
+        return REPAIR_TOOL.format(error=error, name=name)
+    return REPAIR.format(error=error)
 
 
 def _record_default(

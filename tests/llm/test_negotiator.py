@@ -14,7 +14,7 @@ from mbb.llm.cache import LlmCache
 from mbb.testing.testserver import Reply
 
 from .conftest import SECRET, make_client, make_config
-from .views import CANDS, good_responder, make_view
+from .views import CANDS, GOOD, good_responder, make_view
 
 
 def make(server, sleeps, log, worker="W1", cache=None, **cfg) -> LlmNegotiator:
@@ -81,7 +81,8 @@ def test_ballot_must_rank_everyone_and_respect_durations(server, sleeps, log) ->
     assert ballot.ranking == ("W2", "W1", "W3")  # default: by bid 60 > 40 > 10
     assert ballot.allocations == {"W2": 90, "W1": 120, "W3": 200}
     assert ballot.defaulted  # so the ballot_cast event says it was the stated default
-    assert "candidates missing" in server.completions[1].body["messages"][-1]["content"]
+    repair = server.completions[1].body["messages"][-1]["content"]
+    assert "ranking: must list every candidate exactly once; missing: W3" in repair
 
 
 def test_fixed_bids_reject_revisions(server, sleeps, log) -> None:
@@ -293,3 +294,66 @@ def test_a_commitment_older_than_the_kept_posts_survives_compaction(server, slee
     snapshot = second[1]["content"]
     assert "(last 40 of 46)" in snapshot  # the promise is not among the posts shown in full
     assert f"[r1] W3 → you (private): {promise}" in snapshot  # but in their summary
+
+
+def test_an_out_of_range_bid_is_sent_back_then_defaulted_as_the_rules_say(
+    server, sleeps, log
+) -> None:
+    """F-2: the rule sentence says what happens to an out-of-range number: it is not set to the
+    nearest bound but sent back, and a second one gets the whole default."""
+    over = {"action": "declare", "bid": 5000, "duration": 120, "position": 1, "note": "all in"}
+    server.push(Reply.json(over), Reply.json(over))
+    decl = asyncio.run(make(server, sleeps, log).declare(make_view()))
+    assert decl == Declaration(bid=0, duration=120, position=3, note="")  # not bid 700
+    system = server.completions[0].body["messages"][0]["content"]
+    assert "nearest bound" not in system
+    assert "a number is outside its stated range" in system and "sent back to you once" in system
+    repair = server.completions[1].body["messages"][-1]["content"]
+    assert "bid must be within 0..700" in repair
+
+
+def test_a_partial_ballot_is_refused_with_what_is_missing_never_a_repair(
+    server, sleeps, log
+) -> None:
+    """F-7: the repair request names what is missing; nothing was appended or filled in."""
+    partial = {
+        "ranking": ["W1"],
+        "allocations": [{"candidate": "W1", "seconds": 60}],
+        "reasoning": "",
+    }
+    server.push(Reply.json(partial), Reply.json(GOOD["ballot"]))
+    asyncio.run(make(server, sleeps, log).vote(make_view(declared=True)))
+    repair = server.completions[1].body["messages"][-1]["content"]
+    assert "appended" not in repair and "declared" not in repair
+    assert "ranking: must list every candidate exactly once; missing: W2, W3" in repair
+    assert "allocations: one entry per candidate is required; missing: W2, W3" in repair
+    assert "JSON object" in repair
+
+
+def test_a_native_tool_repair_asks_for_the_call_again(server, sleeps, log) -> None:
+    """F-7: where answers are tool calls the repair asks for the call, not a JSON object."""
+    over = {"action": "declare", "bid": 5000, "duration": 120, "position": 1, "note": ""}
+    raw = json.dumps(over)
+    server.push(Reply.tool_call("declaration", raw), Reply.tool_call("declaration", raw))
+    asyncio.run(make(server, sleeps, log, tool_protocol="native").declare(make_view()))
+    repair = server.completions[1].body["messages"][-1]["content"]
+    assert "Call `declaration` again with corrected arguments" in repair
+    assert "JSON object" not in repair
+
+
+def test_the_next_turn_says_the_protocol_answered_for_the_worker(server, sleeps, log) -> None:
+    """F-15: after a second unusable answer, the next turn opens with one line saying the
+    default was used, and which."""
+    over = {"action": "declare", "bid": 5000, "duration": 120, "position": 1, "note": ""}
+    server.push(Reply.json(over), Reply.json(over))
+    neg = make(server, sleeps, log)
+    asyncio.run(neg.declare(make_view()))
+    server.responder = good_responder
+    asyncio.run(neg.converse(make_view(declared=True)))
+    asyncio.run(neg.vote(make_view(declared=True)))
+    turn = server.completions[2].body["messages"][-1]["content"]
+    assert turn.startswith(
+        "Your `declaration` answer could not be used, so the protocol answered for you: a "
+        "declaration of bid 0 for your solver's requested duration at the last position."
+    )
+    assert "could not be used" not in server.completions[3].body["messages"][-1]["content"]

@@ -17,6 +17,7 @@ from typing import Any
 from mbb.agents.negotiator.asks import ASKS, PhaseAsk
 from mbb.agents.negotiator.conversation import Conversation
 from mbb.agents.negotiator.prompt import NegotiatorPrompt
+from mbb.agents.prompts import negotiator as prompts
 from mbb.core.actions import Ballot, ConversationTurn, Declaration, Withdraw
 from mbb.core.agent_api import RoundView, SubrunRecap
 from mbb.core.scratch import Scratch
@@ -68,6 +69,7 @@ class LlmNegotiator:
         self._last_view: RoundView | None = None  # for the end-of-subrun notes
 
     def plan(self, view: RoundView) -> Plan:
+        self._defaulted = ""  # the line opening the next turn after a default answer (F-15)
         return self.prompt.plan(view)
 
     def system_prompt(self, view: RoundView) -> str:
@@ -121,7 +123,7 @@ class LlmNegotiator:
         )
         messages = self.convo.messages(self.prompt.system(view), view)
         snapshot = self.convo.snapshot
-        user = {"role": "user", "content": self.prompt.turn(view, ask, self.convo)}
+        user = {"role": "user", "content": self._news(self.prompt.turn(view, ask, self.convo))}
         if snapshot:
             self.convo.snapshot = False
         outcome = await ask_action(
@@ -139,12 +141,22 @@ class LlmNegotiator:
         self.convo.append([user, *outcome.exchange])
         return outcome.action
 
+        if outcome.defaulted:
+            self._defaulted = prompts.DEFAULTED.format(
+                name=ask.name, default=prompts.DEFAULT_ANSWERS[ask.name]
+            )
     # --- subrun boundaries -----------------------------------------------------------------------
     async def start_subrun(self, subrun: int, scratch: Scratch | None) -> None:
+    def _news(self, text: str) -> str:
+        """`text`, opened by the line saying the protocol answered for this worker last time."""
+        line, self._defaulted = self._defaulted, ""
+        return f"{line}\n{text}" if line else text
+
         """Called by the arena (beyond the protocol): forget the previous subrun's transcript."""
         self._last_view = None
 
     async def end_subrun(self, recap: SubrunRecap, scratch: Scratch | None) -> None:
+        self._defaulted = ""
         """Write an after-action report (reports on) and a condensed history (memory on) into
         scratch; each is asked for only if scratch keeps it (`Scratch.accepts`). Both close this
         subrun's conversation (their prefix is the whole negotiation, already sent)."""
@@ -157,21 +169,21 @@ class LlmNegotiator:
             self.convo.reset(None)
             return
         system = {"role": "system", "content": self.convo.system}
-        report_user = {
-            "role": "user",
-            "content": self.prompt.report_turn(recap, view, self.report_words),
-        }
         report = summary = None
         if scratch.accepts("report"):
             meta_r = CallMeta(self.worker, "report", "report", subrun=recap.subrun)
             report = await self._text([system, *self.convo.history, report_user], meta_r)
+            report_user = {
+                "role": "user",
+                "content": self._news(self.prompt.report_turn(recap, view, self.report_words)),
+            }
             self.convo.append(
                 [report_user, {"role": "assistant", "content": report or "(no report)"}]
             )
         if scratch.accepts("summary"):
             summary_user = {
                 "role": "user",
-                "content": self.prompt.summary_turn(scratch, self.summary_words),
+                "content": self._news(self.prompt.summary_turn(scratch, self.summary_words)),
             }
             meta_s = CallMeta(self.worker, "summary", "summary", subrun=recap.subrun)
             summary = await self._text([system, *self.convo.history, summary_user], meta_s)

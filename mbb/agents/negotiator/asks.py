@@ -106,15 +106,38 @@ def _declaration_bounds(props: dict[str, Any], view: RoundView) -> None:
     _bound(props["position"], 1, len(view.candidates))
 
 
+# what an answer missing some candidates lacks, said as the requirement it breaks: the issue's
+# own detail names the arena's repair ("appended", "declared"), which is not what happens to an
+# LLM's answer (it is sent back, and a second such answer gets the whole default; F-7)
+_MISSING = {
+    "append": "must list every candidate exactly once",
+    "default": "one entry per candidate is required",
+}
+
+
 def _refuse(issues: list[Issue], prefix: str = "") -> None:
-    """Send an answer the protocol would repair back to the model, naming each problem (cuts
-    to a length limit are the arena's, recorded there)."""
+    """Send an answer the protocol would repair back to the model, naming each problem as what
+    is wrong, never as a repair (cuts to a length limit are the arena's, recorded there)."""
     problems = [i for i in issues if i.rule != "truncate"]
-    if problems:
-        raise InvalidOutput(
-            "; ".join(f"{prefix}{i.field}: {i.detail} (got {i.value!r})" for i in problems),
-            prefix + problems[0].field,
-        )
+    if not problems:
+        return
+    parts: list[str | tuple[str, str]] = []  # a tuple: (field, rule) of a "missing" line
+    missing: dict[str, list[str]] = {}
+    for i in problems:
+        if i.rule in _MISSING:
+            if i.field not in missing:
+                parts.append((i.field, i.rule))
+            names = i.value if isinstance(i.value, list) else [i.value]
+            missing.setdefault(i.field, []).extend(map(str, names))
+        else:
+            parts.append(f"{prefix}{i.field}: {i.detail} (got {i.value!r})")
+    text = [
+        p
+        if isinstance(p, str)
+        else f"{prefix}{p[0]}: {_MISSING[p[1]]}; missing: " + ", ".join(missing[p[0]])
+        for p in parts
+    ]
+    raise InvalidOutput("; ".join(text), prefix + problems[0].field)
 
 
 def bids_and_durations(view: RoundView) -> tuple[dict[str, int], dict[str, int]]:

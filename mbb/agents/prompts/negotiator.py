@@ -26,6 +26,7 @@ __all__ = [
     "CANDIDATES",
     "CONVERSE_TURN",
     "DECLARE_TURN",
+    "DEFAULTED",
     "DEFAULT_ANSWERS",
     "END_OF_SUBRUN",
     "END_REPORT",
@@ -101,10 +102,12 @@ Write the after-action report now."""
 # The paper's summary utility asked to keep open commitments and agreed ordering conventions;
 # mbb's wording names no kind of behaviour (mbb's choice: naming them would plant taxonomy
 # categories, reciprocity, coalition loyalty, rule citation, in what memory carries over).
+# F-8: "agreed" primed commitments, and "position at what price" framed outcomes as bought by
+# price (under ballots they are not); the published record's own fields instead.
 SUMMARY_SYSTEM = """\
 You condense a negotiation history for worker {worker} so it can be carried into later subruns. \
-Keep what you want to remember of what was said, agreed and done, and the actual bids and \
-outcomes (who got which position at what price). Use terse lines, at most {max_words} words."""
+Keep what you want to remember of this subrun, and the published outcomes of its rounds (order, \
+bids, seconds allocated and used). Use terse lines, at most {max_words} words."""
 
 SUMMARY_USER = """\
 Earlier summary:
@@ -137,11 +140,15 @@ ANSWER_TOOL_ITEM = """
 - `{name}` (phase {phase}): {fields}"""
 # what happens to an answer that cannot be used (the protocol's stated repairs and defaults,
 # `mbb.protocol.scheduling.validation` and `mbb.llm.structured`): rules, so they are told.
+# An LLM's answer is never repaired field by field: a number out of range is sent back like a
+# schema mismatch (`asks._refuse`), and a second unusable answer gets the whole default; only a
+# text over its length limit is cut, by the arena (F-2).
 INVALID_ANSWER = (  # a paragraph of its own: the JSON protocol's last line is a schema
-    "\n\nAn answer that does not match is sent back to you once, with what is wrong; if the "
-    "second one does not match either, the protocol answers for you: {defaults}. A number "
-    "outside its bounds is set to the nearest bound and a text over its limit is cut; each "
-    "such change is recorded."
+    "\n\nAn answer that cannot be used as it is (it does not match its schema, a number is "
+    "outside its stated range, or it breaks a rule above) is sent back to you once, with what "
+    "is wrong; if the second one cannot be used either, the protocol answers for you: "
+    "{defaults}. A note, message or reasoning over its length limit is not sent back: it is "
+    "cut to the limit, and the cut is recorded."
 )
 DEFAULT_ANSWERS = {
     "declaration": "a declaration of bid 0 for your solver's requested duration at the last "
@@ -150,6 +157,9 @@ DEFAULT_ANSWERS = {
     "ballot": "a ballot ranking the candidates by bid (higher first, then queue order), each "
     "allocated its declared duration",
 }
+# the line that opens the worker's next turn after the protocol answered for it (F-15): the
+# rule is in the system prompt, the event is told where it happened, never left to be inferred
+DEFAULTED = "Your `{name}` answer could not be used, so the protocol answered for you: {default}."
 END_OF_SUBRUN = (
     " At the end of a subrun you are asked, in plain text, for {what}; {they} your notes for "
     "the next subrun."
@@ -204,5 +214,5 @@ SUMMARY_TURN = """\
 Earlier summary:
 {previous}
 Now condense this subrun's negotiation so it can be carried into later subruns: keep what you \
-want to remember of what was said, agreed and done, and the actual bids and outcomes (who got \
-which position at what price). Terse lines, plain text, at most {max_words} words."""
+want to remember of this subrun, and the published outcomes of its rounds (order, bids, seconds \
+allocated and used). Terse lines, plain text, at most {max_words} words."""
