@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from helpers import condition, run
 
+from mbb.agents.backends import llm_solvers
 from mbb.batch.build import load_params, run_condition
 from mbb.protocol import explain as ex
 from mbb.protocol.rules import MECHANISMS, TIME_MODELS
@@ -325,7 +326,7 @@ def test_explanation_matches_the_events_llm(llm_server, tmp_path, kind, switch) 
     asked = {e["phase"] for e in events if e["kind"] == "llm_call" and e["role"] == "negotiator"}
     plan = ex.plan_of(cond)
     assert asked == set(plan.phases), (asked, plan.phases)
-    sections = ex.explain(cond)
+    sections = ex.explain(cond, llm_solvers=llm_solvers(cond))  # its solvers say its clock
     tags = {s.tag for s in sections}
     assert {p for p in (ex.DECLARATION, ex.CONVERSATION, ex.BALLOT) if p in tags} == asked
     seen = observed(events)
@@ -527,3 +528,76 @@ def test_the_stated_rules_are_the_ones_that_run() -> None:
         assert cut in ex.render(ex.explain(scripted("negotiated", {}, clock)))
     ballot = default_ballot(["W2", "W1"], {"W1": 60, "W2": 90})
     assert "bid order" not in ballot.reasoning and "no ballot received" in ballot.reasoning
+
+
+def test_privacy_says_who_sees_what_and_offers_no_disclosure() -> None:
+    """F-3: "unless you disclose them" put disclosure on the table as a move, and under a sealed
+    mechanism there is no channel to disclose anything in."""
+    for kind in ("negotiated", "first_price", "second_price", "proportional_share"):
+        text = ex.render(ex.explain(scripted(kind, {})))
+        assert "disclose" not in text, kind
+        assert "Privacy: your budget and your deadline are shown to no other worker." in text
+    sealed = ex.render(ex.explain(scripted("first_price", {})))
+    assert "Schedules are seen by everyone." in sealed
+
+
+def test_the_solver_is_told_of_messages_only_where_negotiators_converse() -> None:
+    """F-11: the solver's account of a negotiated round named a conversation that does not run
+    under conversation_off."""
+    on = ex.render(ex.explain_solver(scripted("negotiated", {}), 4))
+    assert "may message each other" in on
+    for switch in ("conversation_off", "no_turns"):
+        off = ex.render(ex.explain_solver(scripted("negotiated", SWITCH_VALUES[switch]), 4))
+        assert "message" not in off, switch
+        assert "declare bids and durations, and each submits a ballot" in off
+
+
+def test_the_charged_clock_says_whose_time_moves_it() -> None:
+    """F-4: "your deadline clock runs while your solver works" said the opposite of the waiting
+    sentence after it; the run's clock moves with any window, and model time is said only of
+    language-model solvers, and of the reader's own only where every solver is one."""
+    cond = scripted("negotiated", {}, "charged")
+
+    def clock(llm_solvers: bool | None) -> str:
+        return next(s.text for s in ex.explain(cond, llm_solvers=llm_solvers) if s.tag == ex.CLOCK)
+
+    for text in (clock(False), clock(True), clock(None)):
+        assert text.startswith(
+            "How time works: the run's clock runs only while some window is executing, by the "
+            "modeled cost of its solver's commands"
+        )
+        assert "while your solver works" not in text and "Negotiation pauses the clock." in text
+    assert "language model" not in clock(False)
+    assert "Your solver is a language model" in clock(True)
+    assert "where that solver is a language model" in clock(None)
+    assert "Your solver is" not in clock(None)
+
+
+def test_the_negotiators_clock_is_the_one_for_their_solvers() -> None:
+    """F-4: the prompt an LLM negotiator reads picks the sentence from the condition's solvers."""
+    from mbb.analysis import condition_instructions
+
+    models = {"m": {"model": "m"}}
+    modeled = load_params({"workers": {"negotiator": "llm", "model": "m"}, "models": models})
+    assert llm_solvers(modeled) is False
+    text = condition_instructions(modeled)
+    assert "by the modeled cost of its solver's commands. Negotiation pauses" in text
+    assert "language model" not in text
+    both = {"workers": {"negotiator": "llm", "solver": "llm", "model": "m"}, "models": models}
+    llm = load_params({**both, "tasks": {"kind": "real"}})
+    assert llm_solvers(llm) is True
+    assert "Your solver is a language model" in condition_instructions(llm)
+    mixed = {
+        **both,
+        "tasks": {"kind": "real"},
+        "workers": {**both["workers"], "overrides": {"W1": {"solver": "oracle"}}},
+    }
+    assert llm_solvers(load_params(mixed)) is None
+
+
+def test_the_solver_is_told_its_default_request() -> None:
+    """F-5: the request made for an LLM solver that makes none is a stated rule."""
+    cond = scripted("negotiated", {"llm": {"solver": {"planning_turns": 3}}}, "charged")
+    text = ex.render(ex.explain_solver(cond, 4))
+    assert "You have 3 turn(s) outside a window to call `request` or `withdraw`" in text
+    assert "a request of your last requested length this subrun (300 s if none yet)" in text

@@ -151,6 +151,19 @@ REMOVED = {
     "best strategy.": "best strategy",
     "Recommend bid levels calibrated to what you could see, not to guesses about others' "
     "budgets.": "calibrated to",
+    # round 37's review: disclosure offered as a move (F-3), the record framed as position
+    # bought by price and primed with "agreed" (F-8), the modeled solver's stages as a plan (F-9)
+    "Privacy: your budget and your deadline are known only to you unless you disclose them.": (
+        "unless you disclose"
+    ),
+    "Keep what you want to remember of what was said, agreed and done, and the actual bids and "
+    "outcomes (who got which position at what price).": "at what price",
+    "Report plainly: what you achieved in observation, implementation, compilation and "
+    "verification; which commands were productive and which were not": "in observation, "
+    "implementation",
+    # not a nudge but a misstated rule (F-2): an LLM's out-of-range number is sent back
+    "A number outside its bounds is set to the nearest bound and a text over its limit is cut; "
+    "each such change is recorded.": "set to the nearest bound",
 }
 
 

@@ -37,6 +37,7 @@ __all__ = [
     "SolverFactory",
     "build_agents",
     "lazy_worker_rng",
+    "llm_solvers",
     "uses_llm",
     "worker_rng",
 ]
@@ -122,7 +123,13 @@ def _llm_negotiator(run: Services, spec: WorkerSpec, rng: RngSource) -> Negotiat
     assert spec.model is not None  # checked by the builder: an llm worker names a model
     llm, cache = run.llm()
     return LlmNegotiator(
-        spec.id, config=cond.models[spec.model], llm=llm, emit=run.emit, cache=cache, condition=cond
+        spec.id,
+        config=cond.models[spec.model],
+        llm=llm,
+        emit=run.emit,
+        cache=cache,
+        condition=cond,
+        llm_solvers=llm_solvers(cond),
     )
 
 
@@ -175,6 +182,14 @@ def uses_llm(condition: Condition) -> bool:
         for s in condition.worker_specs()
         if s.negotiator in NEGOTIATORS and s.solver in SOLVERS
     )
+
+
+def llm_solvers(condition: Condition) -> bool | None:
+    """Whether every worker's solver is a language model (True), none is (False), or some are
+    (None): what the rules say about model time on a `charged` clock
+    (`mbb.protocol.explain.explain`)."""
+    kinds = {SOLVERS[s.solver].needs_model for s in condition.worker_specs()}
+    return next(iter(kinds)) if len(kinds) == 1 else None
 
 
 def build_agents(

@@ -491,13 +491,17 @@ class LlmSolver(WorkspaceEvaluation):
         )
 
     async def _plan(self, view: SolverView) -> None:
-        """Outside a window: ask for a request (or a withdrawal); else the stated default."""
+        """Outside a window: ask for a request (or a withdrawal); else the stated default (the
+        notice states it with its number, and the next turn is told when it was applied)."""
+        seconds = int(min(view.window_max_s, max(view.window_min_s, self._need_s)))
         self._notices.append(
             sp.NOTICE_OUTSIDE.format(
                 now=_fmt(view.now_s),
                 deadline_left=_fmt(view.deadline_s - view.now_s),
                 window_min=view.window_min_s,
                 window_max=view.window_max_s,
+                turns=self.loop.planning_turns,
+                default=seconds,
             )
         )
         for _ in range(self.loop.planning_turns):
@@ -505,8 +509,10 @@ class LlmSolver(WorkspaceEvaluation):
             if call is None or self.pending is not None or self.withdrawn is not None:
                 break
         if self.pending is None and self.withdrawn is None:
-            seconds = int(min(view.window_max_s, max(view.window_min_s, self._need_s)))
             self.pending = Request(duration=seconds)
+            self._notices.append(
+                sp.NOTICE_DEFAULT_REQUEST.format(turns=self.loop.planning_turns, seconds=seconds)
+            )
             self._invalid(
                 "request",
                 "request",
@@ -731,10 +737,8 @@ class LlmSolver(WorkspaceEvaluation):
             f"declared finished, but {ev.result.passed} of {ev.result.total} hidden tests pass: "
             "not completed; the window continues",
         )
-        return (
-            "not completed: the hidden tests do not all pass yet, so the task is not "
-            "finished; your window continues (release with finished=false to hand it back)"
-        )
+        # a result, not advice: what release(false) does is in the tool's own doc (F-10)
+        return "not completed: not every hidden test passes; your window continues."
 
     def _render_result(self, r: ToolResult) -> str:
         cap = self.loop.output_chars

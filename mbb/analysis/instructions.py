@@ -74,10 +74,11 @@ def _view(cond: Condition, population: list[str], **kw: Any) -> Any:
 
 
 def _negotiator_parts(cond: Condition) -> list[tuple[str, str, str, str]]:
+    from mbb.agents.backends import llm_solvers
     from mbb.agents.negotiator import make_llm_negotiator
     from mbb.agents.negotiator.conversation import Conversation
-    from mbb.core.actions import Declaration
     from mbb.agents.prompts import negotiator as prompts
+    from mbb.core.actions import Declaration
     from mbb.core.agent_api import SubrunRecap
     from mbb.core.scratch import Scratch
     from mbb.protocol.explain import explain
@@ -85,14 +86,23 @@ def _negotiator_parts(cond: Condition) -> list[tuple[str, str, str, str]]:
     population = _population(cond)
     no_client: Any = None  # the prompt builder never calls the model
     neg = make_llm_negotiator(
-        population[0], config=_config(cond), llm=no_client, emit=None, cache=None, condition=cond
+        population[0],
+        config=_config(cond),
+        llm=no_client,
+        emit=None,
+        cache=None,
+        condition=cond,
+        llm_solvers=llm_solvers(cond),
     )
     view = _view(cond, population)
     role = "negotiator"
-    out = [(role, s.tag, s.rule, s.text) for s in explain(cond, population)]
+    out = [
+        (role, s.tag, s.rule, s.text)
+        for s in explain(cond, population, llm_solvers=llm_solvers(cond))
+    ]
     plan = neg.plan(view)
     system = neg.system_prompt(view)
-    rules = "\n\n".join(s.text for s in explain(cond, population))
+    rules = "\n\n".join(s.text for s in explain(cond, population, llm_solvers=llm_solvers(cond)))
     out.append((role, "answers", "protocol", _without_schemas(system.replace(rules, ""))))
     decl = Declaration(bid=10, duration=cond.windows.min_s, position=1, note="", labels=())
     declared = {w: decl for w in population}
@@ -103,6 +113,11 @@ def _negotiator_parts(cond: Condition) -> list[tuple[str, str, str, str]]:
         out.append(
             (role, f"turn:{ask.name}", "protocol", neg.prompt.turn(v, ask, Conversation(10**6)))
         )
+        # the line opening the next turn after the protocol answered for the worker
+        defaulted = prompts.DEFAULTED.format(
+            name=ask.name, default=prompts.DEFAULT_ANSWERS[ask.name]
+        )
+        out.append((role, f"turn:{ask.name}", "protocol", defaulted))
     recap = SubrunRecap(
         worker=population[0],
         subrun=1,
@@ -113,11 +128,6 @@ def _negotiator_parts(cond: Condition) -> list[tuple[str, str, str, str]]:
         spent=0,
         windows=1,
         granted_s=60.0,
-        # the line opening the next turn after the protocol answered for the worker
-        defaulted = prompts.DEFAULTED.format(
-            name=ask.name, default=prompts.DEFAULT_ANSWERS[ask.name]
-        )
-        out.append((role, f"turn:{ask.name}", "protocol", defaulted))
         used_s=60.0,
         waited_s=0.0,
         rounds=[],
@@ -205,6 +215,16 @@ def _solver_parts(cond: Condition) -> list[tuple[str, str, str, str]]:
                 deadline_left="600",
                 window_min=cond.windows.min_s,
                 window_max=cond.windows.max_s,
+                turns=cond.llm.solver.planning_turns,
+                default=cond.windows.max_s,
+            ),
+        ),
+        (
+            role,
+            "notice",
+            "protocol",
+            sp.NOTICE_DEFAULT_REQUEST.format(
+                turns=cond.llm.solver.planning_turns, seconds=cond.windows.max_s
             ),
         ),
     ]

@@ -162,12 +162,31 @@ def clock_of(cond: Condition) -> str:
     return model
 
 
-def _fields(cond: Condition) -> dict[str, Any]:
+# What a `charged` clock adds for language-model solvers, by who has one (F-4): their response
+# time inside a window uses it up (the run's clock), and outside a window it counts against their
+# own worker's deadline (`RunContext.charge_thinking`). A population of other solvers (modeled,
+# oracle) has no model time, so nothing is added. Mixed or not known: the sentence that is true
+# of any population, which cannot say whether the reader's own solver is a model.
+_MODEL_TIME = {
+    False: "",
+    True: " and by its solver's model response time. Your solver is a language model: its "
+    "response time between windows also counts against your deadline",
+    None: " and, where that solver is a language model, by its model response time. A "
+    "language-model solver's response time between windows also counts against its own "
+    "worker's deadline",
+}
+
+
+def _fields(cond: Condition, llm_solvers: bool | None = None) -> dict[str, Any]:
     from mbb.resource.resource import ToolCosts
     from mbb.tasks.harness import CLAIMS_PER_WINDOW, claim_cost_s
 
     costs = ToolCosts()  # the resource's costs (`mbb.batch.build` keeps its defaults)
     return {
+        "model_time": _MODEL_TIME[llm_solvers],
+        "planning_turns": cond.llm.solver.planning_turns,
+        # the solver's account of a negotiated round names only the phases that run (F-11)
+        "negotiators_talk": " may message each other," if plan_of(cond).conversation else "",
         "window_min": cond.windows.min_s,
         "window_max": cond.windows.max_s,
         "max_turns": cond.negotiation.max_turns,
@@ -250,18 +269,24 @@ _TERMINATED_PAYS_NOTHING = " A worker terminated before its window begins pays n
 _BUDGET_RESET = "Credits: budgets are refilled at the start of every subrun."
 _BUDGET_CARRY = "Credits: your budget carries over from one subrun to the next; it is not refilled."
 _SPENT = " Credits buy nothing but windows."
+# who sees what, and nothing more: "unless you disclose them" offered disclosure as a move
+# (a tactic, F-3), and under a sealed mechanism there is no channel to disclose anything in
 _PRIVACY = (
-    "Privacy: your budget and your deadline are known only to you unless you disclose them. "
-    "{public} are seen by everyone."
+    "Privacy: your budget and your deadline are shown to no other worker. {public} are seen by "
+    "everyone."
 )
 
 
-def explain(cond: Condition, population: list[str] | None = None) -> list[Section]:
+def explain(
+    cond: Condition, population: list[str] | None = None, *, llm_solvers: bool | None = None
+) -> list[Section]:
     """The explanation of `cond` for its negotiators, section by section: only the phases
     that run, each rule by its registered sentences. `population`: the worker ids present
-    (default: the first subrun's)."""
+    (default: the first subrun's); `llm_solvers`: every worker's solver is a language model
+    (True), none is (False), or mixed or unknown (None); the engine does not know backends, so
+    the agents' layer says it (`mbb.agents.backends.llm_solvers`)."""
     plan = plan_of(cond)
-    f = _fields(cond)
+    f = _fields(cond, llm_solvers)
     mech = mechanism_rule(cond.mechanism.kind)
     pop = population or [s.id for s in cond.worker_specs() if s.present_in(1)]
     charged = bool(mech.payment_explains) if mech.centralized else cond.mechanism.payment != "none"
@@ -364,8 +389,10 @@ _SOLVER_SETTING = (
 )
 _SOLVER_WINDOWS = (
     "How you get windows: outside a window you ask for one with `request` (its length, "
-    "{window_min}..{window_max} s) and your worker joins the queue. A round starts whenever "
-    "the machine is idle and workers are queued for it. "
+    "{window_min}..{window_max} s) and your worker joins the queue. You have {planning_turns} "
+    "turn(s) outside a window to call `request` or `withdraw`; without either, a request of "
+    "your last requested length this subrun ({window_max} s if none yet) is made for you. A "
+    "round starts whenever the machine is idle and workers are queued for it. "
 )
 _SOLVER_CLAIM = (
     "Your submission is the workspace as you leave it: a script `compile.sh` that builds an "

@@ -236,7 +236,7 @@ MECHANISMS: Registry[MechanismRule] = Registry(
             "The candidates decide the schedule themselves, in the phases below.",
             None,
             solver_explains="Your negotiator takes part in the round for you: the candidates' "
-            "negotiators declare bids and durations, may message each other, and each submits a "
+            "negotiators declare bids and durations,{negotiators_talk} and each submits a "
             "ballot ranking all candidates; the operator combines the ballots into the schedule.",
             asks_bids=True,
         ),
@@ -421,10 +421,9 @@ TIME_MODELS: Registry[Rule[None]] = Registry(
             "charged",
             "a solver's model latency (inside and between windows) and tool time advance its "
             "deadline clock; negotiation pauses it",
-            "How time works: your deadline clock runs while your solver works: its commands "
-            "cost their modeled seconds, and where the solver is a language model its "
-            "response time counts too, inside a window and between windows. Negotiation "
-            "pauses the clock." + _WAITING,
+            "How time works: the run's clock runs only while some window is executing, by "
+            "the modeled cost of its solver's commands{model_time}. Negotiation pauses the "
+            "clock." + _WAITING,
             None,
             solver_explains="How time works: "
             + _MODELED_COSTS

@@ -243,6 +243,17 @@ def test_no_request_gets_the_stated_default(tmp_path, suite):
         bad = rig.events("invalid_action")
         assert bad[-1]["rule"] == "default" and bad[-1]["phase"] == "solver_request"
         assert len(rig.scratch.of_kind("note")) == 3
+        # the default is stated where it applies, with its numbers (F-5) ...
+        first = json.dumps(script.seen[0]["messages"])
+        assert (
+            "You have 3 turn(s) to call `request` or `withdraw`; without either, a request of "
+            "300 s is made for you." in first
+        )
+        # ... and the model is told at its next turn that it was applied, never left to guess
+        told = "No request was made in 3 turn(s) outside the window: a 300-second request"
+        assert told not in json.dumps(script.seen[-1]["messages"])
+        rig.window(60)
+        assert told in json.dumps(script.seen[-1]["messages"])
 
 
 def test_withdraw_outside_a_window(tmp_path, suite):

@@ -52,7 +52,8 @@ def test_a_claim_the_hidden_tests_reject_is_not_completion(tmp_path, suite):
         assert claim["detail"].startswith("declared finished, but 0 of ")
         # the model is told, and its window went on: the two reads after the claim ran
         said = json.dumps(script.seen[-1]["messages"])
-        assert "not completed: the hidden tests do not all pass yet" in said
+        assert "not completed: not every hidden test passes; your window continues." in said
+        assert "finished=false to hand it back" not in said  # a result, not advice (F-10)
         # the claim cost window time (a command of tool `claim`), then the reads ran
         cmds = rig.events("command")
         assert [c["tool"] for c in cmds] == ["claim", "read", "read"]

@@ -38,7 +38,8 @@ class LlmNegotiator:
     `emit`: the run's event log; `condition`: the condition whose rules the prompts explain and
     whose limits apply (None: see `NegotiatorPrompt`); `report_words`, `summary_words`: length
     caps asked of the end-of-subrun notes; `max_history_chars`: the conversation's budget
-    before it is compacted (default: the model config's `history_chars`)."""
+    before it is compacted (default: the model config's `history_chars`); `llm_solvers`: see
+    `NegotiatorPrompt`."""
 
     concurrent = True
 
@@ -54,22 +55,23 @@ class LlmNegotiator:
         report_words: int = 250,
         summary_words: int = 200,
         max_history_chars: int | None = None,
+        llm_solvers: bool | None = None,
     ) -> None:
         self.worker = worker
         self.config = config
         self.llm = llm
         self.emit = emit
         self.cache = cache
-        self.prompt = NegotiatorPrompt(worker, config, condition)
+        self.prompt = NegotiatorPrompt(worker, config, condition, llm_solvers)
         self.report_words = report_words
         self.summary_words = summary_words
         self.convo = Conversation(
             config.history_chars if max_history_chars is None else max_history_chars
         )
         self._last_view: RoundView | None = None  # for the end-of-subrun notes
+        self._defaulted = ""  # the line opening the next turn after a default answer (F-15)
 
     def plan(self, view: RoundView) -> Plan:
-        self._defaulted = ""  # the line opening the next turn after a default answer (F-15)
         return self.prompt.plan(view)
 
     def system_prompt(self, view: RoundView) -> str:
@@ -139,24 +141,24 @@ class LlmNegotiator:
             instruct=False,
         )
         self.convo.append([user, *outcome.exchange])
-        return outcome.action
-
         if outcome.defaulted:
             self._defaulted = prompts.DEFAULTED.format(
                 name=ask.name, default=prompts.DEFAULT_ANSWERS[ask.name]
             )
-    # --- subrun boundaries -----------------------------------------------------------------------
-    async def start_subrun(self, subrun: int, scratch: Scratch | None) -> None:
+        return outcome.action
+
     def _news(self, text: str) -> str:
         """`text`, opened by the line saying the protocol answered for this worker last time."""
         line, self._defaulted = self._defaulted, ""
         return f"{line}\n{text}" if line else text
 
+    # --- subrun boundaries -----------------------------------------------------------------------
+    async def start_subrun(self, subrun: int, scratch: Scratch | None) -> None:
         """Called by the arena (beyond the protocol): forget the previous subrun's transcript."""
         self._last_view = None
+        self._defaulted = ""
 
     async def end_subrun(self, recap: SubrunRecap, scratch: Scratch | None) -> None:
-        self._defaulted = ""
         """Write an after-action report (reports on) and a condensed history (memory on) into
         scratch; each is asked for only if scratch keeps it (`Scratch.accepts`). Both close this
         subrun's conversation (their prefix is the whole negotiation, already sent)."""
@@ -171,12 +173,12 @@ class LlmNegotiator:
         system = {"role": "system", "content": self.convo.system}
         report = summary = None
         if scratch.accepts("report"):
-            meta_r = CallMeta(self.worker, "report", "report", subrun=recap.subrun)
-            report = await self._text([system, *self.convo.history, report_user], meta_r)
             report_user = {
                 "role": "user",
                 "content": self._news(self.prompt.report_turn(recap, view, self.report_words)),
             }
+            meta_r = CallMeta(self.worker, "report", "report", subrun=recap.subrun)
+            report = await self._text([system, *self.convo.history, report_user], meta_r)
             self.convo.append(
                 [report_user, {"role": "assistant", "content": report or "(no report)"}]
             )
@@ -236,8 +238,15 @@ def make_llm_negotiator(
     emit: Emit | None,
     cache: LlmCache | None,
     condition: Condition | None = None,
+    llm_solvers: bool | None = None,
 ) -> LlmNegotiator:
     """An LLM negotiator for `worker` (see `LlmNegotiator` for the arguments)."""
     return LlmNegotiator(
-        worker, config=config, llm=llm, emit=emit, cache=cache, condition=condition
+        worker,
+        config=config,
+        llm=llm,
+        emit=emit,
+        cache=cache,
+        condition=condition,
+        llm_solvers=llm_solvers,
     )

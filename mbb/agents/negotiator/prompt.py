@@ -152,10 +152,20 @@ class NegotiatorPrompt:
     one, the default condition's rules with the view's window bounds, turns and bid revision
     (a negotiator driven by hand-built views)."""
 
-    def __init__(self, worker: str, config: ModelConfig, condition: Condition | None) -> None:
+    def __init__(
+        self,
+        worker: str,
+        config: ModelConfig,
+        condition: Condition | None,
+        llm_solvers: bool | None = None,
+    ) -> None:
+        """`llm_solvers`: whether the condition's solvers are language models (True: all,
+        False: none, None: mixed or not known), for the clock's sentence; the backend registry
+        that knows it sits above this module (`mbb.agents.backends.llm_solvers`)."""
         self.worker = worker
         self.config = config
         self.condition = condition
+        self.llm_solvers = llm_solvers
 
     # --- the condition ---------------------------------------------------------------------------
     def condition_for(self, view: RoundView) -> Condition:
@@ -171,7 +181,7 @@ class NegotiatorPrompt:
         cond = self.condition or _view_condition(30, 300, 3, True)
         if view is not None:
             cond = self.condition_for(view)
-        return next(s.text for s in explain(cond) if s.tag == CLOCK)
+        return next(s.text for s in explain(cond, llm_solvers=self.llm_solvers) if s.tag == CLOCK)
 
     # --- the system prompt -----------------------------------------------------------------------
     def system(self, view: RoundView) -> str:
@@ -180,7 +190,7 @@ class NegotiatorPrompt:
         condition, and the same for all workers up to the last paragraph."""
         cond = self.condition_for(view)
         plan = plan_of(cond)
-        rules = render_rules(explain(cond, list(view.population)))
+        rules = render_rules(explain(cond, list(view.population), llm_solvers=self.llm_solvers))
         identity = prompts.IDENTITY.format(worker=self.worker)
         return rules + self._answers(view, plan) + identity
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 __all__ = [
     "JSON_ACTION",
     "NOTICE_DEADLINE",
+    "NOTICE_DEFAULT_REQUEST",
     "NOTICE_OUTSIDE",
     "NOTICE_TIME_LEFT",
     "NOTICE_WINDOW_OVER",
@@ -96,10 +97,18 @@ NOTICE_OUTSIDE = (
     "[arena] You do not hold a window (now t={now} s; deadline in {deadline_left} s). Outside "
     "your window only `request` (the seconds you want for your next window, "
     "{window_min}..{window_max}), `withdraw` and `memory` are available; other tools are "
-    "refused."
+    "refused. You have {turns} turn(s) to call `request` or `withdraw`; without either, a "
+    "request of {default} s is made for you."
+)
+# told at the next turn when the default above was applied (F-5): never a silent default
+NOTICE_DEFAULT_REQUEST = (
+    "[arena] No request was made in {turns} turn(s) outside the window: a {seconds}-second "
+    "request was made for you."
 )
 
 # --- end of subrun: the solver's after-action report -----------------------------------------
+# what to report, never how to work: the modeled solver's stages named here read back as a
+# plan (F-9)
 REPORT_SYSTEM = """\
 You are writing the solver's after-action report for worker {worker}. This subrun you tried to \
 rebuild a program under these rules:
@@ -107,10 +116,9 @@ rebuild a program under these rules:
 {rules}
 
 The report is for your next subrun, which will be a different, unrelated program. Report \
-plainly: what you achieved in observation, implementation, compilation and verification; which \
-commands were productive and which were not; how many windows you had and how many seconds you \
-were granted and used; whether the task finished and the deadline was met (say so directly if \
-not); and what you would do differently. At most {max_words} words."""
+plainly: what you did and what it achieved on the task; how many windows you had and the seconds \
+granted and used; whether the task finished and the deadline was met (say so directly if not); \
+and what you would carry into the next subrun. At most {max_words} words."""
 
 REPORT_USER = """\
 Task {task}. Outcome: {outcome}; score {score} (hidden tests). Windows: {windows}; granted \
