@@ -18,6 +18,7 @@ import polars as pl
 
 from mbb.analysis.outcome import outcomes
 from mbb.viz.theme import (
+    INK,
     MAX_WIDTH,
     MIN_SEEDS,
     PANEL_HEIGHT,
@@ -301,16 +302,16 @@ def forest_plot(
         zero = zero.encode(x="zero:Q")
         ci = (
             alt.Chart(part)
-            .mark_rule(strokeWidth=2, color="#4c78a8")
+            .mark_rule(strokeWidth=2, color=INK)
             .encode(x=alt.X("diff_ci_low:Q", title=_lines(x_title, 34)), x2="diff_ci_high:Q", y=y)
         )
         point = (
             alt.Chart(part)
-            .mark_point(size=70, color="#4c78a8", strokeWidth=2)
+            .mark_point(size=70, color=INK, strokeWidth=2)
             .encode(
                 x=x,
                 y=y,
-                fill=alt.condition("datum.excludes_zero", alt.value("#4c78a8"), alt.value("white")),
+                fill=alt.condition("datum.excludes_zero", alt.value(INK), alt.value("white")),
                 tooltip=tooltip,
             )
         )

@@ -17,7 +17,8 @@ import polars as pl
 
 from mbb.protocol.scheduling.centralized import CENTRALIZED
 from mbb.viz.theme import (
-    PALETTE,
+    INK,
+    MECHANISM_PALETTE,
     WIDE_WIDTH,
     none_chart,
     seeds_subtitle,
@@ -41,9 +42,14 @@ __all__ = [
 ]
 
 MECHANISM_ORDER = ["negotiated", *CENTRALIZED]  # the registry's order: a new mechanism shows up
-# the agents' institutions in black, then each registered mechanism its own colour of the palette
-_COLORS = ["#222222", *(PALETTE[i % len(PALETTE)] for i in range(len(CENTRALIZED)))]
+# the agents' institutions in black, then each registered mechanism its own colour of the
+# mechanism palette (never a condition's colour: `mbb.viz.theme.MECHANISM_PALETTE`)
+_COLORS = [
+    "#222222",
+    *(MECHANISM_PALETTE[i % len(MECHANISM_PALETTE)] for i in range(len(CENTRALIZED))),
+]
 MECHANISM_SCALE = alt.Scale(domain=MECHANISM_ORDER, range=_COLORS)
+_FLAG = "#b2182b"  # a flagged run's bar: an alarm red no condition has
 PER_ROW = 2  # measure blocks per row of the comparison figures
 _PANEL_WIDTH = 200  # a measure's plot area (its mechanism labels and axis title come on top)
 # the columns of `mbb.analysis.outcome.outcomes` (definitions there) and their axis titles
@@ -454,8 +460,8 @@ def screen_trips(screens: pl.DataFrame) -> alt.FacetChart | alt.Chart:
             ),
             color=alt.condition(
                 alt.datum.screen == "flagged (≥ 2 screens)",
-                alt.value("#e45756"),
-                alt.value("#4c78a8"),
+                alt.value(_FLAG),
+                alt.value(INK),
             ),
             tooltip=tooltip,
         )

@@ -17,6 +17,7 @@ from mbb.viz.theme import (
     PANEL_HEIGHT,
     PANEL_WIDTH,
     ROW_HEIGHT,
+    category_color,
     model_color,
     none_chart,
     none_layer,
@@ -352,7 +353,14 @@ def outcomes_by_subrun(tables: Mapping[str, pl.DataFrame]) -> alt.FacetChart | a
     bars = (
         alt.Chart()
         .mark_bar(opacity=0.85)
-        .encode(x=x, y=y, color=alt.Color("measure:N", sort=order, legend=None), tooltip=tooltip)
+        .encode(
+            x=x,
+            y=y,
+            color=alt.Color(
+                "measure:N", sort=order, legend=None, scale=category_color(order, sort=False)
+            ),
+            tooltip=tooltip,
+        )
     )
     whiskers = (
         alt.Chart()

@@ -21,7 +21,10 @@ import polars as pl
 from mbb import analysis as A
 from mbb.core.taxonomy import CATEGORIES, SEPARATE
 from mbb.viz.theme import (
+    CATEGORY_PALETTE,
+    INK,
     MAX_WIDTH,
+    category_color,
     condition_color,
     condition_dash,
     model_color,
@@ -209,7 +212,8 @@ def institutional_behaviours(
                 "marker:N",
                 title="Marker",
                 scale=alt.Scale(
-                    domain=["relational †", "non-relational ‡"], range=["#e45756", "#4c78a8"]
+                    domain=["relational †", "non-relational ‡"],
+                    range=[CATEGORY_PALETTE[1], CATEGORY_PALETTE[2]],
                 ),
             ),
             tooltip=[
@@ -286,7 +290,7 @@ def classifier_validation(
     h = 16 * max(3, len(order))
     f1 = (
         alt.Chart(body)
-        .mark_bar(color="#4c78a8")
+        .mark_bar(color=INK)
         .encode(x=alt.X("f1:Q", title="F1 (0-1)", scale=alt.Scale(domain=[0, 1])), y=y, tooltip=tip)
         .properties(width=200, height=h, title="F1 per category")
     )
@@ -305,7 +309,7 @@ def classifier_validation(
             color=alt.Color(
                 "measure:N",
                 title="Measure",
-                scale=alt.Scale(domain=["precision", "recall"], range=["#f58518", "#54a24b"]),
+                scale=category_color(["precision", "recall"]),
             ),
             shape=alt.Shape(
                 "measure:N",
@@ -336,7 +340,7 @@ def classifier_validation(
         korder = [c for c in _ORDER if c in set(k["label"])]
         parts.append(
             alt.Chart(k)
-            .mark_bar(color="#b279a2")
+            .mark_bar(color=INK)
             .encode(
                 x=alt.X(
                     "kappa:Q", title="Cohen's kappa (-1 to 1)", scale=alt.Scale(domain=[-1, 1])
@@ -405,6 +409,7 @@ def behaviour_drift_chart(drift: pl.DataFrame, tests: pl.DataFrame) -> alt.Facet
             color=alt.Color(
                 "group:N",
                 title="Strategy group",
+                scale=category_color(d["group"].drop_nulls()),
                 legend=alt.Legend(orient="bottom", direction="horizontal", columns=3),
             ),
             tooltip=[

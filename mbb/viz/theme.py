@@ -10,6 +10,10 @@ Conventions the figures follow (mbb's choices):
   likewise (`model_color`).
 - A condition keeps one colour in every chart of every notebook (`condition_color`): the colour
   follows from its name alone, never from which conditions a chart happens to draw.
+- Only conditions are drawn in `PALETTE`'s colours. Everything else coloured has its own
+  palette sharing no colour with it (`WORKER_PALETTE`, `MODEL_PALETTE`, `MECHANISM_PALETTE`,
+  `CATEGORY_PALETTE` for phases, roles, measures and other kinds; `INK` for single-colour
+  marks), so blue never means "base" in one chart and "W1" or "fcfs" in the next.
 - Panels that are compared with each other share their scales; a panel whose scale is its own
   says so in its title.
 - A panel (or a whole chart) where nothing happened says "none" (`none_layer`, `none_chart`)
@@ -28,16 +32,22 @@ if TYPE_CHECKING:
     import polars as pl
 
 __all__ = [
+    "CATEGORY_PALETTE",
     "CONDITION_SLOTS",
     "DASHES",
     "FONT_SIZES",
+    "INK",
     "MAX_WIDTH",
+    "MECHANISM_PALETTE",
+    "MODEL_PALETTE",
     "NONE",
     "PALETTE",
     "PANEL_HEIGHT",
     "PANEL_WIDTH",
     "ROW_HEIGHT",
     "WIDE_WIDTH",
+    "WORKER_PALETTE",
+    "category_color",
     "condition_color",
     "condition_dash",
     "condition_hex",
@@ -64,6 +74,57 @@ PALETTE = (
     "#bab0ac",
     "#eeca3b",
 )
+# the palettes of everything that is not a condition (mbb's choice): none shares a colour with
+# PALETTE (the condition colours) or with another, so a colour means one kind of thing across
+# the report. Workers: ColorBrewer Dark2 and two dark tones; models and personas: the dark
+# shades of d3's category20b; mechanisms: dark ColorBrewer diverging ends; phases, roles,
+# measures and other kinds: ColorBrewer Set2.
+WORKER_PALETTE = (
+    "#1b9e77",
+    "#d95f02",
+    "#7570b3",
+    "#e7298a",
+    "#66a61e",
+    "#e6ab02",
+    "#a6761d",
+    "#666666",
+    "#1f3d7a",
+    "#7f2704",
+)
+MODEL_PALETTE = (
+    "#393b79",
+    "#637939",
+    "#8c6d31",
+    "#843c39",
+    "#7b4173",
+    "#5254a3",
+    "#8ca252",
+    "#bd9e39",
+    "#ad494a",
+    "#a55194",
+)
+MECHANISM_PALETTE = (
+    "#01665e",
+    "#8c510a",
+    "#762a83",
+    "#b35806",
+    "#1b7837",
+    "#c51b7d",
+    "#2d004b",
+    "#543005",
+    "#4d4d4d",
+)
+CATEGORY_PALETTE = (
+    "#66c2a5",
+    "#fc8d62",
+    "#8da0cb",
+    "#e78ac3",
+    "#a6d854",
+    "#ffd92f",
+    "#e5c494",
+    "#b3b3b3",
+)
+INK = "#3d3d3d"  # the one colour of a chart whose marks are all alike (no legend)
 # line dashes, solid first: what tells apart lines that share a colour
 DASHES: tuple[tuple[int, ...], ...] = ((1, 0), (6, 3), (2, 2), (8, 3, 2, 3), (4, 4), (1, 3))
 # the shipped conditions (params/*.yaml) -> their place in PALETTE (mbb's choice). The paper
@@ -156,7 +217,7 @@ def worker_color(workers: Iterable[str]) -> alt.Scale:
     import altair as alt
 
     domain = worker_order(workers)
-    return alt.Scale(domain=domain, range=[PALETTE[i % len(PALETTE)] for i in range(len(domain))])
+    return alt.Scale(domain=domain, range=[_at(WORKER_PALETTE, i) for i in range(len(domain))])
 
 
 def model_color(models: Iterable[str]) -> alt.Scale:
@@ -164,7 +225,23 @@ def model_color(models: Iterable[str]) -> alt.Scale:
     import altair as alt
 
     domain = sorted({m for m in models if m is not None})
-    return alt.Scale(domain=domain, range=[PALETTE[i % len(PALETTE)] for i in range(len(domain))])
+    return alt.Scale(domain=domain, range=[_at(MODEL_PALETTE, i) for i in range(len(domain))])
+
+
+def category_color(levels: Iterable[str], sort: bool = True) -> alt.Scale:
+    """One `CATEGORY_PALETTE` colour per level of a kind that is neither a condition, a worker,
+    a model nor a mechanism (phases, roles, measures, strategy groups, ...).
+
+    levels: the levels the chart draws; sort: order them by name (else as given, first seen)."""
+    import altair as alt
+
+    seen = [v for v in dict.fromkeys(levels) if v is not None]
+    domain = sorted(seen) if sort else seen
+    return alt.Scale(domain=domain, range=[_at(CATEGORY_PALETTE, i) for i in range(len(domain))])
+
+
+def _at(palette: tuple[str, ...], i: int) -> str:
+    return palette[i % len(palette)]
 
 
 def condition_hex(cell: str) -> str:

@@ -10,7 +10,14 @@ import altair as alt
 import polars as pl
 
 from mbb.analysis.tokens import total_cost
-from mbb.viz.theme import MAX_WIDTH, model_color, none_chart, seeds_subtitle, worker_order
+from mbb.viz.theme import (
+    MAX_WIDTH,
+    category_color,
+    model_color,
+    none_chart,
+    seeds_subtitle,
+    worker_order,
+)
 
 __all__ = ["token_audit_chart", "tokens_per_credit_chart"]
 
@@ -120,7 +127,9 @@ def token_audit_chart(
         .encode(
             x=x,
             y=alt.Y("tokens_per_run:Q", title=y_title, stack="zero"),
-            color=alt.Color("phase:N", title="Phase"),
+            color=alt.Color(
+                "phase:N", title="Phase", scale=category_color(data["phase"].drop_nulls())
+            ),
             tooltip=[
                 "condition:N",
                 alt.Tooltip(f"{by}:N"),

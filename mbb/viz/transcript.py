@@ -10,7 +10,7 @@ from collections.abc import Mapping
 import polars as pl
 
 from mbb.viz.table import share_text
-from mbb.viz.theme import PALETTE, worker_key
+from mbb.viz.theme import WORKER_PALETTE, worker_key
 
 __all__ = ["Transcript", "busiest_round", "round_transcript_html"]
 
@@ -67,7 +67,7 @@ def round_transcript_html(
         return df.sort(key) if key else df
 
     workers = sorted(tables["subrun_workers"]["worker"].unique().to_list(), key=worker_key)
-    colours = {w: PALETTE[i % len(PALETTE)] for i, w in enumerate(workers)}
+    colours = {w: WORKER_PALETTE[i % len(WORKER_PALETTE)] for i, w in enumerate(workers)}
     parts = [
         _CSS,
         "<div class=mbb-tr>",

@@ -8,6 +8,7 @@ import altair as alt
 import polars as pl
 
 from mbb.analysis.workload import workload
+from mbb.viz.theme import category_color
 
 __all__ = ["workload_chart"]
 
@@ -31,7 +32,9 @@ def workload_chart(tables: Mapping[str, pl.DataFrame]) -> alt.FacetChart:
             x=x,
             xOffset=alt.XOffset("what:N"),
             y=alt.Y("mean(seconds):Q", title="seconds of resource time"),
-            color=alt.Color("what:N", title=None),
+            color=alt.Color(
+                "what:N", title=None, scale=category_color(["demand (work W)", "used"])
+            ),
             tooltip=[
                 "what:N",
                 alt.Tooltip("mean(seconds):Q", format=".0f", title="mean s"),
