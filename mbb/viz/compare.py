@@ -257,14 +257,24 @@ def forest_plot(
         else pl.DataFrame({"measure": [], "zero": []})
     )
     zeros = dict(notes.iter_rows())
+    # a condition with values for a measure the baseline has none for: no difference, said why
+    # (it read a bare "n/a"; condition_table's note says the same in the table)
+    base_n = table.filter(pl.col("condition") == baseline).select(
+        "measure", pl.col("n").alias("_base_n")
+    )
+    d = d.join(base_n, on="measure", how="left")
+    base_none = (pl.col("n") > 0) & pl.col("diff").is_null() & (pl.col("_base_n") == 0)
+    no_base = sorted(set(d.filter(base_none & pl.col("measure").is_in(order))["measure"]))
     panels = []
     for i, m in enumerate(order):
         part = d.filter(pl.col("measure") == m).with_columns(
             pl.col("excludes_zero").fill_null(False),
             pl.when(pl.col("n") == 0)
             .then(pl.lit("n/a (no value in any seed)"))
+            .when(base_none)
+            .then(pl.lit(f"n/a ({baseline} has none)"))
             .when(pl.col("diff").is_null())
-            .then(pl.lit("n/a"))
+            .then(pl.lit("n/a (see the table's note)"))
             .when(pl.col("diff_ci_low").is_null())
             .then(pl.lit("no interval (") + pl.col("n").cast(pl.String) + pl.lit(" seed)"))
             .otherwise(pl.lit(""))
@@ -339,6 +349,14 @@ def forest_plot(
         "ran them (expanded percentile bootstrap)",
         *(f"left out: {why}" for why in left_out),
     ]
+    if no_base:
+        names = ", ".join(labels.get(m, m) for m in no_base)
+        subtitle += textwrap.wrap(
+            f"n/a ({baseline} has none): no seed of {baseline} has a value for {names}, so no "
+            "difference is drawn (the table's note says so; its means are there); to compare "
+            "the conditions that have one, set the baseline to one of them",
+            110,
+        )
     if undrawn:
         names = ", ".join(labels.get(m, m) for m in undrawn)
         subtitle += textwrap.wrap(

@@ -159,3 +159,25 @@ def test_forest_tick_labels_as_drawn_are_evenly_spaced(diff, low, high):
     assert any(t.startswith("+") for t in texts) or all(v <= 0 for v in values), texts
     steps = {round(b - a, 6) for a, b in itertools.pairwise(values)}
     assert len(steps) == 1, values
+
+
+def test_forest_says_the_baseline_has_no_value():
+    """A measure the baseline has no value for, where another condition has: the forest says
+    why there is no difference ('n/a (base has none)', it was a bare 'n/a') and the subtitle
+    names the measure and says how to compare the conditions that have values."""
+    d = _differences(["completion", "rule_carryover"]).with_columns(
+        pl.when((pl.col("measure") == "rule_carryover") & (pl.col("condition") == "base"))
+        .then(0)
+        .otherwise(pl.col("n"))
+        .alias("n"),
+        *[
+            pl.when(pl.col("measure") == "rule_carryover").then(None).otherwise(pl.col(c)).alias(c)
+            for c in ("diff", "diff_ci_low", "diff_ci_high")
+        ],
+    )
+    spec = forest_plot(d).to_dict()
+    notes = {r["note"] for rows in spec["datasets"].values() for r in rows if r.get("note")}
+    assert "n/a (base has none)" in notes and "n/a" not in notes
+    subtitle = " ".join(spec["title"]["subtitle"])
+    assert "n/a (base has none): no seed of base has a value for Rules carried" in subtitle
+    assert "set the baseline" in subtitle
