@@ -165,3 +165,32 @@ def test_import_mbb_leaves_altair_unimported():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_outcomes_draw_completion_once_and_say_what_each_share_counts(base_batch):
+    """Completion and deadline miss are complements when every worker-subrun completed or hit
+    its deadline: one of them is drawn and the subtitle says why; the y title says what the
+    axis is in one unit (it read 'Share of worker-subruns / mean (0-1)' over % ticks, and
+    compare's 'Share of worker-subruns / mean progress')."""
+    from mbb.analysis.outcome import misses_complete_completion, outcomes
+    from mbb.viz import compare
+
+    per_run = outcomes(base_batch.tables, ["run_id", "subrun"])
+    assert misses_complete_completion(per_run)
+    assert not misses_complete_completion(
+        per_run.with_columns(pl.col("deadline_miss") * 0.5)  # some withdrawn or unfinished
+    )
+    run_spec = figures.outcomes_by_subrun(base_batch.tables).to_dict()
+    cmp_spec = compare.outcomes_by_condition(base_batch.tables).to_dict()
+    for spec in (run_spec, cmp_spec):
+        measures = {r["measure"] for r in data_rows(spec)}
+        assert not any("deadline" in m for m in measures), measures
+        assert any("completion" in m for m in measures)
+        assert "deadline-miss rate not drawn" in " ".join(spec["title"]["subtitle"])
+        titles = {n["title"] for n in walk(spec) if n.get("field") == "mean" and "scale" in n}
+        assert titles == {"Mean over seeds (%)"}, titles
+    assert "progress: mean share of work done" in " ".join(run_spec["title"]["subtitle"])
+    assert {r["measure"] for r in data_rows(cmp_spec)} == {
+        "completion|(share of worker-subruns)",
+        "progress|(mean share of work done)",
+    }

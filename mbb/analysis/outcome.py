@@ -66,6 +66,7 @@ __all__ = [
     "execution_by_worker",
     "gini",
     "mechanism_labels",
+    "misses_complete_completion",
     "outcomes",
     "waits",
 ]
@@ -397,3 +398,16 @@ def _mean_gini(grp: pl.DataFrame) -> float:
     per_run = [gini(r["exec_s"].to_list()) for _, r in grp.group_by("run_id")]
     defined = [g for g in per_run if not math.isnan(g)]
     return sum(defined) / len(defined) if defined else math.nan
+
+
+def misses_complete_completion(per_run: pl.DataFrame) -> bool:
+    """Whether the deadline-miss rate is 1 − the completion rate in every row of `per_run`
+    (every worker-subrun completed or was terminated at its deadline: none withdrawn or
+    unfinished), so a figure drawing both would show one fact twice.
+
+    per_run: `outcomes` rows with `completion` and `deadline_miss`."""
+    if per_run.is_empty():
+        return False
+    total = per_run.select((pl.col("completion") + pl.col("deadline_miss") - 1.0).abs().max())
+    worst = total.item()
+    return worst is not None and worst < 1e-9

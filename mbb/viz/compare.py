@@ -32,18 +32,27 @@ from mbb.viz.theme import (
 
 __all__ = ["bids_by_condition", "forest_plot", "outcomes_by_condition"]
 
-_MEASURES = {"completion": "completion", "deadline_miss": "deadline miss", "progress": "progress"}
+# each panel's header says its unit: the panels share one 0-100 % axis but not what it counts
+_MEASURES = {
+    "completion": ["completion", "(share of worker-subruns)"],
+    "deadline_miss": ["deadline miss", "(share of worker-subruns)"],
+    "progress": ["progress", "(mean share of work done)"],
+}
 
 
 def _per_subrun(
-    tables: Mapping[str, pl.DataFrame], values: Sequence[str]
+    tables: Mapping[str, pl.DataFrame],
+    values: Sequence[str],
+    per_run: pl.DataFrame | None = None,
 ) -> tuple[pl.DataFrame, list[str]]:
-    """The mean over seeds of `values` per condition and subrun with its CI (long form)."""
+    """The mean over seeds of `values` per condition and subrun with its CI (long form).
+
+    per_run: `outcomes` by condition, run and subrun, when the caller has it already."""
     from mbb.analysis.stats import seed_summary
 
-    per_run = outcomes(tables, ["condition", "run_id", "subrun"]).select(
-        "condition", "run_id", "subrun", *values
-    )
+    if per_run is None:
+        per_run = outcomes(tables, ["condition", "run_id", "subrun"])
+    per_run = per_run.select("condition", "run_id", "subrun", *values)
     agg = seed_summary(per_run, ["condition", "subrun"], list(values)).sort("condition", "subrun")
     return agg, sorted(agg["condition"].unique().to_list())
 
@@ -92,31 +101,51 @@ def _dodged(
 
 
 def outcomes_by_condition(tables: Mapping[str, pl.DataFrame]) -> alt.FacetChart | alt.Chart:
-    """Completion and deadline-miss rates and mean progress per subrun: per condition the mean
-    over seeds with its 95 % CI (expanded percentile bootstrap over seeds), conditions offset
-    side by side in their own colours; the three panels share one 0-1 scale.
+    """Completion rate and mean progress per subrun (and the deadline-miss rate, unless it is
+    1 − completion in every run: then it is the same fact twice, and the subtitle says so):
+    per condition the mean over seeds with its 95 % CI (expanded percentile bootstrap over
+    seeds), conditions offset side by side in their own colours; the panels share one 0-100 %
+    scale, each header saying what its percentage counts.
 
     tables: the event tables of several conditions.
     """
+    from mbb.analysis.outcome import misses_complete_completion
+
     title = "Outcomes by condition and subrun"
     if tables["evaluations"].is_empty():
         return none_chart(title, "no task was evaluated")
-    agg, conditions = _per_subrun(tables, list(_MEASURES))
-    agg = agg.with_columns(pl.col("measure").replace_strict(_MEASURES))
-    y_title = "Share of worker-subruns / mean progress"
+    per_run = outcomes(tables, ["condition", "run_id", "subrun"])
+    measures = dict(_MEASURES)
+    first = ""
+    if misses_complete_completion(per_run):
+        del measures["deadline_miss"]
+        first = (
+            "deadline-miss rate not drawn: it is 100% − completion here (every worker-subrun "
+            "completed or hit its deadline); the table has it"
+        )
+    agg, conditions = _per_subrun(tables, list(measures), per_run)
+    headers = {m: "|".join(h) for m, h in measures.items()}
+    agg = agg.with_columns(pl.col("measure").replace_strict(headers))
+    y_title = "Mean over seeds (%)"
     y = alt.Y("mean:Q", title=y_title, axis=alt.Axis(format="%"), scale=alt.Scale(domain=[0, 1]))
     return (
         _dodged(agg, conditions, y, y_title, ".1%")
-        # three panels and a legend of long condition names within a page
+        # the panels and a legend of long condition names within a page
         .properties(width=50 * max(3, agg["subrun"].n_unique()), height=PANEL_HEIGHT)
         .facet(
-            column=alt.Column("measure:N", title=None, sort=list(_MEASURES.values())),
+            column=alt.Column(
+                "measure:N",
+                title=None,
+                sort=list(headers.values()),
+                # one header of two lines: the measure, then what its percentage counts
+                header=alt.Header(labelExpr="split(datum.value, '|')"),
+            ),
             data=agg,
         )
         .properties(
             title={
                 "text": title,
-                "subtitle": seeds_subtitle(agg["n"]) + shared_colour_note(conditions),
+                "subtitle": seeds_subtitle(agg["n"], first) + shared_colour_note(conditions),
             }
         )
     )

@@ -317,25 +317,41 @@ _OUTCOME_LABELS = {
 
 
 def outcomes_by_subrun(tables: Mapping[str, pl.DataFrame]) -> alt.FacetChart | alt.Chart:
-    """Completion and deadline-miss rates, mean progress and mean test score per subrun: the
-    mean over seeds (each run's rate over its worker-subruns, `mbb.analysis.outcome.outcomes`)
-    with its 95 % CI (expanded percentile bootstrap over seeds,
-    `mbb.analysis.stats.seed_summary`), all on one 0-1 scale shared by the panels.
+    """Completion rate, mean progress and mean test score per subrun (and the deadline-miss
+    rate, unless it is 1 − completion in every run: the same fact twice, said in the
+    subtitle): the mean over seeds (each run's rate over its worker-subruns,
+    `mbb.analysis.outcome.outcomes`) with its 95 % CI (expanded percentile bootstrap over
+    seeds, `mbb.analysis.stats.seed_summary`), all on one 0-100 % scale shared by the panels,
+    the subtitle saying what each percentage counts.
 
     tables: the event tables (`mbb.core.tables`).
     """
+    from mbb.analysis.outcome import misses_complete_completion
     from mbb.analysis.stats import seed_summary
 
     title = "Outcomes per subrun"
     if tables["evaluations"].is_empty():
         return none_chart(title, "no task was evaluated")
     per_run = outcomes(tables, ["run_id", "subrun"]).select("run_id", "subrun", *_OUTCOME_LABELS)
-    agg = seed_summary(per_run, ["subrun"], list(_OUTCOME_LABELS)).with_columns(
-        pl.col("measure").replace_strict(_OUTCOME_LABELS)
+    labels = dict(_OUTCOME_LABELS)
+    lines = []
+    if misses_complete_completion(per_run):
+        del labels["deadline_miss"]
+        lines.append(
+            "deadline-miss rate not drawn: it is 100% − completion here (every worker-subrun "
+            "completed or hit its deadline)"
+        )
+    units = "completion" + (", deadline miss" if "deadline_miss" in labels else "")
+    lines.append(
+        f"{units}: share of worker-subruns; progress: mean share of work done; "
+        "score: mean share of hidden tests passed"
     )
-    order = list(_OUTCOME_LABELS.values())
+    agg = seed_summary(per_run, ["subrun"], list(labels)).with_columns(
+        pl.col("measure").replace_strict(labels)
+    )
+    order = list(labels.values())
     x = alt.X("measure:N", title=None, sort=order, axis=alt.Axis(labelAngle=-30))
-    y_title = "Share of worker-subruns / mean (0-1)"
+    y_title = "Mean over seeds (%)"
     y = alt.Y(
         "mean:Q",
         title=y_title,
@@ -371,5 +387,5 @@ def outcomes_by_subrun(tables: Mapping[str, pl.DataFrame]) -> alt.FacetChart | a
         alt.layer(bars, whiskers, data=agg)
         .properties(width=120, height=220)
         .facet(column=alt.Column("subrun:O", title="Subrun"))
-        .properties(title={"text": title, "subtitle": seeds_subtitle(agg["n"])})
+        .properties(title={"text": title, "subtitle": [*lines, *seeds_subtitle(agg["n"])]})
     )
