@@ -10,7 +10,7 @@ in one condition compares with the bar below it; measures in different units get
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import altair as alt
 import polars as pl
@@ -62,7 +62,8 @@ LABELS = {
     "max_lateness_s": "Max lateness (s)",
     "gini_exec": "Gini of execution time (0 = equal)",
     "credits_per_run": "Credits spent per run",
-    "score": "Social welfare (mean test score)",
+    # the name the rest of the report gives it (mbb.analysis.compare.MEASURE_LABELS)
+    "score": "Mean score (share of hidden tests passed)",
 }
 DEFAULT_MEASURES = ("deadline_miss", "progress", "gini_exec", "score")
 # which way is better, said on every axis (a reader should not have to recall that a lower Gini
@@ -145,6 +146,7 @@ def _per_measure(
     measures: Sequence[str],
     panel: Callable[[pl.DataFrame, str], alt.LayerChart | alt.FacetChart],
     title: str,
+    notes: Sequence[str] = (),
 ) -> alt.ConcatChart:
     """One block per measure, its conditions stacked in rows sharing the measure's scale; the
     blocks wrap `PER_ROW` to a row, so the figure fits a report page (~1,000 px) at the theme's
@@ -163,7 +165,7 @@ def _per_measure(
     return (
         alt.concat(*blocks, columns=PER_ROW)
         .resolve_scale(x="independent")
-        .properties(title={"text": title, "subtitle": seeds_subtitle(seeds)})
+        .properties(title={"text": title, "subtitle": [*notes, *seeds_subtitle(seeds)]})
     )
 
 
@@ -249,7 +251,9 @@ def differences_vs_institutions(
     """Paired difference mechanism − institutions per run (same workload), mean ± 95 %.
 
     Right of zero: the mechanism scores higher than the agents' institutions did on the same
-    demand (better for progress and welfare, worse for misses and inequality).
+    demand (better for progress and the mean score, worse for misses and inequality). A
+    condition that imposes a mechanism (mech_fcfs) negotiated nothing, so it has no
+    difference to draw: the subtitle names it and says so.
 
     out: `Comparison.outcomes` (one row per run and mechanism).
     measures: the outcome columns to draw, one column of panels each.
@@ -272,8 +276,13 @@ def differences_vs_institutions(
             ).alias("diff")
         )
     )
+    from mbb.analysis.mechanisms.compare import imposed
+
+    absent = _imposed_line(imposed(out), "no institutions to subtract")
     if diff.is_empty():
-        return none_chart(title, "no run has both the institutions and a mechanism")
+        return none_chart(
+            title, " ".join(["no run has both the institutions and a mechanism", *absent])
+        )
     agg = _ci(diff, ["condition", "measure", "mechanism"], "diff")
     tooltip = [
         "condition:N",
@@ -305,7 +314,16 @@ def differences_vs_institutions(
         )
         return alt.layer(zero, err, pts, data=data)
 
-    return _per_measure(agg, measures, panel, title)
+    return _per_measure(agg, measures, panel, title, absent)
+
+
+def _imposed_line(imposed: Mapping[str, str], why: str) -> list[str]:
+    """A subtitle line naming the conditions that imposed a mechanism (none: no line), which
+    a chart of the institutions leaves out, and why (`why`)."""
+    if not imposed:
+        return []
+    names = ", ".join(f"{c} (imposes {m})" for c, m in sorted(imposed.items()))
+    return [f"not drawn: {names}: nothing was negotiated, {why}"]
 
 
 def waiting_distribution(waits: pl.DataFrame) -> alt.FacetChart | alt.Chart:
@@ -399,16 +417,24 @@ _SCREENS = {
 }
 
 
-def screen_trips(screens: pl.DataFrame) -> alt.FacetChart | alt.Chart:
-    """Share of the institutions' runs in which each collusion screen tripped, and flagged, on
-    one 0-100 % scale for every condition; every bar says "k of n runs", so a condition where
-    no screen tripped reads as 0 of n measured, not as an empty panel.
+def screen_trips(
+    screens: pl.DataFrame, imposed: Mapping[str, str] | None = None
+) -> alt.FacetChart | alt.Chart:
+    """Share of the institutions' runs in which each of the four collusion screens (winner
+    pattern, bid-CV drop, cover bids, private agreement: `mbb.analysis.mechanisms.screens`)
+    tripped, and flagged, on one 0-100 % scale for every condition; every bar says "k of n
+    runs", so a condition where no screen tripped reads as 0 of n measured, not as an empty
+    panel.
 
     screens: `Comparison.screens` (one row per run of the institutions).
+    imposed: condition -> the mechanism it imposes (`mbb.analysis.mechanisms.imposed`): the
+    conditions that negotiated nothing, so have no institutions to screen, which the subtitle
+    names rather than leave them silently absent.
     """
     title = "Collusion screens on the institutions' runs"
+    absent = _imposed_line(imposed or {}, "no institutions to screen")
     if screens.is_empty():
-        return none_chart(title, "no negotiated run to screen")
+        return none_chart(title, " ".join(["no negotiated run to screen", *absent]))
     rows = []
     for (cond,), grp in screens.group_by("condition"):
         n = grp.height
@@ -471,7 +497,7 @@ def screen_trips(screens: pl.DataFrame) -> alt.FacetChart | alt.Chart:
         .mark_text(align="left", dx=4, fontSize=11, color="#444")
         .encode(y=y, x="label_at:Q", text="count:N")
     )
-    subtitle = ["each bar: runs that tripped the screen, of the condition's runs"]
+    subtitle = ["each bar: runs that tripped the screen, of the condition's runs", *absent]
     if quiet:
         subtitle.append(f"no screen tripped in any run of: {', '.join(quiet)}")
     return (

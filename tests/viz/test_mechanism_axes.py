@@ -167,3 +167,66 @@ def test_the_comparison_fits_a_report_page_at_the_theme_font_sizes(figure):
     spec = legible(figure(pl.DataFrame(rows)).to_dict())
     width = float(re.search(r'<svg[^>]*\bwidth="([\d.]+)"', render_svg(spec)).group(1))
     assert width <= 1000, width
+
+
+def _with_imposed() -> pl.DataFrame:
+    """`_out` plus mech_fcfs: runs played under FCFS (no institutions) and their replays."""
+    rows = [
+        {"condition": "mech_fcfs", "mechanism": mech, "base_run": f"m-{i}",
+         "run_id": f"m-{i}" if mech == "fcfs" else f"m-{i}~{mech}",
+         "deadline_miss": 0.3, "progress": 0.9, "gini_exec": 0.3, "score": 0.8}
+        for i in range(3)
+        for mech in ("fcfs", "edf")
+    ]  # fmt: skip
+    out = _out().with_columns(
+        pl.when(pl.col("mechanism") == "negotiated")
+        .then(pl.col("base_run"))
+        .otherwise(pl.col("base_run") + "~" + pl.col("mechanism"))
+        .alias("run_id")
+    )
+    return pl.concat([out, pl.DataFrame(rows)], how="diagonal_relaxed")
+
+
+def test_a_condition_without_institutions_is_named_not_silently_absent():
+    """mech_fcfs negotiated nothing: the differences chart and the screens leave it out and
+    say so under the title (it was silently absent from both)."""
+    from mbb.analysis.mechanisms import imposed
+
+    out = _with_imposed()
+    assert imposed(out) == {"mech_fcfs": "fcfs"}
+    diffs = M.differences_vs_institutions(out).to_dict()
+    rows = [r for v in diffs["datasets"].values() for r in v]
+    assert "mech_fcfs" not in {r["condition"] for r in rows}
+    line = "not drawn: mech_fcfs (imposes fcfs): nothing was negotiated"
+    assert any(s.startswith(line) for s in diffs["title"]["subtitle"])
+    screens = pl.DataFrame(
+        {
+            "condition": ["base"] * 2,
+            "run_id": ["base-0", "base-1"],
+            "evidence": [["rotation 0.9 (p 0.01)"], []],
+            "screens_tripped": [1, 0],
+            "flagged": [False, False],
+            "private_rounds": [2, 0],
+        }
+    )
+    spec = M.screen_trips(screens, imposed=imposed(out)).to_dict()
+    assert any(s.startswith(line) for s in spec["title"]["subtitle"])
+
+
+def test_the_score_has_the_reports_name_and_the_notebook_lists_the_charts_screens():
+    """One name for the score (it was 'Social welfare (mean test score)' here, 'Mean score'
+    in compare, 'fraction of hidden tests passed' in the notebook), and the notebook's list
+    of screens is the chart's (it listed five, the chart draws four)."""
+    import json
+
+    from mbb.analysis.compare import MEASURE_LABELS
+    from mbb.core.paths import PROJECT_ROOT
+
+    assert M.LABELS["score"].startswith(MEASURE_LABELS["score"])
+    nb = json.loads((PROJECT_ROOT / "notebooks" / "mechanisms.ipynb").read_text())
+    md = " ".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+    screens = next(s for s in md.split("## ") if s.startswith("Collusion screens"))
+    assert "Four procurement-style screens" in screens
+    for name in M._SCREENS:
+        assert name in screens, name
+    assert "welfare" not in md and "mean score" in md

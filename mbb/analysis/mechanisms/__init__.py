@@ -5,8 +5,8 @@
   in a condition;
 - `replay`: re-schedule a finished run's recorded demand under any of them;
 - `outcomes` (`mbb.analysis.outcome`, grouped per run and mechanism here): deadline misses,
-  progress, completion, waits, lateness, Gini of execution time, credits spent and social
-  welfare (mean score);
+  progress, completion, waits, lateness, Gini of execution time, credits spent and the mean
+  score (share of hidden tests passed);
 - `screens`: procurement-style collusion and bid-rotation screens per run;
 - `compare`: all of it on many seeds (and conditions); the charts are in `mbb.viz.mechanisms`.
 """
@@ -16,6 +16,7 @@ from mbb.analysis.mechanisms.compare import (
     Comparison,
     compare,
     compare_conditions,
+    imposed,
     same_schedules,
     summary,
 )
@@ -35,6 +36,7 @@ __all__ = [
     "compare_conditions",
     "execution_by_worker",
     "gini",
+    "imposed",
     "recorded_demand",
     "replay",
     "same_schedules",
