@@ -203,7 +203,8 @@ def token_efficiency(
 
     `tables`: the event tables (payments and evaluations are read); `audit`: `token_audit`
     of them; `by`: the grouping, any of condition, run_id, model (default: per condition and
-    model; add run_id for one value per seed, as a CI over seeds needs)."""
+    model; add run_id for one value per seed, as a CI over seeds needs). `runs`: how many runs
+    each row pools (its ratios are ratios of sums over them, not means over seeds)."""
     keys = list(by)
     # the worker's label (persona, or the study's model slot) as payments and evaluations carry
     # it: the audit's endpoint model name ("gpt-5.2" for slot "frontier_gpt") never matched, and
@@ -212,6 +213,7 @@ def token_efficiency(
     if "workers" in tables and "worker" in mine.columns:
         mine = labels_of(mine.drop("model"), tables)
     spent = mine.group_by(keys).agg(
+        pl.col("run_id").n_unique().alias("runs"),  # the runs each ratio pools
         pl.col("total_tokens").sum(),
         pl.col("calls_without_usage").sum(),
         total_cost().alias("cost_usd"),

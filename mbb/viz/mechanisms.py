@@ -317,6 +317,12 @@ def differences_vs_institutions(
     return _per_measure(agg, measures, panel, title, absent)
 
 
+def _span(ns: pl.Series) -> str:
+    """'5' when every count is 5, else '3–5'."""
+    lo, hi = int(ns.min()), int(ns.max())  # type: ignore[arg-type]
+    return f"{lo}" if lo == hi else f"{lo}–{hi}"
+
+
 def _imposed_line(imposed: Mapping[str, str], why: str) -> list[str]:
     """A subtitle line naming the conditions that imposed a mechanism (none: no line), which
     a chart of the institutions leaves out, and why (`why`)."""
@@ -373,14 +379,16 @@ def waiting_distribution(waits: pl.DataFrame) -> alt.FacetChart | alt.Chart:
 
 
 def execution_by_worker(execution: pl.DataFrame) -> alt.FacetChart:
-    """Mean execution seconds each worker received per run, stacked W1 first, per mechanism.
+    """Mean execution seconds each worker received per run, stacked W1 first, per mechanism;
+    each segment's 95 % CI over runs is in its tooltip (stacked segments cannot carry
+    whiskers), and the subtitle says so and how many runs each mean is over.
 
     execution: `Comparison.execution` (one row per run and worker).
     """
     order = worker_order(execution["worker"].to_list())
     agg = (
-        execution.group_by("condition", "mechanism", "worker")
-        .agg(pl.col("exec_s").mean().alias("exec_s"), pl.len().alias("runs"))
+        _ci(execution, ["condition", "mechanism", "worker"], "exec_s")
+        .rename({"mean": "exec_s"})
         .with_columns(
             pl.col("worker")
             .replace_strict({w: i for i, w in enumerate(order)})
@@ -400,12 +408,25 @@ def execution_by_worker(execution: pl.DataFrame) -> alt.FacetChart:
                 "mechanism:N",
                 "worker:N",
                 alt.Tooltip("exec_s:Q", format=".0f", title="mean execution (s)"),
+                alt.Tooltip("lo:Q", format=".0f", title="95% low"),
+                alt.Tooltip("hi:Q", format=".0f", title="95% high"),
                 alt.Tooltip("runs:Q"),
+                alt.Tooltip("interval:N"),
             ],
         )
         .properties(width=WIDE_WIDTH, height=200)
         .facet(row=alt.Row("condition:N", title="Condition"))
-        .properties(title="Who got the resource: execution time per worker")
+        .properties(
+            title={
+                "text": "Who got the resource: execution time per worker",
+                "subtitle": [
+                    f"mean over {_span(agg['runs'])} runs of each condition and mechanism",
+                    "segments are stacked, so no whisker is drawn: each worker's 95% CI over "
+                    "runs is in its tooltip",
+                    *seeds_subtitle(agg["runs"])[1:],  # the fewer-seeds warning, if any
+                ],
+            }
+        )
     )
 
 

@@ -122,7 +122,9 @@ def prevalence_heatmap(
 
 def strategic_profile(tables: Mapping[str, pl.DataFrame], wr_pred: pl.DataFrame) -> alt.Chart:
     """Per model: share of worker-rounds using any category of each family (negotiation,
-    rules) and each institution marker (relational †, non-relational ‡) — a model's style."""
+    rules) and each institution marker (relational †, non-relational ‡) — a model's style.
+    Each share pools the model's worker-rounds over all runs (a descriptive profile, not a
+    mean over seeds: no interval); the subtitle gives each model's n."""
     keys = ["run_id", "subrun", "round", "worker"]
     wr = A.worker_rounds(tables)
     if wr.is_empty():
@@ -173,7 +175,22 @@ def strategic_profile(tables: Mapping[str, pl.DataFrame], wr_pred: pl.DataFrame)
                 alt.Tooltip("n:Q", title="worker-rounds"),
             ],
         )
-        .properties(width=130, height=220, title="Strategic profile per model")
+        .properties(
+            width=130,
+            height=220,
+            title={
+                "text": "Strategic profile per model",
+                "subtitle": [
+                    "share of the model's worker-rounds, pooled over runs: a descriptive "
+                    "profile, not a mean over seeds, so no interval is drawn",
+                    *textwrap.wrap(
+                        "n worker-rounds: "
+                        + ", ".join(f"{m} {n:,}" for m, n in denom.sort("model").iter_rows()),
+                        100,
+                    ),
+                ],
+            },
+        )
     )
 
 
@@ -213,7 +230,7 @@ def institutional_behaviours(
                 title="Marker",
                 scale=alt.Scale(
                     domain=["relational †", "non-relational ‡"],
-                    range=[CATEGORY_PALETTE[1], CATEGORY_PALETTE[2]],
+                    range=[CATEGORY_PALETTE[0], CATEGORY_PALETTE[2]],
                 ),
             ),
             tooltip=[
@@ -258,7 +275,18 @@ def institutional_behaviours(
         .properties(width=36 * max(3, len(workers)), height=36 * max(3, len(workers)))
         .properties(title="Per pair (forward-scoped relational ties)")
     )
-    return alt.hconcat(left, right).properties(title=f"Institutional behaviours ({n_runs} run(s))")
+    return alt.hconcat(left, right).properties(
+        title={
+            "text": f"Institutional behaviours ({n_runs} run(s))",
+            "subtitle": [
+                f"left: each worker's institutional categories summed over the {n_runs} run(s) "
+                f"read, ÷ {n_runs}; right: share of the {n_pair_runs} run(s) with a relational "
+                "private message",
+                "descriptive counts of the runs read, not means over seeds compared between "
+                "conditions: no interval is drawn",
+            ],
+        }
+    )
 
 
 def classifier_validation(

@@ -77,8 +77,8 @@ PALETTE = (
 # the palettes of everything that is not a condition (mbb's choice): none shares a colour with
 # PALETTE (the condition colours) or with another, so a colour means one kind of thing across
 # the report. Workers: ColorBrewer Dark2 and two dark tones; models and personas: the dark
-# shades of d3's category20b; mechanisms: dark ColorBrewer diverging ends; phases, roles,
-# measures and other kinds: ColorBrewer Set2.
+# shades of d3's category20b (a dark teal sixth, apart from the first); mechanisms: dark
+# ColorBrewer diverging ends; phases, roles, measures and other kinds: ColorBrewer Set2.
 WORKER_PALETTE = (
     "#1b9e77",
     "#d95f02",
@@ -97,7 +97,7 @@ MODEL_PALETTE = (
     "#8c6d31",
     "#843c39",
     "#7b4173",
-    "#5254a3",
+    "#2f6f6f",
     "#8ca252",
     "#bd9e39",
     "#ad494a",

@@ -6,6 +6,8 @@ Scripted runs are counted with an approximate tokenizer, which every title says.
 
 from __future__ import annotations
 
+import textwrap
+
 import altair as alt
 import polars as pl
 
@@ -195,7 +197,9 @@ def token_audit_chart(
 
 def tokens_per_credit_chart(efficiency: pl.DataFrame) -> alt.Chart:
     """Tokens spent per credit paid for won windows, per model (lower: cheaper talk per
-    unit of resource won), from `token_efficiency`."""
+    unit of resource won), from `token_efficiency`: a ratio of sums over each condition's
+    runs, not a mean over seeds, so no interval; the subtitle says so and how many runs each
+    condition pools."""
     d = efficiency.drop_nulls("tokens_per_credit_won")
     if d.is_empty():
         return none_chart("Tokens per credit won", "no credit was paid for a won window")
@@ -232,7 +236,24 @@ def tokens_per_credit_chart(efficiency: pl.DataFrame) -> alt.Chart:
         .properties(
             width=width,
             height=220,
-            title="Tokens per credit won" + (" (approximate tokenizer)" if approx else ""),
+            title={
+                "text": "Tokens per credit won" + (" (approximate tokenizer)" if approx else ""),
+                "subtitle": _pooled_subtitle(d),
+            },
         )
         .resolve_scale(x="independent")
     )
+
+
+def _pooled_subtitle(d: pl.DataFrame) -> list[str]:
+    """Why a tokens-per-credit bar has no interval, and the n behind each condition."""
+    lines = [
+        "each bar: all the model's tokens ÷ all the credits it paid for won windows, pooled "
+        "over the condition's runs",
+        "(a ratio of sums, not a mean over seeds: no interval is drawn)",
+    ]
+    if "runs" in d.columns:
+        runs = d.group_by("condition").agg(pl.col("runs").max()).sort("condition")
+        counts = ", ".join(f"{c} {n}" for c, n in runs.iter_rows())
+        lines += textwrap.wrap(f"runs pooled: {counts}", 100)
+    return lines
