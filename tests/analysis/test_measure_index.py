@@ -370,6 +370,7 @@ NOT_MEASURES: dict[str, str] = {
             "ReplayError",
             "compare",
             "compare_conditions",
+            "imposed",
             "recorded_demand",
             "replay",
             "same_schedules",
