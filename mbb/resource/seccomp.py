@@ -21,6 +21,7 @@ EPERM (so a libc probe gets an error instead of a crash):
 - sockets of any family but AF_UNIX, AF_INET, AF_INET6 and AF_NETLINK (the network namespace is
   empty anyway): AF_VSOCK is not namespaced and reaches a VM's host; the rest is legacy
   protocols and kernel attack surface (AF_ALG, AF_RDS, AF_TIPC, AF_BLUETOOTH, ...).
+  AF_INET and AF_INET6 get EAFNOSUPPORT below (a host-wide count).
 
 Syscalls of a foreign ABI (i386 `int 0x80`, x32) kill the process: the filter is native-only.
 
@@ -49,9 +50,30 @@ fallback:
   waits are unaffected; what is lost is a process-shared pthread object woken across processes,
   which needs /dev/shm (not writable here) or a shared mapping made before a fork.
 
+Two host-wide counts a sandbox could set exactly and any other sandbox read (red team rt37s:
+16 bits between two runs, exact, and the hidden test inputs of an evaluation to another run's
+window), closed at the lever rather than at the file (/proc/net is per pid, and the same I/O
+also shows in /proc/interrupts, /proc/pressure/io and /proc/stat):
+
+- TCP sockets: every AF_INET/AF_INET6 TCP socket, even unconnected, counts in the kernel's
+  tcp_sockets_allocated, which is not per network namespace and which every sandbox reads in
+  /proc/net/sockstat ("TCP: ... alloc N"; also orphan, TCP and UDP mem). socket/socketpair of
+  AF_INET and AF_INET6 get EAFNOSUPPORT, as on a kernel without IPv4/IPv6: the network
+  namespace is empty anyway, and programs take their no-network path;
+- reads of the host's disk (/proc/diskstats): O_DIRECT bypasses the page cache, so each read of
+  a shared file is a disk read; O_DIRECT in open/openat flags or fcntl(F_SETFL) gets EINVAL (what
+  a filesystem without direct I/O answers), openat2 ENOSYS (its flags sit behind a pointer;
+  glibc's open does not use it). posix_fadvise(POSIX_FADV_DONTNEED) drops clean pages of any
+  readable file from the host's page cache (no ownership check), so evict + read reached the
+  disk as well, and one sandbox could evict the host's cache: it returns 0 without acting
+  (advice is advisory; mbb's choice over an error, which some programs report).
+
 Nothing in gcc (cc1, as, ld), python3 (threads included), bash, sh or sort used any of these
-(traced with strace). What the filter cannot refuse: reading a shared file moves it into
-the host's page cache, which another sandbox can time (README, "Not closed").
+(traced with strace; for the TCP and disk rules: sort's POSIX_FADV_SEQUENTIAL and asyncio's
+AF_UNIX socketpair, nothing else; socket, asyncio and subprocess work without AF_INET). What the
+filter cannot refuse: reading a shared file moves it into the host's page cache, which another
+sandbox can time, and a first read of a file nobody has read moves the disk's read count
+(README, "Not closed").
 """
 
 from __future__ import annotations
@@ -103,6 +125,13 @@ AIO_SYSCALLS = ("io_setup", "io_destroy", "io_submit", "io_cancel", "io_getevent
 FUTEX_WAKES = (1, 3, 4, 5, 10, 12)  # WAKE, REQUEUE, CMP_REQUEUE, WAKE_OP, WAKE_BITSET, CMP_REQ_PI
 FUTEX_PRIVATE_FLAG = 128  # also FUTEX2_PRIVATE of futex_wake(2)
 _FUTEX_CLOCK_REALTIME = 256
+# the network families refused with EAFNOSUPPORT (module doc: the host-wide TCP socket count)
+INET_FAMILIES = (2, 10)  # AF_INET, AF_INET6
+F_SETFL = 4
+# machines whose native fadvise syscall is fadvise64(fd, offset, len, advice): every 64-bit
+# Linux ABI; 32-bit ABIs split the 64-bit offsets over registers, each in its own order
+_FADVISE64_ADVICE_ARG = 3
+_FADVISE_64BIT = ("x86_64", "aarch64", "arm64", "ppc64", "ppc64le", "s390x", "riscv64")
 
 # denied outright with EPERM
 _DENY = [
@@ -215,6 +244,14 @@ def _flags_arg() -> int:
     return 1 if platform.machine().startswith("s390") else 0
 
 
+def _fadvise_advice_arg() -> int | None:
+    """The argument of fadvise64 that holds the advice, or None where mbb does not know it
+    (a 32-bit ABI): there every fadvise call is answered 0 without acting (mbb's choice)."""
+    if ctypes.sizeof(ctypes.c_void_p) == 8 and platform.machine() in _FADVISE_64BIT:
+        return _FADVISE64_ADVICE_ARG
+    return None
+
+
 def _build() -> bytes:
     lib = _lib()
     ctx = lib.seccomp_init(_ALLOW)
@@ -247,6 +284,26 @@ def _build() -> bytes:
         for fam in _SOCKET_DENY:
             rule(eperm, "socket", (0, _EQ, fam, 0))
         rule(eperm, "socket", (0, _GE, _AF_PACKET, 0))
+        # no TCP/UDP socket at all (module doc): each one counts in a host-wide total that
+        # /proc/net/sockstat shows to every sandbox
+        eafnosupport = _errno(errno.EAFNOSUPPORT)
+        for fam in INET_FAMILIES:
+            rule(eafnosupport, "socket", (0, _EQ, fam, 0))
+            rule(eafnosupport, "socketpair", (0, _EQ, fam, 0))
+        # no read that reaches the host's disk on demand (module doc: /proc/diskstats)
+        odirect = os.O_DIRECT  # its value differs by architecture: the native one
+        einval = _errno(errno.EINVAL)
+        rule(einval, "open", (1, _MASKED_EQ, odirect, odirect))
+        rule(einval, "openat", (2, _MASKED_EQ, odirect, odirect))
+        rule(einval, "fcntl", (1, _MASKED_EQ, _LOW32, F_SETFL), (2, _MASKED_EQ, odirect, odirect))
+        rule(_errno(errno.ENOSYS), "openat2")
+        advice = _fadvise_advice_arg()
+        if advice is not None:
+            dontneed = os.POSIX_FADV_DONTNEED  # 4, but 6 on s390x
+            rule(_errno(0), "fadvise64", (advice, _MASKED_EQ, _LOW32, dontneed))
+        else:
+            for name in ("fadvise64", "fadvise64_64", "arm_fadvise64_64"):
+                rule(_errno(0), name)
         for req in (_TIOCSTI, _TIOCLINUX):
             rule(eperm, "ioctl", (1, _MASKED_EQ, _LOW32, req))
         # no channel through a shared inode (module doc): locks, notifications, futex wakes

@@ -422,7 +422,11 @@ def recv() -> dict[str, str]:
     if "tcp" in want:
         s = ""
         for i in range(n):
-            c = socket.socket()
+            try:
+                c = socket.socket()
+            except OSError:  # no AF_INET at all (the filter)
+                s += "?"
+                continue
             c.settimeout(0.5)
             try:
                 c.connect(("127.0.0.1", 47100 + i))

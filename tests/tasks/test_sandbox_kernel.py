@@ -109,11 +109,77 @@ DENIED = [
 def test_ordinary_sockets_still_work(w1):
     r, _ = run(
         w1,
-        "python3 -c 'import socket\nfor f in (1, 2, 10, 16):\n"
+        "python3 -c 'import socket\nfor f in (1, 16):\n"
         "  socket.socket(f, socket.SOCK_DGRAM if f != 16 else socket.SOCK_RAW).close()\n"
         "a, b = socket.socketpair(); a.send(bytes([120])); print(b.recv(1))'",
     )
     assert r.ok and "b'x'" in r.stdout, r.stderr
+
+
+# each lever of a host-wide count (seccomp module doc), by raw syscall: prints the errno, or 0
+LEVERS = r"""
+import ctypes, glob, os
+from ctypes import addressof, c_char_p, c_long
+l = ctypes.CDLL(None, use_errno=True); l.syscall.restype = c_long
+def sc(nr, *a):
+    r = l.syscall(c_long(nr), *[c_long(x) if isinstance(x, int) else x for x in a])
+    return 0 if r >= 0 else ctypes.get_errno()
+NR = dict(arg.split("=") for arg in __import__("sys").argv[1:])
+NR = {k: int(v) for k, v in NR.items()}
+pair = (ctypes.c_int * 2)()
+bash = c_char_p(b"/usr/bin/bash")
+fd = os.open("/usr/bin/bash", os.O_RDONLY)
+how = (ctypes.c_uint64 * 3)(0, 0, 0)  # struct open_how: O_RDONLY
+out = [
+    sc(NR["socket"], 2, 1, 0), sc(NR["socket"], 10, 1, 0), sc(NR["socket"], 10, 2, 0),
+    sc(NR["socketpair"], 2, 1, 0, addressof(pair)), sc(NR["socketpair"], 10, 2, 0, addressof(pair)),
+    sc(NR["openat"], -100, bash, os.O_RDONLY | os.O_DIRECT),
+    sc(NR["fcntl"], fd, 4, os.O_DIRECT), sc(NR["fcntl"], fd, 4, os.O_NONBLOCK),
+    sc(NR["openat2"], -100, bash, addressof(how), 24),
+]
+if NR["open"] >= 0:
+    out.append(sc(NR["open"], bash, os.O_RDONLY | os.O_DIRECT))
+# DONTNEED on a file nobody maps: answered 0, and its pages stay in the page cache
+f = max(glob.glob("/usr/share/doc/*/changelog*"), key=os.path.getsize)
+fd = os.open(f, os.O_RDONLY)
+os.read(fd, 4096)
+os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)  # other advice passes
+try:
+    os.preadv(fd, [bytearray(1)], 0, os.RWF_NOWAIT)
+    out.append("cached")
+except BlockingIOError:
+    out.append("evicted")
+print(*out)
+"""
+
+
+def test_no_tcp_socket_count_nor_disk_reads_on_demand(w1):
+    """Red team rt37s: two host-wide counts a sandbox set exactly and another read. TCP
+    sockets (/proc/net/sockstat "alloc", not per network namespace): AF_INET/AF_INET6 get
+    EAFNOSUPPORT. Disk reads (/proc/diskstats): O_DIRECT gets EINVAL (open, openat,
+    fcntl F_SETFL), openat2 ENOSYS, and POSIX_FADV_DONTNEED returns 0 without evicting."""
+    names = ("socket", "socketpair", "open", "openat", "fcntl", "openat2")
+    nrs = " ".join(f"{n}={syscall_number(n)}" for n in names)
+    r, _ = run(w1, f"cat > /tmp/l.py <<'X'\n{LEVERS}\nX\npython3 /tmp/l.py {nrs}")
+    assert r.ok, r.stderr
+    eaf, einval = "97", "22"
+    want = [eaf, eaf, eaf, eaf, eaf, einval, einval, "0", "38"]
+    if syscall_number("open") >= 0:
+        want.append(einval)
+    assert r.stdout.split() == [*want, "cached"], r.stdout
+    # programs take their no-network path: hostname, asyncio's self-pipe, subprocesses
+    r, _ = run(
+        w1,
+        "python3 -c 'import asyncio, socket, subprocess\n"
+        "async def m():\n"
+        '  p = await asyncio.create_subprocess_exec("echo", "hi", stdout=subprocess.PIPE)\n'
+        "  return (await p.communicate())[0].decode().strip()\n"
+        "print(asyncio.run(m()), socket.gethostname())'; "
+        "echo x > /dev/tcp/127.0.0.1/80",
+    )
+    assert r.stdout.split() == ["hi", "sandbox"], (r.stdout, r.stderr)
+    assert "Address family not supported" in r.stderr
 
 
 def test_open_files_are_limited(w1):
