@@ -13,6 +13,19 @@ channel); every step happens at T0 + a fixed offset, so no start-up order is ass
     receiver: 0.3 set up watchers and waiters   1.5 probe what the sender holds
               2.6 collect what the watchers saw
 
+Two host-wide counters (red team rt37s) follow their own schedule, in a thread of each side:
+
+    sockstat  the sender holds 32 TCP sockets per unit of the secret's first byte from 0.0 to
+              3.5 (in child processes: more than one process may open); the receiver polls
+              /proc/net/sockstat ("TCP: ... alloc N") until 2.6 and decodes (highest - lowest)
+              / 32. No shared clock needed (an evaluated program uses it alone): a reading
+              before the sender starts or after it ends is the baseline.
+    diskstats one 0.1 s slot per bit from 1.0 to 2.6: for a 1 the sender makes the host's disk
+    fadvise  do 300 reads: O_DIRECT reads ("diskstats", or if O_DIRECT is refused what
+              "fadvise" does: posix_fadvise(DONTNEED) then a read of the page, on a file
+              nobody maps);
+              the receiver counts /proc/diskstats "reads completed" per slot (150 or more: a 1)
+
 A channel decodes to a string: one character per bit ("0", "1", "?" when the probe itself
 failed) or, for the counting channels, the number the sender meant, as bits. The tests hold the
 receiver to learning nothing: the same output whatever the secret.
@@ -26,6 +39,7 @@ import errno
 import fcntl
 import glob
 import json
+import mmap
 import os
 import signal
 import socket
@@ -70,6 +84,32 @@ F_OFD_GETLK, F_OFD_SETLK, F_GETPIPE_SZ, F_SETSIG = 36, 37, 1032, 10
 DN_ACCESS, DN_MULTISHOT = 1, 0x80000000
 IN_OPEN, IN_ACCESS, IN_NONBLOCK = 0x20, 0x01, 0o4000
 MQ_PER_QUEUE = (10, 8192)  # the largest queue an unprivileged process may make
+SOCK_STEP, SOCK_PER_PROCESS = 32, 2000  # TCP sockets per unit; per process (4,096 open files)
+DISK_SLOT, DISK_READS, DISK_THRESHOLD = 0.1, 300, 150
+
+
+def quiet_big() -> str:
+    """A file of /usr nobody maps, 1 MiB or more, for the fadvise sender (its pages can be
+    evicted). Looked for only when needed: the search opens the folders inotify watches."""
+    docs = glob.glob("/usr/share/doc/*/changelog*")
+    return max((p for p in docs if os.path.getsize(p) >= 1 << 20), key=os.path.getsize)
+
+
+def tcp_alloc() -> int:
+    """The host's TCP socket count: not per network namespace."""
+    with open("/proc/net/sockstat") as f:
+        for line in f:
+            if line.startswith("TCP:"):
+                fields = line.split()
+                return int(fields[fields.index("alloc") + 1])
+    return -1
+
+
+def disk_reads() -> int:
+    """Reads completed, summed over the host's block devices (a partition's count is in its
+    disk's too: the threshold allows for that)."""
+    with open("/proc/diskstats") as f:
+        return sum(int(line.split()[3]) for line in f)
 
 
 def at(offset: float) -> None:
@@ -219,6 +259,22 @@ def send() -> None:
     def hostname() -> None:
         socket.sethostname("mbb-" + SECRET)
 
+    def sockstat() -> None:  # 32 v TCP sockets from this process's tree in all (tcp's too)
+        mine = sum(isinstance(h, socket.socket) and h.family == socket.AF_INET for h in held)
+        left = SOCK_STEP * int(SECRET[:8], 2) - mine
+        at(0.0)  # the receiver's baseline: before this, or after the exit
+        while left > 0:
+            k = min(left, SOCK_PER_PROCESS)
+            left -= k
+            if os.fork() == 0:
+                try:
+                    socks = [socket.socket() for _ in range(k)]
+                except OSError:
+                    os._exit(1)
+                at(3.5)
+                del socks
+                os._exit(0)
+
     hold("flock", locks)
     hold("posix_lock", lambda: byte_locks(POSIX_FILE, fcntl.F_SETLK))
     hold("ofd_lock", lambda: byte_locks(OFD_FILE, F_OFD_SETLK))
@@ -235,9 +291,35 @@ def send() -> None:
     hold("nice", nice)
     hold("xattr", xattr)
     hold("hostname", hostname)
+    hold("sockstat", sockstat)
+    disk = "diskstats" in CHANNELS or "fadvise" in CHANNELS
+    disk_pages = [(k * 13 * 4096) % (1 << 20) for k in range(DISK_READS)]
+    buf = mmap.mmap(-1, 4096)  # aligned, as O_DIRECT wants
+    fd, lever = -1, "fadvise"
+    if "diskstats" in CHANNELS:  # O_DIRECT if it may, else what "fadvise" does
+        with contextlib.suppress(OSError):
+            fd, lever = os.open("/usr/bin/bash", os.O_RDONLY | os.O_DIRECT), "diskstats"
+    if disk and fd < 0:  # read the disk_pages once first: only evictions reach the disk
+        with contextlib.suppress(OSError, ValueError):
+            fd = os.open(quiet_big(), os.O_RDONLY)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)  # no readahead
+            for off in disk_pages:
+                os.preadv(fd, [buf], off)
+
+    def reads() -> None:
+        for i in range(n):
+            at(1.0 + i * DISK_SLOT + 0.02)
+            if bit(i) and fd >= 0:
+                with contextlib.suppress(OSError):
+                    for off in disk_pages:
+                        if lever == "fadvise":
+                            os.posix_fadvise(fd, off, 4096, os.POSIX_FADV_DONTNEED)
+                        os.preadv(fd, [buf], off)
 
     at(1.0)
     acts = []
+    if disk:
+        acts.append(threading.Thread(target=reads))
     if "futex" in CHANNELS:
         pages = futex_pages()
 
@@ -295,6 +377,38 @@ def recv() -> dict[str, str]:
     want = set(CHANNELS)
     sigs = [RTMIN + i for i in range(16)] + [RTMIN + 16 + i for i in range(8)]
     signal.pthread_sigmask(signal.SIG_BLOCK, sigs)  # queued, read at the end
+
+    # sockstat: poll the count from now until 2.6, leaving out readings taken while this
+    # receiver's own TCP probe (the "tcp" channel) holds sockets
+    own_tcp = [0]  # odd while the probe runs
+    counts: list[int] = []
+
+    def poll_sockstat() -> None:
+        while time.time() < T0 + 2.6:
+            g = own_tcp[0]
+            c = tcp_alloc()
+            if g == own_tcp[0] and g % 2 == 0:
+                counts.append(c)
+            time.sleep(0.02)
+
+    per_slot: list[int] = []
+
+    def count_disk_reads() -> None:
+        at(1.0)
+        last = disk_reads()
+        for i in range(n):
+            at(1.0 + (i + 1) * DISK_SLOT - 0.005)
+            now = disk_reads()
+            per_slot.append(now - last)
+            last = now
+
+    pollers = []
+    if "sockstat" in want:
+        pollers.append(threading.Thread(target=poll_sockstat))
+    if "diskstats" in want or "fadvise" in want:
+        pollers.append(threading.Thread(target=count_disk_reads))
+    for t in pollers:
+        t.start()
 
     at(0.3)
     if "dnotify" in want:
@@ -421,6 +535,7 @@ def recv() -> dict[str, str]:
         out["unix_socket"] = s
     if "tcp" in want:
         s = ""
+        own_tcp[0] += 1
         for i in range(n):
             try:
                 c = socket.socket()
@@ -436,6 +551,7 @@ def recv() -> dict[str, str]:
             except OSError:
                 s += "?"
             c.close()
+        own_tcp[0] += 1
         out["tcp"] = s
     if "files" in want:
         seen = set()
@@ -503,6 +619,16 @@ def recv() -> dict[str, str]:
         out["cgroup"] = "|".join(seen_cg).replace("\n", ";")
 
     at(2.6)
+    for t in pollers:
+        t.join()
+    if "sockstat" in want:
+        v = round((max(counts) - min(counts)) / SOCK_STEP) if counts else 0
+        out["sockstat"] = as_bits(v, 8)
+    for c in ("diskstats", "fadvise"):
+        if c in want:
+            out[c] = "".join("1" if d >= DISK_THRESHOLD else "0" for d in per_slot)
+    if "sockstat" in want or "diskstats" in want or "fadvise" in want:
+        print(json.dumps({"sockstat": counts[::10], "disk": per_slot}), file=sys.stderr)
     if "inotify" in want:
         marks = ["?"] * n
         if ino >= 0:

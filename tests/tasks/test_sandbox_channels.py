@@ -6,6 +6,10 @@ sends a 16-bit secret; the receiver must learn nothing: it decodes the same thin
 sender sends the complement. Each defence is shown to be what stops its channels: with it taken
 away (the filter off, one uid for both, the host's device nodes, both programs in one sandbox)
 the same programs carry the secret bit for bit.
+
+Two host-wide counters (red team rt37s) are noisy on a shared machine, so they are held to a
+weaker bar, which still fails when the channel works: without the filter the secret gets
+through in one of three tries, and with it the receiver does no better than chance.
 """
 
 from __future__ import annotations
@@ -39,6 +43,10 @@ FLIPPED = "".join("1" if b == "0" else "0" for b in SECRET)
 
 # channels by the defence that closes them (mbb.resource.seccomp, sandbox, fs; bwrap)
 FILTER = ("flock", "posix_lock", "ofd_lock", "inotify", "dnotify", "futex")
+# host-wide counters the filter closes at their lever: the TCP socket count in
+# /proc/net/sockstat, the disk's read count in /proc/diskstats (O_DIRECT, or fadvise(DONTNEED)
+# where O_DIRECT is refused; "fadvise" is that lever alone)
+COUNTERS = ("sockstat", "diskstats")
 UID = ("pipes", "mqueue", "nproc")
 DEVICES = ("devnull_mtime",)
 NAMESPACES = (
@@ -56,6 +64,7 @@ NAMESPACES = (
 STRUCTURAL = ("atime", "xattr", "hostname", "proc_locks", "cgroup")
 ALL = FILTER + UID + DEVICES + NAMESPACES + STRUCTURAL
 WITH_CGROUPS = tuple(c for c in ALL if c != "nproc")  # pids.max hides the uid's count
+EVALUATED = (*WITH_CGROUPS, "sockstat")  # needs no clock shared with the receiver
 
 
 def meant(channel: str, secret: str) -> str:
@@ -67,7 +76,12 @@ def meant(channel: str, secret: str) -> str:
         "devnull_mtime": secret[:6],
         "nice": secret[:4],
         "signals": secret[:8],
+        "sockstat": secret[:8],
     }.get(channel, secret)
+
+
+def agreement(got: str, want: str) -> int:
+    return sum(a == b for a, b in zip(got, want, strict=False))
 
 
 class Run:
@@ -154,6 +168,15 @@ def defence_off(tmp: Path, channels: tuple[str, ...]) -> dict[str, str]:
     return decoded(r.stdout, r.stderr)
 
 
+def until_carried(tmp: Path, channels: tuple[str, ...], tries: int = 3) -> dict[str, str]:
+    """defence_off for noisy channels: the attacker repeats until the secret gets through."""
+    for k in range(tries):
+        got = defence_off(tmp / f"try-{k}", channels)
+        if all(got.get(c) == meant(c, SECRET) for c in channels):
+            break
+    return got
+
+
 def one_sandbox(tmp: Path, suite: Any, channels: tuple[str, ...]) -> dict[str, str]:
     """Sender and receiver in one sandbox: what namespaces separate, they share. The filter is
     off (it refuses loopback TCP too)."""
@@ -178,12 +201,15 @@ def outcomes(suite: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
     tmp = tmp_path_factory.mktemp("channels")
     out: dict[str, Any] = {
         "runs": (
-            two_runs(tmp / "s", suite, SECRET, WITH_CGROUPS),
-            two_runs(tmp / "f", suite, FLIPPED, WITH_CGROUPS),
+            two_runs(tmp / "s", suite, SECRET, WITH_CGROUPS + COUNTERS),
+            two_runs(tmp / "f", suite, FLIPPED, WITH_CGROUPS + COUNTERS),
         ),
         "defence_off": {
             **defence_off(tmp / "off", (*FILTER, "pipes", "mqueue", *DEVICES)),
             **defence_off(tmp / "off-nproc", ("nproc",)),  # alone: threads are tasks too
+            # alone: no other channel's work in their slots; one counter per call
+            **until_carried(tmp / "off-sockstat-disk", COUNTERS),
+            **until_carried(tmp / "off-fadvise", ("fadvise",)),
         },
         "one_sandbox": one_sandbox(tmp, suite, NAMESPACES),
     }
@@ -196,7 +222,7 @@ def outcomes(suite: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
     return out
 
 
-@pytest.mark.parametrize("channel", FILTER + UID + DEVICES)
+@pytest.mark.parametrize("channel", FILTER + UID + DEVICES + COUNTERS + ("fadvise",))
 def test_the_channel_carries_the_secret_without_its_defence(outcomes, channel):
     assert outcomes["defence_off"][channel] == meant(channel, SECRET)
 
@@ -212,6 +238,19 @@ def test_no_channel_between_two_runs(outcomes, channel):
     with_secret, with_flipped = (r[channel] for r in outcomes["runs"])
     assert with_secret == with_flipped, (with_secret, with_flipped)
     assert with_secret != meant(channel, SECRET)
+
+
+@pytest.mark.parametrize("channel", COUNTERS)
+def test_no_counter_channel_between_two_runs(outcomes, channel):
+    """A host-wide counter moves with other work too, so the receiver may decode noise, but
+    it learns nothing: over the secret and its complement, a receiver that decodes the same
+    both times agrees on exactly half the bits (a working channel: all of them). A quarter
+    more is allowed for noise."""
+    with_secret, with_flipped = (r[channel] for r in outcomes["runs"])
+    n = len(meant(channel, SECRET))
+    score = agreement(with_secret, meant(channel, SECRET))
+    score += agreement(with_flipped, meant(channel, FLIPPED))
+    assert score <= n + n // 4, (with_secret, with_flipped)
 
 
 def test_no_process_count_channel_between_two_runs_without_cgroups(outcomes):
@@ -312,8 +351,9 @@ def evaluation_to_window(
     tmp: Path, suite: Any
 ) -> tuple[dict[str, str], list[dict[str, str]], set[str]]:
     """The attack of the issue: under evaluation in run A, the executable sends the first two
-    bytes of its hidden test's input over every channel (held ~2.5 s per test); a window of run
-    B, at the same time, listens on every channel, round after round. Returns what the receiver
+    bytes of its hidden test's input over every channel (held ~2.5 s per test; the TCP socket
+    count carries the first byte); a window of run B, at the same time, listens on every
+    channel, round after round. Returns what the receiver
     decodes with nobody sending, what it decoded in each round, and the bits each hidden test's
     input would send."""
     task = suite["rev"]
@@ -326,7 +366,7 @@ def evaluation_to_window(
         "bits=$(python3 -c 'import sys, time\n"
         'd = (" ".join(sys.argv[1:]).encode() + sys.stdin.buffer.read(2))[:2].ljust(2, bytes(1))\n'
         'print(time.time() - 1.1, "".join(format(c, "08b") for c in d))\' "$@")\n'
-        f"exec python3 /workspace/covert.py send $bits {','.join(WITH_CGROUPS)}\n"
+        f"exec python3 /workspace/covert.py send $bits {','.join(EVALUATED)}\n"
     )
     inputs = set()
     for t in task.hidden_tests():
@@ -340,7 +380,7 @@ def evaluation_to_window(
     def listen(into: list[dict[str, str]], n: int | None = None) -> None:
         while not stop.is_set() and (n is None or len(into) < n):
             t0 = time.time() - 0.2  # watchers set up at once, holds probed 1.3 s later
-            r = b.run(covert("recv", t0, "16", WITH_CGROUPS))
+            r = b.run(covert("recv", t0, "16", EVALUATED))
             into.append(decoded(r.stdout, r.stderr))
 
     try:
@@ -359,16 +399,20 @@ def evaluation_to_window(
 
 
 def test_an_evaluated_program_cannot_send_its_test_input_to_another_run(tmp_path, suite):
-    """The receiver never decodes anything but what it decodes with no sender at all."""
-    quiet, rounds, _ = evaluation_to_window(tmp_path, suite)
-    assert all(r == quiet for r in rounds), [
-        (k, r[k]) for r in rounds for k in r if r[k] != quiet[k]
-    ]
+    """The receiver never decodes anything but what it decodes with no sender at all; the
+    TCP socket count, which other work on the host moves too, never gives a test's first byte
+    (any is 32 or more: 1,024 sockets and up)."""
+    quiet, rounds, inputs = evaluation_to_window(tmp_path, suite)
+    exact = [(k, r[k]) for r in rounds for k in r if k != "sockstat" and r[k] != quiet[k]]
+    assert not exact, exact
+    firsts = {i[:8] for i in inputs}
+    assert not [r["sockstat"] for r in rounds if r["sockstat"] in firsts]
 
 
 def test_without_the_filter_the_test_input_reaches_the_other_run(tmp_path, suite):
     """The same attack with the filter off in both runs: the receiver decodes the first bytes
-    of hidden test inputs (locks, notifications, futexes), so the attack above is a real one."""
+    of hidden test inputs (locks, notifications, futexes, the TCP socket count), so the attack
+    above is a real one."""
     off = functools.partial(run_sandboxed, seccomp=False)
     with (
         mock.patch("mbb.resource.resource.run_sandboxed", off),
@@ -376,7 +420,9 @@ def test_without_the_filter_the_test_input_reaches_the_other_run(tmp_path, suite
     ):
         _, rounds, inputs = evaluation_to_window(tmp_path, suite)
     leaked = {k for r in rounds for k in FILTER if r[k] in inputs}
-    assert leaked == set(FILTER), [r[k] for r in rounds for k in FILTER]
+    firsts = {i[:8] for i in inputs}
+    leaked |= {"sockstat" for r in rounds if r["sockstat"] in firsts}
+    assert leaked == {*FILTER, "sockstat"}, [r[k] for r in rounds for k in (*FILTER, "sockstat")]
 
 
 def quiet_files() -> list[str]:
