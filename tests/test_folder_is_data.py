@@ -62,6 +62,7 @@ def _llm_params(root: Path, url: str, cache: Path, key_env: str | None, **extra:
 
 def _forge(out: Path, params: dict, seed: int = 1, run_id: str | None = None) -> Path:
     """A run folder holding only a `run_started` line with `params` (what the red team sent)."""
+    from mbb.agents.backends import modeled_estimate_log_sd
     from mbb.batch.build import run_id_of
 
     workers: list[dict] = []
@@ -69,6 +70,9 @@ def _forge(out: Path, params: dict, seed: int = 1, run_id: str | None = None) ->
         cond = load_params(params)
         run_id = run_id_of(cond, seed)
         workers = [w.model_dump(mode="json") for w in cond.worker_specs(seed)]
+        for w, spec in zip(workers, cond.worker_specs(seed), strict=True):
+            if spec.solver == "modeled":  # as the arena records it (mbb.agents.modeled, F-1)
+                w["solver_settings"] = {"estimate_log_sd": modeled_estimate_log_sd(spec)}
     run = out / run_id
     log = eventlog.EventLog(run_id, run / "events.jsonl")
     log.emit(

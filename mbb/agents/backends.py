@@ -38,6 +38,7 @@ __all__ = [
     "build_agents",
     "lazy_worker_rng",
     "llm_solvers",
+    "modeled_estimate_log_sd",
     "uses_llm",
     "worker_rng",
 ]
@@ -88,11 +89,29 @@ def lazy_worker_rng(seed: int, index: int, role: int) -> RngSource:
     return functools.cache(functools.partial(worker_rng, seed, index, role))
 
 
+def modeled_estimate_log_sd(spec: WorkerSpec) -> float:
+    """The estimation error a modeled solver of `spec` requests its windows with (mbb's
+    choice, `mbb.agents.modeled`): `ESTIMATE_LOG_SD` when the worker's negotiator is a language
+    model (a backend that needs a model), the only reader for whom the request is information;
+    0 (the exact request) with a scripted negotiator, which reads the true need anyway and
+    whose validated population must not move."""
+    from mbb.agents.modeled import ESTIMATE_LOG_SD
+
+    llm = spec.negotiator in NEGOTIATORS and NEGOTIATORS[spec.negotiator].needs_model
+    return ESTIMATE_LOG_SD if llm else 0.0
+
+
 def _modeled_solver(run: Services, spec: WorkerSpec, rng: np.random.Generator) -> Solver:
     from mbb.agents.modeled import ModeledSolver
 
     w = run.condition.windows
-    return ModeledSolver(spec.id, rng, min_s=w.min_s, max_s=w.max_s)
+    return ModeledSolver(
+        spec.id,
+        rng,
+        min_s=w.min_s,
+        max_s=w.max_s,
+        estimate_log_sd=modeled_estimate_log_sd(spec),
+    )
 
 
 def _scripted_negotiator(run: Services, spec: WorkerSpec, rng: RngSource) -> Negotiator:

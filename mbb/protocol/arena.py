@@ -30,7 +30,7 @@ from mbb.core.agent_api import (
 )
 from mbb.core.provenance import provenance
 from mbb.core.scratch import Scratch
-from mbb.params import Condition
+from mbb.params import Condition, WorkerSpec
 from mbb.protocol import phases
 from mbb.protocol.context import FAILED, Round, RunContext
 from mbb.protocol.mechanisms import mechanism_for
@@ -86,13 +86,23 @@ class Arena(RunContext):
             condition=c.name,
             seed=self.seed,
             params=c.model_dump(mode="json"),
-            workers=[s.model_dump(mode="json") for s in self.specs],
+            workers=[self._worker_record(s) for s in self.specs],
             provenance=provenance(),
         )
         for subrun in range(1, c.subruns + 1):
             await self.run_subrun(subrun)
         self.log.subrun = self.log.round = None
         self.emit(ev.RunEnded, status="completed")
+
+    def _worker_record(self, spec: WorkerSpec) -> dict[str, Any]:
+        """A worker as `run_started` records it: its resolved spec, plus `solver_settings`
+        when its solver resolves settings of its own (a modeled solver's `estimate_log_sd`,
+        which depends on the negotiator backend: `mbb.agents.modeled`)."""
+        record = spec.model_dump(mode="json")
+        settings = getattr(self.workers[spec.id].solver, "settings", None)
+        if settings is not None:
+            record["solver_settings"] = dict(settings)
+        return record
 
     def assign_tasks(self, subrun: int) -> dict[str, tuple[str, float]]:
         return workload.assign_tasks(

@@ -222,3 +222,24 @@ def test_progress_advances_per_llm_call(root, tmp_path, key_in_env, monkeypatch)
     first_run_done = next(i for i, (_, d) in enumerate(seen) if d == 1)
     assert seen[first_run_done][0] > 0  # the bar moved before any run had ended
     assert seen[-1][1] == 2
+
+
+def test_modeled_solvers_of_llm_negotiators_request_estimates(
+    root, tmp_path, llm_server, key_in_env
+):
+    """F-1 (mbb's choice): a modeled solver whose negotiator is a language model requests its
+    own estimate, and the run records so per worker; a mechanism replay keeps the rule."""
+    from mbb.agents.modeled import ESTIMATE_LOG_SD
+    from mbb.analysis.mechanisms.replay import replay
+
+    result = run_condition(condition(root, llm_server, tmp_path, subruns=1), 5, tmp_path / "o")
+    start = json.loads(result.log.lines[0])
+    assert [w["solver_settings"]["estimate_log_sd"] for w in start["workers"]] == [
+        ESTIMATE_LOG_SD
+    ] * len(start["workers"])
+    again = replay(result.log.lines, "fcfs")
+    replayed = json.loads(again.log.lines[0])
+    assert {w["negotiator"] for w in replayed["workers"]} == {"scripted"}
+    assert {w["solver_settings"]["estimate_log_sd"] for w in replayed["workers"]} == {
+        ESTIMATE_LOG_SD
+    }

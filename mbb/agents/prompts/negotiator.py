@@ -10,7 +10,10 @@ budget, own deadline, the window its solver asked for) appear only in the owner'
 The solver's remaining work is not among them: a modeled solver's is the task's true size (a
 free oracle on whether the task can still be finished, which the paper's agents judge), an LLM
 solver's is only its last request (mbb's choice: the negotiator reads the request and the
-solver's notes).
+solver's notes). Nor is the request itself the true need: a modeled solver whose negotiator is a
+language model (every reader of these templates) asks for its own estimate, the true stage need
+times a per-stage estimation error (mbb's choice, `mbb.agents.modeled`; a modeled solver under a
+scripted negotiator keeps the exact request).
 """
 
 from __future__ import annotations

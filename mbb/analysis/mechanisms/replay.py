@@ -8,7 +8,10 @@
   `task`, `work_s`; checked against the deadlines and budgets recorded there);
 - the modeled solvers' randomness (efficiency, per-window set-up), re-derived from the seed with
   `mbb.agents.backends.worker_rng`; set-up draws are consumed window by window, so the k-th
-  window a worker gets costs the same set-up under every mechanism;
+  window a worker gets costs the same set-up under every mechanism; and the solvers' request
+  rule of the original run: a modeled solver whose original negotiator was a language model
+  requests with its per-stage estimation error (`mbb.agents.modeled`, drawn stage by stage, so
+  the same under every mechanism), although the replay's negotiators are recorded ones;
 - for the bid mechanisms (auctions, proportional share) only: the sealed bid each worker
   declared, in order, within each subrun (`declared`, revisions excluded; a withdrawal in the
   declaration phase counts as one entry), and its declared duration: "the whole request" when
@@ -30,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mbb.agents.backends import build_agents
+from mbb.agents.backends import SOLVERS, build_agents
 from mbb.core import eventlog
 from mbb.core.actions import Ballot, ConversationTurn, Declaration, Withdraw
 from mbb.core.agent_api import RoundView, SubrunRecap
@@ -182,12 +185,20 @@ class ReplayArena(Arena):
     def __init__(
         self, condition: Condition, demand: RecordedDemand, log: eventlog.EventLog
     ) -> None:
+        # the original workers: a modeled solver requests as it did there (its estimation error
+        # depends on the negotiator backend, which the replay replaces by recorded bids)
+        original = {s.id: s for s in demand.condition.worker_specs(demand.seed)}
         agents = build_agents(
             _ReplayServices(condition, log),
             condition.worker_specs(demand.seed),
             demand.seed,
             negotiators={
                 "scripted": lambda run, spec, rng: RecordedNegotiator(spec.id, demand.bids)
+            },
+            solvers={
+                "modeled": lambda run, spec, rng: SOLVERS["modeled"].build(
+                    run, original[spec.id], rng
+                )
             },
         )
         super().__init__(condition, demand.seed, log, agents)
