@@ -278,7 +278,8 @@ SWITCHES: dict[str, Registry[Rule[Any]]] = {
             "any number of messages, each either private to one other worker of this subrun "
             "or a public post to everyone (each cut to {message_max} characters); the "
             "conversation ends early after a turn in which no candidate sends or revises "
-            "anything.",
+            "anything. Turns are simultaneous: what others send or revise in a turn is shown "
+            "to you at the next turn.",
             True,
         ),
         Rule("off", "no conversation: declarations go straight to ballots", "", False),
