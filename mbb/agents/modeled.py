@@ -182,10 +182,7 @@ class ModeledSolver:
         true stage need times the stage's estimation error)."""
         if self.done_s >= self.work_s > 0:  # done
             return None
-        need = self.stage_need_s()
-        if self._estimate_rng is not None:
-            need *= self.estimate_factor()
-        want = math.ceil(need)
+        want = math.ceil(self.stage_need_s() * self.estimate_factor())  # factor 1 when exact
         return Request(duration=max(self._min_s, min(self._max_s, want)))
 
     async def run_window(self, grant: WindowGrant) -> WindowOutcome:
