@@ -374,6 +374,7 @@ def waiting_distribution(waits: pl.DataFrame) -> alt.FacetChart | alt.Chart:
         alt.layer(whisk, box, med, mx, data=q)
         .properties(width=WIDE_WIDTH, height=200)
         .facet(row=alt.Row("condition:N", title="Condition"))
+        .resolve_scale(y="independent")  # a condition's own mechanisms, no empty band
         .properties(title=title)
     )
 
@@ -416,6 +417,7 @@ def execution_by_worker(execution: pl.DataFrame) -> alt.FacetChart:
         )
         .properties(width=WIDE_WIDTH, height=200)
         .facet(row=alt.Row("condition:N", title="Condition"))
+        .resolve_scale(y="independent")  # mech_fcfs has no "negotiated" row to leave empty
         .properties(
             title={
                 "text": "Who got the resource: execution time per worker",
