@@ -135,6 +135,9 @@ def test_a_re_made_call_served_from_a_warm_prompt_cache_is_the_same_call():
     assert comparable(_line(base)) == comparable(_line({**base, "served_model": None}))
     routed = {**base, "served_model": "another-model"}
     assert comparable(_line(base)) != comparable(_line(routed))
+    # nor the flag for token counts that cannot be true: false is absent, true is not
+    assert comparable(_line(base)) == comparable(_line({**base, "usage_implausible": False}))
+    assert comparable(_line(base)) != comparable(_line({**base, "usage_implausible": True}))
 
 
 def _line(event: dict) -> str:

@@ -171,6 +171,8 @@ def comparable(line: str) -> str:
             d.pop(k, None)
         if d.get("served_model") is None:  # null, or a log written before mbb recorded it
             d.pop("served_model", None)
+        if not d.get("usage_implausible"):  # false, or a log written before mbb recorded it
+            d.pop("usage_implausible", None)
         return json.dumps(d, sort_keys=True)
     return _WALL.sub("", line)
 

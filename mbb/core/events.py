@@ -276,6 +276,12 @@ class LlmCall(EventBase):
         description="The model the endpoint named in its answer when that is not `model` (a "
         "dated snapshot, or another model a router chose); None: the same, or none named.",
     )
+    usage_implausible: bool = Field(
+        False,
+        description="True: the answer reported token counts that cannot be true (bounds in "
+        "`mbb.llm.provider`), so its tokens and cost are recorded unknown (null) rather than "
+        "taken; False: the counts were taken, or none were reported.",
+    )
 
 
 Event = Annotated[

@@ -133,6 +133,7 @@ _KIND_SCHEMAS: dict[str, dict[str, PolarsDataType]] = {
         "repair": _B,
         "error": _STR,
         "served_model": _STR,
+        "usage_implausible": _B,
     },
     "command": {
         "tool": _STR,

@@ -440,6 +440,7 @@ class Audited:
             request_key=result.key,
             error=error,
             served_model=result.served_model if result.served_model != model else None,
+            usage_implausible=result.usage.implausible,
         )
         if self.observer is not None:
             self.observer(meta, result, error)

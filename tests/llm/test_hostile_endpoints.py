@@ -273,6 +273,8 @@ def test_token_counts_that_cannot_be_true_are_unknown_and_said(
     assert code == 0, out
     calls = [e for e in _events(tmp_path / "out") if e["kind"] == "llm_call"]
     assert calls and all(e["cost_usd"] is None and e["prompt_tokens"] is None for e in calls)
+    # each call's event says why its counts are unknown (the endpoint sent counts, not taken)
+    assert all(e["usage_implausible"] for e in calls)
     (line,) = [x for x in out.splitlines() if x.startswith("usage: ")]
     assert f"{len(calls)} of them reported counts that cannot be true" in line, line
     report = (tmp_path / "out" / "index.html").read_text()
