@@ -185,9 +185,11 @@ LlmPair = tuple[Any, Any]  # (LlmClient, LlmCache)
 
 
 def open_llm(condition: Condition, on_call: Callable[..., Any] | None = None) -> LlmPair:
-    """A new LLM client (its prices and spend ledger from the condition) and request cache.
+    """A new LLM client (its prices and spend ledger from the condition; its endpoints stop
+    after too many failures, `mbb.llm.limits.EndpointBreaker`) and request cache.
 
     condition: the condition run; on_call: told of every audited call (progress per call)."""
+    from mbb.core.validity import INVALID_SHARE
     from mbb.llm.budget import ledger_for
     from mbb.llm.cache import LlmCache
     from mbb.llm.client import LlmClient
@@ -199,6 +201,9 @@ def open_llm(condition: Condition, on_call: Callable[..., Any] | None = None) ->
             prices=condition.prices,
             budget=budget,
             on_call=on_call,
+            # an endpoint failing more often than a valid run may (in a row or not) stops, as in
+            # a study (which passes its own failures.invalid_share)
+            stop_share=INVALID_SHARE,
             # every key variable of the params: its value is redacted wherever an answer has it
             secret_envs=[m.api_key_env for m in condition.models.values() if m.api_key_env],
         ),

@@ -361,3 +361,40 @@ def test_content_as_a_list_of_text_parts_is_joined_and_other_parts_refused():
     for bad in ([{"type": "image_url", "image_url": {"url": "x"}}], ["plain"], [{"type": "text"}]):
         with pytest.raises(MalformedResponse):
             parse_response(answer(bad))
+
+
+def test_a_single_run_stops_an_endpoint_failing_every_other_call(
+    tmp_path, root, capsys, monkeypatch
+):
+    """The failure-share stop was a study's only: `mbb run` against an endpoint failing every
+    other call played on, each success resetting the count of failures in a row. Now a run
+    outside a study stops it at the default invalid share (5 % of its last 40 calls), stopped
+    and resumable, as a study does."""
+    from mbb.batch.build import load_params
+
+    monkeypatch.setenv(KEY_ENV, KEY)
+    seen = itertools.count()
+    with FakeOpenAIServer(models=("adv-m",)) as server:
+        params = tmp_path / "p.yaml"
+        params.write_text(
+            f"extends: {root / 'params' / 'llm_negotiators.yaml'}\n"
+            "name: adv_run\nsubruns: 1\nworkers: {count: 3, model: adv}\n"
+            "negotiation: {max_turns: 1}\nmodels:\n"
+            f"  adv: {{model: adv-m, preset: vllm, base_url: '{server.url}', "
+            f"api_key_env: {KEY_ENV}, max_retries: 1, timeout_s: 10}}\n"
+            f"prices:\n  adv-m: {PRICE}\n"
+        )
+        router = StubRouter(load_params(params).models)
+
+        def respond(body: dict[str, Any]) -> Reply:
+            good = router(body)
+            return Reply.error(400, "not now") if next(seen) % 2 else good
+
+        server.responder = respond
+        code = main(["run", str(params), "--out", str(tmp_path / "out"), "--quiet"])
+    said = capsys.readouterr()
+    assert code == 3, said
+    assert "of its last 40 calls failed, more than 5%" in said.err
+    logs = sorted((tmp_path / "out").glob("*/events.jsonl"))
+    ended = [json.loads(x) for log in logs for x in log.read_text().splitlines()]
+    assert [e["status"] for e in ended if e["kind"] == "run_ended"] == ["stopped"]
