@@ -8,10 +8,11 @@ import sys
 from typing import Any
 
 import pytest
-from helpers import condition, run
+from helpers import FixedSolver, PlainNegotiator, condition, install_backends, run
 
 from mbb.agents.backends import NEGOTIATORS, SOLVERS
 from mbb.batch.build import load_params, run_condition
+from mbb.core.actions import Declaration
 from mbb.core.agent_api import PastRound
 from mbb.core.board import Board
 from mbb.core.scratch import Scratch
@@ -99,6 +100,59 @@ def test_the_arena_runs_the_registered_payment_rule(monkeypatch) -> None:
         sched = [s for s in r.of("schedule_published") if s["seq"] < e["seq"]][-1]
         bid = sched["bids"][sched["order"].index(e["worker"])]
         assert e["price"] == bid // 2
+
+
+def _seen_past_rounds(monkeypatch, kind: str) -> tuple[Any, dict[str, list[Any]]]:
+    """Run `kind` with three workers bidding 10, 20 and 30 and keep every view's past rounds."""
+    seen: dict[str, list[Any]] = {"W1": [], "W2": [], "W3": []}
+
+    def bidder(w: str) -> PlainNegotiator:
+        def declare(v: Any) -> Any:
+            seen[w].append(list(v.past_rounds))
+            return Declaration(bid=10 * int(w[1]), duration=v.wanted_s, position=1)
+
+        return PlainNegotiator(w, declare=declare)
+
+    install_backends(
+        monkeypatch,
+        negotiators={w: bidder for w in seen},
+        solvers={w: (lambda x: FixedSolver(x, need=60, request=30)) for w in seen},
+    )
+    cond = condition(
+        {
+            "workers": {"count": 3},
+            "subruns": 1,
+            "mechanism": {"kind": kind},
+            "deadline": {"minutes": 30},
+        }
+    )
+    return run(cond), seen
+
+
+@pytest.mark.parametrize("kind", ["first_price", "second_price", "proportional_share"])
+def test_a_sealed_auctions_later_views_show_no_losing_bid(monkeypatch, kind) -> None:
+    """Sealed bids are seen only as the holders' (the published schedule): a round's record in
+    later views keeps no bid of a candidate that got no window (regression: every sealed bid
+    was kept in `PastRound.bids`, one loop over it from a leak)."""
+    r, seen = _seen_past_rounds(monkeypatch, kind)
+    published = {(e["subrun"], e["round"]): e for e in r.of("schedule_published")}
+    later = [p for views in seen.values() for past in views for p in past]
+    assert later  # later rounds were seen, with records of earlier ones
+    for p in later:
+        e = published[(1, p.round)]
+        assert p.bids == dict(zip(e["order"], e["bids"], strict=True))
+    if kind != "proportional_share":  # one window a round: someone lost a round
+        assert any(len(p.bids) < 3 for p in later)
+
+
+def test_a_negotiated_rounds_record_keeps_every_posted_bid(monkeypatch) -> None:
+    """Negotiated declarations are posted to everyone: the record keeps every candidate's."""
+    r, seen = _seen_past_rounds(monkeypatch, "negotiated")
+    declared = {(e["round"], e["worker"]): e["bid"] for e in r.of("declared")}
+    later = [p for views in seen.values() for past in views for p in past]
+    assert later
+    for p in later:
+        assert p.bids == {w: b for (rnd, w), b in declared.items() if rnd == p.round}
 
 
 def test_unknown_backend_is_refused_when_params_load() -> None:

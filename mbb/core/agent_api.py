@@ -51,7 +51,7 @@ class PastRound:
 
     round: int
     order: list[str]
-    bids: dict[str, int]
+    bids: dict[str, int]  # the public bids: every candidate's if posted, else the holders'
     allocations: dict[str, int]
     used: dict[str, float] = field(default_factory=dict)  # filled as windows end
     ballots: dict[str, tuple[str, ...]] = field(default_factory=dict)  # published rankings

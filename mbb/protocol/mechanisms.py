@@ -63,6 +63,7 @@ class NegotiatedMechanism:
             bids=bids,
             prices=PAYMENT[mech.payment].implementation(order, bids),
             payment_rule=mech.payment,
+            bids_public=True,  # declarations are posted to everyone
             unanimous=len({tuple(r) for r in rankings}) == 1,
             rankings={w: ballots[w].ranking for w in candidates},
         )

@@ -56,8 +56,10 @@ class Schedule:
     """What a mechanism decided: the windows in order, their lengths and prices.
 
     `rule`: the label a `schedule_published` event records; `payment_rule`: the label of each
-    `payment` event; `bids`: every scheduled candidate's bid (0 without bids); `requeue`:
-    candidates left out this round, who keep their place ahead of later requests."""
+    `payment` event; `bids`: every scheduled candidate's bid (0 without bids); `bids_public`:
+    whether every candidate's bid was public (negotiated declarations are posted; a sealed bid
+    is seen only as a holder's, in the published schedule); `requeue`: candidates left out this
+    round, who keep their place ahead of later requests."""
 
     rule: str
     order: list[str]
@@ -65,6 +67,7 @@ class Schedule:
     bids: dict[str, int]
     prices: dict[str, int]
     payment_rule: str
+    bids_public: bool = False
     unanimous: bool = False
     rankings: dict[str, tuple[str, ...]] = field(default_factory=dict)
     requeue: list[str] = field(default_factory=list)
@@ -267,7 +270,9 @@ async def vote(arena: RunContext, rnd: Round, tiebreak: list[str]) -> dict[str, 
 
 def publish(arena: RunContext, rnd: Round, schedule: Schedule) -> PastRound:
     """Phase 4's end: the schedule is published (event, and the round's public record that
-    later views show); candidates left out keep their place in the queue."""
+    later views show); candidates left out keep their place in the queue. The record keeps
+    only what is public: every candidate's bid where declarations were posted, else only the
+    holders' (a sealed auction's losing bids are seen by no one)."""
     order, alloc, bids = schedule.order, schedule.allocations, schedule.bids
     arena.emit(
         ev.SchedulePublished,
@@ -277,7 +282,8 @@ def publish(arena: RunContext, rnd: Round, schedule: Schedule) -> PastRound:
         bids=[bids[x] for x in order],
         ballots_unanimous=schedule.unanimous,
     )
-    record = PastRound(rnd.number, list(order), dict(bids), dict(alloc), ballots=schedule.rankings)
+    public = dict(bids) if schedule.bids_public else {w: bids[w] for w in order}
+    record = PastRound(rnd.number, list(order), public, dict(alloc), ballots=schedule.rankings)
     rnd.past.append(record)
     rnd.queue.extend(schedule.requeue)
     return record
