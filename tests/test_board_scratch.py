@@ -100,7 +100,7 @@ def test_scratch_is_bounded_and_drops_the_oldest_first() -> None:
     assert s.write("rule", 2, "x" * 25) == 8  # too long alone: truncated, everything else dropped
     assert [e.text for e in s.entries] == ["x" * 10] and s.chars == 10
     assert [e.kind for e in s.of_kind("rule")] == ["rule"]
-    assert s.render() == "[rule s2] " + "x" * 10
+    assert s.render() == "[negotiator's rule, subrun 2] " + "x" * 10
     s.wipe()
     assert s.entries == [] and s.chars == 0
 
@@ -170,4 +170,78 @@ def test_memory_and_reports_are_separate_switches(enabled: bool, reports: bool) 
     else:
         assert kinds and ("report" in kinds) == reports
         assert all(starts[2][w] >= starts[1][w] for w in starts[2])
+    check_invariants(r, cond)
+
+
+# --- whose entry: a worker's scratch is shared by its negotiator and its solver -----------------
+def test_render_tags_each_entry_with_whose_it_is() -> None:
+    """F-16: `[report s1]` did not say whether the negotiator or its solver wrote it. A persona's
+    `note` and a solver's `memory` note share their kind, so the writer is kept on the entry."""
+    s = Scratch(1000)
+    s.write("report", 1, "negotiator report")
+    s.write("summary", 1, "history")
+    s.write("note", 1, "COALITION W1,W2 RIVAL -")
+    s.write("solver_report", 1, "solver report", by="solver")
+    s.write("note", 2, "build with make", by="solver")
+    assert [e.by for e in s.entries] == ["negotiator"] * 3 + ["solver"] * 2
+    assert s.render().splitlines() == [
+        "[negotiator's report, subrun 1] negotiator report",
+        "[negotiator's condensed history, subrun 1] history",
+        "[negotiator's note, subrun 1] COALITION W1,W2 RIVAL -",
+        "[solver's report, subrun 1] solver report",
+        "[solver's note, subrun 2] build with make",
+    ]
+
+
+def test_the_solvers_memory_tool_writes_the_solvers_note() -> None:
+    from mbb.tasks.harness import SolverTools
+
+    s = Scratch(1000)
+    tools = SolverTools("W1", None, scratch=s, subrun=3)  # type: ignore[arg-type]  # memory only
+    assert tools.memory("remember this").ok
+    assert [(e.kind, e.subrun, e.by) for e in s.entries] == [("note", 3, "solver")]
+    assert s.render() == "[solver's note, subrun 3] remember this"
+
+
+class _ReportingSolver(FixedSolver):
+    """A solver that writes an after-action report, as the LLM solver does."""
+
+    async def end_subrun(self, recap, scratch) -> None:
+        if scratch is not None:
+            scratch.write("solver_report", recap.subrun, f"{self.worker} solver", by="solver")
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+@pytest.mark.parametrize("reports", [True, False])
+def test_the_solvers_report_is_a_report_for_both_switches(monkeypatch, enabled, reports) -> None:
+    """The solver's report carries over exactly when the negotiator's does (reports on,
+    whatever memory is), and its events validate as `solver_report`."""
+    from mbb.core.events import parse_events
+
+    seen: list[list[tuple[str, str]]] = []
+
+    class Reader(PlainNegotiator):
+        async def start_subrun(self, subrun, scratch) -> None:
+            seen.append([(e.kind, e.by) for e in scratch.entries] if scratch else [])
+
+        async def end_subrun(self, recap, scratch) -> None:
+            if scratch is not None:
+                scratch.write("report", recap.subrun, "negotiator")
+
+    install_backends(
+        monkeypatch,
+        negotiators={"W1": Reader, "W2": PlainNegotiator},
+        solvers={w: (lambda x: _ReportingSolver(x, need=30, request=30)) for w in ("W1", "W2")},
+    )
+    cond = condition(
+        {"workers": {"count": 2}, "subruns": 2, "memory": {"enabled": enabled, "reports": reports}}
+    )
+    r = run(cond)
+    parse_events(r.lines)
+    written = {(e["worker"], e["entry"]) for e in r.of("scratch_written")}
+    if reports:
+        assert ("W1", "solver_report") in written and ("W2", "solver_report") in written
+        assert seen[1] == [("solver_report", "solver"), ("report", "negotiator")]
+    else:
+        assert not written and seen[1] == []
     check_invariants(r, cond)

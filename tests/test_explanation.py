@@ -260,10 +260,31 @@ def test_no_negotiation_is_claimed_where_there_is_none_and_memory_off_is_said() 
     assert "The operator assigns the windows by the rule below; you take no part in it." in text
     text = ex.render(ex.explain(scripted("negotiated", {})))
     assert "You negotiate for your solver's windows, paying for them from" in text
-    assert "No condensed history" not in text
+    assert "No notes carry over" not in text
     off = ex.render(ex.explain(scripted("negotiated", {"memory": {"enabled": False}})))
-    assert "No condensed history of your negotiations carries over to your next subruns." in off
-    assert "Your notes (a condensed history" not in off
+    assert (
+        "No notes carry over to your next subruns: neither your condensed history of your "
+        "negotiations nor any note your solver saves." in off
+    )
+    assert "Your worker's notes carry over" not in off
+
+
+def test_the_memory_rules_say_what_carries_over_and_whose_it_is() -> None:
+    """F-16: a worker's scratch is shared by its negotiator and its solver, but the negotiator
+    was told only that its condensed history carries over, and neither agent that the other's
+    notes and reports are shown to it (now each tagged with whose it is)."""
+    on = ex.render(ex.explain(scripted("negotiated", {})))
+    assert (
+        "Your worker's notes carry over to your next subruns: your condensed history of your "
+        "negotiations, and any note your solver saves. Each is tagged with whose it is." in on
+    )
+    assert (
+        "At the end of a subrun you write an after-action report; you read it in your next "
+        "subruns, with any report your solver writes, each tagged with whose it is." in on
+    )
+    solver = ex.render(ex.explain_solver(scripted("negotiated", {}), 4))
+    assert "Your negotiator's notes are shown with them, each tagged with whose it is." in solver
+    assert "you and your negotiator each write an after-action report; you read both" in solver
 
 
 def test_an_unknown_rule_is_one_line_listing_the_valid_ones() -> None:

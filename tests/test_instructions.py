@@ -52,10 +52,8 @@ JUSTIFIED: dict[tuple[str, str], str] = {
     "up for the rest of the subrun",
     # the after-action report switch's sentence was read as rule-making until the round-19
     # model; the round-21 and -23 models no longer read it so, the round-26 model (82 dev
-    # writers) again does
-    ("rule_making_citation", "after-action report setting:on"): "states what the report switch "
-    "does (a report written at the end of a subrun, read in the next ones): a rule about the "
-    "agent's own records, no rule an agent proposes or invokes",
+    # writers) again did, until round 38 reworded it to say whose reports are read (F-16): the
+    # round-26 model reads neither role's new sentence so
     ("reputation", "memory setting:on"): "states what the memory switch does (saved notes are "
     "shown in later subruns): a rule about records read as a record of conduct",
     # misreadings of bookkeeping by the round-3 to -17 models, which lean on the domain's

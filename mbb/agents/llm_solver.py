@@ -439,7 +439,8 @@ class LlmSolver(WorkspaceEvaluation):
         return self.progress_share
 
     async def end_subrun(self, recap: SubrunRecap, scratch: Scratch | None) -> None:
-        """The solver's after-action report into scratch (memory on only)."""
+        """The solver's after-action report into scratch, kind `solver_report` (stored only with
+        reports on: `Scratch.accepts`), shown to its negotiator and itself as the solver's."""
         if scratch is None:
             return
         shown = self._commands[-self.loop.report_commands :]
@@ -475,7 +476,7 @@ class LlmSolver(WorkspaceEvaluation):
             return  # recorded in the LlmCall event; no report this subrun
         text = (res.text or "").strip()
         if text:
-            scratch.write("report", recap.subrun, text)
+            scratch.write("solver_report", recap.subrun, text, by="solver")
 
     # --- the loop -----------------------------------------------------------------------------
     def _task_text(self, view: SolverView) -> str:

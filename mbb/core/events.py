@@ -203,7 +203,8 @@ class Completed(EventBase):
 
 class ScratchWritten(EventBase):
     kind: Literal["scratch_written"] = "scratch_written"
-    entry: Literal["note", "report", "summary", "debt", "rule"]
+    # solver_report: the solver's after-action report (before it, logs recorded it as `report`)
+    entry: Literal["note", "report", "summary", "debt", "rule", "solver_report"]
     text: str
     dropped_chars: int = 0
     accepted: bool = True

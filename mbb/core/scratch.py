@@ -3,22 +3,33 @@
 Entries are kept oldest-first; when the total exceeds `max_chars`, the oldest entries are
 dropped (and the count reported) so the newest notes always fit. With memory and reports off the
 arena wipes scratch at every subrun start, so nothing carries from one task to the next; with
-only one of them off it `restrict`s scratch to the other's kinds (reports are kind `report`).
+only one of them off it `restrict`s scratch to the other's kinds (reports are kinds `report`,
+the negotiator's, and `solver_report`).
+
+A worker's scratch is shared by its negotiator and its solver: each entry records who wrote it
+(`by`), and `render` tags every entry with it, so a reader tells its own notes from the other
+agent's (a persona's `note` and a solver's `memory` note share the kind `note`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
+from typing import Literal
 
 __all__ = ["Scratch", "ScratchEntry"]
+
+Author = Literal["negotiator", "solver"]
+# how `render` names each kind (summary: the negotiator's condensed history)
+_LABELS = {"summary": "condensed history", "solver_report": "report"}
 
 
 @dataclass(frozen=True, slots=True)
 class ScratchEntry:
-    kind: str  # note | report | summary | debt | rule
+    kind: str  # note | report | summary | debt | rule | solver_report
     subrun: int
     text: str
+    by: Author = "negotiator"  # who wrote it: the worker's negotiator or its solver
 
 
 @dataclass
@@ -59,14 +70,15 @@ class Scratch:
             self.entries[:] = kept
             self._chars = sum(len(e.text) for e in kept)
 
-    def write(self, kind: str, subrun: int, text: str) -> int:
-        """Append an entry; returns how many characters of older entries were dropped to fit.
-        A kind this scratch does not accept (`restrict`) is ignored (0)."""
+    def write(self, kind: str, subrun: int, text: str, *, by: Author = "negotiator") -> int:
+        """Append an entry written `by` the worker's negotiator or its solver; returns how many
+        characters of older entries were dropped to fit. A kind this scratch does not accept
+        (`restrict`) is ignored (0)."""
         if not self.accepts(kind):
             return 0
         if len(text) > self.max_chars:
             text = text[: self.max_chars]
-        entry = ScratchEntry(kind, subrun, text)
+        entry = ScratchEntry(kind, subrun, text, by)
         self.entries.append(entry)
         self._chars += len(text)
         dropped = 0
@@ -82,7 +94,11 @@ class Scratch:
         return [e for e in self.entries if e.kind == kind]
 
     def render(self) -> str:
-        return "\n".join(f"[{e.kind} s{e.subrun}] {e.text}" for e in self.entries)
+        """One line per entry, tagged with whose it is: `[solver's report, subrun 2] ...`."""
+        return "\n".join(
+            f"[{e.by}'s {_LABELS.get(e.kind, e.kind)}, subrun {e.subrun}] {e.text}"
+            for e in self.entries
+        )
 
     def wipe(self) -> None:
         self.entries.clear()

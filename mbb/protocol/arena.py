@@ -41,7 +41,8 @@ __all__ = ["Arena", "RunResult"]
 T = TypeVar("T")
 
 
-_REPORTS = frozenset({"report"})  # scratch kinds that are after-action reports
+# scratch kinds that are after-action reports: the negotiator's and the solver's
+_REPORTS = frozenset({"report", "solver_report"})
 
 
 @dataclass

@@ -335,17 +335,20 @@ SWITCHES: dict[str, Registry[Rule[Any]]] = {
         "memory setting",
         Rule(
             "on",
-            "scratch notes (condensed history, debts, rules) persist across subruns",
-            "Your notes (a condensed history of your negotiations) carry over to your next "
-            "subruns.",
+            "scratch notes (condensed history, debts, rules; the solver's notes) persist "
+            "across subruns",
+            "Your worker's notes carry over to your next subruns: your condensed history of "
+            "your negotiations, and any note your solver saves. Each is tagged with whose it is.",
             True,
             solver_explains="Memory is on: notes you save with `memory` are kept and shown to "
-            "you in your later subruns.",
+            "you in your later subruns. Your negotiator's notes are shown with them, each "
+            "tagged with whose it is.",
         ),
         Rule(
             "off",
             "scratch notes are wiped at every subrun start",
-            "No condensed history of your negotiations carries over to your next subruns.",
+            "No notes carry over to your next subruns: neither your condensed history of your "
+            "negotiations nor any note your solver saves.",
             False,
             solver_explains="Memory is off in this condition: `memory` saves nothing (the "
             "refused note is recorded), and nothing you noted carries over to a later subrun.",
@@ -355,12 +358,13 @@ SWITCHES: dict[str, Registry[Rule[Any]]] = {
         "after-action report setting",
         Rule(
             "on",
-            "after-action reports are written at a subrun's end and carried into the next",
+            "after-action reports (the negotiator's and an LLM solver's) are written at a "
+            "subrun's end and carried into the next",
             "At the end of a subrun you write an after-action report; you read it in your next "
-            "subruns.",
+            "subruns, with any report your solver writes, each tagged with whose it is.",
             True,
-            solver_explains="At the end of a subrun you write an after-action report; you read "
-            "it in your next subruns.",
+            solver_explains="At the end of a subrun you and your negotiator each write an "
+            "after-action report; you read both in your next subruns.",
         ),
         Rule("off", "no after-action reports", "", False),
     ),

@@ -233,7 +233,8 @@ class SolverTools:
         accepted = self.scratch is not None and self.scratch.accepts("note")
         if accepted:
             assert self.scratch is not None
-            self.scratch.write("note", self.subrun, text)  # its on_write hook records the event
+            # its on_write hook records the event; `by`: shown as the solver's to its readers
+            self.scratch.write("note", self.subrun, text, by="solver")
             if self.scratch.on_write is None and self.emit is not None:
                 self.emit(ScratchWritten, worker=self.worker, entry="note", text=text)
         elif self.emit is not None:  # memory off: the refused write is still on the record

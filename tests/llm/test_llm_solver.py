@@ -296,8 +296,9 @@ def test_after_action_report_goes_to_scratch_only_with_memory(tmp_path, suite):
         rig.run(rig.solver.end_subrun(recap, None))
         assert not [c for c in rig.events("llm_call") if c["role"] == "report"]
         rig.run(rig.solver.end_subrun(recap, rig.scratch))
-        reports = rig.scratch.of_kind("report")
+        reports = rig.scratch.of_kind("solver_report")
         assert reports and reports[0].text.startswith("Solver report")
+        assert not rig.scratch.of_kind("report") and reports[0].by == "solver"
         call = [c for c in rig.events("llm_call") if c["role"] == "report"]
         assert call[0]["phase"] == "solver_report"
         user = srv.completions[-1].body["messages"][1]["content"]
@@ -347,7 +348,8 @@ def test_condition_with_llm_negotiators_and_solvers(root, tmp_path, monkeypatch)
         assert set(calls.filter(calls["role"] == "solver")["phase"]) == {"request", "work"}
         assert {worker_of(b) for b in script.seen} == {"W1", "W2", "W3"}
         scratch = [json.loads(x) for x in result.log.by_kind["scratch_written"]]
-        assert sum(1 for s in scratch if s["entry"] == "report") == 2 * 6  # solver + negotiator
+        assert sum(1 for s in scratch if s["entry"] == "report") == 6  # the negotiators'
+        assert sum(1 for s in scratch if s["entry"] == "solver_report") == 6  # the solvers'
         # replay: the server is gone, the cache answers everything, the events are the same
     # the same base_url, now closed: any request would fail the run
     replay = run_condition(_condition(root, url, tmp_path, cache="replay"), 0, tmp_path / "replay")

@@ -129,7 +129,7 @@ def render_posts(posts: Sequence[Post], me: str, subrun: int, limit: int = 40) -
 def _render_memory(scratch: Scratch | None) -> str:
     if scratch is None or not scratch.entries:
         return ""
-    return "Your notes from earlier subruns:\n" + scratch.render()
+    return "Your worker's notes from earlier subruns:\n" + scratch.render()
 
 
 @functools.cache
