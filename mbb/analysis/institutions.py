@@ -21,6 +21,13 @@
   institutions.
 Per pair: relational categories voiced in private messages to the same peer, forward-scoped
 when one of those messages is.
+
+Mixed runs (`workers.overrides.<W>.negotiator`, a study's mixed roster): LLM agents there read
+scripted personas' messages, which model institutions ("Highest bid should run first") and
+some of which act on the true remaining work. Every table here carries `mixed_negotiators` (the
+run has both LLM and scripted negotiators; `negotiator_mix`) and names the scripted seats; the
+summaries add `MIXED_NOTE`: institutions in such runs are not evidence of emergence among LLM
+agents. The flag is read from `run_started` (each worker's `negotiator`, the `workers` table).
 """
 
 from __future__ import annotations
@@ -36,9 +43,11 @@ from mbb.analysis.rules import forward_commitments
 from mbb.core.taxonomy import CATEGORIES
 
 __all__ = [
+    "MIXED_NOTE",
     "default_imposed",
     "institution_summary",
     "institutions",
+    "negotiator_mix",
     "pair_institution_summary",
     "pair_institutions",
 ]
@@ -61,6 +70,58 @@ _MARKERS = pl.DataFrame(
         "family": [c.family for c in CATEGORIES],
     }
 )
+
+
+MIXED_NOTE = (
+    "mixed negotiators: scripted personas' messages model institutions and some act on true "
+    "remaining work, so institutions in this run are not evidence of emergence among LLM agents"
+)
+_MIX = ["mixed_negotiators", "scripted_seats"]
+
+
+def negotiator_mix(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
+    """Per run: `mixed_negotiators` (both LLM and scripted negotiators sat in it) and
+    `scripted_seats` ("W2 (deadline_advocate), ...", null unless mixed), from the `workers`
+    table (`run_started`); without one no run is known to be mixed (no rows)."""
+    schema = {"run_id": pl.String, "mixed_negotiators": pl.Boolean, "scripted_seats": pl.String}
+    if "workers" not in tables:
+        return pl.DataFrame(schema=schema)
+    w = tables["workers"]
+    llm = pl.col("negotiator").fill_null("scripted") == "llm"
+    seat = pl.format("{} ({})", "worker", pl.col("persona").fill_null("?"))
+    per = w.group_by("run_id", maintain_order=True).agg(
+        (llm.any() & (~llm).any()).alias("mixed_negotiators"),
+        seat.filter(~llm).str.join(", ").alias("scripted_seats"),
+    )
+    seats = pl.when("mixed_negotiators").then("scripted_seats")
+    return per.with_columns(seats.alias("scripted_seats")).select(list(schema))
+
+
+def _with_mix(df: pl.DataFrame, tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
+    df = df.join(negotiator_mix(tables), on="run_id", how="left")
+    return df.with_columns(pl.col("mixed_negotiators").fill_null(False))
+
+
+def _note(df: pl.DataFrame) -> pl.DataFrame:
+    """`note`: `MIXED_NOTE` on a row of (or pooling) a mixed run, else null."""
+    return df.with_columns(
+        pl.when("mixed_negotiators").then(pl.lit(MIXED_NOTE)).otherwise(None).alias("note")
+    )
+
+
+def _mixes(inst: pl.DataFrame) -> pl.DataFrame:
+    """Per run of rows from `institutions`/`pair_institutions`: its mix (not mixed when the
+    rows predate the flag)."""
+    if "mixed_negotiators" not in inst.columns:
+        return (
+            inst.select("run_id")
+            .unique()
+            .with_columns(
+                pl.lit(False).alias("mixed_negotiators"),
+                pl.lit(None, pl.String).alias("scripted_seats"),
+            )
+        )
+    return inst.group_by("run_id").agg(pl.col(_MIX).first())
 
 
 def _mandates_frame() -> pl.DataFrame:
@@ -138,7 +199,8 @@ def institutions(
     imposed: Mapping[str, Iterable[str]] | None = None,
 ) -> pl.DataFrame:
     """Per (run, worker, category): rounds and subruns exhibited, mandated, forward-scoped,
-    persistent, marker, and `institutional` (= marked, self-discovered and forward-scoped).
+    persistent, marker, and `institutional` (= marked, self-discovered and forward-scoped);
+    `mixed_negotiators` and `scripted_seats`: its run's mix of negotiators (`negotiator_mix`).
 
     tables: the run tables (with `workers` for personas and negotiators; declarations,
     messages and ballots for forward scope). wr_pred: worker-round labels
@@ -166,7 +228,7 @@ def institutions(
             "institutional"
         )
     )
-    g = labels_of(condition_of(g, tables), tables)
+    g = _with_mix(labels_of(condition_of(g, tables), tables), tables)
     return g.select(
         "condition",
         "run_id",
@@ -184,6 +246,7 @@ def institutions(
         "persistent",
         "cross_subrun",
         "institutional",
+        *_MIX,
     ).sort("run_id", "worker", "category")
 
 
@@ -196,7 +259,8 @@ def pair_institutions(
     """Per (run, worker, peer, category) for relational categories in private messages:
     rounds, forward-scoped (one of the messages commits to future rounds), persistent,
     mandated, institutional. tables, imposed: as in `institutions`; evidence: the
-    classifier's evidence rows (with `seq`)."""
+    classifier's evidence rows (with `seq`). Each row carries its run's `mixed_negotiators`
+    and `scripted_seats` (`negotiator_mix`)."""
     rel = [c.name for c in CATEGORIES if c.marker == "relational"]
     msgs = (
         tables["messages"]
@@ -222,7 +286,7 @@ def pair_institutions(
         )
         .with_columns((~pl.col("mandated") & pl.col("forward_scoped")).alias("institutional"))
     )
-    return condition_of(g, tables).sort("run_id", "worker", "peer", "category")
+    return _with_mix(condition_of(g, tables), tables).sort("run_id", "worker", "peer", "category")
 
 
 def _worker_institutions(inst: pl.DataFrame) -> pl.DataFrame:
@@ -254,11 +318,16 @@ def institution_summary(inst: pl.DataFrame, *, by: By = "condition") -> pl.DataF
     mandated (the self-discovered split; null when the run has none), mbb's choice of a
     per-run form of the split.
 
+    Both carry `mixed_negotiators` (a run of the group had LLM and scripted negotiators;
+    per run also `scripted_seats`) and `note` (`MIXED_NOTE` where mixed, else null).
+
     inst: the rows of `institutions` (one or more conditions); by: as above."""
     keys = by_keys(by, "institution_summary", ["condition", "model"], ["condition", "run_id"])
-    per = _worker_institutions(inst).group_by(keys).agg(*_SHARES)
+    w = _worker_institutions(inst).join(_mixes(inst), on="run_id", how="left")
     if by == "condition":
-        return per.sort(keys)
+        mix = pl.col("mixed_negotiators").fill_null(False).any()
+        return _note(w.group_by(keys).agg(*_SHARES, mix).sort(keys))
+    per = w.group_by(keys).agg(*_SHARES, pl.col(_MIX).first())
     rel = pl.col("marker") == "relational"
     fwd = (
         inst.filter(rel & pl.col("forward_scoped"))
@@ -268,10 +337,11 @@ def institution_summary(inst: pl.DataFrame, *, by: By = "condition") -> pl.DataF
             (~pl.col("mandated")).mean().alias("self_discovered_share"),
         )
     )
-    return (
+    return _note(
         per.join(fwd, on="run_id", how="left")
         .with_columns(pl.col("forward_relational").fill_null(0).cast(pl.Int64))
         .sort(keys)
+        .select(pl.exclude(_MIX), *_MIX)
     )
 
 
@@ -281,15 +351,21 @@ def pair_institution_summary(pairs: pl.DataFrame, *, by: By = "condition") -> pl
     choice of a summary; a group without private relational messages has no row).
 
     pairs: the rows of `pair_institutions` (one or more conditions); by: "condition" per
-    condition, "run_id" per (condition, run), for a CI over seeds."""
+    condition, "run_id" per (condition, run), for a CI over seeds. Like `institution_summary`
+    it carries `mixed_negotiators` (per run with `scripted_seats`) and `note`."""
     keys = by_keys(by, "pair_institution_summary", ["condition"], ["condition", "run_id"])
-    return (
-        pairs.group_by(keys)
+    p = pairs.drop(_MIX, strict=False).join(_mixes(pairs), on="run_id", how="left")
+    mix = [pl.col("mixed_negotiators").fill_null(False).any()]
+    if by == "run_id":
+        mix = [pl.col(c).first() for c in _MIX]
+    return _note(
+        p.group_by(keys)
         .agg(
             pl.len().alias("pairs"),
             pl.col("forward_scoped").sum().alias("forward_scoped"),
             pl.col("institutional").sum().alias("institutional"),
             pl.col("institutional").mean().alias("institutional_share"),
+            *mix,
         )
         .sort(keys)
     )

@@ -8,6 +8,7 @@ from mbb.agents.personas import PERSONAS
 from mbb.analysis import (
     institution_summary,
     institutions,
+    pair_institution_summary,
     pair_institutions,
     utterance_predictions,
     worker_round_predictions,
@@ -129,3 +130,45 @@ def test_forward_scope_is_scope_not_recurrence(events):
     assert got["reciprocity"]["forward_scoped"] and got["reciprocity"]["institutional"]
     tie = got["tie_break_deference"]
     assert tie["persistent"] and not tie["forward_scoped"] and not tie["institutional"]
+
+
+def _seated(scen, llm: set[str]):
+    """`scen` with the negotiators of the seats in `llm` recorded as LLMs (model "m")."""
+    w = scen["workers"]
+    is_llm = pl.col("worker").is_in(sorted(llm))
+    w = w.with_columns(
+        pl.when(is_llm).then(pl.lit("llm")).otherwise("negotiator").alias("negotiator"),
+        pl.when(is_llm).then(pl.lit("m")).otherwise("model").alias("model"),
+        pl.when(is_llm).then(pl.lit("m")).otherwise("label").alias("label"),
+    )
+    return {**scen, "workers": w}
+
+
+def test_a_mixed_runs_institution_tables_say_so(scen, scen_ev):
+    """I-2: where LLM and scripted negotiators share a run, LLM agents read personas' messages
+    that model institutions (and personas acting on the true remaining work), so the run's
+    institutions are not evidence of emergence among LLM agents: every table says so, naming
+    the scripted seats; a pure-LLM or pure-scripted run's tables do not."""
+    from mbb.analysis.institutions import MIXED_NOTE
+
+    wr = worker_round_predictions(scen_ev)
+    for llm, mixed in (({"W1"}, True), (set(), False), ({"W1", "W2", "W3"}, False)):
+        t = _seated(scen, llm)
+        inst = institutions(t, wr)
+        pairs = pair_institutions(t, scen_ev)
+        seats = "W2 (deadline_advocate), W3 (reciprocator)" if mixed else None
+        for rows in (inst, pairs):
+            assert rows.height and rows["mixed_negotiators"].to_list() == [mixed] * rows.height
+            assert rows["scripted_seats"].to_list() == [seats] * rows.height
+        note = MIXED_NOTE if mixed else None
+        for s in (
+            institution_summary(inst),
+            institution_summary(inst, by="run_id"),
+            pair_institution_summary(pairs),
+            pair_institution_summary(pairs, by="run_id"),
+        ):
+            assert s.height and s["mixed_negotiators"].to_list() == [mixed] * s.height
+            assert s["note"].to_list() == [note] * s.height
+        by_run = institution_summary(inst, by="run_id")
+        assert by_run["scripted_seats"].to_list() == [seats]
+    assert "not evidence of emergence among LLM agents" in MIXED_NOTE
