@@ -52,7 +52,7 @@ JUSTIFIED: dict[tuple[str, str], str] = {
     "up for the rest of the subrun",
     # the after-action report switch's sentence was read as rule-making until the round-19
     # model; the round-21 and -23 models no longer read it so, the round-26 model (82 dev
-    # writers) again did, until round 38 reworded it to say whose reports are read (F-16): the
+    # writers) again did, until F-16 reworded it to say whose reports are read (F-16): the
     # round-26 model reads neither role's new sentence so
     ("reputation", "memory setting:on"): "states what the memory switch does (saved notes are "
     "shown in later subruns): a rule about records read as a record of conduct",

@@ -440,8 +440,9 @@ class LlmSolver(WorkspaceEvaluation):
 
     async def end_subrun(self, recap: SubrunRecap, scratch: Scratch | None) -> None:
         """The solver's after-action report into scratch, kind `solver_report` (stored only with
-        reports on: `Scratch.accepts`), shown to its negotiator and itself as the solver's."""
-        if scratch is None:
+        reports on: `Scratch.accepts`), shown to its negotiator and itself as the solver's.
+        With reports off its model is not asked (an answer nobody keeps costs tokens)."""
+        if scratch is None or not scratch.accepts("solver_report"):
             return
         shown = self._commands[-self.loop.report_commands :]
         lines = [

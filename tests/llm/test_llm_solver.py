@@ -295,6 +295,11 @@ def test_after_action_report_goes_to_scratch_only_with_memory(tmp_path, suite):
         recap = SubrunRecap("W1", 1, "rev", "completed", 1.0, 900, 100, 1, 60, 20, 0, [])
         rig.run(rig.solver.end_subrun(recap, None))
         assert not [c for c in rig.events("llm_call") if c["role"] == "report"]
+        # reports off (memory on): scratch refuses reports, so the model is not even asked
+        rig.scratch.restrict(refuse=("report", "solver_report"))
+        rig.run(rig.solver.end_subrun(recap, rig.scratch))
+        assert not [c for c in rig.events("llm_call") if c["role"] == "report"]
+        rig.scratch.restrict()
         rig.run(rig.solver.end_subrun(recap, rig.scratch))
         reports = rig.scratch.of_kind("solver_report")
         assert reports and reports[0].text.startswith("Solver report")
