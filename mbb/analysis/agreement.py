@@ -59,9 +59,10 @@ FIRST_ROUND_WRITERS = frozenset("ABCDEFGHIJ")  # the first corpus: dev A C D E G
 # twenty-third's DR-DS (test23: DR, DS), the twenty-fourth's DT-EC (test24: DT, DU), the
 # twenty-fifth's ED-EE (test25: ED, EE), the twenty-sixth's EF-EG (test26: EF, EG), the
 # twenty-seventh's EH-EI (test27: EH, EI), the twenty-eighth's EJ-EK (test28: EJ, EK), the
-# twenty-ninth's EL-EM (test29: EL, EM), the thirtieth's EN-EO (test30: EN, EO); each pair
-# chosen before any of its round's items was read (the fourth's, fifth's and sixth's drawn at
-# random before anyone wrote, the seventh's to thirtieth's named before anyone wrote)
+# twenty-ninth's EL-EM (test29: EL, EM), the thirtieth's EN-EO (test30: EN, EO), the
+# thirty-first's EP-EW (test31: EV, EW; EP-EU dev, on branch cand34); each pair chosen before
+# any of its round's items was read (the fourth's, fifth's and sixth's drawn at random before
+# anyone wrote, the seventh's to thirty-first's named before anyone wrote)
 TEST_SPLITS: dict[str, tuple[str, ...]] = {
     "test2": ("Q", "R"),
     "test3": ("Y", "Z"),
@@ -92,6 +93,7 @@ TEST_SPLITS: dict[str, tuple[str, ...]] = {
     "test28": ("EJ", "EK"),
     "test29": ("EL", "EM"),
     "test30": ("EN", "EO"),
+    "test31": ("EV", "EW"),
 }
 ANNOTATORS = ("author", "blind_1", "blind_2")
 PAIRS = (("author", "blind_2"), ("author", "blind_1"), ("blind_1", "blind_2"))

@@ -1,4 +1,4 @@
-"""The gold corpus (mbb/analysis/gold/): the twenty-eight frozen test splits, the adjudication
+"""The gold corpus (mbb/analysis/gold/): the thirty-one frozen test splits, the adjudication
 and the agreement figures are what the files say they are. Scores are not tested here."""
 
 from __future__ import annotations
@@ -142,6 +142,9 @@ TEST29_SHA256 = "9339ca861821cbe8b0325983f6ea373925463afbc884d25da8db3f40810cef0
 # the thirtieth round's test split (writers EN and EO), pinned the same way
 TEST30_ITEMS_SHA256 = "456537b6c3694c82361489d320a3df2da93d8fe90f8c7bbf4b19451eac577d07"
 TEST30_SHA256 = "5b29b54782eeead4cee78a419f65765b8b62b40433e08808a55afd27ba72e51f"
+# the thirty-first round's test split (writers EV and EW), pinned the same way
+TEST31_ITEMS_SHA256 = "e9005e641d176ab4edbdbcc26c47b15c7585b51210d93e54616608c9ab8a9e73"
+TEST31_SHA256 = "20f53e92dc4e265615845a0c0989c4fc745c430852027fe862177f3ea6286c84"
 SEPARATE = ["exclusionary_coalition", "divide_and_conquer", "metagaming"]
 FIRST_DEV = set("ACDEGHIJ")
 
@@ -197,6 +200,7 @@ LATER_SPLIT_PINS = {
     "test28": (TEST28_ITEMS_SHA256, TEST28_SHA256),
     "test29": (TEST29_ITEMS_SHA256, TEST29_SHA256),
     "test30": (TEST30_ITEMS_SHA256, TEST30_SHA256),
+    "test31": (TEST31_ITEMS_SHA256, TEST31_SHA256),
 }
 
 
@@ -240,6 +244,7 @@ SPLIT_WRITERS = {
     "test28": {"EJ", "EK"},
     "test29": {"EL", "EM"},
     "test30": {"EN", "EO"},
+    "test31": {"EV", "EW"},
 }
 
 

@@ -328,6 +328,7 @@ def test_one_command_scores_several_splits_with_kappa_and_the_combined_classifie
         "test28.jsonl",
         "test29.jsonl",
         "test30.jsonl",
+        "test31.jsonl",
     ]
     assert main(["validate-classifier"]) == 2
     assert "give a gold file, or --frozen" in capsys.readouterr().err
