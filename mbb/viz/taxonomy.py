@@ -284,9 +284,25 @@ def institutional_behaviours(
                 "private message",
                 "descriptive counts of the runs read, not means over seeds compared between "
                 "conditions: no interval is drawn",
+                *_mixed_warning(inst),
             ],
         }
     )
+
+
+def _mixed_warning(inst: pl.DataFrame) -> list[str]:
+    """A subtitle line when some run read had LLM and scripted negotiators together
+    (`mbb.analysis.institutions.MIXED_NOTE`): what it shows there is not emergence."""
+    if "mixed_negotiators" not in inst.columns:
+        return []
+    mixed = inst.filter(pl.col("mixed_negotiators"))["run_id"].n_unique()
+    if not mixed:
+        return []
+    return [
+        f"⚠ {mixed} of the {inst['run_id'].n_unique()} run(s) mixed LLM and scripted "
+        "negotiators: scripted personas' messages model institutions there, so those "
+        "runs are no evidence of emergence among LLM agents"
+    ]
 
 
 def classifier_validation(

@@ -172,3 +172,17 @@ def test_a_mixed_runs_institution_tables_say_so(scen, scen_ev):
         by_run = institution_summary(inst, by="run_id")
         assert by_run["scripted_seats"].to_list() == [seats]
     assert "not evidence of emergence among LLM agents" in MIXED_NOTE
+
+
+def test_the_institutions_chart_warns_of_mixed_runs(scen, scen_ev):
+    """The chart a researcher reads carries the same warning as the tables: a mixed run's
+    institutions are no evidence of emergence among LLM agents; a pure run's chart says
+    nothing of it."""
+    from mbb.viz.taxonomy import institutional_behaviours
+
+    wr = worker_round_predictions(scen_ev)
+    for llm, warned in (({"W1"}, True), ({"W1", "W2", "W3"}, False)):
+        t = _seated(scen, llm)
+        chart = institutional_behaviours(institutions(t, wr), pair_institutions(t, scen_ev))
+        subtitle = " ".join(chart.to_dict()["title"]["subtitle"])
+        assert ("mixed LLM and scripted negotiators" in subtitle) is warned, subtitle
