@@ -31,7 +31,8 @@ Responder = Callable[[dict[str, Any], Reply], Reply]
 
 def _study(tmp_path: Path, url: str, **extra: str) -> Path:
     """A one-run study (base, negotiators, one seed, 3 workers, one turn) of model `adv-m` at
-    `url`, its key read from KEY_ENV, priced, retried once per call."""
+    `url`, its key read from KEY_ENV, priced, retried once per call, one call at a time (the
+    tests of which failures stop an endpoint depend on their order)."""
     fields = {
         "conditions": "[base]",
         "roles": "[negotiators]",
@@ -43,7 +44,7 @@ def _study(tmp_path: Path, url: str, **extra: str) -> Path:
     body = f"name: s\nout: {tmp_path / 'out'}\n" + "".join(f"{k}: {v}\n" for k, v in fields.items())
     model = (
         f"adv: {{model: adv-m, preset: vllm, base_url: '{url}', api_key_env: {KEY_ENV}, "
-        f"max_retries: 1, timeout_s: 10, price: {PRICE}}}"
+        f"max_retries: 1, timeout_s: 10, concurrency: 1, price: {PRICE}}}"
     )
     path = tmp_path / "s.yaml"
     path.write_text(body + "models:\n" + textwrap.indent(textwrap.dedent(model), "  "))
@@ -369,10 +370,12 @@ def test_a_single_run_stops_an_endpoint_failing_every_other_call(
     """The failure-share stop was a study's only: `mbb run` against an endpoint failing every
     other call played on, each success resetting the count of failures in a row. Now a run
     outside a study stops it at the default invalid share (5 % of its last 40 calls), stopped
-    and resumable, as a study does."""
+    and resumable, as a study does. One call at a time (`concurrency: 1`): with calls in
+    flight together, three failures could end in a row and stop it by the other rule."""
     from mbb.batch.build import load_params
 
     monkeypatch.setenv(KEY_ENV, KEY)
+    monkeypatch.chdir(tmp_path)  # the run's request cache goes to ./outputs: not the project's
     seen = itertools.count()
     with FakeOpenAIServer(models=("adv-m",)) as server:
         params = tmp_path / "p.yaml"
@@ -381,7 +384,7 @@ def test_a_single_run_stops_an_endpoint_failing_every_other_call(
             "name: adv_run\nsubruns: 1\nworkers: {count: 3, model: adv}\n"
             "negotiation: {max_turns: 1}\nmodels:\n"
             f"  adv: {{model: adv-m, preset: vllm, base_url: '{server.url}', "
-            f"api_key_env: {KEY_ENV}, max_retries: 1, timeout_s: 10}}\n"
+            f"api_key_env: {KEY_ENV}, max_retries: 1, timeout_s: 10, concurrency: 1}}\n"
             f"prices:\n  adv-m: {PRICE}\n"
         )
         router = StubRouter(load_params(params).models)
